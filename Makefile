@@ -1,0 +1,136 @@
+# kern — build. `make help` lists the targets. CC, CXX, CFLAGS, O overridable.
+CC      ?= cc
+CXX     ?= c++
+O       ?= -O2
+CFLAGS  ?= -g
+NVCC    ?= nvcc
+PREFIX  ?= /usr/local
+PYTHON  ?= python3
+
+WARN     := -Wall -Wextra
+INC      := -Iinclude -Ikernels -Itests
+BASEFLAGS = $(O) $(CFLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC)
+LIBS     := -lm -lpthread
+
+HEADERS   := $(wildcard include/*.h) $(wildcard kernels/*.h)
+TEST_SRC  := $(wildcard tests/test_*.c)
+TESTS     := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+ASAN_TESTS  := $(patsubst tests/%.c,build/asan/%,$(TEST_SRC))
+UBSAN_TESTS := $(patsubst tests/%.c,build/ubsan/%,$(TEST_SRC))
+EXAMPLE_SRC := $(wildcard examples/*.c)
+EXAMPLES  := $(patsubst examples/%.c,build/examples/%,$(EXAMPLE_SRC))
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCHES   := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
+
+# Peer libraries for the benchmarks only (never the library): used when
+# their headers are installed (make deps).
+BENCH_DEFS :=
+BENCH_LIBS := -lbenchmark -lpthread -lm
+ifneq ($(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h),)
+BENCH_DEFS += -DKBENCH_HAVE_OPENBLAS
+BENCH_LIBS += -lopenblas
+endif
+ifneq ($(wildcard /usr/include/dnnl.h /usr/include/oneapi/dnnl/dnnl.h),)
+BENCH_DEFS += -DKBENCH_HAVE_DNNL
+BENCH_LIBS += -ldnnl
+endif
+
+.PHONY: all test asan ubsan compile-check bench bench-build peers cuda test-cuda \
+        deps install amalgamate clean help examples
+
+all: $(TESTS) $(EXAMPLES) build/examples/amalgamated
+
+help:
+	@echo "make deps bench   install what a fresh machine needs, run the benchmark suite with peers"
+	@echo "make test         build and run every test that needs no GPU"
+	@echo "make asan|ubsan   the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
+	@echo "make compile-check  every header as C99, C11, C++17 with gcc and clang"
+	@echo "make cuda         compile the CUDA code, tests and benchmarks (sm_80, sm_90)"
+	@echo "make test-cuda    run the CUDA tests (GPU machine)"
+	@echo "make peers        PyTorch and ONNX Runtime into bench/.venv for peer benchmarks"
+	@echo "make amalgamate   write dist/kern.h"
+	@echo "make install PREFIX=/usr/local"
+
+build/tests/%: tests/%.c $(HEADERS) tests/kt.h
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+
+build/asan/%: tests/%.c $(HEADERS) tests/kt.h
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
+
+build/ubsan/%: tests/%.c $(HEADERS) tests/kt.h
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
+
+build/examples/%: examples/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+
+# The vendoring check: an example compiled against dist/kern.h alone.
+build/examples/amalgamated: examples/basic.c dist/kern.h
+	@mkdir -p $(@D)
+	$(CC) $(O) $(WARN) -Werror -std=c11 -D_GNU_SOURCE -Idist -DKERN_EXAMPLE_SINGLE_FILE examples/basic.c -o $@ $(LIBS)
+
+amalgamate: dist/kern.h
+dist/kern.h: gen/amalgamate.py $(HEADERS)
+	@mkdir -p dist
+	$(PYTHON) gen/amalgamate.py -o $@
+
+test: all
+	@tests/run $(TESTS) build/examples/amalgamated
+
+asan: $(ASAN_TESTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run $(ASAN_TESTS)
+
+ubsan: $(UBSAN_TESTS)
+	@UBSAN_OPTIONS=print_stacktrace=1 tests/run $(UBSAN_TESTS)
+
+compile-check:
+	@tests/compile_check.sh
+
+build/bench/kbench_shim.o: bench/kbench_shim.cc bench/kbench.h
+	@mkdir -p $(@D)
+	$(CXX) $(O) -g -std=c++17 -Wall -Iinclude -Ibench -c $< -o $@
+
+build/bench/%: bench/%.c bench/kbench.h build/bench/kbench_shim.o $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(O) $(CFLAGS) $(WARN) -std=c11 -D_GNU_SOURCE -march=x86-64 $(INC) -Ibench $(BENCH_DEFS) $< build/bench/kbench_shim.o -o $@ -lstdc++ $(BENCH_LIBS)
+
+bench-build: $(BENCHES)
+
+bench: bench-build
+	$(PYTHON) bench/run
+
+peers:
+	@test -x bench/.venv/bin/python || $(PYTHON) -m venv bench/.venv
+	bench/.venv/bin/pip install --upgrade pip >/dev/null
+	bench/.venv/bin/pip install torch onnxruntime numpy scipy
+
+deps:
+	@tests/deps.sh
+
+CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+CUDA_SRC  := $(wildcard tests/cuda/*.cu) $(wildcard bench/cuda/*.cu)
+CUDA_BIN  := $(patsubst %.cu,build/cuda/%,$(CUDA_SRC))
+build/cuda/%: %.cu $(HEADERS) $(wildcard kernels/cuda/*.cuh)
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) $(INC) -Ikernels/cuda -Ibench -Xcompiler -Wall $< -o $@ -lpthread
+
+cuda: $(CUDA_BIN)
+	@tests/cuda_base_check.sh "$(NVCC)"
+	@echo "cuda: built $(words $(CUDA_BIN)) binaries for sm_80 and sm_90"
+
+test-cuda: cuda
+	@tests/run $(filter build/cuda/tests/%,$(CUDA_BIN))
+
+install: amalgamate
+	install -d $(DESTDIR)$(PREFIX)/include/kern $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/*.h kernels/*.h $(DESTDIR)$(PREFIX)/include/kern/
+	install -d $(DESTDIR)$(PREFIX)/include/kern/cuda
+	-install -m 644 kernels/cuda/*.cuh $(DESTDIR)$(PREFIX)/include/kern/cuda/ 2>/dev/null
+	install -m 644 dist/kern.h $(DESTDIR)$(PREFIX)/include/kern/kern_single.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' kern.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kern.pc
+
+clean:
+	rm -rf build dist

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every public header compiles alone, declarations only and with its
+# implementation, as C99, C11 (gcc, clang) and C++17 (g++, clang++) with
+# -Wall -Wextra -Werror -pedantic; two KERN_STATIC translation units link
+# together; dist/kern.h likewise.
+set -u
+mkdir -p build/cc
+fail=0; n=0
+headers="$(ls include/*.h kernels/*.h) dist/kern.h"
+make -s dist/kern.h >/dev/null || exit 1
+compilers="gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17"
+for h in $headers; do
+  name=$(basename "$h" .h)
+  for mode in decl impl; do
+    src=build/cc/${name}_${mode}.c
+    if [ $mode = impl ]; then printf '#define KERN_IMPLEMENTATION\n' > $src; else : > $src; fi
+    printf '#include "%s"\nint kern_cc_dummy_%s(void);\nint kern_cc_dummy_%s(void) { return 0; }\n' "$(basename $h)" "$name" "$name" >> $src
+    for cm in $compilers; do
+      cc=${cm%%:*}; std=${cm##*:}
+      case $cc in *++) lang="-x c++";; *) lang="";; esac
+      n=$((n+1))
+      if ! $cc $lang -std=$std -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -Idist -c $src -o build/cc/out.o 2> build/cc/err.txt; then
+        echo "FAIL $h ($mode, $cc -std=$std)"; head -20 build/cc/err.txt; fail=$((fail+1))
+      fi
+    done
+  done
+done
+# two KERN_STATIC translation units with the whole library, linked together
+for i in 1 2; do
+  printf '#define KERN_STATIC\n#define KERN_IMPLEMENTATION\n#include "kern.h"\nint kern_tu%d(void);\nint kern_tu%d(void) { return (int)kern_dtype_size(KERN_F32); }\n' $i $i > build/cc/static$i.c
+done
+printf 'int kern_tu1(void); int kern_tu2(void);\nint main(void) { return kern_tu1() + kern_tu2() == 8 ? 0 : 1; }\n' > build/cc/static_main.c
+for cc in gcc clang; do
+  n=$((n+1))
+  if $cc -std=c11 -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -c build/cc/static1.c -o build/cc/s1.o &&
+     $cc -std=c11 -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -c build/cc/static2.c -o build/cc/s2.o &&
+     $cc build/cc/static_main.c build/cc/s1.o build/cc/s2.o -o build/cc/static_main -lm -lpthread && build/cc/static_main; then :; else
+    echo "FAIL two KERN_STATIC translation units ($cc)"; fail=$((fail+1))
+  fi
+done
+echo "compile-check: $((n-fail)) of $n compilations passed"
+[ $fail -eq 0 ]

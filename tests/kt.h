@@ -1,0 +1,455 @@
+/* kt.h — kern's small test harness.
+ *
+ * A test file is one translation unit:
+ *
+ *     #define KERN_IMPLEMENTATION
+ *     #include "kern_gemm.h"
+ *     #include "kt.h"
+ *
+ *     KT_TEST(gemm_small) {
+ *         KT_CHECK(x == 3, "x=%d", x);
+ *         kt_assert_close_f32("c", got, want, n, kt_tol(KERN_F32));
+ *     }
+ *
+ *     KT_MAIN()
+ *
+ * Cases register themselves (constructor attribute) and run in file order.
+ * `./test_x [substring]` runs the cases whose name contains the substring.
+ * Each case gets a fixed seed derived from its name (kt_seed()), printed
+ * with any failure. The binary prints one line per failed case, then
+ * "[file] N ok, N failed" (the aggregate "N passed, N failed" line is
+ * printed by tests/run).
+ *
+ * Tolerances live in kt_tol() and nowhere else:
+ *   f32:  rtol 1e-5, atol 1e-6   (a handful of ulps after a short
+ *         reduction; long reductions use kt_assert_nmse with 1e-10)
+ *   f16:  rtol 2e-3, atol 1e-4   (one f16 ulp is 2^-10 ~ 9.8e-4; the output
+ *         rounding alone costs half of it, the rest is f32 accumulation)
+ *   bf16: rtol 1.6e-2, atol 1e-3 (one bf16 ulp is 2^-7 = 7.8e-3; two ulps)
+ *   int:  exact
+ */
+#ifndef KERN_KT_H
+#define KERN_KT_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern_base.h"
+
+typedef void (*kt_fn)(void);
+typedef struct kt_case {
+    const char *name;
+    kt_fn fn;
+} kt_case;
+
+#define KT_MAX_CASES 1024
+static kt_case kt__cases[KT_MAX_CASES];
+static int kt__ncases;
+static const char *kt__cur_name = "";
+static int kt__cur_failed;
+static int kt__cur_reports;
+static uint64_t kt__cur_seed;
+static char kt__context[256];
+
+static void kt__register(const char *name, kt_fn fn) {
+    if (kt__ncases < KT_MAX_CASES) {
+        kt__cases[kt__ncases].name = name;
+        kt__cases[kt__ncases].fn = fn;
+        kt__ncases++;
+    }
+}
+
+#define KT_TEST(name)                                                         \
+    static void kt_test_##name(void);                                         \
+    __attribute__((constructor)) static void kt_reg_##name(void) {           \
+        kt__register(#name, kt_test_##name);                                  \
+    }                                                                         \
+    static void kt_test_##name(void)
+
+/* Sets a context string printed with failures (e.g. the shape being
+ * tested). */
+static void kt_context(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kt__context, sizeof kt__context, fmt, ap);
+    va_end(ap);
+}
+
+static void kt__fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    kt__cur_failed = 1;
+    if (kt__cur_reports++ >= 5) return; /* keep logs readable */
+    fprintf(stdout, "FAIL %s (%s:%d, seed=0x%llx)%s%s: ", kt__cur_name, file,
+            line, (unsigned long long)kt__cur_seed, kt__context[0] ? " " : "",
+            kt__context);
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+#define KT_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) kt__fail(__FILE__, __LINE__, "check `" #cond "` " __VA_ARGS__); \
+    } while (0)
+/* Like KT_CHECK but returns from the test case on failure. */
+#define KT_REQUIRE(cond, ...)                                                 \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            kt__fail(__FILE__, __LINE__, "require `" #cond "` " __VA_ARGS__); \
+            return;                                                           \
+        }                                                                     \
+    } while (0)
+/* Asserts a status; prints kern_last_error() when it differs. */
+#define KT_STATUS(expr, want)                                                 \
+    do {                                                                      \
+        kern_status kt_st_ = (expr);                                          \
+        if (kt_st_ != (want))                                                 \
+            kt__fail(__FILE__, __LINE__, "%s returned %s, want %s (%s)",      \
+                     #expr, kern_status_name(kt_st_), kern_status_name(want), \
+                     kern_last_error());                                      \
+    } while (0)
+#define KT_OK(expr) KT_STATUS(expr, KERN_OK)
+/* Asserts an error status and that the message contains `needle`. */
+#define KT_ERROR(expr, want, needle)                                          \
+    do {                                                                      \
+        kern_status kt_st_;                                                   \
+        kern_clear_error();                                                   \
+        kt_st_ = (expr);                                                      \
+        if (kt_st_ != (want))                                                 \
+            kt__fail(__FILE__, __LINE__, "%s returned %s, want %s (%s)",      \
+                     #expr, kern_status_name(kt_st_), kern_status_name(want), \
+                     kern_last_error());                                      \
+        else if (!strstr(kern_last_error(), (needle)))                        \
+            kt__fail(__FILE__, __LINE__,                                      \
+                     "%s: message \"%s\" does not mention \"%s\"", #expr,     \
+                     kern_last_error(), (needle));                            \
+    } while (0)
+
+/* ------------------------------------------------------------ random */
+
+typedef struct kt_rng {
+    uint64_t s;
+} kt_rng;
+
+static uint64_t kt_seed(void) { return kt__cur_seed; }
+static kt_rng kt_rng_make(uint64_t salt) {
+    kt_rng r;
+    r.s = kt__cur_seed ^ (salt * 0x9e3779b97f4a7c15ull);
+    return r;
+}
+static uint64_t kt_next(kt_rng *r) { /* splitmix64 */
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [lo, hi). */
+static double kt_uniform(kt_rng *r, double lo, double hi) {
+    return lo + (hi - lo) * (double)(kt_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+static double kt_normal(kt_rng *r) {
+    double u1 = kt_uniform(r, 1e-300, 1.0), u2 = kt_uniform(r, 0.0, 1.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+static int64_t kt_randint(kt_rng *r, int64_t lo, int64_t hi) { /* [lo, hi) */
+    return lo + (int64_t)(kt_next(r) % (uint64_t)(hi - lo));
+}
+
+/* ---------------------------------------------------- guarded buffers */
+
+/* A buffer with 64 guard bytes on each side, checked by kt_free. The
+ * payload is 64-byte aligned unless `misalign` (bytes) is given. */
+#define KT_GUARD 64
+#define KT_GUARD_BYTE 0xA5
+typedef struct kt__hdr {
+    size_t size;
+    size_t misalign;
+    const char *what;
+    size_t pad[5];
+} kt__hdr;
+
+static void *kt_alloc_misaligned(size_t size, size_t misalign, const char *what) {
+    size_t total = sizeof(kt__hdr) + KT_GUARD + misalign + size + KT_GUARD;
+    unsigned char *base;
+    kt__hdr *h;
+    if (posix_memalign((void **)&base, 64, total) != 0) return NULL;
+    h = (kt__hdr *)base;
+    h->size = size;
+    h->misalign = misalign;
+    h->what = what;
+    memset(base + sizeof(kt__hdr), KT_GUARD_BYTE, KT_GUARD + misalign);
+    memset(base + sizeof(kt__hdr) + KT_GUARD + misalign + size, KT_GUARD_BYTE,
+           KT_GUARD);
+    memset(base + sizeof(kt__hdr) + KT_GUARD + misalign, 0x5A, size);
+    return base + sizeof(kt__hdr) + KT_GUARD + misalign;
+}
+static void *kt_alloc(size_t size, const char *what) {
+    return kt_alloc_misaligned(size, 0, what);
+}
+static kt__hdr *kt__header(void *p) {
+    unsigned char *u = (unsigned char *)p;
+    size_t mis = 0;
+    /* header sits at a 64-aligned base; try the recorded misalignment */
+    kt__hdr *h = (kt__hdr *)(u - KT_GUARD - sizeof(kt__hdr));
+    if (((uintptr_t)h & 63) == 0 && h->misalign == 0) return h;
+    for (mis = 1; mis < 64; mis++) {
+        h = (kt__hdr *)(u - KT_GUARD - mis - sizeof(kt__hdr));
+        if (((uintptr_t)h & 63) == 0 && h->misalign == mis) return h;
+    }
+    return NULL;
+}
+/* Returns 1 if guards are intact. */
+static int kt_guards_ok(void *p) {
+    kt__hdr *h;
+    unsigned char *u = (unsigned char *)p;
+    size_t i;
+    if (!p) return 1;
+    h = kt__header(p);
+    if (!h) return 0;
+    for (i = 0; i < KT_GUARD + h->misalign; i++)
+        if (u[-(ptrdiff_t)(i + 1)] != KT_GUARD_BYTE) return 0;
+    for (i = 0; i < KT_GUARD; i++)
+        if (u[h->size + i] != KT_GUARD_BYTE) return 0;
+    return 1;
+}
+#define kt_free(p)                                                            \
+    do {                                                                      \
+        void *kt_p_ = (void *)(p);                                            \
+        if (kt_p_) {                                                          \
+            kt__hdr *kt_h_ = kt__header(kt_p_);                               \
+            if (!kt_guards_ok(kt_p_))                                         \
+                kt__fail(__FILE__, __LINE__, "guard bytes around %s overwritten", \
+                         kt_h_ ? kt_h_->what : "?");                          \
+            free(kt_h_);                                                      \
+        }                                                                     \
+    } while (0)
+
+/* Fills with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in ints). */
+static void kt_poison(void *p, size_t bytes) { memset(p, 0xFF, bytes); }
+
+/* ---------------------------------------------------------- dtypes */
+
+typedef struct kt_tol_t {
+    double rtol, atol;
+} kt_tol_t;
+
+static kt_tol_t kt_tol(kern_dtype dt) {
+    kt_tol_t t;
+    switch (dt) {
+    case KERN_F32: t.rtol = 1e-5; t.atol = 1e-6; break;
+    case KERN_F16: t.rtol = 2e-3; t.atol = 1e-4; break;
+    case KERN_BF16: t.rtol = 1.6e-2; t.atol = 1e-3; break;
+    default: t.rtol = 0; t.atol = 0; break;
+    }
+    return t;
+}
+/* Scales a tolerance (e.g. by sqrt(K) for long reductions). */
+static kt_tol_t kt_tol_scaled(kern_dtype dt, double factor) {
+    kt_tol_t t = kt_tol(dt);
+    t.rtol *= factor;
+    t.atol *= factor;
+    return t;
+}
+
+/* Reads element i of a float-typed buffer as double. */
+static double kt_get(const void *p, kern_dtype dt, int64_t i) {
+    switch (dt) {
+    case KERN_F32: return ((const float *)p)[i];
+    case KERN_F16: return kern_f16_to_f32(((const uint16_t *)p)[i]);
+    case KERN_BF16: return kern_bf16_to_f32(((const uint16_t *)p)[i]);
+    case KERN_I8: return ((const int8_t *)p)[i];
+    case KERN_U8: return ((const uint8_t *)p)[i];
+    case KERN_BOOL: return ((const uint8_t *)p)[i];
+    case KERN_I32: return ((const int32_t *)p)[i];
+    case KERN_I64: return (double)((const int64_t *)p)[i];
+    default: return NAN;
+    }
+}
+/* Writes element i (rounding to the storage dtype). */
+static void kt_set(void *p, kern_dtype dt, int64_t i, double v) {
+    switch (dt) {
+    case KERN_F32: ((float *)p)[i] = (float)v; break;
+    case KERN_F16: ((uint16_t *)p)[i] = kern_f32_to_f16((float)v); break;
+    case KERN_BF16: ((uint16_t *)p)[i] = kern_f32_to_bf16((float)v); break;
+    case KERN_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case KERN_U8: case KERN_BOOL: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KERN_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case KERN_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+/* Fills n elements with N(0, scale) (rounded to dt), returns nothing. */
+static void kt_fill_normal(kt_rng *r, void *p, kern_dtype dt, int64_t n, double scale) {
+    int64_t i;
+    for (i = 0; i < n; i++) kt_set(p, dt, i, kt_normal(r) * scale);
+}
+static void kt_fill_uniform(kt_rng *r, void *p, kern_dtype dt, int64_t n, double lo,
+                            double hi) {
+    int64_t i;
+    for (i = 0; i < n; i++) kt_set(p, dt, i, kt_uniform(r, lo, hi));
+}
+
+/* Compares n values of `got` (dtype dt, element stride gs) against double
+ * `want`: |got - want| <= atol + rtol*|want|. NaN must match NaN, Inf must
+ * match exactly. Reports the first few mismatches. Returns 1 if all match. */
+static int kt__close(const char *file, int line, const char *what, const void *got,
+                     kern_dtype dt, int64_t gs, const double *want, int64_t n,
+                     kt_tol_t tol) {
+    int64_t i, bad = 0, first = -1;
+    double worst = 0;
+    for (i = 0; i < n; i++) {
+        double g = kt_get(got, dt, i * gs), w = want[i];
+        int ok;
+        if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
+        else if (isinf(w) || isinf(g)) ok = g == w;
+        else {
+            double err = fabs(g - w), lim = tol.atol + tol.rtol * fabs(w);
+            ok = err <= lim;
+            if (!ok && err / (lim > 0 ? lim : 1e-300) > worst)
+                worst = err / (lim > 0 ? lim : 1e-300);
+        }
+        if (!ok) {
+            if (bad < 3)
+                kt__fail(file, line, "%s[%lld]: got %.9g want %.9g (rtol %g atol %g)",
+                         what, (long long)i, g, w, tol.rtol, tol.atol);
+            if (first < 0) first = i;
+            bad++;
+        }
+    }
+    if (bad)
+        kt__fail(file, line, "%s: %lld of %lld values out of tolerance (worst %.3gx the limit)",
+                 what, (long long)bad, (long long)n, worst);
+    return bad == 0;
+}
+#define kt_assert_close(what, got, dt, want, n, tol)                          \
+    kt__close(__FILE__, __LINE__, what, got, dt, 1, want, n, tol)
+#define kt_assert_close_strided(what, got, dt, gs, want, n, tol)              \
+    kt__close(__FILE__, __LINE__, what, got, dt, gs, want, n, tol)
+
+/* Normalized MSE: sum (g-w)^2 / sum w^2 <= bound. */
+static int kt__nmse(const char *file, int line, const char *what, const void *got,
+                    kern_dtype dt, const double *want, int64_t n, double bound) {
+    double num = 0, den = 0, v;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double d = kt_get(got, dt, i) - want[i];
+        num += d * d;
+        den += want[i] * want[i];
+    }
+    v = den > 0 ? num / den : num;
+    if (!(v <= bound)) {
+        kt__fail(file, line, "%s: normalized MSE %.3g > %.3g", what, v, bound);
+        return 0;
+    }
+    return 1;
+}
+#define kt_assert_nmse(what, got, dt, want, n, bound)                         \
+    kt__nmse(__FILE__, __LINE__, what, got, dt, want, n, bound)
+
+/* Bytes equal (for exactness checks: determinism, int results). */
+#define kt_assert_bytes_equal(what, a, b, n)                                  \
+    do {                                                                      \
+        if (memcmp((a), (b), (n)) != 0) {                                     \
+            size_t kt_i_ = 0;                                                 \
+            while (((const unsigned char *)(a))[kt_i_] ==                     \
+                   ((const unsigned char *)(b))[kt_i_]) kt_i_++;              \
+            kt__fail(__FILE__, __LINE__, "%s: bytes differ first at byte %zu", \
+                     what, kt_i_);                                            \
+        }                                                                     \
+    } while (0)
+
+/* ------------------------------------------------------------ contexts */
+
+/* A cached context with `threads` threads and ISA cap `isa` (destroyed at
+ * exit). NULL if the ISA is not available. */
+#define KT_MAX_CTX 32
+static struct {
+    int threads;
+    kern_isa isa;
+    int det;
+    kern_ctx *ctx;
+} kt__ctxs[KT_MAX_CTX];
+static int kt__nctx;
+static kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
+    int i;
+    kern_ctx_params p;
+    kern_ctx *c = NULL;
+    if (!kern_isa_available(isa)) return NULL;
+    for (i = 0; i < kt__nctx; i++)
+        if (kt__ctxs[i].threads == threads && kt__ctxs[i].isa == isa &&
+            kt__ctxs[i].det == deterministic)
+            return kt__ctxs[i].ctx;
+    memset(&p, 0, sizeof p);
+    p.n_threads = threads;
+    p.isa_cap = isa;
+    p.deterministic = deterministic;
+    if (kern_ctx_create(&p, &c) != KERN_OK || kt__nctx >= KT_MAX_CTX) {
+        kern_ctx_destroy(c);
+        return NULL;
+    }
+    kt__ctxs[kt__nctx].threads = threads;
+    kt__ctxs[kt__nctx].isa = isa;
+    kt__ctxs[kt__nctx].det = deterministic;
+    kt__ctxs[kt__nctx].ctx = c;
+    kt__nctx++;
+    return c;
+}
+static kern_ctx *kt_ctx(int threads, kern_isa isa) { return kt_ctx_ex(threads, isa, 0); }
+
+/* The ISA levels this CPU has, best last, for KT_FOR_EACH_ISA. */
+static int kt_isas(kern_isa *out) {
+    int n = 0;
+    out[n++] = KERN_ISA_SCALAR;
+    if (kern_isa_available(KERN_ISA_AVX2)) out[n++] = KERN_ISA_AVX2;
+    if (kern_isa_available(KERN_ISA_AVX512)) out[n++] = KERN_ISA_AVX512;
+    if (kern_isa_available(KERN_ISA_NEON)) out[n++] = KERN_ISA_NEON;
+    return n;
+}
+/* for each available ISA level: `isa` is the level, `ctx` a context capped
+ * to it with `threads` threads. Sets the failure context to the ISA name. */
+#define KT_FOR_EACH_ISA(isa, ctx, threads)                                    \
+    kern_isa kt_isa_list_[KERN_ISA_COUNT];                                    \
+    int kt_isa_n_ = kt_isas(kt_isa_list_), kt_isa_i_;                         \
+    for (kt_isa_i_ = 0; kt_isa_i_ < kt_isa_n_; kt_isa_i_++)                   \
+        for (kern_isa isa = kt_isa_list_[kt_isa_i_], *kt_once_ = &isa;        \
+             kt_once_; kt_once_ = NULL)                                       \
+            for (kern_ctx *ctx = kt_ctx(threads, isa); ctx; ctx = NULL)
+
+/* ---------------------------------------------------------------- main */
+
+static int kt_main(int argc, char **argv, const char *file) {
+    int i, passed = 0, failed = 0;
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    for (i = 0; i < kt__ncases; i++) {
+        const char *n = kt__cases[i].name;
+        uint64_t h = 1469598103934665603ull;
+        const char *c;
+        if (filter && !strstr(n, filter)) continue;
+        for (c = n; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        kt__cur_name = n;
+        kt__cur_seed = h;
+        kt__cur_failed = 0;
+        kt__cur_reports = 0;
+        kt__context[0] = 0;
+        kern_clear_error();
+        kt__cases[i].fn();
+        if (kt__cur_failed) failed++; else passed++;
+        if (getenv("KT_VERBOSE"))
+            printf("%s %s\n", kt__cur_failed ? "FAIL" : "ok  ", n);
+    }
+    for (i = 0; i < kt__nctx; i++) kern_ctx_destroy(kt__ctxs[i].ctx);
+    printf("[%s] %d ok, %d failed\n", base, passed, failed);
+    return failed ? 1 : 0;
+}
+#define KT_MAIN()                                                             \
+    int main(int argc, char **argv) { return kt_main(argc, argv, __FILE__); }
+
+#endif /* KERN_KT_H */
