@@ -1,0 +1,97 @@
+/* kbench.h — benchmarks in C over Google Benchmark (the C++ lives only in
+ * kbench_shim.cc).
+ *
+ * A benchmark file registers cases from a constructor and leaves main() to
+ * the shim:
+ *
+ *     #define KERN_IMPLEMENTATION
+ *     #include "kern_gemm.h"
+ *     #include "kbench.h"
+ *
+ *     static void run_kern(kbench_state *st, void *user) {
+ *         gemm_case *c = user;
+ *         kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+ *         ... setup (untimed) ...
+ *         while (kbench_next(st)) kern_gemm(ctx, ...);
+ *         kbench_set_flops(st, 2.0 * M * N * K);   // per iteration
+ *     }
+ *     KBENCH_INIT(gemm) {
+ *         kbench_add("gemm", "f32/M2048/N4096/K4096", "kern", 1,
+ *                    KBENCH_PEAK_F32, run_kern, &case_a);
+ *         kbench_add("gemm", "f32/M2048/N4096/K4096", "openblas", 1, ...);
+ *     }
+ *
+ * Names: Google Benchmark sees "family/impl/t<threads>/case", and the
+ * label carries the peak kind, so bench/run can rebuild rows of
+ * {family, case, threads, impl, seconds, gflops, gbps, peak_fraction}.
+ * Register ours and each peer for one case next to each other: the runner
+ * repeats whole runs (A B A B) and takes medians, so drift hits all impls.
+ * Work counts (flops, bytes) must be the same for every impl of a case.
+ * Write nonzero data (kbench_fill).
+ */
+#ifndef KBENCH_H
+#define KBENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kbench_state kbench_state;
+typedef void (*kbench_fn)(kbench_state *st, void *user);
+
+/* What a case's peak fraction is measured against. */
+typedef enum kbench_peak {
+    KBENCH_PEAK_NONE = 0,
+    KBENCH_PEAK_F32,   /* FP32 FMA FLOP/s */
+    KBENCH_PEAK_BF16,  /* vdpbf16ps FLOP/s */
+    KBENCH_PEAK_INT8,  /* vpdpbusd OP/s */
+    KBENCH_PEAK_DRAM,  /* DRAM bandwidth (bytes read + written) */
+    KBENCH_PEAK_L2,    /* L2-resident bandwidth */
+    KBENCH_PEAK_L1,    /* L1-resident bandwidth */
+    KBENCH_PEAK_LATENCY /* a latency case: no peak, report seconds */
+} kbench_peak;
+
+/* Registers a case. Strings are copied. */
+void kbench_add(const char *family, const char *case_name, const char *impl,
+                int threads, kbench_peak peak, kbench_fn fn, void *user);
+
+/* The timing loop: `while (kbench_next(st)) { work }`. Setup before the
+ * loop is not timed. */
+int kbench_next(kbench_state *st);
+void kbench_pause(kbench_state *st);
+void kbench_resume(kbench_state *st);
+/* Work per iteration (both optional). */
+void kbench_set_flops(kbench_state *st, double flops_per_iter);
+void kbench_set_bytes(kbench_state *st, double bytes_per_iter);
+/* An extra named counter (per-iteration value). */
+void kbench_counter(kbench_state *st, const char *name, double value);
+/* Marks the case skipped (a missing peer, an unsupported ISA): reported as
+ * skipped by bench/run, never faked. Return from fn right after. */
+void kbench_skip(kbench_state *st, const char *why);
+int kbench_threads(const kbench_state *st);
+
+/* A cached context with n threads (pool started once per process). */
+kern_ctx *kbench_ctx(int threads);
+/* 64-byte aligned memory, filled with nonzero pseudo-random data of the
+ * dtype (values in [-1, 1), never exactly 0). Freed at exit. */
+void *kbench_alloc(size_t bytes);
+void kbench_fill(void *p, kern_dtype dt, int64_t n, uint64_t seed);
+/* Keeps the compiler from deleting a result. */
+void kbench_use(const void *p);
+
+#define KBENCH_INIT(name)                                                     \
+    static void kbench_init_##name(void);                                     \
+    __attribute__((constructor)) static void kbench_ctor_##name(void) {      \
+        kbench_init_##name();                                                 \
+    }                                                                         \
+    static void kbench_init_##name(void)
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KBENCH_H */
