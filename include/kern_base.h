@@ -284,6 +284,68 @@ static inline uint16_t kern_f32_to_f16(float f) {
     }
 }
 
+/* ------------------------------------------------ counter-based dropout */
+
+/* Host/device qualifier so the same inline code builds for CUDA. */
+#if defined(__CUDACC__)
+#define KERN_HOSTDEV __host__ __device__
+#else
+#define KERN_HOSTDEV
+#endif
+
+/* Philox4x32-10 (Salmon et al., SC'11): 4 x 32-bit outputs from a 128-bit
+ * counter and a 64-bit key. */
+static inline KERN_HOSTDEV void kern_philox4x32_10(const uint32_t ctr_in[4],
+                                                   const uint32_t key_in[2],
+                                                   uint32_t out[4]) {
+    uint32_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
+    uint32_t k0 = key_in[0], k1 = key_in[1];
+    int r;
+    for (r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* The dropout mapping every kern attention kernel (CPU and CUDA) uses, so
+ * masks agree across devices, thread counts, forward and backward:
+ *   idx   = ((b*Hq + h)*Lq + i)*Lk + j   (element of the [B,Hq,Lq,Lk]
+ *           score matrix; for varlen Lq/Lk are max_seqlen_q/k and b the
+ *           sequence)
+ *   ctr   = { lo32(idx>>2), hi32(idx>>2), lo32(offset), hi32(offset) }
+ *   key   = { lo32(seed), hi32(seed) }
+ *   u     = philox4x32_10(ctr, key)[idx & 3]
+ *   keep  = u >= threshold, threshold = kern_dropout_threshold(p)
+ * Kept probabilities are scaled by 1/(1-p). */
+static inline KERN_HOSTDEV uint32_t kern_dropout_threshold(float p) {
+    double t = (double)p * 4294967296.0;
+    if (t <= 0) return 0;
+    if (t >= 4294967295.0) return 4294967295u;
+    return (uint32_t)t;
+}
+static inline KERN_HOSTDEV uint32_t kern_dropout_bits(uint64_t seed,
+                                                      uint64_t offset,
+                                                      uint64_t idx) {
+    uint32_t ctr[4], key[2], out[4];
+    uint64_t g = idx >> 2;
+    ctr[0] = (uint32_t)g; ctr[1] = (uint32_t)(g >> 32);
+    ctr[2] = (uint32_t)offset; ctr[3] = (uint32_t)(offset >> 32);
+    key[0] = (uint32_t)seed; key[1] = (uint32_t)(seed >> 32);
+    kern_philox4x32_10(ctr, key, out);
+    return out[idx & 3];
+}
+static inline KERN_HOSTDEV int kern_dropout_keep(uint64_t seed, uint64_t offset,
+                                                 uint64_t idx, uint32_t threshold) {
+    return kern_dropout_bits(seed, offset, idx) >= threshold;
+}
+
 /* Array conversions, vectorized with the best path the context allows
  * (AVX-512, F16C/AVX2, NEON, scalar); results are bit-identical to the
  * scalar functions above. src and dst must not overlap. n >= 0. */
