@@ -889,7 +889,7 @@ static void kern__detect_features(void) {
             if (fma) f |= KERN_CPU_FMA;
             if (f16c) f |= KERN_CPU_F16C;
             if (max_leaf >= 7) {
-                unsigned a1 = 0, b1, c1, d1;
+                unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
                 __cpuid_count(7, 0, a, b, c, d);
                 if ((b >> 5) & 1) f |= KERN_CPU_AVX2;
                 if ((xcr0 & 0xe0) == 0xe0) { /* opmask, zmm hi256, hi16 zmm */
@@ -906,7 +906,7 @@ static void kern__detect_features(void) {
                 }
                 if (a >= 1) {
                     __cpuid_count(7, 1, a1, b1, c1, d1);
-                    (void)b1; (void)c1; (void)d1;
+                    (void)b1; (void)c1; (void)d1; /* unused leaves */
                     if ((a1 >> 4) & 1) f |= KERN_CPU_AVXVNNI;
                     if (((a1 >> 5) & 1) && (xcr0 & 0xe0) == 0xe0)
                         f |= KERN_CPU_AVX512BF16;
