@@ -134,3 +134,7 @@ install: amalgamate
 
 clean:
 	rm -rf build dist
+
+# Family-specific rules (extra prerequisites for cuda, test, ...) live in
+# mk/*.mk, one file per owner.
+-include $(wildcard mk/*.mk)
