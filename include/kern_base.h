@@ -195,7 +195,10 @@ static inline int kern_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) {
 #if defined(__GNUC__) || defined(__clang__)
     return __builtin_mul_overflow(a, b, r);
 #else
-    if (a != 0 && (b > INT64_MAX / a || b < INT64_MIN / a)) return 1;
+    if (a > 0 ? (b > INT64_MAX / a || b < INT64_MIN / a)
+              : a < -1 ? (b < INT64_MAX / a || b > INT64_MIN / a)
+                       : (a == -1 && b == INT64_MIN))
+        return 1;
     *r = a * b;
     return 0;
 #endif
@@ -542,6 +545,7 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -601,10 +605,12 @@ KERN_API const char *kern_last_error(void) { return kern__errbuf; }
 KERN_API void kern_clear_error(void) { kern__errbuf[0] = 0; }
 
 KERN_API kern_status kern__err(kern_status s, const char *fmt, ...) {
+    char tmp[sizeof kern__errbuf]; /* the arguments may be the old message */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(kern__errbuf, sizeof kern__errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(kern__errbuf, tmp, sizeof tmp);
     return s;
 }
 
@@ -678,7 +684,7 @@ KERN_API int kern_tensor_is_contiguous(const kern_tensor *t) {
         if (t->shape[i] == 1) continue;
         if (t->shape[i] == 0) return 1;
         if (t->stride[i] != expect) return 0;
-        expect *= t->shape[i];
+        if (kern_mul_overflow_i64(expect, t->shape[i], &expect)) return 0;
     }
     return 1;
 }
@@ -834,13 +840,28 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
     int i;
     if (!op) op = "kern";
     if (!name) name = "tensor";
-    if (!t || !out || (ndim > 0 && !shape))
-        return kern__err(KERN_ERR_ARG, "%s: NULL argument broadcasting %s", op,
+    if (!t) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, name);
+    if (!out)
+        return kern__err(KERN_ERR_ARG, "%s: out is NULL broadcasting %s", op,
                          name);
-    if (ndim < 0 || ndim > KERN_MAX_DIMS || t->ndim < 0 || t->ndim > ndim)
+    if (ndim < 0 || ndim > KERN_MAX_DIMS)
+        return kern__err(KERN_ERR_ARG,
+                         "%s: ndim=%d (broadcasting %s) is outside 0..%d", op,
+                         ndim, name, KERN_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return kern__err(KERN_ERR_ARG,
+                         "%s: shape is NULL with ndim=%d (broadcasting %s)", op,
+                         ndim, name);
+    if (t->ndim < 0 || t->ndim > ndim)
         return kern__err(KERN_ERR_SHAPE,
                          "%s: %s has %d dims, cannot broadcast to %d dims", op,
                          name, t->ndim, ndim);
+    for (i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: target shape[%d]=%lld (broadcasting %s) is "
+                             "negative",
+                             op, i, (long long)shape[i], name);
     r = *t;
     r.ndim = ndim;
     for (i = 0; i < ndim; i++) {
@@ -1016,11 +1037,24 @@ typedef struct kern__slot { /* per-thread scratch, padded to a cache line */
     char pad[KERN__CACHELINE - sizeof(void *) - sizeof(size_t)];
 } kern__slot;
 
+/* What a thread is inside: a chain of frames, innermost first, one per op
+ * (thread < 0) or per task being run (thread >= 0). A worker's task frame
+ * continues the chain of the thread that dispatched the job, so nesting is
+ * seen across threads: an op on a context that appears anywhere in the
+ * chain would wait for itself (KERN_ERR_UNSUPPORTED), and a parallel_for
+ * under any task frame runs inline. */
+typedef struct kern__frame {
+    struct kern_ctx *ctx;
+    int thread;
+    const struct kern__frame *prev;
+} kern__frame;
+
 typedef struct kern__job {
     kern_task_fn fn;
     void *arg;
     int64_t n_tasks;
     int64_t chunk;
+    const kern__frame *caller; /* the dispatching thread's chain */
 } kern__job;
 
 struct kern_ctx {
@@ -1029,14 +1063,16 @@ struct kern_ctx {
     kern_isa isa;
     uint32_t features;
     pthread_mutex_t op_lock;   /* serializes ops on this context */
+    kern__frame op_frame;      /* frame of the running op (op_lock held) */
+    pthread_mutex_t pf_lock;   /* one parallel_for dispatch at a time */
     /* pool */
     pthread_t *workers;
     int n_workers;
-    pthread_mutex_t pool_lock;
+    pthread_mutex_t pool_lock; /* sleep/wake handshake only */
     pthread_cond_t pool_cv;
     kern__job job;
-    /* hot counters, each on its own line */
-    KERN_ALIGNED(64) volatile uint64_t generation;
+    /* hot words, each on its own cache line */
+    KERN_ALIGNED(64) uint64_t generation;
     KERN_ALIGNED(64) int64_t next_task;
     KERN_ALIGNED(64) int active; /* workers still inside the current job */
     KERN_ALIGNED(64) int stop;
@@ -1047,8 +1083,22 @@ struct kern_ctx {
     size_t workspace_size;
 };
 
-static KERN__TLS kern_ctx *kern__tls_task_ctx; /* set while running a task */
-static KERN__TLS kern_ctx *kern__tls_op_ctx;   /* set while inside an op */
+static KERN__TLS const kern__frame *kern__tls_frame;
+
+/* The innermost frame of `ctx` in this thread's chain (NULL if none). */
+static const kern__frame *kern__find_frame(const kern_ctx *ctx) {
+    const kern__frame *f;
+    for (f = kern__tls_frame; f; f = f->prev)
+        if (f->ctx == ctx) return f;
+    return NULL;
+}
+/* The innermost task frame of this thread's chain (NULL outside tasks). */
+static const kern__frame *kern__task_frame(void) {
+    const kern__frame *f;
+    for (f = kern__tls_frame; f; f = f->prev)
+        if (f->thread >= 0) return f;
+    return NULL;
+}
 
 static void *kern__sys_alloc(size_t size, size_t align) {
     void *p = NULL;
@@ -1082,22 +1132,41 @@ static inline void kern__cpu_relax(void) {
 #endif
 }
 
-/* Claims and runs tasks of the current job until none are left. */
+/* Runs tasks [0, n) of fn on this thread, inside a task frame. */
+static void kern__run_inline(kern_ctx *ctx, int64_t n, kern_task_fn fn,
+                             void *arg, int thread) {
+    kern__frame f;
+    const kern__frame *saved = kern__tls_frame;
+    int64_t i;
+    f.ctx = ctx;
+    f.thread = thread;
+    f.prev = saved;
+    kern__tls_frame = &f;
+    for (i = 0; i < n; i++) fn(arg, i, thread);
+    kern__tls_frame = saved;
+}
+
+/* Claims chunks of the current job until none are left. */
 static void kern__run_tasks(kern_ctx *ctx, const kern__job *job, int thread) {
-    kern_ctx *saved = kern__tls_task_ctx;
-    kern__tls_task_ctx = ctx;
+    kern__frame f;
+    const kern__frame *saved = kern__tls_frame;
+    f.ctx = ctx;
+    f.thread = thread;
+    f.prev = job->caller;
+    kern__tls_frame = &f;
     for (;;) {
         int64_t i = __atomic_fetch_add(&ctx->next_task, job->chunk,
                                        __ATOMIC_RELAXED);
         int64_t end;
         if (i >= job->n_tasks) break;
-        end = i + job->chunk < job->n_tasks ? i + job->chunk : job->n_tasks;
+        end = job->n_tasks - i > job->chunk ? i + job->chunk : job->n_tasks;
         for (; i < end; i++) job->fn(job->arg, i, thread);
     }
-    kern__tls_task_ctx = saved;
+    kern__tls_frame = saved;
 }
 
-/* Workers spin this many relax iterations for a new job before sleeping. */
+/* Workers spin this many relax iterations for a new job before sleeping
+ * (a few tens of microseconds on current x86 cores). */
 #ifndef KERN_SPIN_ITERS
 #define KERN_SPIN_ITERS 20000
 #endif
@@ -1142,10 +1211,30 @@ static void *kern__worker_main(void *p) {
     return NULL;
 }
 
+/* The user hook's tasks run inside a task frame too, on whatever thread the
+ * hook uses, so nested ops and parallel_fors behave as with the pool. */
+typedef struct kern__hook_job {
+    kern_ctx *ctx;
+    kern_task_fn fn;
+    void *arg;
+    const kern__frame *caller;
+} kern__hook_job;
+
+static void kern__hook_task(void *p, int64_t task, int thread) {
+    const kern__hook_job *h = (const kern__hook_job *)p;
+    kern__frame f;
+    const kern__frame *saved = kern__tls_frame;
+    f.ctx = h->ctx;
+    f.thread = thread;
+    f.prev = h->caller;
+    kern__tls_frame = &f;
+    h->fn(h->arg, task, thread);
+    kern__tls_frame = saved;
+}
 
 KERN_API kern_status kern_parallel_for(kern_ctx *ctx, int64_t n_tasks,
                                        kern_task_fn fn, void *arg) {
-    int64_t i;
+    const kern__frame *tf;
     if (!fn)
         return kern__err(KERN_ERR_ARG, "kern_parallel_for: fn is NULL");
     if (n_tasks < 0)
@@ -1156,39 +1245,38 @@ KERN_API kern_status kern_parallel_for(kern_ctx *ctx, int64_t n_tasks,
         if (!ctx) return KERN_ERR_NOMEM;
     }
     if (n_tasks == 0) return KERN_OK;
-    if (kern__tls_task_ctx) { /* nested: run inline on this thread */
-        for (i = 0; i < n_tasks; i++) fn(arg, i, 0);
+    tf = kern__task_frame();
+    if (tf) {
+        /* Nested (inside a task of any context): run inline on this thread,
+         * keeping its thread index when it is a task of this context. */
+        const kern__frame *own = kern__find_frame(ctx);
+        kern__run_inline(ctx, n_tasks, fn, arg,
+                         own && own->thread >= 0 ? own->thread : 0);
         return KERN_OK;
     }
+    pthread_mutex_lock(&ctx->pf_lock);
     if (ctx->params.parallel_for) {
-        kern_ctx *saved = kern__tls_task_ctx;
-        kern__tls_task_ctx = ctx;
-        ctx->params.parallel_for(ctx->params.parallel_for_user, n_tasks, fn, arg);
-        kern__tls_task_ctx = saved;
-        return KERN_OK;
-    }
-    if (ctx->n_workers == 0 || n_tasks == 1) {
-        kern_ctx *saved = kern__tls_task_ctx;
-        kern__tls_task_ctx = ctx;
-        for (i = 0; i < n_tasks; i++) fn(arg, i, 0);
-        kern__tls_task_ctx = saved;
-        return KERN_OK;
-    }
-    /* One dispatch at a time per pool (ops already hold op_lock; a bare
-     * kern_parallel_for from two user threads is serialized here). */
-    pthread_mutex_lock(&ctx->pool_lock);
-    while (__atomic_load_n(&ctx->active, __ATOMIC_ACQUIRE) != 0) {
-        pthread_mutex_unlock(&ctx->pool_lock);
-        kern__cpu_relax();
-        pthread_mutex_lock(&ctx->pool_lock);
-    }
-    {
+        kern__hook_job h;
+        h.ctx = ctx;
+        h.fn = fn;
+        h.arg = arg;
+        h.caller = kern__tls_frame;
+        ctx->params.parallel_for(ctx->params.parallel_for_user, n_tasks,
+                                 kern__hook_task, &h);
+    } else if (ctx->n_workers == 0 || n_tasks == 1) {
+        kern__run_inline(ctx, n_tasks, fn, arg, 0);
+    } else {
         kern__job job;
         int64_t chunk = n_tasks / ((int64_t)ctx->n_threads * 8);
+        int spins = 0;
         job.fn = fn;
         job.arg = arg;
         job.n_tasks = n_tasks;
         job.chunk = chunk < 1 ? 1 : chunk;
+        job.caller = kern__tls_frame;
+        /* The previous job is finished (active == 0 and its caller left),
+         * so no thread touches job/next_task now. */
+        pthread_mutex_lock(&ctx->pool_lock);
         ctx->job = job;
         __atomic_store_n(&ctx->next_task, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&ctx->active, ctx->n_workers, __ATOMIC_RELAXED);
@@ -1196,9 +1284,14 @@ KERN_API kern_status kern_parallel_for(kern_ctx *ctx, int64_t n_tasks,
         if (ctx->sleepers) pthread_cond_broadcast(&ctx->pool_cv);
         pthread_mutex_unlock(&ctx->pool_lock);
         kern__run_tasks(ctx, &job, 0);
+        /* Wait for the workers; yield when they are slow to come (more
+         * threads than free cores). */
+        while (__atomic_load_n(&ctx->active, __ATOMIC_ACQUIRE) != 0) {
+            if (++spins < 2000) kern__cpu_relax();
+            else sched_yield();
+        }
     }
-    while (__atomic_load_n(&ctx->active, __ATOMIC_ACQUIRE) != 0)
-        kern__cpu_relax();
+    pthread_mutex_unlock(&ctx->pf_lock);
     return KERN_OK;
 }
 
@@ -1219,6 +1312,7 @@ static void kern__ctx_free(kern_ctx *ctx) {
     }
     kern__free(ctx, ctx->workspace);
     pthread_mutex_destroy(&ctx->op_lock);
+    pthread_mutex_destroy(&ctx->pf_lock);
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_cond_destroy(&ctx->pool_cv);
     free(ctx);
@@ -1261,6 +1355,7 @@ KERN_API kern_status kern_ctx_create(const kern_ctx_params *params,
     ctx->isa = p.isa_cap == KERN_ISA_AUTO ? kern_isa_best() : p.isa_cap;
     ctx->features = kern_isa_features(ctx->isa);
     pthread_mutex_init(&ctx->op_lock, NULL);
+    pthread_mutex_init(&ctx->pf_lock, NULL);
     pthread_mutex_init(&ctx->pool_lock, NULL);
     pthread_cond_init(&ctx->pool_cv, NULL);
     ctx->slots = (kern__slot *)calloc((size_t)p.n_threads, sizeof(kern__slot));
@@ -1276,6 +1371,10 @@ KERN_API kern_status kern_ctx_create(const kern_ctx_params *params,
         }
         for (i = 1; i < p.n_threads; i++) {
             kern__worker_arg *wa = (kern__worker_arg *)malloc(sizeof *wa);
+            if (wa) { /* filled before the thread can read it */
+                wa->ctx = ctx;
+                wa->thread = i;
+            }
             if (!wa || pthread_create(&ctx->workers[i - 1], NULL,
                                       kern__worker_main, wa) != 0) {
                 free(wa);
@@ -1284,8 +1383,6 @@ KERN_API kern_status kern_ctx_create(const kern_ctx_params *params,
                                  "kern_ctx_create: could not start worker %d of %d",
                                  i, p.n_threads - 1);
             }
-            wa->ctx = ctx;
-            wa->thread = i;
             ctx->n_workers++;
         }
     }
@@ -1293,22 +1390,28 @@ KERN_API kern_status kern_ctx_create(const kern_ctx_params *params,
     return KERN_OK;
 }
 
-KERN_API void kern_ctx_destroy(kern_ctx *ctx) {
-    if (!ctx || ctx == kern_default_ctx()) return;
-    kern__ctx_free(ctx);
-}
-
 static kern_ctx *kern__default;
 static pthread_once_t kern__default_once = PTHREAD_ONCE_INIT;
 static void kern__make_default(void) {
     kern_ctx *c = NULL;
-    if (kern_ctx_create(NULL, &c) == KERN_OK) kern__default = c;
+    if (kern_ctx_create(NULL, &c) == KERN_OK)
+        __atomic_store_n(&kern__default, c, __ATOMIC_RELEASE);
 }
 KERN_API kern_ctx *kern_default_ctx(void) {
+    kern_ctx *c;
     pthread_once(&kern__default_once, kern__make_default);
-    if (!kern__default)
+    c = __atomic_load_n(&kern__default, __ATOMIC_ACQUIRE);
+    if (!c)
         kern__err(KERN_ERR_NOMEM, "kern_default_ctx: could not create the default context");
-    return kern__default;
+    return c;
+}
+
+KERN_API void kern_ctx_destroy(kern_ctx *ctx) {
+    /* The default context is never destroyed (and not created here). A
+     * context destroyed from inside its own op or task is left alone. */
+    if (!ctx || ctx == __atomic_load_n(&kern__default, __ATOMIC_ACQUIRE)) return;
+    if (kern__find_frame(ctx)) return;
+    kern__ctx_free(ctx);
 }
 
 KERN_API int kern_ctx_threads(const kern_ctx *ctx) {
@@ -1336,6 +1439,10 @@ KERN_API kern_status kern_ctx_set_isa_cap(kern_ctx *ctx, kern_isa cap) {
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "kern_ctx_set_isa_cap: %s is not supported by this CPU",
                          kern_isa_name(cap));
+    if (kern__find_frame(ctx))
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "kern_ctx_set_isa_cap: called from inside an op or "
+                         "task of the same context");
     pthread_mutex_lock(&ctx->op_lock);
     ctx->params.isa_cap = cap;
     ctx->isa = cap == KERN_ISA_AUTO ? kern_isa_best() : cap;
@@ -1350,25 +1457,29 @@ KERN_API kern_status kern__op_begin(kern_ctx **pctx, const char *op) {
         ctx = kern_default_ctx();
         if (!ctx) return KERN_ERR_NOMEM;
     }
-    if (kern__tls_task_ctx == ctx || kern__tls_op_ctx == ctx)
+    if (kern__find_frame(ctx))
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: called from inside an op or task of the same "
                          "context; use another context for nested ops",
                          op ? op : "kern");
     pthread_mutex_lock(&ctx->op_lock);
-    kern__tls_op_ctx = ctx;
+    ctx->op_frame.ctx = ctx;
+    ctx->op_frame.thread = -1;
+    ctx->op_frame.prev = kern__tls_frame;
+    kern__tls_frame = &ctx->op_frame;
     *pctx = ctx;
     return KERN_OK;
 }
 
 KERN_API void kern__op_end(kern_ctx *ctx) {
     if (!ctx) return;
-    kern__tls_op_ctx = NULL;
+    kern__tls_frame = ctx->op_frame.prev;
     pthread_mutex_unlock(&ctx->op_lock);
 }
 
 KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
     if (size <= ctx->workspace_size && ctx->workspace) return ctx->workspace;
+    if (size > (size_t)-1 - 4095) return NULL;
     kern__free(ctx, ctx->workspace);
     ctx->workspace_size = 0;
     size = (size + 4095) & ~(size_t)4095;
@@ -1379,6 +1490,9 @@ KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
 
 KERN_API kern_status kern__reserve_thread_scratch(kern_ctx *ctx, size_t size) {
     int i;
+    if (size > (size_t)-1 - 63)
+        return kern__err(KERN_ERR_NOMEM,
+                         "kern: cannot allocate %zu bytes of thread scratch", size);
     size = (size + 63) & ~(size_t)63;
     for (i = 0; i < ctx->n_threads; i++) {
         kern__slot *s = &ctx->slots[i];
@@ -1399,126 +1513,254 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread) {
     if (thread < 0 || thread >= ctx->n_threads) return NULL;
     return ctx->slots[thread].ptr;
 }
-
 /* ----------------------------------------------------- array conversions */
 
-static void kern__cvt_ref(kern_dtype s, const void *src, kern_dtype d,
-                          void *dst, int64_t n) {
+/* From this many destination bytes on, kern_convert writes with
+ * non-temporal stores: the result cannot stay in cache anyway, and
+ * streaming skips reading the destination lines first (about 1.5x on a
+ * DRAM-bound conversion). */
+#ifndef KERN_CONVERT_NT_BYTES
+#define KERN_CONVERT_NT_BYTES ((int64_t)16 << 20)
+#endif
+/* kern_convert splits an array across the context's threads when every
+ * thread gets at least this many elements. */
+#ifndef KERN_CONVERT_MIN_PER_THREAD
+#define KERN_CONVERT_MIN_PER_THREAD 32768
+#endif
+
+/* (src, dst, n, nt): nt = use non-temporal stores where the path has them. */
+typedef void (*kern__cvt_fn)(const void *src, void *dst, int64_t n, int nt);
+
+static void kern__cvt_bf16_f32__ref(const void *s, void *d, int64_t n, int nt) {
     int64_t i;
-    if (s == KERN_BF16 && d == KERN_F32)
-        for (i = 0; i < n; i++)
-            ((float *)dst)[i] = kern_bf16_to_f32(((const uint16_t *)src)[i]);
-    else if (s == KERN_F16 && d == KERN_F32)
-        for (i = 0; i < n; i++)
-            ((float *)dst)[i] = kern_f16_to_f32(((const uint16_t *)src)[i]);
-    else if (s == KERN_F32 && d == KERN_BF16)
-        for (i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = kern_f32_to_bf16(((const float *)src)[i]);
-    else if (s == KERN_F32 && d == KERN_F16)
-        for (i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = kern_f32_to_f16(((const float *)src)[i]);
+    (void)nt;
+    for (i = 0; i < n; i++)
+        ((float *)d)[i] = kern_bf16_to_f32(((const uint16_t *)s)[i]);
+}
+static void kern__cvt_f16_f32__ref(const void *s, void *d, int64_t n, int nt) {
+    int64_t i;
+    (void)nt;
+    for (i = 0; i < n; i++)
+        ((float *)d)[i] = kern_f16_to_f32(((const uint16_t *)s)[i]);
+}
+static void kern__cvt_f32_bf16__ref(const void *s, void *d, int64_t n, int nt) {
+    int64_t i;
+    (void)nt;
+    for (i = 0; i < n; i++)
+        ((uint16_t *)d)[i] = kern_f32_to_bf16(((const float *)s)[i]);
+}
+static void kern__cvt_f32_f16__ref(const void *s, void *d, int64_t n, int nt) {
+    int64_t i;
+    (void)nt;
+    for (i = 0; i < n; i++)
+        ((uint16_t *)d)[i] = kern_f32_to_f16(((const float *)s)[i]);
 }
 
 #ifdef KERN_X86
-/* bf16 <-> f32 in integer ops: exactly the scalar rounding (vcvtneps2bf16
- * flushes subnormals, so it is not used here). */
-KERN_TARGET_AVX512 static void kern__cvt_bf16_f32__avx512(const uint16_t *s,
-                                                          float *d, int64_t n) {
-    int64_t i = 0;
-    const __m512i expm = _mm512_set1_epi32(0x7f800000), manm = _mm512_set1_epi32(0x007fffff);
-    const __m512i qbit = _mm512_set1_epi32(0x00400000);
-    for (; i + 16 <= n; i += 16) {
-        __m512i v = _mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16);
-        __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, expm), expm) &
-                        _mm512_test_epi32_mask(v, manm);
-        v = _mm512_mask_or_epi32(v, nan, v, qbit);
-        _mm512_storeu_si512((void *)(d + i), v);
-    }
-    for (; i < n; i++) d[i] = kern_bf16_to_f32(s[i]);
+/* bf16 <-> f32 in integer ops: exactly the scalar rounding
+ * (vcvtneps2bf16 flushes subnormals, so it is not used here). Tails use
+ * masked loads and stores. With nt, the head runs up to a 64-byte aligned
+ * destination and the body streams. */
+KERN_TARGET_AVX512 static inline __m512i kern__bf16x16_f32__avx512(__m256i h) {
+    __m512i v = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(v, _mm512_set1_epi32(0x7fffffff)),
+        _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(v, nan, v, _mm512_set1_epi32(0x00400000));
 }
-KERN_TARGET_AVX512 static void kern__cvt_f32_bf16__avx512(const float *s,
-                                                          uint16_t *d, int64_t n) {
-    int64_t i = 0;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i r = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    const __m512i q = _mm512_set1_epi32(0x00400000);
-    for (; i + 16 <= n; i += 16) {
-        __m512i u = _mm512_loadu_si512((const void *)(s + i));
-        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, absm), inf);
-        __m512i rnd = _mm512_add_epi32(
-            u, _mm512_add_epi32(r, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-        __m512i res = _mm512_mask_or_epi32(rnd, nan, u, q);
-        _mm256_storeu_si256((__m256i *)(d + i),
-                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(res, 16)));
-    }
-    for (; i < n; i++) d[i] = kern_f32_to_bf16(s[i]);
+KERN_TARGET_AVX512 static inline __m256i kern__f32x16_bf16__avx512(__m512i u) {
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+        _mm512_set1_epi32(0x7f800000));
+    __m512i rnd = _mm512_add_epi32(
+        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16),
+                                             _mm512_set1_epi32(1))));
+    __m512i res = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(res, 16));
 }
-KERN_TARGET_AVX2 static void kern__cvt_bf16_f32__avx2(const uint16_t *s,
-                                                      float *d, int64_t n) {
+KERN_TARGET_AVX512 static void kern__cvt_bf16_f32__avx512(const void *sv, void *dv,
+                                                          int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
     int64_t i = 0;
-    const __m256i expm = _mm256_set1_epi32(0x7f800000), manm = _mm256_set1_epi32(0x007fffff);
-    const __m256i qbit = _mm256_set1_epi32(0x00400000), zero = _mm256_setzero_si256();
-    for (; i + 8 <= n; i += 8) {
-        __m256i v = _mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i))), 16);
-        __m256i isexp = _mm256_cmpeq_epi32(_mm256_and_si256(v, expm), expm);
-        __m256i hasman = _mm256_xor_si256(
-            _mm256_cmpeq_epi32(_mm256_and_si256(v, manm), zero), _mm256_set1_epi32(-1));
-        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_and_si256(isexp, hasman), qbit));
-        _mm256_storeu_si256((__m256i *)(d + i), v);
-    }
-    for (; i < n; i++) d[i] = kern_bf16_to_f32(s[i]);
-}
-KERN_TARGET_AVX2 static void kern__cvt_f32_bf16__avx2(const float *s,
-                                                      uint16_t *d, int64_t n) {
-    int64_t i = 0;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    const __m256i r = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
-    const __m256i q = _mm256_set1_epi32(0x00400000);
-    for (; i + 8 <= n; i += 8) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(s + i));
-        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf);
-        __m256i rnd = _mm256_add_epi32(
-            u, _mm256_add_epi32(r, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
-        __m256i res = _mm256_blendv_epi8(rnd, _mm256_or_si256(u, q), nan);
-        res = _mm256_srli_epi32(res, 16);
-        /* pack 8 x u32 (< 65536) to u16: packus within lanes, then fix order */
-        {
-            __m256i p = _mm256_packus_epi32(res, res);
-            p = _mm256_permute4x64_epi64(p, 0x08);
-            _mm_storeu_si128((__m128i *)(d + i), _mm256_castsi256_si128(p));
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 63); i++) d[i] = kern_bf16_to_f32(s[i]);
+        for (; i + 32 <= n; i += 32) {
+            __m512i a = kern__bf16x16_f32__avx512(_mm256_loadu_si256((const __m256i *)(s + i)));
+            __m512i b = kern__bf16x16_f32__avx512(_mm256_loadu_si256((const __m256i *)(s + i + 16)));
+            _mm512_stream_si512((__m512i *)(d + i), a);
+            _mm512_stream_si512((__m512i *)(d + i + 16), b);
         }
+        _mm_sfence();
     }
-    for (; i < n; i++) d[i] = kern_f32_to_bf16(s[i]);
+    for (; i + 32 <= n; i += 32) {
+        __m512i a = kern__bf16x16_f32__avx512(_mm256_loadu_si256((const __m256i *)(s + i)));
+        __m512i b = kern__bf16x16_f32__avx512(_mm256_loadu_si256((const __m256i *)(s + i + 16)));
+        _mm512_storeu_si512((void *)(d + i), a);
+        _mm512_storeu_si512((void *)(d + i + 16), b);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff
+                                  : (__mmask16)((1u << (unsigned)(n - i)) - 1u);
+        __m512i a = kern__bf16x16_f32__avx512(_mm256_maskz_loadu_epi16(m, s + i));
+        _mm512_mask_storeu_epi32((void *)(d + i), m, a);
+    }
+}
+KERN_TARGET_AVX512 static void kern__cvt_f32_bf16__avx512(const void *sv, void *dv,
+                                                          int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
+    int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 31); i++) d[i] = kern_f32_to_bf16(s[i]);
+        for (; i + 16 <= n; i += 16)
+            _mm256_stream_si256((__m256i *)(d + i),
+                                kern__f32x16_bf16__avx512(_mm512_loadu_si512((const void *)(s + i))));
+        _mm_sfence();
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            kern__f32x16_bf16__avx512(_mm512_loadu_si512((const void *)(s + i))));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (unsigned)(n - i)) - 1u);
+        _mm256_mask_storeu_epi16((void *)(d + i), m,
+                                 kern__f32x16_bf16__avx512(_mm512_maskz_loadu_epi32(m, s + i)));
+    }
 }
 /* F16C rounds to nearest even and handles subnormals, Inf and NaN (made
  * quiet, payload truncated) exactly like the scalar functions. */
-KERN_TARGET_AVX512 static void kern__cvt_f16_f32__avx512(const uint16_t *s,
-                                                         float *d, int64_t n) {
+KERN_TARGET_AVX512 static void kern__cvt_f16_f32__avx512(const void *sv, void *dv,
+                                                         int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
-    for (; i < n; i++) d[i] = kern_f16_to_f32(s[i]);
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 63); i++) d[i] = kern_f16_to_f32(s[i]);
+        for (; i + 32 <= n; i += 32) {
+            __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i)));
+            __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 16)));
+            _mm512_stream_ps(d + i, a);
+            _mm512_stream_ps(d + i + 16, b);
+        }
+        _mm_sfence();
+    }
+    for (; i + 32 <= n; i += 32) {
+        __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i)));
+        __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 16)));
+        _mm512_storeu_ps(d + i, a);
+        _mm512_storeu_ps(d + i + 16, b);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff
+                                  : (__mmask16)((1u << (unsigned)(n - i)) - 1u);
+        _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+    }
 }
-KERN_TARGET_AVX512 static void kern__cvt_f32_f16__avx512(const float *s,
-                                                         uint16_t *d, int64_t n) {
+KERN_TARGET_AVX512 static void kern__cvt_f32_f16__avx512(const void *sv, void *dv,
+                                                         int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
     int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 31); i++) d[i] = kern_f32_to_f16(s[i]);
+        for (; i + 16 <= n; i += 16)
+            _mm256_stream_si256((__m256i *)(d + i),
+                                _mm512_cvtps_ph(_mm512_loadu_ps(s + i),
+                                                _MM_FROUND_TO_NEAREST_INT));
+        _mm_sfence();
+    }
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(d + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) d[i] = kern_f32_to_f16(s[i]);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (unsigned)(n - i)) - 1u);
+        _mm256_mask_storeu_epi16((void *)(d + i), m,
+                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i),
+                                                 _MM_FROUND_TO_NEAREST_INT));
+    }
 }
-KERN_TARGET_AVX2 static void kern__cvt_f16_f32__avx2(const uint16_t *s,
-                                                     float *d, int64_t n) {
+
+KERN_TARGET_AVX2 static inline __m256i kern__bf16x8_f32__avx2(__m128i h) {
+    __m256i v = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    return _mm256_or_si256(v, _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000)));
+}
+KERN_TARGET_AVX2 static inline __m128i kern__f32x8_bf16__avx2(__m256i u) {
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i rnd = _mm256_add_epi32(
+        u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                            _mm256_and_si256(_mm256_srli_epi32(u, 16),
+                                             _mm256_set1_epi32(1))));
+    __m256i res = _mm256_blendv_epi8(
+        rnd, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+    /* 8 x u32 (< 65536) to u16: pack within lanes, then fix the order */
+    __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(res, 16), _mm256_setzero_si256());
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
+}
+KERN_TARGET_AVX2 static void kern__cvt_bf16_f32__avx2(const void *sv, void *dv,
+                                                      int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
     int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 31); i++) d[i] = kern_bf16_to_f32(s[i]);
+        for (; i + 8 <= n; i += 8)
+            _mm256_stream_si256((__m256i *)(d + i),
+                                kern__bf16x8_f32__avx2(_mm_loadu_si128((const __m128i *)(s + i))));
+        _mm_sfence();
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            kern__bf16x8_f32__avx2(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) d[i] = kern_bf16_to_f32(s[i]);
+}
+KERN_TARGET_AVX2 static void kern__cvt_f32_bf16__avx2(const void *sv, void *dv,
+                                                      int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
+    int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 15); i++) d[i] = kern_f32_to_bf16(s[i]);
+        for (; i + 8 <= n; i += 8)
+            _mm_stream_si128((__m128i *)(d + i),
+                             kern__f32x8_bf16__avx2(_mm256_loadu_si256((const __m256i *)(s + i))));
+        _mm_sfence();
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         kern__f32x8_bf16__avx2(_mm256_loadu_si256((const __m256i *)(s + i))));
+    for (; i < n; i++) d[i] = kern_f32_to_bf16(s[i]);
+}
+KERN_TARGET_AVX2 static void kern__cvt_f16_f32__avx2(const void *sv, void *dv,
+                                                     int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
+    int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 31); i++) d[i] = kern_f16_to_f32(s[i]);
+        for (; i + 8 <= n; i += 8)
+            _mm256_stream_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+        _mm_sfence();
+    }
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
     for (; i < n; i++) d[i] = kern_f16_to_f32(s[i]);
 }
-KERN_TARGET_AVX2 static void kern__cvt_f32_f16__avx2(const float *s,
-                                                     uint16_t *d, int64_t n) {
+KERN_TARGET_AVX2 static void kern__cvt_f32_f16__avx2(const void *sv, void *dv,
+                                                     int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
     int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(d + i) & 15); i++) d[i] = kern_f32_to_f16(s[i]);
+        for (; i + 8 <= n; i += 8)
+            _mm_stream_si128((__m128i *)(d + i),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+        _mm_sfence();
+    }
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(d + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
@@ -1527,23 +1769,28 @@ KERN_TARGET_AVX2 static void kern__cvt_f32_f16__avx2(const float *s,
 #endif /* KERN_X86 */
 
 #ifdef KERN_NEON
-static void kern__cvt_bf16_f32__neon(const uint16_t *s, float *d, int64_t n) {
+static void kern__cvt_bf16_f32__neon(const void *sv, void *dv, int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
     int64_t i = 0;
-    const uint32x4_t expm = vdupq_n_u32(0x7f800000u), manm = vdupq_n_u32(0x007fffffu);
+    const uint32x4_t absm = vdupq_n_u32(0x7fffffffu), inf = vdupq_n_u32(0x7f800000u);
     const uint32x4_t q = vdupq_n_u32(0x00400000u);
+    (void)nt;
     for (; i + 4 <= n; i += 4) {
         uint32x4_t v = vshll_n_u16(vld1_u16(s + i), 16);
-        uint32x4_t nan = vandq_u32(vceqq_u32(vandq_u32(v, expm), expm),
-                                   vtstq_u32(v, manm));
+        uint32x4_t nan = vcgtq_u32(vandq_u32(v, absm), inf);
         v = vorrq_u32(v, vandq_u32(nan, q));
         vst1q_f32(d + i, vreinterpretq_f32_u32(v));
     }
     for (; i < n; i++) d[i] = kern_bf16_to_f32(s[i]);
 }
-static void kern__cvt_f32_bf16__neon(const float *s, uint16_t *d, int64_t n) {
+static void kern__cvt_f32_bf16__neon(const void *sv, void *dv, int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
     int64_t i = 0;
     const uint32x4_t absm = vdupq_n_u32(0x7fffffffu), inf = vdupq_n_u32(0x7f800000u);
     const uint32x4_t r = vdupq_n_u32(0x7fffu), one = vdupq_n_u32(1), q = vdupq_n_u32(0x00400000u);
+    (void)nt;
     for (; i + 4 <= n; i += 4) {
         uint32x4_t u = vld1q_u32((const uint32_t *)(s + i));
         uint32x4_t nan = vcgtq_u32(vandq_u32(u, absm), inf);
@@ -1553,23 +1800,83 @@ static void kern__cvt_f32_bf16__neon(const float *s, uint16_t *d, int64_t n) {
     }
     for (; i < n; i++) d[i] = kern_f32_to_bf16(s[i]);
 }
-static void kern__cvt_f16_f32__neon(const uint16_t *s, float *d, int64_t n) {
+/* FCVT rounds to nearest even (FPCR default), keeps subnormals (FZ16 clear)
+ * and quiets NaNs keeping the top payload bits, like the scalar code. */
+static void kern__cvt_f16_f32__neon(const void *sv, void *dv, int64_t n, int nt) {
+    const uint16_t *s = (const uint16_t *)sv;
+    float *d = (float *)dv;
     int64_t i = 0;
+    (void)nt;
     for (; i + 4 <= n; i += 4)
         vst1q_f32(d + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + i))));
     for (; i < n; i++) d[i] = kern_f16_to_f32(s[i]);
 }
-static void kern__cvt_f32_f16__neon(const float *s, uint16_t *d, int64_t n) {
+static void kern__cvt_f32_f16__neon(const void *sv, void *dv, int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
     int64_t i = 0;
+    (void)nt;
     for (; i + 4 <= n; i += 4)
         vst1_u16(d + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(s + i))));
     for (; i < n; i++) d[i] = kern_f32_to_f16(s[i]);
 }
 #endif
 
+/* The conversion function for (src, dst) under the feature mask `f`. */
+static kern__cvt_fn kern__cvt_pick(kern_dtype s, kern_dtype d, uint32_t f) {
+    int k = s == KERN_BF16 ? 0 : s == KERN_F16 ? 1 : d == KERN_BF16 ? 2 : 3;
+    (void)f;
+#ifdef KERN_X86
+    if (f & KERN_CPU_AVX512F) {
+        static const kern__cvt_fn t[4] = {
+            kern__cvt_bf16_f32__avx512, kern__cvt_f16_f32__avx512,
+            kern__cvt_f32_bf16__avx512, kern__cvt_f32_f16__avx512};
+        return t[k];
+    }
+    if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_F16C)) {
+        static const kern__cvt_fn t[4] = {
+            kern__cvt_bf16_f32__avx2, kern__cvt_f16_f32__avx2,
+            kern__cvt_f32_bf16__avx2, kern__cvt_f32_f16__avx2};
+        return t[k];
+    }
+#endif
+#ifdef KERN_NEON
+    if (f & KERN_CPU_NEON) {
+        static const kern__cvt_fn t[4] = {
+            kern__cvt_bf16_f32__neon, kern__cvt_f16_f32__neon,
+            kern__cvt_f32_bf16__neon, kern__cvt_f32_f16__neon};
+        return t[k];
+    }
+#endif
+    {
+        static const kern__cvt_fn t[4] = {
+            kern__cvt_bf16_f32__ref, kern__cvt_f16_f32__ref,
+            kern__cvt_f32_bf16__ref, kern__cvt_f32_f16__ref};
+        return t[k];
+    }
+}
+
+typedef struct kern__cvt_job {
+    kern__cvt_fn fn;
+    const char *src;
+    char *dst;
+    int64_t ssz, dsz, n, per;
+    int nt;
+} kern__cvt_job;
+
+static void kern__cvt_task(void *p, int64_t task, int thread) {
+    const kern__cvt_job *j = (const kern__cvt_job *)p;
+    int64_t a = task * j->per;
+    int64_t len = j->n - a < j->per ? j->n - a : j->per;
+    (void)thread;
+    j->fn(j->src + a * j->ssz, j->dst + a * j->dsz, len, j->nt);
+}
+
 KERN_API kern_status kern_convert(kern_ctx *ctx, kern_dtype s, const void *src,
                                   kern_dtype d, void *dst, int64_t n) {
-    uint32_t f;
+    kern__cvt_job job;
+    int64_t n_tasks = 1;
+    int threads;
     int ok = (s == KERN_F32 && (d == KERN_BF16 || d == KERN_F16)) ||
              (d == KERN_F32 && (s == KERN_BF16 || s == KERN_F16));
     if (!ok)
@@ -1579,44 +1886,47 @@ KERN_API kern_status kern_convert(kern_ctx *ctx, kern_dtype s, const void *src,
                          kern_dtype_name(s), kern_dtype_name(d));
     if (n < 0)
         return kern__err(KERN_ERR_ARG, "kern_convert: n=%lld is negative", (long long)n);
+    if (n > INT64_MAX / 4)
+        return kern__err(KERN_ERR_ARG,
+                         "kern_convert: n=%lld elements overflow int64 bytes",
+                         (long long)n);
     if (n == 0) return KERN_OK;
     if (!src || !dst)
         return kern__err(KERN_ERR_ARG, "kern_convert: %s is NULL", src ? "dst" : "src");
+    job.ssz = (int64_t)kern_dtype_size(s);
+    job.dsz = (int64_t)kern_dtype_size(d);
     {
-        uintptr_t a0 = (uintptr_t)src, a1 = a0 + (uintptr_t)n * kern_dtype_size(s);
-        uintptr_t b0 = (uintptr_t)dst, b1 = b0 + (uintptr_t)n * kern_dtype_size(d);
+        uintptr_t a0 = (uintptr_t)src, a1 = a0 + (uintptr_t)(n * job.ssz);
+        uintptr_t b0 = (uintptr_t)dst, b1 = b0 + (uintptr_t)(n * job.dsz);
         if (a0 < b1 && b0 < a1)
             return kern__err(KERN_ERR_ARG, "kern_convert: src and dst overlap");
     }
-    f = kern_ctx_features(ctx);
-    (void)f;
-#ifdef KERN_X86
-    if (f & KERN_CPU_AVX512F) {
-        if (s == KERN_BF16) kern__cvt_bf16_f32__avx512((const uint16_t *)src, (float *)dst, n);
-        else if (s == KERN_F16) kern__cvt_f16_f32__avx512((const uint16_t *)src, (float *)dst, n);
-        else if (d == KERN_BF16) kern__cvt_f32_bf16__avx512((const float *)src, (uint16_t *)dst, n);
-        else kern__cvt_f32_f16__avx512((const float *)src, (uint16_t *)dst, n);
+    if (!ctx) {
+        ctx = kern_default_ctx();
+        if (!ctx) return KERN_ERR_NOMEM;
+    }
+    job.fn = kern__cvt_pick(s, d, kern_ctx_features(ctx));
+    job.src = (const char *)src;
+    job.dst = (char *)dst;
+    job.n = n;
+    job.nt = n * job.dsz >= KERN_CONVERT_NT_BYTES;
+    threads = kern_ctx_threads(ctx);
+    if (job.nt) {
+        /* DRAM-sized: 1 MiB-ish pieces handed out dynamically */
+        job.per = (int64_t)1 << 18;
+        n_tasks = (n + job.per - 1) / job.per;
+    } else if (threads > 1 && n >= 2 * (int64_t)KERN_CONVERT_MIN_PER_THREAD) {
+        /* cache-sized: one contiguous piece per thread */
+        n_tasks = n / KERN_CONVERT_MIN_PER_THREAD;
+        if (n_tasks > threads) n_tasks = threads;
+        job.per = ((n + n_tasks - 1) / n_tasks + 63) & ~(int64_t)63;
+        n_tasks = (n + job.per - 1) / job.per;
+    }
+    if (n_tasks <= 1) {
+        job.fn(src, dst, n, job.nt);
         return KERN_OK;
     }
-    if (f & KERN_CPU_AVX2) {
-        if (s == KERN_BF16) kern__cvt_bf16_f32__avx2((const uint16_t *)src, (float *)dst, n);
-        else if (s == KERN_F16) kern__cvt_f16_f32__avx2((const uint16_t *)src, (float *)dst, n);
-        else if (d == KERN_BF16) kern__cvt_f32_bf16__avx2((const float *)src, (uint16_t *)dst, n);
-        else kern__cvt_f32_f16__avx2((const float *)src, (uint16_t *)dst, n);
-        return KERN_OK;
-    }
-#endif
-#ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) {
-        if (s == KERN_BF16) kern__cvt_bf16_f32__neon((const uint16_t *)src, (float *)dst, n);
-        else if (s == KERN_F16) kern__cvt_f16_f32__neon((const uint16_t *)src, (float *)dst, n);
-        else if (d == KERN_BF16) kern__cvt_f32_bf16__neon((const float *)src, (uint16_t *)dst, n);
-        else kern__cvt_f32_f16__neon((const float *)src, (uint16_t *)dst, n);
-        return KERN_OK;
-    }
-#endif
-    kern__cvt_ref(s, src, d, dst, n);
-    return KERN_OK;
+    return kern_parallel_for(ctx, n_tasks, kern__cvt_task, &job);
 }
 
 #ifdef __cplusplus

@@ -40,6 +40,13 @@
 
 #include "kern_base.h"
 
+/* Every helper is static; a test uses only some of them. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KT__UNUSED __attribute__((unused))
+#else
+#define KT__UNUSED
+#endif
+
 typedef void (*kt_fn)(void);
 typedef struct kt_case {
     const char *name;
@@ -55,7 +62,7 @@ static int kt__cur_reports;
 static uint64_t kt__cur_seed;
 static char kt__context[256];
 
-static void kt__register(const char *name, kt_fn fn) {
+static KT__UNUSED void kt__register(const char *name, kt_fn fn) {
     if (kt__ncases < KT_MAX_CASES) {
         kt__cases[kt__ncases].name = name;
         kt__cases[kt__ncases].fn = fn;
@@ -72,14 +79,14 @@ static void kt__register(const char *name, kt_fn fn) {
 
 /* Sets a context string printed with failures (e.g. the shape being
  * tested). */
-static void kt_context(const char *fmt, ...) {
+static KT__UNUSED void kt_context(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(kt__context, sizeof kt__context, fmt, ap);
     va_end(ap);
 }
 
-static void kt__fail(const char *file, int line, const char *fmt, ...) {
+static KT__UNUSED void kt__fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     kt__cur_failed = 1;
     if (kt__cur_reports++ >= 5) return; /* keep logs readable */
@@ -137,27 +144,27 @@ typedef struct kt_rng {
     uint64_t s;
 } kt_rng;
 
-static uint64_t kt_seed(void) { return kt__cur_seed; }
-static kt_rng kt_rng_make(uint64_t salt) {
+static KT__UNUSED uint64_t kt_seed(void) { return kt__cur_seed; }
+static KT__UNUSED kt_rng kt_rng_make(uint64_t salt) {
     kt_rng r;
     r.s = kt__cur_seed ^ (salt * 0x9e3779b97f4a7c15ull);
     return r;
 }
-static uint64_t kt_next(kt_rng *r) { /* splitmix64 */
+static KT__UNUSED uint64_t kt_next(kt_rng *r) { /* splitmix64 */
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 /* Uniform in [lo, hi). */
-static double kt_uniform(kt_rng *r, double lo, double hi) {
+static KT__UNUSED double kt_uniform(kt_rng *r, double lo, double hi) {
     return lo + (hi - lo) * (double)(kt_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
-static double kt_normal(kt_rng *r) {
+static KT__UNUSED double kt_normal(kt_rng *r) {
     double u1 = kt_uniform(r, 1e-300, 1.0), u2 = kt_uniform(r, 0.0, 1.0);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
-static int64_t kt_randint(kt_rng *r, int64_t lo, int64_t hi) { /* [lo, hi) */
+static KT__UNUSED int64_t kt_randint(kt_rng *r, int64_t lo, int64_t hi) { /* [lo, hi) */
     return lo + (int64_t)(kt_next(r) % (uint64_t)(hi - lo));
 }
 
@@ -174,7 +181,7 @@ typedef struct kt__hdr {
     size_t pad[5];
 } kt__hdr;
 
-static void *kt_alloc_misaligned(size_t size, size_t misalign, const char *what) {
+static KT__UNUSED void *kt_alloc_misaligned(size_t size, size_t misalign, const char *what) {
     size_t total = sizeof(kt__hdr) + KT_GUARD + misalign + size + KT_GUARD;
     unsigned char *base;
     kt__hdr *h;
@@ -189,10 +196,10 @@ static void *kt_alloc_misaligned(size_t size, size_t misalign, const char *what)
     memset(base + sizeof(kt__hdr) + KT_GUARD + misalign, 0x5A, size);
     return base + sizeof(kt__hdr) + KT_GUARD + misalign;
 }
-static void *kt_alloc(size_t size, const char *what) {
+static KT__UNUSED void *kt_alloc(size_t size, const char *what) {
     return kt_alloc_misaligned(size, 0, what);
 }
-static kt__hdr *kt__header(void *p) {
+static KT__UNUSED kt__hdr *kt__header(void *p) {
     unsigned char *u = (unsigned char *)p;
     size_t mis = 0;
     /* header sits at a 64-aligned base; try the recorded misalignment */
@@ -205,7 +212,7 @@ static kt__hdr *kt__header(void *p) {
     return NULL;
 }
 /* Returns 1 if guards are intact. */
-static int kt_guards_ok(void *p) {
+static KT__UNUSED int kt_guards_ok(void *p) {
     kt__hdr *h;
     unsigned char *u = (unsigned char *)p;
     size_t i;
@@ -231,7 +238,7 @@ static int kt_guards_ok(void *p) {
     } while (0)
 
 /* Fills with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in ints). */
-static void kt_poison(void *p, size_t bytes) { memset(p, 0xFF, bytes); }
+static KT__UNUSED void kt_poison(void *p, size_t bytes) { memset(p, 0xFF, bytes); }
 
 /* ---------------------------------------------------------- dtypes */
 
@@ -239,7 +246,7 @@ typedef struct kt_tol_t {
     double rtol, atol;
 } kt_tol_t;
 
-static kt_tol_t kt_tol(kern_dtype dt) {
+static KT__UNUSED kt_tol_t kt_tol(kern_dtype dt) {
     kt_tol_t t;
     switch (dt) {
     case KERN_F32: t.rtol = 1e-5; t.atol = 1e-6; break;
@@ -250,7 +257,7 @@ static kt_tol_t kt_tol(kern_dtype dt) {
     return t;
 }
 /* Scales a tolerance (e.g. by sqrt(K) for long reductions). */
-static kt_tol_t kt_tol_scaled(kern_dtype dt, double factor) {
+static KT__UNUSED kt_tol_t kt_tol_scaled(kern_dtype dt, double factor) {
     kt_tol_t t = kt_tol(dt);
     t.rtol *= factor;
     t.atol *= factor;
@@ -258,7 +265,7 @@ static kt_tol_t kt_tol_scaled(kern_dtype dt, double factor) {
 }
 
 /* Reads element i of a float-typed buffer as double. */
-static double kt_get(const void *p, kern_dtype dt, int64_t i) {
+static KT__UNUSED double kt_get(const void *p, kern_dtype dt, int64_t i) {
     switch (dt) {
     case KERN_F32: return ((const float *)p)[i];
     case KERN_F16: return kern_f16_to_f32(((const uint16_t *)p)[i]);
@@ -272,7 +279,7 @@ static double kt_get(const void *p, kern_dtype dt, int64_t i) {
     }
 }
 /* Writes element i (rounding to the storage dtype). */
-static void kt_set(void *p, kern_dtype dt, int64_t i, double v) {
+static KT__UNUSED void kt_set(void *p, kern_dtype dt, int64_t i, double v) {
     switch (dt) {
     case KERN_F32: ((float *)p)[i] = (float)v; break;
     case KERN_F16: ((uint16_t *)p)[i] = kern_f32_to_f16((float)v); break;
@@ -285,11 +292,11 @@ static void kt_set(void *p, kern_dtype dt, int64_t i, double v) {
     }
 }
 /* Fills n elements with N(0, scale) (rounded to dt), returns nothing. */
-static void kt_fill_normal(kt_rng *r, void *p, kern_dtype dt, int64_t n, double scale) {
+static KT__UNUSED void kt_fill_normal(kt_rng *r, void *p, kern_dtype dt, int64_t n, double scale) {
     int64_t i;
     for (i = 0; i < n; i++) kt_set(p, dt, i, kt_normal(r) * scale);
 }
-static void kt_fill_uniform(kt_rng *r, void *p, kern_dtype dt, int64_t n, double lo,
+static KT__UNUSED void kt_fill_uniform(kt_rng *r, void *p, kern_dtype dt, int64_t n, double lo,
                             double hi) {
     int64_t i;
     for (i = 0; i < n; i++) kt_set(p, dt, i, kt_uniform(r, lo, hi));
@@ -298,7 +305,7 @@ static void kt_fill_uniform(kt_rng *r, void *p, kern_dtype dt, int64_t n, double
 /* Compares n values of `got` (dtype dt, element stride gs) against double
  * `want`: |got - want| <= atol + rtol*|want|. NaN must match NaN, Inf must
  * match exactly. Reports the first few mismatches. Returns 1 if all match. */
-static int kt__close(const char *file, int line, const char *what, const void *got,
+static KT__UNUSED int kt__close(const char *file, int line, const char *what, const void *got,
                      kern_dtype dt, int64_t gs, const double *want, int64_t n,
                      kt_tol_t tol) {
     int64_t i, bad = 0, first = -1;
@@ -333,7 +340,7 @@ static int kt__close(const char *file, int line, const char *what, const void *g
     kt__close(__FILE__, __LINE__, what, got, dt, gs, want, n, tol)
 
 /* Normalized MSE: sum (g-w)^2 / sum w^2 <= bound. */
-static int kt__nmse(const char *file, int line, const char *what, const void *got,
+static KT__UNUSED int kt__nmse(const char *file, int line, const char *what, const void *got,
                     kern_dtype dt, const double *want, int64_t n, double bound) {
     double num = 0, den = 0, v;
     int64_t i;
@@ -376,7 +383,7 @@ static struct {
     kern_ctx *ctx;
 } kt__ctxs[KT_MAX_CTX];
 static int kt__nctx;
-static kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
+static KT__UNUSED kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
     int i;
     kern_ctx_params p;
     kern_ctx *c = NULL;
@@ -400,10 +407,10 @@ static kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
     kt__nctx++;
     return c;
 }
-static kern_ctx *kt_ctx(int threads, kern_isa isa) { return kt_ctx_ex(threads, isa, 0); }
+static KT__UNUSED kern_ctx *kt_ctx(int threads, kern_isa isa) { return kt_ctx_ex(threads, isa, 0); }
 
 /* The ISA levels this CPU has, best last, for KT_FOR_EACH_ISA. */
-static int kt_isas(kern_isa *out) {
+static KT__UNUSED int kt_isas(kern_isa *out) {
     int n = 0;
     out[n++] = KERN_ISA_SCALAR;
     if (kern_isa_available(KERN_ISA_AVX2)) out[n++] = KERN_ISA_AVX2;
@@ -423,7 +430,7 @@ static int kt_isas(kern_isa *out) {
 
 /* ---------------------------------------------------------------- main */
 
-static int kt_main(int argc, char **argv, const char *file) {
+static KT__UNUSED int kt_main(int argc, char **argv, const char *file) {
     int i, passed = 0, failed = 0;
     const char *filter = argc > 1 ? argv[1] : NULL;
     const char *base = strrchr(file, '/');
