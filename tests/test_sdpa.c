@@ -1,0 +1,782 @@
+/* test_sdpa.c — kern_sdpa forward/backward against a double-precision
+ * reference that materializes the softmax.
+ *
+ * Tolerances (kt_tol scaled, the factor justified here once):
+ *   forward f32: kt_tol(F32) x 20. The kernel rounds q.k (a length-D
+ *     reduction) and p.v (a length-Lk reduction) in f32 and uses a
+ *     polynomial 2^x with 1e-7 relative error; with D, Lk <= 300 the
+ *     observed worst error is a few 1e-6 on O(1) outputs.
+ *   forward f16: kt_tol(F16) x 2 (output rounding plus f32 accumulation).
+ *   forward bf16: kt_tol(BF16) x 4: output rounding, plus P rounded to bf16
+ *     (2^-9 relative per probability) before P.V with vdpbf16ps, which
+ *     errs by up to ~p_max * 2^-9 * |v| on outputs that cancel to ~0.
+ *   backward: compared by normalized MSE (dq/dk/dv are long reductions
+ *     with cancellation): f32 1e-9, f16 1e-5, bf16 1e-4.
+ */
+#define KERN_IMPLEMENTATION
+#include "kern_sdpa.h"
+#include "kt.h"
+
+/* ------------------------------------------------------------ reference */
+
+typedef struct tcase {
+    int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+    kern_dtype dt;
+    int blhd;     /* [B,L,H,D] memory layout for q, k, v, out */
+    int pad;      /* extra elements per row (strided rows) */
+    int causal, bottom_right, window;
+    int64_t wl, wr;
+    float scale, softcap, dropout;
+    int mask_kind; /* 0 none, 1 bool [Lq,Lk], 2 f32 [B,1,Lq,Lk], 3 bool [B,Hq,1,Lk],
+                      4 bf16 [Hq,Lq,Lk], 5 f32 [Lk] */
+    int klens;     /* 0 none, 1 i32, 2 i64 */
+    int want_lse;
+} tcase;
+
+static tcase tc_default(void) {
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.B = 1; c.Hq = 1; c.Hkv = 1; c.Lq = 7; c.Lk = 7; c.D = 16; c.Dv = 16;
+    c.dt = KERN_F32;
+    c.wl = c.wr = -1;
+    c.want_lse = 1;
+    return c;
+}
+
+/* A tensor [B,H,L,D] in BHLD or BLHD memory with `pad` extra elements per
+ * row; returns the allocation. */
+static void *tc_alloc(const tcase *c, int64_t H, int64_t L, int64_t D, kern_tensor *t,
+                      const char *what, size_t *bytes) {
+    int64_t row = D + c->pad, n = c->B * H * L * row;
+    size_t es = kern_dtype_size(c->dt);
+    void *p = kt_alloc((size_t)(n > 0 ? n : 1) * es, what);
+    memset(t, 0, sizeof *t);
+    t->data = p;
+    t->dtype = c->dt;
+    t->ndim = 4;
+    t->shape[0] = c->B; t->shape[1] = H; t->shape[2] = L; t->shape[3] = D;
+    t->stride[3] = 1;
+    if (c->blhd) {
+        t->stride[1] = row;
+        t->stride[2] = H * row;
+        t->stride[0] = L * H * row;
+    } else {
+        t->stride[2] = row;
+        t->stride[1] = L * row;
+        t->stride[0] = H * L * row;
+    }
+    *bytes = (size_t)(n > 0 ? n : 1) * es;
+    return p;
+}
+
+static int64_t toff(const kern_tensor *t, int64_t b, int64_t h, int64_t i, int64_t d) {
+    return b * t->stride[0] + h * t->stride[1] + i * t->stride[2] + d * t->stride[3];
+}
+
+static void ref_range(const tcase *c, int64_t i, int64_t lk, int64_t *lo, int64_t *hi) {
+    /* independent restatement of the documented visibility rule */
+    int64_t off = c->bottom_right ? lk - c->Lq : 0, j;
+    *lo = lk;
+    *hi = 0;
+    for (j = 0; j < lk; j++) {
+        int vis = 1;
+        if ((c->causal || c->bottom_right) && j > i + off) vis = 0;
+        if (c->window && c->wl >= 0 && j < i + off - c->wl) vis = 0;
+        if (c->window && c->wr >= 0 && j > i + off + c->wr) vis = 0;
+        if (vis) {
+            if (j < *lo) *lo = j;
+            *hi = j + 1;
+        }
+    }
+    if (*hi == 0) *lo = 0;
+}
+
+typedef struct tdata {
+    kern_tensor q, k, v, o, mask, klens, lse;
+    void *qp, *kp, *vp, *op, *mp, *klp, *lsep;
+    size_t qb, kb, vb, ob, mb;
+    int has_mask, has_klens;
+} tdata;
+
+static void td_make(const tcase *c, tdata *d, kt_rng *rng) {
+    int64_t i, n;
+    memset(d, 0, sizeof *d);
+    d->qp = tc_alloc(c, c->Hq, c->Lq, c->D, &d->q, "q", &d->qb);
+    d->kp = tc_alloc(c, c->Hkv, c->Lk, c->D, &d->k, "k", &d->kb);
+    d->vp = tc_alloc(c, c->Hkv, c->Lk, c->Dv, &d->v, "v", &d->vb);
+    d->op = tc_alloc(c, c->Hq, c->Lq, c->Dv, &d->o, "out", &d->ob);
+    kt_fill_normal(rng, d->qp, c->dt, (int64_t)(d->qb / kern_dtype_size(c->dt)), 1.0);
+    kt_fill_normal(rng, d->kp, c->dt, (int64_t)(d->kb / kern_dtype_size(c->dt)), 1.0);
+    kt_fill_normal(rng, d->vp, c->dt, (int64_t)(d->vb / kern_dtype_size(c->dt)), 1.0);
+    if (c->mask_kind) {
+        int64_t sh[4];
+        int nd = 0;
+        kern_dtype mdt = KERN_BOOL;
+        switch (c->mask_kind) {
+        case 1: nd = 2; sh[0] = c->Lq; sh[1] = c->Lk; mdt = KERN_BOOL; break;
+        case 2: nd = 4; sh[0] = c->B; sh[1] = 1; sh[2] = c->Lq; sh[3] = c->Lk; mdt = KERN_F32; break;
+        case 3: nd = 4; sh[0] = c->B; sh[1] = c->Hq; sh[2] = 1; sh[3] = c->Lk; mdt = KERN_BOOL; break;
+        case 4: nd = 3; sh[0] = c->Hq; sh[1] = c->Lq; sh[2] = c->Lk; mdt = KERN_BF16; break;
+        default: nd = 1; sh[0] = c->Lk; mdt = KERN_F32; break;
+        }
+        n = 1;
+        for (i = 0; i < nd; i++) n *= sh[i];
+        d->mb = (size_t)(n > 0 ? n : 1) * kern_dtype_size(mdt);
+        d->mp = kt_alloc(d->mb, "mask");
+        for (i = 0; i < n; i++) {
+            if (mdt == KERN_BOOL) ((uint8_t *)d->mp)[i] = kt_uniform(rng, 0, 1) < 0.7;
+            else {
+                double x = kt_uniform(rng, 0, 1) < 0.15 ? -INFINITY : kt_normal(rng);
+                kt_set(d->mp, mdt, i, x);
+            }
+        }
+        kern_tensor_init(&d->mask, d->mp, mdt, nd, sh);
+        d->has_mask = 1;
+    }
+    if (c->klens) {
+        d->klp = kt_alloc((size_t)(c->B > 0 ? c->B : 1) * 8, "k_lens");
+        for (i = 0; i < c->B; i++) {
+            int64_t x = kt_randint(rng, 0, c->Lk + 1);
+            if (i == 0) x = c->Lk; /* one full, others random (incl. 0) */
+            if (c->klens == 1) ((int32_t *)d->klp)[i] = (int32_t)x;
+            else ((int64_t *)d->klp)[i] = x;
+        }
+        d->klens = kern_tensor_1d(d->klp, c->klens == 1 ? KERN_I32 : KERN_I64, c->B);
+        d->has_klens = 1;
+    }
+    d->lsep = kt_alloc((size_t)(c->B * c->Hq * c->Lq > 0 ? c->B * c->Hq * c->Lq : 1) * 4, "lse");
+    d->lse = kern_tensor_4d(d->lsep, KERN_F32, 1, c->B, c->Hq, c->Lq);
+    d->lse.ndim = 3;
+    d->lse.shape[0] = c->B; d->lse.shape[1] = c->Hq; d->lse.shape[2] = c->Lq;
+    d->lse.stride[0] = c->Hq * c->Lq; d->lse.stride[1] = c->Lq; d->lse.stride[2] = 1;
+}
+
+static void td_free(tdata *d) {
+    kt_free(d->qp); kt_free(d->kp); kt_free(d->vp); kt_free(d->op);
+    if (d->mp) kt_free(d->mp);
+    if (d->klp) kt_free(d->klp);
+    kt_free(d->lsep);
+}
+
+static kern_sdpa_params tc_params(const tcase *c, tdata *d) {
+    kern_sdpa_params p;
+    memset(&p, 0, sizeof p);
+    p.attn_mask = d->has_mask ? &d->mask : NULL;
+    p.is_causal = c->causal;
+    p.causal_bottom_right = c->bottom_right;
+    p.scale = c->scale;
+    p.enable_gqa = c->Hq != c->Hkv;
+    p.dropout_p = c->dropout;
+    p.seed = 0x1234567890abcdefull;
+    p.offset = 77;
+    p.has_window = c->window;
+    p.window_left = c->wl;
+    p.window_right = c->wr;
+    p.softcap = c->softcap;
+    p.k_lens = d->has_klens ? &d->klens : NULL;
+    p.lse = c->want_lse ? &d->lse : NULL;
+    return p;
+}
+
+static double mask_val(const tcase *c, const tdata *d, int64_t b, int64_t h, int64_t i,
+                       int64_t j, int *vis) {
+    kern_tensor bm;
+    int64_t full[4], o;
+    double x;
+    *vis = 1;
+    if (!d->has_mask) return 0;
+    full[0] = c->B; full[1] = c->Hq; full[2] = c->Lq; full[3] = c->Lk;
+    kern_tensor_broadcast_to(&d->mask, 4, full, &bm, "t", "m");
+    o = b * bm.stride[0] + h * bm.stride[1] + i * bm.stride[2] + j * bm.stride[3];
+    x = kt_get(bm.data, bm.dtype, o);
+    if (bm.dtype == KERN_BOOL) {
+        *vis = x != 0;
+        return 0;
+    }
+    if (x == -INFINITY) *vis = 0;
+    return x;
+}
+
+static int64_t klen_of(const tcase *c, const tdata *d, int64_t b) {
+    if (!d->has_klens) return c->Lk;
+    return (int64_t)kt_get(d->klp, c->klens == 1 ? KERN_I32 : KERN_I64, b);
+}
+
+/* Reference forward: out [B,Hq,Lq,Dv] and lse [B,Hq,Lq] (contiguous,
+ * double). P (normalized, before dropout) optionally into pr
+ * [B,Hq,Lq,Lk]. */
+static void ref_fwd(const tcase *c, const tdata *d, double *out, double *lse, double *pr) {
+    int64_t b, h, i, j, e, G = c->Hq / c->Hkv;
+    double scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)c->D);
+    uint32_t thr = kern_dropout_threshold(c->dropout);
+    double *s = (double *)malloc((size_t)(c->Lk > 0 ? c->Lk : 1) * sizeof(double));
+    for (b = 0; b < c->B; b++)
+        for (h = 0; h < c->Hq; h++)
+            for (i = 0; i < c->Lq; i++) {
+                int64_t hk = h / G, lk = klen_of(c, d, b), lo, hi;
+                double m = -INFINITY, l = 0;
+                double *orow = out + ((b * c->Hq + h) * c->Lq + i) * c->Dv;
+                ref_range(c, i, lk, &lo, &hi);
+                for (j = 0; j < c->Lk; j++) {
+                    double acc = 0, x;
+                    int vis;
+                    for (e = 0; e < c->D; e++)
+                        acc += kt_get(d->qp, c->dt, toff(&d->q, b, h, i, e)) *
+                               kt_get(d->kp, c->dt, toff(&d->k, b, hk, j, e));
+                    x = scale * acc;
+                    if (c->softcap > 0) x = c->softcap * tanh(x / c->softcap);
+                    x += mask_val(c, d, b, h, i, j, &vis);
+                    if (!vis || j < lo || j >= hi || j >= lk) x = -INFINITY;
+                    s[j] = x;
+                    if (x > m) m = x;
+                }
+                for (e = 0; e < c->Dv; e++) orow[e] = 0;
+                if (m == -INFINITY) {
+                    if (lse) lse[(b * c->Hq + h) * c->Lq + i] = -INFINITY;
+                    if (pr)
+                        for (j = 0; j < c->Lk; j++) pr[((b * c->Hq + h) * c->Lq + i) * c->Lk + j] = 0;
+                    continue;
+                }
+                for (j = 0; j < c->Lk; j++) l += exp(s[j] - m);
+                if (lse) lse[(b * c->Hq + h) * c->Lq + i] = m + log(l);
+                for (j = 0; j < c->Lk; j++) {
+                    double p = exp(s[j] - m) / l;
+                    if (pr) pr[((b * c->Hq + h) * c->Lq + i) * c->Lk + j] = p;
+                    if (c->dropout > 0) {
+                        uint64_t idx = (((uint64_t)b * c->Hq + h) * c->Lq + i) * c->Lk + j;
+                        p = kern_dropout_keep(0x1234567890abcdefull, 77, idx, thr)
+                                ? p / (1.0 - c->dropout)
+                                : 0.0;
+                    }
+                    if (p == 0) continue;
+                    for (e = 0; e < c->Dv; e++)
+                        orow[e] += p * kt_get(d->vp, c->dt, toff(&d->v, b, hk, j, e));
+                }
+            }
+    free(s);
+}
+
+static kt_tol_t fwd_tol(kern_dtype dt) {
+    return kt_tol_scaled(dt, dt == KERN_F32 ? 20.0 : (dt == KERN_BF16 ? 4.0 : 2.0));
+}
+
+/* Compares out (strided tensor) against the reference. */
+static int check_out(const tcase *c, const tdata *d, const double *want, const char *what) {
+    int64_t b, h, i, e, n = c->B * c->Hq * c->Lq * c->Dv, t = 0;
+    double *got = (double *)malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    int ok;
+    float *gf = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (b = 0; b < c->B; b++)
+        for (h = 0; h < c->Hq; h++)
+            for (i = 0; i < c->Lq; i++)
+                for (e = 0; e < c->Dv; e++) got[t++] = kt_get(d->op, c->dt, toff(&d->o, b, h, i, e));
+    for (t = 0; t < n; t++) gf[t] = (float)got[t];
+    ok = kt_assert_close(what, gf, KERN_F32, want, n, fwd_tol(c->dt));
+    free(got);
+    free(gf);
+    return ok;
+}
+
+static kern_status run_fwd(kern_ctx *ctx, const tcase *c, tdata *d) {
+    kern_sdpa_params p = tc_params(c, d);
+    kt_poison(d->op, d->ob);
+    kt_poison(d->lsep, (size_t)(c->B * c->Hq * c->Lq) * 4);
+    return kern_sdpa(ctx, &d->q, &d->k, &d->v, &d->o, &p);
+}
+
+/* Runs case c on every ISA with 1 and 2 threads; checks against the
+ * reference, lse, and that 1 and 2 threads give identical bytes. */
+static void fwd_case(const tcase *c, uint64_t salt) {
+    kt_rng rng = kt_rng_make(salt);
+    tdata d;
+    int64_t n = c->B * c->Hq * c->Lq * c->Dv, nl = c->B * c->Hq * c->Lq;
+    double *want = (double *)malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *wl = (double *)malloc((size_t)(nl > 0 ? nl : 1) * sizeof(double));
+    unsigned char *o1 = NULL;
+    td_make(c, &d, &rng);
+    ref_fwd(c, &d, want, wl, NULL);
+    o1 = (unsigned char *)malloc(d.ob);
+    {
+        KT_FOR_EACH_ISA(isa, ctx, 1) {
+            kern_ctx *ctx2 = kt_ctx(2, isa);
+            kt_context("%s B%lld H%lld/%lld L%lld/%lld D%lld/%lld %s%s c%d br%d w%d(%lld,%lld) "
+                       "sc%g cap%g p%g mask%d kl%d",
+                       kern_isa_name(isa), (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
+                       (long long)c->Lq, (long long)c->Lk, (long long)c->D, (long long)c->Dv,
+                       kern_dtype_name(c->dt), c->blhd ? " blhd" : "", c->causal,
+                       c->bottom_right, c->window, (long long)c->wl, (long long)c->wr,
+                       (double)c->scale, (double)c->softcap, (double)c->dropout, c->mask_kind,
+                       c->klens);
+            KT_OK(run_fwd(ctx, c, &d));
+            check_out(c, &d, want, "out");
+            if (c->want_lse)
+                kt_assert_close("lse", d.lsep, KERN_F32, wl, nl,
+                                kt_tol_scaled(KERN_F32, c->dt == KERN_F32 ? 20.0 : 2000.0));
+            memcpy(o1, d.op, d.ob);
+            KT_OK(run_fwd(ctx2, c, &d));
+            kt_assert_bytes_equal("out 1 vs 2 threads", o1, d.op, d.ob);
+        }
+    }
+    free(o1);
+    free(want);
+    free(wl);
+    td_free(&d);
+}
+
+/* ------------------------------------------------------------ exp2 */
+
+KT_TEST(exp2_accuracy) {
+    static const float special[] = {-INFINITY, -1000.0f, -200.0f, -150.0f, -126.5f, -127.0f, 0.0f,
+                                    127.0f, 127.9f, 129.0f, 500.0f, INFINITY};
+    float x[4096 + 12];
+    int i, n = 4096;
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kern__sdpa_isa t;
+        double worst = 0;
+        kern__sdpa_pick(ctx, &t);
+        kt_context("%s", kern_isa_name(isa));
+        for (i = 0; i < n; i++) x[i] = (float)(-125.0 + 250.0 * i / n) + (float)i * 1e-4f;
+        for (i = 0; i < 12; i++) x[n + i] = special[i];
+        {
+            float y[4096 + 12 + 1];
+            memcpy(y, x, sizeof x);
+            y[n + 12] = NAN;
+            t.exp2(y, n + 13);
+            for (i = 0; i < n; i++) {
+                double w = exp2((double)x[i]), e = fabs(y[i] - w) / w;
+                if (e > worst) worst = e;
+            }
+            KT_CHECK(worst < 2.5e-7, "max rel error %g", worst);
+            KT_CHECK(y[n + 0] == 0.0f && y[n + 1] == 0.0f && y[n + 2] == 0.0f, "-inf/-1000/-200 -> %g %g %g",
+                     (double)y[n], (double)y[n + 1], (double)y[n + 2]);
+            KT_CHECK(y[n + 3] >= 0.0f && y[n + 3] < 1e-38f, "2^-150 -> %g", (double)y[n + 3]);
+            KT_CHECK(y[n + 6] == 1.0f, "2^0 -> %g", (double)y[n + 6]);
+            KT_CHECK(fabs(y[n + 7] - 1.7014118e38) / 1.7014118e38 < 1e-6, "2^127 -> %g", (double)y[n + 7]);
+            KT_CHECK(isinf(y[n + 9]) && isinf(y[n + 10]) && isinf(y[n + 11]), "overflow -> %g %g %g",
+                     (double)y[n + 9], (double)y[n + 10], (double)y[n + 11]);
+            KT_CHECK(isnan(y[n + 12]), "NaN -> %g", (double)y[n + 12]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ forward */
+
+KT_TEST(fwd_basic_shapes) {
+    /* sampled grid over the axes; Lq != Lk included */
+    static const int64_t L[] = {1, 7, 64, 65, 129, 300};
+    static const int64_t HD[][2] = {{1, 1}, {3, 3}, {4, 2}, {8, 1}};
+    static const int64_t DD[][2] = {{16, 16}, {64, 64}, {80, 80}, {128, 128}, {64, 32}, {16, 80}};
+    int ci;
+#ifdef KT_SANITIZER
+    int ncases = 8;
+#else
+    int ncases = 40;
+#endif
+    kt_rng rng = kt_rng_make(1);
+    for (ci = 0; ci < ncases; ci++) {
+        tcase c = tc_default();
+        c.B = 1 + (ci & 1);
+        c.Hq = HD[ci % 4][0];
+        c.Hkv = HD[ci % 4][1];
+        c.Lq = L[kt_randint(&rng, 0, 6)];
+        c.Lk = L[kt_randint(&rng, 0, 6)];
+        c.D = DD[ci % 6][0];
+        c.Dv = DD[ci % 6][1];
+        c.blhd = (ci / 3) & 1;
+        /* keep the scalar-ISA cost bounded */
+        if (c.Lq * c.Lk * c.Hq * c.B * (c.D + c.Dv) > 12000000) c.Lk = 65;
+        fwd_case(&c, (uint64_t)ci);
+    }
+}
+
+
+KT_TEST(fwd_dtypes) {
+    static const kern_dtype dts[] = {KERN_BF16, KERN_F16};
+    static const int64_t DD[][2] = {{16, 16}, {64, 64}, {80, 80}, {72, 72}, {96, 112}, {7, 9}};
+    int ci;
+    for (ci = 0; ci < 12; ci++) {
+        tcase c = tc_default();
+        c.dt = dts[ci & 1];
+        c.B = 1 + (ci % 3 == 0);
+        c.Hq = ci % 4 == 1 ? 4 : 2;
+        c.Hkv = ci % 4 == 1 ? 2 : 2;
+        c.Lq = ci % 5 == 0 ? 1 : 65;
+        c.Lk = ci % 3 == 0 ? 129 : 64 + ci;
+        c.D = DD[ci % 6][0];
+        c.Dv = DD[ci % 6][1];
+        c.blhd = ci & 2;
+        c.causal = ci % 4 == 3;
+        c.mask_kind = ci % 6 == 2 ? 2 : 0;
+        fwd_case(&c, 100 + (uint64_t)ci);
+    }
+}
+
+KT_TEST(fwd_head_dims) {
+    static const int64_t Ds[] = {1, 2, 3, 8, 17, 31, 33, 63, 72, 80, 96, 112, 127, 160, 256};
+    int ci;
+    for (ci = 0; ci < 15; ci++) {
+        tcase c = tc_default();
+        c.D = Ds[ci];
+        c.Dv = Ds[(ci + 5) % 15];
+        c.Lq = 33 + ci;
+        c.Lk = 70;
+        c.dt = ci % 3 == 0 ? KERN_BF16 : KERN_F32;
+        c.pad = ci % 2 ? 3 : 0; /* strided rows */
+        fwd_case(&c, 200 + (uint64_t)ci);
+    }
+}
+
+static tcase opt_base(int i) {
+    tcase c = tc_default();
+    c.B = 2;
+    c.Hq = 4;
+    c.Hkv = i % 2 ? 2 : 4;
+    c.Lq = i % 3 == 0 ? 65 : 129;
+    c.Lk = i % 3 == 1 ? 65 : 129;
+    c.D = 64;
+    c.Dv = i % 2 ? 48 : 64;
+    c.blhd = i % 2;
+    return c;
+}
+
+KT_TEST(fwd_options_alone) {
+    int i;
+    for (i = 0; i < 16; i++) {
+        tcase c = opt_base(i);
+        switch (i) {
+        case 0: c.causal = 1; break;
+        case 1: c.bottom_right = 1; break;
+        case 2: c.window = 1; c.wl = 20; c.wr = 5; break;
+        case 3: c.window = 1; c.wl = 0; c.wr = -1; break;
+        case 4: c.softcap = 2.5f; break;
+        case 5: c.scale = 0.3f; break;
+        case 6: c.mask_kind = 1; break;
+        case 7: c.mask_kind = 2; break;
+        case 8: c.mask_kind = 3; break;
+        case 9: c.mask_kind = 4; break;
+        case 10: c.mask_kind = 5; break;
+        case 11: c.klens = 1; break;
+        case 12: c.klens = 2; break;
+        case 13: c.dropout = 0.3f; break;
+        case 14: c.Hq = 8; c.Hkv = 1; break; /* MQA */
+        default: c.want_lse = 0; break;
+        }
+        fwd_case(&c, 300 + (uint64_t)i);
+    }
+}
+
+KT_TEST(fwd_options_combined) {
+    int i;
+    kt_rng rng = kt_rng_make(5);
+    for (i = 0; i < 16; i++) {
+        tcase c = opt_base(i);
+        c.causal = kt_randint(&rng, 0, 2);
+        c.bottom_right = kt_randint(&rng, 0, 3) == 0;
+        c.window = kt_randint(&rng, 0, 2);
+        c.wl = kt_randint(&rng, -1, 40);
+        c.wr = kt_randint(&rng, -1, 10);
+        c.softcap = kt_randint(&rng, 0, 2) ? 3.0f : 0.0f;
+        c.scale = kt_randint(&rng, 0, 2) ? 0.2f : 0.0f;
+        c.mask_kind = (int)kt_randint(&rng, 0, 6);
+        c.klens = (int)kt_randint(&rng, 0, 3);
+        c.dropout = kt_randint(&rng, 0, 2) ? 0.2f : 0.0f;
+        c.dt = i % 4 == 3 ? KERN_BF16 : (i % 4 == 2 ? KERN_F16 : KERN_F32);
+        fwd_case(&c, 400 + (uint64_t)i);
+    }
+}
+
+/* Rows with no visible key: zeros and -inf, never NaN. */
+KT_TEST(fwd_fully_masked_rows) {
+    int i;
+    for (i = 0; i < 4; i++) {
+        tcase c = opt_base(i);
+        kt_rng rng = kt_rng_make(9);
+        tdata d;
+        kern_sdpa_params p;
+        int64_t b, h, r, e;
+        c.mask_kind = 1;
+        td_make(&c, &d, &rng);
+        /* mask rows 0 and 5 fully; with k_lens 0 for batch 1 every row of
+         * it is masked */
+        for (r = 0; r < c.Lk; r++) {
+            ((uint8_t *)d.mp)[0 * c.Lk + r] = 0;
+            ((uint8_t *)d.mp)[5 * c.Lk + r] = 0;
+        }
+        c.klens = 1;
+        d.klp = kt_alloc(16, "k_lens");
+        ((int32_t *)d.klp)[0] = (int32_t)c.Lk;
+        ((int32_t *)d.klp)[1] = 0;
+        d.klens = kern_tensor_1d(d.klp, KERN_I32, 2);
+        d.has_klens = 1;
+        if (i >= 2) { /* window that sees nothing for early rows */
+            c.window = 1;
+            c.wl = -1;
+            c.wr = -1;
+            c.causal = 1;
+        }
+        p = tc_params(&c, &d);
+        {
+            KT_FOR_EACH_ISA(isa, ctx, 2) {
+                kt_context("%s case %d", kern_isa_name(isa), i);
+                kt_poison(d.op, d.ob);
+                KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+                for (b = 0; b < c.B; b++)
+                    for (h = 0; h < c.Hq; h++)
+                        for (r = 0; r < c.Lq; r++) {
+                            float lse = ((float *)d.lsep)[(b * c.Hq + h) * c.Lq + r];
+                            int masked = b == 1 || r == 0 || r == 5;
+                            for (e = 0; e < c.Dv; e++) {
+                                double x = kt_get(d.op, c.dt, toff(&d.o, b, h, r, e));
+                                if (masked) KT_CHECK(x == 0.0, "row b%lld h%lld i%lld: %g", (long long)b, (long long)h, (long long)r, x);
+                                else KT_CHECK(isfinite(x), "row b%lld i%lld not finite", (long long)b, (long long)r);
+                            }
+                            if (masked) KT_CHECK(lse == -INFINITY, "lse %g", (double)lse);
+                            else KT_CHECK(isfinite(lse), "lse %g", (double)lse);
+                        }
+            }
+        }
+        td_free(&d);
+    }
+}
+
+/* NaN in q row i -> out row i NaN only; NaN in a key -> the rows that see
+ * it NaN, the rows that mask it finite. */
+KT_TEST(fwd_nan_propagation) {
+    tcase c = tc_default();
+    kt_rng rng = kt_rng_make(3);
+    tdata d;
+    kern_sdpa_params p;
+    int64_t r, e;
+    c.Lq = 40;
+    c.Lk = 40;
+    c.D = 32;
+    c.Dv = 32;
+    c.causal = 1;
+    td_make(&c, &d, &rng);
+    ((float *)d.qp)[toff(&d.q, 0, 0, 3, 5)] = NAN;  /* query 3 */
+    ((float *)d.kp)[toff(&d.k, 0, 0, 20, 7)] = NAN; /* key 20: rows >= 20 */
+    p = tc_params(&c, &d);
+    {
+        KT_FOR_EACH_ISA(isa, ctx, 1) {
+            kt_context("%s", kern_isa_name(isa));
+            KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+            for (r = 0; r < c.Lq; r++) {
+                int want_nan = r == 3 || r >= 20;
+                float lse = ((float *)d.lsep)[r];
+                for (e = 0; e < c.Dv; e++) {
+                    float x = ((float *)d.op)[toff(&d.o, 0, 0, r, e)];
+                    KT_CHECK(want_nan ? isnan(x) : isfinite(x), "row %lld col %lld: %g", (long long)r, (long long)e, (double)x);
+                }
+                KT_CHECK(want_nan ? isnan(lse) : isfinite(lse), "lse row %lld: %g", (long long)r, (double)lse);
+            }
+        }
+    }
+    td_free(&d);
+}
+
+/* Dropout: the kept fraction matches 1-p (binomial, 6 sigma) and the output
+ * matches the reference using the documented mapping (fwd_case). */
+KT_TEST(fwd_dropout_statistics) {
+    int64_t n = 0, kept = 0, idx;
+    float pr[3] = {0.1f, 0.5f, 0.9f};
+    int t;
+    for (t = 0; t < 3; t++) {
+        uint32_t thr = kern_dropout_threshold(pr[t]);
+        double mean, sd;
+        n = 0;
+        kept = 0;
+        for (idx = 0; idx < 200000; idx++, n++) kept += kern_dropout_keep(42, 7, (uint64_t)idx, thr);
+        mean = (double)n * (1.0 - pr[t]);
+        sd = sqrt((double)n * pr[t] * (1.0 - pr[t]));
+        KT_CHECK(fabs((double)kept - mean) < 6 * sd, "p=%g kept %lld of %lld", (double)pr[t], (long long)kept, (long long)n);
+    }
+    {
+        tcase c = tc_default();
+        c.Lq = 64;
+        c.Lk = 300;
+        c.D = 32;
+        c.Dv = 32;
+        c.dropout = 0.5f;
+        fwd_case(&c, 77);
+    }
+}
+
+/* Decode shapes: the rows path and the key split (with its combine phase),
+ * against the reference (all ISAs, 1 vs 2 threads identical). */
+KT_TEST(fwd_decode) {
+    int i;
+#ifdef KT_SANITIZER
+    int64_t lk = 1100;
+#else
+    int64_t lk = 3000;
+#endif
+    for (i = 0; i < 6; i++) {
+        tcase c = tc_default();
+        c.Hq = 8;
+        c.Hkv = 2;
+        c.Lq = i < 3 ? 1 : (i == 3 ? 3 : 16);
+        c.Lk = lk + i;
+        c.D = 64;
+        c.Dv = 64;
+        c.dt = i == 1 ? KERN_BF16 : (i == 2 ? KERN_F16 : KERN_F32);
+        c.bottom_right = i >= 3;
+        c.klens = i == 4 ? 1 : 0;
+        c.window = i == 5;
+        c.wl = 700;
+        c.wr = -1;
+        c.blhd = i & 1;
+        fwd_case(&c, 500 + (uint64_t)i);
+    }
+}
+
+/* Varlen against per-sequence dense calls (bit-identical: the same code
+ * runs each sequence) and the reference. */
+KT_TEST(fwd_varlen) {
+    static const int64_t lq[] = {5, 0, 70, 33}, lk[] = {9, 4, 130, 33};
+    int64_t ns = 4, s, Tq = 0, Tk = 0, Hq = 4, Hkv = 2, D = 40, Dv = 24, mq = 0, mk = 0;
+    int variant;
+    for (variant = 0; variant < 3; variant++) {
+        kern_dtype dt = variant == 2 ? KERN_BF16 : KERN_F32;
+        size_t es = kern_dtype_size(dt);
+        int64_t cuq[5], cuk[5];
+        void *qp, *kp, *vp, *op, *lp, *o2, *l2;
+        kern_tensor q, k, v, o, cq, ck, lse;
+        kern_sdpa_params p;
+        kt_rng rng = kt_rng_make(11 + (uint64_t)variant);
+        Tq = Tk = mq = mk = 0;
+        cuq[0] = cuk[0] = 0;
+        for (s = 0; s < ns; s++) {
+            Tq += lq[s];
+            Tk += lk[s];
+            cuq[s + 1] = Tq;
+            cuk[s + 1] = Tk;
+            if (lq[s] > mq) mq = lq[s];
+            if (lk[s] > mk) mk = lk[s];
+        }
+        qp = kt_alloc((size_t)(Tq * Hq * D) * es, "q");
+        kp = kt_alloc((size_t)(Tk * Hkv * D) * es, "k");
+        vp = kt_alloc((size_t)(Tk * Hkv * Dv) * es, "v");
+        op = kt_alloc((size_t)(Tq * Hq * Dv) * es, "out");
+        o2 = kt_alloc((size_t)(Tq * Hq * Dv) * es, "out2");
+        lp = kt_alloc((size_t)(Tq * Hq) * 4, "lse");
+        l2 = kt_alloc((size_t)(Tq * Hq) * 4, "lse2");
+        kt_fill_normal(&rng, qp, dt, Tq * Hq * D, 1.0);
+        kt_fill_normal(&rng, kp, dt, Tk * Hkv * D, 1.0);
+        kt_fill_normal(&rng, vp, dt, Tk * Hkv * Dv, 1.0);
+        {
+            int64_t sq[3], sk[3], sv[3], so[3], sl[2];
+            sq[0] = Tq; sq[1] = Hq; sq[2] = D;
+            sk[0] = Tk; sk[1] = Hkv; sk[2] = D;
+            sv[0] = Tk; sv[1] = Hkv; sv[2] = Dv;
+            so[0] = Tq; so[1] = Hq; so[2] = Dv;
+            sl[0] = Hq; sl[1] = Tq;
+            kern_tensor_init(&q, qp, dt, 3, sq);
+            kern_tensor_init(&k, kp, dt, 3, sk);
+            kern_tensor_init(&v, vp, dt, 3, sv);
+            kern_tensor_init(&o, op, dt, 3, so);
+            kern_tensor_init(&lse, lp, KERN_F32, 2, sl);
+        }
+        cq = kern_tensor_1d(cuq, KERN_I64, ns + 1);
+        ck = kern_tensor_1d(cuk, KERN_I64, ns + 1);
+        memset(&p, 0, sizeof p);
+        p.enable_gqa = 1;
+        p.lse = &lse;
+        p.causal_bottom_right = variant == 1;
+        p.dropout_p = variant == 1 ? 0.25f : 0.0f;
+        p.seed = 5;
+        {
+            KT_FOR_EACH_ISA(isa, ctx, 2) {
+                kt_context("%s variant %d", kern_isa_name(isa), variant);
+                kt_poison(op, (size_t)(Tq * Hq * Dv) * es);
+                KT_OK(kern_sdpa_varlen(ctx, &q, &k, &v, &o, &cq, &ck, mq, mk, &p));
+                memcpy(o2, op, (size_t)(Tq * Hq * Dv) * es);
+                memcpy(l2, lp, (size_t)(Tq * Hq) * 4);
+                /* each sequence as a dense [1, L, H, D] problem ([B,L,H,D] strides) */
+                for (s = 0; s < ns; s++) {
+                    kern_tensor qs = q, ks = k, vs = v, os = o, ls;
+                    kern_sdpa_params ps = p;
+                    int64_t tcase_lse[1];
+                    (void)tcase_lse;
+                    if (lq[s] == 0) continue;
+                    qs.ndim = ks.ndim = vs.ndim = os.ndim = 4;
+#define T4(t, base, L, H, Dd)                                                 \
+    t.data = (char *)t.data + (size_t)((base) * (H) * (Dd)) * es;            \
+    t.shape[0] = 1; t.shape[1] = H; t.shape[2] = L; t.shape[3] = Dd;         \
+    t.stride[0] = (L) * (H) * (Dd); t.stride[1] = Dd; t.stride[2] = (H) * (Dd); t.stride[3] = 1;
+                    T4(qs, cuq[s], lq[s], Hq, D)
+                    T4(ks, cuk[s], lk[s], Hkv, D)
+                    T4(vs, cuk[s], lk[s], Hkv, Dv)
+                    T4(os, cuq[s], lq[s], Hq, Dv)
+#undef T4
+                    memset(&ls, 0, sizeof ls);
+                    ls.data = (float *)lp + cuq[s];
+                    ls.dtype = KERN_F32;
+                    ls.ndim = 3;
+                    ls.shape[0] = 1; ls.shape[1] = Hq; ls.shape[2] = lq[s];
+                    ls.stride[0] = 0; ls.stride[1] = Tq; ls.stride[2] = 1;
+                    ps.lse = &ls;
+                    /* dropout indices differ (dense uses Lq/Lk of the
+                     * sequence, varlen max_seqlen): compare without dropout */
+                    ps.dropout_p = 0;
+                    if (p.dropout_p > 0) continue;
+                    KT_OK(kern_sdpa(ctx, &qs, &ks, &vs, &os, &ps));
+                }
+                if (p.dropout_p == 0) {
+                    /* dense per sequence may take another path (rows vs
+                     * panels, another key split): equal within tolerance */
+                    int64_t t, n = Tq * Hq * Dv;
+                    double *w = (double *)malloc((size_t)n * sizeof(double));
+                    float *g = (float *)malloc((size_t)n * sizeof(float));
+                    for (t = 0; t < n; t++) {
+                        w[t] = kt_get(op, dt, t);
+                        g[t] = (float)kt_get(o2, dt, t);
+                    }
+                    kt_assert_close("varlen vs dense out", g, KERN_F32, w, n, fwd_tol(dt));
+                    for (t = 0; t < Tq * Hq; t++) w[t] = ((float *)lp)[t];
+                    kt_assert_close("varlen vs dense lse", l2, KERN_F32, w, Tq * Hq,
+                                    kt_tol_scaled(KERN_F32, 20.0));
+                    free(w);
+                    free(g);
+                } else {
+                    /* reference with the varlen dropout mapping, sequence by sequence */
+                    int64_t h, i, j, e;
+                    uint32_t thr = kern_dropout_threshold(p.dropout_p);
+                    double worst = 0;
+                    for (s = 0; s < ns; s++)
+                        for (h = 0; h < Hq; h++)
+                            for (i = 0; i < lq[s]; i++) {
+                                double sc[200], m = -INFINITY, l = 0, acc[64];
+                                int64_t off = lk[s] - lq[s];
+                                for (e = 0; e < Dv; e++) acc[e] = 0;
+                                for (j = 0; j < lk[s]; j++) {
+                                    double dd = 0;
+                                    for (e = 0; e < D; e++)
+                                        dd += kt_get(qp, dt, ((cuq[s] + i) * Hq + h) * D + e) *
+                                              kt_get(kp, dt, ((cuk[s] + j) * Hkv + h / 2) * D + e);
+                                    sc[j] = j > i + off ? -INFINITY : dd / sqrt((double)D);
+                                    if (sc[j] > m) m = sc[j];
+                                }
+                                for (j = 0; j < lk[s]; j++) l += exp(sc[j] - m);
+                                for (j = 0; j < lk[s]; j++) {
+                                    uint64_t idx = (((uint64_t)s * Hq + h) * mq + i) * mk + j;
+                                    double pj = exp(sc[j] - m) / l;
+                                    if (!kern_dropout_keep(5, 0, idx, thr)) continue;
+                                    for (e = 0; e < Dv; e++)
+                                        acc[e] += pj / (1 - p.dropout_p) *
+                                                  kt_get(vp, dt, ((cuk[s] + j) * Hkv + h / 2) * Dv + e);
+                                }
+                                for (e = 0; e < Dv; e++) {
+                                    double g = kt_get(o2, dt, ((cuq[s] + i) * Hq + h) * Dv + e);
+                                    double err = fabs(g - acc[e]) / (1e-5 + 1e-5 * fabs(acc[e]));
+                                    if (err > worst) worst = err;
+                                }
+                            }
+                    KT_CHECK(worst < 20, "varlen dropout: worst error %g x kt_tol(f32)", worst);
+                }
+            }
+        }
+        kt_free(qp); kt_free(kp); kt_free(vp); kt_free(op); kt_free(o2); kt_free(lp); kt_free(l2);
+    }
+}
+
+KT_MAIN()
