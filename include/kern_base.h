@@ -1072,9 +1072,11 @@ struct kern_ctx {
     pthread_cond_t pool_cv;
     kern__job job;
     /* hot words, each on its own cache line */
+    /* even: a job is ready; odd: the next job is being written */
     KERN_ALIGNED(64) uint64_t generation;
     KERN_ALIGNED(64) int64_t next_task;
-    KERN_ALIGNED(64) int active; /* workers still inside the current job */
+    KERN_ALIGNED(64) int64_t done; /* tasks of the current job finished */
+    KERN_ALIGNED(64) int active; /* workers that joined a job and are in it */
     KERN_ALIGNED(64) int stop;
     int sleepers;
     /* scratch */
@@ -1160,7 +1162,8 @@ static void kern__run_tasks(kern_ctx *ctx, const kern__job *job, int thread) {
         int64_t end;
         if (i >= job->n_tasks) break;
         end = job->n_tasks - i > job->chunk ? i + job->chunk : job->n_tasks;
-        for (; i < end; i++) job->fn(job->arg, i, thread);
+        for (int64_t k = i; k < end; k++) job->fn(job->arg, k, thread);
+        __atomic_fetch_add(&ctx->done, end - i, __ATOMIC_RELEASE);
     }
     kern__tls_frame = saved;
 }
@@ -1176,6 +1179,15 @@ typedef struct kern__worker_arg {
     int thread;
 } kern__worker_arg;
 
+/* Job hand-off. The caller marks the generation odd (writing), waits
+ * until no worker is inside the previous job, writes the job, and makes the
+ * generation even again; it then runs tasks itself and returns once every
+ * task is done, without waiting for workers that never woke up (on a busy
+ * machine a descheduled worker would otherwise cost a whole time slice).
+ * A worker joins a job by raising `active` and then re-reading the
+ * generation: seq_cst on both sides means that either the caller sees the
+ * worker in `active` (and waits before rewriting the job) or the worker
+ * sees the new generation (and leaves the old job alone). */
 static void *kern__worker_main(void *p) {
     kern__worker_arg wa = *(kern__worker_arg *)p;
     kern_ctx *ctx = wa.ctx;
@@ -1187,9 +1199,9 @@ static void *kern__worker_main(void *p) {
         kern__job job;
         for (;;) {
             gen = __atomic_load_n(&ctx->generation, __ATOMIC_ACQUIRE);
-            if (gen != seen || __atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE))
+            if ((gen != seen && !(gen & 1)) || __atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE))
                 break;
-            if (++spins < KERN_SPIN_ITERS) {
+            if (++spins < KERN_SPIN_ITERS || (gen & 1)) {
                 kern__cpu_relax();
                 continue;
             }
@@ -1203,10 +1215,15 @@ static void *kern__worker_main(void *p) {
             spins = 0;
         }
         if (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE)) break;
+        __atomic_fetch_add(&ctx->active, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&ctx->generation, __ATOMIC_SEQ_CST) != gen) {
+            __atomic_fetch_sub(&ctx->active, 1, __ATOMIC_RELEASE);
+            continue; /* the job changed under us: look again */
+        }
         seen = gen;
-        job = ctx->job; /* published before generation (release) */
+        job = ctx->job;
         kern__run_tasks(ctx, &job, wa.thread);
-        __atomic_fetch_sub(&ctx->active, 1, __ATOMIC_ACQ_REL);
+        __atomic_fetch_sub(&ctx->active, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -1268,25 +1285,30 @@ KERN_API kern_status kern_parallel_for(kern_ctx *ctx, int64_t n_tasks,
     } else {
         kern__job job;
         int64_t chunk = n_tasks / ((int64_t)ctx->n_threads * 8);
+        uint64_t gen = __atomic_load_n(&ctx->generation, __ATOMIC_RELAXED);
         int spins = 0;
         job.fn = fn;
         job.arg = arg;
         job.n_tasks = n_tasks;
         job.chunk = chunk < 1 ? 1 : chunk;
         job.caller = kern__tls_frame;
-        /* The previous job is finished (active == 0 and its caller left),
-         * so no thread touches job/next_task now. */
-        pthread_mutex_lock(&ctx->pool_lock);
+        __atomic_store_n(&ctx->generation, gen + 1, __ATOMIC_SEQ_CST); /* writing */
+        while (__atomic_load_n(&ctx->active, __ATOMIC_SEQ_CST) != 0) {
+            if (++spins < 2000) kern__cpu_relax(); /* a straggler of the last job */
+            else sched_yield();
+        }
         ctx->job = job;
         __atomic_store_n(&ctx->next_task, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&ctx->active, ctx->n_workers, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&ctx->generation, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&ctx->done, 0, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&ctx->pool_lock);
+        __atomic_store_n(&ctx->generation, gen + 2, __ATOMIC_RELEASE); /* ready */
         if (ctx->sleepers) pthread_cond_broadcast(&ctx->pool_cv);
         pthread_mutex_unlock(&ctx->pool_lock);
         kern__run_tasks(ctx, &job, 0);
-        /* Wait for the workers; yield when they are slow to come (more
-         * threads than free cores). */
-        while (__atomic_load_n(&ctx->active, __ATOMIC_ACQUIRE) != 0) {
+        /* Wait for tasks that workers claimed; yield when they are slow
+         * (more threads than free cores). */
+        spins = 0;
+        while (__atomic_load_n(&ctx->done, __ATOMIC_ACQUIRE) != n_tasks) {
             if (++spins < 2000) kern__cpu_relax();
             else sched_yield();
         }
