@@ -1,5 +1,1624 @@
-/* kern_sparse24.h — placeholder: this kernel family is not implemented yet. */
+/* kern_sparse24.h — 2:4 semi-structured sparse weights and the sparse
+ * linear layer on the CPU. Part of kern (header-only, stb pattern: define
+ * KERN_IMPLEMENTATION in one translation unit).
+ *
+ * WHAT IT COMPUTES
+ *   A weight matrix W [N,K] (N output channels, K input features) is "2:4
+ *   sparse" when every group of 4 consecutive elements along K,
+ *   W[n, 4g..4g+3], has at most 2 nonzeros. Such a W is stored compressed:
+ *   the 2 kept values of each group plus two 2-bit indices, about half the
+ *   bytes of the dense weight, and
+ *
+ *       y = act(x · Wᵀ · scale + bias) + residual
+ *
+ *   runs on the kept values only: half the multiply-adds of the dense GEMM.
+ *   This is the CPU counterpart of PyTorch's `to_sparse_semi_structured` +
+ *   `torch.nn.functional.linear` (which only speeds up on NVIDIA GPUs).
+ *
+ * OPERATIONS
+ *   kern_sparse24_prune(ctx, w, out, &p)       magnitude pruning: keeps the 2
+ *       largest |w| of every group of 4 along K, zeroes the others (+0.0).
+ *       Ties: the lower index wins. NaN counts as larger than any number
+ *       (so a NaN is kept; among NaNs the lower index wins). -0.0 and +0.0
+ *       are equal magnitudes. w and out: [N,K], same dtype (f32, bf16, f16,
+ *       i8), any strides; out may be exactly w (in place).
+ *   kern_sparse24_compress(ctx, w, &p, &sw)    w [N,K] already 2:4 ->
+ *       compressed. A group with more than 2 nonzeros is KERN_ERR_ARG naming
+ *       the first such row and group; a group with fewer than 2 keeps
+ *       explicit zeros (at the positions PyTorch picks, see METADATA).
+ *       "Nonzero" is bitwise: +0.0 and -0.0 are zero, NaN is nonzero.
+ *       p.quantize = KERN_I8 turns a float w into int8 values with one
+ *       symmetric scale per output channel (scale = max|w[n,:]| / 127, 1 for
+ *       an all-zero row, q = round-half-even(w / scale)); an i8 w takes its
+ *       per-channel f32 scales from p.scales ([N], NULL = all 1).
+ *   kern_sparse24_decompress(ctx, sw, out)     back to the dense [N,K]
+ *       (same dtype as sw; i8 values are not rescaled). Exact round trip:
+ *       every kept value comes back bit for bit, every other element is
+ *       +0.0 (a -0.0 at a dropped position comes back as +0.0).
+ *   kern_sparse24_free(ctx, &sw)               frees (same allocator as the
+ *       ctx that created it; NULL ctx = the default context).
+ *   kern_sparse24_export(ctx, sw, values, meta, &p) /
+ *   kern_sparse24_import(ctx, values, meta, &p, &sw)
+ *       the (values, metadata) pair PyTorch's `to_sparse_semi_structured`
+ *       uses with its CUTLASS backend (layout below).
+ *   kern_sparse24_linear(ctx, x, sw, bias, y, &p)
+ *       x [M,K] f32 or bf16, y [M,N] f32 or bf16, bias NULL or [N] (f32 or
+ *       bf16, any stride), p.residual NULL or [M,N] (f32 or bf16; may be
+ *       exactly y). p.act: NONE, GELU (erf) or GELU_TANH. The epilogue is
+ *       y = act(acc * scale[n] + bias[n]) + residual[m,n] (scale only for
+ *       i8 weights), as kern_gemm's. Dtypes: f32 weights need f32 x; bf16
+ *       weights need bf16 x (products through vdpbf16ps where the CPU has
+ *       AVX512-BF16, otherwise exact bf16->f32 and f32 FMAs); i8 weights take
+ *       f32 or bf16 x (weight-only quantization: int8 storage, f32 compute,
+ *       per-channel scale in the epilogue). f16 weights are storage only
+ *       (compress/decompress/export/import); linear rejects them.
+ *       Rows of x, y and residual need unit inner stride (any row stride).
+ *       Accumulation is f32 and its order depends only on the shape and the
+ *       ISA path, never on the thread count (bitwise identical results for
+ *       any number of threads).
+ *
+ * STORAGE (kern_sparse24)
+ *   Logical content: values [N, Kp/2] (Kp = K rounded up to 4) in the
+ *   weight dtype, value 2g and 2g+1 of row n from group g, and one 4-bit
+ *   code per group: bits 1:0 = index (0..3) of the first kept element,
+ *   bits 3:2 = index of the second, first < second. In memory the rows are
+ *   tiled by 16 so that both the row-broadcast and the 16-lane kernels read
+ *   it directly: tile t = rows 16t..16t+15 (rows past N are zero, code
+ *   0x4), and for tile t, group g:
+ *     values: 32 elements at ((t*G + g) * 32), G = Kp/4;
+ *             f32 and i8:   [2][16]  (first kept of lanes 0..15, then second)
+ *             bf16 and f16: [16][2]  (pairs: one 32-bit word per lane)
+ *     meta:   8 bytes at ((t*G + g) * 8), lane l's code in byte l/2, bits
+ *             4*(l%2)..4*(l%2)+3.
+ *   Use decompress / export to get the plain layouts.
+ *
+ * METADATA INTEROP (PyTorch to_sparse_semi_structured, CUTLASS backend)
+ *   values: [N, K/2], row-major, the two kept elements of each group in
+ *   increasing index order (exactly the logical values above).
+ *   meta words: f16/bf16 (and f32 here) use int16 words holding 4 group
+ *   codes (16 elements of K), i8 uses int32 words holding 8 codes (32
+ *   elements): word c of row r holds the codes of groups q*c+i at bits
+ *   4i..4i+3, i = 0..q-1 (q = 4 or 8). Codes for groups with fewer than 2
+ *   nonzeros: none -> 0xE (2,3); only 0 -> 0x8 (0,2); only 1 -> 0x9 (1,2);
+ *   only 2 or only 3 -> 0xE (2,3) (PyTorch's choice, so exports match).
+ *   The word matrix Wd [N, C] (C = K/(4q)) is then stored in CUTLASS's
+ *   reordered layout (META_CUTLASS, the default) as a flat array of N*C
+ *   words: word (r, c) goes to position
+ *       rr = (r / R) * R + (r % 8) * I + (r % R) / 8     R, I = 32, 4 (int16)
+ *                                                        R, I = 16, 2 (int32)
+ *       if rr even and c odd:  rr += 1, c -= 1           (swap the off-
+ *       if rr odd and c even:  rr -= 1, c += 1            diagonal of 2x2)
+ *       pos = (c / 2) * (2 * N) + rr * 2 + (c % 2)       (ColumnMajor-
+ *                                                         Interleaved<2>)
+ *   which needs N % R == 0 and an even C, i.e. K % 32 == 0 (16-bit words)
+ *   or K % 64 == 0 (32-bit) (else KERN_ERR_SHAPE); PyTorch's kernels
+ *   further want N % 32 == 0 and K % 64 (f16/bf16) or K % 128 (i8).
+ *   META_ROWMAJOR exports/imports the words unreordered ([N, ceil(Kp/4q)],
+ *   no N or K restriction; unused high codes are 0). kern has no i16
+ *   dtype, so 16-bit words travel as a u8 tensor [N, 2C] holding their
+ *   little-endian bytes (PyTorch: meta.view(torch.uint8)); 32-bit words
+ *   (i8 values) as an i32 tensor [N, C]. f32 values use the 16-bit words
+ *   too (the 2:4 format with f32 values; PyTorch's own float32 layout is a
+ *   different 1:2 format, so convert values to f16/bf16 for PyTorch).
+ *   Not checked against PyTorch's GPU output (no GPU here); tested with
+ *   hand-computed vectors from the description above.
+ *
+ * ERRORS (nothing is written on error; kern_last_error() names the problem)
+ *   KERN_ERR_ARG    NULL pointers, a non-2:4 group in compress ("row r group
+ *                   g"), an invalid metadata code in import, non-finite
+ *                   weights to quantize, y overlapping x/bias/residual
+ *                   (residual == y exactly is allowed).
+ *   KERN_ERR_SHAPE  K % 4 != 0 without p.pad_k, ranks, mismatched shapes,
+ *                   x's K != sw->k, meta/values buffers of the wrong size
+ *                   ("too small"), CUTLASS layout with N or K not aligned.
+ *   KERN_ERR_DTYPE  unsupported dtypes or combinations.
+ *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear.
+ *   KERN_ERR_NOMEM  allocation failure.
+ *
+ * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
+ *   M > 16 ("weight stationary", lanes over m): x is transposed per block
+ *   of 64 (AVX-512) / 32 (AVX2) rows and 64 k into an L1-resident panel
+ *   xt[k][m]; for each output channel and kept weight, the weight is
+ *   broadcast and multiplied with the panel row its index selects: exactly
+ *   K/2 FMAs per output, no gathers. bf16 with AVX512-BF16: the panel holds,
+ *   per group, the 6 possible pairs of the 4 activations (m-major bf16
+ *   pairs) and one vdpbf16ps does both kept products of a group.
+ *   M <= 16 (weight streaming, lanes over n): 16 output channels per vector;
+ *   the 4 activations of a group are broadcast and vpermilps (f32) or
+ *   vpshufb (bf16 pairs) picks each lane's kept ones; the compressed weight
+ *   is read once per call.
+ *   AVX-512 (+BF16), AVX2+FMA, NEON (f32 weights, table-lookup selection;
+ *   compiled for AArch64, not run here) and a portable scalar path.
+ *
+ * EXAMPLE
+ *     kern_tensor w = kern_tensor_2d(wdata, KERN_F32, N, K);
+ *     kern_sparse24 sw;
+ *     kern_sparse24_params sp = {0};
+ *     kern_sparse24_linear_params lp = {0};
+ *     kern_tensor x = kern_tensor_2d(xdata, KERN_F32, M, K);
+ *     kern_tensor y = kern_tensor_2d(ydata, KERN_F32, M, N);
+ *     kern_tensor b = kern_tensor_1d(bias, KERN_F32, N);
+ *     kern_sparse24_prune(ctx, &w, &w, &sp);          // in place
+ *     if (kern_sparse24_compress(ctx, &w, &sp, &sw) != KERN_OK)
+ *         puts(kern_last_error());
+ *     lp.act = KERN_SPARSE24_ACT_GELU;
+ *     kern_sparse24_linear(ctx, &x, &sw, &b, &y, &lp);
+ *     kern_sparse24_free(ctx, &sw);
+ */
 #ifndef KERN_SPARSE24_H
 #define KERN_SPARSE24_H
+
 #include "kern_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kern_sparse24_meta_layout {
+    KERN_SPARSE24_META_CUTLASS = 0, /* PyTorch/CUTLASS reordered words */
+    KERN_SPARSE24_META_ROWMAJOR     /* the same words, not reordered */
+} kern_sparse24_meta_layout;
+
+typedef enum kern_sparse24_act {
+    KERN_SPARSE24_ACT_NONE = 0,
+    KERN_SPARSE24_ACT_GELU,      /* 0.5 x (1 + erf(x / sqrt 2)) */
+    KERN_SPARSE24_ACT_GELU_TANH  /* PyTorch gelu(approximate="tanh") */
+} kern_sparse24_act;
+
+/* Options of prune / compress / export / import; zero = defaults. */
+typedef struct kern_sparse24_params {
+    int pad_k;                 /* nonzero: accept K % 4 != 0, the last group
+                                  is zero-padded (prune, compress, import) */
+    kern_dtype quantize;       /* compress: KERN_DTYPE_NONE keeps w's dtype,
+                                  KERN_I8 quantizes a float w per channel */
+    const kern_tensor *scales; /* compress/import of i8 values: f32 [N]
+                                  per-channel scales (NULL = all 1) */
+    kern_sparse24_meta_layout meta_layout; /* export/import */
+    int64_t k;                 /* import: dense K (0 = 2 * values.shape[1]);
+                                  smaller only with pad_k */
+} kern_sparse24_params;
+
+/* A compressed weight. Fields are read-only for users; zero-initialise
+ * before compress/import (on error it is left untouched). */
+typedef struct kern_sparse24 {
+    kern_dtype dtype;   /* F32, BF16, F16 or I8 */
+    int64_t n, k;       /* dense shape [n, k] */
+    int64_t k_padded;   /* k rounded up to 4 */
+    int64_t n_tiles;    /* ceil(n / 16) */
+    void *values;       /* tiled, see STORAGE */
+    uint8_t *meta;      /* tiled 4-bit codes, see STORAGE */
+    float *scales;      /* I8: n_tiles*16 per-channel scales; else NULL */
+    size_t bytes;       /* bytes allocated */
+} kern_sparse24;
+
+typedef struct kern_sparse24_linear_params {
+    kern_sparse24_act act;
+    const kern_tensor *residual; /* NULL or [M,N] added after act */
+} kern_sparse24_linear_params;
+
+KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
+                                         const kern_tensor *out,
+                                         const kern_sparse24_params *p);
+KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
+                                            const kern_sparse24_params *p,
+                                            kern_sparse24 *sw);
+KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx,
+                                              const kern_sparse24 *sw,
+                                              const kern_tensor *out);
+KERN_API void kern_sparse24_free(kern_ctx *ctx, kern_sparse24 *sw);
+/* values: [N, Kp/2] in sw->dtype; meta: u8 [N, 2C] (bytes of 16-bit words)
+ * or, for i8 values, i32 [N, C]; C = Kp/16 (Kp/32 for i8) words per row for
+ * META_CUTLASS, the ceiling of that for META_ROWMAJOR. */
+KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw,
+                                          const kern_tensor *values,
+                                          const kern_tensor *meta,
+                                          const kern_sparse24_params *p);
+KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *values,
+                                          const kern_tensor *meta,
+                                          const kern_sparse24_params *p,
+                                          kern_sparse24 *sw);
+KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
+                                          const kern_sparse24 *sw,
+                                          const kern_tensor *bias,
+                                          const kern_tensor *y,
+                                          const kern_sparse24_linear_params *p);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* KERN_SPARSE24_H */
+
+/* ====================================================================== */
+/*                              IMPLEMENTATION                            */
+/* ====================================================================== */
+#if defined(KERN_IMPLEMENTATION) && !defined(KERN_SPARSE24_IMPLEMENTED)
+#define KERN_SPARSE24_IMPLEMENTED
+
+#include <math.h>
+#include <stdio.h>
+#ifdef KERN_X86
+#include <immintrin.h>
+#endif
+#ifdef KERN_NEON
+#include <arm_neon.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KERN__SP24_INLINE static inline __attribute__((always_inline))
+#define KERN__SP24_UNROLL _Pragma("GCC unroll 16")
+#else
+#define KERN__SP24_INLINE static inline
+#define KERN__SP24_UNROLL
+#endif
+
+/* Blocking (one table for the family). Large-M path: panels of LM_MR rows
+ * of x (64 on AVX-512 = 4 zmm, 32 on AVX2 = 4 ymm) by LM_KG groups (64 k:
+ * the f32 panel is 16 KiB, the bf16 pair panel 24 KiB, both L1-resident),
+ * tasks of LM_NT tiles (1024 output channels: the accumulator block is 64 x
+ * 1024 f32 = 256 KiB in L2, so each panel is reused by 1024 channels).
+ * Small-M path: tasks of SM_NT tiles (64 channels). */
+#define KERN__SP24_LM_KG 16
+#define KERN__SP24_LM_NT 64
+#define KERN__SP24_SM_NT 4
+#define KERN__SP24_SMALL_M 16
+
+/* ------------------------------------------------------------ helpers */
+
+static int kern__sp24_esize(kern_dtype dt) { return (int)kern_dtype_size(dt); }
+static int kern__sp24_paired(kern_dtype dt) { return dt == KERN_BF16 || dt == KERN_F16; }
+
+/* Element offset of kept value j (0/1) of lane l in tile-group tg. */
+static inline int64_t kern__sp24_voff(kern_dtype dt, int64_t tg, int l, int j) {
+    return tg * 32 + (kern__sp24_paired(dt) ? l * 2 + j : j * 16 + l);
+}
+static inline unsigned kern__sp24_code(const uint8_t *meta, int64_t tg, int l) {
+    return (meta[tg * 8 + (l >> 1)] >> ((l & 1) * 4)) & 15u;
+}
+static inline void kern__sp24_set_code(uint8_t *meta, int64_t tg, int l, unsigned c) {
+    uint8_t *b = &meta[tg * 8 + (l >> 1)];
+    int sh = (l & 1) * 4;
+    *b = (uint8_t)((*b & ~(15u << sh)) | (c << sh));
+}
+/* Valid codes: first index < second index. */
+static int kern__sp24_code_valid(unsigned c) { return (c & 3u) < (c >> 2); }
+/* Code of a group from its nonzero mask (bit i = element i nonzero); -1 for
+ * more than 2 nonzeros. Fewer than 2: PyTorch's choice of positions. */
+static int kern__sp24_code_from_mask(unsigned mask) {
+    static const signed char t[16] = {0xE, 0x8, 0x9, 0x4, 0xE, 0x8, 0x9, -1,
+                                      0xE, 0xC, 0xD, -1,  0xE, -1,  -1,  -1};
+    return t[mask & 15u];
+}
+
+/* Raw element access (strided tensors, generic dtype). */
+static inline const char *kern__sp24_at(const kern_tensor *t, int64_t i, int64_t j) {
+    return (const char *)t->data +
+           (t->stride[0] * i + t->stride[1] * j) * (int64_t)kern_dtype_size(t->dtype);
+}
+static inline float kern__sp24_tof(kern_dtype dt, const void *p) {
+    switch (dt) {
+    case KERN_F32: { float f; memcpy(&f, p, 4); return f; }
+    case KERN_BF16: { uint16_t h; memcpy(&h, p, 2); return kern_bf16_to_f32(h); }
+    case KERN_F16: { uint16_t h; memcpy(&h, p, 2); return kern_f16_to_f32(h); }
+    case KERN_I8: return (float)*(const int8_t *)p;
+    default: return 0.0f;
+    }
+}
+static inline void kern__sp24_fromf(kern_dtype dt, void *p, float v) {
+    if (dt == KERN_F32) memcpy(p, &v, 4);
+    else {
+        uint16_t h = kern_f32_to_bf16(v);
+        memcpy(p, &h, 2);
+    }
+}
+/* Is the element nonzero (bitwise: +-0 is zero, NaN is nonzero)? */
+static inline int kern__sp24_nz(kern_dtype dt, const void *p) {
+    switch (dt) {
+    case KERN_F32: { uint32_t u; memcpy(&u, p, 4); return (u & 0x7fffffffu) != 0; }
+    case KERN_BF16: case KERN_F16: { uint16_t u; memcpy(&u, p, 2); return (u & 0x7fffu) != 0; }
+    default: return *(const int8_t *)p != 0;
+    }
+}
+/* Magnitude key for pruning: larger key = larger |w|; every NaN is above
+ * Inf and all NaNs are equal. */
+static inline uint32_t kern__sp24_key(kern_dtype dt, const void *p) {
+    uint32_t u;
+    if (dt == KERN_I8) {
+        int v = *(const int8_t *)p;
+        return (uint32_t)(v < 0 ? -v : v);
+    }
+    u = kern__f32_bits(kern__sp24_tof(dt, p)) & 0x7fffffffu;
+    return u > 0x7f800000u ? 0x7fc00000u : u;
+}
+
+static kern_status kern__sp24_check_sw(const kern_sparse24 *sw, const char *op) {
+    if (!sw) return kern__err(KERN_ERR_ARG, "%s: sw is NULL", op);
+    if (!sw->values || !sw->meta || sw->n <= 0 || sw->k <= 0 ||
+        (sw->dtype != KERN_F32 && sw->dtype != KERN_BF16 && sw->dtype != KERN_F16 &&
+         sw->dtype != KERN_I8) ||
+        sw->k_padded != ((sw->k + 3) & ~(int64_t)3) || sw->n_tiles != (sw->n + 15) / 16 ||
+        (sw->dtype == KERN_I8) != (sw->scales != NULL))
+        return kern__err(KERN_ERR_ARG,
+                         "%s: sw is not a valid compressed weight (zero-initialised "
+                         "or freed?)", op);
+    return KERN_OK;
+}
+
+static kern_status kern__sp24_check_2d(const kern_tensor *t, const char *op,
+                                       const char *name) {
+    kern_status s = kern_tensor_check(t, op, name);
+    if (s) return s;
+    if (t->ndim != 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: %s.ndim=%d, expected 2", op, name, t->ndim);
+    return KERN_OK;
+}
+
+/* Allocates the storage of an [n, k] weight; fills padding rows. */
+static kern_status kern__sp24_alloc(kern_ctx *ctx, kern_dtype dt, int64_t n, int64_t k,
+                                    kern_sparse24 *o, const char *op) {
+    int64_t kp = (k + 3) & ~(int64_t)3, G = kp / 4, nt = (n + 15) / 16;
+    size_t vb, mb, sb, total;
+    char *base;
+    int64_t tg, l;
+    if (G > INT64_MAX / 32 / nt / 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: [%lld,%lld] is too large", op,
+                         (long long)n, (long long)k);
+    vb = (size_t)(nt * G * 32) * (size_t)kern__sp24_esize(dt);
+    vb = (vb + 63) & ~(size_t)63;
+    mb = ((size_t)(nt * G * 8) + 63) & ~(size_t)63;
+    sb = dt == KERN_I8 ? (size_t)nt * 16 * sizeof(float) : 0;
+    total = vb + mb + sb;
+    base = (char *)kern__alloc(ctx, total);
+    if (!base)
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, total);
+    memset(base, 0, total);
+    memset(o, 0, sizeof *o);
+    o->dtype = dt;
+    o->n = n;
+    o->k = k;
+    o->k_padded = kp;
+    o->n_tiles = nt;
+    o->values = base;
+    o->meta = (uint8_t *)(base + vb);
+    o->scales = dt == KERN_I8 ? (float *)(base + vb + mb) : NULL;
+    o->bytes = total;
+    /* padding rows: code 0x4, zero values, scale 1 */
+    for (tg = 0; tg < nt * G; tg++)
+        for (l = 0; l < 16; l++)
+            if ((tg / G) * 16 + l >= n) kern__sp24_set_code(o->meta, tg, (int)l, 0x4);
+    if (o->scales)
+        for (l = 0; l < nt * 16; l++) o->scales[l] = 1.0f;
+    return KERN_OK;
+}
+
+/* ------------------------------------------------------------- prune */
+
+KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
+                                         const kern_tensor *out,
+                                         const kern_sparse24_params *p) {
+    static const char *op = "kern_sparse24_prune";
+    kern_status s;
+    int64_t n, g, N, K, G;
+    int pad = p ? p->pad_k : 0;
+    size_t es;
+    if ((s = kern__sp24_check_2d(w, op, "w"))) return s;
+    if ((s = kern__sp24_check_2d(out, op, "out"))) return s;
+    if (w->dtype != KERN_F32 && w->dtype != KERN_BF16 && w->dtype != KERN_F16 &&
+        w->dtype != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: w.dtype=%s (f32, bf16, f16 or i8)", op,
+                         kern_dtype_name(w->dtype));
+    if (out->dtype != w->dtype)
+        return kern__err(KERN_ERR_DTYPE, "%s: out.dtype=%s but w.dtype=%s", op,
+                         kern_dtype_name(out->dtype), kern_dtype_name(w->dtype));
+    N = w->shape[0];
+    K = w->shape[1];
+    if (out->shape[0] != N || out->shape[1] != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: out.shape=[%lld,%lld] but w.shape=[%lld,%lld]",
+                         op, (long long)out->shape[0], (long long)out->shape[1],
+                         (long long)N, (long long)K);
+    if (K % 4 != 0 && !pad)
+        return kern__err(KERN_ERR_SHAPE,
+                         "%s: w.shape[1]=%lld is not a multiple of 4 (set pad_k to "
+                         "zero-pad the last group)", op, (long long)K);
+    if (kern_tensors_overlap(w, out) &&
+        !(w->data == out->data && w->stride[0] == out->stride[0] &&
+          w->stride[1] == out->stride[1]))
+        return kern__err(KERN_ERR_ARG, "%s: out partially overlaps w (only exact "
+                         "in-place is allowed)", op);
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    es = kern_dtype_size(w->dtype);
+    G = (K + 3) / 4;
+    for (n = 0; n < N; n++)
+        for (g = 0; g < G; g++) {
+            int r = (int)(K - 4 * g < 4 ? K - 4 * g : 4), i, j;
+            uint32_t key[4];
+            unsigned char keep[4];
+            for (i = 0; i < r; i++) key[i] = kern__sp24_key(w->dtype, kern__sp24_at(w, n, 4 * g + i));
+            for (i = 0; i < r; i++) {
+                int beaten = 0;
+                for (j = 0; j < r; j++)
+                    if (key[j] > key[i] || (key[j] == key[i] && j < i)) beaten++;
+                keep[i] = beaten < 2;
+            }
+            for (i = 0; i < r; i++) {
+                char *dst = (char *)kern__sp24_at(out, n, 4 * g + i);
+                if (keep[i]) {
+                    if (dst != kern__sp24_at(w, n, 4 * g + i))
+                        memcpy(dst, kern__sp24_at(w, n, 4 * g + i), es);
+                } else {
+                    memset(dst, 0, es);
+                }
+            }
+        }
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* ---------------------------------------------------------- compress */
+
+KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
+                                            const kern_sparse24_params *p,
+                                            kern_sparse24 *sw) {
+    static const char *op = "kern_sparse24_compress";
+    kern_sparse24 o;
+    kern_status s;
+    int64_t N, K, G, n, g;
+    int pad = p ? p->pad_k : 0;
+    kern_dtype qt = p ? p->quantize : KERN_DTYPE_NONE, st;
+    const kern_tensor *sc = p ? p->scales : NULL;
+    if (!sw) return kern__err(KERN_ERR_ARG, "%s: sw is NULL", op);
+    if ((s = kern__sp24_check_2d(w, op, "w"))) return s;
+    if (w->dtype != KERN_F32 && w->dtype != KERN_BF16 && w->dtype != KERN_F16 &&
+        w->dtype != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: w.dtype=%s (f32, bf16, f16 or i8)", op,
+                         kern_dtype_name(w->dtype));
+    if (qt != KERN_DTYPE_NONE && qt != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: quantize=%s (none or i8)", op,
+                         kern_dtype_name(qt));
+    if (qt == KERN_I8 && w->dtype == KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: quantize=i8 needs a float w, w.dtype=i8", op);
+    N = w->shape[0];
+    K = w->shape[1];
+    if (N == 0 || K == 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: w.shape=[%lld,%lld] is empty", op,
+                         (long long)N, (long long)K);
+    if (K % 4 != 0 && !pad)
+        return kern__err(KERN_ERR_SHAPE,
+                         "%s: w.shape[1]=%lld is not a multiple of 4 (set pad_k to "
+                         "zero-pad the last group)", op, (long long)K);
+    if (sc) {
+        if (w->dtype != KERN_I8)
+            return kern__err(KERN_ERR_ARG, "%s: scales given but w.dtype=%s (scales are "
+                             "for an i8 w)", op, kern_dtype_name(w->dtype));
+        if ((s = kern_tensor_check(sc, op, "scales"))) return s;
+        if (sc->dtype != KERN_F32)
+            return kern__err(KERN_ERR_DTYPE, "%s: scales.dtype=%s, expected f32", op,
+                             kern_dtype_name(sc->dtype));
+        if (sc->ndim != 1 || sc->shape[0] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: scales must be [%lld]", op, (long long)N);
+    }
+    G = (K + 3) / 4;
+    /* validate everything before allocating */
+    for (n = 0; n < N; n++)
+        for (g = 0; g < G; g++) {
+            int r = (int)(K - 4 * g < 4 ? K - 4 * g : 4), i, cnt = 0;
+            for (i = 0; i < r; i++) cnt += kern__sp24_nz(w->dtype, kern__sp24_at(w, n, 4 * g + i));
+            if (cnt > 2)
+                return kern__err(KERN_ERR_ARG,
+                                 "%s: w is not 2:4 sparse: row %lld group %lld (columns "
+                                 "%lld..%lld) has %d nonzeros", op, (long long)n,
+                                 (long long)g, (long long)(4 * g),
+                                 (long long)(4 * g + r - 1), cnt);
+            if (qt == KERN_I8)
+                for (i = 0; i < r; i++) {
+                    float v = kern__sp24_tof(w->dtype, kern__sp24_at(w, n, 4 * g + i));
+                    if (!isfinite(v))
+                        return kern__err(KERN_ERR_ARG, "%s: cannot quantize: w[%lld,%lld] "
+                                         "is not finite", op, (long long)n,
+                                         (long long)(4 * g + i));
+                }
+        }
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    st = qt == KERN_I8 ? KERN_I8 : w->dtype;
+    s = kern__sp24_alloc(ctx, st, N, K, &o, op);
+    if (s) {
+        kern__op_end(ctx);
+        return s;
+    }
+    for (n = 0; n < N; n++) {
+        int64_t t = n / 16;
+        int l = (int)(n % 16);
+        float scale = 1.0f;
+        if (qt == KERN_I8) {
+            float amax = 0;
+            int64_t k;
+            for (k = 0; k < K; k++) {
+                float v = fabsf(kern__sp24_tof(w->dtype, kern__sp24_at(w, n, k)));
+                if (v > amax) amax = v;
+            }
+            scale = amax > 0 ? amax / 127.0f : 1.0f;
+            o.scales[n] = scale;
+        } else if (st == KERN_I8) {
+            o.scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
+                             : 1.0f;
+        }
+        for (g = 0; g < G; g++) {
+            int r = (int)(K - 4 * g < 4 ? K - 4 * g : 4), i, j;
+            unsigned mask = 0, code;
+            int64_t tg = t * G + g;
+            for (i = 0; i < r; i++)
+                if (kern__sp24_nz(w->dtype, kern__sp24_at(w, n, 4 * g + i))) mask |= 1u << i;
+            code = (unsigned)kern__sp24_code_from_mask(mask);
+            kern__sp24_set_code(o.meta, tg, l, code);
+            for (j = 0; j < 2; j++) {
+                int idx = (int)(j ? code >> 2 : code & 3u);
+                char *dst = (char *)o.values + kern__sp24_voff(st, tg, l, j) * kern__sp24_esize(st);
+                if (idx >= r) continue; /* zero padding */
+                if (qt == KERN_I8) {
+                    float v = kern__sp24_tof(w->dtype, kern__sp24_at(w, n, 4 * g + idx));
+                    float q = (float)rint((double)(v / scale));
+                    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+                    *(int8_t *)dst = (int8_t)q;
+                } else {
+                    memcpy(dst, kern__sp24_at(w, n, 4 * g + idx), (size_t)kern__sp24_esize(st));
+                }
+            }
+        }
+    }
+    *sw = o;
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API void kern_sparse24_free(kern_ctx *ctx, kern_sparse24 *sw) {
+    if (!sw) return;
+    if (!ctx) ctx = kern_default_ctx();
+    kern__free(ctx, sw->values);
+    memset(sw, 0, sizeof *sw);
+}
+
+KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx, const kern_sparse24 *sw,
+                                              const kern_tensor *out) {
+    static const char *op = "kern_sparse24_decompress";
+    kern_status s;
+    int64_t n, g, G;
+    size_t es;
+    if ((s = kern__sp24_check_sw(sw, op))) return s;
+    if ((s = kern__sp24_check_2d(out, op, "out"))) return s;
+    if (out->dtype != sw->dtype)
+        return kern__err(KERN_ERR_DTYPE, "%s: out.dtype=%s but sw->dtype=%s", op,
+                         kern_dtype_name(out->dtype), kern_dtype_name(sw->dtype));
+    if (out->shape[0] != sw->n || out->shape[1] != sw->k)
+        return kern__err(KERN_ERR_SHAPE, "%s: out.shape=[%lld,%lld] but sw is [%lld,%lld]",
+                         op, (long long)out->shape[0], (long long)out->shape[1],
+                         (long long)sw->n, (long long)sw->k);
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    es = kern_dtype_size(sw->dtype);
+    G = sw->k_padded / 4;
+    for (n = 0; n < sw->n; n++) {
+        int l = (int)(n % 16);
+        int64_t k;
+        for (k = 0; k < sw->k; k++) memset((char *)kern__sp24_at(out, n, k), 0, es);
+        for (g = 0; g < G; g++) {
+            int64_t tg = (n / 16) * G + g;
+            unsigned c = kern__sp24_code(sw->meta, tg, l);
+            int j;
+            for (j = 0; j < 2; j++) {
+                int64_t kk = 4 * g + (j ? c >> 2 : c & 3u);
+                if (kk < sw->k)
+                    memcpy((char *)kern__sp24_at(out, n, kk),
+                           (const char *)sw->values + kern__sp24_voff(sw->dtype, tg, l, j) * (int64_t)es,
+                           es);
+            }
+        }
+    }
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* ------------------------------------------------- metadata interop */
+
+/* Position of word (r, c) of an [N, C] word matrix in CUTLASS's reordered
+ * layout (see METADATA INTEROP). */
+static int64_t kern__sp24_cutlass_pos(int64_t r, int64_t c, int64_t N, int wide) {
+    int64_t R = wide ? 16 : 32, I = wide ? 2 : 4;
+    int64_t rr = (r / R) * R + (r % 8) * I + (r % R) / 8;
+    if ((rr & 1) == 0 && (c & 1) == 1) { rr += 1; c -= 1; }
+    else if ((rr & 1) == 1 && (c & 1) == 0) { rr -= 1; c += 1; }
+    return (c / 2) * (2 * N) + rr * 2 + (c % 2);
+}
+
+/* Validates values/meta for export (writing=1) or import; fills q, C. */
+static kern_status kern__sp24_check_meta(const char *op, kern_dtype vdt, int64_t N,
+                                         int64_t Kp, const kern_tensor *values,
+                                         const kern_tensor *meta, int layout, int *q_out,
+                                         int64_t *C_out) {
+    kern_status s;
+    int wide = vdt == KERN_I8, q = wide ? 8 : 4;
+    int64_t C;
+    if ((s = kern__sp24_check_2d(values, op, "values"))) return s;
+    if ((s = kern__sp24_check_2d(meta, op, "meta"))) return s;
+    if (layout != KERN_SPARSE24_META_CUTLASS && layout != KERN_SPARSE24_META_ROWMAJOR)
+        return kern__err(KERN_ERR_ARG, "%s: meta_layout=%d is not a kern_sparse24_meta_layout",
+                         op, layout);
+    if (values->dtype != vdt)
+        return kern__err(KERN_ERR_DTYPE, "%s: values.dtype=%s, expected %s", op,
+                         kern_dtype_name(values->dtype), kern_dtype_name(vdt));
+    if (meta->dtype != (wide ? KERN_I32 : KERN_U8))
+        return kern__err(KERN_ERR_DTYPE, "%s: meta.dtype=%s, expected %s for %s values", op,
+                         kern_dtype_name(meta->dtype), wide ? "i32 words" : "u8 (bytes of i16 words)",
+                         kern_dtype_name(vdt));
+    if (values->shape[0] != N || values->shape[1] != Kp / 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: values.shape=[%lld,%lld], expected [%lld,%lld]",
+                         op, (long long)values->shape[0], (long long)values->shape[1],
+                         (long long)N, (long long)(Kp / 2));
+    if (layout == KERN_SPARSE24_META_CUTLASS) {
+        if (N % (wide ? 16 : 32) != 0 || Kp % (8 * q) != 0)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: the CUTLASS metadata layout needs N %% %d == 0 and K %% %d "
+                             "== 0, got N=%lld K=%lld", op, wide ? 16 : 32, 8 * q,
+                             (long long)N, (long long)Kp);
+        C = Kp / (4 * q);
+    } else {
+        C = (Kp + 4 * q - 1) / (4 * q);
+    }
+    {
+        int64_t cols = wide ? C : 2 * C;
+        if (meta->shape[0] != N || meta->shape[1] != cols)
+            return kern__err(KERN_ERR_SHAPE, "%s: meta.shape=[%lld,%lld] %s, expected "
+                             "[%lld,%lld]", op, (long long)meta->shape[0],
+                             (long long)meta->shape[1],
+                             meta->shape[0] * meta->shape[1] < N * cols ? "is too small"
+                                                                        : "is wrong",
+                             (long long)N, (long long)cols);
+    }
+    if (layout == KERN_SPARSE24_META_CUTLASS && !kern_tensor_is_contiguous(meta))
+        return kern__err(KERN_ERR_LAYOUT, "%s: the CUTLASS meta layout needs a contiguous meta",
+                         op);
+    *q_out = q;
+    *C_out = C;
+    return KERN_OK;
+}
+
+static inline uint32_t kern__sp24_meta_get(const kern_tensor *meta, int64_t r, int64_t c,
+                                           int64_t N, int layout, int wide) {
+    const unsigned char *p;
+    if (layout == KERN_SPARSE24_META_CUTLASS) {
+        p = (const unsigned char *)meta->data + kern__sp24_cutlass_pos(r, c, N, wide) * (wide ? 4 : 2);
+        if (!wide) return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+    } else if (!wide) {
+        return (uint32_t)*(const unsigned char *)kern__sp24_at(meta, r, 2 * c) |
+               ((uint32_t)*(const unsigned char *)kern__sp24_at(meta, r, 2 * c + 1) << 8);
+    } else {
+        p = (const unsigned char *)kern__sp24_at(meta, r, c);
+    }
+    { uint32_t u; memcpy(&u, p, 4); return u; }
+}
+static inline void kern__sp24_meta_put(const kern_tensor *meta, int64_t r, int64_t c,
+                                       int64_t N, int layout, int wide, uint32_t v) {
+    unsigned char *p;
+    if (layout == KERN_SPARSE24_META_CUTLASS) {
+        p = (unsigned char *)meta->data + kern__sp24_cutlass_pos(r, c, N, wide) * (wide ? 4 : 2);
+        if (!wide) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); return; }
+    } else if (!wide) {
+        *(unsigned char *)kern__sp24_at(meta, r, 2 * c) = (unsigned char)v;
+        *(unsigned char *)kern__sp24_at(meta, r, 2 * c + 1) = (unsigned char)(v >> 8);
+        return;
+    } else {
+        p = (unsigned char *)kern__sp24_at(meta, r, c);
+    }
+    memcpy(p, &v, 4);
+}
+
+KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw,
+                                          const kern_tensor *values,
+                                          const kern_tensor *meta,
+                                          const kern_sparse24_params *p) {
+    static const char *op = "kern_sparse24_export";
+    kern_status s;
+    int q, wide, layout = p ? (int)p->meta_layout : 0;
+    int64_t C, n, c, G;
+    size_t es;
+    if ((s = kern__sp24_check_sw(sw, op))) return s;
+    if ((s = kern__sp24_check_meta(op, sw->dtype, sw->n, sw->k_padded, values, meta, layout,
+                                   &q, &C)))
+        return s;
+    if (kern_tensors_overlap(values, meta))
+        return kern__err(KERN_ERR_ARG, "%s: values and meta overlap", op);
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    wide = q == 8;
+    es = kern_dtype_size(sw->dtype);
+    G = sw->k_padded / 4;
+    for (n = 0; n < sw->n; n++) {
+        int l = (int)(n % 16);
+        int64_t g;
+        for (g = 0; g < G; g++) {
+            int64_t tg = (n / 16) * G + g;
+            int j;
+            for (j = 0; j < 2; j++)
+                memcpy((char *)kern__sp24_at(values, n, 2 * g + j),
+                       (const char *)sw->values + kern__sp24_voff(sw->dtype, tg, l, j) * (int64_t)es,
+                       es);
+        }
+        for (c = 0; c < C; c++) {
+            uint32_t word = 0;
+            int i;
+            for (i = 0; i < q; i++) {
+                int64_t gg = c * q + i;
+                if (gg < G) word |= kern__sp24_code(sw->meta, (n / 16) * G + gg, l) << (4 * i);
+            }
+            kern__sp24_meta_put(meta, n, c, sw->n, layout, wide, word);
+        }
+    }
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *values,
+                                          const kern_tensor *meta,
+                                          const kern_sparse24_params *p,
+                                          kern_sparse24 *sw) {
+    static const char *op = "kern_sparse24_import";
+    kern_sparse24 o;
+    kern_status s;
+    int q, wide, layout = p ? (int)p->meta_layout : 0;
+    int64_t N, K, Kp, C, n, g, G;
+    const kern_tensor *sc = p ? p->scales : NULL;
+    size_t es;
+    if (!sw) return kern__err(KERN_ERR_ARG, "%s: sw is NULL", op);
+    if ((s = kern__sp24_check_2d(values, op, "values"))) return s;
+    if (values->dtype != KERN_F32 && values->dtype != KERN_BF16 &&
+        values->dtype != KERN_F16 && values->dtype != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: values.dtype=%s (f32, bf16, f16 or i8)", op,
+                         kern_dtype_name(values->dtype));
+    N = values->shape[0];
+    Kp = 2 * values->shape[1];
+    K = p && p->k ? p->k : Kp;
+    if (N == 0 || Kp == 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: values.shape=[%lld,%lld] is empty", op,
+                         (long long)N, (long long)values->shape[1]);
+    if (Kp % 4 != 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: values.shape[1]=%lld must be even (2 values "
+                         "per group of 4)", op, (long long)values->shape[1]);
+    if (K > Kp || K <= Kp - 4 || (K != Kp && !(p && p->pad_k)))
+        return kern__err(KERN_ERR_SHAPE, "%s: k=%lld does not match values.shape[1]=%lld "
+                         "(k < 2*shape[1] needs pad_k)", op, (long long)K,
+                         (long long)values->shape[1]);
+    if ((s = kern__sp24_check_meta(op, values->dtype, N, Kp, values, meta, layout, &q, &C)))
+        return s;
+    if (sc) {
+        if (values->dtype != KERN_I8)
+            return kern__err(KERN_ERR_ARG, "%s: scales given for %s values", op,
+                             kern_dtype_name(values->dtype));
+        if ((s = kern_tensor_check(sc, op, "scales"))) return s;
+        if (sc->dtype != KERN_F32 || sc->ndim != 1 || sc->shape[0] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: scales must be f32 [%lld]", op, (long long)N);
+    }
+    wide = q == 8;
+    G = Kp / 4;
+    for (n = 0; n < N; n++)
+        for (g = 0; g < G; g++) {
+            unsigned code = (kern__sp24_meta_get(meta, n, g / q, N, layout, wide) >> (4 * (g % q))) & 15u;
+            if (!kern__sp24_code_valid(code))
+                return kern__err(KERN_ERR_ARG, "%s: meta: row %lld group %lld has code 0x%x "
+                                 "(indices %u,%u; the first must be below the second)", op,
+                                 (long long)n, (long long)g, code, code & 3u, code >> 2);
+            if (4 * g + (int64_t)(code >> 2) >= K) {
+                /* a padded position must hold zero */
+                const char *v = kern__sp24_at(values, n, 2 * g + 1);
+                if (kern__sp24_nz(values->dtype, v))
+                    return kern__err(KERN_ERR_ARG, "%s: row %lld group %lld keeps a nonzero "
+                                     "past k=%lld", op, (long long)n, (long long)g, (long long)K);
+            }
+            if (4 * g + (int64_t)(code & 3u) >= K &&
+                kern__sp24_nz(values->dtype, kern__sp24_at(values, n, 2 * g)))
+                return kern__err(KERN_ERR_ARG, "%s: row %lld group %lld keeps a nonzero "
+                                 "past k=%lld", op, (long long)n, (long long)g, (long long)K);
+        }
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    s = kern__sp24_alloc(ctx, values->dtype, N, K, &o, op);
+    if (s) {
+        kern__op_end(ctx);
+        return s;
+    }
+    es = kern_dtype_size(values->dtype);
+    for (n = 0; n < N; n++) {
+        int l = (int)(n % 16);
+        if (o.scales)
+            o.scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
+                             : 1.0f;
+        for (g = 0; g < G; g++) {
+            int64_t tg = (n / 16) * G + g;
+            unsigned code = (kern__sp24_meta_get(meta, n, g / q, N, layout, wide) >> (4 * (g % q))) & 15u;
+            int j;
+            kern__sp24_set_code(o.meta, tg, l, code);
+            for (j = 0; j < 2; j++)
+                memcpy((char *)o.values + kern__sp24_voff(o.dtype, tg, l, j) * (int64_t)es,
+                       kern__sp24_at(values, n, 2 * g + j), es);
+        }
+    }
+    *sw = o;
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* ------------------------------------------------------------ linear */
+
+typedef struct kern__sp24_job {
+    const kern_sparse24 *sw;
+    kern_ctx *ctx;
+    int64_t M, N, K, Kp, G;
+    const char *x; int64_t ldx; kern_dtype xdt;
+    const void *xs; int64_t ldxs; /* small-M: f32 (or bf16 for bf16dot), Kp cols */
+    char *y; int64_t ldy; kern_dtype ydt;
+    const char *bias; int64_t bstride; kern_dtype bdt;
+    const char *res; int64_t ldr; kern_dtype rdt;
+    int act;
+    int path;     /* KERN__SP24_PATH_* */
+    int bf16dot;  /* bf16 weights and x through vdpbf16ps */
+    int64_t n_ms; /* large-M: m slivers */
+    int mr;       /* large-M: rows per sliver */
+    size_t scratch_xt, scratch_yt; /* large-M per-thread scratch layout */
+} kern__sp24_job;
+
+enum { KERN__SP24_PATH_SCALAR = 0, KERN__SP24_PATH_AVX2, KERN__SP24_PATH_AVX512,
+       KERN__SP24_PATH_NEON };
+
+static float kern__sp24_gelu(float v, int act) {
+    if (act == KERN_SPARSE24_ACT_GELU)
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+}
+
+/* y[m0+i, n0+j] = act(acc[i*ms + j*ns] * scale + bias) + residual. */
+static void kern__sp24_epilogue(const kern__sp24_job *J, int64_t m0, int64_t mc, int64_t n0,
+                                int64_t nc, const float *acc, int64_t ms, int64_t ns) {
+    const float *scales = J->sw->scales;
+    int64_t i, j;
+    for (i = 0; i < mc; i++) {
+        int64_t m = m0 + i;
+        char *yr = J->y + m * J->ldy * (int64_t)kern_dtype_size(J->ydt);
+        const char *rr = J->res ? J->res + m * J->ldr * (int64_t)kern_dtype_size(J->rdt) : NULL;
+        for (j = 0; j < nc; j++) {
+            int64_t n = n0 + j;
+            float v = acc[i * ms + j * ns];
+            if (scales) v *= scales[n];
+            if (J->bias)
+                v += kern__sp24_tof(J->bdt, J->bias + n * J->bstride * (int64_t)kern_dtype_size(J->bdt));
+            if (J->act) v = kern__sp24_gelu(v, J->act);
+            if (rr) v += kern__sp24_tof(J->rdt, rr + n * (int64_t)kern_dtype_size(J->rdt));
+            kern__sp24_fromf(J->ydt, yr + n * (int64_t)kern_dtype_size(J->ydt), v);
+        }
+    }
+}
+
+/* Scalar path: one task = SM_NT tiles, all rows of x. Per-thread scratch:
+ * one x row in f32 (Kp floats) + 16 accumulators. */
+static void kern__sp24_task_scalar(void *arg, int64_t task, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    const kern_sparse24 *sw = J->sw;
+    float *xr = (float *)kern__thread_scratch(J->ctx, thread);
+    float acc[16];
+    int64_t t0 = task * KERN__SP24_SM_NT, t1 = t0 + KERN__SP24_SM_NT, t, m, g, k;
+    const int64_t G = J->G;
+    size_t es = kern_dtype_size(sw->dtype);
+    if (t1 > sw->n_tiles) t1 = sw->n_tiles;
+    for (m = 0; m < J->M; m++) {
+        const char *xp = J->x + m * J->ldx * (int64_t)kern_dtype_size(J->xdt);
+        for (k = 0; k < J->Kp; k++)
+            xr[k] = k < J->K ? kern__sp24_tof(J->xdt, xp + k * (int64_t)kern_dtype_size(J->xdt)) : 0.0f;
+        for (t = t0; t < t1; t++) {
+            int l;
+            int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
+            for (l = 0; l < nc; l++) {
+                float a = 0.0f;
+                for (g = 0; g < G; g++) {
+                    int64_t tg = t * G + g;
+                    unsigned c = kern__sp24_code(sw->meta, tg, l);
+                    const char *v = (const char *)sw->values;
+                    float w0 = kern__sp24_tof(sw->dtype, v + kern__sp24_voff(sw->dtype, tg, l, 0) * (int64_t)es);
+                    float w1 = kern__sp24_tof(sw->dtype, v + kern__sp24_voff(sw->dtype, tg, l, 1) * (int64_t)es);
+                    a += w0 * xr[4 * g + (c & 3u)];
+                    a += w1 * xr[4 * g + (c >> 2)];
+                }
+                acc[l] = a;
+            }
+            kern__sp24_epilogue(J, m, 1, t * 16, nc, acc, 0, 1);
+        }
+    }
+}
+
+/* ==================================================== AVX-512 kernels */
+#ifdef KERN_X86
+
+/* Large-M f32 microkernel: rows l and l+1 of one tile, NV zmm of m.
+ * xt: [16 groups * 4][64] f32; w: tile values at the block's first group
+ * ([2][16] per group, 32 floats apart); meta likewise (8 bytes apart). */
+KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_lm_f32_body__avx512(
+    const float *xt, const float *w, const uint8_t *meta, int ng, int l, float *y0,
+    float *y1, int first, const int NV) {
+    __m512 a[4], b[4];
+    int g, v;
+    KERN__SP24_UNROLL
+    for (v = 0; v < NV; v++) {
+        a[v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y0 + 16 * v);
+        b[v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y1 + 16 * v);
+    }
+    for (g = 0; g < ng; g++) {
+        unsigned c = meta[g * 8 + (l >> 1)];
+        const float *xg = xt + g * 256;
+        const float *p00 = xg + (c & 3u) * 64, *p01 = xg + ((c >> 2) & 3u) * 64;
+        const float *p10 = xg + ((c >> 4) & 3u) * 64, *p11 = xg + (c >> 6) * 64;
+        __m512 s0 = _mm512_set1_ps(w[g * 32 + l]), s1 = _mm512_set1_ps(w[g * 32 + 16 + l]);
+        __m512 t0 = _mm512_set1_ps(w[g * 32 + l + 1]), t1 = _mm512_set1_ps(w[g * 32 + 17 + l]);
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) {
+            a[v] = _mm512_fmadd_ps(s0, _mm512_load_ps(p00 + 16 * v), a[v]);
+            b[v] = _mm512_fmadd_ps(t0, _mm512_load_ps(p10 + 16 * v), b[v]);
+        }
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) {
+            a[v] = _mm512_fmadd_ps(s1, _mm512_load_ps(p01 + 16 * v), a[v]);
+            b[v] = _mm512_fmadd_ps(t1, _mm512_load_ps(p11 + 16 * v), b[v]);
+        }
+    }
+    KERN__SP24_UNROLL
+    for (v = 0; v < NV; v++) {
+        _mm512_storeu_ps(y0 + 16 * v, a[v]);
+        _mm512_storeu_ps(y1 + 16 * v, b[v]);
+    }
+}
+KERN_TARGET_AVX512 static void kern__sp24_lm_f32__avx512(const float *xt, const float *w,
+                                                         const uint8_t *meta, int ng, int l,
+                                                         float *y0, float *y1, int first,
+                                                         int nv) {
+    switch (nv) {
+    case 1: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 1); break;
+    case 2: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 2); break;
+    case 3: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 3); break;
+    default: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 4); break;
+    }
+}
+
+/* Pair index of a group code: (0,1)->0 (0,2)->1 (0,3)->2 (1,2)->3 (1,3)->4
+ * (2,3)->5, as 4-bit fields of a 64-bit constant. */
+#define KERN__SP24_PAIR_LUT                                                   \
+    (((uint64_t)0 << (4 * 0x4)) | ((uint64_t)1 << (4 * 0x8)) |                \
+     ((uint64_t)2 << (4 * 0xC)) | ((uint64_t)3 << (4 * 0x9)) |                \
+     ((uint64_t)4 << (4 * 0xD)) | ((uint64_t)5 << (4 * 0xE)))
+
+/* Large-M bf16 microkernel (vdpbf16ps): rows l..l+3 of one tile. xt6:
+ * [16 groups][6 pairs][64 m] 32-bit bf16 pairs; w: tile bf16 pairs, 32
+ * bf16 per group. */
+KERN_TARGET_AVX512BF16 KERN__SP24_INLINE void kern__sp24_lm_bf16_body__avx512(
+    const uint32_t *xt6, const uint16_t *w, const uint8_t *meta, int ng, int l, float *y,
+    int first, const int NV) {
+    __m512 a[4][4];
+    int g, v, r;
+    KERN__SP24_UNROLL
+    for (r = 0; r < 4; r++)
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++)
+            a[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + r * 64 + 16 * v);
+    for (g = 0; g < ng; g++) {
+        uint16_t mb;
+        const uint32_t *xg = xt6 + g * 6 * 64;
+        uint32_t wp[4];
+        memcpy(&mb, meta + g * 8 + (l >> 1), 2);
+        memcpy(wp, w + g * 32 + l * 2, 16);
+        KERN__SP24_UNROLL
+        for (r = 0; r < 4; r++) {
+            unsigned c = (mb >> (4 * r)) & 15u;
+            unsigned pi = (unsigned)(KERN__SP24_PAIR_LUT >> (4 * c)) & 7u;
+            const uint32_t *px = xg + pi * 64;
+            __m512bh s = (__m512bh)_mm512_set1_epi32((int)wp[r]);
+            KERN__SP24_UNROLL
+            for (v = 0; v < NV; v++)
+                a[r][v] = _mm512_dpbf16_ps(a[r][v], s,
+                                           (__m512bh)_mm512_load_si512((const void *)(px + 16 * v)));
+        }
+    }
+    KERN__SP24_UNROLL
+    for (r = 0; r < 4; r++)
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) _mm512_storeu_ps(y + r * 64 + 16 * v, a[r][v]);
+}
+KERN_TARGET_AVX512BF16 static void kern__sp24_lm_bf16__avx512(const uint32_t *xt6,
+                                                              const uint16_t *w,
+                                                              const uint8_t *meta, int ng,
+                                                              int l, float *y, int first,
+                                                              int nv) {
+    switch (nv) {
+    case 1: kern__sp24_lm_bf16_body__avx512(xt6, w, meta, ng, l, y, first, 1); break;
+    case 2: kern__sp24_lm_bf16_body__avx512(xt6, w, meta, ng, l, y, first, 2); break;
+    case 3: kern__sp24_lm_bf16_body__avx512(xt6, w, meta, ng, l, y, first, 3); break;
+    default: kern__sp24_lm_bf16_body__avx512(xt6, w, meta, ng, l, y, first, 4); break;
+    }
+}
+
+/* Small-M f32 kernel: one tile (16 channels) x MR rows of x (f32, Kp
+ * columns readable). WK: 0 f32 weights ([2][16]), 1 bf16 pairs ([16][2]),
+ * 2 i8 ([2][16]). acc out: [MR][16]. */
+KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_sm_f32_body__avx512(
+    const float *x, int64_t ldx, const void *wv, const uint8_t *meta, int64_t G, float *out,
+    const int MR, const int WK) {
+    __m512 a[16], b[16];
+    const __m512i sel = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i sh = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    int64_t g;
+    int m;
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++) { a[m] = _mm512_setzero_ps(); b[m] = a[m]; }
+    for (g = 0; g < G; g++) {
+        __m512 w0, w1;
+        __m512i c0, c1;
+        if (WK == 0) {
+            const float *wp = (const float *)wv + g * 32;
+            w0 = _mm512_loadu_ps(wp);
+            w1 = _mm512_loadu_ps(wp + 16);
+        } else if (WK == 1) {
+            __m512i d = _mm512_loadu_si512((const void *)((const uint16_t *)wv + g * 32));
+            w0 = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+            w1 = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32((int)0xffff0000u)));
+        } else {
+            const int8_t *wp = (const int8_t *)wv + g * 32;
+            w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)wp)));
+            w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wp + 16))));
+        }
+        c0 = _mm512_srlv_epi32(
+            _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(
+                                              _mm_loadl_epi64((const __m128i *)(meta + g * 8)))),
+            sh);
+        c1 = _mm512_srli_epi32(c0, 2);
+        KERN__SP24_UNROLL
+        for (m = 0; m < MR; m++) {
+            __m512 xb = _mm512_broadcast_f32x4(_mm_loadu_ps(x + m * ldx + 4 * g));
+            a[m] = _mm512_fmadd_ps(w0, _mm512_permutevar_ps(xb, c0), a[m]);
+            /* two chains per row while registers allow (MR <= 8) */
+            if (MR <= 8) b[m] = _mm512_fmadd_ps(w1, _mm512_permutevar_ps(xb, c1), b[m]);
+            else a[m] = _mm512_fmadd_ps(w1, _mm512_permutevar_ps(xb, c1), a[m]);
+        }
+    }
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++)
+        _mm512_storeu_ps(out + 16 * m, MR <= 8 ? _mm512_add_ps(a[m], b[m]) : a[m]);
+}
+
+#define KERN__SP24_SM_CASES(BODY, ...)                                        \
+    switch (mr) {                                                             \
+    case 1: BODY(__VA_ARGS__, 1); break;  case 2: BODY(__VA_ARGS__, 2); break;   \
+    case 3: BODY(__VA_ARGS__, 3); break;  case 4: BODY(__VA_ARGS__, 4); break;   \
+    case 5: BODY(__VA_ARGS__, 5); break;  case 6: BODY(__VA_ARGS__, 6); break;   \
+    case 7: BODY(__VA_ARGS__, 7); break;  case 8: BODY(__VA_ARGS__, 8); break;   \
+    case 9: BODY(__VA_ARGS__, 9); break;  case 10: BODY(__VA_ARGS__, 10); break; \
+    case 11: BODY(__VA_ARGS__, 11); break; case 12: BODY(__VA_ARGS__, 12); break; \
+    case 13: BODY(__VA_ARGS__, 13); break; case 14: BODY(__VA_ARGS__, 14); break; \
+    case 15: BODY(__VA_ARGS__, 15); break; default: BODY(__VA_ARGS__, 16); break; \
+    }
+#define KERN__SP24_SMF_AVX512(x, ldx, wv, meta, G, out, wk, MR)               \
+    kern__sp24_sm_f32_body__avx512(x, ldx, wv, meta, G, out, MR, wk)
+
+KERN_TARGET_AVX512 static void kern__sp24_sm_f32__avx512(const float *x, int64_t ldx,
+                                                         const void *wv, const uint8_t *meta,
+                                                         int64_t G, float *out, int mr, int wk) {
+    if (wk == 0) { KERN__SP24_SM_CASES(KERN__SP24_SMF_AVX512, x, ldx, wv, meta, G, out, 0) }
+    else if (wk == 1) { KERN__SP24_SM_CASES(KERN__SP24_SMF_AVX512, x, ldx, wv, meta, G, out, 1) }
+    else { KERN__SP24_SM_CASES(KERN__SP24_SMF_AVX512, x, ldx, wv, meta, G, out, 2) }
+}
+
+/* vpshufb control of a group code c = (i0, i1): bytes 2i0, 2i0+1, 2i1, 2i1+1
+ * of the broadcast 8-byte group, giving the bf16 pair (x[i0], x[i1]). */
+#define KERN__SP24_SHUF(c)                                                    \
+    (int)((2u * ((c) & 3u)) | ((2u * ((c) & 3u) + 1u) << 8) |                \
+          ((2u * ((c) >> 2)) << 16) | ((2u * ((c) >> 2) + 1u) << 24))
+
+/* Small-M bf16 kernel (vdpbf16ps): x bf16 with Kp columns readable. */
+KERN_TARGET_AVX512BF16 KERN__SP24_INLINE void kern__sp24_sm_bf16_body__avx512(
+    const uint16_t *x, int64_t ldx, const uint16_t *wv, const uint8_t *meta, int64_t G,
+    float *out, const int MR) {
+    __m512 a[16];
+    const __m512i sel = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i sh = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i lut = _mm512_setr_epi32(
+        KERN__SP24_SHUF(0u), KERN__SP24_SHUF(1u), KERN__SP24_SHUF(2u), KERN__SP24_SHUF(3u),
+        KERN__SP24_SHUF(4u), KERN__SP24_SHUF(5u), KERN__SP24_SHUF(6u), KERN__SP24_SHUF(7u),
+        KERN__SP24_SHUF(8u), KERN__SP24_SHUF(9u), KERN__SP24_SHUF(10u), KERN__SP24_SHUF(11u),
+        KERN__SP24_SHUF(12u), KERN__SP24_SHUF(13u), KERN__SP24_SHUF(14u), KERN__SP24_SHUF(15u));
+    int64_t g;
+    int m;
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++) a[m] = _mm512_setzero_ps();
+    for (g = 0; g < G; g++) {
+        __m512i wp = _mm512_loadu_si512((const void *)(wv + g * 32));
+        __m512i c = _mm512_srlv_epi32(
+            _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(
+                                              _mm_loadl_epi64((const __m128i *)(meta + g * 8)))),
+            sh);
+        __m512i ctl = _mm512_permutexvar_epi32(c, lut);
+        KERN__SP24_UNROLL
+        for (m = 0; m < MR; m++) {
+            long long q;
+            memcpy(&q, x + m * ldx + 4 * g, 8);
+            a[m] = _mm512_dpbf16_ps(a[m], (__m512bh)wp,
+                                    (__m512bh)_mm512_shuffle_epi8(_mm512_set1_epi64(q), ctl));
+        }
+    }
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++) _mm512_storeu_ps(out + 16 * m, a[m]);
+}
+#define KERN__SP24_SMB_AVX512(x, ldx, wv, meta, G, out, MR)                   \
+    kern__sp24_sm_bf16_body__avx512(x, ldx, wv, meta, G, out, MR)
+KERN_TARGET_AVX512BF16 static void kern__sp24_sm_bf16__avx512(const uint16_t *x, int64_t ldx,
+                                                              const uint16_t *wv,
+                                                              const uint8_t *meta, int64_t G,
+                                                              float *out, int mr) {
+    KERN__SP24_SM_CASES(KERN__SP24_SMB_AVX512, x, ldx, wv, meta, G, out)
+}
+
+/* ------------------------------------------------------ AVX2 kernels */
+
+/* Large-M f32 microkernel on AVX2: rows l, l+1; NV ymm (xt rows of 32). */
+KERN_TARGET_AVX2 KERN__SP24_INLINE void kern__sp24_lm_f32_body__avx2(
+    const float *xt, const float *w, const uint8_t *meta, int ng, int l, float *y0,
+    float *y1, int first, const int NV) {
+    __m256 a[4], b[4];
+    int g, v;
+    KERN__SP24_UNROLL
+    for (v = 0; v < NV; v++) {
+        a[v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y0 + 8 * v);
+        b[v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y1 + 8 * v);
+    }
+    for (g = 0; g < ng; g++) {
+        unsigned c = meta[g * 8 + (l >> 1)];
+        const float *xg = xt + g * 128;
+        const float *p00 = xg + (c & 3u) * 32, *p01 = xg + ((c >> 2) & 3u) * 32;
+        const float *p10 = xg + ((c >> 4) & 3u) * 32, *p11 = xg + (c >> 6) * 32;
+        __m256 s0 = _mm256_broadcast_ss(w + g * 32 + l), s1 = _mm256_broadcast_ss(w + g * 32 + 16 + l);
+        __m256 t0 = _mm256_broadcast_ss(w + g * 32 + l + 1), t1 = _mm256_broadcast_ss(w + g * 32 + 17 + l);
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) {
+            a[v] = _mm256_fmadd_ps(s0, _mm256_load_ps(p00 + 8 * v), a[v]);
+            b[v] = _mm256_fmadd_ps(t0, _mm256_load_ps(p10 + 8 * v), b[v]);
+        }
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) {
+            a[v] = _mm256_fmadd_ps(s1, _mm256_load_ps(p01 + 8 * v), a[v]);
+            b[v] = _mm256_fmadd_ps(t1, _mm256_load_ps(p11 + 8 * v), b[v]);
+        }
+    }
+    KERN__SP24_UNROLL
+    for (v = 0; v < NV; v++) {
+        _mm256_storeu_ps(y0 + 8 * v, a[v]);
+        _mm256_storeu_ps(y1 + 8 * v, b[v]);
+    }
+}
+KERN_TARGET_AVX2 static void kern__sp24_lm_f32__avx2(const float *xt, const float *w,
+                                                     const uint8_t *meta, int ng, int l,
+                                                     float *y0, float *y1, int first, int nv) {
+    switch (nv) {
+    case 1: kern__sp24_lm_f32_body__avx2(xt, w, meta, ng, l, y0, y1, first, 1); break;
+    case 2: kern__sp24_lm_f32_body__avx2(xt, w, meta, ng, l, y0, y1, first, 2); break;
+    case 3: kern__sp24_lm_f32_body__avx2(xt, w, meta, ng, l, y0, y1, first, 3); break;
+    default: kern__sp24_lm_f32_body__avx2(xt, w, meta, ng, l, y0, y1, first, 4); break;
+    }
+}
+
+/* Small-M f32 kernel on AVX2: one half tile (8 channels, h = 0/1), MR <= 8
+ * rows. WK as the AVX-512 kernel. out: [MR][16] at lanes 8h..8h+7. */
+KERN_TARGET_AVX2 KERN__SP24_INLINE void kern__sp24_sm_f32_body__avx2(
+    const float *x, int64_t ldx, const void *wv, const uint8_t *meta, int64_t G, float *out,
+    int h, const int MR, const int WK) {
+    __m256 a[8];
+    const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    int64_t g;
+    int m;
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++) a[m] = _mm256_setzero_ps();
+    for (g = 0; g < G; g++) {
+        __m256 w0, w1;
+        __m256i c0, c1;
+        uint32_t mw;
+        if (WK == 0) {
+            const float *wp = (const float *)wv + g * 32 + 8 * h;
+            w0 = _mm256_loadu_ps(wp);
+            w1 = _mm256_loadu_ps(wp + 16);
+        } else if (WK == 1) {
+            __m256i d = _mm256_loadu_si256((const __m256i *)((const uint16_t *)wv + g * 32 + 16 * h));
+            w0 = _mm256_castsi256_ps(_mm256_slli_epi32(d, 16));
+            w1 = _mm256_castsi256_ps(_mm256_and_si256(d, _mm256_set1_epi32((int)0xffff0000u)));
+        } else {
+            const int8_t *wp = (const int8_t *)wv + g * 32 + 8 * h;
+            w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wp)));
+            w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(wp + 16))));
+        }
+        memcpy(&mw, meta + g * 8 + 4 * h, 4);
+        c0 = _mm256_srlv_epi32(_mm256_set1_epi32((int)mw), sh);
+        c1 = _mm256_srli_epi32(c0, 2);
+        KERN__SP24_UNROLL
+        for (m = 0; m < MR; m++) {
+            __m256 xb = _mm256_broadcast_ps((const __m128 *)(x + m * ldx + 4 * g));
+            a[m] = _mm256_fmadd_ps(w0, _mm256_permutevar_ps(xb, c0), a[m]);
+            a[m] = _mm256_fmadd_ps(w1, _mm256_permutevar_ps(xb, c1), a[m]);
+        }
+    }
+    KERN__SP24_UNROLL
+    for (m = 0; m < MR; m++) _mm256_storeu_ps(out + 16 * m + 8 * h, a[m]);
+}
+#define KERN__SP24_SMF_AVX2(x, ldx, wv, meta, G, out, h, wk, MR)              \
+    kern__sp24_sm_f32_body__avx2(x, ldx, wv, meta, G, out, h, MR, wk)
+#define KERN__SP24_SM_CASES8(BODY, ...)                                       \
+    switch (mr) {                                                             \
+    case 1: BODY(__VA_ARGS__, 1); break; case 2: BODY(__VA_ARGS__, 2); break; \
+    case 3: BODY(__VA_ARGS__, 3); break; case 4: BODY(__VA_ARGS__, 4); break; \
+    case 5: BODY(__VA_ARGS__, 5); break; case 6: BODY(__VA_ARGS__, 6); break; \
+    case 7: BODY(__VA_ARGS__, 7); break; default: BODY(__VA_ARGS__, 8); break; \
+    }
+KERN_TARGET_AVX2 static void kern__sp24_sm_f32__avx2(const float *x, int64_t ldx,
+                                                     const void *wv, const uint8_t *meta,
+                                                     int64_t G, float *out, int mr, int wk) {
+    int h;
+    for (h = 0; h < 2; h++) {
+        if (wk == 0) { KERN__SP24_SM_CASES8(KERN__SP24_SMF_AVX2, x, ldx, wv, meta, G, out, h, 0) }
+        else if (wk == 1) { KERN__SP24_SM_CASES8(KERN__SP24_SMF_AVX2, x, ldx, wv, meta, G, out, h, 1) }
+        else { KERN__SP24_SM_CASES8(KERN__SP24_SMF_AVX2, x, ldx, wv, meta, G, out, h, 2) }
+    }
+}
+#endif /* KERN_X86 */
+
+/* ------------------------------------------------------ NEON kernel */
+#ifdef KERN_NEON
+/* Small-M style kernel for f32 weights, any M (chunks of <= 8 rows): per
+ * group, the 16 bytes of x[m, 4g..4g+3] are a table and vqtbl1q_u8 picks
+ * each lane's kept activation. out: [mr][16]. */
+static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const float *wv,
+                                    const uint8_t *meta, int64_t G, float *out, int mr) {
+    float32x4_t a[8][4];
+    int64_t g;
+    int m, q, l;
+    for (m = 0; m < mr; m++)
+        for (q = 0; q < 4; q++) a[m][q] = vdupq_n_f32(0.0f);
+    for (g = 0; g < G; g++) {
+        uint8_t c0b[16][4], c1b[16][4];
+        for (l = 0; l < 16; l++) {
+            unsigned c = (meta[g * 8 + (l >> 1)] >> ((l & 1) * 4)) & 15u;
+            unsigned i0 = c & 3u, i1 = c >> 2;
+            for (q = 0; q < 4; q++) {
+                c0b[l][q] = (uint8_t)(4 * i0 + q);
+                c1b[l][q] = (uint8_t)(4 * i1 + q);
+            }
+        }
+        for (q = 0; q < 4; q++) {
+            float32x4_t w0 = vld1q_f32(wv + g * 32 + 4 * q), w1 = vld1q_f32(wv + g * 32 + 16 + 4 * q);
+            uint8x16_t t0 = vld1q_u8(&c0b[4 * q][0]), t1 = vld1q_u8(&c1b[4 * q][0]);
+            for (m = 0; m < mr; m++) {
+                uint8x16_t xb = vreinterpretq_u8_f32(vld1q_f32(x + m * ldx + 4 * g));
+                a[m][q] = vfmaq_f32(a[m][q], w0, vreinterpretq_f32_u8(vqtbl1q_u8(xb, t0)));
+                a[m][q] = vfmaq_f32(a[m][q], w1, vreinterpretq_f32_u8(vqtbl1q_u8(xb, t1)));
+            }
+        }
+    }
+    for (m = 0; m < mr; m++)
+        for (q = 0; q < 4; q++) vst1q_f32(out + 16 * m + 4 * q, a[m][q]);
+}
+#endif
+
+/* ---------------------------------------------------- task drivers */
+
+/* Small-M (and NEON) task: SM_NT tiles, all rows of x in chunks. */
+static void kern__sp24_task_small(void *arg, int64_t task, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    const kern_sparse24 *sw = J->sw;
+    float acc[16 * 16];
+    int64_t t0 = task * KERN__SP24_SM_NT, t1 = t0 + KERN__SP24_SM_NT, t, m0;
+    const int64_t G = J->G;
+    int chunk = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    int wk = sw->dtype == KERN_F32 ? 0 : sw->dtype == KERN_BF16 ? 1 : 2;
+    size_t es = kern_dtype_size(sw->dtype);
+    (void)thread;
+    (void)wk;
+    (void)es;
+    if (t1 > sw->n_tiles) t1 = sw->n_tiles;
+    for (t = t0; t < t1; t++) {
+        int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
+        const uint8_t *mt = sw->meta + t * G * 8;
+        for (m0 = 0; m0 < J->M; m0 += chunk) {
+            int mr = (int)(J->M - m0 < chunk ? J->M - m0 : chunk);
+#ifdef KERN_X86
+            if (J->path == KERN__SP24_PATH_AVX512 && J->bf16dot)
+                kern__sp24_sm_bf16__avx512((const uint16_t *)J->xs + m0 * J->ldxs, J->ldxs,
+                                           (const uint16_t *)sw->values + t * G * 32, mt, G, acc, mr);
+            else if (J->path == KERN__SP24_PATH_AVX512)
+                kern__sp24_sm_f32__avx512((const float *)J->xs + m0 * J->ldxs, J->ldxs,
+                                          (const char *)sw->values + t * G * 32 * (int64_t)es, mt,
+                                          G, acc, mr, wk);
+            else
+                kern__sp24_sm_f32__avx2((const float *)J->xs + m0 * J->ldxs, J->ldxs,
+                                        (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G,
+                                        acc, mr, wk);
+#endif
+#ifdef KERN_NEON
+            kern__sp24_sm_f32__neon((const float *)J->xs + m0 * J->ldxs, J->ldxs,
+                                    (const float *)sw->values + t * G * 32, mt, G, acc, mr);
+#endif
+            kern__sp24_epilogue(J, m0, mr, t * 16, nc, acc, 16, 1);
+        }
+    }
+}
+
+#ifdef KERN_X86
+/* Converts tile values of groups [g0, g0+ng) of tiles [t0, t1) to f32
+ * [tile][ng][2][16] (for weights the f32 kernels cannot read directly). */
+static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, int64_t t1,
+                                int64_t g0, int ng, float *dst) {
+    int64_t t;
+    int g, l;
+    for (t = t0; t < t1; t++)
+        for (g = 0; g < ng; g++) {
+            int64_t tg = t * G + g0 + g;
+            float *d = dst + ((t - t0) * ng + g) * 32;
+            if (sw->dtype == KERN_BF16) {
+                const uint16_t *s = (const uint16_t *)sw->values + tg * 32;
+                for (l = 0; l < 16; l++) {
+                    d[l] = kern__bits_f32((uint32_t)s[2 * l] << 16);
+                    d[16 + l] = kern__bits_f32((uint32_t)s[2 * l + 1] << 16);
+                }
+            } else {
+                const int8_t *s = (const int8_t *)sw->values + tg * 32;
+                for (l = 0; l < 32; l++) d[l] = (float)s[l];
+            }
+        }
+}
+
+/* Packs x rows [m0, m0+mc) and k in [4g0, 4g0+4ng) transposed into
+ * xt[k][mr] f32 (mr = panel width), zero beyond M, K and up to nv*vec. */
+static void kern__sp24_pack_xt(const kern__sp24_job *J, int64_t m0, int mc, int64_t g0, int ng,
+                               int mr, int width, float *xt) {
+    int i, kk;
+    int64_t k0 = 4 * g0;
+    int kn = 4 * ng;
+    size_t xes = kern_dtype_size(J->xdt);
+    for (i = 0; i < width; i++) {
+        if (i < mc) {
+            const char *xr = J->x + (m0 + i) * J->ldx * (int64_t)xes;
+            if (J->xdt == KERN_F32) {
+                const float *xf = (const float *)xr;
+                for (kk = 0; kk < kn; kk++)
+                    xt[kk * mr + i] = k0 + kk < J->K ? xf[k0 + kk] : 0.0f;
+            } else {
+                const uint16_t *xb = (const uint16_t *)xr;
+                for (kk = 0; kk < kn; kk++)
+                    xt[kk * mr + i] = k0 + kk < J->K ? kern__bits_f32((uint32_t)xb[k0 + kk] << 16) : 0.0f;
+            }
+        } else {
+            for (kk = 0; kk < kn; kk++) xt[kk * mr + i] = 0.0f;
+        }
+    }
+}
+
+/* bf16 pair panel: xt6[g][p][64] = (x[m][4g+a_p], x[m][4g+b_p]). */
+static void kern__sp24_pack_xt6(const kern__sp24_job *J, int64_t m0, int mc, int64_t g0, int ng,
+                                int width, uint32_t *xt6) {
+    static const unsigned char pa[6] = {0, 0, 0, 1, 1, 2}, pb[6] = {1, 2, 3, 2, 3, 3};
+    int i, g, p;
+    for (i = 0; i < width; i++) {
+        const uint16_t *xb = i < mc ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
+        for (g = 0; g < ng; g++) {
+            uint16_t v[4];
+            int64_t k0 = 4 * (g0 + g);
+            int e;
+            for (e = 0; e < 4; e++) v[e] = xb && k0 + e < J->K ? xb[k0 + e] : (uint16_t)0;
+            for (p = 0; p < 6; p++)
+                xt6[(g * 6 + p) * 64 + i] = (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
+        }
+    }
+}
+
+/* Large-M task: one sliver of mr rows x LM_NT tiles. */
+static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    const kern_sparse24 *sw = J->sw;
+    char *scr = (char *)kern__thread_scratch(J->ctx, thread);
+    float *yt = (float *)scr;
+    char *xt = scr + J->scratch_yt;
+    float *wslab = (float *)(xt + J->scratch_xt);
+    int64_t nchunk = task / J->n_ms, ms = task % J->n_ms;
+    int64_t m0 = ms * J->mr;
+    int mc = (int)(J->M - m0 < J->mr ? J->M - m0 : J->mr);
+    int vec = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    int nv = (mc + vec - 1) / vec;
+    int64_t t0 = nchunk * KERN__SP24_LM_NT, t1 = t0 + KERN__SP24_LM_NT, t, g0;
+    const int64_t G = J->G;
+    int conv = !J->bf16dot && sw->dtype != KERN_F32;
+    if (t1 > sw->n_tiles) t1 = sw->n_tiles;
+    for (g0 = 0; g0 < G; g0 += KERN__SP24_LM_KG) {
+        int ng = (int)(G - g0 < KERN__SP24_LM_KG ? G - g0 : KERN__SP24_LM_KG);
+        int first = g0 == 0;
+        if (J->bf16dot)
+            kern__sp24_pack_xt6(J, m0, mc, g0, ng, nv * vec, (uint32_t *)xt);
+        else
+            kern__sp24_pack_xt(J, m0, mc, g0, ng, J->mr, nv * vec, (float *)xt);
+        if (conv) kern__sp24_slab_f32(sw, G, t0, t1, g0, ng, wslab);
+        for (t = t0; t < t1; t++) {
+            const uint8_t *mt = sw->meta + (t * G + g0) * 8;
+            float *yb = yt + (t - t0) * 16 * J->mr;
+            int l;
+            if (J->bf16dot) {
+                const uint16_t *wt = (const uint16_t *)sw->values + (t * G + g0) * 32;
+                for (l = 0; l < 16; l += 4)
+                    kern__sp24_lm_bf16__avx512((const uint32_t *)xt, wt, mt, ng, l,
+                                               yb + l * J->mr, first, nv);
+            } else {
+                const float *wt = conv ? wslab + (t - t0) * ng * 32
+                                       : (const float *)sw->values + (t * G + g0) * 32;
+                for (l = 0; l < 16; l += 2) {
+                    if (J->path == KERN__SP24_PATH_AVX512)
+                        kern__sp24_lm_f32__avx512((const float *)xt, wt, mt, ng, l,
+                                                  yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
+                    else
+                        kern__sp24_lm_f32__avx2((const float *)xt, wt, mt, ng, l,
+                                                yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
+                }
+            }
+        }
+    }
+    for (t = t0; t < t1; t++) {
+        int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
+        kern__sp24_epilogue(J, m0, mc, t * 16, nc, yt + (t - t0) * 16 * J->mr, 1, J->mr);
+    }
+}
+#endif /* KERN_X86 */
+
+static kern_status kern__sp24_check_rows(const kern_tensor *t, const char *op,
+                                         const char *name, int64_t r, int64_t c) {
+    kern_status s;
+    if ((s = kern__sp24_check_2d(t, op, name))) return s;
+    if (t->dtype != KERN_F32 && t->dtype != KERN_BF16)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s (f32 or bf16)", op, name,
+                         kern_dtype_name(t->dtype));
+    if (t->shape[0] != r || t->shape[1] != c)
+        return kern__err(KERN_ERR_SHAPE, "%s: %s.shape=[%lld,%lld], expected [%lld,%lld]", op,
+                         name, (long long)t->shape[0], (long long)t->shape[1], (long long)r,
+                         (long long)c);
+    if (c > 1 && t->stride[1] != 1)
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s.stride[1]=%lld, rows must be contiguous", op,
+                         name, (long long)t->stride[1]);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
+                                          const kern_sparse24 *sw, const kern_tensor *bias,
+                                          const kern_tensor *y,
+                                          const kern_sparse24_linear_params *p) {
+    static const char *op = "kern_sparse24_linear";
+    kern__sp24_job J;
+    kern_status s;
+    const kern_tensor *res = p ? p->residual : NULL;
+    int act = p ? (int)p->act : 0;
+    uint32_t f;
+    int64_t M, N, K, n_tasks;
+    if ((s = kern__sp24_check_sw(sw, op))) return s;
+    if (!x) return kern__err(KERN_ERR_ARG, "%s: x is NULL", op);
+    if (!y) return kern__err(KERN_ERR_ARG, "%s: y is NULL", op);
+    if ((s = kern__sp24_check_2d(x, op, "x"))) return s;
+    M = x->shape[0];
+    N = sw->n;
+    K = sw->k;
+    if (x->dtype != KERN_F32 && x->dtype != KERN_BF16)
+        return kern__err(KERN_ERR_DTYPE, "%s: x.dtype=%s (f32 or bf16)", op,
+                         kern_dtype_name(x->dtype));
+    if (sw->dtype == KERN_F16 || (sw->dtype == KERN_F32 && x->dtype != KERN_F32) ||
+        (sw->dtype == KERN_BF16 && x->dtype != KERN_BF16))
+        return kern__err(KERN_ERR_DTYPE, "%s: x.dtype=%s with %s weights (f32 weights take "
+                         "f32 x, bf16 weights bf16 x, i8 weights f32 or bf16 x; f16 "
+                         "weights are storage only)", op, kern_dtype_name(x->dtype),
+                         kern_dtype_name(sw->dtype));
+    if (x->shape[1] != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: x.shape[1]=%lld but the weight has k=%lld", op,
+                         (long long)x->shape[1], (long long)K);
+    if ((s = kern__sp24_check_rows(x, op, "x", M, K))) return s;
+    if ((s = kern__sp24_check_rows(y, op, "y", M, N))) return s;
+    if (act != KERN_SPARSE24_ACT_NONE && act != KERN_SPARSE24_ACT_GELU &&
+        act != KERN_SPARSE24_ACT_GELU_TANH)
+        return kern__err(KERN_ERR_ARG, "%s: act=%d is not a kern_sparse24_act", op, act);
+    if (bias) {
+        if ((s = kern_tensor_check(bias, op, "bias"))) return s;
+        if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
+            return kern__err(KERN_ERR_DTYPE, "%s: bias.dtype=%s (f32 or bf16)", op,
+                             kern_dtype_name(bias->dtype));
+        if (bias->ndim != 1 || bias->shape[0] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]", op, (long long)N);
+        if (kern_tensors_overlap(bias, y))
+            return kern__err(KERN_ERR_ARG, "%s: y overlaps bias", op);
+    }
+    if (res) {
+        if ((s = kern__sp24_check_rows(res, op, "residual", M, N))) return s;
+        if (kern_tensors_overlap(res, y) &&
+            !(res->data == y->data && res->dtype == y->dtype && res->stride[0] == y->stride[0]))
+            return kern__err(KERN_ERR_ARG, "%s: residual partially overlaps y (only residual "
+                             "== y is allowed)", op);
+    }
+    if (kern_tensors_overlap(x, y)) return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
+    if (M == 0) return KERN_OK;
+    if ((s = kern__op_begin(&ctx, op))) return s;
+
+    memset(&J, 0, sizeof J);
+    J.sw = sw;
+    J.ctx = ctx;
+    J.M = M; J.N = N; J.K = K; J.Kp = sw->k_padded; J.G = sw->k_padded / 4;
+    J.x = (const char *)x->data; J.ldx = x->stride[0]; J.xdt = x->dtype;
+    J.y = (char *)y->data; J.ldy = y->stride[0]; J.ydt = y->dtype;
+    if (bias) { J.bias = (const char *)bias->data; J.bstride = bias->stride[0]; J.bdt = bias->dtype; }
+    if (res) { J.res = (const char *)res->data; J.ldr = res->stride[0]; J.rdt = res->dtype; }
+    J.act = act;
+    f = kern_ctx_features(ctx);
+    J.path = KERN__SP24_PATH_SCALAR;
+#ifdef KERN_X86
+    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) J.path = KERN__SP24_PATH_AVX512;
+    else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) J.path = KERN__SP24_PATH_AVX2;
+    J.bf16dot = J.path == KERN__SP24_PATH_AVX512 && (f & KERN_CPU_AVX512BF16) &&
+                sw->dtype == KERN_BF16;
+#endif
+#ifdef KERN_NEON
+    if ((f & KERN_CPU_NEON) && sw->dtype == KERN_F32) J.path = KERN__SP24_PATH_NEON;
+#endif
+
+    if (J.path == KERN__SP24_PATH_SCALAR) {
+        n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
+        s = kern__reserve_thread_scratch(ctx, (size_t)J.Kp * sizeof(float));
+        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_scalar, &J);
+    } else if (M <= KERN__SP24_SMALL_M || J.path == KERN__SP24_PATH_NEON) {
+        /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns */
+        kern_dtype want = J.bf16dot ? KERN_BF16 : KERN_F32;
+        n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
+        if (x->dtype == want && K % 4 == 0) {
+            J.xs = x->data;
+            J.ldxs = x->stride[0];
+        } else {
+            size_t xes = kern_dtype_size(want);
+            char *ws = (char *)kern__workspace(ctx, (size_t)(M * J.Kp) * xes);
+            int64_t m, k;
+            if (!ws) {
+                s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate the x workspace", op);
+            } else {
+                for (m = 0; m < M; m++) {
+                    const char *xr = J.x + m * J.ldx * (int64_t)kern_dtype_size(J.xdt);
+                    for (k = 0; k < J.Kp; k++) {
+                        if (want == KERN_F32)
+                            ((float *)ws)[m * J.Kp + k] =
+                                k < K ? kern__sp24_tof(J.xdt, xr + k * (int64_t)kern_dtype_size(J.xdt)) : 0.0f;
+                        else
+                            ((uint16_t *)ws)[m * J.Kp + k] = k < K ? ((const uint16_t *)xr)[k] : (uint16_t)0;
+                    }
+                }
+                J.xs = ws;
+                J.ldxs = J.Kp;
+            }
+        }
+        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_small, &J);
+    } else {
+#ifdef KERN_X86
+        int64_t n_nc = (sw->n_tiles + KERN__SP24_LM_NT - 1) / KERN__SP24_LM_NT;
+        size_t slab;
+        J.mr = J.path == KERN__SP24_PATH_AVX512 ? 64 : 32;
+        J.n_ms = (M + J.mr - 1) / J.mr;
+        J.scratch_yt = (size_t)KERN__SP24_LM_NT * 16 * (size_t)J.mr * sizeof(float);
+        J.scratch_xt = J.bf16dot ? (size_t)KERN__SP24_LM_KG * 6 * 64 * 4
+                                 : (size_t)KERN__SP24_LM_KG * 4 * (size_t)J.mr * sizeof(float);
+        slab = (!J.bf16dot && sw->dtype != KERN_F32)
+                   ? (size_t)KERN__SP24_LM_NT * KERN__SP24_LM_KG * 32 * sizeof(float) : 0;
+        n_tasks = n_nc * J.n_ms;
+        s = kern__reserve_thread_scratch(ctx, J.scratch_yt + J.scratch_xt + slab);
+        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_large, &J);
+#endif
+    }
+    kern__op_end(ctx);
+    return s;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERN_SPARSE24_IMPLEMENTATION */
