@@ -179,6 +179,7 @@ static void run_kern(kbench_state *st, void *user) {
         void *src = get_buf(c->sdt == KERN_F32 ? "x" : kern_dtype_name(c->sdt), c->sdt, c->n);
         void *dst = get_buf(c->ddt == KERN_F32 ? "y" : "y16", c->ddt, c->n);
         if (!src || !dst) { kbench_skip(st, "out of memory"); return; }
+        kern_convert(ctx, c->sdt, src, c->ddt, dst, c->n); /* warm up */
         while (kbench_next(st)) kern_convert(ctx, c->sdt, src, c->ddt, dst, c->n);
         kbench_use(dst);
     } else {
@@ -201,6 +202,7 @@ static void run_kern(kbench_state *st, void *user) {
         if (case_bytes(c) >= NT_BYTES) j.per = 1 << 18;
         else j.per = ((c->n + threads - 1) / threads + 63) & ~(int64_t)63;
         n_tasks = (c->n + j.per - 1) / j.per;
+        kern_parallel_for(ctx, n_tasks, mem_task, &j); /* warm up */
         while (kbench_next(st)) kern_parallel_for(ctx, n_tasks, mem_task, &j);
         kbench_use(&j.partial[0]);
         kbench_use(j.y);

@@ -34,6 +34,7 @@ static void run_kern(kbench_state *st, void *user) {
         kbench_skip(st, "no context");
         return;
     }
+    kern_parallel_for(ctx, c->n_tasks, empty_task, NULL); /* warm up */
     while (kbench_next(st)) kern_parallel_for(ctx, c->n_tasks, empty_task, NULL);
 }
 

@@ -33,9 +33,17 @@ def parse_args():
     return a
 
 
-def wanted(args, family, case, impl):
-    name = "%s/%s/%s" % (family, impl, case)
-    return args.rx is None or args.rx.search(name) is not None
+def wanted(args, family, case, impl, threads=None):
+    """True if --filter matches "family/impl/t<T>/case" (the C benchmark
+    name, for T = threads or any of --threads) or "family/impl/case"."""
+    if args.rx is None:
+        return True
+    if args.rx.search("%s/%s/%s" % (family, impl, case)):
+        return True
+    for t in ([threads] if threads is not None else args.threads):
+        if args.rx.search("%s/%s/t%d/%s" % (family, impl, t, case)):
+            return True
+    return False
 
 
 def timeit(fn, quick=False, min_time=None, reps=None):
