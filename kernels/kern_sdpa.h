@@ -1968,11 +1968,292 @@ KERN_API kern_status kern_sdpa_varlen(kern_ctx *ctx, const kern_tensor *q, const
 
 /* ============================================================ backward */
 
+/* Row indices into the backward workspaces: query rows (b, h, i) and key
+ * rows (b, hk, j); dense: [B][H][L], varlen: [T][H]. */
+static inline int64_t kern__sdpa_qrow(const kern__sdpa_prob *p, int64_t qbase, int64_t h,
+                                      int64_t i) {
+    return p->varlen ? (qbase + i) * p->Hq + h : (qbase * p->Hq + h) * p->Lq + i;
+}
+static inline int64_t kern__sdpa_krow(const kern__sdpa_prob *p, int64_t kbase, int64_t hk,
+                                      int64_t j) {
+    return p->varlen ? (kbase + j) * p->Hkv + hk : (kbase * p->Hkv + hk) * p->Lk + j;
+}
+
+typedef struct kern__sdpa_bwd {
+    kern__sdpa_prob *p;
+    kern_ctx *ctx;
+    int64_t nchunk, chunk, nqrows, nkrows;
+    float *dkacc, *dvacc; /* [nkrows][D], [nkrows][Dv] */
+    float *dqacc;         /* [nchunk][nqrows][D] */
+    float *delta, *lse2;  /* [nqrows] */
+} kern__sdpa_bwd;
+
+typedef struct kern__sdpa_bscr {
+    float *qt, *qr, *dot, *dor, *dqp; /* [D][NQ], [NQ][D], [Dv][NQ], [NQ][Dv], [NQ][D] */
+    float *s, *pp, *dp, *tmp, *zr;    /* [BK][NQ] */
+    float *kc, *vc;                   /* [BK][D], [BK][Dv] */
+    float *lse2, *delta;              /* [NQ] */
+    kern__sdpa_lane *ln;              /* [NQ] */
+    float *row;
+} kern__sdpa_bscr;
+
+static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__sdpa_bscr *sc) {
+    kern__sdpa_carve c;
+    int64_t D = p->D, Dv = p->Dv > 0 ? p->Dv : 1, NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK;
+    c.base = base;
+    c.used = 0;
+    sc->qt = (float *)kern__sdpa_take(&c, (size_t)(D * NQ) * 4);
+    sc->qr = (float *)kern__sdpa_take(&c, (size_t)(D * NQ) * 4);
+    sc->dot = (float *)kern__sdpa_take(&c, (size_t)(Dv * NQ) * 4);
+    sc->dor = (float *)kern__sdpa_take(&c, (size_t)(Dv * NQ) * 4);
+    sc->dqp = (float *)kern__sdpa_take(&c, (size_t)(D * NQ) * 4);
+    sc->s = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
+    sc->pp = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
+    sc->dp = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
+    sc->tmp = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
+    sc->zr = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
+    sc->kc = (float *)kern__sdpa_take(&c, (size_t)(BK * D) * 4);
+    sc->vc = (float *)kern__sdpa_take(&c, (size_t)(BK * Dv) * 4);
+    sc->lse2 = (float *)kern__sdpa_take(&c, (size_t)NQ * 4);
+    sc->delta = (float *)kern__sdpa_take(&c, (size_t)NQ * 4);
+    sc->ln = (kern__sdpa_lane *)kern__sdpa_take(&c, (size_t)NQ * sizeof(kern__sdpa_lane));
+    sc->row = (float *)kern__sdpa_take(&c, (size_t)((D > Dv ? D : Dv) + 16) * 4);
+    return c.used;
+}
+
+/* Phase 0, per (b, h): delta = rowsum(dout * out) and lse in log2 units
+ * (+inf for rows without visible keys, so that P = 2^(s - lse2) = 0). */
+static void kern__sdpa_bwd_prep(void *arg, int64_t t, int thread) {
+    const kern__sdpa_bwd *w = (const kern__sdpa_bwd *)arg;
+    const kern__sdpa_prob *p = w->p;
+    int64_t b = t / p->Hq, h = t % p->Hq, lq, lk, qbase, kbase, i, c, Dv = p->Dv;
+    float *a = (float *)kern__thread_scratch(w->ctx, thread), *o = a + Dv + 16;
+    kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
+    for (i = 0; i < lq; i++) {
+        int64_t qi = kern__sdpa_qrow(p, qbase, h, i);
+        float acc = 0.0f, L = *kern__sdpa_lse_ptr(p, qbase, h, i);
+        if (Dv > 0) {
+            kern__sdpa_to_f32(w->ctx, p->dout + (size_t)kern__sdpa_off(p, p->ds, qbase, h, i) * p->es,
+                              p->dt, a, Dv);
+            kern__sdpa_to_f32(w->ctx, p->o + (size_t)kern__sdpa_off(p, p->os, qbase, h, i) * p->es,
+                              p->dt, o, Dv);
+        }
+        for (c = 0; c < Dv; c++) acc += a[c] * o[c];
+        w->delta[qi] = acc;
+        w->lse2[qi] = L == -INFINITY ? INFINITY : L * KERN__SDPA_LOG2E;
+    }
+}
+
+/* Phase 1, per (b, hk, key range): dk, dv of the range (owned) and the
+ * range's partial dq for every query row of the group. */
+static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
+    const kern__sdpa_bwd *w = (const kern__sdpa_bwd *)arg;
+    const kern__sdpa_prob *p = w->p;
+    kern__sdpa_bscr sc;
+    int64_t per = p->B * p->Hkv, ch = t / per, b = (t % per) / p->Hkv, hk = t % p->Hkv;
+    int64_t lq, lk, qbase, kbase, R, ks0, ks1, j, pan, npan, D = p->D, Dv = p->Dv;
+    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, n;
+    const char *kp, *vp;
+    int64_t krs, vrs;
+    float rdrop = p->dropout_p > 0 ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
+    kern__sdpa_bscr_carve(p, (char *)kern__thread_scratch(w->ctx, thread), &sc);
+    kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
+    R = lq * p->G;
+    ks0 = ch * w->chunk;
+    ks1 = ks0 + w->chunk < lk ? ks0 + w->chunk : lk;
+    kp = p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es;
+    vp = p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es;
+    krs = p->ks[2];
+    vrs = p->vs[2];
+    /* this task owns dk/dv rows [ks0, ks1) of (b, hk) */
+    for (j = ks0; j < ks1; j++) {
+        int64_t kr = kern__sdpa_krow(p, kbase, hk, j);
+        memset(w->dkacc + kr * D, 0, (size_t)D * 4);
+        if (Dv > 0) memset(w->dvacc + kr * Dv, 0, (size_t)Dv * 4);
+    }
+    npan = (R + NQ - 1) / NQ;
+    for (pan = 0; pan < npan; pan++) {
+        kern__sdpa_lane *ln = sc.ln;
+        int64_t r0 = pan * NQ, nr = R - r0 < NQ ? R - r0 : NQ, lo, hi, r, d, j0;
+        kern__sdpa_lanes(p, b, hk, r0, nr, lq, lk, ln, &lo, &hi);
+        if (lo < ks0) lo = ks0;
+        if (hi > ks1) hi = ks1;
+        memset(sc.dqp, 0, (size_t)(NQ * D) * 4);
+        if (hi > lo) {
+            /* pack q, dout (rows and transposed), lse2, delta */
+            for (r = 0; r < NQ; r++) {
+                if (r < nr) {
+                    int64_t qi = kern__sdpa_qrow(p, qbase, ln[r].h, ln[r].i);
+                    kern__sdpa_to_f32(w->ctx,
+                                      p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es,
+                                      p->dt, sc.qr + r * D, D);
+                    if (Dv > 0)
+                        kern__sdpa_to_f32(w->ctx,
+                                          p->dout + (size_t)kern__sdpa_off(p, p->ds, qbase, ln[r].h, ln[r].i) * p->es,
+                                          p->dt, sc.dor + r * Dv, Dv);
+                    sc.lse2[r] = w->lse2[qi];
+                    sc.delta[r] = w->delta[qi];
+                } else {
+                    memset(sc.qr + r * D, 0, (size_t)D * 4);
+                    if (Dv > 0) memset(sc.dor + r * Dv, 0, (size_t)Dv * 4);
+                    sc.lse2[r] = INFINITY;
+                    sc.delta[r] = 0.0f;
+                }
+                for (d = 0; d < D; d++) sc.qt[d * NQ + r] = sc.qr[r * D + d];
+                for (d = 0; d < Dv; d++) sc.dot[d * NQ + r] = sc.dor[r * Dv + d];
+            }
+            for (j0 = (lo / BK) * BK; j0 < hi; j0 += BK) {
+                int64_t nk = hi - j0 < BK ? hi - j0 : BK, e;
+                const float *kf, *vf;
+                int64_t kfs, vfs;
+                n = nk * NQ;
+                if (p->dt == KERN_F32) {
+                    kf = (const float *)kp + j0 * krs;
+                    vf = (const float *)vp + j0 * vrs;
+                    kfs = krs;
+                    vfs = vrs;
+                } else {
+                    int64_t jj;
+                    for (jj = 0; jj < nk; jj++) {
+                        kern__sdpa_to_f32(w->ctx, kp + (size_t)((j0 + jj) * krs) * p->es, p->dt,
+                                          sc.kc + jj * D, D);
+                        if (Dv > 0)
+                            kern__sdpa_to_f32(w->ctx, vp + (size_t)((j0 + jj) * vrs) * p->es, p->dt,
+                                              sc.vc + jj * Dv, Dv);
+                    }
+                    kf = sc.kc;
+                    vf = sc.vc;
+                    kfs = D;
+                    vfs = Dv;
+                }
+                /* P^T = 2^(s - lse2), recomputed */
+                p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
+                kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1);
+                for (e = 0; e < n; e++) sc.pp[e] = sc.s[e] - sc.lse2[e % NQ];
+                p->isa.exp2(sc.pp, n);
+                /* dP^T = V dO^T (dropped, rescaled) */
+                if (Dv > 0) p->isa.mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
+                else memset(sc.dp, 0, (size_t)n * 4);
+                if (p->dropout_p > 0) {
+                    for (e = 0; e < n; e++) sc.zr[e] = rdrop;
+                    kern__sdpa_dropout(p, sc.zr, nk, j0, ln, nr);
+                    for (e = 0; e < n; e++) sc.dp[e] *= sc.zr[e];
+                }
+                /* dS = P (dP - delta) * scale (* (1 - t^2) with softcap);
+                 * masked entries have P = 0 */
+                for (e = 0; e < n; e++) {
+                    float pe = sc.pp[e], ds = pe == 0.0f ? 0.0f : pe * (sc.dp[e] - sc.delta[e % NQ]);
+                    if (p->softcap > 0) ds *= 1.0f - sc.tmp[e] * sc.tmp[e];
+                    sc.dp[e] = ds * p->scale;
+                }
+                if (p->dropout_p > 0)
+                    for (e = 0; e < n; e++) sc.pp[e] *= sc.zr[e];
+                {
+                    float *dkr = w->dkacc + kern__sdpa_krow(p, kbase, hk, j0) * D;
+                    float *dvr = w->dvacc + kern__sdpa_krow(p, kbase, hk, j0) * (Dv > 0 ? Dv : 1);
+                    int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
+                    /* dV += Pd^T dO, dK += dS^T Q, dQ += dS K */
+                    if (Dv > 0)
+                        p->isa.mk(nk, Dv, NQ, sc.pp, NQ, 1, sc.dor, Dv, dvr, kstep * Dv, 1);
+                    p->isa.mk(nk, D, NQ, sc.dp, NQ, 1, sc.qr, D, dkr, kstep * D, 1);
+                    p->isa.mk(NQ, D, nk, sc.dp, 1, NQ, kf, kfs, sc.dqp, D, 1);
+                }
+            }
+        }
+        for (r = 0; r < nr; r++) {
+            int64_t qi = kern__sdpa_qrow(p, qbase, ln[r].h, ln[r].i);
+            memcpy(w->dqacc + (ch * w->nqrows + qi) * D, sc.dqp + r * D, (size_t)D * 4);
+        }
+    }
+    /* write the owned dk, dv rows */
+    for (j = ks0; j < ks1; j++) {
+        int64_t kr = kern__sdpa_krow(p, kbase, hk, j);
+        kern__sdpa_from_f32(w->ctx, w->dkacc + kr * D, p->dt,
+                            p->dk + (size_t)kern__sdpa_off(p, p->dks, kbase, hk, j) * p->es, D);
+        if (Dv > 0)
+            kern__sdpa_from_f32(w->ctx, w->dvacc + kr * Dv, p->dt,
+                                p->dv + (size_t)kern__sdpa_off(p, p->dvs, kbase, hk, j) * p->es, Dv);
+    }
+}
+
+/* Zero dk/dv rows beyond a batch entry's key length (k_lens, varlen keys
+ * are all covered) and sum the dq partials in key-range order. */
+static void kern__sdpa_bwd_final(void *arg, int64_t t, int thread) {
+    const kern__sdpa_bwd *w = (const kern__sdpa_bwd *)arg;
+    const kern__sdpa_prob *p = w->p;
+    int64_t b = t / p->Hq, h = t % p->Hq, lq, lk, qbase, kbase, i, c, d, D = p->D;
+    float *acc = (float *)kern__thread_scratch(w->ctx, thread);
+    kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
+    for (i = 0; i < lq; i++) {
+        int64_t qi = kern__sdpa_qrow(p, qbase, h, i);
+        memcpy(acc, w->dqacc + qi * D, (size_t)D * 4);
+        for (c = 1; c < w->nchunk; c++) {
+            const float *x = w->dqacc + (c * w->nqrows + qi) * D;
+            for (d = 0; d < D; d++) acc[d] += x[d];
+        }
+        kern__sdpa_from_f32(w->ctx, acc, p->dt,
+                            p->dq + (size_t)kern__sdpa_off(p, p->dqs, qbase, h, i) * p->es, D);
+    }
+    /* keys past k_lens get zero gradients (one task per kv head does it) */
+    if (!p->varlen && h % p->G == 0 && lk < p->Lk) {
+        int64_t hk = h / p->G, j;
+        memset(acc, 0, (size_t)(D > p->Dv ? D : p->Dv) * 4);
+        for (j = lk; j < p->Lk; j++) {
+            kern__sdpa_from_f32(w->ctx, acc, p->dt,
+                                p->dk + (size_t)kern__sdpa_off(p, p->dks, kbase, hk, j) * p->es, D);
+            if (p->Dv > 0)
+                kern__sdpa_from_f32(w->ctx, acc, p->dt,
+                                    p->dv + (size_t)kern__sdpa_off(p, p->dvs, kbase, hk, j) * p->es,
+                                    p->Dv);
+        }
+    }
+}
+
 static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P) {
-    (void)ctx;
-    (void)P;
-    /* not implemented yet in this revision */
-    return kern__err(KERN_ERR_UNSUPPORTED, "kern_sdpa_backward: not implemented yet");
+    kern__sdpa_bwd w;
+    kern__sdpa_bscr sc;
+    size_t scr, bytes;
+    int64_t nkb, base, Tq, Tk;
+    kern_status st;
+    char *ws;
+    memset(&w, 0, sizeof w);
+    if (P->B == 0 || P->Hq == 0) return KERN_OK;
+    kern__sdpa_pick(ctx, &P->isa);
+    w.p = P;
+    w.ctx = ctx;
+    if (P->varlen) {
+        Tq = kern__sdpa_geti(P->cuq, P->cuq_dt, P->B);
+        Tk = kern__sdpa_geti(P->cuk, P->cuk_dt, P->B);
+        w.nqrows = Tq * P->Hq;
+        w.nkrows = Tk * P->Hkv;
+    } else {
+        w.nqrows = P->B * P->Hq * P->Lq;
+        w.nkrows = P->B * P->Hkv * P->Lk;
+    }
+    nkb = (P->Lk + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    base = P->B * P->Hkv;
+    /* key ranges per (b, hk): a function of the shape only (determinism) */
+    w.nchunk = (KERN__SDPA_BWD_TASKS + base - 1) / base;
+    if (w.nchunk > nkb) w.nchunk = nkb;
+    if (w.nchunk < 1) w.nchunk = 1;
+    w.chunk = ((nkb + w.nchunk - 1) / w.nchunk) * KERN__SDPA_BK;
+    if (w.chunk == 0) w.chunk = KERN__SDPA_BK;
+    scr = kern__sdpa_bscr_carve(P, NULL, &sc);
+    if ((st = kern__reserve_thread_scratch(ctx, scr))) return st;
+    bytes = (size_t)(w.nkrows * (P->D + P->Dv) + w.nchunk * w.nqrows * P->D + 2 * w.nqrows + 64) * 4;
+    ws = (char *)kern__workspace(ctx, bytes);
+    if (!ws)
+        return kern__err(KERN_ERR_NOMEM, "kern_sdpa_backward: cannot allocate %zu bytes of workspace",
+                         bytes);
+    w.dkacc = (float *)ws;
+    w.dvacc = w.dkacc + w.nkrows * P->D;
+    w.dqacc = w.dvacc + w.nkrows * P->Dv;
+    w.delta = w.dqacc + w.nchunk * w.nqrows * P->D;
+    w.lse2 = w.delta + w.nqrows;
+    kern_parallel_for(ctx, P->B * P->Hq, kern__sdpa_bwd_prep, &w);
+    kern_parallel_for(ctx, w.nchunk * base, kern__sdpa_bwd_task, &w);
+    kern_parallel_for(ctx, P->B * P->Hq, kern__sdpa_bwd_final, &w);
+    return KERN_OK;
 }
 
 KERN_API kern_status kern_sdpa_backward(kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k,

@@ -779,4 +779,555 @@ KT_TEST(fwd_varlen) {
     }
 }
 
+/* ------------------------------------------------------------ backward */
+
+/* Reference gradients in double: dq [B,Hq,Lq,D], dk [B,Hkv,Lk,D],
+ * dv [B,Hkv,Lk,Dv] (contiguous) for the upstream gradient dout (strided
+ * like out, in td->dop). */
+static void ref_bwd(const tcase *c, const tdata *d, const void *dop, double *dq, double *dk,
+                    double *dv) {
+    int64_t b, h, i, j, e, G = c->Hq / c->Hkv;
+    double scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)c->D);
+    uint32_t thr = kern_dropout_threshold(c->dropout);
+    int64_t nq = c->B * c->Hq * c->Lq * c->D, nk = c->B * c->Hkv * c->Lk;
+    double *s = (double *)malloc((size_t)(c->Lk + 1) * sizeof(double));
+    double *t = (double *)malloc((size_t)(c->Lk + 1) * sizeof(double));
+    double *P = (double *)malloc((size_t)(c->Lk + 1) * sizeof(double));
+    double *dP = (double *)malloc((size_t)(c->Lk + 1) * sizeof(double));
+    memset(dq, 0, (size_t)nq * sizeof(double));
+    memset(dk, 0, (size_t)(nk * c->D) * sizeof(double));
+    memset(dv, 0, (size_t)(nk * c->Dv) * sizeof(double));
+    for (b = 0; b < c->B; b++)
+        for (h = 0; h < c->Hq; h++)
+            for (i = 0; i < c->Lq; i++) {
+                int64_t hk = h / G, lk = klen_of(c, d, b), lo, hi;
+                double m = -INFINITY, l = 0, delta = 0;
+                ref_range(c, i, lk, &lo, &hi);
+                for (j = 0; j < c->Lk; j++) {
+                    double acc = 0, x;
+                    int vis;
+                    for (e = 0; e < c->D; e++)
+                        acc += kt_get(d->qp, c->dt, toff(&d->q, b, h, i, e)) *
+                               kt_get(d->kp, c->dt, toff(&d->k, b, hk, j, e));
+                    x = scale * acc;
+                    t[j] = 0;
+                    if (c->softcap > 0) {
+                        t[j] = tanh(x / c->softcap);
+                        x = c->softcap * t[j];
+                    }
+                    x += mask_val(c, d, b, h, i, j, &vis);
+                    if (!vis || j < lo || j >= hi || j >= lk) x = -INFINITY;
+                    s[j] = x;
+                    if (x > m) m = x;
+                }
+                if (m == -INFINITY) continue;
+                for (j = 0; j < c->Lk; j++) l += exp(s[j] - m);
+                for (j = 0; j < c->Lk; j++) {
+                    double zr = 1.0, dpd = 0;
+                    P[j] = exp(s[j] - m) / l;
+                    if (c->dropout > 0) {
+                        uint64_t idx = (((uint64_t)b * c->Hq + h) * c->Lq + i) * c->Lk + j;
+                        zr = kern_dropout_keep(0x1234567890abcdefull, 77, idx, thr) ? 1.0 / (1.0 - c->dropout) : 0.0;
+                    }
+                    for (e = 0; e < c->Dv; e++) {
+                        double g = kt_get(dop, c->dt, toff(&d->o, b, h, i, e));
+                        dpd += g * kt_get(d->vp, c->dt, toff(&d->v, b, hk, j, e));
+                        dv[((b * c->Hkv + hk) * c->Lk + j) * c->Dv + e] += P[j] * zr * g;
+                    }
+                    dP[j] = dpd * zr;
+                    delta += P[j] * dP[j];
+                }
+                for (j = 0; j < c->Lk; j++) {
+                    double ds = P[j] * (dP[j] - delta) * scale;
+                    if (c->softcap > 0) ds *= 1 - t[j] * t[j];
+                    if (ds == 0) continue;
+                    for (e = 0; e < c->D; e++) {
+                        dq[((b * c->Hq + h) * c->Lq + i) * c->D + e] +=
+                            ds * kt_get(d->kp, c->dt, toff(&d->k, b, hk, j, e));
+                        dk[((b * c->Hkv + hk) * c->Lk + j) * c->D + e] +=
+                            ds * kt_get(d->qp, c->dt, toff(&d->q, b, h, i, e));
+                    }
+                }
+            }
+    free(s);
+    free(t);
+    free(P);
+    free(dP);
+}
+
+static double bwd_nmse(kern_dtype dt) {
+    return dt == KERN_F32 ? 1e-9 : (dt == KERN_F16 ? 1e-5 : 1e-4);
+}
+
+/* Reads a strided [B,H,L,D] tensor into contiguous floats. */
+static float *gather4(const kern_tensor *t, const void *data) {
+    int64_t b, h, i, e, n = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3], k = 0;
+    float *r = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (b = 0; b < t->shape[0]; b++)
+        for (h = 0; h < t->shape[1]; h++)
+            for (i = 0; i < t->shape[2]; i++)
+                for (e = 0; e < t->shape[3]; e++)
+                    r[k++] = (float)kt_get(data, t->dtype, toff(t, b, h, i, e));
+    return r;
+}
+
+typedef struct tgrad {
+    kern_tensor dout, dq, dk, dv;
+    void *dop, *dqp, *dkp, *dvp;
+    size_t db, dqb, dkb, dvb;
+} tgrad;
+
+static void tg_make(const tcase *c, tgrad *g, kt_rng *rng) {
+    g->dop = tc_alloc(c, c->Hq, c->Lq, c->Dv, &g->dout, "dout", &g->db);
+    g->dqp = tc_alloc(c, c->Hq, c->Lq, c->D, &g->dq, "dq", &g->dqb);
+    g->dkp = tc_alloc(c, c->Hkv, c->Lk, c->D, &g->dk, "dk", &g->dkb);
+    g->dvp = tc_alloc(c, c->Hkv, c->Lk, c->Dv, &g->dv, "dv", &g->dvb);
+    kt_fill_normal(rng, g->dop, c->dt, (int64_t)(g->db / kern_dtype_size(c->dt)), 1.0);
+}
+static void tg_free(tgrad *g) {
+    kt_free(g->dop); kt_free(g->dqp); kt_free(g->dkp); kt_free(g->dvp);
+}
+
+static kern_status run_bwd(kern_ctx *ctx, const tcase *c, tdata *d, tgrad *g) {
+    kern_sdpa_params p = tc_params(c, d);
+    kt_poison(g->dqp, g->dqb);
+    kt_poison(g->dkp, g->dkb);
+    kt_poison(g->dvp, g->dvb);
+    return kern_sdpa_backward(ctx, &d->q, &d->k, &d->v, &d->o, &g->dout, &d->lse, &g->dq, &g->dk,
+                              &g->dv, &p);
+}
+
+static void bwd_case(const tcase *c0, uint64_t salt) {
+    tcase c = *c0;
+    kt_rng rng = kt_rng_make(salt);
+    tdata d;
+    tgrad g;
+    int64_t nq = c.B * c.Hq * c.Lq * c.D, nk = c.B * c.Hkv * c.Lk;
+    double *wq = (double *)malloc((size_t)(nq > 0 ? nq : 1) * sizeof(double));
+    double *wk = (double *)malloc((size_t)(nk * c.D > 0 ? nk * c.D : 1) * sizeof(double));
+    double *wv = (double *)malloc((size_t)(nk * c.Dv > 0 ? nk * c.Dv : 1) * sizeof(double));
+    unsigned char *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    c.want_lse = 1;
+    td_make(&c, &d, &rng);
+    tg_make(&c, &g, &rng);
+    ref_bwd(&c, &d, g.dop, wq, wk, wv);
+    s1 = (unsigned char *)malloc(g.dqb);
+    s2 = (unsigned char *)malloc(g.dkb);
+    s3 = (unsigned char *)malloc(g.dvb);
+    {
+        KT_FOR_EACH_ISA(isa, ctx, 1) {
+            float *gq, *gk, *gv;
+            kt_context("%s B%lld H%lld/%lld L%lld/%lld D%lld/%lld %s%s c%d br%d w%d(%lld,%lld) "
+                       "cap%g p%g mask%d kl%d",
+                       kern_isa_name(isa), (long long)c.B, (long long)c.Hq, (long long)c.Hkv,
+                       (long long)c.Lq, (long long)c.Lk, (long long)c.D, (long long)c.Dv,
+                       kern_dtype_name(c.dt), c.blhd ? " blhd" : "", c.causal, c.bottom_right,
+                       c.window, (long long)c.wl, (long long)c.wr, (double)c.softcap,
+                       (double)c.dropout, c.mask_kind, c.klens);
+            KT_OK(run_fwd(ctx, &c, &d));
+            KT_OK(run_bwd(ctx, &c, &d, &g));
+            gq = gather4(&g.dq, g.dqp);
+            gk = gather4(&g.dk, g.dkp);
+            gv = gather4(&g.dv, g.dvp);
+            kt_assert_nmse("dq", gq, KERN_F32, wq, nq, bwd_nmse(c.dt));
+            kt_assert_nmse("dk", gk, KERN_F32, wk, nk * c.D, bwd_nmse(c.dt));
+            kt_assert_nmse("dv", gv, KERN_F32, wv, nk * c.Dv, bwd_nmse(c.dt));
+            free(gq);
+            free(gk);
+            free(gv);
+            memcpy(s1, g.dqp, g.dqb);
+            memcpy(s2, g.dkp, g.dkb);
+            memcpy(s3, g.dvp, g.dvb);
+            KT_OK(run_bwd(kt_ctx(2, isa), &c, &d, &g));
+            kt_assert_bytes_equal("dq 1 vs 2 threads", s1, g.dqp, g.dqb);
+            kt_assert_bytes_equal("dk 1 vs 2 threads", s2, g.dkp, g.dkb);
+            kt_assert_bytes_equal("dv 1 vs 2 threads", s3, g.dvp, g.dvb);
+        }
+    }
+    free(s1);
+    free(s2);
+    free(s3);
+    free(wq);
+    free(wk);
+    free(wv);
+    tg_free(&g);
+    td_free(&d);
+}
+
+KT_TEST(bwd_shapes) {
+    static const int64_t L[] = {1, 7, 64, 65, 129, 300};
+    static const int64_t HD[][2] = {{1, 1}, {3, 3}, {4, 2}, {8, 1}};
+    static const int64_t DD[][2] = {{16, 16}, {64, 64}, {80, 80}, {128, 128}, {64, 32}, {16, 80}};
+    int ci;
+    kt_rng rng = kt_rng_make(2);
+#ifdef KT_SANITIZER
+    int ncases = 6;
+#else
+    int ncases = 20;
+#endif
+    for (ci = 0; ci < ncases; ci++) {
+        tcase c = tc_default();
+        c.B = 1 + (ci & 1);
+        c.Hq = HD[ci % 4][0];
+        c.Hkv = HD[ci % 4][1];
+        c.Lq = L[kt_randint(&rng, 0, 6)];
+        c.Lk = L[kt_randint(&rng, 0, 6)];
+        c.D = DD[ci % 6][0];
+        c.Dv = DD[ci % 6][1];
+        c.blhd = (ci / 3) & 1;
+        c.dt = ci % 5 == 4 ? KERN_BF16 : (ci % 7 == 6 ? KERN_F16 : KERN_F32);
+        if (c.Lq * c.Lk * c.Hq * c.B * (c.D + c.Dv) > 6000000) c.Lk = 65;
+        bwd_case(&c, 600 + (uint64_t)ci);
+    }
+}
+
+KT_TEST(bwd_options) {
+    int i;
+    kt_rng rng = kt_rng_make(6);
+    for (i = 0; i < 20; i++) {
+        tcase c = opt_base(i);
+        c.Lq = i % 3 == 0 ? 65 : 100;
+        c.Lk = i % 3 == 1 ? 65 : 100;
+        switch (i) {
+        case 0: c.causal = 1; break;
+        case 1: c.bottom_right = 1; break;
+        case 2: c.window = 1; c.wl = 20; c.wr = 5; break;
+        case 3: c.softcap = 2.0f; break;
+        case 4: c.mask_kind = 1; break;
+        case 5: c.mask_kind = 2; break;
+        case 6: c.klens = 1; break;
+        case 7: c.dropout = 0.3f; break;
+        case 8: c.Hq = 8; c.Hkv = 1; break;
+        case 9: c.scale = 0.25f; break;
+        default:
+            c.causal = kt_randint(&rng, 0, 2);
+            c.bottom_right = kt_randint(&rng, 0, 3) == 0;
+            c.window = kt_randint(&rng, 0, 2);
+            c.wl = kt_randint(&rng, -1, 40);
+            c.wr = kt_randint(&rng, -1, 10);
+            c.softcap = kt_randint(&rng, 0, 2) ? 3.0f : 0.0f;
+            c.mask_kind = (int)kt_randint(&rng, 0, 6);
+            c.klens = (int)kt_randint(&rng, 0, 3);
+            c.dropout = kt_randint(&rng, 0, 2) ? 0.2f : 0.0f;
+            c.dt = i % 3 == 0 ? KERN_BF16 : KERN_F32;
+            break;
+        }
+        bwd_case(&c, 700 + (uint64_t)i);
+    }
+}
+
+/* B*H = 1 with a long key range: several key ranges (partial dq summed in
+ * order), both threads busy, identical bits. */
+KT_TEST(bwd_single_head_long) {
+    tcase c = tc_default();
+    c.Lq = 200;
+#ifdef KT_SANITIZER
+    c.Lk = 300;
+#else
+    c.Lk = 700;
+#endif
+    c.D = 64;
+    c.Dv = 64;
+    c.causal = 1;
+    bwd_case(&c, 800);
+}
+
+/* Finite differences of the double reference forward (loss = sum(out *
+ * dout)) against the kernel's gradients, on tiny shapes with every option
+ * that is differentiable. */
+KT_TEST(bwd_finite_differences) {
+    int v;
+    for (v = 0; v < 3; v++) {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(900 + (uint64_t)v);
+        tdata d;
+        tgrad g;
+        kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+        int64_t n, x, no;
+        double *o1, *o2, hstep = 1e-3;
+        float *gq, *gk, *gv;
+        c.B = 1; c.Hq = 2; c.Hkv = 1; c.Lq = 5; c.Lk = 6; c.D = 4; c.Dv = 3;
+        c.causal = v == 1;
+        c.softcap = v == 2 ? 1.5f : 0.0f;
+        c.mask_kind = v == 2 ? 2 : 0;
+        c.dropout = v == 1 ? 0.3f : 0.0f;
+        td_make(&c, &d, &rng);
+        tg_make(&c, &g, &rng);
+        KT_OK(run_fwd(ctx, &c, &d));
+        KT_OK(run_bwd(ctx, &c, &d, &g));
+        gq = gather4(&g.dq, g.dqp);
+        gk = gather4(&g.dk, g.dkp);
+        gv = gather4(&g.dv, g.dvp);
+        no = c.B * c.Hq * c.Lq * c.Dv;
+        o1 = (double *)malloc((size_t)no * sizeof(double));
+        o2 = (double *)malloc((size_t)no * sizeof(double));
+        for (n = 0; n < 3; n++) {
+            kern_tensor *t = n == 0 ? &d.q : (n == 1 ? &d.k : &d.v);
+            float *gr = n == 0 ? gq : (n == 1 ? gk : gv);
+            int64_t cnt = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
+            for (x = 0; x < cnt; x++) {
+                int64_t e = x % t->shape[3], r = x / t->shape[3];
+                int64_t i = r % t->shape[2], h = (r / t->shape[2]) % t->shape[1], b = r / (t->shape[1] * t->shape[2]);
+                float *el = (float *)t->data + toff(t, b, h, i, e), keep = *el;
+                double lp = 0, lm = 0, fd;
+                int64_t y;
+                *el = keep + (float)hstep;
+                ref_fwd(&c, &d, o1, NULL, NULL);
+                *el = keep - (float)hstep;
+                ref_fwd(&c, &d, o2, NULL, NULL);
+                *el = keep;
+                for (y = 0; y < no; y++) {
+                    int64_t ee = y % c.Dv, rr = y / c.Dv;
+                    int64_t ii = rr % c.Lq, hh = (rr / c.Lq) % c.Hq, bb = rr / (c.Lq * c.Hq);
+                    double gd = kt_get(g.dop, c.dt, toff(&g.dout, bb, hh, ii, ee));
+                    lp += o1[y] * gd;
+                    lm += o2[y] * gd;
+                }
+                fd = (lp - lm) / (2 * ((double)(keep + (float)hstep) - (double)keep));
+                KT_CHECK(fabs(fd - gr[x]) <= 2e-3 + 2e-3 * fabs(fd), "variant %d tensor %lld elem %lld: fd %g grad %g",
+                         v, (long long)n, (long long)x, fd, (double)gr[x]);
+            }
+        }
+        free(o1);
+        free(o2);
+        free(gq);
+        free(gk);
+        free(gv);
+        tg_free(&g);
+        td_free(&d);
+    }
+}
+
+/* ------------------------------------------------------------ errors */
+
+static int untouched(const void *p, size_t n) {
+    const unsigned char *u = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (u[i] != 0xFF) return 0;
+    return 1;
+}
+
+#define FWD_ERR(expr, st, needle)                                             \
+    do {                                                                      \
+        kt_poison(d.op, d.ob);                                                \
+        kt_poison(d.lsep, 4 * (size_t)(c.B * c.Hq * c.Lq));                   \
+        KT_ERROR(expr, st, needle);                                           \
+        KT_CHECK(untouched(d.op, d.ob), "out written on error (%s)", needle);  \
+        KT_CHECK(untouched(d.lsep, 4 * (size_t)(c.B * c.Hq * c.Lq)), "lse written on error (%s)", needle); \
+    } while (0)
+
+KT_TEST(errors_forward) {
+    tcase c = tc_default();
+    kt_rng rng = kt_rng_make(1);
+    tdata d;
+    kern_sdpa_params p;
+    kern_tensor t, m;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    uint8_t mb[64];
+    int32_t kl[2] = {7, 7};
+    c.B = 2; c.Hq = 4; c.Hkv = 2; c.Lq = 7; c.Lk = 7; c.D = 16; c.Dv = 16;
+    td_make(&c, &d, &rng);
+    p = tc_params(&c, &d);
+    FWD_ERR(kern_sdpa(ctx, NULL, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "q is NULL");
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, NULL, &p), KERN_ERR_ARG, "out is NULL");
+    t = d.k; t.shape[0] = 1;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &t, &d.v, &d.o, &p), KERN_ERR_SHAPE, "batch mismatch");
+    t = d.v; t.shape[1] = 1;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &t, &d.o, &p), KERN_ERR_SHAPE, "v.shape[1]=1");
+    t = d.k; t.shape[3] = 8;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &t, &d.v, &d.o, &p), KERN_ERR_SHAPE, "k.shape[3]=8");
+    t = d.v; t.shape[2] = 6;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &t, &d.o, &p), KERN_ERR_SHAPE, "v.shape[2]=6");
+    t = d.o; t.shape[3] = 8;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &t, &p), KERN_ERR_SHAPE, "out.shape");
+    {
+        kern_tensor k3 = d.k, v3 = d.v;
+        k3.shape[1] = 3; v3.shape[1] = 3;
+        FWD_ERR(kern_sdpa(ctx, &d.q, &k3, &v3, &d.o, &p), KERN_ERR_SHAPE, "not a multiple of Hkv=3");
+    }
+    p.enable_gqa = 0;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "needs enable_gqa");
+    p = tc_params(&c, &d);
+    t = d.k; t.stride[3] = 2;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &t, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "k.stride[3]=2");
+    t = d.k; t.dtype = KERN_BF16;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &t, &d.v, &d.o, &p), KERN_ERR_DTYPE, "k.dtype=bf16");
+    t = d.q; t.dtype = KERN_I32;
+    FWD_ERR(kern_sdpa(ctx, &t, &d.k, &d.v, &d.o, &p), KERN_ERR_DTYPE, "q.dtype=i32");
+    t = d.q; t.ndim = 3;
+    FWD_ERR(kern_sdpa(ctx, &t, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "q has 3 dims");
+    /* masks */
+    memset(mb, 1, sizeof mb);
+    m = kern_tensor_2d(mb, KERN_BOOL, 3, 7);
+    p.attn_mask = &m;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "attn_mask.shape[0]=3");
+    m = kern_tensor_2d(mb, KERN_I32, 1, 7);
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_DTYPE, "attn_mask.dtype=i32");
+    p = tc_params(&c, &d);
+    p.dropout_p = 1.0f;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "dropout_p=1");
+    p.dropout_p = -0.5f;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "dropout_p=-0.5");
+    p.dropout_p = NAN;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "dropout_p");
+    p = tc_params(&c, &d);
+    p.has_window = 1;
+    p.window_left = -2;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "window_left=-2");
+    p = tc_params(&c, &d);
+    p.softcap = -1.0f;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "softcap=-1");
+    p = tc_params(&c, &d);
+    p.scale = INFINITY;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "scale=inf");
+    /* k_lens */
+    p = tc_params(&c, &d);
+    t = kern_tensor_1d(kl, KERN_I32, 2);
+    p.k_lens = &t;
+    kl[1] = 8;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_INDEX, "k_lens[1]=8");
+    kl[1] = -1;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_INDEX, "k_lens[1]=-1");
+    kl[1] = 3;
+    t.dtype = KERN_F32;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_DTYPE, "k_lens.dtype=f32");
+    t = kern_tensor_1d(kl, KERN_I32, 1);
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "k_lens must be [B]");
+    /* lse */
+    p = tc_params(&c, &d);
+    t = d.lse;
+    t.dtype = KERN_F16;
+    p.lse = &t;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_DTYPE, "lse.dtype=f16");
+    t = d.lse;
+    t.shape[2] = 3;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "lse.shape");
+    /* aliasing */
+    p = tc_params(&c, &d);
+    t = d.o;
+    t.data = d.qp;
+    KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &t, &p), KERN_ERR_ARG, "out overlaps input q");
+    t = d.lse;
+    t.data = d.op;
+    p.lse = &t;
+    FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "outputs out and lse overlap");
+    td_free(&d);
+}
+
+KT_TEST(errors_varlen_backward) {
+    tcase c = tc_default();
+    kt_rng rng = kt_rng_make(2);
+    tdata d;
+    tgrad g;
+    kern_sdpa_params p;
+    kern_tensor t, q3, k3, v3, o3, cq, ck;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int64_t cu[3] = {0, 4, 7}, cub[3] = {0, 5, 4}, sq[3], sk[3];
+    c.B = 1; c.Hq = 2; c.Hkv = 2; c.Lq = 7; c.Lk = 7; c.D = 16; c.Dv = 16;
+    td_make(&c, &d, &rng);
+    tg_make(&c, &g, &rng);
+    p = tc_params(&c, &d);
+    KT_OK(run_fwd(ctx, &c, &d));
+    /* backward: shapes and aliasing, nothing written */
+    t = g.dq;
+    t.shape[3] = 8;
+    kt_poison(g.dqp, g.dqb);
+    kt_poison(g.dkp, g.dkb);
+    kt_poison(g.dvp, g.dvb);
+    KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, &d.lse, &t, &g.dk, &g.dv, &p),
+             KERN_ERR_SHAPE, "dq.shape");
+    KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, NULL, &g.dq, &g.dk, &g.dv, &p),
+             KERN_ERR_ARG, "lse is NULL");
+    t = g.dk;
+    t.data = g.dqp;
+    KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, &d.lse, &g.dq, &t, &g.dv, &p),
+             KERN_ERR_ARG, "overlap");
+    t = g.dv;
+    t.data = d.vp;
+    KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, &d.lse, &g.dq, &g.dk, &t, &p),
+             KERN_ERR_ARG, "dv overlaps input v");
+    t = g.dout;
+    t.stride[3] = 3;
+    KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &t, &d.lse, &g.dq, &g.dk, &g.dv, &p),
+             KERN_ERR_LAYOUT, "dout.stride[3]=3");
+    KT_CHECK(untouched(g.dqp, g.dqb) && untouched(g.dkp, g.dkb) && untouched(g.dvp, g.dvb),
+             "gradients written on error");
+    /* varlen: q [7,2,16] etc. as [T,H,D] */
+    sq[0] = 7; sq[1] = 2; sq[2] = 16;
+    sk[0] = 7; sk[1] = 2; sk[2] = 16;
+    kern_tensor_init(&q3, d.qp, KERN_F32, 3, sq);
+    kern_tensor_init(&k3, d.kp, KERN_F32, 3, sk);
+    kern_tensor_init(&v3, d.vp, KERN_F32, 3, sk);
+    kern_tensor_init(&o3, d.op, KERN_F32, 3, sq);
+    cq = kern_tensor_1d(cu, KERN_I64, 3);
+    ck = kern_tensor_1d(cub, KERN_I64, 3);
+    memset(&p, 0, sizeof p);
+    kt_poison(d.op, d.ob);
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_INDEX,
+             "not increasing");
+    cub[2] = 6;
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_INDEX,
+             "cu_seqlens_k[2]=6 but the packed tensor has 7 rows");
+    cub[2] = 7;
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 3, 5, &p), KERN_ERR_INDEX,
+             "length 4 > max_seqlen 3");
+    cu[0] = 1;
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_INDEX,
+             "cu_seqlens_q[0]=1");
+    cu[0] = 0;
+    ck.dtype = KERN_F32;
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_DTYPE,
+             "cu_seqlens_k.dtype=f32");
+    ck.dtype = KERN_I64;
+    p.attn_mask = &d.lse;
+    KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_UNSUPPORTED,
+             "attn_mask");
+    KT_CHECK(untouched(d.op, d.ob), "varlen out written on error");
+    p.attn_mask = NULL;
+    KT_OK(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p));
+    tg_free(&g);
+    td_free(&d);
+}
+
+/* Empty and degenerate sizes. */
+KT_TEST(edge_sizes) {
+    int v;
+    for (v = 0; v < 4; v++) {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(3);
+        tdata d;
+        kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+        c.B = 2; c.Hq = 2; c.Hkv = 2; c.Lq = 5; c.Lk = 5;
+        if (v == 0) c.Lk = 0;   /* no keys: zeros, -inf */
+        if (v == 1) c.Lq = 0;   /* nothing to do */
+        if (v == 2) c.Dv = 0;   /* lse only */
+        if (v == 3) c.B = 0;
+        td_make(&c, &d, &rng);
+        kt_context("variant %d", v);
+        KT_OK(run_fwd(ctx, &c, &d));
+        if (v == 0) {
+            int64_t i;
+            for (i = 0; i < c.B * c.Hq * c.Lq * c.Dv; i++) KT_CHECK(((float *)d.op)[i] == 0.0f, "out %lld", (long long)i);
+            for (i = 0; i < c.B * c.Hq * c.Lq; i++) KT_CHECK(((float *)d.lsep)[i] == -INFINITY, "lse %lld", (long long)i);
+        }
+        if (v == 2) {
+            double wl[64];
+            ref_fwd(&c, &d, NULL, wl, NULL);
+            kt_assert_close("lse", d.lsep, KERN_F32, wl, c.B * c.Hq * c.Lq, kt_tol_scaled(KERN_F32, 20));
+        }
+        if (v == 0 || v == 2) { /* backward too */
+            tgrad g;
+            tg_make(&c, &g, &rng);
+            KT_OK(run_bwd(ctx, &c, &d, &g));
+            if (v == 0) {
+                int64_t i;
+                for (i = 0; i < c.B * c.Hq * c.Lq * c.D; i++) KT_CHECK(((float *)g.dqp)[i] == 0.0f, "dq %lld", (long long)i);
+            }
+            tg_free(&g);
+        }
+        td_free(&d);
+    }
+}
+
 KT_MAIN()
