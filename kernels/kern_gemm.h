@@ -1,5 +1,1894 @@
-/* kern_gemm.h — placeholder: this kernel family is not implemented yet. */
+/* kern_gemm.h — dense GEMM with fused epilogues. Part of kern.
+ *
+ * Computes, for every batch index,
+ *
+ *     C = out_scale * ( act( alpha * op(A) op(B) + beta * C + bias ) + residual )
+ *
+ * with op(X) = X or X^T, f32 accumulation, and the epilogue (alpha, beta,
+ * bias, activation, residual, scale) applied while the output tile is stored,
+ * never as a second pass over C. With the defaults (params all zero) this is
+ * torch.matmul(A, B) (and with trans_b = 1 and a bias, torch.nn.functional.
+ * linear(A, W, bias)); GELU matches torch.nn.functional.gelu with
+ * approximate='none' / 'tanh', SiLU torch.nn.functional.silu.
+ *
+ * Layouts (all shapes/strides in elements, any non-negative strides):
+ *   a: [..., M, K]   ([..., K, M] with trans_a)
+ *   b: [..., K, N]   ([..., N, K] with trans_b: a torch Linear weight)
+ *   c: [..., M, N]   its batch dims must equal the broadcast of a's and b's
+ *                    batch dims (numpy rules; stride 0 or size 1 broadcasts,
+ *                    e.g. one 2-D weight for every batch)
+ *   bias: 1-D [N] (one value per column, torch Linear), or [M] with
+ *         bias_per_row; any stride. residual: broadcastable to c.
+ * dtypes: a and b f32, bf16 or f16 (the same for both); c f32, bf16 or f16
+ * (independent of the inputs); bias/residual any of the three. Products are
+ * accumulated in f32; bf16/f16 outputs are rounded to nearest even once.
+ * beta = 0 (default) never reads C, so NaN garbage in C does not leak.
+ *
+ * Params (zero-initialise; zero = default):
+ *   trans_a, trans_b     0 = as stored
+ *   alpha_set, alpha     alpha_set = 0 means alpha = 1 (alpha = 0 is a real
+ *                        value, hence the flag)
+ *   beta                 0 = C is write-only
+ *   bias, bias_per_row   NULL = none
+ *   act                  KERN_GEMM_ACT_NONE (0), _RELU, _GELU_ERF,
+ *                        _GELU_TANH, _SILU
+ *   residual             NULL = none
+ *   out_scale            0 = 1.0 (a zero scale is not expressible; it would
+ *                        only produce zeros)
+ *   packed_b             a B prepacked by kern_gemm_pack_b; then b must be
+ *                        NULL and the packed B is used for every batch
+ *   workspace, workspace_size   caller scratch of at least
+ *                        kern_gemm_workspace_size() bytes; NULL = the
+ *                        context's reusable scratch
+ *
+ * Prepacking: kern_gemm_pack_b(ctx, b, trans_b, &pb) packs a 2-D weight once
+ * (b is [K,N], or [N,K] with trans_b) into the panel layout the kernels
+ * stream (f32 and f16 weights become f32 panels, bf16 stays bf16 in k-pairs),
+ * for any M and any ISA level. Free it with kern_gemm_packed_b_free(ctx, pb)
+ * using a context with the same allocator.
+ *
+ * Errors (nothing is written on error; the message names the operands):
+ *   KERN_ERR_ARG    NULL a/c/params pointers, b given together with
+ *                   packed_b (or neither), C overlapping A, B, bias or
+ *                   residual, a too small workspace, a bad act value
+ *   KERN_ERR_SHAPE  ndim < 2, inner dimensions that disagree, batch dims
+ *                   that do not broadcast, c with the wrong shape, bias of
+ *                   the wrong length, residual that does not broadcast to c,
+ *                   a packed B with another K
+ *   KERN_ERR_DTYPE  a/b not f32/bf16/f16 or different, c/bias/residual not
+ *                   float, a packed B of another dtype than a
+ *   KERN_ERR_LAYOUT negative strides, c with stride 0 on a dim of size > 1
+ *
+ * Paths (chosen at run time from kern_ctx_features(ctx)): AVX-512F f32
+ * microkernel 12x32 (small-M kernels 16x16, 8x32, 4x32, 2x32, 1x32),
+ * AVX-512-BF16 (vdpbf16ps) 12x32 for bf16 inputs, AVX2+FMA 6x16, NEON 4x16,
+ * portable scalar 4x16. f16 inputs are converted to f32 while packing (F16C
+ * on x86). M <= 16 (decode) streams B (prepacked, or a row-major f32 B)
+ * without repacking it. Results are identical for any thread count.
+ *
+ * Example (y = gelu(x W^T + b), x [T,K], W [N,K] as in torch Linear):
+ *
+ *     kern_tensor x = kern_tensor_2d(xp, KERN_F32, T, K);
+ *     kern_tensor w = kern_tensor_2d(wp, KERN_F32, N, K);
+ *     kern_tensor b = kern_tensor_1d(bp, KERN_F32, N);
+ *     kern_tensor y = kern_tensor_2d(yp, KERN_F32, T, N);
+ *     kern_gemm_params p = {0};
+ *     p.trans_b = 1; p.bias = &b; p.act = KERN_GEMM_ACT_GELU_ERF;
+ *     if (kern_gemm(NULL, &x, &w, &y, &p) != KERN_OK) puts(kern_last_error());
+ *
+ *     // the same weight prepacked once, reused for every call:
+ *     kern_gemm_packed_b *pw;
+ *     kern_gemm_pack_b(NULL, &w, 1, &pw);
+ *     p.packed_b = pw;
+ *     kern_gemm(NULL, &x, NULL, &y, &p);
+ *     kern_gemm_packed_b_free(NULL, pw);
+ */
 #ifndef KERN_GEMM_H
 #define KERN_GEMM_H
+
 #include "kern_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kern_gemm_act {
+    KERN_GEMM_ACT_NONE = 0,
+    KERN_GEMM_ACT_RELU,
+    KERN_GEMM_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
+    KERN_GEMM_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    KERN_GEMM_ACT_SILU,      /* x * sigmoid(x) */
+    KERN_GEMM_ACT_COUNT
+} kern_gemm_act;
+
+/* Opaque prepacked B (see kern_gemm_pack_b). */
+typedef struct kern_gemm_packed_b kern_gemm_packed_b;
+
+typedef struct kern_gemm_params {
+    int trans_a;   /* nonzero: a is [..., K, M] */
+    int trans_b;   /* nonzero: b is [..., N, K] */
+    int alpha_set; /* 0: alpha = 1 */
+    float alpha;
+    float beta; /* 0: C is not read */
+    const kern_tensor *bias; /* NULL, or 1-D [N] ([M] with bias_per_row) */
+    int bias_per_row;
+    kern_gemm_act act;
+    const kern_tensor *residual; /* NULL, or broadcastable to c */
+    float out_scale;             /* 0 = 1 */
+    const kern_gemm_packed_b *packed_b; /* with b = NULL */
+    void *workspace;                    /* optional caller scratch */
+    size_t workspace_size;
+} kern_gemm_params;
+
+/* C = out_scale * (act(alpha op(A) op(B) + beta C + bias) + residual). */
+KERN_API kern_status kern_gemm(kern_ctx *ctx, const kern_tensor *a,
+                               const kern_tensor *b, const kern_tensor *c,
+                               const kern_gemm_params *params);
+/* Scratch bytes kern_gemm needs for these operands on this context (its
+ * thread count and ISA level). Validates like kern_gemm. */
+KERN_API kern_status kern_gemm_workspace_size(kern_ctx *ctx, const kern_tensor *a,
+                                              const kern_tensor *b,
+                                              const kern_tensor *c,
+                                              const kern_gemm_params *params,
+                                              size_t *bytes);
+/* Packs a 2-D B ([K,N], or [N,K] with trans_b; f32/bf16/f16, any strides).
+ * *out is allocated with the context's allocator. */
+KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                      int trans_b, kern_gemm_packed_b **out);
+/* Frees a packed B (NULL is ignored). */
+KERN_API void kern_gemm_packed_b_free(kern_ctx *ctx, kern_gemm_packed_b *p);
+/* K, N and the source dtype of a packed B (any pointer may be NULL). */
+KERN_API kern_status kern_gemm_packed_b_info(const kern_gemm_packed_b *p,
+                                             int64_t *k, int64_t *n,
+                                             kern_dtype *dtype);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* KERN_GEMM_H */
+
+/* ====================================================================== */
+/*                              IMPLEMENTATION                            */
+/* ====================================================================== */
+#if defined(KERN_IMPLEMENTATION) && !defined(KERN_GEMM_IMPLEMENTED)
+#define KERN_GEMM_IMPLEMENTED
+
+#include <math.h>
+#include <stdlib.h>
+#ifdef KERN_X86
+#include <immintrin.h>
+#endif
+#ifdef KERN_NEON
+#include <arm_neon.h>
+#endif
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ========================================================================
+ * Internal contract, shared with other kernel families (attention tiles,
+ * int8, 2:4 sparse may call these directly; names keep the kern__gemm_
+ * prefix and are not a stable public API).
+ *
+ * Panels. A "panel" of width W packs W rows of op(A) (or W columns of
+ * op(B)) for a range of k, k-major:
+ *   f32 format  (KERN__GEMM_FMT_F32):  p[k*W + w]           float
+ *   pair format (KERN__GEMM_FMT_PAIR): p[q*W + w]           uint32 holding
+ *       the bf16 bits of (k = 2q) in the low half and (k = 2q+1) in the high
+ *       half (0 past the end of k): what vdpbf16ps multiplies.
+ *   Rows/columns past the valid count are zero, so a microkernel always
+ *   computes a full MR x NR tile.
+ * A "k step" is one k (f32) or one k pair (pair format).
+ *
+ * Microkernel (kern__gemm_ukr):
+ *     ukr(ks, a, b, ldb, t, ldt, acc)
+ *   a   : A panel of width MR, ks k steps, contiguous (a[s*MR + i]).
+ *   b   : B panel, row s at b + s*ldb (ldb in 4-byte elements, >= NR;
+ *         ldb = 32 reads NR = 16 halves of the 32-wide prepacked panels).
+ *         Reads exactly NR elements per row.
+ *   t   : MR x NR float tile, row stride ldt. acc = 0 overwrites it with
+ *         A*B; acc != 0 adds A*B to it. ks = 0 is allowed.
+ *   Sums over k in increasing order, one FMA (or vdpbf16ps) chain per
+ *   output element, so the same inputs give the same bits whatever tile or
+ *   thread computes them. No edge handling is needed inside the k loop
+ *   (panels are zero padded); the m x n edge is handled by the store.
+ *
+ * Store / epilogue (kern__gemm_store_fn):
+ *     store(e, i0, j0, t, ldt, m, n)
+ *   writes the m x n top-left corner of tile t to rows i0.., columns j0..
+ *   of e->dst, computing x = alpha * t (+ src_scale * src) and, when
+ *   e->final, x = out_scale * (act(x + bias) + residual), then converts to
+ *   e->dst_dt (round to nearest even). src/dst columns are offset by
+ *   src_j0/dst_j0 (for column-blocked scratch); bias and residual use the
+ *   global (i, j). Any strides; unit column stride is the fast path.
+ * ====================================================================== */
+
+#define KERN__GEMM_FMT_F32 0
+#define KERN__GEMM_FMT_PAIR 1
+#define KERN__GEMM_PW 32 /* width of prepacked B panels */
+#define KERN__GEMM_MAGIC 0x6b47454du
+#define KERN__GEMM_SMALL_M 16
+
+typedef struct kern__gemm_epi {
+    float alpha;
+    const char *src; /* NULL: nothing added */
+    kern_dtype src_dt;
+    int64_t src_rs, src_cs, src_j0;
+    float src_scale;
+    int final;
+    const char *bias;
+    kern_dtype bias_dt;
+    int64_t bias_st;
+    int bias_per_row;
+    int act;
+    const char *res;
+    kern_dtype res_dt;
+    int64_t res_rs, res_cs;
+    float out_scale;
+    char *dst;
+    kern_dtype dst_dt;
+    int64_t dst_rs, dst_cs, dst_j0;
+} kern__gemm_epi;
+
+typedef void (*kern__gemm_ukr)(int64_t ks, const void *a, const void *b,
+                               int64_t ldb, float *t, int64_t ldt, int acc);
+typedef void (*kern__gemm_store_fn)(const kern__gemm_epi *e, int64_t i0,
+                                    int64_t j0, const float *t, int64_t ldt,
+                                    int m, int n);
+/* Packs nw (<= W) rows/columns w of a source with element (w, k) at
+ * src + (w*sw + k*sk)*size(dt), k in [0, kc), into one panel of width W. */
+typedef void (*kern__gemm_pack_fn)(void *dst, int W, const char *src,
+                                   kern_dtype dt, int64_t sw, int64_t sk,
+                                   int nw, int64_t kc, int fmt);
+
+struct kern_gemm_packed_b {
+    uint32_t magic;
+    int fmt;
+    kern_dtype dtype; /* source dtype */
+    int64_t k, n;
+    int64_t ks;       /* k steps per panel (k, or ceil(k/2) in pair format) */
+    int64_t npanels;  /* ceil(n / 32) */
+    void *data;       /* npanels * ks * 32 four-byte elements */
+};
+
+/* ------------------------------------------------------------------ blocking
+ * The one table of blocking sizes. mr x nr: microkernel tile. kc: k
+ * elements per pass (the A micro-panel mr*kc stays in L1, 12*320*4 = 15 KiB
+ * on AVX-512). nb: columns per task; the kc x nb block of packed B is kept
+ * in L2 and streamed by every A micro-panel of the task. nc: columns of B
+ * packed per pass (L3). mb: rows per task (a multiple of mr). */
+typedef struct kern__gemm_cfg {
+    const char *name;
+    int mr, nr, kc, nb, nc, mb;
+} kern__gemm_cfg;
+
+enum {
+    KERN__GEMM_CFG_SCALAR = 0,
+    KERN__GEMM_CFG_AVX2,
+    KERN__GEMM_CFG_AVX512,
+    KERN__GEMM_CFG_AVX512BF16,
+    KERN__GEMM_CFG_NEON,
+    KERN__GEMM_CFG_COUNT
+};
+
+static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
+    /* name          mr  nr   kc    nb    nc   mb */
+    {"scalar",        4, 16, 256,  256, 2048,  64},
+    {"avx2",          6, 16, 256,  512, 4096,  96},
+    {"avx512",       12, 32, 320,  384, 4096,  96},
+    {"avx512bf16",   12, 32, 640,  384, 4096,  96},
+    {"neon",          4, 16, 256,  256, 2048,  64},
+};
+
+/* ------------------------------------------------------------ scalar math */
+
+static float kern__gemm_ldf(const char *p, kern_dtype dt, int64_t i) {
+    switch (dt) {
+    case KERN_F32: return ((const float *)(const void *)p)[i];
+    case KERN_BF16: return kern_bf16_to_f32(((const uint16_t *)(const void *)p)[i]);
+    case KERN_F16: return kern_f16_to_f32(((const uint16_t *)(const void *)p)[i]);
+    default: return 0.0f;
+    }
+}
+
+static void kern__gemm_stf(char *p, kern_dtype dt, int64_t i, float v) {
+    switch (dt) {
+    case KERN_F32: ((float *)(void *)p)[i] = v; break;
+    case KERN_BF16: ((uint16_t *)(void *)p)[i] = kern_f32_to_bf16(v); break;
+    case KERN_F16: ((uint16_t *)(void *)p)[i] = kern_f32_to_f16(v); break;
+    default: break;
+    }
+}
+
+/* The scalar path uses libm (erfcf, expf): relative error <= 2e-6. */
+static float kern__gemm_act_ref(int act, float x) {
+    switch (act) {
+    case KERN_GEMM_ACT_RELU: return x < 0.0f ? 0.0f : x;
+    case KERN_GEMM_ACT_GELU_ERF: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case KERN_GEMM_ACT_GELU_TANH: {
+        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): no cancellation for x < 0 */
+        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+        return x / (1.0f + expf(-2.0f * u));
+    }
+    case KERN_GEMM_ACT_SILU: return x / (1.0f + expf(-x));
+    default: return x;
+    }
+}
+
+/* Scalar store, also the fallback of the vector stores for odd strides. */
+static void kern__gemm_store_elem(const kern__gemm_epi *e, int64_t gi,
+                                  int64_t gj, float acc) {
+    float x = e->alpha * acc;
+    if (e->src)
+        x += e->src_scale *
+             kern__gemm_ldf(e->src, e->src_dt, gi * e->src_rs + (gj - e->src_j0) * e->src_cs);
+    if (e->final) {
+        if (e->bias)
+            x += kern__gemm_ldf(e->bias, e->bias_dt,
+                                (e->bias_per_row ? gi : gj) * e->bias_st);
+        x = kern__gemm_act_ref(e->act, x);
+        if (e->res) x += kern__gemm_ldf(e->res, e->res_dt, gi * e->res_rs + gj * e->res_cs);
+        x *= e->out_scale;
+    }
+    kern__gemm_stf(e->dst, e->dst_dt, gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs, x);
+}
+
+static void kern__gemm_store__ref(const kern__gemm_epi *e, int64_t i0, int64_t j0,
+                                  const float *t, int64_t ldt, int m, int n) {
+    int i, j;
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++) kern__gemm_store_elem(e, i0 + i, j0 + j, t[i * ldt + j]);
+}
+
+/* ---------------------------------------------------------- scalar packing */
+
+static uint32_t kern__gemm_ld16(const char *p, int64_t i) {
+    return ((const uint16_t *)(const void *)p)[i];
+}
+
+static void kern__gemm_pack__ref(void *dst, int W, const char *src, kern_dtype dt,
+                                 int64_t sw, int64_t sk, int nw, int64_t kc, int fmt) {
+    int64_t k;
+    int w;
+    if (fmt == KERN__GEMM_FMT_F32) {
+        float *d = (float *)dst;
+        for (k = 0; k < kc; k++)
+            for (w = 0; w < W; w++)
+                d[k * W + w] = w < nw ? kern__gemm_ldf(src, dt, w * sw + k * sk) : 0.0f;
+    } else {
+        uint32_t *d = (uint32_t *)dst;
+        int64_t q, kq = (kc + 1) / 2;
+        for (q = 0; q < kq; q++)
+            for (w = 0; w < W; w++) {
+                uint32_t lo = 0, hi = 0;
+                if (w < nw) {
+                    lo = kern__gemm_ld16(src, w * sw + 2 * q * sk);
+                    if (2 * q + 1 < kc) hi = kern__gemm_ld16(src, w * sw + (2 * q + 1) * sk);
+                }
+                d[q * W + w] = lo | (hi << 16);
+            }
+    }
+}
+
+/* Converts part of a prepacked pair-format panel (width PW) into an f32
+ * panel of width W: columns [c0, c0+W) of the panel, k in [k0, k0+kc)
+ * (k0 even). Used when a bf16 weight packed for vdpbf16ps runs on a
+ * context without AVX-512-BF16. */
+static void kern__gemm_unpair(float *dst, int W, const uint32_t *panel, int c0,
+                              int64_t k0, int64_t kc) {
+    int64_t k;
+    int w;
+    for (k = 0; k < kc; k++) {
+        const uint32_t *row = panel + ((k0 + k) / 2) * KERN__GEMM_PW + c0;
+        int sh = ((k0 + k) & 1) ? 16 : 0;
+        for (w = 0; w < W; w++)
+            dst[k * W + w] = kern_bf16_to_f32((uint16_t)(row[w] >> sh));
+    }
+}
+
+/* --------------------------------------------------- scalar microkernel */
+
+static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
+                                     int64_t ldb, float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap, *b = (const float *)bp;
+    float c[4][16];
+    int64_t s;
+    int i, j;
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 16; j++) c[i][j] = acc ? t[i * ldt + j] : 0.0f;
+    for (s = 0; s < ks; s++) {
+        const float *br = b + s * ldb;
+        for (i = 0; i < 4; i++) {
+            float ai = a[s * 4 + i];
+            for (j = 0; j < 16; j++) c[i][j] += ai * br[j];
+        }
+    }
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 16; j++) t[i * ldt + j] = c[i][j];
+}
+
+/* Row lists for the register-blocked kernels (explicit, so every compiler
+ * keeps the accumulators in registers at -O2). */
+#define KERN__GEMM_R1(X) X(0)
+#define KERN__GEMM_R2(X) X(0) X(1)
+#define KERN__GEMM_R4(X) X(0) X(1) X(2) X(3)
+#define KERN__GEMM_R6(X) KERN__GEMM_R4(X) X(4) X(5)
+#define KERN__GEMM_R8(X) KERN__GEMM_R4(X) X(4) X(5) X(6) X(7)
+#define KERN__GEMM_R12(X) KERN__GEMM_R8(X) X(8) X(9) X(10) X(11)
+#define KERN__GEMM_R16(X) KERN__GEMM_R12(X) X(12) X(13) X(14) X(15)
+
+/* ===================================================================== x86 */
+#ifdef KERN_X86
+
+/* ------------------------------------------------------------- AVX2 math */
+
+KERN_TARGET_AVX2 static inline __m256 kern__gemm_exp__avx2(__m256 x) {
+    __m256 n, r, p;
+    __m256i e;
+    /* max(lo, x) / min(hi, x) keep NaN (the second operand is returned). */
+    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
+    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
+    p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* erfc(z) = s exp(-z^2 + P(s)), s = 1/(1 + z/2), z >= 0: P is a degree-9
+ * least-squares (Chebyshev nodes, reweighted) fit of log(erfcx(z)/s) on
+ * z in [0, 10]; relative error of erfc <= 4e-7 in f32 arithmetic with an
+ * exact exp, so GELU keeps its relative accuracy for negative x. */
+#define KERN__GEMM_ERFC_C0 -1.265441537e+00f
+#define KERN__GEMM_ERFC_C1 9.984937310e-01f
+#define KERN__GEMM_ERFC_C2 3.878889978e-01f
+#define KERN__GEMM_ERFC_C3 2.840985730e-02f
+#define KERN__GEMM_ERFC_C4 2.003734186e-02f
+#define KERN__GEMM_ERFC_C5 -1.164837852e-01f
+#define KERN__GEMM_ERFC_C6 -6.516203284e-01f
+#define KERN__GEMM_ERFC_C7 1.122682810e+00f
+#define KERN__GEMM_ERFC_C8 -6.661835313e-01f
+#define KERN__GEMM_ERFC_C9 1.422164440e-01f
+
+KERN_TARGET_AVX2 static inline __m256 kern__gemm_act__avx2(int act, __m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    switch (act) {
+    case KERN_GEMM_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
+    case KERN_GEMM_ACT_GELU_ERF: {
+        __m256 z = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+        __m256 s, p, w, h, f;
+        z = _mm256_min_ps(_mm256_set1_ps(10.0f), _mm256_mul_ps(z, _mm256_set1_ps(0.70710678118654752f)));
+        s = _mm256_div_ps(one, _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), one));
+        p = _mm256_set1_ps(KERN__GEMM_ERFC_C9);
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C8));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C7));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C6));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C5));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C4));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C3));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C2));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C1));
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C0));
+        w = _mm256_mul_ps(s, kern__gemm_exp__avx2(_mm256_fnmadd_ps(z, z, p)));
+        h = _mm256_mul_ps(_mm256_set1_ps(0.5f), w); /* 0.5 erfc(|x|/sqrt2) */
+        f = _mm256_blendv_ps(h, _mm256_sub_ps(one, h),
+                             _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+        return _mm256_mul_ps(x, f);
+    }
+    case KERN_GEMM_ACT_GELU_TANH: {
+        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)) */
+        __m256 x2 = _mm256_mul_ps(x, x);
+        __m256 u2 = _mm256_mul_ps(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
+                                                     _mm256_set1_ps(-2.0f * 0.79788456080286536f)));
+        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(u2)));
+    }
+    case KERN_GEMM_ACT_SILU:
+        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(
+                                                       _mm256_sub_ps(_mm256_setzero_ps(), x))));
+    default: return x;
+    }
+}
+
+/* ------------------------------------------------------- AVX2 load/store */
+
+KERN_TARGET_AVX2 static inline __m128i kern__gemm_bf16x8__avx2(__m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i rnd = _mm256_add_epi32(
+        u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+    __m256i res = _mm256_srli_epi32(
+        _mm256_blendv_epi8(rnd, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan), 16);
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(res, res), 0x08);
+    return _mm256_castsi256_si128(p);
+}
+
+/* 8 values at p + i*cs (cs in elements), nn valid (rest 0). */
+KERN_TARGET_AVX2 static inline __m256 kern__gemm_ld8__avx2(const char *p, kern_dtype dt,
+                                                           int64_t cs, int nn) {
+    if (nn == 8 && cs == 1) {
+        if (dt == KERN_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+        if (dt == KERN_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+    } else {
+        float tmp[8];
+        int j;
+        for (j = 0; j < 8; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
+        return _mm256_loadu_ps(tmp);
+    }
+}
+
+KERN_TARGET_AVX2 static inline void kern__gemm_st8__avx2(char *p, kern_dtype dt, int64_t cs,
+                                                         int nn, __m256 x) {
+    if (nn == 8 && cs == 1) {
+        if (dt == KERN_F32) _mm256_storeu_ps((float *)(void *)p, x);
+        else if (dt == KERN_BF16) _mm_storeu_si128((__m128i *)(void *)p, kern__gemm_bf16x8__avx2(x));
+        else _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    } else {
+        float tmp[8];
+        int j;
+        _mm256_storeu_ps(tmp, x);
+        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
+    }
+}
+
+KERN_TARGET_AVX2 static void kern__gemm_store__avx2(const kern__gemm_epi *e, int64_t i0,
+                                                    int64_t j0, const float *t, int64_t ldt,
+                                                    int m, int n) {
+    const __m256 va = _mm256_set1_ps(e->alpha), vs = _mm256_set1_ps(e->src_scale);
+    const __m256 vo = _mm256_set1_ps(e->out_scale);
+    size_t ssz = kern_dtype_size(e->src_dt), dsz = kern_dtype_size(e->dst_dt);
+    size_t rsz = kern_dtype_size(e->res_dt), bsz = kern_dtype_size(e->bias_dt);
+    int i, j;
+    for (i = 0; i < m; i++) {
+        int64_t gi = i0 + i;
+        __m256 brow = _mm256_setzero_ps();
+        if (e->final && e->bias && e->bias_per_row)
+            brow = _mm256_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
+        for (j = 0; j < n; j += 8) {
+            int nn = n - j < 8 ? n - j : 8;
+            int64_t gj = j0 + j;
+            __m256 x = _mm256_mul_ps(va, _mm256_loadu_ps(t + i * ldt + j));
+            if (e->src)
+                x = _mm256_fmadd_ps(
+                    vs,
+                    kern__gemm_ld8__avx2(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * (int64_t)ssz,
+                                         e->src_dt, e->src_cs, nn),
+                    x);
+            if (e->final) {
+                if (e->bias) {
+                    if (e->bias_per_row) x = _mm256_add_ps(x, brow);
+                    else
+                        x = _mm256_add_ps(x, kern__gemm_ld8__avx2(e->bias + gj * e->bias_st * (int64_t)bsz,
+                                                                  e->bias_dt, e->bias_st, nn));
+                }
+                x = kern__gemm_act__avx2(e->act, x);
+                if (e->res)
+                    x = _mm256_add_ps(
+                        x, kern__gemm_ld8__avx2(e->res + (gi * e->res_rs + gj * e->res_cs) * (int64_t)rsz,
+                                                e->res_dt, e->res_cs, nn));
+                x = _mm256_mul_ps(x, vo);
+            }
+            kern__gemm_st8__avx2(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * (int64_t)dsz,
+                                 e->dst_dt, e->dst_cs, nn, x);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ AVX2 packing */
+
+/* 8 source values (w..w+7 along a unit stride) as f32. */
+KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char *src,
+                                                   kern_dtype dt, int64_t sw, int64_t sk,
+                                                   int nw, int64_t kc, int fmt) {
+    if (fmt == KERN__GEMM_FMT_F32 && sw == 1 && (W % 8) == 0) {
+        float *d = (float *)dst;
+        size_t es = kern_dtype_size(dt);
+        int64_t k;
+        int w;
+        for (k = 0; k < kc; k++) {
+            const char *s = src + k * sk * (int64_t)es;
+            for (w = 0; w < W; w += 8) {
+                int nn = nw - w < 0 ? 0 : (nw - w > 8 ? 8 : nw - w);
+                __m256 v = nn ? kern__gemm_ld8__avx2(s + w * (int64_t)es, dt, 1, nn) : _mm256_setzero_ps();
+                _mm256_storeu_ps(d + k * W + w, v);
+            }
+        }
+        return;
+    }
+    kern__gemm_pack__ref(dst, W, src, dt, sw, sk, nw, kc, fmt);
+}
+
+/* -------------------------------------------------- AVX2 microkernel 6x16 */
+
+#define KERN__GEMM_A2_DECL(i) __m256 c##i##_0, c##i##_1;
+#define KERN__GEMM_A2_INIT(i)                                                 \
+    c##i##_0 = acc ? _mm256_loadu_ps(t + i * ldt) : _mm256_setzero_ps();     \
+    c##i##_1 = acc ? _mm256_loadu_ps(t + i * ldt + 8) : _mm256_setzero_ps();
+#define KERN__GEMM_A2_STEP(i)                                                 \
+    {                                                                         \
+        __m256 ai = _mm256_broadcast_ss(a + i);                               \
+        c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1);                         \
+    }
+#define KERN__GEMM_A2_SAVE(i)                                                 \
+    _mm256_storeu_ps(t + i * ldt, c##i##_0);                                  \
+    _mm256_storeu_ps(t + i * ldt + 8, c##i##_1);
+
+KERN_TARGET_AVX2 static void kern__gemm_f32_6x16__avx2(int64_t ks, const void *ap,
+                                                       const void *bp, int64_t ldb,
+                                                       float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap, *b = (const float *)bp;
+    int64_t s;
+    KERN__GEMM_R6(KERN__GEMM_A2_DECL)
+    KERN__GEMM_R6(KERN__GEMM_A2_INIT)
+    for (s = 0; s < ks; s++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        KERN__GEMM_R6(KERN__GEMM_A2_STEP)
+        a += 6;
+        b += ldb;
+    }
+    KERN__GEMM_R6(KERN__GEMM_A2_SAVE)
+}
+
+/* ---------------------------------------------------------- AVX-512 math */
+
+KERN_TARGET_AVX512 static inline __m512 kern__gemm_exp__avx512(__m512 x) {
+    __m512 n, r, p;
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+    p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n); /* exact 2^n scaling, subnormals included */
+}
+
+KERN_TARGET_AVX512 static inline __m512 kern__gemm_act__avx512(int act, __m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    switch (act) {
+    case KERN_GEMM_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
+    case KERN_GEMM_ACT_GELU_ERF: {
+        __m512 z = _mm512_min_ps(_mm512_set1_ps(10.0f),
+                                 _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f)));
+        __m512 s = _mm512_div_ps(one, _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), one));
+        __m512 p = _mm512_set1_ps(KERN__GEMM_ERFC_C9), h;
+        __mmask16 ge;
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C8));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C7));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C6));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C5));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C4));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C3));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C2));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C1));
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C0));
+        h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), s),
+                          kern__gemm_exp__avx512(_mm512_fnmadd_ps(z, z, p)));
+        ge = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+        return _mm512_mul_ps(x, _mm512_mask_blend_ps(ge, h, _mm512_sub_ps(one, h)));
+    }
+    case KERN_GEMM_ACT_GELU_TANH: {
+        __m512 x2 = _mm512_mul_ps(x, x);
+        __m512 u2 = _mm512_mul_ps(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
+                                                     _mm512_set1_ps(-2.0f * 0.79788456080286536f)));
+        return _mm512_div_ps(x, _mm512_add_ps(one, kern__gemm_exp__avx512(u2)));
+    }
+    case KERN_GEMM_ACT_SILU:
+        return _mm512_div_ps(x, _mm512_add_ps(one, kern__gemm_exp__avx512(
+                                                       _mm512_sub_ps(_mm512_setzero_ps(), x))));
+    default: return x;
+    }
+}
+
+/* ------------------------------------------------- AVX-512 load / store */
+
+KERN_TARGET_AVX512 static inline __mmask16 kern__gemm_m16(int nn) {
+    return (__mmask16)((1u << nn) - 1u);
+}
+
+/* f32 -> bf16 bits (round to nearest even, NaN quiet), as kern_f32_to_bf16. */
+KERN_TARGET_AVX512 static inline __m256i kern__gemm_bf16x16__avx512(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __m512i rnd = _mm512_add_epi32(
+        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    rnd = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rnd, 16));
+}
+
+/* 16 values at p + j*cs, nn valid (the rest 0). */
+KERN_TARGET_AVX512 static inline __m512 kern__gemm_ld16__avx512(const char *p, kern_dtype dt,
+                                                                int64_t cs, int nn) {
+    if (cs == 1 || nn <= 1) {
+        __mmask16 m = kern__gemm_m16(nn);
+        if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, p);
+        if (dt == KERN_BF16)
+            return _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    } else {
+        float tmp[16];
+        int j;
+        for (j = 0; j < 16; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
+        return _mm512_loadu_ps(tmp);
+    }
+}
+
+KERN_TARGET_AVX512 static inline void kern__gemm_st16__avx512(char *p, kern_dtype dt, int64_t cs,
+                                                              int nn, __m512 x) {
+    if (cs == 1 || nn <= 1) {
+        __mmask16 m = kern__gemm_m16(nn);
+        if (dt == KERN_F32) _mm512_mask_storeu_ps(p, m, x);
+        else if (dt == KERN_BF16) _mm256_mask_storeu_epi16(p, m, kern__gemm_bf16x16__avx512(x));
+        else _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    } else {
+        float tmp[16];
+        int j;
+        _mm512_storeu_ps(tmp, x);
+        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
+    }
+}
+
+KERN_TARGET_AVX512 static void kern__gemm_store__avx512(const kern__gemm_epi *e, int64_t i0,
+                                                        int64_t j0, const float *t,
+                                                        int64_t ldt, int m, int n) {
+    const __m512 va = _mm512_set1_ps(e->alpha), vs = _mm512_set1_ps(e->src_scale);
+    const __m512 vo = _mm512_set1_ps(e->out_scale);
+    int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    int i, j;
+    for (i = 0; i < m; i++) {
+        int64_t gi = i0 + i;
+        __m512 brow = _mm512_setzero_ps();
+        if (e->final && e->bias && e->bias_per_row)
+            brow = _mm512_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
+        for (j = 0; j < n; j += 16) {
+            int nn = n - j < 16 ? n - j : 16;
+            int64_t gj = j0 + j;
+            __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(t + i * ldt + j));
+            if (e->src)
+                x = _mm512_fmadd_ps(
+                    vs,
+                    kern__gemm_ld16__avx512(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                            e->src_dt, e->src_cs, nn),
+                    x);
+            if (e->final) {
+                if (e->bias) {
+                    if (e->bias_per_row) x = _mm512_add_ps(x, brow);
+                    else
+                        x = _mm512_add_ps(x, kern__gemm_ld16__avx512(e->bias + gj * e->bias_st * bsz,
+                                                                     e->bias_dt, e->bias_st, nn));
+                }
+                x = kern__gemm_act__avx512(e->act, x);
+                if (e->res)
+                    x = _mm512_add_ps(
+                        x, kern__gemm_ld16__avx512(e->res + (gi * e->res_rs + gj * e->res_cs) * rsz,
+                                                   e->res_dt, e->res_cs, nn));
+                x = _mm512_mul_ps(x, vo);
+            }
+            kern__gemm_st16__avx512(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz,
+                                    e->dst_dt, e->dst_cs, nn, x);
+        }
+    }
+}
+
+/* ------------------------------------------------------- AVX-512 packing */
+
+/* In-register transpose of a 16x16 block of 32-bit values. */
+KERN_TARGET_AVX512 static inline void kern__gemm_tr16__avx512(__m512 r[16]) {
+    __m512 t[16];
+    int q, c;
+    for (q = 0; q < 8; q++) {
+        t[2 * q] = _mm512_unpacklo_ps(r[2 * q], r[2 * q + 1]);
+        t[2 * q + 1] = _mm512_unpackhi_ps(r[2 * q], r[2 * q + 1]);
+    }
+    for (q = 0; q < 4; q++) {
+        __m512d t0 = _mm512_castps_pd(t[4 * q]), t1 = _mm512_castps_pd(t[4 * q + 1]);
+        __m512d t2 = _mm512_castps_pd(t[4 * q + 2]), t3 = _mm512_castps_pd(t[4 * q + 3]);
+        r[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    /* r[4q + c], 128-bit lane L, now holds column 4L + c of rows 4q..4q+3 */
+    for (c = 0; c < 4; c++) {
+        __m512 s0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        __m512 s1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
+        __m512 s2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        __m512 s3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+        t[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+        t[8 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
+        t[4 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
+    }
+    for (q = 0; q < 16; q++) r[q] = t[q];
+}
+
+KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const char *src,
+                                                       kern_dtype dt, int64_t sw, int64_t sk,
+                                                       int nw, int64_t kc, int fmt) {
+    int64_t es = (int64_t)kern_dtype_size(dt);
+    int w0;
+    if (fmt == KERN__GEMM_FMT_F32 && sw == 1) { /* rows of the panel are contiguous */
+        float *d = (float *)dst;
+        int64_t k;
+        for (k = 0; k < kc; k++) {
+            const char *s = src + k * sk * es;
+            for (w0 = 0; w0 < W; w0 += 16) {
+                int nn = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
+                int ws = W - w0 > 16 ? 16 : W - w0;
+                __m512 v = nn ? kern__gemm_ld16__avx512(s + w0 * es, dt, 1, nn) : _mm512_setzero_ps();
+                _mm512_mask_storeu_ps(d + k * W + w0, kern__gemm_m16(ws), v);
+            }
+        }
+        return;
+    }
+    if (fmt == KERN__GEMM_FMT_F32 && sk == 1) { /* transpose 16x16 blocks */
+        float *d = (float *)dst;
+        __m512 r[16];
+        for (w0 = 0; w0 < W; w0 += 16) {
+            int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
+            int ws = W - w0 > 16 ? 16 : W - w0;
+            __mmask16 sm = kern__gemm_m16(ws);
+            int64_t k0;
+            for (k0 = 0; k0 < kc; k0 += 16) {
+                int kk = kc - k0 > 16 ? 16 : (int)(kc - k0), q;
+                for (q = 0; q < 16; q++)
+                    r[q] = q < rows ? kern__gemm_ld16__avx512(src + ((w0 + q) * sw + k0) * es, dt, 1, kk)
+                                    : _mm512_setzero_ps();
+                kern__gemm_tr16__avx512(r);
+                for (q = 0; q < kk; q++) _mm512_mask_storeu_ps(d + (k0 + q) * W + w0, sm, r[q]);
+            }
+        }
+        return;
+    }
+    if (fmt == KERN__GEMM_FMT_PAIR && sw == 1) { /* interleave rows 2q, 2q+1 */
+        uint32_t *d = (uint32_t *)dst;
+        const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                             40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33,
+                                             1, 32, 0);
+        const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+        int64_t q, kq = (kc + 1) / 2;
+        for (q = 0; q < kq; q++) {
+            const char *s0 = src + 2 * q * sk * 2, *s1 = s0 + sk * 2;
+            for (w0 = 0; w0 < W; w0 += 32) {
+                int nn = nw - w0 < 0 ? 0 : (nw - w0 > 32 ? 32 : nw - w0);
+                __mmask32 lm = (__mmask32)(((uint64_t)1 << nn) - 1);
+                __m512i r0 = _mm512_maskz_loadu_epi16(lm, s0 + w0 * 2);
+                __m512i r1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_epi16(lm, s1 + w0 * 2)
+                                            : _mm512_setzero_si512();
+                int ws0 = W - w0 > 16 ? 16 : W - w0, ws1 = W - w0 - 16;
+                _mm512_mask_storeu_epi32(d + q * W + w0, kern__gemm_m16(ws0),
+                                         _mm512_permutex2var_epi16(r0, ilo, r1));
+                if (ws1 > 0)
+                    _mm512_mask_storeu_epi32(d + q * W + w0 + 16, kern__gemm_m16(ws1 > 16 ? 16 : ws1),
+                                             _mm512_permutex2var_epi16(r0, ihi, r1));
+            }
+        }
+        return;
+    }
+    if (fmt == KERN__GEMM_FMT_PAIR && sk == 1) { /* k pairs are 32-bit words */
+        uint32_t *d = (uint32_t *)dst;
+        int64_t kq = kc / 2; /* full pairs; an odd last k is done below */
+        __m512 r[16];
+        for (w0 = 0; w0 < W; w0 += 16) {
+            int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
+            int ws = W - w0 > 16 ? 16 : W - w0;
+            __mmask16 sm = kern__gemm_m16(ws);
+            int64_t q0;
+            for (q0 = 0; q0 < kq; q0 += 16) {
+                int qq = kq - q0 > 16 ? 16 : (int)(kq - q0), q;
+                for (q = 0; q < 16; q++)
+                    r[q] = q < rows ? _mm512_maskz_loadu_ps(kern__gemm_m16(qq),
+                                                            src + ((w0 + q) * sw + 2 * q0) * 2)
+                                    : _mm512_setzero_ps();
+                kern__gemm_tr16__avx512(r);
+                for (q = 0; q < qq; q++)
+                    _mm512_mask_storeu_ps(d + (q0 + q) * W + w0, sm, r[q]);
+            }
+        }
+        if (kc & 1) {
+            int w;
+            for (w = 0; w < W; w++)
+                d[kq * W + w] = w < nw ? kern__gemm_ld16(src, w * sw + (kc - 1)) : 0u;
+        }
+        return;
+    }
+    kern__gemm_pack__ref(dst, W, src, dt, sw, sk, nw, kc, fmt);
+}
+
+/* -------------------------------------------------- AVX-512 microkernels
+ * f32: broadcast one A value per row (vbroadcastss or an embedded {1to16}
+ * operand), NV zmm loads of B per k step, MR*NV independent FMA chains:
+ * 12x32 has 24 chains, enough to cover the 4-cycle FMA latency at one zmm
+ * FMA per cycle (Zen 4 double-pumps zmm over its two 256-bit pipes), and
+ * reaches the FMA peak with the A micro-panel in L1. */
+
+#define KERN__GEMM_Z_DECL2(i) __m512 c##i##_0, c##i##_1;
+#define KERN__GEMM_Z_INIT2(i)                                                 \
+    c##i##_0 = acc ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();     \
+    c##i##_1 = acc ? _mm512_loadu_ps(t + i * ldt + 16) : _mm512_setzero_ps();
+#define KERN__GEMM_Z_SAVE2(i)                                                 \
+    _mm512_storeu_ps(t + i * ldt, c##i##_0);                                  \
+    _mm512_storeu_ps(t + i * ldt + 16, c##i##_1);
+#define KERN__GEMM_Z_DECL1(i) __m512 c##i##_0;
+#define KERN__GEMM_Z_INIT1(i)                                                 \
+    c##i##_0 = acc ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
+#define KERN__GEMM_Z_SAVE1(i) _mm512_storeu_ps(t + i * ldt, c##i##_0);
+
+#define KERN__GEMM_Z_F32_STEP2(i)                                             \
+    {                                                                         \
+        __m512 ai = _mm512_set1_ps(a[i]);                                     \
+        c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0);                         \
+        c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1);                         \
+    }
+#define KERN__GEMM_Z_F32_STEP1(i)                                             \
+    c##i##_0 = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c##i##_0);
+#define KERN__GEMM_Z_BF_STEP2(i)                                              \
+    {                                                                         \
+        __m512i ai = _mm512_set1_epi32((int)a[i]);                            \
+        c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)ai, (__m512bh)b0);    \
+        c##i##_1 = _mm512_dpbf16_ps(c##i##_1, (__m512bh)ai, (__m512bh)b1);    \
+    }
+#define KERN__GEMM_Z_BF_STEP1(i)                                              \
+    c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)_mm512_set1_epi32((int)a[i]), \
+                                (__m512bh)b0);
+
+/* Prefetch distance for B rows (k steps ahead). */
+#define KERN__GEMM_PFD 8
+
+#define KERN__GEMM_Z_F32_KERNEL2(NAME, MR, ROWS)                              \
+    KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
+                                        const void *bp, int64_t ldb,          \
+                                        float *t, int64_t ldt, int acc) {     \
+        const float *a = (const float *)ap, *b = (const float *)bp;           \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL2)                                              \
+        ROWS(KERN__GEMM_Z_INIT2)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);     \
+            ROWS(KERN__GEMM_Z_F32_STEP2)                                      \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE2)                                              \
+    }
+#define KERN__GEMM_Z_F32_KERNEL1(NAME, MR, ROWS)                              \
+    KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
+                                        const void *bp, int64_t ldb,          \
+                                        float *t, int64_t ldt, int acc) {     \
+        const float *a = (const float *)ap, *b = (const float *)bp;           \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL1)                                              \
+        ROWS(KERN__GEMM_Z_INIT1)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512 b0 = _mm512_loadu_ps(b);                                   \
+            ROWS(KERN__GEMM_Z_F32_STEP1)                                      \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE1)                                              \
+    }
+#define KERN__GEMM_Z_BF_KERNEL2(NAME, MR, ROWS)                               \
+    KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
+                                            const void *bp, int64_t ldb,      \
+                                            float *t, int64_t ldt, int acc) { \
+        const uint32_t *a = (const uint32_t *)ap, *b = (const uint32_t *)bp;  \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL2)                                              \
+        ROWS(KERN__GEMM_Z_INIT2)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16); \
+            ROWS(KERN__GEMM_Z_BF_STEP2)                                       \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE2)                                              \
+    }
+#define KERN__GEMM_Z_BF_KERNEL1(NAME, MR, ROWS)                               \
+    KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
+                                            const void *bp, int64_t ldb,      \
+                                            float *t, int64_t ldt, int acc) { \
+        const uint32_t *a = (const uint32_t *)ap, *b = (const uint32_t *)bp;  \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL1)                                              \
+        ROWS(KERN__GEMM_Z_INIT1)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512i b0 = _mm512_loadu_si512(b);                               \
+            ROWS(KERN__GEMM_Z_BF_STEP1)                                       \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE1)                                              \
+    }
+
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32__avx512, 12, KERN__GEMM_R12)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32__avx512, 8, KERN__GEMM_R8)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32__avx512, 4, KERN__GEMM_R4)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32__avx512, 2, KERN__GEMM_R2)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32__avx512, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_F32_KERNEL1(kern__gemm_f32_16x16__avx512, 16, KERN__GEMM_R16)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_12x32__avx512bf16, 12, KERN__GEMM_R12)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32__avx512bf16, 8, KERN__GEMM_R8)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_BF_KERNEL1(kern__gemm_bf16_16x16__avx512bf16, 16, KERN__GEMM_R16)
+
+#endif /* KERN_X86 */
+
+/* ==================================================================== NEON */
+#ifdef KERN_NEON
+/* 4x16: 16 accumulators (4 rows x 4 q-registers), one A value per row
+ * multiplied by lane-free vfmaq_n_f32. Simple and correct by construction;
+ * the store and packing use the scalar routines. */
+static void kern__gemm_f32_4x16__neon(int64_t ks, const void *ap, const void *bp,
+                                      int64_t ldb, float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap, *b = (const float *)bp;
+    float32x4_t c[4][4];
+    int64_t s;
+    int i, v;
+    for (i = 0; i < 4; i++)
+        for (v = 0; v < 4; v++) c[i][v] = acc ? vld1q_f32(t + i * ldt + 4 * v) : vdupq_n_f32(0.0f);
+    for (s = 0; s < ks; s++) {
+        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4);
+        float32x4_t b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
+        for (i = 0; i < 4; i++) {
+            float ai = a[i];
+            c[i][0] = vfmaq_n_f32(c[i][0], b0, ai);
+            c[i][1] = vfmaq_n_f32(c[i][1], b1, ai);
+            c[i][2] = vfmaq_n_f32(c[i][2], b2, ai);
+            c[i][3] = vfmaq_n_f32(c[i][3], b3, ai);
+        }
+        a += 4;
+        b += ldb;
+    }
+    for (i = 0; i < 4; i++)
+        for (v = 0; v < 4; v++) vst1q_f32(t + i * ldt + 4 * v, c[i][v]);
+}
+#endif /* KERN_NEON */
+
+/* ==================================================== kernel selection */
+
+typedef struct kern__gemm_small {
+    int mr, nr;
+    kern__gemm_ukr ukr;
+} kern__gemm_small;
+
+typedef struct kern__gemm_kset {
+    const kern__gemm_cfg *cfg;
+    int fmt; /* panel format of this kernel set */
+    kern__gemm_ukr ukr;
+    kern__gemm_store_fn store;
+    kern__gemm_pack_fn pack;
+    int n_small; /* small-M kernels, by increasing mr (0: none) */
+    kern__gemm_small small[5];
+} kern__gemm_kset;
+
+static void kern__gemm_small_set(kern__gemm_kset *k, int i, int mr, int nr,
+                                 kern__gemm_ukr u) {
+    k->small[i].mr = mr;
+    k->small[i].nr = nr;
+    k->small[i].ukr = u;
+}
+
+/* The kernels a context uses for inputs of dtype in_dt. */
+static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *k) {
+    uint32_t f = kern_ctx_features(ctx);
+    memset(k, 0, sizeof *k);
+    (void)f;
+    (void)in_dt;
+    k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR];
+    k->fmt = KERN__GEMM_FMT_F32;
+    k->ukr = kern__gemm_f32_4x16__ref;
+    k->store = kern__gemm_store__ref;
+    k->pack = kern__gemm_pack__ref;
+#ifdef KERN_X86
+    if (f & KERN_CPU_AVX512F) {
+        k->store = kern__gemm_store__avx512;
+        k->pack = kern__gemm_pack__avx512;
+        k->n_small = 5;
+        if (in_dt == KERN_BF16 && (f & KERN_CPU_AVX512BF16)) {
+            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16];
+            k->fmt = KERN__GEMM_FMT_PAIR;
+            k->ukr = kern__gemm_bf16_12x32__avx512bf16;
+            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_bf16_1x32__avx512bf16);
+            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_bf16_2x32__avx512bf16);
+            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_bf16_4x32__avx512bf16);
+            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_bf16_8x32__avx512bf16);
+            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_bf16_16x16__avx512bf16);
+        } else {
+            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512];
+            k->ukr = kern__gemm_f32_12x32__avx512;
+            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_f32_1x32__avx512);
+            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_f32_2x32__avx512);
+            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_f32_4x32__avx512);
+            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_f32_8x32__avx512);
+            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_f32_16x16__avx512);
+        }
+        return;
+    }
+    if ((f & (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) ==
+        (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) {
+        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2];
+        k->ukr = kern__gemm_f32_6x16__avx2;
+        k->store = kern__gemm_store__avx2;
+        k->pack = kern__gemm_pack__avx2;
+        return;
+    }
+#endif
+#ifdef KERN_NEON
+    if (f & KERN_CPU_NEON) {
+        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_NEON];
+        k->ukr = kern__gemm_f32_4x16__neon;
+        return;
+    }
+#endif
+}
+
+/* ============================================================== drivers */
+
+static int64_t kern__gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t kern__gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static size_t kern__gemm_al64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* One GEMM item (one batch index) and the state of its current pass. */
+typedef struct kern__gemm_job {
+    const kern__gemm_kset *ks;
+    int64_t M, N, K;
+    kern_dtype in_dt;
+    int64_t es; /* input element size */
+    const char *a;
+    int64_t a_rs, a_cs; /* op(A)(i, k) at a + (i*a_rs + k*a_cs)*es */
+    const char *b;
+    int64_t b_rs, b_cs; /* op(B)(k, j) */
+    const kern_gemm_packed_b *pb;
+    char *c;
+    kern_dtype c_dt;
+    int64_t c_rs, c_cs;
+    float beta;
+    kern__gemm_epi fin; /* the final epilogue (dst = C) */
+    /* blocking */
+    int64_t kc, nc, mb, nb;
+    int use_ctmp;
+    /* buffers */
+    char *apack, *bpack;
+    float *ctmp;
+    /* current pass */
+    int64_t jc, ncur, pc, kcur;
+    int pass_first, pass_last;
+    int64_t n_rb, n_cb, n_bpack;
+    int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
+    kern__gemm_epi epi; /* the epilogue of the current pass */
+} kern__gemm_job;
+
+static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
+    return fmt == KERN__GEMM_FMT_PAIR ? (k + 1) / 2 : k;
+}
+
+/* The B micro-panel for global column j of the current pass. */
+static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64_t *ldb) {
+    const kern__gemm_kset *ks = j->ks;
+    if (j->bmode == 1) {
+        const kern_gemm_packed_b *pb = j->pb;
+        *ldb = KERN__GEMM_PW;
+        return (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW +
+               kern__gemm_ksteps(ks->fmt, j->pc) * KERN__GEMM_PW + col % KERN__GEMM_PW;
+    }
+    *ldb = ks->cfg->nr;
+    return (const uint32_t *)(const void *)j->bpack +
+           ((col - j->jc) / ks->cfg->nr) * kern__gemm_ksteps(ks->fmt, j->kcur) * ks->cfg->nr;
+}
+
+/* Pack task: B panels first (when B needs packing), then A panels. */
+static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
+    kern__gemm_job *j = (kern__gemm_job *)arg;
+    const kern__gemm_kset *ks = j->ks;
+    int mr = ks->cfg->mr, nr = ks->cfg->nr;
+    int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
+    (void)thread;
+    if (task < j->n_bpack) {
+        int64_t col = j->jc + task * nr;
+        int nw = (int)kern__gemm_min(nr, j->jc + j->ncur - col);
+        void *dst = j->bpack + task * kst * nr * 4;
+        if (j->bmode == 2) {
+            const kern_gemm_packed_b *pb = j->pb;
+            int64_t c0 = col % KERN__GEMM_PW;
+            kern__gemm_unpair((float *)dst, nr,
+                              (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW,
+                              (int)c0, j->pc, j->kcur);
+        } else {
+            ks->pack(dst, nr, j->b + (j->pc * j->b_rs + col * j->b_cs) * j->es, j->in_dt, j->b_cs,
+                     j->b_rs, nw, j->kcur, ks->fmt);
+        }
+    } else {
+        int64_t r = task - j->n_bpack, row = r * mr;
+        int nw = (int)kern__gemm_min(mr, j->M - row);
+        ks->pack(j->apack + r * kst * mr * 4, mr, j->a + (row * j->a_rs + j->pc * j->a_cs) * j->es,
+                 j->in_dt, j->a_rs, j->a_cs, nw, j->kcur, ks->fmt);
+    }
+}
+
+/* Compute task: rows [rb*mb, ...) x columns [jc + cb*nb, ...). */
+static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
+    kern__gemm_job *j = (kern__gemm_job *)arg;
+    const kern__gemm_kset *ks = j->ks;
+    int mr = ks->cfg->mr, nr = ks->cfg->nr;
+    int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
+    int64_t cb = task / j->n_rb, rb = task % j->n_rb;
+    int64_t r0 = rb * j->mb, r1 = kern__gemm_min(j->M, r0 + j->mb);
+    int64_t c0 = j->jc + cb * j->nb, c1 = kern__gemm_min(j->jc + j->ncur, c0 + j->nb);
+    int64_t ir, jr;
+    float tile[16 * 32] KERN_ALIGNED(64);
+    (void)thread;
+    for (ir = r0; ir < r1; ir += mr) {
+        const char *ap = j->apack + (ir / mr) * kst * mr * 4;
+        int m = (int)kern__gemm_min(mr, r1 - ir);
+        for (jr = c0; jr < c1; jr += nr) {
+            int64_t ldb;
+            const void *bp = kern__gemm_bpanel(j, jr, &ldb);
+            ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
+            ks->store(&j->epi, ir, jr, tile, nr, m, (int)kern__gemm_min(nr, c1 - jr));
+        }
+    }
+}
+
+typedef void (*kern__gemm_task_fn)(void *arg, int64_t task, int thread);
+
+static void kern__gemm_run(kern_ctx *ctx, int64_t n, kern__gemm_task_fn fn, void *arg,
+                           int thread) {
+    int64_t i;
+    if (ctx) {
+        kern_parallel_for(ctx, n, fn, arg);
+        return;
+    }
+    for (i = 0; i < n; i++) fn(arg, i, thread);
+}
+
+/* Small-M path: M <= 16, B streamed from its panels (prepacked) or from a
+ * row-major f32 B, no per-call repacking. Tasks are groups of 32 columns;
+ * the whole K is reduced in registers in chunks of kern__gemm_small_kc k
+ * steps (the tile round-trips through L1 between chunks so that both
+ * 16-column halves of a 32-wide panel consume a chunk of B while it is
+ * still in cache). */
+#define KERN__GEMM_SMALL_KC 256
+
+typedef struct kern__gemm_sjob {
+    kern__gemm_job *j;
+    const kern__gemm_small *sk;
+    const char *apack; /* mr x K steps */
+    const float *edge; /* K x 32 padded last column group (row-major B) */
+    int64_t kst;
+} kern__gemm_sjob;
+
+static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
+    kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
+    kern__gemm_job *j = s->j;
+    const kern__gemm_small *sk = s->sk;
+    int64_t col = task * KERN__GEMM_PW, ldb, k0;
+    int n = (int)kern__gemm_min(KERN__GEMM_PW, j->N - col), h;
+    const char *bp;
+    float tile[16 * 32] KERN_ALIGNED(64);
+    (void)thread;
+    if (j->pb) {
+        bp = (const char *)j->pb->data + task * j->pb->ks * KERN__GEMM_PW * 4;
+        ldb = KERN__GEMM_PW;
+    } else if (n < KERN__GEMM_PW) {
+        bp = (const char *)s->edge;
+        ldb = KERN__GEMM_PW;
+    } else {
+        bp = j->b + col * j->es;
+        ldb = j->b_rs;
+    }
+    if (s->kst == 0) memset(tile, 0, sizeof tile);
+    for (k0 = 0; k0 < s->kst; k0 += KERN__GEMM_SMALL_KC) {
+        int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
+        for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
+            sk->ukr(kk, s->apack + k0 * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb, tile + h,
+                    KERN__GEMM_PW, k0 > 0);
+    }
+    j->ks->store(&j->fin, 0, col, tile, KERN__GEMM_PW, (int)j->M, n);
+}
+
+static int kern__gemm_small_ok(const kern__gemm_job *j) {
+    if (j->ks->n_small == 0 || j->M > KERN__GEMM_SMALL_M || j->M == 0) return 0;
+    if (j->pb) return j->pb->fmt == j->ks->fmt;
+    return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
+}
+
+static const kern__gemm_small *kern__gemm_small_pick(const kern__gemm_kset *ks, int64_t M) {
+    int i;
+    for (i = 0; i < ks->n_small; i++)
+        if (ks->small[i].mr >= M) return &ks->small[i];
+    return &ks->small[ks->n_small - 1];
+}
+
+/* Scratch for one item (see kern__gemm_item). */
+static size_t kern__gemm_item_bytes(const kern__gemm_job *j) {
+    const kern__gemm_cfg *cfg = j->ks->cfg;
+    size_t sz = 0;
+    if (kern__gemm_small_ok(j)) {
+        const kern__gemm_small *sk = kern__gemm_small_pick(j->ks, j->M);
+        int64_t kst = kern__gemm_ksteps(j->ks->fmt, j->K);
+        sz += kern__gemm_al64((size_t)(sk->mr * kst * 4));
+        if (!j->pb && j->N % KERN__GEMM_PW) sz += kern__gemm_al64((size_t)(kst * KERN__GEMM_PW * 4));
+        return sz;
+    } else {
+        int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
+        int64_t kst = kern__gemm_ksteps(j->ks->fmt, kc);
+        sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr * kst * 4));
+        if (!j->pb || j->pb->fmt != j->ks->fmt)
+            sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
+        if (j->use_ctmp) sz += kern__gemm_al64((size_t)(j->M * nc * 4));
+    }
+    return sz;
+}
+
+/* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
+ * NULL: everything inline on `thread` (batch-parallel mode). */
+static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_cfg *cfg = ks->cfg;
+    int T = ctx ? kern_ctx_threads(ctx) : 1;
+    int64_t npc, pcb, jc;
+    if (kern__gemm_small_ok(j)) {
+        kern__gemm_sjob s;
+        const kern__gemm_small *sk = kern__gemm_small_pick(ks, j->M);
+        s.j = j;
+        s.sk = sk;
+        s.kst = kern__gemm_ksteps(ks->fmt, j->K);
+        s.apack = scratch;
+        s.edge = NULL;
+        ks->pack(scratch, sk->mr, j->a, j->in_dt, j->a_rs, j->a_cs, (int)j->M, j->K, ks->fmt);
+        if (!j->pb && j->N % KERN__GEMM_PW) {
+            int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW;
+            float *edge = (float *)(void *)(scratch + kern__gemm_al64((size_t)(sk->mr * s.kst * 4)));
+            ks->pack(edge, KERN__GEMM_PW, j->b + col * j->es, j->in_dt, j->b_cs, j->b_rs,
+                     (int)(j->N - col), j->K, ks->fmt);
+            s.edge = edge;
+        }
+        kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
+        return;
+    }
+    /* general path */
+    {
+        int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
+        int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
+        size_t off = kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr * kst * 4));
+        j->apack = scratch;
+        j->bpack = NULL;
+        j->ctmp = NULL;
+        if (!j->pb || j->pb->fmt != ks->fmt) {
+            j->bpack = scratch + off;
+            off += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
+        }
+        if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
+    }
+    j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
+    npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1;
+    for (jc = 0; jc < j->N; jc += j->nc) {
+        j->jc = jc;
+        j->ncur = kern__gemm_min(j->nc, j->N - jc);
+        /* task shape: balance rows across threads, keep >= 4 tasks each */
+        {
+            int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
+            for (;;) {
+                nrb = kern__gemm_cdiv(j->M, mb);
+                ncb = kern__gemm_cdiv(j->ncur, nb);
+                if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
+                if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
+                else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
+            }
+            mb = kern__gemm_cdiv(kern__gemm_cdiv(j->M, nrb), cfg->mr) * cfg->mr;
+            nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
+            j->n_rb = kern__gemm_cdiv(j->M, mb);
+            j->n_cb = kern__gemm_cdiv(j->ncur, nb);
+            j->mb = mb;
+            j->nb = nb;
+        }
+        for (pcb = 0; pcb < npc; pcb++) {
+            kern__gemm_epi *e = &j->epi;
+            j->pc = pcb * j->kc;
+            j->kcur = kern__gemm_min(j->kc, j->K - j->pc);
+            j->pass_first = pcb == 0;
+            j->pass_last = pcb == npc - 1;
+            j->n_bpack = j->bmode == 1 ? 0 : kern__gemm_cdiv(j->ncur, cfg->nr);
+            /* epilogue of this pass */
+            if (j->pass_last) *e = j->fin;
+            else {
+                *e = j->fin;
+                e->final = 0;
+                if (j->use_ctmp) {
+                    e->dst = (char *)j->ctmp;
+                    e->dst_dt = KERN_F32;
+                    e->dst_rs = j->ncur;
+                    e->dst_cs = 1;
+                    e->dst_j0 = jc;
+                }
+            }
+            if (j->pass_first) {
+                e->src = j->beta != 0.0f ? j->c : NULL;
+                e->src_dt = j->c_dt;
+                e->src_rs = j->c_rs;
+                e->src_cs = j->c_cs;
+                e->src_j0 = 0;
+                e->src_scale = j->beta;
+            } else if (j->use_ctmp) {
+                e->src = (const char *)j->ctmp;
+                e->src_dt = KERN_F32;
+                e->src_rs = j->ncur;
+                e->src_cs = 1;
+                e->src_j0 = jc;
+                e->src_scale = 1.0f;
+            } else {
+                e->src = j->c;
+                e->src_dt = KERN_F32;
+                e->src_rs = j->c_rs;
+                e->src_cs = j->c_cs;
+                e->src_j0 = 0;
+                e->src_scale = 1.0f;
+            }
+            kern__gemm_run(ctx, j->n_bpack + kern__gemm_cdiv(j->M, cfg->mr), kern__gemm_pack_task, j,
+                           thread);
+            kern__gemm_run(ctx, j->n_rb * j->n_cb, kern__gemm_compute_task, j, thread);
+        }
+    }
+}
+
+/* ========================================================= public API */
+
+typedef struct kern__gemm_plan {
+    kern__gemm_kset ks;
+    kern__gemm_job proto; /* item 0, with pointers at batch offset 0 */
+    int nbd;              /* batch dims */
+    int64_t bshape[KERN_MAX_DIMS];
+    int64_t sa[KERN_MAX_DIMS], sb[KERN_MAX_DIMS], sc[KERN_MAX_DIMS], sr[KERN_MAX_DIMS];
+    int64_t nbatch;
+    int batch_parallel;
+    size_t item_bytes, total_bytes;
+    int64_t res_es;
+} kern__gemm_plan;
+
+static kern_status kern__gemm_float_dt(const kern_tensor *t, const char *op, const char *name) {
+    if (t->dtype != KERN_F32 && t->dtype != KERN_BF16 && t->dtype != KERN_F16)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32, bf16 or f16", op, name,
+                         kern_dtype_name(t->dtype));
+    return KERN_OK;
+}
+
+/* Validates everything and fills the plan. Writes nothing. */
+static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
+                                        const kern_tensor *b, const kern_tensor *c,
+                                        const kern_gemm_params *pp, const char *op,
+                                        kern__gemm_plan *pl) {
+    kern_gemm_params p;
+    kern_status st;
+    const kern_gemm_packed_b *pb;
+    kern__gemm_job *j = &pl->proto;
+    int64_t M, N, K, Kb, i;
+    int nd, d;
+    char s1[96], s2[96], s3[96];
+    int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS];
+    memset(pl, 0, sizeof *pl);
+    if (pp) p = *pp;
+    else memset(&p, 0, sizeof p);
+    pb = p.packed_b;
+    if (!a) return kern__err(KERN_ERR_ARG, "%s: a is NULL", op);
+    if (!c) return kern__err(KERN_ERR_ARG, "%s: c is NULL", op);
+    if (pb && b)
+        return kern__err(KERN_ERR_ARG, "%s: b must be NULL when params.packed_b is given", op);
+    if (!pb && !b) return kern__err(KERN_ERR_ARG, "%s: b is NULL (and no params.packed_b)", op);
+    if (pb && pb->magic != KERN__GEMM_MAGIC)
+        return kern__err(KERN_ERR_ARG, "%s: params.packed_b is not a packed B (freed?)", op);
+    if ((st = kern_tensor_check(a, op, "a")) != KERN_OK) return st;
+    if (b && (st = kern_tensor_check(b, op, "b")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(c, op, "c")) != KERN_OK) return st;
+    if (a->ndim < 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: a has %d dims, needs at least 2", op, a->ndim);
+    if (b && b->ndim < 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: b has %d dims, needs at least 2", op, b->ndim);
+    if (c->ndim < 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: c has %d dims, needs at least 2", op, c->ndim);
+    if ((st = kern__gemm_float_dt(a, op, "a")) != KERN_OK) return st;
+    if ((st = kern__gemm_float_dt(c, op, "c")) != KERN_OK) return st;
+    if (b && b->dtype != a->dtype)
+        return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but b.dtype=%s (must be the same)", op,
+                         kern_dtype_name(a->dtype), kern_dtype_name(b->dtype));
+    if (pb && pb->dtype != a->dtype)
+        return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but packed_b was packed from %s", op,
+                         kern_dtype_name(a->dtype), kern_dtype_name(pb->dtype));
+    if ((int)p.act < 0 || p.act >= KERN_GEMM_ACT_COUNT)
+        return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_gemm_act", op, (int)p.act);
+    /* shapes */
+    M = a->shape[a->ndim - (p.trans_a ? 1 : 2)];
+    K = a->shape[a->ndim - (p.trans_a ? 2 : 1)];
+    if (pb) {
+        Kb = pb->k;
+        N = pb->n;
+        if (Kb != K)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: op(a) is [%lld,%lld] (a.shape=%s, trans_a=%d) but packed_b "
+                             "has K=%lld (N=%lld)",
+                             op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
+                             p.trans_a != 0, (long long)Kb, (long long)N);
+    } else {
+        Kb = b->shape[b->ndim - (p.trans_b ? 1 : 2)];
+        N = b->shape[b->ndim - (p.trans_b ? 2 : 1)];
+        if (Kb != K)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: inner dimensions differ: op(a) is [%lld,%lld] (a.shape=%s, "
+                             "trans_a=%d) but op(b) is [%lld,%lld] (b.shape=%s, trans_b=%d)",
+                             op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
+                             p.trans_a != 0, (long long)Kb, (long long)N,
+                             kern_shape_str(b, s2, sizeof s2), p.trans_b != 0);
+    }
+    if (c->shape[c->ndim - 2] != M || c->shape[c->ndim - 1] != N)
+        return kern__err(KERN_ERR_SHAPE, "%s: c.shape=%s but op(a) op(b) is [%lld,%lld]", op,
+                         kern_shape_str(c, s1, sizeof s1), (long long)M, (long long)N);
+    /* batch dims: broadcast(a, b) must equal c's */
+    nd = c->ndim - 2;
+    {
+        int na = a->ndim - 2, nb = b ? b->ndim - 2 : 0;
+        if (na > nd || nb > nd) {
+            int big = na > nb ? na : nb;
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: a.shape=%s and b.shape=%s have %d batch dims but c.shape=%s "
+                             "has %d",
+                             op, kern_shape_str(a, s1, sizeof s1),
+                             b ? kern_shape_str(b, s2, sizeof s2) : "(packed)", big,
+                             kern_shape_str(c, s3, sizeof s3), nd);
+        }
+        for (d = 0; d < nd; d++) {
+            int ia = d - (nd - na), ib = d - (nd - nb);
+            int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+            int64_t want = c->shape[d];
+            if ((da != 1 && db != 1 && da != db))
+                return kern__err(KERN_ERR_SHAPE,
+                                 "%s: batch dims do not broadcast: a.shape=%s, b.shape=%s "
+                                 "(batch dim %d: %lld vs %lld)",
+                                 op, kern_shape_str(a, s1, sizeof s1), kern_shape_str(b, s2, sizeof s2),
+                                 d, (long long)da, (long long)db);
+            if ((da != 1 ? da : db) != want)
+                return kern__err(KERN_ERR_SHAPE,
+                                 "%s: c.shape[%d]=%lld but the batch of a.shape=%s and b gives "
+                                 "%lld",
+                                 op, d, (long long)want, kern_shape_str(a, s1, sizeof s1),
+                                 (long long)(da != 1 ? da : db));
+            bsa[d] = ia >= 0 && da != 1 ? a->stride[ia] : 0;
+            bsb[d] = ib >= 0 && db != 1 ? b->stride[ib] : 0;
+        }
+    }
+    for (d = 0; d < c->ndim; d++)
+        if (c->stride[d] == 0 && c->shape[d] > 1 && kern_tensor_numel(c) > 0)
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: c.stride[%d]=0 with c.shape[%d]=%lld (outputs would alias)", op,
+                             d, d, (long long)c->shape[d]);
+    /* epilogue operands */
+    if (p.bias) {
+        const kern_tensor *bt = p.bias;
+        int64_t want = p.bias_per_row ? M : N;
+        if ((st = kern_tensor_check(bt, op, "bias")) != KERN_OK) return st;
+        if ((st = kern__gemm_float_dt(bt, op, "bias")) != KERN_OK) return st;
+        if (bt->ndim != 1 || bt->shape[0] != want)
+            return kern__err(KERN_ERR_SHAPE, "%s: bias.shape=%s but %s needs [%lld]", op,
+                             kern_shape_str(bt, s1, sizeof s1),
+                             p.bias_per_row ? "bias_per_row" : "a per-column bias", (long long)want);
+        if (kern_tensors_overlap(bt, c))
+            return kern__err(KERN_ERR_ARG, "%s: c overlaps bias", op);
+    }
+    if (p.residual) {
+        kern_tensor rv;
+        if ((st = kern_tensor_check(p.residual, op, "residual")) != KERN_OK) return st;
+        if ((st = kern__gemm_float_dt(p.residual, op, "residual")) != KERN_OK) return st;
+        if ((st = kern_tensor_broadcast_to(p.residual, c->ndim, c->shape, &rv, op, "residual")) !=
+            KERN_OK)
+            return st;
+        if (kern_tensors_overlap(p.residual, c))
+            return kern__err(KERN_ERR_ARG, "%s: c overlaps residual", op);
+        for (d = 0; d < nd; d++) pl->sr[d] = rv.stride[d];
+        j->fin.res = (const char *)p.residual->data;
+        j->fin.res_dt = p.residual->dtype;
+        j->fin.res_rs = rv.stride[nd];
+        j->fin.res_cs = rv.stride[nd + 1];
+    }
+    if (kern_tensors_overlap(a, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps a", op);
+    if (b && kern_tensors_overlap(b, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps b", op);
+
+    /* the plan */
+    kern__gemm_select(ctx, a->dtype, &pl->ks);
+    j->ks = &pl->ks;
+    j->M = M;
+    j->N = N;
+    j->K = K;
+    j->in_dt = a->dtype;
+    j->es = (int64_t)kern_dtype_size(a->dtype);
+    j->a = (const char *)a->data;
+    j->a_rs = a->stride[a->ndim - (p.trans_a ? 1 : 2)];
+    j->a_cs = a->stride[a->ndim - (p.trans_a ? 2 : 1)];
+    j->pb = pb;
+    if (b) {
+        j->b = (const char *)b->data;
+        j->b_rs = b->stride[b->ndim - (p.trans_b ? 1 : 2)];
+        j->b_cs = b->stride[b->ndim - (p.trans_b ? 2 : 1)];
+    }
+    j->c = (char *)c->data;
+    j->c_dt = c->dtype;
+    j->c_rs = c->stride[nd];
+    j->c_cs = c->stride[nd + 1];
+    j->beta = p.beta;
+    j->fin.alpha = p.alpha_set ? p.alpha : 1.0f;
+    j->fin.final = 1;
+    if (p.bias) {
+        j->fin.bias = (const char *)p.bias->data;
+        j->fin.bias_dt = p.bias->dtype;
+        j->fin.bias_st = p.bias->stride[0];
+        j->fin.bias_per_row = p.bias_per_row != 0;
+    }
+    j->fin.act = (int)p.act;
+    j->fin.out_scale = p.out_scale != 0.0f ? p.out_scale : 1.0f;
+    j->fin.dst = j->c;
+    j->fin.dst_dt = c->dtype;
+    j->fin.dst_rs = j->c_rs;
+    j->fin.dst_cs = j->c_cs;
+    j->fin.src = j->beta != 0.0f ? j->c : NULL;
+    j->fin.src_dt = c->dtype;
+    j->fin.src_rs = j->c_rs;
+    j->fin.src_cs = j->c_cs;
+    j->fin.src_scale = j->beta;
+    /* A transposed C is computed as C^T = op(B)^T op(A)^T (unit column
+     * stride for the store), unless B is prepacked. */
+    if (!pb && j->c_cs != 1 && j->c_rs == 1 && M > 1) {
+        int64_t t0;
+        const char *tp;
+        tp = j->a; j->a = j->b; j->b = tp;
+        t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
+        t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
+        t0 = j->M; j->M = j->N; j->N = t0;
+        t0 = j->c_rs; j->c_rs = j->c_cs; j->c_cs = t0;
+        j->fin.dst_rs = j->c_rs; j->fin.dst_cs = j->c_cs;
+        j->fin.src_rs = j->c_rs; j->fin.src_cs = j->c_cs;
+        j->fin.bias_per_row = !j->fin.bias_per_row;
+        t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
+        for (d = 0; d < nd; d++) { t0 = bsa[d]; bsa[d] = bsb[d]; bsb[d] = t0; }
+    }
+    j->kc = pl->ks.cfg->kc;
+    j->nc = pl->ks.cfg->nc;
+    j->mb = pl->ks.cfg->mb;
+    j->nb = pl->ks.cfg->nb;
+    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1) && j->K > j->kc;
+    /* batch */
+    pl->nbd = nd;
+    pl->nbatch = 1;
+    for (d = 0; d < nd; d++) {
+        pl->bshape[d] = c->shape[d];
+        pl->sa[d] = bsa[d];
+        pl->sb[d] = bsb[d];
+        pl->sc[d] = c->stride[d];
+        pl->nbatch *= c->shape[d];
+    }
+    pl->res_es = p.residual ? (int64_t)kern_dtype_size(p.residual->dtype) : 0;
+    /* scratch */
+    pl->item_bytes = kern__gemm_item_bytes(j) + 64;
+    {
+        int T = kern_ctx_threads(ctx);
+        double flops = 2.0 * (double)M * (double)N * (double)K;
+        pl->batch_parallel = T > 1 && pl->nbatch >= T &&
+                             (pl->nbatch >= 4 * T || flops < 3.2e7);
+        pl->total_bytes = pl->batch_parallel ? pl->item_bytes * (size_t)T : pl->item_bytes;
+    }
+    if (M == 0 || N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
+    if (p.workspace && p.workspace_size < pl->total_bytes)
+        return kern__err(KERN_ERR_ARG, "%s: workspace_size=%zu but this call needs %zu bytes", op,
+                         p.workspace_size, pl->total_bytes);
+    (void)i;
+    return KERN_OK;
+}
+
+/* Points job j at batch item `item`. */
+static void kern__gemm_at(const kern__gemm_plan *pl, int64_t item, kern__gemm_job *j) {
+    int64_t oa = 0, ob = 0, oc = 0, orr = 0, rem = item;
+    int d;
+    *j = pl->proto;
+    j->ks = &pl->ks;
+    for (d = pl->nbd - 1; d >= 0; d--) {
+        int64_t idx = rem % pl->bshape[d];
+        rem /= pl->bshape[d];
+        oa += idx * pl->sa[d];
+        ob += idx * pl->sb[d];
+        oc += idx * pl->sc[d];
+        orr += idx * pl->sr[d];
+    }
+    j->a += oa * j->es;
+    if (j->b) j->b += ob * j->es;
+    j->c += oc * (int64_t)kern_dtype_size(j->c_dt);
+    j->fin.dst = j->c;
+    if (j->fin.src) j->fin.src = j->c;
+    if (j->fin.res) j->fin.res += orr * pl->res_es;
+}
+
+typedef struct kern__gemm_bjob {
+    const kern__gemm_plan *pl;
+    char *ws;
+} kern__gemm_bjob;
+
+static void kern__gemm_batch_task(void *arg, int64_t item, int thread) {
+    kern__gemm_bjob *bj = (kern__gemm_bjob *)arg;
+    kern__gemm_job j;
+    char *scratch = (char *)kern__gemm_al64((size_t)(bj->ws + (size_t)thread * bj->pl->item_bytes));
+    kern__gemm_at(bj->pl, item, &j);
+    kern__gemm_item(&j, scratch, NULL, thread);
+}
+
+KERN_API kern_status kern_gemm_workspace_size(kern_ctx *ctx, const kern_tensor *a,
+                                              const kern_tensor *b, const kern_tensor *c,
+                                              const kern_gemm_params *params, size_t *bytes) {
+    kern__gemm_plan pl;
+    kern_status st;
+    kern_gemm_params p;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "kern_gemm_workspace_size: bytes is NULL");
+    if ((st = kern__op_begin(&ctx, "kern_gemm_workspace_size")) != KERN_OK) return st;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    p.workspace = NULL;
+    st = kern__gemm_plan_make(ctx, a, b, c, &p, "kern_gemm_workspace_size", &pl);
+    if (st == KERN_OK) *bytes = pl.total_bytes;
+    kern__op_end(ctx);
+    return st;
+}
+
+KERN_API kern_status kern_gemm(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                               const kern_tensor *c, const kern_gemm_params *params) {
+    kern__gemm_plan pl;
+    kern_status st;
+    char *ws;
+    if ((st = kern__op_begin(&ctx, "kern_gemm")) != KERN_OK) return st;
+    st = kern__gemm_plan_make(ctx, a, b, c, params, "kern_gemm", &pl);
+    if (st != KERN_OK || pl.total_bytes == 0) {
+        kern__op_end(ctx);
+        return st;
+    }
+    if (params && params->workspace) ws = (char *)params->workspace;
+    else ws = (char *)kern__workspace(ctx, pl.total_bytes + 64);
+    if (!ws) {
+        kern__op_end(ctx);
+        return kern__err(KERN_ERR_NOMEM, "kern_gemm: cannot allocate %zu bytes of workspace",
+                         pl.total_bytes);
+    }
+    if (pl.batch_parallel) {
+        kern__gemm_bjob bj;
+        bj.pl = &pl;
+        bj.ws = ws;
+        kern_parallel_for(ctx, pl.nbatch, kern__gemm_batch_task, &bj);
+    } else {
+        int64_t item;
+        char *scratch = (char *)kern__gemm_al64((size_t)ws);
+        for (item = 0; item < pl.nbatch; item++) {
+            kern__gemm_job j;
+            kern__gemm_at(&pl, item, &j);
+            kern__gemm_item(&j, scratch, ctx, 0);
+        }
+    }
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* ------------------------------------------------------------- packing */
+
+typedef struct kern__gemm_pjob {
+    kern_gemm_packed_b *pb;
+    const char *src;
+    int64_t k_st, n_st; /* strides of B(k, n) */
+    kern__gemm_pack_fn pack;
+} kern__gemm_pjob;
+
+static void kern__gemm_packb_task(void *arg, int64_t task, int thread) {
+    kern__gemm_pjob *pj = (kern__gemm_pjob *)arg;
+    kern_gemm_packed_b *pb = pj->pb;
+    int64_t col = task * KERN__GEMM_PW;
+    int nw = (int)kern__gemm_min(KERN__GEMM_PW, pb->n - col);
+    (void)thread;
+    pj->pack((uint32_t *)pb->data + task * pb->ks * KERN__GEMM_PW, KERN__GEMM_PW,
+             pj->src + col * pj->n_st * (int64_t)kern_dtype_size(pb->dtype), pb->dtype, pj->n_st,
+             pj->k_st, nw, pb->k, pb->fmt);
+}
+
+KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b, int trans_b,
+                                      kern_gemm_packed_b **out) {
+    kern_status st;
+    kern_gemm_packed_b *pb;
+    kern__gemm_kset ks;
+    kern__gemm_pjob pj;
+    size_t bytes;
+    int64_t K, N;
+    const char *op = "kern_gemm_pack_b";
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if ((st = kern_tensor_check(b, op, "b")) != KERN_OK) goto done;
+    if (b->ndim != 2) {
+        st = kern__err(KERN_ERR_SHAPE, "%s: b has %d dims, needs 2", op, b->ndim);
+        goto done;
+    }
+    if ((st = kern__gemm_float_dt(b, op, "b")) != KERN_OK) goto done;
+    K = b->shape[trans_b ? 1 : 0];
+    N = b->shape[trans_b ? 0 : 1];
+    pb = (kern_gemm_packed_b *)kern__alloc(ctx, sizeof *pb);
+    if (!pb) {
+        st = kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);
+        goto done;
+    }
+    memset(pb, 0, sizeof *pb);
+    pb->magic = KERN__GEMM_MAGIC;
+    pb->fmt = b->dtype == KERN_BF16 ? KERN__GEMM_FMT_PAIR : KERN__GEMM_FMT_F32;
+    pb->dtype = b->dtype;
+    pb->k = K;
+    pb->n = N;
+    pb->ks = kern__gemm_ksteps(pb->fmt, K);
+    pb->npanels = kern__gemm_cdiv(N, KERN__GEMM_PW);
+    bytes = (size_t)(pb->npanels * pb->ks * KERN__GEMM_PW * 4);
+    pb->data = kern__alloc(ctx, bytes ? bytes : 64);
+    if (!pb->data) {
+        kern__free(ctx, pb);
+        st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, bytes);
+        goto done;
+    }
+    /* the layout is ISA independent: any context can use it */
+    kern__gemm_select(ctx, KERN_F32, &ks);
+    pj.pb = pb;
+    pj.src = (const char *)b->data;
+    pj.k_st = b->stride[trans_b ? 1 : 0];
+    pj.n_st = b->stride[trans_b ? 0 : 1];
+    pj.pack = ks.pack;
+    if (K > 0) kern_parallel_for(ctx, pb->npanels, kern__gemm_packb_task, &pj);
+    *out = pb;
+    st = KERN_OK;
+done:
+    kern__op_end(ctx);
+    return st;
+}
+
+KERN_API void kern_gemm_packed_b_free(kern_ctx *ctx, kern_gemm_packed_b *p) {
+    if (!p) return;
+    if (!ctx) ctx = kern_default_ctx();
+    p->magic = 0;
+    kern__free(ctx, p->data);
+    kern__free(ctx, p);
+}
+
+KERN_API kern_status kern_gemm_packed_b_info(const kern_gemm_packed_b *p, int64_t *k,
+                                             int64_t *n, kern_dtype *dtype) {
+    if (!p || p->magic != KERN__GEMM_MAGIC)
+        return kern__err(KERN_ERR_ARG, "kern_gemm_packed_b_info: p is not a packed B");
+    if (k) *k = p->k;
+    if (n) *n = p->n;
+    if (dtype) *dtype = p->dtype;
+    return KERN_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERN_IMPLEMENTATION */

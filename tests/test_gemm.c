@@ -1,0 +1,748 @@
+/* test_gemm.c — kern_gemm against a double-accumulating reference. */
+#define KERN_IMPLEMENTATION
+#include "kern_gemm.h"
+#include "kt.h"
+
+/* ------------------------------------------------------------ reference */
+
+static double ref_act(int act, double x) {
+    switch (act) {
+    case KERN_GEMM_ACT_RELU: return x < 0 ? 0 : x;
+    case KERN_GEMM_ACT_GELU_ERF: return 0.5 * x * erfc(-x / sqrt(2.0));
+    case KERN_GEMM_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case KERN_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
+    default: return x;
+    }
+}
+
+/* A 2-D strided operand. */
+typedef struct mat {
+    void *p;
+    kern_dtype dt;
+    int64_t rs, cs;
+} mat;
+
+static double mget(const mat *m, int64_t i, int64_t j) { return kt_get(m->p, m->dt, i * m->rs + j * m->cs); }
+
+/* out[i*N + j] = out_scale * (act(alpha sum_k opA(i,k) opB(k,j) + beta C(i,j) + bias) + res) */
+static void ref_gemm(int64_t M, int64_t N, int64_t K, const mat *A, const mat *B, const mat *C,
+                     const kern_gemm_params *p, const mat *bias, const mat *res, double *out) {
+    double alpha = p->alpha_set ? p->alpha : 1.0, scale = p->out_scale != 0 ? p->out_scale : 1.0;
+    int64_t i, j, k;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double s = 0, x;
+            for (k = 0; k < K; k++) s += mget(A, i, k) * mget(B, k, j);
+            x = alpha * s;
+            if (p->beta != 0) x += (double)p->beta * mget(C, i, j);
+            if (bias) x += p->bias_per_row ? mget(bias, i, 0) : mget(bias, j, 0);
+            x = ref_act(p->act, x);
+            if (res) x += mget(res, i, j);
+            out[i * N + j] = x * scale;
+        }
+}
+
+static kt_tol_t gemm_tol(kern_dtype c_dt, int64_t K) {
+    return kt_tol_scaled(c_dt, 1.0 + sqrt((double)K) / 4.0);
+}
+
+/* ---------------------------------------------------------- one 2-D case */
+
+typedef struct gcase {
+    int64_t M, N, K;
+    int ta, tb;
+    kern_dtype in_dt, c_dt;
+    int64_t pad_a, pad_b, pad_c; /* extra elements per row */
+    int c_colmajor;              /* C stored transposed (unit row stride) */
+    int c_gen;                   /* C with both strides non-unit */
+    int use_bias, bias_per_row, bias_stride;
+    kern_dtype bias_dt;
+    int use_res;
+    kern_dtype res_dt;
+    int act;
+    int alpha_set;
+    float alpha, beta, out_scale;
+    int packed; /* 1: prepack B with the same ctx */
+} gcase;
+
+static gcase gc_default(int64_t M, int64_t N, int64_t K) {
+    gcase g;
+    memset(&g, 0, sizeof g);
+    g.M = M; g.N = N; g.K = K;
+    g.in_dt = KERN_F32; g.c_dt = KERN_F32;
+    g.bias_dt = KERN_F32; g.res_dt = KERN_F32;
+    g.bias_stride = 1;
+    return g;
+}
+
+/* Runs g on ctx; checks against the reference; optionally returns C bytes
+ * (f32 view of the result, M*N) for determinism checks. */
+static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
+    int64_t M = g->M, N = g->N, K = g->K;
+    size_t ies = kern_dtype_size(g->in_dt), ces = kern_dtype_size(g->c_dt);
+    /* storage shapes */
+    int64_t ar = g->ta ? K : M, ac = g->ta ? M : K;
+    int64_t br = g->tb ? N : K, bc = g->tb ? K : N;
+    int64_t lda = ac + g->pad_a, ldb = bc + g->pad_b;
+    int64_t a_n = ar * lda + 1, b_n = br * ldb + 1, c_n;
+    int64_t c_rs, c_cs;
+    void *A, *B, *C, *C0, *bias = NULL, *res = NULL;
+    double *want;
+    kern_tensor ta, tb, tc, tbias, tres;
+    kern_gemm_params p;
+    kern_gemm_packed_b *pb = NULL;
+    mat mA, mB, mC0, mbias, mres;
+    kt_rng r = kt_rng_make((uint64_t)(M * 1000003 + N * 1009 + K * 7 + g->ta * 2 + g->tb));
+    int64_t i, j;
+    if (g->c_colmajor) { c_rs = 1; c_cs = M + g->pad_c; c_n = N * c_cs + 1; }
+    else if (g->c_gen) { c_rs = 2 * N + 3; c_cs = 2; c_n = M * c_rs + 1; }
+    else { c_rs = N + g->pad_c; c_cs = 1; c_n = M * c_rs + 1; }
+    A = kt_alloc((size_t)a_n * ies, "A");
+    B = kt_alloc((size_t)b_n * ies, "B");
+    C = kt_alloc((size_t)c_n * ces, "C");
+    C0 = kt_alloc((size_t)c_n * ces, "C0");
+    want = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
+    kt_fill_normal(&r, A, g->in_dt, a_n, 1.0);
+    kt_fill_normal(&r, B, g->in_dt, b_n, 1.0 / sqrt((double)(K > 0 ? K : 1)));
+    if (g->beta != 0) kt_fill_normal(&r, C0, g->c_dt, c_n, 1.0);
+    else kt_poison(C0, (size_t)c_n * ces); /* beta = 0 must not read C */
+    memcpy(C, C0, (size_t)c_n * ces);
+    memset(&p, 0, sizeof p);
+    p.trans_a = g->ta;
+    p.trans_b = g->tb;
+    p.alpha_set = g->alpha_set;
+    p.alpha = g->alpha;
+    p.beta = g->beta;
+    p.act = (kern_gemm_act)g->act;
+    p.out_scale = g->out_scale;
+    {
+        int64_t sa[2], sb[2], sc[2], sha[2], shb[2], shc[2];
+        sha[0] = ar; sha[1] = ac; sa[0] = lda; sa[1] = 1;
+        shb[0] = br; shb[1] = bc; sb[0] = ldb; sb[1] = 1;
+        shc[0] = M; shc[1] = N; sc[0] = c_rs; sc[1] = c_cs;
+        KT_OK(kern_tensor_init_strided(&ta, A, g->in_dt, 2, sha, sa));
+        KT_OK(kern_tensor_init_strided(&tb, B, g->in_dt, 2, shb, sb));
+        KT_OK(kern_tensor_init_strided(&tc, C, g->c_dt, 2, shc, sc));
+    }
+    mA.p = A; mA.dt = g->in_dt; mA.rs = g->ta ? 1 : lda; mA.cs = g->ta ? lda : 1;
+    mB.p = B; mB.dt = g->in_dt; mB.rs = g->tb ? 1 : ldb; mB.cs = g->tb ? ldb : 1;
+    mC0.p = C0; mC0.dt = g->c_dt; mC0.rs = c_rs; mC0.cs = c_cs;
+    if (g->use_bias) {
+        int64_t bl = g->bias_per_row ? M : N, st = g->bias_stride;
+        size_t bes = kern_dtype_size(g->bias_dt);
+        bias = kt_alloc((size_t)(bl * st + 1) * bes, "bias");
+        kt_fill_normal(&r, bias, g->bias_dt, bl * st + 1, 1.0);
+        KT_OK(kern_tensor_init_strided(&tbias, bias, g->bias_dt, 1, &bl, &st));
+        p.bias = &tbias;
+        p.bias_per_row = g->bias_per_row;
+        mbias.p = bias; mbias.dt = g->bias_dt; mbias.rs = st; mbias.cs = 0;
+    }
+    if (g->use_res) {
+        /* residual stored transposed with padding (any strides) */
+        int64_t shr[2], sr[2];
+        size_t res_es = kern_dtype_size(g->res_dt);
+        int64_t rn = N * (M + 2) + 1;
+        res = kt_alloc((size_t)rn * res_es, "res");
+        kt_fill_normal(&r, res, g->res_dt, rn, 1.0);
+        shr[0] = M; shr[1] = N; sr[0] = 1; sr[1] = M + 2;
+        KT_OK(kern_tensor_init_strided(&tres, res, g->res_dt, 2, shr, sr));
+        p.residual = &tres;
+        mres.p = res; mres.dt = g->res_dt; mres.rs = 1; mres.cs = M + 2;
+    }
+    ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL, g->use_res ? &mres : NULL,
+             want);
+    if (g->packed) {
+        KT_OK(kern_gemm_pack_b(ctx, &tb, g->tb, &pb));
+        p.packed_b = pb;
+        KT_OK(kern_gemm(ctx, &ta, NULL, &tc, &p));
+    } else {
+        KT_OK(kern_gemm(ctx, &ta, &tb, &tc, &p));
+    }
+    /* compare, element by element with the strided C */
+    {
+        kt_tol_t tol = gemm_tol(g->c_dt, K);
+        int64_t bad = 0;
+        for (i = 0; i < M && bad < 3; i++)
+            for (j = 0; j < N && bad < 3; j++) {
+                double got = kt_get(C, g->c_dt, i * c_rs + j * c_cs), w = want[i * N + j];
+                int ok = (isnan(w) && isnan(got)) || fabs(got - w) <= tol.atol + tol.rtol * fabs(w);
+                if (!ok) {
+                    KT_CHECK(ok, "C[%lld,%lld] = %.9g, want %.9g", (long long)i, (long long)j, got, w);
+                    bad++;
+                }
+                if (result_out) result_out[i * N + j] = (float)got;
+            }
+        /* untouched gaps of C (padding) */
+        if (!g->c_colmajor && !g->c_gen && g->pad_c)
+            for (i = 0; i < M; i++)
+                for (j = N; j < c_rs; j++)
+                    KT_CHECK(memcmp((char *)C + (i * c_rs + j) * ces, (char *)C0 + (i * c_rs + j) * ces,
+                                    ces) == 0,
+                             "padding of C written at [%lld,%lld]", (long long)i, (long long)j);
+    }
+    kern_gemm_packed_b_free(ctx, pb);
+    free(want);
+    kt_free(A);
+    kt_free(B);
+    kt_free(C);
+    kt_free(C0);
+    kt_free(bias);
+    kt_free(res);
+}
+
+static const int64_t GRID[] = {1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 257, 512};
+#define NGRID ((int)(sizeof GRID / sizeof GRID[0]))
+
+/* Every grid value for M, N and K in turn, the other two dims rotating
+ * through small awkward sizes, all four transpose combinations. */
+KT_TEST(grid_f32_every_isa) {
+    static const int64_t other[] = {1, 5, 13, 33, 70, 17, 3};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int v, which;
+        for (which = 0; which < 3; which++)
+            for (v = 0; v < NGRID; v++) {
+                int64_t x = GRID[v], o1 = other[(v + which) % 7], o2 = other[(v * 3 + which + 2) % 7];
+                gcase g = gc_default(which == 0 ? x : o1, which == 1 ? x : (which == 0 ? o1 : o2),
+                                     which == 2 ? x : o2);
+#ifdef KT_SANITIZER
+                if (x > 200 && isa == KERN_ISA_SCALAR) continue;
+#endif
+                g.ta = (v + which) & 1;
+                g.tb = ((v + which) >> 1) & 1;
+                kt_context("isa=%s M=%lld N=%lld K=%lld ta=%d tb=%d", kern_isa_name(isa),
+                           (long long)g.M, (long long)g.N, (long long)g.K, g.ta, g.tb);
+                run_case(ctx, &g, NULL);
+            }
+    }
+}
+
+/* Square-ish shapes that cross MR/NR/KC block boundaries in all dims. */
+KT_TEST(block_edges) {
+    static const int64_t sh[][3] = {{129, 257, 65}, {65, 63, 700}, {257, 129, 321},
+                                    {12, 32, 320},  {13, 33, 641}, {100, 300, 1000}};
+    int s;
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        for (s = 0; s < 6; s++) {
+            gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+#ifdef KT_SANITIZER
+            if (s == 5) continue;
+#endif
+            g.ta = s & 1;
+            g.tb = (s >> 1) & 1;
+            kt_context("isa=%s M=%lld N=%lld K=%lld", kern_isa_name(isa), (long long)g.M,
+                       (long long)g.N, (long long)g.K);
+            run_case(ctx, &g, NULL);
+        }
+    }
+}
+
+/* Every input dtype x output dtype, with a K that takes several passes. */
+KT_TEST(dtypes) {
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int x, y, s;
+        for (x = 0; x < 3; x++)
+            for (y = 0; y < 3; y++)
+                for (s = 0; s < 3; s++) {
+                    static const int64_t sh[][3] = {{29, 70, 700}, {5, 45, 333}, {40, 33, 17}};
+                    gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+                    g.in_dt = dts[x];
+                    g.c_dt = dts[y];
+                    g.tb = s == 1;
+                    g.ta = s == 2;
+                    g.beta = s == 0 ? 0.5f : 0.0f;
+                    kt_context("isa=%s in=%s c=%s M=%lld N=%lld K=%lld", kern_isa_name(isa),
+                               kern_dtype_name(g.in_dt), kern_dtype_name(g.c_dt), (long long)g.M,
+                               (long long)g.N, (long long)g.K);
+                    run_case(ctx, &g, NULL);
+                }
+    }
+}
+
+/* Every epilogue, alone and combined, on the general and small-M paths. */
+KT_TEST(epilogues) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int act, combo, s;
+        for (s = 0; s < 2; s++)
+            for (act = 0; act < KERN_GEMM_ACT_COUNT; act++)
+                for (combo = 0; combo < 6; combo++) {
+                    gcase g = s == 0 ? gc_default(37, 45, 70) : gc_default(3, 77, 400);
+                    g.act = act;
+                    g.use_bias = combo == 1 || combo >= 4;
+                    g.bias_per_row = combo == 4;
+                    g.bias_stride = combo == 5 ? 3 : 1;
+                    g.bias_dt = combo == 5 ? KERN_BF16 : KERN_F32;
+                    g.use_res = combo == 2 || combo >= 4;
+                    g.res_dt = combo == 4 ? KERN_F16 : KERN_F32;
+                    if (combo == 3 || combo == 5) {
+                        g.alpha_set = 1;
+                        g.alpha = -1.5f;
+                        g.beta = 0.75f;
+                        g.out_scale = 0.5f;
+                    }
+                    if (combo == 5) g.c_dt = KERN_BF16;
+                    kt_context("isa=%s act=%d combo=%d M=%lld", kern_isa_name(isa), act, combo,
+                               (long long)g.M);
+                    run_case(ctx, &g, NULL);
+                }
+    }
+}
+
+/* alpha = 0 with the flag, beta with NaN-poisoned C, out_scale. */
+KT_TEST(alpha_beta) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        static const float alphas[] = {0.0f, 1.0f, -2.0f}, betas[] = {0.0f, 1.0f, -0.5f};
+        int x, y;
+        for (x = 0; x < 3; x++)
+            for (y = 0; y < 3; y++) {
+                gcase g = gc_default(33, 65, 400);
+                g.alpha_set = 1;
+                g.alpha = alphas[x];
+                g.beta = betas[y];
+                g.c_dt = y == 2 ? KERN_F16 : KERN_F32;
+                kt_context("isa=%s alpha=%g beta=%g", kern_isa_name(isa), g.alpha, g.beta);
+                run_case(ctx, &g, NULL);
+                g.M = 4; /* small-M path */
+                run_case(ctx, &g, NULL);
+            }
+    }
+}
+
+/* Padded leading dims, transposed C (computed as C^T), C with no unit
+ * stride, a strided bias and a transposed residual. */
+KT_TEST(strides) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int s;
+        for (s = 0; s < 8; s++) {
+            gcase g = gc_default(s & 4 ? 9 : 47, 53, s & 2 ? 700 : 31);
+            g.pad_a = 3;
+            g.pad_b = 5;
+            g.pad_c = 7;
+            g.ta = s & 1;
+            g.tb = (s >> 1) & 1;
+            g.c_colmajor = s == 1 || s == 6;
+            g.c_gen = s == 3 || s == 4;
+            g.use_bias = 1;
+            g.bias_per_row = s & 1;
+            g.bias_stride = 2;
+            g.use_res = 1;
+            g.act = KERN_GEMM_ACT_SILU;
+            g.beta = s == 6 ? 1.0f : 0.0f;
+            g.c_dt = s == 4 ? KERN_BF16 : KERN_F32;
+            kt_context("isa=%s s=%d", kern_isa_name(isa), s);
+            run_case(ctx, &g, NULL);
+        }
+    }
+}
+
+/* Packed B against the reference: every dtype, both layouts, small and
+ * large M, N across panel edges, K across passes. */
+KT_TEST(packed_b) {
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    static const int64_t Ms[] = {1, 2, 3, 5, 8, 9, 16, 17, 100};
+    static const int64_t Ns[] = {1, 31, 32, 33, 100};
+    static const int64_t Ks[] = {1, 7, 300, 701};
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int d, mi, ni, ki = 0;
+        for (d = 0; d < 3; d++)
+            for (mi = 0; mi < 9; mi++)
+                for (ni = 0; ni < 5; ni++) {
+                    gcase g = gc_default(Ms[mi], Ns[ni], Ks[ki++ % 4]);
+                    g.in_dt = dts[d];
+                    g.tb = (mi + ni) & 1;
+                    g.packed = 1;
+                    g.use_bias = ni == 2;
+                    g.act = ni == 3 ? KERN_GEMM_ACT_GELU_TANH : 0;
+                    g.beta = mi == 4 ? 1.0f : 0.0f;
+                    kt_context("isa=%s dt=%s M=%lld N=%lld K=%lld tb=%d", kern_isa_name(isa),
+                               kern_dtype_name(g.in_dt), (long long)g.M, (long long)g.N,
+                               (long long)g.K, g.tb);
+                    run_case(ctx, &g, NULL);
+                }
+    }
+}
+
+/* Small-M with a row-major f32 B streamed in place (no packing), N not a
+ * multiple of 32 (the last columns go through a padded panel). */
+KT_TEST(small_m_streaming) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int64_t m;
+        for (m = 1; m <= 17; m++) {
+            gcase g = gc_default(m, 32 * (m % 3) + 37, m * 41 + 3);
+            g.pad_b = 11;
+            g.ta = m == 7;
+            g.use_bias = m & 1;
+            g.act = m % KERN_GEMM_ACT_COUNT;
+            kt_context("isa=%s M=%lld N=%lld K=%lld", kern_isa_name(isa), (long long)g.M,
+                       (long long)g.N, (long long)g.K);
+            run_case(ctx, &g, NULL);
+        }
+    }
+}
+
+/* A weight packed by one ISA level is usable by every other. */
+KT_TEST(packed_b_cross_isa) {
+    kern_isa isas[KERN_ISA_COUNT];
+    int n = kt_isas(isas), x, y, d;
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    int64_t M = 20, N = 45, K = 130;
+    for (d = 0; d < 3; d++) {
+        size_t es = kern_dtype_size(dts[d]);
+        void *A = kt_alloc((size_t)(M * K) * es, "A"), *B = kt_alloc((size_t)(K * N) * es, "B");
+        float *C1 = (float *)kt_alloc((size_t)(M * N) * 4, "C1"), *C2 = (float *)kt_alloc((size_t)(M * N) * 4, "C2");
+        kt_rng r = kt_rng_make((uint64_t)d);
+        kern_tensor ta = kern_tensor_2d(A, dts[d], M, K), tb = kern_tensor_2d(B, dts[d], K, N);
+        kern_tensor tc1 = kern_tensor_2d(C1, KERN_F32, M, N), tc2 = kern_tensor_2d(C2, KERN_F32, M, N);
+        kt_fill_normal(&r, A, dts[d], M * K, 1.0);
+        kt_fill_normal(&r, B, dts[d], K * N, 0.1);
+        for (x = 0; x < n; x++) {
+            kern_gemm_packed_b *pb = NULL;
+            KT_OK(kern_gemm_pack_b(kt_ctx(1, isas[x]), &tb, 0, &pb));
+            for (y = 0; y < n; y++) {
+                kern_gemm_params p;
+                kern_ctx *cy = kt_ctx(1, isas[y]);
+                memset(&p, 0, sizeof p);
+                kt_context("dt=%s pack=%s run=%s", kern_dtype_name(dts[d]), kern_isa_name(isas[x]),
+                           kern_isa_name(isas[y]));
+                KT_OK(kern_gemm(cy, &ta, &tb, &tc1, &p));
+                p.packed_b = pb;
+                KT_OK(kern_gemm(cy, &ta, NULL, &tc2, &p));
+                {
+                    double *w = (double *)malloc(sizeof(double) * (size_t)(M * N));
+                    int64_t i;
+                    for (i = 0; i < M * N; i++) w[i] = C1[i];
+                    kt_assert_close("packed vs unpacked", C2, KERN_F32, w, M * N, gemm_tol(KERN_F32, K));
+                    free(w);
+                }
+            }
+            kern_gemm_packed_b_free(kt_ctx(1, isas[x]), pb);
+        }
+        kt_free(A); kt_free(B); kt_free(C1); kt_free(C2);
+    }
+}
+
+/* 1 and 2 threads give the same bits (every path: general with several
+ * passes and a bf16 output, small-M, packed, batch-parallel). */
+KT_TEST(threads_identical) {
+    KT_FOR_EACH_ISA(isa, ctx1, 1) {
+        kern_ctx *ctx2 = kt_ctx(2, isa);
+        static const int64_t sh[][3] = {{200, 300, 700}, {7, 500, 900}, {64, 64, 64}, {130, 33, 1200}};
+        int s, v;
+        for (s = 0; s < 4; s++)
+            for (v = 0; v < 3; v++) {
+                gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+                float *r1 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
+                float *r2 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
+#ifdef KT_SANITIZER
+                if (isa == KERN_ISA_SCALAR && s == 0) { free(r1); free(r2); continue; }
+#endif
+                g.in_dt = v == 1 ? KERN_BF16 : KERN_F32;
+                g.c_dt = v == 2 ? KERN_BF16 : KERN_F32;
+                g.packed = v == 1;
+                g.use_bias = 1;
+                g.act = KERN_GEMM_ACT_GELU_ERF;
+                kt_context("isa=%s s=%d v=%d", kern_isa_name(isa), s, v);
+                run_case(ctx1, &g, r1);
+                run_case(ctx2, &g, r2);
+                kt_assert_bytes_equal("1 vs 2 threads", r1, r2, sizeof(float) * (size_t)(g.M * g.N));
+                free(r1);
+                free(r2);
+            }
+    }
+}
+
+/* Batched: a [2,3,M,K] x b [3,K,N] (broadcast over dim 0), b [1,K,N]
+ * (size-1 broadcast), many small items (batch-parallel mode), a packed B
+ * for every batch, and a batched residual. */
+static void run_batched(kern_ctx *ctx, int64_t B0, int64_t B1, int64_t M, int64_t N, int64_t K,
+                        int b_mode /* 0: [B1,K,N], 1: [1,K,N], 2: [K,N] packed, 3: [B0,B1,K,N] stride-0 dim */,
+                        float *out) {
+    int64_t nb = B0 * B1, i, j, x, y;
+    float *A = (float *)kt_alloc(sizeof(float) * (size_t)(nb * M * K), "A");
+    float *Bm = (float *)kt_alloc(sizeof(float) * (size_t)(B1 * K * N), "B");
+    float *C = (float *)kt_alloc(sizeof(float) * (size_t)(nb * M * N), "C");
+    float *R = (float *)kt_alloc(sizeof(float) * (size_t)(B1 * M * N), "R");
+    double *want = (double *)malloc(sizeof(double) * (size_t)(M * N));
+    kern_tensor ta, tb, tc, tr;
+    kern_gemm_params p;
+    kern_gemm_packed_b *pb = NULL;
+    kt_rng r = kt_rng_make((uint64_t)(b_mode * 100 + M));
+    int64_t sha[4], shb[4], shc[4], shr[3], stb[4];
+    kt_fill_normal(&r, A, KERN_F32, nb * M * K, 1.0);
+    kt_fill_normal(&r, Bm, KERN_F32, B1 * K * N, 0.2);
+    kt_fill_normal(&r, R, KERN_F32, B1 * M * N, 1.0);
+    kt_poison(C, sizeof(float) * (size_t)(nb * M * N));
+    sha[0] = B0; sha[1] = B1; sha[2] = M; sha[3] = K;
+    shc[0] = B0; shc[1] = B1; shc[2] = M; shc[3] = N;
+    shr[0] = B1; shr[1] = M; shr[2] = N;
+    KT_OK(kern_tensor_init(&ta, A, KERN_F32, 4, sha));
+    KT_OK(kern_tensor_init(&tc, C, KERN_F32, 4, shc));
+    KT_OK(kern_tensor_init(&tr, R, KERN_F32, 3, shr));
+    memset(&p, 0, sizeof p);
+    p.residual = &tr;
+    if (b_mode == 0) {
+        shb[0] = B1; shb[1] = K; shb[2] = N;
+        KT_OK(kern_tensor_init(&tb, Bm, KERN_F32, 3, shb));
+    } else if (b_mode == 1) {
+        shb[0] = 1; shb[1] = K; shb[2] = N;
+        KT_OK(kern_tensor_init(&tb, Bm, KERN_F32, 3, shb));
+    } else if (b_mode == 2) {
+        shb[0] = K; shb[1] = N;
+        KT_OK(kern_tensor_init(&tb, Bm, KERN_F32, 2, shb));
+        KT_OK(kern_gemm_pack_b(ctx, &tb, 0, &pb));
+        p.packed_b = pb;
+    } else {
+        shb[0] = B0; shb[1] = B1; shb[2] = K; shb[3] = N;
+        stb[0] = 0; stb[1] = K * N; stb[2] = N; stb[3] = 1;
+        KT_OK(kern_tensor_init_strided(&tb, Bm, KERN_F32, 4, shb, stb));
+    }
+    KT_OK(kern_gemm(ctx, &ta, pb ? NULL : &tb, &tc, &p));
+    for (x = 0; x < B0; x++)
+        for (y = 0; y < B1; y++) {
+            int64_t item = x * B1 + y, bi = (b_mode == 0 || b_mode == 3) ? y : 0;
+            mat mA, mB, mR;
+            mA.p = A + item * M * K; mA.dt = KERN_F32; mA.rs = K; mA.cs = 1;
+            mB.p = Bm + bi * K * N; mB.dt = KERN_F32; mB.rs = N; mB.cs = 1;
+            mR.p = R + y * M * N; mR.dt = KERN_F32; mR.rs = N; mR.cs = 1;
+            memset(&p, 0, sizeof p);
+            ref_gemm(M, N, K, &mA, &mB, NULL, &p, NULL, &mR, want);
+            kt_context("batch mode %d item %lld M=%lld N=%lld K=%lld", b_mode, (long long)item,
+                       (long long)M, (long long)N, (long long)K);
+            kt_assert_close("C item", C + item * M * N, KERN_F32, want, M * N, gemm_tol(KERN_F32, K));
+        }
+    if (out)
+        for (i = 0; i < nb; i++)
+            for (j = 0; j < M * N; j++) out[i * M * N + j] = C[i * M * N + j];
+    kern_gemm_packed_b_free(ctx, pb);
+    free(want);
+    kt_free(A); kt_free(Bm); kt_free(C); kt_free(R);
+}
+
+KT_TEST(batch_broadcast) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int mode;
+        for (mode = 0; mode < 4; mode++) {
+            run_batched(ctx, 2, 3, 17, 33, 45, mode, NULL);   /* batch-parallel */
+            run_batched(ctx, 1, 2, 130, 70, 400, mode, NULL); /* phase-parallel */
+            run_batched(ctx, 2, 5, 3, 40, 50, mode, NULL);    /* small M */
+        }
+    }
+    { /* identical with 1 and 2 threads in batch-parallel mode */
+        float *o1 = (float *)malloc(sizeof(float) * 6 * 17 * 33), *o2 = (float *)malloc(sizeof(float) * 6 * 17 * 33);
+        run_batched(kt_ctx(1, KERN_ISA_AUTO), 2, 3, 17, 33, 45, 0, o1);
+        run_batched(kt_ctx(2, KERN_ISA_AUTO), 2, 3, 17, 33, 45, 0, o2);
+        kt_assert_bytes_equal("batched 1 vs 2 threads", o1, o2, sizeof(float) * 6 * 17 * 33);
+        free(o1);
+        free(o2);
+    }
+}
+
+/* Activations over a wide range through a 1x1 "GEMM" per value: each ISA's
+ * vector erf/exp against the double reference, no K scaling. */
+KT_TEST(activation_accuracy) {
+    int64_t n = 2001, i;
+    float *x = (float *)kt_alloc(sizeof(float) * (size_t)n, "x"), one = 1.0f;
+    float *y = (float *)kt_alloc(sizeof(float) * (size_t)n, "y");
+    double *w = (double *)malloc(sizeof(double) * (size_t)n);
+    kern_tensor tx = kern_tensor_2d(x, KERN_F32, n, 1), t1 = kern_tensor_2d(&one, KERN_F32, 1, 1);
+    kern_tensor ty = kern_tensor_2d(y, KERN_F32, n, 1);
+    for (i = 0; i < n; i++) x[i] = (float)(-20.0 + 40.0 * (double)i / (double)(n - 1));
+    x[0] = 0.0f;
+    x[1] = -0.0f;
+    x[2] = 1e-30f;
+    x[3] = 88.0f;
+    x[4] = -88.0f;
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int act;
+        for (act = 1; act < KERN_GEMM_ACT_COUNT; act++) {
+            kern_gemm_params p;
+            memset(&p, 0, sizeof p);
+            p.act = (kern_gemm_act)act;
+            for (i = 0; i < n; i++) w[i] = ref_act(act, x[i]);
+            kt_context("isa=%s act=%d", kern_isa_name(isa), act);
+            KT_OK(kern_gemm(ctx, &tx, &t1, &ty, &p));
+            kt_assert_close("act(x)", y, KERN_F32, w, n, kt_tol(KERN_F32));
+        }
+    }
+    kt_free(x);
+    kt_free(y);
+    free(w);
+}
+
+/* Empty dims and K = 0 (C = epilogue(beta C)). */
+KT_TEST(empty_and_k0) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        gcase g = gc_default(5, 7, 0);
+        g.beta = 0.5f;
+        g.use_bias = 1;
+        g.act = KERN_GEMM_ACT_RELU;
+        run_case(ctx, &g, NULL);
+        g.M = 40;
+        run_case(ctx, &g, NULL);
+        g = gc_default(0, 7, 5);
+        run_case(ctx, &g, NULL);
+        g = gc_default(6, 0, 5);
+        run_case(ctx, &g, NULL);
+        {
+            gcase h = gc_default(3, 9, 0);
+            h.packed = 1;
+            run_case(ctx, &h, NULL);
+        }
+    }
+}
+
+/* A caller-provided workspace of exactly kern_gemm_workspace_size bytes. */
+KT_TEST(workspace) {
+    int64_t M = 100, N = 90, K = 800;
+    float *A = (float *)kt_alloc(sizeof(float) * (size_t)(M * K), "A");
+    float *B = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "B");
+    uint16_t *C = (uint16_t *)kt_alloc(2 * (size_t)(M * N), "C");
+    float *C2 = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "C2");
+    kern_tensor ta = kern_tensor_2d(A, KERN_F32, M, K), tb = kern_tensor_2d(B, KERN_F32, K, N);
+    kern_tensor tc = kern_tensor_2d(C, KERN_BF16, M, N), tc2 = kern_tensor_2d(C2, KERN_F32, M, N);
+    kern_gemm_params p;
+    size_t bytes = 0;
+    void *ws;
+    kt_rng r = kt_rng_make(1);
+    int64_t i;
+    double *w = (double *)malloc(sizeof(double) * (size_t)(M * N));
+    kt_fill_normal(&r, A, KERN_F32, M * K, 1.0);
+    kt_fill_normal(&r, B, KERN_F32, K * N, 0.05);
+    memset(&p, 0, sizeof p);
+    KT_OK(kern_gemm_workspace_size(kt_ctx(2, KERN_ISA_AUTO), &ta, &tb, &tc, &p, &bytes));
+    KT_CHECK(bytes > 0, "bytes=%zu", bytes);
+    ws = kt_alloc(bytes, "workspace");
+    p.workspace = ws;
+    p.workspace_size = bytes;
+    KT_OK(kern_gemm(kt_ctx(2, KERN_ISA_AUTO), &ta, &tb, &tc, &p));
+    p.workspace = NULL;
+    KT_OK(kern_gemm(kt_ctx(2, KERN_ISA_AUTO), &ta, &tb, &tc2, &p));
+    for (i = 0; i < M * N; i++) w[i] = C2[i];
+    kt_assert_close("bf16 C with caller workspace", C, KERN_BF16, w, M * N, kt_tol(KERN_BF16));
+    p.workspace = ws;
+    p.workspace_size = bytes - 1;
+    KT_ERROR(kern_gemm(kt_ctx(2, KERN_ISA_AUTO), &ta, &tb, &tc, &p), KERN_ERR_ARG, "workspace_size");
+    kt_free(ws);
+    kt_free(A); kt_free(B); kt_free(C); kt_free(C2);
+    free(w);
+}
+
+/* Every documented error: status, message, and C untouched. */
+KT_TEST(errors) {
+    float A[6 * 4], B[4 * 5], C[6 * 5], Cref[6 * 5], bias[7];
+    uint16_t Bh[4 * 5];
+    kern_tensor ta = kern_tensor_2d(A, KERN_F32, 6, 4), tb = kern_tensor_2d(B, KERN_F32, 4, 5);
+    kern_tensor tc = kern_tensor_2d(C, KERN_F32, 6, 5), t;
+    kern_tensor tbh = kern_tensor_2d(Bh, KERN_BF16, 4, 5);
+    kern_gemm_params p;
+    kern_gemm_packed_b *pb = NULL, *pbh = NULL;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int i;
+    for (i = 0; i < 24; i++) A[i] = (float)i;
+    for (i = 0; i < 20; i++) { B[i] = 1.0f; Bh[i] = kern_f32_to_bf16(1.0f); }
+    for (i = 0; i < 30; i++) C[i] = Cref[i] = -7.0f;
+    for (i = 0; i < 7; i++) bias[i] = 1.0f;
+    memset(&p, 0, sizeof p);
+    KT_ERROR(kern_gemm(ctx, NULL, &tb, &tc, &p), KERN_ERR_ARG, "a is NULL");
+    KT_ERROR(kern_gemm(ctx, &ta, NULL, &tc, &p), KERN_ERR_ARG, "b is NULL");
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, NULL, &p), KERN_ERR_ARG, "c is NULL");
+    /* inner dims */
+    t = kern_tensor_2d(B, KERN_F32, 5, 4);
+    KT_ERROR(kern_gemm(ctx, &ta, &t, &tc, &p), KERN_ERR_SHAPE, "inner dimensions differ");
+    KT_ERROR(kern_gemm(ctx, &ta, &t, &tc, &p), KERN_ERR_SHAPE, "b.shape=[5,4]");
+    p.trans_a = 1;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "op(a) is [4,6]");
+    p.trans_a = 0;
+    /* c shape */
+    t = kern_tensor_2d(C, KERN_F32, 5, 6);
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &t, &p), KERN_ERR_SHAPE, "c.shape=[5,6]");
+    /* ndim */
+    t = kern_tensor_1d(A, KERN_F32, 24);
+    KT_ERROR(kern_gemm(ctx, &t, &tb, &tc, &p), KERN_ERR_SHAPE, "a has 1 dims");
+    /* batch dims that do not broadcast: a [2,3,4] b [3,4,5] c [2,3,5] */
+    {
+        kern_tensor a3, b3, c3;
+        int64_t sa[3] = {2, 3, 4}, sb[3] = {3, 4, 5}, sc[3] = {2, 3, 5};
+        KT_OK(kern_tensor_init(&a3, A, KERN_F32, 3, sa));
+        KT_OK(kern_tensor_init(&b3, B, KERN_F32, 3, sb));
+        KT_OK(kern_tensor_init(&c3, C, KERN_F32, 3, sc));
+        /* b needs 60 floats: use a zero batch stride view instead of memory */
+        b3.stride[0] = 0;
+        KT_ERROR(kern_gemm(ctx, &a3, &b3, &c3, &p), KERN_ERR_SHAPE, "batch dims do not broadcast");
+        sc[0] = 3;
+        KT_OK(kern_tensor_init(&c3, C, KERN_F32, 3, sc));
+        c3.stride[0] = 0; /* (never reached: the shape check comes first) */
+        KT_ERROR(kern_gemm(ctx, &a3, &tb, &c3, &p), KERN_ERR_SHAPE, "c.shape[0]=3");
+    }
+    /* dtypes */
+    KT_ERROR(kern_gemm(ctx, &ta, &tbh, &tc, &p), KERN_ERR_DTYPE, "b.dtype=bf16");
+    t = kern_tensor_2d(C, KERN_I32, 6, 5);
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &t, &p), KERN_ERR_DTYPE, "c.dtype=i32");
+    t = kern_tensor_2d(A, KERN_I8, 6, 4);
+    {
+        kern_tensor t2 = kern_tensor_2d(B, KERN_I8, 4, 5);
+        KT_ERROR(kern_gemm(ctx, &t, &t2, &tc, &p), KERN_ERR_DTYPE, "a.dtype=i8");
+    }
+    /* aliasing */
+    t = kern_tensor_2d(A, KERN_F32, 6, 5);
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &t, &p), KERN_ERR_ARG, "c overlaps a");
+    t = kern_tensor_2d(B, KERN_F32, 4, 5);
+    {
+        kern_tensor tcb = kern_tensor_2d(B, KERN_F32, 4, 5), ta4 = kern_tensor_2d(A, KERN_F32, 4, 4);
+        KT_ERROR(kern_gemm(ctx, &ta4, &t, &tcb, &p), KERN_ERR_ARG, "c overlaps b");
+    }
+    /* bias */
+    t = kern_tensor_1d(bias, KERN_F32, 7);
+    p.bias = &t;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "bias.shape=[7]");
+    p.bias = NULL;
+    /* residual that does not broadcast */
+    t = kern_tensor_2d(bias, KERN_F32, 1, 7);
+    p.residual = &t;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "residual");
+    p.residual = &tc;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
+    p.residual = NULL;
+    /* act */
+    p.act = (kern_gemm_act)99;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "params.act=99");
+    p.act = KERN_GEMM_ACT_NONE;
+    /* c with a zero stride */
+    t = tc;
+    t.stride[0] = 0;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &t, &p), KERN_ERR_LAYOUT, "c.stride[0]=0");
+    /* negative stride */
+    t = ta;
+    t.stride[1] = -1;
+    KT_ERROR(kern_gemm(ctx, &t, &tb, &tc, &p), KERN_ERR_LAYOUT, "a.stride[1]=-1");
+    /* packed B: wrong K, wrong dtype, b given too */
+    {
+        kern_tensor b6 = kern_tensor_2d(B, KERN_F32, 5, 4); /* K = 5 */
+        KT_OK(kern_gemm_pack_b(ctx, &b6, 0, &pb));
+        KT_OK(kern_gemm_pack_b(ctx, &tbh, 0, &pbh));
+        p.packed_b = pb;
+        KT_ERROR(kern_gemm(ctx, &ta, NULL, &tc, &p), KERN_ERR_SHAPE, "packed_b has K=5");
+        p.packed_b = pbh;
+        KT_ERROR(kern_gemm(ctx, &ta, NULL, &tc, &p), KERN_ERR_DTYPE, "packed from bf16");
+        KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "b must be NULL");
+        p.packed_b = NULL;
+    }
+    KT_ERROR(kern_gemm_pack_b(ctx, &ta, 0, NULL), KERN_ERR_ARG, "out is NULL");
+    t = kern_tensor_1d(A, KERN_F32, 4);
+    {
+        kern_gemm_packed_b *x = NULL;
+        KT_ERROR(kern_gemm_pack_b(ctx, &t, 0, &x), KERN_ERR_SHAPE, "b has 1 dims");
+        KT_CHECK(x == NULL, "out written on error");
+    }
+    KT_ERROR(kern_gemm_workspace_size(ctx, &ta, &tb, &tc, &p, NULL), KERN_ERR_ARG, "bytes is NULL");
+    for (i = 0; i < 30; i++) KT_CHECK(C[i] == Cref[i], "C[%d] written on error", i);
+    /* and a valid call after all that works */
+    KT_OK(kern_gemm(ctx, &ta, &tb, &tc, &p));
+    for (i = 0; i < 6; i++)
+        KT_CHECK(C[i * 5] == (float)(4 * i * 4 + 6), "C[%d,0]=%g", i, C[i * 5]);
+    kern_gemm_packed_b_free(ctx, pb);
+    kern_gemm_packed_b_free(ctx, pbh);
+}
+
+KT_MAIN()
