@@ -1650,6 +1650,33 @@ KERN_TARGET_AVX512 static void kern__cvt_f32_bf16__avx512(const void *sv, void *
                                  kern__f32x16_bf16__avx512(_mm512_maskz_loadu_epi32(m, s + i)));
     }
 }
+/* With AVX512_BF16, vcvtne2ps2bf16 converts 32 floats in one instruction
+ * and rounds to nearest even like the scalar code, but it treats
+ * subnormal inputs as zero and its NaN result is not specified bit for
+ * bit: blocks holding a subnormal or a NaN (rare) take the integer path. */
+KERN_TARGET_AVX512BF16 static void kern__cvt_f32_bf16__avx512bf16(const void *sv, void *dv,
+                                                                  int64_t n, int nt) {
+    const float *s = (const float *)sv;
+    uint16_t *d = (uint16_t *)dv;
+    int64_t i = 0;
+    if (nt)
+        for (; i < n && ((uintptr_t)(d + i) & 63); i++) d[i] = kern_f32_to_bf16(s[i]);
+    for (; i + 32 <= n; i += 32) {
+        __m512 a = _mm512_loadu_ps(s + i), b = _mm512_loadu_ps(s + i + 16);
+        __m512i r;
+        if (_mm512_kor(_mm512_fpclass_ps_mask(a, 0xa1), /* QNaN|SNaN|denormal */
+                       _mm512_fpclass_ps_mask(b, 0xa1)))
+            r = _mm512_inserti64x4(
+                _mm512_castsi256_si512(kern__f32x16_bf16__avx512(_mm512_castps_si512(a))),
+                kern__f32x16_bf16__avx512(_mm512_castps_si512(b)), 1);
+        else
+            r = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+        if (nt) _mm512_stream_si512((__m512i *)(d + i), r);
+        else _mm512_storeu_si512((void *)(d + i), r);
+    }
+    if (nt) _mm_sfence();
+    if (i < n) kern__cvt_f32_bf16__avx512(s + i, d + i, n - i, 0);
+}
 /* F16C rounds to nearest even and handles subnormals, Inf and NaN (made
  * quiet, payload truncated) exactly like the scalar functions. */
 KERN_TARGET_AVX512 static void kern__cvt_f16_f32__avx512(const void *sv, void *dv,
@@ -1849,6 +1876,8 @@ static kern__cvt_fn kern__cvt_pick(kern_dtype s, kern_dtype d, uint32_t f) {
     int k = s == KERN_BF16 ? 0 : s == KERN_F16 ? 1 : d == KERN_BF16 ? 2 : 3;
     (void)f;
 #ifdef KERN_X86
+    if (k == 2 && (f & KERN_CPU_AVX512BF16) && (f & KERN_CPU_AVX512DQ))
+        return kern__cvt_f32_bf16__avx512bf16;
     if (f & KERN_CPU_AVX512F) {
         static const kern__cvt_fn t[4] = {
             kern__cvt_bf16_f32__avx512, kern__cvt_f16_f32__avx512,

@@ -432,6 +432,47 @@ KT_TEST(convert_arrays_all_paths) {
     free(h); free(h2); free(f); free(fo);
 }
 
+/* Every bf16 and f16 tie (and its neighbours) through every vector path:
+ * checks the hardware rounding (vcvtne2ps2bf16, vcvtps2ph) on the cases
+ * where ties-to-even matters, in blocks with and without specials. */
+KT_TEST(convert_ties_all_paths) {
+    const int64_t n = 65536 * 3;
+    float *fb = (float *)malloc((size_t)n * 4), *ff = (float *)malloc((size_t)n * 4);
+    uint16_t *out = (uint16_t *)malloc((size_t)n * 2);
+    KT_REQUIRE(fb && ff && out);
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t mid = (h << 16) + 0x8000u;
+        double a = u2f(ref_f16_to_f32((uint16_t)h));
+        double b = (h & 0x7fff) >= 0x7bff ? a : (double)u2f(ref_f16_to_f32((uint16_t)(h + 1)));
+        float m16 = (float)((a + b) / 2);
+        fb[3 * h] = u2f(mid);
+        fb[3 * h + 1] = u2f(mid - 1);
+        fb[3 * h + 2] = u2f(mid + 1);
+        ff[3 * h] = m16;
+        ff[3 * h + 1] = nextafterf(m16, -INFINITY);
+        ff[3 * h + 2] = nextafterf(m16, INFINITY);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        KT_FOR_EACH_ISA(isa, ctx, threads) {
+            int64_t bad = 0, first = -1;
+            KT_OK(kern_convert(ctx, KERN_F32, fb, KERN_BF16, out, n));
+            for (int64_t i = 0; i < n; i++)
+                if (out[i] != kern_f32_to_bf16(fb[i]) && !bad++) first = i;
+            KT_CHECK(bad == 0, "%s: %lld bf16 ties differ, first f32 0x%08x -> 0x%04x",
+                     kern_isa_name(isa), (long long)bad, first >= 0 ? f2u(fb[first]) : 0,
+                     first >= 0 ? out[first] : 0);
+            bad = 0;
+            KT_OK(kern_convert(ctx, KERN_F32, ff, KERN_F16, out, n));
+            for (int64_t i = 0; i < n; i++)
+                if (out[i] != kern_f32_to_f16(ff[i]) && !bad++) first = i;
+            KT_CHECK(bad == 0, "%s: %lld f16 ties differ, first f32 0x%08x -> 0x%04x",
+                     kern_isa_name(isa), (long long)bad, first >= 0 ? f2u(ff[first]) : 0,
+                     first >= 0 ? out[first] : 0);
+        }
+    }
+    free(fb); free(ff); free(out);
+}
+
 KT_TEST(convert_errors) {
     float f[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     uint16_t h[8], before[8];
