@@ -362,6 +362,28 @@ static int64_t kern__qg_row_off(const kern_tensor *t, int64_t row) {
     }
     return off;
 }
+/* The stride between consecutive rows when the leading dims collapse into
+ * one (then row m starts at m * stride), else -1. */
+static int64_t kern__qg_flat_rows(const kern_tensor *t) {
+    int64_t rs = -1, extent = 0;
+    int d;
+    if (t->ndim <= 1) return 0;
+    for (d = t->ndim - 2; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (rs < 0) {
+            rs = t->stride[d];
+            extent = rs * t->shape[d];
+        } else {
+            if (t->stride[d] != extent) return -1;
+            extent *= t->shape[d];
+        }
+    }
+    return rs < 0 ? 0 : rs;
+}
+static int64_t kern__qg_row_off_fast(const kern_tensor *t, int64_t flat, int64_t row) {
+    return flat >= 0 ? row * flat : kern__qg_row_off(t, row);
+}
+
 /* Element offset of flat index i over all dims (row-major). */
 static int64_t kern__qg_elem_off(const kern_tensor *t, int64_t i) {
     int64_t off = 0;
@@ -586,9 +608,11 @@ enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2 };
 /* Microkernel contract: c[r*32 + j] = sum_g sum_t a[g][r][t] * b[g][j][t]
  * for r < mr, j < 32, over k4 groups; a is a packed activation panel of mr
  * rows in the path's format, b a weight panel (64-byte aligned). For the u8
- * format a holds q + 128, so c includes + 128 * colsum. */
+ * format a holds q + 128, so c includes + 128 * colsum. pf: 128 bytes per
+ * group are prefetched into L2 from there (the weight stream ahead, or the
+ * next weight panel while this one is reused from L2); never dereferenced. */
 typedef void (*kern__qg_ukernel_fn)(int mr, int64_t k4, const void *a,
-                                    const int8_t *b, int32_t *c);
+                                    const int8_t *b, int32_t *c, const int8_t *pf);
 struct kern__qg_epi;
 typedef void (*kern__qg_epi_fn)(const struct kern__qg_epi *e, const int32_t *tile,
                                 int mr, int64_t m0, const float *sx, int64_t n0,
@@ -628,6 +652,7 @@ typedef struct kern__qg_epi {
     const kern_tensor *y;
     const kern_tensor *res; /* NULL: none */
     int64_t n;
+    int64_t y_flat, res_flat; /* kern__qg_flat_rows */
 } kern__qg_epi;
 
 static inline float kern__qg_act(int act, float v) {
@@ -640,10 +665,10 @@ static void kern__qg_epi__scalar(const kern__qg_epi *e, const int32_t *tile, int
                                  int64_t m0, const float *sx, int64_t n0, int nr) {
     int r, j;
     for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data +
-                     kern__qg_row_off(e->y, m0 + r) * (int64_t)kern_dtype_size(e->y->dtype);
+        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
+                                              (int64_t)kern_dtype_size(e->y->dtype);
         const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off(e->res, m0 + r) *
+                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
                                             (int64_t)kern_dtype_size(e->res->dtype)
                                   : NULL;
         for (j = 0; j < nr; j++) {
@@ -731,10 +756,10 @@ KERN_TARGET_AVX512 static void kern__qg_epi__avx512(const kern__qg_epi *e, const
                                                     int64_t n0, int nr) {
     int r, j;
     for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data +
-                     kern__qg_row_off(e->y, m0 + r) * (int64_t)kern_dtype_size(e->y->dtype);
+        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
+                                              (int64_t)kern_dtype_size(e->y->dtype);
         const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off(e->res, m0 + r) *
+                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
                                             (int64_t)kern_dtype_size(e->res->dtype)
                                   : NULL;
         const __m512 vsx = _mm512_set1_ps(sx[r]);
@@ -813,10 +838,10 @@ KERN_TARGET_AVX2 static void kern__qg_epi__avx2(const kern__qg_epi *e, const int
     int r, j;
     int nv = nr & ~7;
     for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data +
-                     kern__qg_row_off(e->y, m0 + r) * (int64_t)kern_dtype_size(e->y->dtype);
+        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
+                                              (int64_t)kern_dtype_size(e->y->dtype);
         const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off(e->res, m0 + r) *
+                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
                                             (int64_t)kern_dtype_size(e->res->dtype)
                                   : NULL;
         const __m256 vsx = _mm256_set1_ps(sx[r]);
@@ -859,10 +884,11 @@ KERN_TARGET_AVX2 static void kern__qg_epi__avx2(const kern__qg_epi *e, const int
 /* Portable: a is s8 [k4][mr][4]. Partial sums stay within the final bound
  * (|.| <= K * 128^2 < 2^31), so int32 never overflows. */
 static void kern__qgemm_s8s8_4x32__scalar(int mr, int64_t k4, const void *a_,
-                                          const int8_t *b, int32_t *c) {
+                                          const int8_t *b, int32_t *c, const int8_t *pf) {
     const int8_t *a = (const int8_t *)a_;
     int r, j;
     int64_t g;
+    (void)pf;
     for (r = 0; r < mr; r++)
         for (j = 0; j < KERN_QGEMM_NR; j++) c[r * KERN_QGEMM_NR + j] = 0;
     for (g = 0; g < k4; g++) {
@@ -889,7 +915,7 @@ static void kern__qgemm_s8s8_4x32__scalar(int mr, int64_t k4, const void *a_,
  * prefetched 1 KiB ahead (it comes from DRAM on the decode path). */
 KERN_TARGET_AVX512VNNI KERN__QG_INLINE void
 kern__qg_u8s8_body__avx512vnni(const int MR, int64_t k4, const uint8_t *a, const int8_t *b,
-                               int32_t *c) {
+                               int32_t *c, const int8_t *pf) {
 #define KERN__QG_DECL(r) __m512i c##r##_0 = _mm512_setzero_si512(), c##r##_1 = c##r##_0;
     KERN__QG_R14(KERN__QG_DECL)
 #undef KERN__QG_DECL
@@ -897,8 +923,8 @@ kern__qg_u8s8_body__avx512vnni(const int MR, int64_t k4, const uint8_t *a, const
     for (g = 0; g < k4; g++) {
         const __m512i b0 = _mm512_load_si512((const void *)b);
         const __m512i b1 = _mm512_load_si512((const void *)(b + 64));
-        _mm_prefetch((const char *)(b + 1024), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 1088), _MM_HINT_T0);
+        _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        _mm_prefetch((const char *)(pf + 64), _MM_HINT_T1);
 #define KERN__QG_STEP(r)                                                      \
     if (MR > r) {                                                             \
         int32_t av_;                                                          \
@@ -912,6 +938,7 @@ kern__qg_u8s8_body__avx512vnni(const int MR, int64_t k4, const uint8_t *a, const
 #undef KERN__QG_STEP
         a += 4 * MR;
         b += 128;
+        pf += 128;
     }
 #define KERN__QG_STORE(r)                                                     \
     if (MR > r) {                                                             \
@@ -923,17 +950,17 @@ kern__qg_u8s8_body__avx512vnni(const int MR, int64_t k4, const uint8_t *a, const
 }
 #define KERN__QG_INST(r)                                                      \
     KERN_TARGET_AVX512VNNI static void kern__qgemm_u8s8_##r##x32__avx512vnni( \
-        int64_t k4, const uint8_t *a, const int8_t *b, int32_t *c) {         \
-        kern__qg_u8s8_body__avx512vnni(r + 1, k4, a, b, c);                   \
+        int64_t k4, const uint8_t *a, const int8_t *b, int32_t *c, const int8_t *pf) { \
+        kern__qg_u8s8_body__avx512vnni(r + 1, k4, a, b, c, pf);               \
     }
 KERN__QG_R14(KERN__QG_INST)
 #undef KERN__QG_INST
 static void kern__qgemm_u8s8_14x32__avx512vnni(int mr, int64_t k4, const void *a,
-                                               const int8_t *b, int32_t *c) {
+                                               const int8_t *b, int32_t *c, const int8_t *pf) {
     const uint8_t *au = (const uint8_t *)a;
     switch (mr) {
 #define KERN__QG_CASE(r)                                                      \
-    case r + 1: kern__qgemm_u8s8_##r##x32__avx512vnni(k4, au, b, c); break;
+    case r + 1: kern__qgemm_u8s8_##r##x32__avx512vnni(k4, au, b, c, pf); break;
         KERN__QG_R14(KERN__QG_CASE)
 #undef KERN__QG_CASE
     default: break;
@@ -944,19 +971,20 @@ static void kern__qgemm_u8s8_14x32__avx512vnni(int mr, int64_t k4, const void *a
  * 2 ymm = 12 accumulators + 2 weight vectors + 1 broadcast. */
 KERN_TARGET_AVXVNNI KERN__QG_INLINE void
 kern__qg_u8s8_body__avxvnni(const int MR, int64_t k4, const uint8_t *a, const int8_t *b,
-                            int32_t *c) {
+                            int32_t *c, const int8_t *pf) {
     int h;
     for (h = 0; h < 2; h++) {
 #define KERN__QG_DECL(r) __m256i c##r##_0 = _mm256_setzero_si256(), c##r##_1 = c##r##_0;
         KERN__QG_R6(KERN__QG_DECL)
 #undef KERN__QG_DECL
         const uint8_t *ap = a;
-        const int8_t *bp = b + 64 * h;
+        const int8_t *bp = b + 64 * h, *pp = pf + 64 * h;
         int64_t g;
         for (g = 0; g < k4; g++) {
             const __m256i b0 = _mm256_load_si256((const __m256i *)bp);
             const __m256i b1 = _mm256_load_si256((const __m256i *)(bp + 32));
-            _mm_prefetch((const char *)(bp + 1024), _MM_HINT_T0);
+            _mm_prefetch((const char *)pp, _MM_HINT_T1);
+            pp += 128;
 #define KERN__QG_STEP(r)                                                      \
     if (MR > r) {                                                             \
         int32_t av_;                                                          \
@@ -982,17 +1010,17 @@ kern__qg_u8s8_body__avxvnni(const int MR, int64_t k4, const uint8_t *a, const in
 }
 #define KERN__QG_INST(r)                                                      \
     KERN_TARGET_AVXVNNI static void kern__qgemm_u8s8_##r##x32__avxvnni(       \
-        int64_t k4, const uint8_t *a, const int8_t *b, int32_t *c) {         \
-        kern__qg_u8s8_body__avxvnni(r + 1, k4, a, b, c);                      \
+        int64_t k4, const uint8_t *a, const int8_t *b, int32_t *c, const int8_t *pf) { \
+        kern__qg_u8s8_body__avxvnni(r + 1, k4, a, b, c, pf);                  \
     }
 KERN__QG_R6(KERN__QG_INST)
 #undef KERN__QG_INST
 static void kern__qgemm_u8s8_6x32__avxvnni(int mr, int64_t k4, const void *a,
-                                           const int8_t *b, int32_t *c) {
+                                           const int8_t *b, int32_t *c, const int8_t *pf) {
     const uint8_t *au = (const uint8_t *)a;
     switch (mr) {
 #define KERN__QG_CASE(r)                                                      \
-    case r + 1: kern__qgemm_u8s8_##r##x32__avxvnni(k4, au, b, c); break;
+    case r + 1: kern__qgemm_u8s8_##r##x32__avxvnni(k4, au, b, c, pf); break;
         KERN__QG_R6(KERN__QG_CASE)
 #undef KERN__QG_CASE
     default: break;
@@ -1006,7 +1034,8 @@ static void kern__qgemm_u8s8_6x32__avxvnni(int mr, int64_t k4, const void *a,
  * rows x 4 chunks = 12 accumulators + 3 broadcasts + 1 widened chunk. */
 KERN_TARGET_AVX2 KERN__QG_INLINE void kern__qg_s16s8_body__avx2(const int MR, int64_t k4,
                                                                 const int16_t *a,
-                                                                const int8_t *b, int32_t *c) {
+                                                                const int8_t *b, int32_t *c,
+                                                                const int8_t *pf) {
     int h;
     for (h = 0; h < 2; h++) {
 #define KERN__QG_DECL(r)                                                      \
@@ -1015,11 +1044,12 @@ KERN_TARGET_AVX2 KERN__QG_INLINE void kern__qg_s16s8_body__avx2(const int MR, in
         KERN__QG_R3(KERN__QG_DECL)
 #undef KERN__QG_DECL
         const int16_t *ap = a;
-        const int8_t *bp = b + 64 * h;
+        const int8_t *bp = b + 64 * h, *pp = pf + 64 * h;
         int64_t g;
         for (g = 0; g < k4; g++) {
             __m256i w;
-            _mm_prefetch((const char *)(bp + 1024), _MM_HINT_T0);
+            _mm_prefetch((const char *)pp, _MM_HINT_T1);
+            pp += 128;
 #define KERN__QG_BCAST(r)                                                     \
     if (MR > r) {                                                             \
         long long q_;                                                         \
@@ -1055,17 +1085,17 @@ KERN_TARGET_AVX2 KERN__QG_INLINE void kern__qg_s16s8_body__avx2(const int MR, in
 }
 #define KERN__QG_INST(r)                                                      \
     KERN_TARGET_AVX2 static void kern__qgemm_s16s8_##r##x32__avx2(            \
-        int64_t k4, const int16_t *a, const int8_t *b, int32_t *c) {         \
-        kern__qg_s16s8_body__avx2(r + 1, k4, a, b, c);                        \
+        int64_t k4, const int16_t *a, const int8_t *b, int32_t *c, const int8_t *pf) { \
+        kern__qg_s16s8_body__avx2(r + 1, k4, a, b, c, pf);                    \
     }
 KERN__QG_R3(KERN__QG_INST)
 #undef KERN__QG_INST
 static void kern__qgemm_s16s8_3x32__avx2(int mr, int64_t k4, const void *a, const int8_t *b,
-                                         int32_t *c) {
+                                         int32_t *c, const int8_t *pf) {
     const int16_t *as = (const int16_t *)a;
     switch (mr) {
 #define KERN__QG_CASE(r)                                                      \
-    case r + 1: kern__qgemm_s16s8_##r##x32__avx2(k4, as, b, c); break;
+    case r + 1: kern__qgemm_s16s8_##r##x32__avx2(k4, as, b, c, pf); break;
         KERN__QG_R3(KERN__QG_CASE)
 #undef KERN__QG_CASE
     default: break;
@@ -1078,9 +1108,10 @@ static void kern__qgemm_s16s8_3x32__avx2(int mr, int64_t k4, const void *a, cons
  * 4 columns per 16-column half; the row's 4 bytes are duplicated to every
  * lane so vdotq_s32 gives 4 columns x 4 k per instruction. */
 static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
-                                           const int8_t *b, int32_t *c) {
+                                           const int8_t *b, int32_t *c, const int8_t *pf) {
     const int8_t *a = (const int8_t *)a_;
     int h, r;
+    (void)pf;
     for (h = 0; h < 2; h++)
         for (r = 0; r < mr; r++) {
             int32x4_t c0 = vdupq_n_s32(0), c1 = c0, c2 = c0, c3 = c0;
@@ -1210,22 +1241,33 @@ static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, in
 }
 static int kern__qg_a_bytes(int fmt) { return fmt == KERN__QG_A_S16 ? 2 : 1; }
 
-/* Balanced split of M rows into panels of at most mr_max rows. */
+/* Split of M rows into panels of at most mr_max rows: balanced, except
+ * that two panels are split full + rest (M = 16 on a 14-row kernel: 14 + 2,
+ * not 8 + 8), so the pass that streams the weight from memory does the most
+ * work per weight byte and the short one reuses it from L2. */
 typedef struct kern__qg_mpan {
-    int64_t n, base, rem;
+    int64_t n, base, rem, first; /* first > 0: panel 0 has `first` rows */
 } kern__qg_mpan;
 static kern__qg_mpan kern__qg_mpan_make(int64_t m, int mr_max) {
     kern__qg_mpan p;
     p.n = (m + mr_max - 1) / mr_max;
     if (p.n < 1) p.n = 1;
+    p.first = 0;
     p.base = m / p.n;
     p.rem = m % p.n;
+    if (p.n == 2) {
+        p.first = mr_max;
+        p.base = m - mr_max;
+        p.rem = 0;
+    }
     return p;
 }
 static int64_t kern__qg_mpan_row0(const kern__qg_mpan *p, int64_t i) {
+    if (p->first) return i == 0 ? 0 : p->first + (i - 1) * p->base;
     return i * p->base + (i < p->rem ? i : p->rem);
 }
 static int kern__qg_mpan_rows(const kern__qg_mpan *p, int64_t i) {
+    if (p->first) return (int)(i == 0 ? p->first : p->base);
     return (int)(p->base + (i < p->rem ? 1 : 0));
 }
 
@@ -1900,6 +1942,7 @@ typedef struct kern__qg_gjob {
     /* blocking */
     int64_t mcp, n_mb, ncp, n_nb;
     kern__qg_epi epi;
+    int64_t x_flat;
     int is_int;
     int8_t *bpack_w; /* s8s8s32: writable packed B */
     int32_t *colsum_w;
@@ -1917,7 +1960,7 @@ static void kern__qg_qpack_task(void *arg, int64_t t, int thread) {
     memset(q + jb->k, 0, (size_t)(jb->k4 * 4 - jb->k));
     for (r = 0; r < mr; r++) {
         int64_t m = r0 + r, bad;
-        const char *row = (const char *)x->data + kern__qg_row_off(x, m) * esz;
+        const char *row = (const char *)x->data + kern__qg_row_off_fast(x, jb->x_flat, m) * esz;
         jb->sx[m - jb->chunk_row0] =
             kern__qg_quant_row_sym(&jb->ops, row, x->dtype, jb->k, 1, q, &bad);
         kern__qg_pack_a_row(jb->ops.a_fmt, q, jb->k4, mr, r, panel);
@@ -1971,13 +2014,19 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
     if (pb1 > jb->n_np) pb1 = jb->n_np;
     for (np = pb0; np < pb1; np++) {
         const int8_t *b = jb->bdata + np * jb->k4 * 128;
+        const int8_t *next = np + 1 < pb1 ? b + jb->k4 * 128 : b;
         int64_t n0 = np * KERN_QGEMM_NR;
         int nr = (int)(jb->n - n0 < KERN_QGEMM_NR ? jb->n - n0 : KERN_QGEMM_NR);
         for (i = pa0; i < pa1; i++) {
             int64_t r0 = kern__qg_mpan_row0(&jb->mp, i);
             int mr = kern__qg_mpan_rows(&jb->mp, i);
             const char *a = jb->apack + (r0 - jb->chunk_row0) * jb->a_row_bytes;
-            jb->ops.ukernel(mr, jb->k4, a, b, tile);
+            /* the first m-panel reads this weight panel from L3/DRAM:
+             * prefetch its own stream 4 KiB ahead (this is all the decode
+             * path does); the second pulls the next panel into L2 while
+             * the rest reuse this one from L2 */
+            const int8_t *pf = i == pa0 ? b + 4096 : i == pa0 + 1 ? next : b;
+            jb->ops.ukernel(mr, jb->k4, a, b, tile, pf);
             if (jb->is_int) {
                 const kern_tensor *c = jb->c;
                 int r, j;
@@ -2253,6 +2302,9 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
     jb.epi.y = y;
     jb.epi.res = p.residual;
     jb.epi.n = N;
+    jb.epi.y_flat = kern__qg_flat_rows(y);
+    jb.epi.res_flat = p.residual ? kern__qg_flat_rows(p.residual) : 0;
+    jb.x_flat = kern__qg_flat_rows(x);
     {
         size_t s1 = (size_t)(jb.k4 * 4 + 64);
         size_t s2 = (size_t)jb.ops.mr_max * KERN_QGEMM_NR * 4 + 64;
