@@ -861,7 +861,10 @@ typedef struct kern__sp24_job {
     int bf16dot;  /* bf16 weights and x through vdpbf16ps */
     int64_t n_ms; /* large-M: m slivers */
     int mr;       /* large-M: rows per sliver */
-    size_t scratch_xt, scratch_yt; /* large-M per-thread scratch layout */
+    int64_t nt;   /* large-M: tiles per task */
+    void *xp;     /* large-M: x packed once per call, panel per sliver */
+    int64_t xp_stride; /* elements (floats or pair words) per sliver */
+    size_t scratch_yt; /* large-M per-thread scratch layout */
 } kern__sp24_job;
 
 enum { KERN__SP24_PATH_SCALAR = 0, KERN__SP24_PATH_AVX2, KERN__SP24_PATH_AVX512,
@@ -934,52 +937,56 @@ static void kern__sp24_task_scalar(void *arg, int64_t task, int thread) {
 /* ==================================================== AVX-512 kernels */
 #ifdef KERN_X86
 
-/* Large-M f32 microkernel: rows l and l+1 of one tile, NV zmm of m.
+/* Large-M f32 microkernel: rows l..l+3 of one tile, NV zmm of m.
  * xt: [16 groups * 4][64] f32; w: tile values at the block's first group
- * ([2][16] per group, 32 floats apart); meta likewise (8 bytes apart). */
+ * ([2][16] per group, 32 floats apart); meta likewise (8 bytes apart).
+ * Per group and row, the two kept weights are broadcast (in registers, from
+ * one 16-byte load per j: the load ports are the bottleneck, as every FMA
+ * already reads its 64-byte panel row from L1) and multiplied with the two
+ * panel rows their indices select. */
 KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_lm_f32_body__avx512(
-    const float *xt, const float *w, const uint8_t *meta, int ng, int l, float *y0,
-    float *y1, int first, const int NV) {
-    __m512 a[4], b[4];
-    int g, v;
+    const float *xt, const float *w, const uint8_t *meta, int ng, int l, float *y,
+    int first, const int NV) {
+    __m512 a[4][4];
+    const __m512i i0 = _mm512_set1_epi32(0), i1 = _mm512_set1_epi32(1);
+    const __m512i i2 = _mm512_set1_epi32(2), i3 = _mm512_set1_epi32(3);
+    int g, v, r;
     KERN__SP24_UNROLL
-    for (v = 0; v < NV; v++) {
-        a[v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y0 + 16 * v);
-        b[v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y1 + 16 * v);
-    }
+    for (r = 0; r < 4; r++)
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++)
+            a[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + r * 64 + 16 * v);
     for (g = 0; g < ng; g++) {
-        unsigned c = meta[g * 8 + (l >> 1)];
+        uint16_t mb;
         const float *xg = xt + g * 256;
-        const float *p00 = xg + (c & 3u) * 64, *p01 = xg + ((c >> 2) & 3u) * 64;
-        const float *p10 = xg + ((c >> 4) & 3u) * 64, *p11 = xg + (c >> 6) * 64;
-        __m512 s0 = _mm512_set1_ps(w[g * 32 + l]), s1 = _mm512_set1_ps(w[g * 32 + 16 + l]);
-        __m512 t0 = _mm512_set1_ps(w[g * 32 + l + 1]), t1 = _mm512_set1_ps(w[g * 32 + 17 + l]);
+        __m512 w0 = _mm512_castps128_ps512(_mm_loadu_ps(w + g * 32 + l));
+        __m512 w1 = _mm512_castps128_ps512(_mm_loadu_ps(w + g * 32 + 16 + l));
+        memcpy(&mb, meta + g * 8 + (l >> 1), 2);
         KERN__SP24_UNROLL
-        for (v = 0; v < NV; v++) {
-            a[v] = _mm512_fmadd_ps(s0, _mm512_load_ps(p00 + 16 * v), a[v]);
-            b[v] = _mm512_fmadd_ps(t0, _mm512_load_ps(p10 + 16 * v), b[v]);
-        }
-        KERN__SP24_UNROLL
-        for (v = 0; v < NV; v++) {
-            a[v] = _mm512_fmadd_ps(s1, _mm512_load_ps(p01 + 16 * v), a[v]);
-            b[v] = _mm512_fmadd_ps(t1, _mm512_load_ps(p11 + 16 * v), b[v]);
+        for (r = 0; r < 4; r++) {
+            unsigned c = ((unsigned)mb >> (4 * r)) & 15u;
+            const float *p0 = xg + (c & 3u) * 64, *p1 = xg + (c >> 2) * 64;
+            const __m512i ir = r == 0 ? i0 : r == 1 ? i1 : r == 2 ? i2 : i3;
+            __m512 s0 = _mm512_permutexvar_ps(ir, w0), s1 = _mm512_permutexvar_ps(ir, w1);
+            KERN__SP24_UNROLL
+            for (v = 0; v < NV; v++) a[r][v] = _mm512_fmadd_ps(s0, _mm512_load_ps(p0 + 16 * v), a[r][v]);
+            KERN__SP24_UNROLL
+            for (v = 0; v < NV; v++) a[r][v] = _mm512_fmadd_ps(s1, _mm512_load_ps(p1 + 16 * v), a[r][v]);
         }
     }
     KERN__SP24_UNROLL
-    for (v = 0; v < NV; v++) {
-        _mm512_storeu_ps(y0 + 16 * v, a[v]);
-        _mm512_storeu_ps(y1 + 16 * v, b[v]);
-    }
+    for (r = 0; r < 4; r++)
+        KERN__SP24_UNROLL
+        for (v = 0; v < NV; v++) _mm512_storeu_ps(y + r * 64 + 16 * v, a[r][v]);
 }
 KERN_TARGET_AVX512 static void kern__sp24_lm_f32__avx512(const float *xt, const float *w,
                                                          const uint8_t *meta, int ng, int l,
-                                                         float *y0, float *y1, int first,
-                                                         int nv) {
+                                                         float *y, int first, int nv) {
     switch (nv) {
-    case 1: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 1); break;
-    case 2: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 2); break;
-    case 3: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 3); break;
-    default: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y0, y1, first, 4); break;
+    case 1: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y, first, 1); break;
+    case 2: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y, first, 2); break;
+    case 3: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y, first, 3); break;
+    default: kern__sp24_lm_f32_body__avx512(xt, w, meta, ng, l, y, first, 4); break;
     }
 }
 
@@ -1055,6 +1062,12 @@ KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_sm_f32_body__avx512(
     for (g = 0; g < G; g++) {
         __m512 w0, w1;
         __m512i c0, c1;
+        /* the weight stream comes from DRAM: prefetch ~1.5 KiB ahead (the
+         * hardware prefetcher alone left this at ~7 GB/s) */
+        _mm_prefetch((const char *)wv + (g + 12) * 32 * (WK == 0 ? 4 : WK == 1 ? 2 : 1),
+                     _MM_HINT_T0);
+        if (WK == 0) _mm_prefetch((const char *)wv + (g + 12) * 128 + 64, _MM_HINT_T0);
+        if ((g & 7) == 0) _mm_prefetch((const char *)(meta + (g + 24) * 8), _MM_HINT_T0);
         if (WK == 0) {
             const float *wp = (const float *)wv + g * 32;
             w0 = _mm512_loadu_ps(wp);
@@ -1133,6 +1146,8 @@ KERN_TARGET_AVX512BF16 KERN__SP24_INLINE void kern__sp24_sm_bf16_body__avx512(
     for (m = 0; m < MR; m++) a[m] = _mm512_setzero_ps();
     for (g = 0; g < G; g++) {
         __m512i wp = _mm512_loadu_si512((const void *)(wv + g * 32));
+        _mm_prefetch((const char *)(wv + (g + 24) * 32), _MM_HINT_T0);
+        if ((g & 7) == 0) _mm_prefetch((const char *)(meta + (g + 24) * 8), _MM_HINT_T0);
         __m512i c = _mm512_srlv_epi32(
             _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(
                                               _mm_loadl_epi64((const __m128i *)(meta + g * 8)))),
@@ -1372,74 +1387,90 @@ static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, 
         }
 }
 
-/* Packs x rows [m0, m0+mc) and k in [4g0, 4g0+4ng) transposed into
- * xt[k][mr] f32 (mr = panel width), zero beyond M, K and up to nv*vec. */
-static void kern__sp24_pack_xt(const kern__sp24_job *J, int64_t m0, int mc, int64_t g0, int ng,
-                               int mr, int width, float *xt) {
-    int i, kk;
-    int64_t k0 = 4 * g0;
-    int kn = 4 * ng;
+/* Phase 1 of the large-M path, one task per sliver of mr rows: x rows
+ * [m0, m0+mr) transposed into the panel xp[k][mr] (f32, k < Kp), zero past
+ * M and K. Done once per call, so the compute tasks read L1/L2-resident
+ * panels without repacking (the cost is M*K element moves, 2/N of the
+ * multiply-adds). */
+static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    float *xt = (float *)J->xp + ms * J->xp_stride;
+    int64_t m0 = ms * J->mr, k;
+    int mr = J->mr, i;
+    (void)thread;
+    /* 16 x 16 blocks: each block touches 16 source and 16 panel lines */
+    int64_t kb;
+    int ib;
     size_t xes = kern_dtype_size(J->xdt);
-    for (i = 0; i < width; i++) {
-        if (i < mc) {
-            const char *xr = J->x + (m0 + i) * J->ldx * (int64_t)xes;
-            if (J->xdt == KERN_F32) {
-                const float *xf = (const float *)xr;
-                for (kk = 0; kk < kn; kk++)
-                    xt[kk * mr + i] = k0 + kk < J->K ? xf[k0 + kk] : 0.0f;
-            } else {
-                const uint16_t *xb = (const uint16_t *)xr;
-                for (kk = 0; kk < kn; kk++)
-                    xt[kk * mr + i] = k0 + kk < J->K ? kern__bits_f32((uint32_t)xb[k0 + kk] << 16) : 0.0f;
+    for (ib = 0; ib < mr; ib += 16)
+        for (kb = 0; kb < J->Kp; kb += 16) {
+            int64_t ke = kb + 16 < J->Kp ? kb + 16 : J->Kp;
+            for (i = ib; i < ib + 16; i++) {
+                if (m0 + i < J->M) {
+                    const char *xr = J->x + (m0 + i) * J->ldx * (int64_t)xes;
+                    int64_t kv = ke < J->K ? ke : J->K;
+                    if (J->xdt == KERN_F32) {
+                        const float *xf = (const float *)xr;
+                        for (k = kb; k < kv; k++) xt[k * mr + i] = xf[k];
+                    } else {
+                        const uint16_t *xb = (const uint16_t *)xr;
+                        for (k = kb; k < kv; k++) xt[k * mr + i] = kern__bits_f32((uint32_t)xb[k] << 16);
+                    }
+                    for (k = kv > kb ? kv : kb; k < ke; k++) xt[k * mr + i] = 0.0f;
+                } else {
+                    for (k = kb; k < ke; k++) xt[k * mr + i] = 0.0f;
+                }
             }
-        } else {
-            for (kk = 0; kk < kn; kk++) xt[kk * mr + i] = 0.0f;
         }
-    }
 }
 
-/* bf16 pair panel: xt6[g][p][64] = (x[m][4g+a_p], x[m][4g+b_p]). */
-static void kern__sp24_pack_xt6(const kern__sp24_job *J, int64_t m0, int mc, int64_t g0, int ng,
-                                int width, uint32_t *xt6) {
+/* bf16 pair panel: xp6[g][p][64] = (x[m][4g+a_p], x[m][4g+b_p]), the six
+ * pairs (0,1) (0,2) (0,3) (1,2) (1,3) (2,3). */
+static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
     static const unsigned char pa[6] = {0, 0, 0, 1, 1, 2}, pb[6] = {1, 2, 3, 2, 3, 3};
-    int i, g, p;
-    for (i = 0; i < width; i++) {
-        const uint16_t *xb = i < mc ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
-        for (g = 0; g < ng; g++) {
-            uint16_t v[4];
-            int64_t k0 = 4 * (g0 + g);
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    uint32_t *xt6 = (uint32_t *)J->xp + ms * J->xp_stride;
+    int64_t m0 = ms * 64, g;
+    int i, p;
+    (void)thread;
+    for (i = 0; i < 64; i++) {
+        const uint16_t *xb = m0 + i < J->M ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
+        for (g = 0; g < J->G; g++) {
+            uint16_t v[4] = {0, 0, 0, 0};
             int e;
-            for (e = 0; e < 4; e++) v[e] = xb && k0 + e < J->K ? xb[k0 + e] : (uint16_t)0;
+            if (xb) {
+                if (4 * g + 4 <= J->K) memcpy(v, xb + 4 * g, 8);
+                else
+                    for (e = 0; e < 4; e++) v[e] = 4 * g + e < J->K ? xb[4 * g + e] : (uint16_t)0;
+            }
             for (p = 0; p < 6; p++)
                 xt6[(g * 6 + p) * 64 + i] = (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
         }
     }
 }
 
-/* Large-M task: one sliver of mr rows x LM_NT tiles. */
+/* Phase 2 of the large-M path: one sliver of mr rows x nt tiles. */
 static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
     const kern_sparse24 *sw = J->sw;
     char *scr = (char *)kern__thread_scratch(J->ctx, thread);
     float *yt = (float *)scr;
-    char *xt = scr + J->scratch_yt;
-    float *wslab = (float *)(xt + J->scratch_xt);
+    float *wslab = (float *)(scr + J->scratch_yt);
     int64_t nchunk = task / J->n_ms, ms = task % J->n_ms;
     int64_t m0 = ms * J->mr;
     int mc = (int)(J->M - m0 < J->mr ? J->M - m0 : J->mr);
     int vec = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
     int nv = (mc + vec - 1) / vec;
-    int64_t t0 = nchunk * KERN__SP24_LM_NT, t1 = t0 + KERN__SP24_LM_NT, t, g0;
+    int64_t t0 = nchunk * J->nt, t1 = t0 + J->nt, t, g0;
     const int64_t G = J->G;
     int conv = !J->bf16dot && sw->dtype != KERN_F32;
     if (t1 > sw->n_tiles) t1 = sw->n_tiles;
     for (g0 = 0; g0 < G; g0 += KERN__SP24_LM_KG) {
         int ng = (int)(G - g0 < KERN__SP24_LM_KG ? G - g0 : KERN__SP24_LM_KG);
         int first = g0 == 0;
-        if (J->bf16dot)
-            kern__sp24_pack_xt6(J, m0, mc, g0, ng, nv * vec, (uint32_t *)xt);
-        else
-            kern__sp24_pack_xt(J, m0, mc, g0, ng, J->mr, nv * vec, (float *)xt);
+        const void *xt = J->bf16dot
+                             ? (const void *)((const uint32_t *)J->xp + ms * J->xp_stride + g0 * 6 * 64)
+                             : (const void *)((const float *)J->xp + ms * J->xp_stride + g0 * 4 * J->mr);
         if (conv) kern__sp24_slab_f32(sw, G, t0, t1, g0, ng, wslab);
         for (t = t0; t < t1; t++) {
             const uint8_t *mt = sw->meta + (t * G + g0) * 8;
@@ -1453,14 +1484,14 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
             } else {
                 const float *wt = conv ? wslab + (t - t0) * ng * 32
                                        : (const float *)sw->values + (t * G + g0) * 32;
-                for (l = 0; l < 16; l += 2) {
-                    if (J->path == KERN__SP24_PATH_AVX512)
+                if (J->path == KERN__SP24_PATH_AVX512)
+                    for (l = 0; l < 16; l += 4)
                         kern__sp24_lm_f32__avx512((const float *)xt, wt, mt, ng, l,
-                                                  yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
-                    else
+                                                  yb + l * J->mr, first, nv);
+                else
+                    for (l = 0; l < 16; l += 2)
                         kern__sp24_lm_f32__avx2((const float *)xt, wt, mt, ng, l,
                                                 yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
-                }
             }
         }
     }
@@ -1600,17 +1631,26 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
         if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_small, &J);
     } else {
 #ifdef KERN_X86
-        int64_t n_nc = (sw->n_tiles + KERN__SP24_LM_NT - 1) / KERN__SP24_LM_NT;
-        size_t slab;
+        int64_t n_nc, want_tasks = 4 * (int64_t)kern_ctx_threads(ctx);
+        size_t slab, xpb;
         J.mr = J.path == KERN__SP24_PATH_AVX512 ? 64 : 32;
         J.n_ms = (M + J.mr - 1) / J.mr;
-        J.scratch_yt = (size_t)KERN__SP24_LM_NT * 16 * (size_t)J.mr * sizeof(float);
-        J.scratch_xt = J.bf16dot ? (size_t)KERN__SP24_LM_KG * 6 * 64 * 4
-                                 : (size_t)KERN__SP24_LM_KG * 4 * (size_t)J.mr * sizeof(float);
+        /* tiles per task: up to LM_NT, fewer when that leaves threads idle
+         * (the split over n never changes the results) */
+        J.nt = KERN__SP24_LM_NT;
+        while (J.nt > 4 && J.n_ms * ((sw->n_tiles + J.nt - 1) / J.nt) < want_tasks) J.nt /= 2;
+        n_nc = (sw->n_tiles + J.nt - 1) / J.nt;
+        J.xp_stride = J.bf16dot ? J.G * 6 * 64 : J.Kp * J.mr;
+        xpb = (size_t)(J.n_ms * J.xp_stride) * 4;
+        J.scratch_yt = (size_t)J.nt * 16 * (size_t)J.mr * sizeof(float);
         slab = (!J.bf16dot && sw->dtype != KERN_F32)
-                   ? (size_t)KERN__SP24_LM_NT * KERN__SP24_LM_KG * 32 * sizeof(float) : 0;
+                   ? (size_t)J.nt * KERN__SP24_LM_KG * 32 * sizeof(float) : 0;
         n_tasks = n_nc * J.n_ms;
-        s = kern__reserve_thread_scratch(ctx, J.scratch_yt + J.scratch_xt + slab);
+        J.xp = kern__workspace(ctx, xpb);
+        if (!J.xp) s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes for x panels", op, xpb);
+        if (!s) s = kern__reserve_thread_scratch(ctx, J.scratch_yt + slab);
+        if (!s) s = kern_parallel_for(ctx, J.n_ms, J.bf16dot ? kern__sp24_task_pack_xt6
+                                                              : kern__sp24_task_pack_xt, &J);
         if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_large, &J);
 #endif
     }

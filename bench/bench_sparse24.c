@@ -1,0 +1,195 @@
+/* bench_sparse24.c — family `sparse24`: 2:4 sparse linear layers.
+ *
+ * Case strings: "<dtype>/M<M>/N<N>/K<K>", dtype f32 or bf16 (x, W, y all in
+ * that dtype). Work = 2*M*N*K dense-equivalent FLOP for every impl (the
+ * sparse kernel does half of them: its GFLOP/s is the dense-equivalent
+ * rate, and the ratio to the dense impls is the speedup). Peak kind F32 or
+ * BF16. For M <= 16 the bytes counter is the dense weight N*K*es, the same
+ * for every impl (GB/s = "dense weight per second"); the counter
+ * `weight_bytes_read` says what each impl really streams.
+ *
+ * Impls (the same pruned weight, y = x W^T, no epilogue, weights prepared
+ * outside the timed loop):
+ *   kern        kern_sparse24_linear on the compressed weight
+ *   kern_dense  kern_gemm (trans_b, weight prepacked by kern_gemm_pack_b)
+ *               on the dense pruned weight; skipped when kern_gemm.h is
+ *               not the implemented header
+ *   openblas    cblas_sgemm on the dense weight (f32 cases),
+ *               openblas_set_num_threads(threads); bf16 cases are skipped:
+ *               the installed OpenBLAS 0.3.21 is built without sbgemm
+ */
+#define KERN_IMPLEMENTATION
+#include "kern_sparse24.h"
+#include "kern_gemm.h"
+#include "kbench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef KBENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+typedef struct scase {
+    int64_t M, N, K;
+    kern_dtype dt;
+    char name[64];
+} scase;
+
+static scase scases[] = {
+    {2048, 4096, 4096, KERN_F32, ""}, {512, 4096, 4096, KERN_F32, ""},
+    {128, 768, 3072, KERN_F32, ""},   {16, 4096, 4096, KERN_F32, ""},
+    {1, 4096, 4096, KERN_F32, ""},    {2048, 4096, 4096, KERN_BF16, ""},
+    {512, 4096, 4096, KERN_BF16, ""}, {128, 768, 3072, KERN_BF16, ""},
+    {16, 4096, 4096, KERN_BF16, ""},  {1, 4096, 4096, KERN_BF16, ""},
+};
+#define NCASES ((int)(sizeof scases / sizeof scases[0]))
+
+/* Buffers of the case being run (one case at a time). */
+static struct {
+    const scase *c;
+    void *x, *w, *y;
+    kern_sparse24 sw;
+#ifdef KERN_GEMM_IMPLEMENTED
+    kern_gemm_packed_b *pb;
+#endif
+} cur;
+
+static void *xalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
+    return p;
+}
+
+static void release_case(void) {
+    free(cur.x);
+    free(cur.w);
+    free(cur.y);
+    kern_sparse24_free(NULL, &cur.sw);
+#ifdef KERN_GEMM_IMPLEMENTED
+    kern_gemm_packed_b_free(NULL, cur.pb);
+#endif
+    memset(&cur, 0, sizeof cur);
+}
+
+static int setup_case(const scase *c) {
+    int64_t M = c->M, N = c->N, K = c->K;
+    size_t es = kern_dtype_size(c->dt);
+    kern_tensor tw;
+    if (cur.c == c) return 1;
+    release_case();
+    cur.c = c;
+    cur.x = xalloc((size_t)(M * K) * es);
+    cur.w = xalloc((size_t)(N * K) * es);
+    cur.y = xalloc((size_t)(M * N) * es);
+    if (!cur.x || !cur.w || !cur.y) return 0;
+    kbench_fill(cur.x, c->dt, M * K, 1);
+    kbench_fill(cur.w, c->dt, N * K, 2);
+    kbench_fill(cur.y, c->dt, M * N, 3);
+    tw = kern_tensor_2d(cur.w, c->dt, N, K);
+    /* the same pruned weight for every impl */
+    if (kern_sparse24_prune(NULL, &tw, &tw, NULL) != KERN_OK) return 0;
+    if (kern_sparse24_compress(NULL, &tw, NULL, &cur.sw) != KERN_OK) return 0;
+#ifdef KERN_GEMM_IMPLEMENTED
+    if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pb) != KERN_OK) cur.pb = NULL;
+#endif
+    return 1;
+}
+
+static void set_work(kbench_state *st, const scase *c, double weight_bytes) {
+    double es = (double)kern_dtype_size(c->dt);
+    kbench_set_flops(st, 2.0 * (double)c->M * (double)c->N * (double)c->K);
+    if (c->M <= 16) kbench_set_bytes(st, (double)c->N * (double)c->K * es);
+    kbench_counter(st, "weight_bytes_read", weight_bytes);
+}
+
+static void run_kern(kbench_state *st, void *user) {
+    const scase *c = (const scase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_tensor tx, ty;
+    if (!setup_case(c)) {
+        kbench_skip(st, "setup failed");
+        return;
+    }
+    tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
+    ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
+    if (kern_sparse24_linear(ctx, &tx, &cur.sw, NULL, &ty, NULL) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) kern_sparse24_linear(ctx, &tx, &cur.sw, NULL, &ty, NULL);
+    kbench_use(cur.y);
+    set_work(st, c, (double)cur.sw.bytes);
+}
+
+static void run_kern_dense(kbench_state *st, void *user) {
+#ifdef KERN_GEMM_IMPLEMENTED
+    const scase *c = (const scase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_tensor tx, ty;
+    kern_gemm_params p;
+    if (!setup_case(c) || !cur.pb) {
+        kbench_skip(st, "setup or kern_gemm_pack_b failed");
+        return;
+    }
+    memset(&p, 0, sizeof p);
+    p.trans_b = 1;
+    p.packed_b = cur.pb;
+    tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
+    ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
+    if (kern_gemm(ctx, &tx, NULL, &ty, &p) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) kern_gemm(ctx, &tx, NULL, &ty, &p);
+    kbench_use(cur.y);
+    set_work(st, c, (double)c->N * (double)c->K * (double)kern_dtype_size(c->dt));
+#else
+    (void)user;
+    kbench_skip(st, "kern_gemm.h is not implemented in this tree");
+#endif
+}
+
+#ifdef KBENCH_HAVE_OPENBLAS
+static void run_openblas(kbench_state *st, void *user) {
+    const scase *c = (const scase *)user;
+    int M = (int)c->M, N = (int)c->N, K = (int)c->K;
+    if (!setup_case(c)) {
+        kbench_skip(st, "setup failed");
+        return;
+    }
+    openblas_set_num_threads(kbench_threads(st));
+    if (c->dt == KERN_F32) {
+        while (kbench_next(st))
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f,
+                        (const float *)cur.x, K, (const float *)cur.w, K, 0.0f,
+                        (float *)cur.y, N);
+        kbench_use(cur.y);
+    } else {
+        /* Debian's libopenblas declares cblas_sbgemm but is built without
+         * it (undefined at link time): no OpenBLAS bf16 GEMM to compare */
+        kbench_skip(st, "this OpenBLAS has no bf16 GEMM (cblas_sbgemm not built); compare "
+                        "with the f32 row");
+        return;
+    }
+    set_work(st, c, (double)c->N * (double)c->K * (double)kern_dtype_size(c->dt));
+}
+#endif
+
+KBENCH_INIT(sparse24) {
+    int i, t;
+    for (i = 0; i < NCASES; i++) {
+        scase *c = &scases[i];
+        kbench_peak pk = c->dt == KERN_F32 ? KBENCH_PEAK_F32 : KBENCH_PEAK_BF16;
+        snprintf(c->name, sizeof c->name, "%s/M%lld/N%lld/K%lld", kern_dtype_name(c->dt),
+                 (long long)c->M, (long long)c->N, (long long)c->K);
+        for (t = 1; t <= 2; t++) {
+            kbench_add("sparse24", c->name, "kern", t, pk, run_kern, c);
+            kbench_add("sparse24", c->name, "kern_dense", t, pk, run_kern_dense, c);
+#ifdef KBENCH_HAVE_OPENBLAS
+            kbench_add("sparse24", c->name, "openblas", t, pk, run_openblas, c);
+#endif
+        }
+    }
+}
