@@ -1976,20 +1976,35 @@ static void kern__qg_pack_ab_task(void *arg, int64_t t, int thread) {
     if (t < jb->n_np) {
         const kern_tensor *b = jb->b;
         int8_t *panel = jb->bpack_w + t * jb->k4 * 128;
-        int j;
+        int64_t n0 = t * KERN_QGEMM_NR, s0 = b->stride[0], s1 = b->stride[1];
+        int nr = (int)(jb->n - n0 < KERN_QGEMM_NR ? jb->n - n0 : KERN_QGEMM_NR), j;
+        int32_t sum[KERN_QGEMM_NR];
         memset(panel, 0, (size_t)(jb->k4 * 128));
-        for (j = 0; j < KERN_QGEMM_NR; j++) {
-            int64_t n = t * KERN_QGEMM_NR + j, sum = 0;
-            const int8_t *col;
-            if (n >= jb->n) break;
-            col = (const int8_t *)b->data + n * b->stride[1];
+        memset(sum, 0, sizeof sum);
+        if (s1 == 1 || jb->k == 1 || nr == 1 || s0 != 1) {
+            /* walk b row by row (row-major [K,N]: each row's 32 bytes are
+             * contiguous), scattering into the panel */
+            const int8_t *base = (const int8_t *)jb->b->data + n0 * s1;
             for (kk = 0; kk < jb->k; kk++) {
-                q[kk] = col[kk * b->stride[0]];
-                sum += q[kk];
+                const int8_t *row = base + kk * s0;
+                int8_t *dst = panel + (kk >> 2) * 128 + (kk & 3);
+                for (j = 0; j < nr; j++) {
+                    int8_t v = row[j * s1];
+                    dst[4 * j] = v;
+                    sum[j] += v;
+                }
             }
-            jb->colsum_w[n] = (int32_t)sum;
-            kern__qg_pack_b_row(q, jb->k4, j, panel);
+        } else {
+            /* a transposed view ([N,K] memory): each column is contiguous */
+            for (j = 0; j < nr; j++) {
+                const int8_t *col = (const int8_t *)b->data + (n0 + j) * s1;
+                for (kk = 0; kk < jb->k; kk++) {
+                    panel[(kk >> 2) * 128 + 4 * j + (kk & 3)] = col[kk];
+                    sum[j] += col[kk];
+                }
+            }
         }
+        for (j = 0; j < nr; j++) jb->colsum_w[n0 + j] = sum[j];
     } else {
         const kern_tensor *a = jb->a;
         int64_t i = t - jb->n_np, r0 = kern__qg_mpan_row0(&jb->mp, i);
