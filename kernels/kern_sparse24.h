@@ -235,7 +235,6 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
 #define KERN_SPARSE24_IMPLEMENTED
 
 #include <math.h>
-#include <stdio.h>
 #ifdef KERN_X86
 #include <immintrin.h>
 #endif
@@ -1464,6 +1463,7 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     int64_t t0 = nchunk * J->nt, t1 = t0 + J->nt, t, g0;
     const int64_t G = J->G;
     int conv = !J->bf16dot && sw->dtype != KERN_F32;
+    size_t es = kern_dtype_size(sw->dtype);
     if (t1 > sw->n_tiles) t1 = sw->n_tiles;
     for (g0 = 0; g0 < G; g0 += KERN__SP24_LM_KG) {
         int ng = (int)(G - g0 < KERN__SP24_LM_KG ? G - g0 : KERN__SP24_LM_KG);
@@ -1476,6 +1476,15 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
             const uint8_t *mt = sw->meta + (t * G + g0) * 8;
             float *yb = yt + (t - t0) * 16 * J->mr;
             int l;
+            if (t + 1 < t1) {
+                /* the next tile's block sits G*32 elements away: too far for
+                 * the hardware prefetcher, so fetch it while this one runs */
+                const char *nv_ = (const char *)sw->values + ((t + 1) * G + g0) * 32 * (int64_t)es;
+                const char *nm_ = (const char *)(sw->meta + ((t + 1) * G + g0) * 8);
+                int64_t b;
+                for (b = 0; b < (int64_t)ng * 32 * (int64_t)es; b += 64) _mm_prefetch(nv_ + b, _MM_HINT_T0);
+                for (b = 0; b < (int64_t)ng * 8; b += 64) _mm_prefetch(nm_ + b, _MM_HINT_T0);
+            }
             if (J->bf16dot) {
                 const uint16_t *wt = (const uint16_t *)sw->values + (t * G + g0) * 32;
                 for (l = 0; l < 16; l += 4)
