@@ -40,9 +40,9 @@
  *   the f32 rounding of a large mean does not leak into the output.
  *   The residual sum h = x + residual is formed in f32 and normalized
  *   unrounded (residual_out stores it rounded to its dtype).
- *   Vector GELU uses kern's own erf (<= 2 ulp over all f32, measured max
- *   1 ulp, see the kern__math_* helpers in the implementation) and exp
- *   (<= 2 ulp); GELU tanh is evaluated as x * sigmoid(2u), which equals
+ *   Vector GELU uses kern's own erf (<= 2 ulp over all f32; measured max
+ *   1.06 ulp by an exhaustive sweep, see the kern__math_* helpers in the
+ *   implementation) and exp (<= 2 ulp, measured 0.99); GELU tanh is evaluated as x * sigmoid(2u), which equals
  *   0.5 x (1 + tanh u) exactly in real arithmetic and keeps relative accuracy
  *   for negative x (PyTorch's f32 formula rounds tanh u to -1 there).
  *   Infinities follow the formulas, as in PyTorch: GELU(+Inf) = +Inf,
@@ -221,9 +221,9 @@ extern "C" {
  * Internal helpers, reusable by other kern headers (not a stable API).
  * Accuracy is measured against double-precision libm by tests/test_norm.c
  * (erf: >= 10^6 points over all of f32 plus +-0, +-Inf, NaN; the figures
- * below are the measured maxima, and an exhaustive sweep of all 2^32 inputs
- * was run once on AVX-512 and AVX2 during development):
- *   kern__math_erf_*   max 1 ulp (bound 2 ulp) over every f32 input;
+ * below are the measured maxima; for erf an exhaustive sweep was also run
+ * once on AVX-512 and AVX2 during development, see below):
+ *   kern__math_erf_*   max 1.06 ulp (bound 2 ulp) over every f32 input;
  *                      erf(+-0) = +-0, erf(+-Inf) = +-1, NaN -> NaN.
  *   kern__math_exp_*   max 1 ulp for normal results (x in [-87.3, 88.7]);
  *                      overflow -> +Inf, underflow -> subnormal/0 with
@@ -245,9 +245,9 @@ extern "C" {
  * it. |x| is clamped to the float below 4 first, where the interval-7
  * polynomial gives exactly 1 (erf rounds to 1 from 3.92): no blend for the
  * tail, and NaN passes through the clamp. The sign is or-ed back last.
- * Exhaustive sweep of [0, 8) (and so of every f32, by the sign symmetry and
- * the clamp): max 1.06 ulp on AVX-512 and AVX2 (measured on the previous
- * table form; rerun after any change). */
+ * Exhaustive sweep of every f32 in [0, 8) (and so of every f32, by the sign
+ * symmetry and the clamp): max 1.055 ulp (at 0.9997) on AVX-512 and AVX2.
+ * Rerun such a sweep after any change to this table. */
 static const float kern__math_erf_tab[10][16] = {
     /* CEN */ {0.0f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f},
     /* C0 */ {0.0f, 0.711155653f, 0.92290014f, 0.986671686f, 0.998537302f,
@@ -1242,61 +1242,120 @@ KERN_TARGET_AVX512 static void kern__norm_fwd_row__avx512(const kern__norm_fwd *
 #undef KERN__FC
 }
 
-/* Backward of one row. Pass 1 forms g = dz * w (dz = dout * act'(z)),
- * keeps it in scratch, accumulates sum(g), sum(g xhat) and the row's share
- * of dweight/dbias into this block's partials; pass 2 writes dx. */
+/* n elements of dtype dt to f32 (lanes past H zeroed in the padding) */
+KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_cvt__avx512(const void *p, const kern_dtype dt, float *o, const int64_t H) {
+    int64_t i = 0;
+    for (; i + 16 <= H; i += 16) _mm512_storeu_ps(o + i, kern__norm_ld__avx512(p, dt, i, 16));
+    if (i < H) _mm512_storeu_ps(o + i, kern__norm_ld__avx512(p, dt, i, H - i));
+}
+
+/* Backward pass 1 on f32 rows, specialized on (act, part): g = dz w with
+ * dz = dout act'(z), z = xhat w + b; sums of g and g xhat; the row's share
+ * of dweight (part >= 1) and dbias (part == 2). g may overwrite dy. */
+KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_b1__avx512(const float *x, const float *dy, float *g, const int64_t H,
+                            const float s, const float rstd, const float nb, const float *w,
+                            const float *b, const int act, const int part, float *pw, float *pb,
+                            double *sg, double *sgx) {
+    const __m512 vs = _mm512_set1_ps(s), vr = _mm512_set1_ps(rstd), vnb = _mm512_set1_ps(nb);
+    __m512 ag = _mm512_setzero_ps(), agx = _mm512_setzero_ps(), bg = _mm512_setzero_ps(), bgx = _mm512_setzero_ps();
+    int64_t i = 0;
+    /* padding lanes of the last vector: dy is 0 there (zeroed by the
+     * conversion, or masked below), so dz, g and every sum get 0 */
+    for (; i < H; i += 16) {
+        const int full = i + 16 <= H;
+        __m512 xv = full ? _mm512_loadu_ps(x + i) : kern__norm_ldf__avx512(x + i, H - i);
+        __m512 dz = full ? _mm512_loadu_ps(dy + i) : kern__norm_ldf__avx512(dy + i, H - i);
+        __m512 wv = _mm512_loadu_ps(w + i); /* w, b, pw, pb are padded to Hp */
+        __m512 xh = _mm512_fmadd_ps(_mm512_sub_ps(xv, vs), vr, vnb), gv;
+        if (act) dz = _mm512_mul_ps(dz, kern__norm_gelu_grad__avx512(_mm512_fmadd_ps(xh, wv, _mm512_loadu_ps(b + i)), act == KERN_ACT_GELU_TANH));
+        if (part >= 1) _mm512_storeu_ps(pw + i, _mm512_fmadd_ps(dz, xh, _mm512_loadu_ps(pw + i)));
+        if (part == 2) _mm512_storeu_ps(pb + i, _mm512_add_ps(dz, _mm512_loadu_ps(pb + i)));
+        gv = _mm512_mul_ps(dz, wv);
+        _mm512_storeu_ps(g + i, gv);
+        if ((i / 16) & 1) {
+            bg = _mm512_add_ps(bg, gv);
+            bgx = _mm512_fmadd_ps(gv, xh, bgx);
+        } else {
+            ag = _mm512_add_ps(ag, gv);
+            agx = _mm512_fmadd_ps(gv, xh, agx);
+        }
+    }
+    *sg = kern__norm_hsum__avx512(_mm512_add_ps(ag, bg));
+    *sgx = kern__norm_hsum__avx512(_mm512_add_ps(agx, bgx));
+}
+
+/* Backward pass 2, specialized on (dx dtype, dresidual dtype or 0):
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
+KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_b2__avx512(const float *x, const float *g, void *dx, const kern_dtype dxdt,
+                            const void *dr, const kern_dtype drdt, const int64_t H, const float s,
+                            const float rstd, const float nb, const float mg, const float mgx) {
+    const __m512 vs = _mm512_set1_ps(s), vr = _mm512_set1_ps(rstd), vnb = _mm512_set1_ps(nb), vmg = _mm512_set1_ps(mg), vmgx = _mm512_set1_ps(mgx);
+    int64_t i = 0;
+    for (; i < H; i += 16) {
+        const int64_t n = H - i < 16 ? H - i : 16;
+        __m512 xv = n == 16 ? _mm512_loadu_ps(x + i) : kern__norm_ldf__avx512(x + i, n);
+        __m512 xh = _mm512_fmadd_ps(_mm512_sub_ps(xv, vs), vr, vnb);
+        __m512 t = _mm512_mul_ps(_mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(_mm512_loadu_ps(g + i), vmg)), vr);
+        if (drdt != KERN_DTYPE_NONE)
+            t = _mm512_add_ps(t, n == 16 ? kern__norm_ld__avx512(dr, drdt, i, 16) : kern__norm_ld__avx512(dr, drdt, i, n));
+        if (n == 16) kern__norm_st__avx512(dx, dxdt, i, 16, t, 0);
+        else kern__norm_st__avx512(dx, dxdt, i, n, t, 0);
+    }
+}
+
+/* Backward of one row: x and dout are brought to f32 rows in scratch
+ * (unless already f32), pass 1 forms g (kept in scratch) and the sums,
+ * pass 2 writes dx. */
 KERN_TARGET_AVX512 static void kern__norm_bwd_row__avx512(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
                                       float *pw, float *pb) {
     const int64_t H = a->H;
-    const float *w = a->w, *b = a->b;
-    float mh, c, rstd;
-    double sg, sgx, mg, mgx;
-    __m512 vm, vr, vnb, ag0 = _mm512_setzero_ps(), agx0 = _mm512_setzero_ps(), vmg, vmgx;
-    int64_t i;
+    float *xs = sc, *gs = sc + a->Hp;
+    const float *xf = (const float *)x, *dyf = (const float *)dy;
+    const kern_dtype drdt = dr ? a->dr.dt : KERN_DTYPE_NONE;
+    const int part = pb ? 2 : pw ? 1 : 0;
+    float s, c, rstd, nb, mg, mgx;
+    double sg, sgx;
+    if (a->x.dt == KERN_BF16) { kern__norm_cvt__avx512(x, KERN_BF16, xs, H); xf = xs; }
+    else if (a->x.dt == KERN_F16) { kern__norm_cvt__avx512(x, KERN_F16, xs, H); xf = xs; }
+    if (a->dy.dt == KERN_BF16) { kern__norm_cvt__avx512(dy, KERN_BF16, gs, H); dyf = gs; }
+    else if (a->dy.dt == KERN_F16) { kern__norm_cvt__avx512(dy, KERN_F16, gs, H); dyf = gs; }
     if (a->rstd) {
         rstd = a->rstd[row];
-        mh = a->rms ? 0.0f : a->mean[row];
+        s = a->rms ? 0.0f : a->mean[row];
         c = 0.0f;
     } else {
-        kern__norm_xstats__avx512(x, a->x.dt, H, a->rms, a->eps, &mh, &c, &rstd);
+        kern__norm_xstats__avx512(xf, KERN_F32, H, a->rms, a->eps, &s, &c, &rstd);
     }
-    vm = _mm512_set1_ps(mh);
-    vr = _mm512_set1_ps(rstd);
-    vnb = _mm512_set1_ps(-c * rstd);
-    for (i = 0; i < H; i += 16) {
-        int64_t n = H - i < 16 ? H - i : 16;
-        __m512 xh = _mm512_fmadd_ps(_mm512_sub_ps(kern__norm_ld__avx512(x, a->x.dt, i, n), vm), vr, vnb);
-        /* lanes beyond n: dout loads as 0, so dz, g and every sum get 0 */
-        __m512 dz = kern__norm_ld__avx512(dy, a->dy.dt, i, n);
-        __m512 g;
-        if (a->act) {
-            __m512 z = xh;
-            if (w) z = _mm512_mul_ps(z, kern__norm_ldf__avx512(w + i, n));
-            if (b) z = _mm512_add_ps(z, kern__norm_ldf__avx512(b + i, n));
-            dz = _mm512_mul_ps(dz, kern__norm_gelu_grad__avx512(z, a->act == KERN_ACT_GELU_TANH));
-        }
-        if (pw) _mm512_storeu_ps(pw + i, _mm512_fmadd_ps(dz, xh, _mm512_loadu_ps(pw + i)));
-        if (pb) _mm512_storeu_ps(pb + i, _mm512_add_ps(dz, _mm512_loadu_ps(pb + i)));
-        g = w ? _mm512_mul_ps(dz, kern__norm_ldf__avx512(w + i, n)) : dz;
-        _mm512_storeu_ps(sc + i, g);
-        ag0 = _mm512_add_ps(ag0, g);
-        agx0 = _mm512_fmadd_ps(g, xh, agx0);
-    }
-    sg = kern__norm_hsum__avx512(ag0);
-    sgx = kern__norm_hsum__avx512(agx0);
-    mg = a->rms ? 0.0 : sg / (double)H;
-    mgx = sgx / (double)H;
-    vmg = _mm512_set1_ps((float)mg);
-    vmgx = _mm512_set1_ps((float)mgx);
-    for (i = 0; i < H; i += 16) {
-        int64_t n = H - i < 16 ? H - i : 16;
-        __m512 xh = _mm512_fmadd_ps(_mm512_sub_ps(kern__norm_ld__avx512(x, a->x.dt, i, n), vm), vr, vnb);
-        __m512 t = _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(_mm512_loadu_ps(sc + i), vmg));
-        t = _mm512_mul_ps(t, vr);
-        if (dr) t = _mm512_add_ps(t, kern__norm_ld__avx512(dr, a->dr.dt, i, n));
-        kern__norm_st__avx512(dx, a->dx.dt, i, n, t, 0);
-    }
+    nb = -c * rstd;
+#define KERN__B1(ACT, PART)                                                                \
+    kern__norm_b1__avx512(xf, dyf, gs, H, s, rstd, nb, a->w, a->b, ACT, PART, pw, pb, &sg, &sgx)
+#define KERN__B1P(ACT)                                                                     \
+    do {                                                                                   \
+        if (part == 2) KERN__B1(ACT, 2);                                                   \
+        else if (part == 1) KERN__B1(ACT, 1);                                              \
+        else KERN__B1(ACT, 0);                                                             \
+    } while (0)
+    if (a->act == KERN_ACT_GELU) KERN__B1P(KERN_ACT_GELU);
+    else if (a->act == KERN_ACT_GELU_TANH) KERN__B1P(KERN_ACT_GELU_TANH);
+    else KERN__B1P(KERN_ACT_NONE);
+#undef KERN__B1P
+#undef KERN__B1
+    mg = a->rms ? 0.0f : (float)(sg / (double)H);
+    mgx = (float)(sgx / (double)H);
+#define KERN__B2(OD, RD) kern__norm_b2__avx512(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2R(OD)                                                                      \
+    do {                                                                                   \
+        if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
+        else if (drdt == KERN_BF16) KERN__B2(OD, KERN_BF16);                               \
+        else if (drdt == KERN_F16) KERN__B2(OD, KERN_F16);                                 \
+        else KERN__B2(OD, KERN_DTYPE_NONE);                                                \
+    } while (0)
+    if (a->dx.dt == KERN_F32) KERN__B2R(KERN_F32);
+    else if (a->dx.dt == KERN_BF16) KERN__B2R(KERN_BF16);
+    else KERN__B2R(KERN_F16);
+#undef KERN__B2R
+#undef KERN__B2
 }
 
 /* Elementwise segment: add, (bias +) GELU, GELU backward. */
@@ -1529,61 +1588,120 @@ KERN_TARGET_AVX2 static void kern__norm_fwd_row__avx2(const kern__norm_fwd *a, c
 #undef KERN__FC
 }
 
-/* Backward of one row. Pass 1 forms g = dz * w (dz = dout * act'(z)),
- * keeps it in scratch, accumulates sum(g), sum(g xhat) and the row's share
- * of dweight/dbias into this block's partials; pass 2 writes dx. */
+/* n elements of dtype dt to f32 (lanes past H zeroed in the padding) */
+KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_cvt__avx2(const void *p, const kern_dtype dt, float *o, const int64_t H) {
+    int64_t i = 0;
+    for (; i + 8 <= H; i += 8) _mm256_storeu_ps(o + i, kern__norm_ld__avx2(p, dt, i, 8));
+    if (i < H) _mm256_storeu_ps(o + i, kern__norm_ld__avx2(p, dt, i, H - i));
+}
+
+/* Backward pass 1 on f32 rows, specialized on (act, part): g = dz w with
+ * dz = dout act'(z), z = xhat w + b; sums of g and g xhat; the row's share
+ * of dweight (part >= 1) and dbias (part == 2). g may overwrite dy. */
+KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_b1__avx2(const float *x, const float *dy, float *g, const int64_t H,
+                            const float s, const float rstd, const float nb, const float *w,
+                            const float *b, const int act, const int part, float *pw, float *pb,
+                            double *sg, double *sgx) {
+    const __m256 vs = _mm256_set1_ps(s), vr = _mm256_set1_ps(rstd), vnb = _mm256_set1_ps(nb);
+    __m256 ag = _mm256_setzero_ps(), agx = _mm256_setzero_ps(), bg = _mm256_setzero_ps(), bgx = _mm256_setzero_ps();
+    int64_t i = 0;
+    /* padding lanes of the last vector: dy is 0 there (zeroed by the
+     * conversion, or masked below), so dz, g and every sum get 0 */
+    for (; i < H; i += 8) {
+        const int full = i + 8 <= H;
+        __m256 xv = full ? _mm256_loadu_ps(x + i) : kern__norm_ldf__avx2(x + i, H - i);
+        __m256 dz = full ? _mm256_loadu_ps(dy + i) : kern__norm_ldf__avx2(dy + i, H - i);
+        __m256 wv = _mm256_loadu_ps(w + i); /* w, b, pw, pb are padded to Hp */
+        __m256 xh = _mm256_fmadd_ps(_mm256_sub_ps(xv, vs), vr, vnb), gv;
+        if (act) dz = _mm256_mul_ps(dz, kern__norm_gelu_grad__avx2(_mm256_fmadd_ps(xh, wv, _mm256_loadu_ps(b + i)), act == KERN_ACT_GELU_TANH));
+        if (part >= 1) _mm256_storeu_ps(pw + i, _mm256_fmadd_ps(dz, xh, _mm256_loadu_ps(pw + i)));
+        if (part == 2) _mm256_storeu_ps(pb + i, _mm256_add_ps(dz, _mm256_loadu_ps(pb + i)));
+        gv = _mm256_mul_ps(dz, wv);
+        _mm256_storeu_ps(g + i, gv);
+        if ((i / 8) & 1) {
+            bg = _mm256_add_ps(bg, gv);
+            bgx = _mm256_fmadd_ps(gv, xh, bgx);
+        } else {
+            ag = _mm256_add_ps(ag, gv);
+            agx = _mm256_fmadd_ps(gv, xh, agx);
+        }
+    }
+    *sg = kern__norm_hsum__avx2(_mm256_add_ps(ag, bg));
+    *sgx = kern__norm_hsum__avx2(_mm256_add_ps(agx, bgx));
+}
+
+/* Backward pass 2, specialized on (dx dtype, dresidual dtype or 0):
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
+KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_b2__avx2(const float *x, const float *g, void *dx, const kern_dtype dxdt,
+                            const void *dr, const kern_dtype drdt, const int64_t H, const float s,
+                            const float rstd, const float nb, const float mg, const float mgx) {
+    const __m256 vs = _mm256_set1_ps(s), vr = _mm256_set1_ps(rstd), vnb = _mm256_set1_ps(nb), vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
+    int64_t i = 0;
+    for (; i < H; i += 8) {
+        const int64_t n = H - i < 8 ? H - i : 8;
+        __m256 xv = n == 8 ? _mm256_loadu_ps(x + i) : kern__norm_ldf__avx2(x + i, n);
+        __m256 xh = _mm256_fmadd_ps(_mm256_sub_ps(xv, vs), vr, vnb);
+        __m256 t = _mm256_mul_ps(_mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(_mm256_loadu_ps(g + i), vmg)), vr);
+        if (drdt != KERN_DTYPE_NONE)
+            t = _mm256_add_ps(t, n == 8 ? kern__norm_ld__avx2(dr, drdt, i, 8) : kern__norm_ld__avx2(dr, drdt, i, n));
+        if (n == 8) kern__norm_st__avx2(dx, dxdt, i, 8, t, 0);
+        else kern__norm_st__avx2(dx, dxdt, i, n, t, 0);
+    }
+}
+
+/* Backward of one row: x and dout are brought to f32 rows in scratch
+ * (unless already f32), pass 1 forms g (kept in scratch) and the sums,
+ * pass 2 writes dx. */
 KERN_TARGET_AVX2 static void kern__norm_bwd_row__avx2(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
                                       float *pw, float *pb) {
     const int64_t H = a->H;
-    const float *w = a->w, *b = a->b;
-    float mh, c, rstd;
-    double sg, sgx, mg, mgx;
-    __m256 vm, vr, vnb, ag0 = _mm256_setzero_ps(), agx0 = _mm256_setzero_ps(), vmg, vmgx;
-    int64_t i;
+    float *xs = sc, *gs = sc + a->Hp;
+    const float *xf = (const float *)x, *dyf = (const float *)dy;
+    const kern_dtype drdt = dr ? a->dr.dt : KERN_DTYPE_NONE;
+    const int part = pb ? 2 : pw ? 1 : 0;
+    float s, c, rstd, nb, mg, mgx;
+    double sg, sgx;
+    if (a->x.dt == KERN_BF16) { kern__norm_cvt__avx2(x, KERN_BF16, xs, H); xf = xs; }
+    else if (a->x.dt == KERN_F16) { kern__norm_cvt__avx2(x, KERN_F16, xs, H); xf = xs; }
+    if (a->dy.dt == KERN_BF16) { kern__norm_cvt__avx2(dy, KERN_BF16, gs, H); dyf = gs; }
+    else if (a->dy.dt == KERN_F16) { kern__norm_cvt__avx2(dy, KERN_F16, gs, H); dyf = gs; }
     if (a->rstd) {
         rstd = a->rstd[row];
-        mh = a->rms ? 0.0f : a->mean[row];
+        s = a->rms ? 0.0f : a->mean[row];
         c = 0.0f;
     } else {
-        kern__norm_xstats__avx2(x, a->x.dt, H, a->rms, a->eps, &mh, &c, &rstd);
+        kern__norm_xstats__avx2(xf, KERN_F32, H, a->rms, a->eps, &s, &c, &rstd);
     }
-    vm = _mm256_set1_ps(mh);
-    vr = _mm256_set1_ps(rstd);
-    vnb = _mm256_set1_ps(-c * rstd);
-    for (i = 0; i < H; i += 8) {
-        int64_t n = H - i < 8 ? H - i : 8;
-        __m256 xh = _mm256_fmadd_ps(_mm256_sub_ps(kern__norm_ld__avx2(x, a->x.dt, i, n), vm), vr, vnb);
-        /* lanes beyond n: dout loads as 0, so dz, g and every sum get 0 */
-        __m256 dz = kern__norm_ld__avx2(dy, a->dy.dt, i, n);
-        __m256 g;
-        if (a->act) {
-            __m256 z = xh;
-            if (w) z = _mm256_mul_ps(z, kern__norm_ldf__avx2(w + i, n));
-            if (b) z = _mm256_add_ps(z, kern__norm_ldf__avx2(b + i, n));
-            dz = _mm256_mul_ps(dz, kern__norm_gelu_grad__avx2(z, a->act == KERN_ACT_GELU_TANH));
-        }
-        if (pw) _mm256_storeu_ps(pw + i, _mm256_fmadd_ps(dz, xh, _mm256_loadu_ps(pw + i)));
-        if (pb) _mm256_storeu_ps(pb + i, _mm256_add_ps(dz, _mm256_loadu_ps(pb + i)));
-        g = w ? _mm256_mul_ps(dz, kern__norm_ldf__avx2(w + i, n)) : dz;
-        _mm256_storeu_ps(sc + i, g);
-        ag0 = _mm256_add_ps(ag0, g);
-        agx0 = _mm256_fmadd_ps(g, xh, agx0);
-    }
-    sg = kern__norm_hsum__avx2(ag0);
-    sgx = kern__norm_hsum__avx2(agx0);
-    mg = a->rms ? 0.0 : sg / (double)H;
-    mgx = sgx / (double)H;
-    vmg = _mm256_set1_ps((float)mg);
-    vmgx = _mm256_set1_ps((float)mgx);
-    for (i = 0; i < H; i += 8) {
-        int64_t n = H - i < 8 ? H - i : 8;
-        __m256 xh = _mm256_fmadd_ps(_mm256_sub_ps(kern__norm_ld__avx2(x, a->x.dt, i, n), vm), vr, vnb);
-        __m256 t = _mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(_mm256_loadu_ps(sc + i), vmg));
-        t = _mm256_mul_ps(t, vr);
-        if (dr) t = _mm256_add_ps(t, kern__norm_ld__avx2(dr, a->dr.dt, i, n));
-        kern__norm_st__avx2(dx, a->dx.dt, i, n, t, 0);
-    }
+    nb = -c * rstd;
+#define KERN__B1(ACT, PART)                                                                \
+    kern__norm_b1__avx2(xf, dyf, gs, H, s, rstd, nb, a->w, a->b, ACT, PART, pw, pb, &sg, &sgx)
+#define KERN__B1P(ACT)                                                                     \
+    do {                                                                                   \
+        if (part == 2) KERN__B1(ACT, 2);                                                   \
+        else if (part == 1) KERN__B1(ACT, 1);                                              \
+        else KERN__B1(ACT, 0);                                                             \
+    } while (0)
+    if (a->act == KERN_ACT_GELU) KERN__B1P(KERN_ACT_GELU);
+    else if (a->act == KERN_ACT_GELU_TANH) KERN__B1P(KERN_ACT_GELU_TANH);
+    else KERN__B1P(KERN_ACT_NONE);
+#undef KERN__B1P
+#undef KERN__B1
+    mg = a->rms ? 0.0f : (float)(sg / (double)H);
+    mgx = (float)(sgx / (double)H);
+#define KERN__B2(OD, RD) kern__norm_b2__avx2(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2R(OD)                                                                      \
+    do {                                                                                   \
+        if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
+        else if (drdt == KERN_BF16) KERN__B2(OD, KERN_BF16);                               \
+        else if (drdt == KERN_F16) KERN__B2(OD, KERN_F16);                                 \
+        else KERN__B2(OD, KERN_DTYPE_NONE);                                                \
+    } while (0)
+    if (a->dx.dt == KERN_F32) KERN__B2R(KERN_F32);
+    else if (a->dx.dt == KERN_BF16) KERN__B2R(KERN_BF16);
+    else KERN__B2R(KERN_F16);
+#undef KERN__B2R
+#undef KERN__B2
 }
 
 /* Elementwise segment: add, (bias +) GELU, GELU backward. */
@@ -1816,61 +1934,120 @@ static void kern__norm_fwd_row__neon(const kern__norm_fwd *a, const void *x, con
 #undef KERN__FC
 }
 
-/* Backward of one row. Pass 1 forms g = dz * w (dz = dout * act'(z)),
- * keeps it in scratch, accumulates sum(g), sum(g xhat) and the row's share
- * of dweight/dbias into this block's partials; pass 2 writes dx. */
+/* n elements of dtype dt to f32 (lanes past H zeroed in the padding) */
+static inline KERN__NORM_INLINE void kern__norm_cvt__neon(const void *p, const kern_dtype dt, float *o, const int64_t H) {
+    int64_t i = 0;
+    for (; i + 4 <= H; i += 4) vst1q_f32(o + i, kern__norm_ld__neon(p, dt, i, 4));
+    if (i < H) vst1q_f32(o + i, kern__norm_ld__neon(p, dt, i, H - i));
+}
+
+/* Backward pass 1 on f32 rows, specialized on (act, part): g = dz w with
+ * dz = dout act'(z), z = xhat w + b; sums of g and g xhat; the row's share
+ * of dweight (part >= 1) and dbias (part == 2). g may overwrite dy. */
+static inline KERN__NORM_INLINE void kern__norm_b1__neon(const float *x, const float *dy, float *g, const int64_t H,
+                            const float s, const float rstd, const float nb, const float *w,
+                            const float *b, const int act, const int part, float *pw, float *pb,
+                            double *sg, double *sgx) {
+    const float32x4_t vs = vdupq_n_f32(s), vr = vdupq_n_f32(rstd), vnb = vdupq_n_f32(nb);
+    float32x4_t ag = vdupq_n_f32(0.0f), agx = vdupq_n_f32(0.0f), bg = vdupq_n_f32(0.0f), bgx = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    /* padding lanes of the last vector: dy is 0 there (zeroed by the
+     * conversion, or masked below), so dz, g and every sum get 0 */
+    for (; i < H; i += 4) {
+        const int full = i + 4 <= H;
+        float32x4_t xv = full ? vld1q_f32(x + i) : kern__norm_ldf__neon(x + i, H - i);
+        float32x4_t dz = full ? vld1q_f32(dy + i) : kern__norm_ldf__neon(dy + i, H - i);
+        float32x4_t wv = vld1q_f32(w + i); /* w, b, pw, pb are padded to Hp */
+        float32x4_t xh = kern__norm_fmadd__neon(vsubq_f32(xv, vs), vr, vnb), gv;
+        if (act) dz = vmulq_f32(dz, kern__norm_gelu_grad__neon(kern__norm_fmadd__neon(xh, wv, vld1q_f32(b + i)), act == KERN_ACT_GELU_TANH));
+        if (part >= 1) vst1q_f32(pw + i, kern__norm_fmadd__neon(dz, xh, vld1q_f32(pw + i)));
+        if (part == 2) vst1q_f32(pb + i, vaddq_f32(dz, vld1q_f32(pb + i)));
+        gv = vmulq_f32(dz, wv);
+        vst1q_f32(g + i, gv);
+        if ((i / 4) & 1) {
+            bg = vaddq_f32(bg, gv);
+            bgx = kern__norm_fmadd__neon(gv, xh, bgx);
+        } else {
+            ag = vaddq_f32(ag, gv);
+            agx = kern__norm_fmadd__neon(gv, xh, agx);
+        }
+    }
+    *sg = kern__norm_hsum__neon(vaddq_f32(ag, bg));
+    *sgx = kern__norm_hsum__neon(vaddq_f32(agx, bgx));
+}
+
+/* Backward pass 2, specialized on (dx dtype, dresidual dtype or 0):
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
+static inline KERN__NORM_INLINE void kern__norm_b2__neon(const float *x, const float *g, void *dx, const kern_dtype dxdt,
+                            const void *dr, const kern_dtype drdt, const int64_t H, const float s,
+                            const float rstd, const float nb, const float mg, const float mgx) {
+    const float32x4_t vs = vdupq_n_f32(s), vr = vdupq_n_f32(rstd), vnb = vdupq_n_f32(nb), vmg = vdupq_n_f32(mg), vmgx = vdupq_n_f32(mgx);
+    int64_t i = 0;
+    for (; i < H; i += 4) {
+        const int64_t n = H - i < 4 ? H - i : 4;
+        float32x4_t xv = n == 4 ? vld1q_f32(x + i) : kern__norm_ldf__neon(x + i, n);
+        float32x4_t xh = kern__norm_fmadd__neon(vsubq_f32(xv, vs), vr, vnb);
+        float32x4_t t = vmulq_f32(kern__norm_fnmadd__neon(xh, vmgx, vsubq_f32(vld1q_f32(g + i), vmg)), vr);
+        if (drdt != KERN_DTYPE_NONE)
+            t = vaddq_f32(t, n == 4 ? kern__norm_ld__neon(dr, drdt, i, 4) : kern__norm_ld__neon(dr, drdt, i, n));
+        if (n == 4) kern__norm_st__neon(dx, dxdt, i, 4, t, 0);
+        else kern__norm_st__neon(dx, dxdt, i, n, t, 0);
+    }
+}
+
+/* Backward of one row: x and dout are brought to f32 rows in scratch
+ * (unless already f32), pass 1 forms g (kept in scratch) and the sums,
+ * pass 2 writes dx. */
 static void kern__norm_bwd_row__neon(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
                                       float *pw, float *pb) {
     const int64_t H = a->H;
-    const float *w = a->w, *b = a->b;
-    float mh, c, rstd;
-    double sg, sgx, mg, mgx;
-    float32x4_t vm, vr, vnb, ag0 = vdupq_n_f32(0.0f), agx0 = vdupq_n_f32(0.0f), vmg, vmgx;
-    int64_t i;
+    float *xs = sc, *gs = sc + a->Hp;
+    const float *xf = (const float *)x, *dyf = (const float *)dy;
+    const kern_dtype drdt = dr ? a->dr.dt : KERN_DTYPE_NONE;
+    const int part = pb ? 2 : pw ? 1 : 0;
+    float s, c, rstd, nb, mg, mgx;
+    double sg, sgx;
+    if (a->x.dt == KERN_BF16) { kern__norm_cvt__neon(x, KERN_BF16, xs, H); xf = xs; }
+    else if (a->x.dt == KERN_F16) { kern__norm_cvt__neon(x, KERN_F16, xs, H); xf = xs; }
+    if (a->dy.dt == KERN_BF16) { kern__norm_cvt__neon(dy, KERN_BF16, gs, H); dyf = gs; }
+    else if (a->dy.dt == KERN_F16) { kern__norm_cvt__neon(dy, KERN_F16, gs, H); dyf = gs; }
     if (a->rstd) {
         rstd = a->rstd[row];
-        mh = a->rms ? 0.0f : a->mean[row];
+        s = a->rms ? 0.0f : a->mean[row];
         c = 0.0f;
     } else {
-        kern__norm_xstats__neon(x, a->x.dt, H, a->rms, a->eps, &mh, &c, &rstd);
+        kern__norm_xstats__neon(xf, KERN_F32, H, a->rms, a->eps, &s, &c, &rstd);
     }
-    vm = vdupq_n_f32(mh);
-    vr = vdupq_n_f32(rstd);
-    vnb = vdupq_n_f32(-c * rstd);
-    for (i = 0; i < H; i += 4) {
-        int64_t n = H - i < 4 ? H - i : 4;
-        float32x4_t xh = kern__norm_fmadd__neon(vsubq_f32(kern__norm_ld__neon(x, a->x.dt, i, n), vm), vr, vnb);
-        /* lanes beyond n: dout loads as 0, so dz, g and every sum get 0 */
-        float32x4_t dz = kern__norm_ld__neon(dy, a->dy.dt, i, n);
-        float32x4_t g;
-        if (a->act) {
-            float32x4_t z = xh;
-            if (w) z = vmulq_f32(z, kern__norm_ldf__neon(w + i, n));
-            if (b) z = vaddq_f32(z, kern__norm_ldf__neon(b + i, n));
-            dz = vmulq_f32(dz, kern__norm_gelu_grad__neon(z, a->act == KERN_ACT_GELU_TANH));
-        }
-        if (pw) vst1q_f32(pw + i, kern__norm_fmadd__neon(dz, xh, vld1q_f32(pw + i)));
-        if (pb) vst1q_f32(pb + i, vaddq_f32(dz, vld1q_f32(pb + i)));
-        g = w ? vmulq_f32(dz, kern__norm_ldf__neon(w + i, n)) : dz;
-        vst1q_f32(sc + i, g);
-        ag0 = vaddq_f32(ag0, g);
-        agx0 = kern__norm_fmadd__neon(g, xh, agx0);
-    }
-    sg = kern__norm_hsum__neon(ag0);
-    sgx = kern__norm_hsum__neon(agx0);
-    mg = a->rms ? 0.0 : sg / (double)H;
-    mgx = sgx / (double)H;
-    vmg = vdupq_n_f32((float)mg);
-    vmgx = vdupq_n_f32((float)mgx);
-    for (i = 0; i < H; i += 4) {
-        int64_t n = H - i < 4 ? H - i : 4;
-        float32x4_t xh = kern__norm_fmadd__neon(vsubq_f32(kern__norm_ld__neon(x, a->x.dt, i, n), vm), vr, vnb);
-        float32x4_t t = kern__norm_fnmadd__neon(xh, vmgx, vsubq_f32(vld1q_f32(sc + i), vmg));
-        t = vmulq_f32(t, vr);
-        if (dr) t = vaddq_f32(t, kern__norm_ld__neon(dr, a->dr.dt, i, n));
-        kern__norm_st__neon(dx, a->dx.dt, i, n, t, 0);
-    }
+    nb = -c * rstd;
+#define KERN__B1(ACT, PART)                                                                \
+    kern__norm_b1__neon(xf, dyf, gs, H, s, rstd, nb, a->w, a->b, ACT, PART, pw, pb, &sg, &sgx)
+#define KERN__B1P(ACT)                                                                     \
+    do {                                                                                   \
+        if (part == 2) KERN__B1(ACT, 2);                                                   \
+        else if (part == 1) KERN__B1(ACT, 1);                                              \
+        else KERN__B1(ACT, 0);                                                             \
+    } while (0)
+    if (a->act == KERN_ACT_GELU) KERN__B1P(KERN_ACT_GELU);
+    else if (a->act == KERN_ACT_GELU_TANH) KERN__B1P(KERN_ACT_GELU_TANH);
+    else KERN__B1P(KERN_ACT_NONE);
+#undef KERN__B1P
+#undef KERN__B1
+    mg = a->rms ? 0.0f : (float)(sg / (double)H);
+    mgx = (float)(sgx / (double)H);
+#define KERN__B2(OD, RD) kern__norm_b2__neon(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2R(OD)                                                                      \
+    do {                                                                                   \
+        if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
+        else if (drdt == KERN_BF16) KERN__B2(OD, KERN_BF16);                               \
+        else if (drdt == KERN_F16) KERN__B2(OD, KERN_F16);                                 \
+        else KERN__B2(OD, KERN_DTYPE_NONE);                                                \
+    } while (0)
+    if (a->dx.dt == KERN_F32) KERN__B2R(KERN_F32);
+    else if (a->dx.dt == KERN_BF16) KERN__B2R(KERN_BF16);
+    else KERN__B2R(KERN_F16);
+#undef KERN__B2R
+#undef KERN__B2
 }
 
 /* Elementwise segment: add, (bias +) GELU, GELU backward. */
@@ -2256,13 +2433,25 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
     {
         int64_t nfl = 2 * Hp + (p.dweight ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
         float *ws = (float *)kern__workspace(ctx, (size_t)nfl * sizeof(float));
-        if (!ws || kern__reserve_thread_scratch(ctx, (size_t)Hp * sizeof(float)) != KERN_OK) {
+        if (!ws || kern__reserve_thread_scratch(ctx, (size_t)(2 * Hp) * sizeof(float)) != KERN_OK) {
             kern__op_end(ctx);
             return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of scratch", op,
                              (long long)(nfl * 4));
         }
-        a.w = kern__norm_vec_f32(ctx, p.weight, ws, H);
-        a.b = kern__norm_vec_f32(ctx, p.bias, ws + Hp, H);
+        int64_t j;
+        /* ones / zeros when absent, and the padding past H zeroed: the
+         * vector loops read w, b, pw, pb in whole vectors */
+        for (j = 0; j < 2 * Hp; j++) ws[j] = (j < H && !p.weight) ? 1.0f : 0.0f;
+        a.w = p.weight ? kern__norm_vec_f32(ctx, p.weight, ws, H) : ws;
+        a.b = p.bias ? kern__norm_vec_f32(ctx, p.bias, ws + Hp, H) : ws + Hp;
+        if (p.weight && p.weight->dtype == KERN_F32 && H % 16) { /* pad it */
+            memcpy(ws, p.weight->data, (size_t)H * sizeof(float));
+            a.w = ws;
+        }
+        if (p.bias && p.bias->dtype == KERN_F32 && H % 16) {
+            memcpy(ws + Hp, p.bias->data, (size_t)H * sizeof(float));
+            a.b = ws + Hp;
+        }
         a.pw = p.dweight ? ws + 2 * Hp : NULL;
         a.pb = p.dbias ? ws + 2 * Hp + (p.dweight ? a.nblk * Hp : 0) : NULL;
     }
