@@ -273,12 +273,24 @@ typedef int (*kern__sdpa_step_fn)(float *s, int64_t nk, float c, float *m,
 typedef void (*kern__sdpa_exp2_fn)(float *x, int64_t n);
 /* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
 typedef void (*kern__sdpa_scale_fn)(float *ot, int64_t rows, const float *alpha);
-/* S^T[j][r] = sum_d qf[r*ldq + d] * K_j[d] for j < nk, r < R; K_j at
- * k + j*k_rs elements of dtype dt. */
+/* Rows path (few query rows): S[r*ls + j] = sum_d qf[r*ldq + d] * K_j[d]
+ * for j < nk, r < R; K_j at k + j*k_rs elements of dtype dt; qf rows are
+ * zero-padded to a multiple of 16. */
 typedef void (*kern__sdpa_dots_fn)(int64_t nk, int64_t R, int64_t D,
                                    const float *qf, int64_t ldq,
                                    const void *k, int64_t k_rs, kern_dtype dt,
-                                   float *s);
+                                   float *s, int64_t ls);
+/* Online-softmax step in row layout (keys along a row): rows r < R of
+ * S[r*ls + j], j < nk; otherwise as kern__sdpa_step_fn. */
+typedef int (*kern__sdpa_rstep_fn)(float *s, int64_t ls, int64_t R, int64_t nk,
+                                   float c, float *m, float *l, float *alpha);
+/* bf16 pairs for vdpbf16ps: P2[jp][lane] = (P[2jp][lane], P[2jp+1][lane])
+ * from S^T[nk][NQ] (a zero second half when 2jp+1 = nk). */
+typedef void (*kern__sdpa_p2_fn)(const float *s, int64_t nk, uint16_t *p2);
+/* V pairs: VP[jp][c] = (V[2jp][c], V[2jp+1][c]) for c < Dv, rows at v +
+ * j*vrs (bf16). */
+typedef void (*kern__sdpa_vpack_fn)(const uint16_t *v, int64_t vrs, int64_t nk,
+                                    int64_t Dv, uint16_t *vp);
 
 typedef struct kern__sdpa_isa {
     kern__sdpa_mk_fn mk;
@@ -287,6 +299,15 @@ typedef struct kern__sdpa_isa {
     kern__sdpa_exp2_fn exp2;
     kern__sdpa_scale_fn scale;
     kern__sdpa_dots_fn dots;
+    kern__sdpa_rstep_fn rstep;
+    kern__sdpa_p2_fn p2;
+    kern__sdpa_vpack_fn vpack;
+    /* rows path with bf16 q/k: S[r*ls + j] from bf16 q rows (zero-padded
+     * to a multiple of 32) through vdpbf16ps; NULL when unavailable */
+    void (*dots16)(int64_t nk, int64_t R, int64_t D, const uint16_t *q16, int64_t ldq,
+                   const uint16_t *k, int64_t k_rs, float *s, int64_t ls);
+    /* rows path: P rows to bf16 (zero padded to even) */
+    void (*rows16)(const float *s, int64_t ls, int64_t R, int64_t nk, uint16_t *p16, int64_t lp);
 } kern__sdpa_isa;
 
 /* ---------------------------------------------------------- scalar path */
@@ -365,14 +386,66 @@ static inline float kern__sdpa_ld(const void *p, kern_dtype dt, int64_t i) {
 
 static void kern__sdpa_dots__scalar(int64_t nk, int64_t R, int64_t D,
                                     const float *qf, int64_t ldq, const void *k,
-                                    int64_t k_rs, kern_dtype dt, float *s) {
+                                    int64_t k_rs, kern_dtype dt, float *s, int64_t ls) {
     int64_t j, r, d;
     for (j = 0; j < nk; j++) {
         for (r = 0; r < R; r++) {
             float acc = 0.0f;
             for (d = 0; d < D; d++)
                 acc += qf[r * ldq + d] * kern__sdpa_ld(k, dt, j * k_rs + d);
-            s[j * KERN__SDPA_NQ + r] = acc;
+            s[r * ls + j] = acc;
+        }
+    }
+}
+
+static int kern__sdpa_rstep__scalar(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                    float *m, float *l, float *alpha) {
+    int64_t r, j;
+    int changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx = -INFINITY, ms, sum = 0.0f;
+        for (j = 0; j < nk; j++) {
+            row[j] *= c;
+            if (row[j] > mx) mx = row[j];
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = exp2f(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        for (j = 0; j < nk; j++) {
+            row[j] = exp2f(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+
+static void kern__sdpa_p2__scalar(const float *s, int64_t nk, uint16_t *p2) {
+    int64_t jp, r, nkp = (nk + 1) / 2;
+    for (jp = 0; jp < nkp; jp++) {
+        const float *s0 = s + 2 * jp * KERN__SDPA_NQ;
+        uint16_t *dst = p2 + jp * KERN__SDPA_NQ * 2;
+        for (r = 0; r < KERN__SDPA_NQ; r++) {
+            dst[2 * r] = kern_f32_to_bf16(s0[r]);
+            dst[2 * r + 1] = 2 * jp + 1 < nk ? kern_f32_to_bf16(s0[KERN__SDPA_NQ + r]) : 0;
+        }
+    }
+}
+
+static void kern__sdpa_vpack__scalar(const uint16_t *v, int64_t vrs, int64_t nk, int64_t Dv,
+                                     uint16_t *vp) {
+    int64_t jp, c, nkp = (nk + 1) / 2;
+    for (jp = 0; jp < nkp; jp++) {
+        const uint16_t *v0 = v + 2 * jp * vrs;
+        const uint16_t *v1 = 2 * jp + 1 < nk ? v0 + vrs : NULL;
+        uint16_t *dst = vp + jp * Dv * 2;
+        for (c = 0; c < Dv; c++) {
+            dst[2 * c] = v0[c];
+            dst[2 * c + 1] = v1 ? v1[c] : 0;
         }
     }
 }
@@ -552,7 +625,7 @@ KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_d
 KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_t D,
                                                    const float *qf, int64_t ldq,
                                                    const void *k, int64_t k_rs,
-                                                   kern_dtype dt, float *s) {
+                                                   kern_dtype dt, float *s, int64_t ls) {
     int64_t j, r, d;
     for (j = 0; j < nk; j++) {
         for (r = 0; r < R; r += 4) {
@@ -575,9 +648,48 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
                 __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
                 _mm_storeu_ps(t, _mm_add_ps(lo, hi));
             }
-            for (e = 0; e < 4 && r + e < R; e++) s[j * KERN__SDPA_NQ + r + e] = t[e];
+            for (e = 0; e < 4 && r + e < R; e++) s[(r + e) * ls + j] = t[e];
         }
     }
+}
+
+KERN_TARGET_AVX2 static int kern__sdpa_rstep__avx2(float *s, int64_t ls, int64_t R, int64_t nk,
+                                                   float c, float *m, float *l, float *alpha) {
+    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
+    int64_t r, j;
+    int changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, t[8];
+        __m256 vm = ninf, sum = _mm256_setzero_ps(), msv;
+        int e;
+        for (j = 0; j < nk; j += 8) {
+            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
+            __m256 x = _mm256_mul_ps(_mm256_maskload_ps(row + j, km), cv);
+            _mm256_maskstore_ps(row + j, km, x);
+            vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(km)));
+        }
+        _mm256_storeu_ps(t, vm);
+        mx = t[0];
+        for (e = 1; e < 8; e++) mx = t[e] > mx ? t[e] : mx;
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = exp2f(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm256_set1_ps(ms);
+        for (j = 0; j < nk; j += 8) {
+            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
+            __m256 p = kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, km), msv));
+            p = _mm256_and_ps(p, _mm256_castsi256_ps(km));
+            _mm256_maskstore_ps(row + j, km, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(t, sum);
+        l[r] = l[r] * alpha[r] + (((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])));
+    }
+    return changed;
 }
 
 /* --------------------------------------------------------- AVX-512 path */
@@ -662,12 +774,75 @@ static inline __mmask16 kern__sdpa_k16(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* 4 rows x 64 lanes (16 accumulators) for short M: the rows path's
+ * P.V with R <= 4 query rows (decode). */
+#define KERN__SDPA_A5ROW4(r)                                                  \
+    {                                                                         \
+        __m512 x = _mm512_set1_ps(a##r[ao]);                                  \
+        c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                            \
+        c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                            \
+        c##r##2 = _mm512_fmadd_ps(x, b2, c##r##2);                            \
+        c##r##3 = _mm512_fmadd_ps(x, b3, c##r##3);                            \
+    }
+KERN_TARGET_AVX512 static void kern__sdpa_mk_4x64__avx512(
+    int64_t K, const float *const *ap, int64_t a_ks, const float *b,
+    int64_t b_ks, float *const *cp, int mr, int64_t nn, int acc) {
+    const float *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3];
+    __mmask16 k0 = kern__sdpa_k16(nn), k1 = kern__sdpa_k16(nn - 16);
+    __mmask16 k2 = kern__sdpa_k16(nn - 32), k3 = kern__sdpa_k16(nn - 48);
+    __m512 c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33;
+    int64_t ao = 0, k;
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm512_setzero_ps();
+    c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _mm512_setzero_ps();
+    if (acc) {
+#define KERN__SDPA_A5LD(r)                                                    \
+    if (mr > r) {                                                             \
+        c##r##0 = _mm512_maskz_loadu_ps(k0, cp[r]);                           \
+        c##r##1 = _mm512_maskz_loadu_ps(k1, cp[r] + 16);                      \
+        c##r##2 = _mm512_maskz_loadu_ps(k2, cp[r] + 32);                      \
+        c##r##3 = _mm512_maskz_loadu_ps(k3, cp[r] + 48);                      \
+    }
+        KERN__SDPA_A5LD(0) KERN__SDPA_A5LD(1) KERN__SDPA_A5LD(2) KERN__SDPA_A5LD(3)
+#undef KERN__SDPA_A5LD
+    }
+    for (k = 0; k < K; k++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, b), b1 = _mm512_maskz_loadu_ps(k1, b + 16);
+        __m512 b2 = _mm512_maskz_loadu_ps(k2, b + 32), b3 = _mm512_maskz_loadu_ps(k3, b + 48);
+        KERN__SDPA_A5ROW4(0) KERN__SDPA_A5ROW4(1) KERN__SDPA_A5ROW4(2) KERN__SDPA_A5ROW4(3)
+        ao += a_ks;
+        b += b_ks;
+    }
+#define KERN__SDPA_A5ST(r)                                                    \
+    if (mr > r) {                                                             \
+        _mm512_mask_storeu_ps(cp[r], k0, c##r##0);                            \
+        _mm512_mask_storeu_ps(cp[r] + 16, k1, c##r##1);                       \
+        _mm512_mask_storeu_ps(cp[r] + 32, k2, c##r##2);                       \
+        _mm512_mask_storeu_ps(cp[r] + 48, k3, c##r##3);                       \
+    }
+    KERN__SDPA_A5ST(0) KERN__SDPA_A5ST(1) KERN__SDPA_A5ST(2) KERN__SDPA_A5ST(3)
+#undef KERN__SDPA_A5ST
+}
+
 KERN_TARGET_AVX512 static void kern__sdpa_mk_f32__avx512(int64_t M, int64_t N, int64_t K,
                                                          const float *a, int64_t a_rs,
                                                          int64_t a_ks, const float *b,
                                                          int64_t b_ks, float *c,
                                                          int64_t c_rs, int acc) {
     int64_t m0, n0;
+    if (M <= 4) {
+        const float *ap[4];
+        float *cp[4];
+        int r, mr = (int)M;
+        for (n0 = 0; n0 < N; n0 += 64) {
+            for (r = 0; r < 4; r++) {
+                int64_t rr = r < mr ? r : 0;
+                ap[r] = a + rr * a_rs;
+                cp[r] = c + rr * c_rs + n0;
+            }
+            kern__sdpa_mk_4x64__avx512(K, ap, a_ks, b + n0, b_ks, cp, mr, N - n0, acc);
+        }
+        return;
+    }
     for (m0 = 0; m0 < M; m0 += 8) {
         int mr = (int)(M - m0 < 8 ? M - m0 : 8), r;
         const float *ap[8];
@@ -735,11 +910,90 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_mk16_8x32__avx512bf16(
 #undef KERN__SDPA_A5ST
 }
 
+#define KERN__SDPA_B5ROW4(r)                                                  \
+    {                                                                         \
+        uint32_t w;                                                           \
+        __m512bh x;                                                           \
+        memcpy(&w, a##r + ao, 4);                                             \
+        x = (__m512bh)_mm512_set1_epi32((int)w);                              \
+        c##r##0 = _mm512_dpbf16_ps(c##r##0, x, (__m512bh)b0);                 \
+        c##r##1 = _mm512_dpbf16_ps(c##r##1, x, (__m512bh)b1);                 \
+        c##r##2 = _mm512_dpbf16_ps(c##r##2, x, (__m512bh)b2);                 \
+        c##r##3 = _mm512_dpbf16_ps(c##r##3, x, (__m512bh)b3);                 \
+    }
+/* 4 rows x 64 lanes of bf16 pairs (decode P.V with <= 4 query rows). */
+KERN_TARGET_AVX512BF16 static void kern__sdpa_mk16_4x64__avx512bf16(
+    int64_t KP, const uint16_t *const *ap, int64_t a_kps, const uint16_t *b,
+    int64_t b_ks, float *const *cp, int mr, int64_t nn, int acc) {
+    const uint16_t *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3];
+    __mmask16 k0 = kern__sdpa_k16(nn), k1 = kern__sdpa_k16(nn - 16);
+    __mmask16 k2 = kern__sdpa_k16(nn - 32), k3 = kern__sdpa_k16(nn - 48);
+    __m512 c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33;
+    int64_t ao = 0, k;
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm512_setzero_ps();
+    c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _mm512_setzero_ps();
+    if (acc) {
+#define KERN__SDPA_A5LD(r)                                                    \
+    if (mr > r) {                                                             \
+        c##r##0 = _mm512_maskz_loadu_ps(k0, cp[r]);                           \
+        c##r##1 = _mm512_maskz_loadu_ps(k1, cp[r] + 16);                      \
+        c##r##2 = _mm512_maskz_loadu_ps(k2, cp[r] + 32);                      \
+        c##r##3 = _mm512_maskz_loadu_ps(k3, cp[r] + 48);                      \
+    }
+        KERN__SDPA_A5LD(0) KERN__SDPA_A5LD(1) KERN__SDPA_A5LD(2) KERN__SDPA_A5LD(3)
+#undef KERN__SDPA_A5LD
+    }
+    for (k = 0; k < KP; k++) {
+        __m512i b0 = _mm512_maskz_loadu_epi32(k0, b), b1 = _mm512_maskz_loadu_epi32(k1, b + 32);
+        __m512i b2 = _mm512_maskz_loadu_epi32(k2, b + 64), b3 = _mm512_maskz_loadu_epi32(k3, b + 96);
+        KERN__SDPA_B5ROW4(0) KERN__SDPA_B5ROW4(1) KERN__SDPA_B5ROW4(2) KERN__SDPA_B5ROW4(3)
+        ao += a_kps;
+        b += b_ks;
+    }
+#define KERN__SDPA_A5ST(r)                                                    \
+    if (mr > r) {                                                             \
+        _mm512_mask_storeu_ps(cp[r], k0, c##r##0);                            \
+        _mm512_mask_storeu_ps(cp[r] + 16, k1, c##r##1);                       \
+        _mm512_mask_storeu_ps(cp[r] + 32, k2, c##r##2);                       \
+        _mm512_mask_storeu_ps(cp[r] + 48, k3, c##r##3);                       \
+    }
+    KERN__SDPA_A5ST(0) KERN__SDPA_A5ST(1) KERN__SDPA_A5ST(2) KERN__SDPA_A5ST(3)
+#undef KERN__SDPA_A5ST
+}
+
+/* Row-layout probabilities to bf16 (pairs along keys are adjacent), zero
+ * padded to an even count. */
+KERN_TARGET_AVX512BF16 static void kern__sdpa_rows16__avx512bf16(const float *s, int64_t ls,
+                                                                 int64_t R, int64_t nk,
+                                                                 uint16_t *p16, int64_t lp) {
+    int64_t r, j, ne = (nk + 1) & ~(int64_t)1;
+    for (r = 0; r < R; r++)
+        for (j = 0; j < ne; j += 16) {
+            __mmask16 km = kern__sdpa_k16(nk - j), ks = kern__sdpa_k16(ne - j);
+            __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(km, s + r * ls + j));
+            _mm256_mask_storeu_epi16(p16 + r * lp + j, ks, h);
+        }
+}
+
 KERN_TARGET_AVX512BF16 static void kern__sdpa_mk16__avx512bf16(
     int64_t M, int64_t N, int64_t KP, const uint16_t *a, int64_t a_rs,
     int64_t a_kps, const uint16_t *b, int64_t b_ks, float *c, int64_t c_rs,
     int acc) {
     int64_t m0, n0;
+    if (M <= 4) {
+        const uint16_t *ap[4];
+        float *cp[4];
+        int r, mr = (int)M;
+        for (n0 = 0; n0 < N; n0 += 64) {
+            for (r = 0; r < 4; r++) {
+                int64_t rr = r < mr ? r : 0;
+                ap[r] = a + rr * a_rs;
+                cp[r] = c + rr * c_rs + n0;
+            }
+            kern__sdpa_mk16_4x64__avx512bf16(KP, ap, a_kps, b + 2 * n0, b_ks, cp, mr, N - n0, acc);
+        }
+        return;
+    }
     for (m0 = 0; m0 < M; m0 += 8) {
         int mr = (int)(M - m0 < 8 ? M - m0 : 8), r;
         const uint16_t *ap[8];
@@ -856,28 +1110,233 @@ KERN_TARGET_AVX512 static inline __m512 kern__sdpa_ld16__avx512(const void *p, k
     }
 }
 
+/* Horizontal sums of a 4x4 block of dot-product accumulators: lane 4r+j of
+ * the result is sum(a_rj). Two unpack levels sum within 128-bit lanes, two
+ * shuffle levels across them: 9 + 4*6 shuffles/adds for 16 dots. */
+KERN_TARGET_AVX512 static inline __m512 kern__sdpa_hsum4__avx512(__m512 a0, __m512 a1,
+                                                                 __m512 a2, __m512 a3) {
+    __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))));
+}
+KERN_TARGET_AVX512 static inline __m512 kern__sdpa_hsum16__avx512(__m512 u0, __m512 u1,
+                                                                  __m512 u2, __m512 u3) {
+    __m512 z01 = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, 0x44), _mm512_shuffle_f32x4(u0, u1, 0xEE));
+    __m512 z23 = _mm512_add_ps(_mm512_shuffle_f32x4(u2, u3, 0x44), _mm512_shuffle_f32x4(u2, u3, 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xDD));
+}
+
+#define KERN__SDPA_LDF32(p, d, km) _mm512_maskz_loadu_ps(km, (const float *)(p) + (d))
+#define KERN__SDPA_LDBF16(p, d, km)                                           \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                    \
+        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, (const uint16_t *)(p) + (d))), 16))
+#define KERN__SDPA_LDF16(p, d, km)                                            \
+    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(km, (const uint16_t *)(p) + (d)))
+#define KERN__SDPA_DOTS4(LD)                                                  \
+    for (d = 0; d < D; d += 16) {                                             \
+        __mmask16 km = kern__sdpa_k16(D - d);                                 \
+        __m512 k0 = LD(kp0, d, km), k1 = LD(kp1, d, km);                       \
+        __m512 k2 = LD(kp2, d, km), k3 = LD(kp3, d, km);                       \
+        __m512 q = _mm512_loadu_ps(q0 + d);                                   \
+        a00 = _mm512_fmadd_ps(q, k0, a00); a01 = _mm512_fmadd_ps(q, k1, a01); \
+        a02 = _mm512_fmadd_ps(q, k2, a02); a03 = _mm512_fmadd_ps(q, k3, a03); \
+        q = _mm512_loadu_ps(q1 + d);                                          \
+        a10 = _mm512_fmadd_ps(q, k0, a10); a11 = _mm512_fmadd_ps(q, k1, a11); \
+        a12 = _mm512_fmadd_ps(q, k2, a12); a13 = _mm512_fmadd_ps(q, k3, a13); \
+        q = _mm512_loadu_ps(q2 + d);                                          \
+        a20 = _mm512_fmadd_ps(q, k0, a20); a21 = _mm512_fmadd_ps(q, k1, a21); \
+        a22 = _mm512_fmadd_ps(q, k2, a22); a23 = _mm512_fmadd_ps(q, k3, a23); \
+        q = _mm512_loadu_ps(q3 + d);                                          \
+        a30 = _mm512_fmadd_ps(q, k0, a30); a31 = _mm512_fmadd_ps(q, k1, a31); \
+        a32 = _mm512_fmadd_ps(q, k2, a32); a33 = _mm512_fmadd_ps(q, k3, a33); \
+    }
+
+/* 4 query rows x 4 keys per tile: each K chunk is loaded (and converted)
+ * once for 4 rows and each q chunk once for 4 keys. */
 KERN_TARGET_AVX512 static void kern__sdpa_dots__avx512(int64_t nk, int64_t R, int64_t D,
                                                        const float *qf, int64_t ldq,
                                                        const void *k, int64_t k_rs,
-                                                       kern_dtype dt, float *s) {
-    int64_t j, r, d;
-    for (j = 0; j < nk; j++) {
-        for (r = 0; r < R; r += 4) {
-            __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-            int64_t r1 = r + 1 < R ? r + 1 : r, r2 = r + 2 < R ? r + 2 : r;
-            int64_t r3 = r + 3 < R ? r + 3 : r;
-            for (d = 0; d < D; d += 16) {
-                __mmask16 km = kern__sdpa_k16(D - d);
-                __m512 kv = kern__sdpa_ld16__avx512(k, dt, j * k_rs + d, km);
-                c0 = _mm512_fmadd_ps(_mm512_loadu_ps(qf + r * ldq + d), kv, c0);
-                c1 = _mm512_fmadd_ps(_mm512_loadu_ps(qf + r1 * ldq + d), kv, c1);
-                c2 = _mm512_fmadd_ps(_mm512_loadu_ps(qf + r2 * ldq + d), kv, c2);
-                c3 = _mm512_fmadd_ps(_mm512_loadu_ps(qf + r3 * ldq + d), kv, c3);
+                                                       kern_dtype dt, float *s, int64_t ls) {
+    int64_t r0, j0, d;
+    size_t es = kern_dtype_size(dt);
+    for (r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const float *q0 = qf + r0 * ldq, *q1 = nr > 1 ? q0 + ldq : q0;
+        const float *q2 = nr > 2 ? q0 + 2 * ldq : q0, *q3 = nr > 3 ? q0 + 3 * ldq : q0;
+        for (j0 = 0; j0 < nk; j0 += 4) {
+            int64_t nj = nk - j0 < 4 ? nk - j0 : 4, e;
+            const char *kp0 = (const char *)k + (size_t)(j0 * k_rs) * es;
+            const char *kp1 = nj > 1 ? kp0 + (size_t)k_rs * es : kp0;
+            const char *kp2 = nj > 2 ? kp0 + (size_t)(2 * k_rs) * es : kp0;
+            const char *kp3 = nj > 3 ? kp0 + (size_t)(3 * k_rs) * es : kp0;
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+            __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            float t[16];
+            if (dt == KERN_F32) {
+                KERN__SDPA_DOTS4(KERN__SDPA_LDF32)
+            } else if (dt == KERN_BF16) {
+                KERN__SDPA_DOTS4(KERN__SDPA_LDBF16)
+            } else {
+                KERN__SDPA_DOTS4(KERN__SDPA_LDF16)
             }
-            s[j * KERN__SDPA_NQ + r] = _mm512_reduce_add_ps(c0);
-            if (r + 1 < R) s[j * KERN__SDPA_NQ + r + 1] = _mm512_reduce_add_ps(c1);
-            if (r + 2 < R) s[j * KERN__SDPA_NQ + r + 2] = _mm512_reduce_add_ps(c2);
-            if (r + 3 < R) s[j * KERN__SDPA_NQ + r + 3] = _mm512_reduce_add_ps(c3);
+            _mm512_storeu_ps(t, kern__sdpa_hsum16__avx512(kern__sdpa_hsum4__avx512(a00, a01, a02, a03),
+                                                          kern__sdpa_hsum4__avx512(a10, a11, a12, a13),
+                                                          kern__sdpa_hsum4__avx512(a20, a21, a22, a23),
+                                                          kern__sdpa_hsum4__avx512(a30, a31, a32, a33)));
+            for (e = 0; e < nr; e++) {
+                float *dst = s + (r0 + e) * ls + j0;
+                int64_t jj;
+                for (jj = 0; jj < nj; jj++) dst[jj] = t[4 * e + jj];
+            }
+        }
+    }
+}
+
+KERN_TARGET_AVX512 static int kern__sdpa_rstep__avx512(float *s, int64_t ls, int64_t R, int64_t nk,
+                                                       float c, float *m, float *l, float *alpha) {
+    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
+    int64_t r, j;
+    int changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms;
+        __m512 vm = ninf, sum = _mm512_setzero_ps(), msv;
+        for (j = 0; j < nk; j += 16) {
+            __mmask16 km = kern__sdpa_k16(nk - j);
+            __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, row + j), cv);
+            _mm512_mask_storeu_ps(row + j, km, x);
+            vm = _mm512_mask_max_ps(vm, km, vm, x);
+        }
+        mx = _mm512_reduce_max_ps(vm);
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = exp2f(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm512_set1_ps(ms);
+        for (j = 0; j < nk; j += 16) {
+            __mmask16 km = kern__sdpa_k16(nk - j);
+            __m512 p = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(km, row + j), msv));
+            _mm512_mask_storeu_ps(row + j, km, p);
+            sum = _mm512_mask_add_ps(sum, km, sum, p);
+        }
+        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
+    }
+    return changed;
+}
+
+#define KERN__SDPA_DOTS16                                                     \
+    for (d = 0; d < D; d += 32) {                                             \
+        int64_t nd = D - d;                                                   \
+        __mmask32 km = nd >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << nd) - 1u); \
+        __m512bh k0 = (__m512bh)_mm512_maskz_loadu_epi16(km, kp0 + d);        \
+        __m512bh k1 = (__m512bh)_mm512_maskz_loadu_epi16(km, kp1 + d);        \
+        __m512bh k2 = (__m512bh)_mm512_maskz_loadu_epi16(km, kp2 + d);        \
+        __m512bh k3 = (__m512bh)_mm512_maskz_loadu_epi16(km, kp3 + d);        \
+        __m512bh q = (__m512bh)_mm512_loadu_si512((const void *)(q0 + d));   \
+        a00 = _mm512_dpbf16_ps(a00, q, k0); a01 = _mm512_dpbf16_ps(a01, q, k1); \
+        a02 = _mm512_dpbf16_ps(a02, q, k2); a03 = _mm512_dpbf16_ps(a03, q, k3); \
+        q = (__m512bh)_mm512_loadu_si512((const void *)(q1 + d));            \
+        a10 = _mm512_dpbf16_ps(a10, q, k0); a11 = _mm512_dpbf16_ps(a11, q, k1); \
+        a12 = _mm512_dpbf16_ps(a12, q, k2); a13 = _mm512_dpbf16_ps(a13, q, k3); \
+        q = (__m512bh)_mm512_loadu_si512((const void *)(q2 + d));            \
+        a20 = _mm512_dpbf16_ps(a20, q, k0); a21 = _mm512_dpbf16_ps(a21, q, k1); \
+        a22 = _mm512_dpbf16_ps(a22, q, k2); a23 = _mm512_dpbf16_ps(a23, q, k3); \
+        q = (__m512bh)_mm512_loadu_si512((const void *)(q3 + d));            \
+        a30 = _mm512_dpbf16_ps(a30, q, k0); a31 = _mm512_dpbf16_ps(a31, q, k1); \
+        a32 = _mm512_dpbf16_ps(a32, q, k2); a33 = _mm512_dpbf16_ps(a33, q, k3); \
+    }
+
+/* The rows path's q.k for bf16 through vdpbf16ps: 4 rows x 4 keys per
+ * tile, 32 head-dim elements per instruction; odd D reads a masked zero. */
+KERN_TARGET_AVX512BF16 static void kern__sdpa_dots16__avx512bf16(int64_t nk, int64_t R, int64_t D,
+                                                                 const uint16_t *q16, int64_t ldq,
+                                                                 const uint16_t *k, int64_t k_rs,
+                                                                 float *s, int64_t ls) {
+    int64_t r0, j0, d;
+    for (r0 = 0; r0 < R; r0 += 4) {
+        int64_t nr = R - r0 < 4 ? R - r0 : 4;
+        const uint16_t *q0 = q16 + r0 * ldq, *q1 = nr > 1 ? q0 + ldq : q0;
+        const uint16_t *q2 = nr > 2 ? q0 + 2 * ldq : q0, *q3 = nr > 3 ? q0 + 3 * ldq : q0;
+        for (j0 = 0; j0 < nk; j0 += 4) {
+            int64_t nj = nk - j0 < 4 ? nk - j0 : 4, e;
+            const uint16_t *kp0 = k + j0 * k_rs, *kp1 = nj > 1 ? kp0 + k_rs : kp0;
+            const uint16_t *kp2 = nj > 2 ? kp0 + 2 * k_rs : kp0, *kp3 = nj > 3 ? kp0 + 3 * k_rs : kp0;
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+            __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            float t[16];
+            KERN__SDPA_DOTS16
+            _mm512_storeu_ps(t, kern__sdpa_hsum16__avx512(kern__sdpa_hsum4__avx512(a00, a01, a02, a03),
+                                                          kern__sdpa_hsum4__avx512(a10, a11, a12, a13),
+                                                          kern__sdpa_hsum4__avx512(a20, a21, a22, a23),
+                                                          kern__sdpa_hsum4__avx512(a30, a31, a32, a33)));
+            for (e = 0; e < nr; e++) {
+                float *dst = s + (r0 + e) * ls + j0;
+                int64_t jj;
+                for (jj = 0; jj < nj; jj++) dst[jj] = t[4 * e + jj];
+            }
+        }
+    }
+}
+
+/* P^T (f32) -> bf16 pairs: vcvtne2ps2bf16 rounds two rows to nearest
+ * even, vpermw interleaves them per lane. */
+KERN_TARGET_AVX512BF16 static void kern__sdpa_p2__avx512bf16(const float *s, int64_t nk,
+                                                             uint16_t *p2) {
+    static const uint16_t ix[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                    8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512((const void *)ix);
+    int64_t jp, nkp = (nk + 1) / 2;
+    for (jp = 0; jp < nkp; jp++) {
+        const float *s0 = s + 2 * jp * KERN__SDPA_NQ;
+        int two = 2 * jp + 1 < nk;
+        int v;
+        for (v = 0; v < 2; v++) {
+            __m512 a = _mm512_loadu_ps(s0 + 16 * v);
+            __m512 b = two ? _mm512_loadu_ps(s0 + KERN__SDPA_NQ + 16 * v) : _mm512_setzero_ps();
+            __m512i t = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+            _mm512_storeu_si512((void *)(p2 + jp * KERN__SDPA_NQ * 2 + 32 * v),
+                                _mm512_permutexvar_epi16(idx, t));
+        }
+    }
+}
+
+KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *v, int64_t vrs,
+                                                                int64_t nk, int64_t Dv,
+                                                                uint16_t *vp) {
+    uint16_t lo[32], hi[32];
+    __m512i il, ih;
+    int64_t jp, c0, nkp = (nk + 1) / 2;
+    int i;
+    for (i = 0; i < 16; i++) {
+        lo[2 * i] = (uint16_t)i;
+        lo[2 * i + 1] = (uint16_t)(32 + i);
+        hi[2 * i] = (uint16_t)(16 + i);
+        hi[2 * i + 1] = (uint16_t)(48 + i);
+    }
+    il = _mm512_loadu_si512((const void *)lo);
+    ih = _mm512_loadu_si512((const void *)hi);
+    for (jp = 0; jp < nkp; jp++) {
+        const uint16_t *v0 = v + 2 * jp * vrs;
+        const uint16_t *v1 = 2 * jp + 1 < nk ? v0 + vrs : NULL;
+        uint16_t *dst = vp + jp * Dv * 2;
+        for (c0 = 0; c0 < Dv; c0 += 32) {
+            int64_t n = Dv - c0 < 32 ? Dv - c0 : 32;
+            __mmask32 km = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1u);
+            __mmask32 ml = 2 * n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << (2 * n)) - 1u);
+            __mmask32 mh = n <= 16 ? (__mmask32)0
+                                   : (n >= 32 ? (__mmask32)0xFFFFFFFFu
+                                              : (__mmask32)((1u << (2 * (n - 16))) - 1u));
+            __m512i a = _mm512_maskz_loadu_epi16(km, v0 + c0);
+            __m512i b = v1 ? _mm512_maskz_loadu_epi16(km, v1 + c0) : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi16(dst + 2 * c0, ml, _mm512_permutex2var_epi16(a, il, b));
+            _mm512_mask_storeu_epi16(dst + 2 * c0 + 32, mh, _mm512_permutex2var_epi16(a, ih, b));
         }
     }
 }
@@ -942,6 +1401,11 @@ static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
     t->exp2 = kern__sdpa_exp2__scalar;
     t->scale = kern__sdpa_scale__scalar;
     t->dots = kern__sdpa_dots__scalar;
+    t->rstep = kern__sdpa_rstep__scalar;
+    t->p2 = kern__sdpa_p2__scalar;
+    t->vpack = kern__sdpa_vpack__scalar;
+    t->dots16 = NULL;
+    t->rows16 = NULL;
 #ifdef KERN_X86
     if (f & KERN_CPU_AVX512F) {
         t->mk = kern__sdpa_mk_f32__avx512;
@@ -949,13 +1413,21 @@ static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
         t->exp2 = kern__sdpa_exp2__avx512;
         t->scale = kern__sdpa_scale__avx512;
         t->dots = kern__sdpa_dots__avx512;
-        if (f & KERN_CPU_AVX512BF16) t->mk16 = kern__sdpa_mk16__avx512bf16;
+        t->rstep = kern__sdpa_rstep__avx512;
+        if (f & KERN_CPU_AVX512BF16) {
+            t->mk16 = kern__sdpa_mk16__avx512bf16;
+            t->p2 = kern__sdpa_p2__avx512bf16;
+            t->vpack = kern__sdpa_vpack__avx512bf16;
+            t->dots16 = kern__sdpa_dots16__avx512bf16;
+            t->rows16 = kern__sdpa_rows16__avx512bf16;
+        }
     } else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) {
         t->mk = kern__sdpa_mk_f32__avx2;
         t->step = kern__sdpa_step__avx2;
         t->exp2 = kern__sdpa_exp2__avx2;
         t->scale = kern__sdpa_scale__avx2;
         t->dots = kern__sdpa_dots__avx2;
+        t->rstep = kern__sdpa_rstep__avx2;
     }
 #endif
 #ifdef KERN_NEON
@@ -1088,58 +1560,63 @@ static void kern__sdpa_lanes(const kern__sdpa_prob *p, int64_t b, int64_t hk,
     *phi = hi;
 }
 
-/* Scores of S^T[nk][NQ] for keys [j0, j0+nk): s -> log2-unit scores with
- * softcap, mask and the visible ranges applied (c1 folded in). Used when a
- * block needs more than the plain scale (the fast path folds the scale into
- * the softmax step). */
+/* Scores for keys [j0, j0+nk) -> log2-unit scores with softcap, mask and
+ * the visible ranges applied (the scale folded in). Layout: panel S^T[j][lane]
+ * (rows = 0) or row layout S[lane*BK + j] (rows = 1, lanes < nr). Used when
+ * a block needs more than the plain scale (the fast path folds the scale
+ * into the softmax step). With keep_tanh, tmp keeps tanh(u) (softcap). */
 static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
                                int64_t j0, const kern__sdpa_lane *ln, int64_t nr,
-                               float *tmp, int keep_tanh) {
-    int64_t jj, r;
-    int64_t n = nk * KERN__SDPA_NQ;
-    if (p->softcap > 0) {
-        /* t = tanh(u), u = scale*qk/cap: 1 - 2/(2^(2u log2 e) + 1) */
-        float c = 2.0f * p->scale / p->softcap * KERN__SDPA_LOG2E, cap = p->softcap * KERN__SDPA_LOG2E;
-        for (jj = 0; jj < n; jj++) tmp[jj] = s[jj] * c;
-        p->isa.exp2(tmp, n);
-        for (jj = 0; jj < n; jj++) {
-            float t = 1.0f - 2.0f / (tmp[jj] + 1.0f);
-            if (keep_tanh) tmp[jj] = t;
-            s[jj] = t * cap;
+                               float *tmp, int keep_tanh, int rows) {
+    int64_t jj, r, seg, nseg = rows ? nr : 1, len = rows ? nk : nk * KERN__SDPA_NQ;
+    int64_t sj = rows ? 1 : KERN__SDPA_NQ, sr = rows ? KERN__SDPA_BK : 1;
+    int64_t nl = rows ? nr : KERN__SDPA_NQ;
+    for (seg = 0; seg < nseg; seg++) {
+        float *x = s + seg * KERN__SDPA_BK, *t = tmp + seg * KERN__SDPA_BK;
+        if (p->softcap > 0) {
+            /* t = tanh(u), u = scale*qk/cap: 1 - 2/(2^(2u log2 e) + 1) */
+            float c = 2.0f * p->scale / p->softcap * KERN__SDPA_LOG2E;
+            float cap = p->softcap * KERN__SDPA_LOG2E;
+            for (jj = 0; jj < len; jj++) t[jj] = x[jj] * c;
+            p->isa.exp2(t, len);
+            for (jj = 0; jj < len; jj++) {
+                float th = 1.0f - 2.0f / (t[jj] + 1.0f);
+                if (keep_tanh) t[jj] = th;
+                x[jj] = th * cap;
+            }
+        } else {
+            float c = p->scale * KERN__SDPA_LOG2E;
+            for (jj = 0; jj < len; jj++) x[jj] *= c;
         }
-    } else {
-        float c = p->scale * KERN__SDPA_LOG2E;
-        for (jj = 0; jj < n; jj++) s[jj] *= c;
     }
     if (p->mask) {
         const kern_tensor *m = &p->maskv;
         int64_t msj = m->stride[3];
-        for (jj = 0; jj < nk; jj++) {
-            float *sr = s + jj * KERN__SDPA_NQ;
-            int64_t j = j0 + jj;
-            for (r = 0; r < nr; r++) {
-                int64_t o = ln[r].moff + j * msj;
+        for (r = 0; r < nr; r++) {
+            float *sr0 = s + r * sr;
+            for (jj = 0; jj < nk; jj++) {
+                int64_t o = ln[r].moff + (j0 + jj) * msj;
                 if (m->dtype == KERN_BOOL) {
-                    if (!((const uint8_t *)m->data)[o]) sr[r] = -INFINITY;
+                    if (!((const uint8_t *)m->data)[o]) sr0[jj * sj] = -INFINITY;
                 } else {
-                    sr[r] += kern__sdpa_ld(m->data, m->dtype, o) * KERN__SDPA_LOG2E;
+                    sr0[jj * sj] += kern__sdpa_ld(m->data, m->dtype, o) * KERN__SDPA_LOG2E;
                 }
             }
         }
     }
-    for (r = 0; r < KERN__SDPA_NQ; r++) {
+    for (r = 0; r < nl; r++) {
         int64_t a = ln[r].lo - j0, z = ln[r].hi - j0;
         if (a <= 0 && z >= nk) continue;
         for (jj = 0; jj < nk; jj++)
-            if (jj < a || jj >= z) s[jj * KERN__SDPA_NQ + r] = -INFINITY;
+            if (jj < a || jj >= z) s[jj * sj + r * sr] = -INFINITY;
     }
 }
 
-/* Zeroes dropped probabilities of S^T[nk][NQ] (keys j0..). With mul != 0,
- * kept ones are multiplied by mul (backward). */
+/* Zeroes dropped probabilities (keys j0..) in the panel layout (rows = 0)
+ * or the row layout (rows = 1). */
 static void kern__sdpa_dropout(const kern__sdpa_prob *p, float *s, int64_t nk,
-                               int64_t j0, const kern__sdpa_lane *ln, int64_t nr) {
-    int64_t r, jj;
+                               int64_t j0, const kern__sdpa_lane *ln, int64_t nr, int rows) {
+    int64_t r, jj, sj = rows ? 1 : KERN__SDPA_NQ, sr = rows ? KERN__SDPA_BK : 1;
     for (r = 0; r < nr; r++) {
         uint64_t base = ln[r].didx + (uint64_t)j0;
         uint32_t bits[4] = {0, 0, 0, 0};
@@ -1157,7 +1634,7 @@ static void kern__sdpa_dropout(const kern__sdpa_prob *p, float *s, int64_t nk,
                 key[1] = (uint32_t)(p->seed >> 32);
                 kern_philox4x32_10(ctr, key, bits);
             }
-            if (bits[idx & 3] < p->drop_thr) s[jj * KERN__SDPA_NQ + r] = 0.0f;
+            if (bits[idx & 3] < p->drop_thr) s[jj * sj + r * sr] = 0.0f;
         }
     }
 }
@@ -1279,11 +1756,12 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     int64_t sp = inner % f->nsplit;
     int64_t lq, lk, qbase, kbase, R, ks0, ks1, D = p->D, Dv = p->Dv;
     int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK;
-    int64_t D16 = (D + 15) & ~(int64_t)15;
+    int64_t D16 = (D + 15) & ~(int64_t)15, D32 = (D + 31) & ~(int64_t)31;
     int64_t np, pan, npan, j0, klo = INT64_MAX, khi = 0;
     const char *kp, *vp;
     int64_t krs, vrs;
     int native = p->bf16_native;
+    int native16 = f->rows_path && p->dt == KERN_BF16 && p->isa.dots16 != NULL;
     kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &sc);
     kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
     R = lq * p->G;
@@ -1326,9 +1804,15 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                 memset(sc.ot, 0, (size_t)(R * Dv) * 4);
                 for (r = 0; r < nr; r++) {
                     const char *qr = p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es;
-                    float *dst = sc.qt + r * D16;
-                    kern__sdpa_to_f32(f->ctx, qr, p->dt, dst, D);
-                    for (d = D; d < D16; d++) dst[d] = 0.0f;
+                    if (native16) { /* bf16 rows, zero-padded to D32 */
+                        uint16_t *dst = (uint16_t *)sc.qt + r * D32;
+                        memcpy(dst, qr, (size_t)D * 2);
+                        for (d = D; d < D32; d++) dst[d] = 0;
+                    } else {
+                        float *dst = sc.qt + r * D16;
+                        kern__sdpa_to_f32(f->ctx, qr, p->dt, dst, D);
+                        for (d = D; d < D16; d++) dst[d] = 0.0f;
+                    }
                 }
             } else {
                 float *qt = sc.qt + pi * D16 * NQ;
@@ -1381,7 +1865,7 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
             if (!any) continue;
             /* converted f32 tiles: f16, and bf16 without vdpbf16ps (the
              * rows path reads K in any dtype and converts only V) */
-            if (p->dt != KERN_F32 && !converted && (f->rows_path || !native)) {
+            if (p->dt != KERN_F32 && !converted && (f->rows_path ? !native16 : !native)) {
                 int64_t jj;
                 for (jj = 0; jj < nk; jj++) {
                     if (!f->rows_path)
@@ -1397,24 +1881,18 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                 vfs = Dv;
                 converted = 1;
             }
-            if (native && !packed && !f->rows_path) {
-                /* V pairs along keys: vp2[jp][c][2] = (V[2jp][c], V[2jp+1][c]) */
-                int64_t jp, c, nkp = (nk + 1) / 2;
-                const uint16_t *v16 = (const uint16_t *)vp;
-                for (jp = 0; jp < nkp; jp++) {
-                    const uint16_t *v0 = v16 + (j0 + 2 * jp) * vrs;
-                    const uint16_t *v1 = 2 * jp + 1 < nk ? v0 + vrs : NULL;
-                    uint16_t *dst = sc.vp + jp * Dv * 2;
-                    for (c = 0; c < Dv; c++) {
-                        dst[2 * c] = v0[c];
-                        dst[2 * c + 1] = v1 ? v1[c] : 0;
-                    }
-                }
+            if ((native16 || (native && !f->rows_path)) && !packed && Dv > 0) {
+                p->isa.vpack((const uint16_t *)vp + j0 * vrs, vrs, nk, Dv, sc.vp);
                 packed = 1;
             }
             /* scores S^T[j][lane] */
             if (f->rows_path) {
-                p->isa.dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt, sc.s);
+                if (native16)
+                    p->isa.dots16(nk, R, D, (const uint16_t *)sc.qt, D32,
+                                  (const uint16_t *)kp + j0 * krs, krs, sc.s, BK);
+                else
+                    p->isa.dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt,
+                                sc.s, BK);
             } else if (native) {
                 p->isa.mk16(nk, NQ, D / 2, (const uint16_t *)kp + j0 * krs, krs, 2,
                             (const uint16_t *)(sc.qt + pi * D16 * NQ), NQ * 2, sc.s, NQ, 0);
@@ -1422,41 +1900,40 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                 p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt + pi * D16 * NQ, NQ, sc.s, NQ, 0);
             }
             {
-                int changed;
+                int changed, rows = f->rows_path;
+                float c = p->scale * KERN__SDPA_LOG2E;
                 if (!full || p->mask || p->softcap > 0) {
-                    kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 0);
-                    /* the ranges above were clipped to [lo,hi) but not to the
-                     * split; keys outside the split never reach here since
-                     * j0..j0+nk lies inside [ks0, ks1) */
-                    changed = p->isa.step(sc.s, nk, 1.0f, m, l, sc.alpha);
-                } else {
-                    changed = p->isa.step(sc.s, nk, p->scale * KERN__SDPA_LOG2E, m, l, sc.alpha);
+                    /* blocks lie inside [ks0, ks1): only the lanes' ranges
+                     * need applying */
+                    kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 0, rows);
+                    c = 1.0f;
                 }
-                if (changed) {
-                    if (f->rows_path) {
-                        int64_t c;
+                if (rows) {
+                    changed = p->isa.rstep(sc.s, BK, R, nk, c, m, l, sc.alpha);
+                    if (changed) {
+                        int64_t cc;
                         for (r = 0; r < R; r++)
-                            for (c = 0; c < Dv; c++) sc.ot[r * Dv + c] *= sc.alpha[r];
-                    } else {
-                        p->isa.scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
+                            if (sc.alpha[r] != 1.0f)
+                                for (cc = 0; cc < Dv; cc++) sc.ot[r * Dv + cc] *= sc.alpha[r];
                     }
+                } else {
+                    changed = p->isa.step(sc.s, nk, c, m, l, sc.alpha);
+                    if (changed) p->isa.scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
                 }
             }
-            if (p->dropout_p > 0) kern__sdpa_dropout(p, sc.s, nk, j0, ln, nr);
+            if (p->dropout_p > 0) kern__sdpa_dropout(p, sc.s, nk, j0, ln, nr, f->rows_path);
             if (Dv == 0) continue;
             /* O += P V */
             if (f->rows_path) {
-                p->isa.mk(R, Dv, nk, sc.s, 1, NQ, vf, vfs, sc.ot, Dv, 1);
-            } else if (native) {
-                int64_t jp, nkp = (nk + 1) / 2;
-                for (jp = 0; jp < nkp; jp++) {
-                    const float *s0 = sc.s + 2 * jp * NQ;
-                    uint16_t *dst = sc.p2 + jp * NQ * 2;
-                    for (r = 0; r < NQ; r++) {
-                        dst[2 * r] = kern_f32_to_bf16(s0[r]);
-                        dst[2 * r + 1] = 2 * jp + 1 < nk ? kern_f32_to_bf16(s0[NQ + r]) : 0;
-                    }
+                if (native16) {
+                    p->isa.rows16(sc.s, BK, R, nk, sc.p2, BK);
+                    p->isa.mk16(R, Dv, (nk + 1) / 2, sc.p2, BK, 2, sc.vp, Dv * 2, sc.ot, Dv, 1);
+                } else {
+                    p->isa.mk(R, Dv, nk, sc.s, BK, 1, vf, vfs, sc.ot, Dv, 1);
                 }
+            } else if (native) {
+                int64_t nkp = (nk + 1) / 2;
+                p->isa.p2(sc.s, nk, sc.p2);
                 p->isa.mk16(Dv, NQ, nkp, sc.vp, 2, Dv * 2, sc.p2, NQ * 2,
                             sc.ot + pi * Dv * NQ, NQ, 1);
             } else {
@@ -2128,7 +2605,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 }
                 /* P^T = 2^(s - lse2), recomputed */
                 p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
-                kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1);
+                kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1, 0);
                 for (e = 0; e < n; e++) sc.pp[e] = sc.s[e] - sc.lse2[e % NQ];
                 p->isa.exp2(sc.pp, n);
                 /* dP^T = V dO^T (dropped, rescaled) */
@@ -2136,7 +2613,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 else memset(sc.dp, 0, (size_t)n * 4);
                 if (p->dropout_p > 0) {
                     for (e = 0; e < n; e++) sc.zr[e] = rdrop;
-                    kern__sdpa_dropout(p, sc.zr, nk, j0, ln, nr);
+                    kern__sdpa_dropout(p, sc.zr, nk, j0, ln, nr, 0);
                     for (e = 0; e < n; e++) sc.dp[e] *= sc.zr[e];
                 }
                 /* dS = P (dP - delta) * scale (* (1 - t^2) with softcap);
