@@ -261,6 +261,9 @@ extern "C" {
  * 1024 f32 = 256 KiB in L2, so each panel is reused by 1024 channels).
  * Small-M path: tasks of SM_NT tiles (64 channels). */
 #define KERN__SP24_LM_KG 16
+#ifndef KERN__SP24_LM_KG_BF16
+#define KERN__SP24_LM_KG_BF16 16
+#endif
 #define KERN__SP24_LM_NT 64
 #define KERN__SP24_SM_NT 4
 #define KERN__SP24_SMALL_M 16
@@ -989,20 +992,22 @@ KERN_TARGET_AVX512 static void kern__sp24_lm_f32__avx512(const float *xt, const 
     }
 }
 
-/* Pair index of a group code: (0,1)->0 (0,2)->1 (0,3)->2 (1,2)->3 (1,3)->4
- * (2,3)->5, as 4-bit fields of a 64-bit constant. */
-#define KERN__SP24_PAIR_LUT                                                   \
-    (((uint64_t)0 << (4 * 0x4)) | ((uint64_t)1 << (4 * 0x8)) |                \
-     ((uint64_t)2 << (4 * 0xC)) | ((uint64_t)3 << (4 * 0x9)) |                \
-     ((uint64_t)4 << (4 * 0xD)) | ((uint64_t)5 << (4 * 0xE)))
+/* bf16 pair panel: per group, KERN__SP24_NSLOT rows of 64 m, row (code - 4)
+ * holding the bf16 pairs (x[m][4g+i0], x[m][4g+i1]) of code = i0 | i1 << 2
+ * (the six valid codes 0x4 0x8 0x9 0xC 0xD 0xE use rows 0 4 5 8 9 10; the
+ * other rows are never written or read). Indexing by the code itself keeps
+ * the address arithmetic of the kernel at two ALU ops per row. */
+#define KERN__SP24_NSLOT 11
 
 /* Large-M bf16 microkernel (vdpbf16ps): rows l..l+3 of one tile. xt6:
- * [16 groups][6 pairs][64 m] 32-bit bf16 pairs; w: tile bf16 pairs, 32
- * bf16 per group. */
+ * [16 groups][NSLOT][64 m] 32-bit bf16 pairs; w: tile bf16 pairs, 32 bf16
+ * per group. One vdpbf16ps does both kept products of a group. */
 KERN_TARGET_AVX512BF16 KERN__SP24_INLINE void kern__sp24_lm_bf16_body__avx512(
     const uint32_t *xt6, const uint16_t *w, const uint8_t *meta, int ng, int l, float *y,
     int first, const int NV) {
     __m512 a[4][4];
+    const __m512i i0 = _mm512_set1_epi32(0), i1 = _mm512_set1_epi32(1);
+    const __m512i i2 = _mm512_set1_epi32(2), i3 = _mm512_set1_epi32(3);
     int g, v, r;
     KERN__SP24_UNROLL
     for (r = 0; r < 4; r++)
@@ -1011,16 +1016,19 @@ KERN_TARGET_AVX512BF16 KERN__SP24_INLINE void kern__sp24_lm_bf16_body__avx512(
             a[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + r * 64 + 16 * v);
     for (g = 0; g < ng; g++) {
         uint16_t mb;
-        const uint32_t *xg = xt6 + g * 6 * 64;
-        uint32_t wp[4];
+        /* row (code - 4) of the group, in bytes: ((code << 8) - 1024) */
+        const char *xg = (const char *)(xt6 + g * KERN__SP24_NSLOT * 64) - 1024;
+        __m512i wp = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + g * 32 + l * 2)));
         memcpy(&mb, meta + g * 8 + (l >> 1), 2);
-        memcpy(wp, w + g * 32 + l * 2, 16);
         KERN__SP24_UNROLL
         for (r = 0; r < 4; r++) {
-            unsigned c = (mb >> (4 * r)) & 15u;
-            unsigned pi = (unsigned)(KERN__SP24_PAIR_LUT >> (4 * c)) & 7u;
-            const uint32_t *px = xg + pi * 64;
-            __m512bh s = (__m512bh)_mm512_set1_epi32((int)wp[r]);
+            unsigned off = (r == 0   ? (unsigned)mb << 8
+                            : r == 1 ? (unsigned)mb << 4
+                            : r == 2 ? (unsigned)mb
+                                     : (unsigned)mb >> 4) & 0xF00u;
+            const uint32_t *px = (const uint32_t *)(xg + off);
+            const __m512i ir = r == 0 ? i0 : r == 1 ? i1 : r == 2 ? i2 : i3;
+            __m512bh s = (__m512bh)_mm512_permutexvar_epi32(ir, wp);
             KERN__SP24_UNROLL
             for (v = 0; v < NV; v++)
                 a[r][v] = _mm512_dpbf16_ps(a[r][v], s,
@@ -1423,10 +1431,11 @@ static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
         }
 }
 
-/* bf16 pair panel: xp6[g][p][64] = (x[m][4g+a_p], x[m][4g+b_p]), the six
- * pairs (0,1) (0,2) (0,3) (1,2) (1,3) (2,3). */
+/* bf16 pair panel: xp6[g][code - 4][64] = (x[m][4g+i0], x[m][4g+i1]) for
+ * the six valid codes (see KERN__SP24_NSLOT). */
 static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
     static const unsigned char pa[6] = {0, 0, 0, 1, 1, 2}, pb[6] = {1, 2, 3, 2, 3, 3};
+    static const unsigned char slot[6] = {0, 4, 8, 5, 9, 10};
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
     uint32_t *xt6 = (uint32_t *)J->xp + ms * J->xp_stride;
     int64_t m0 = ms * 64, g;
@@ -1443,7 +1452,8 @@ static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
                     for (e = 0; e < 4; e++) v[e] = 4 * g + e < J->K ? xb[4 * g + e] : (uint16_t)0;
             }
             for (p = 0; p < 6; p++)
-                xt6[(g * 6 + p) * 64 + i] = (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
+                xt6[(g * KERN__SP24_NSLOT + slot[p]) * 64 + i] =
+                    (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
         }
     }
 }
@@ -1464,12 +1474,13 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     const int64_t G = J->G;
     int conv = !J->bf16dot && sw->dtype != KERN_F32;
     size_t es = kern_dtype_size(sw->dtype);
+    const int KG = J->bf16dot ? KERN__SP24_LM_KG_BF16 : KERN__SP24_LM_KG;
     if (t1 > sw->n_tiles) t1 = sw->n_tiles;
-    for (g0 = 0; g0 < G; g0 += KERN__SP24_LM_KG) {
-        int ng = (int)(G - g0 < KERN__SP24_LM_KG ? G - g0 : KERN__SP24_LM_KG);
+    for (g0 = 0; g0 < G; g0 += KG) {
+        int ng = (int)(G - g0 < KG ? G - g0 : KG);
         int first = g0 == 0;
         const void *xt = J->bf16dot
-                             ? (const void *)((const uint32_t *)J->xp + ms * J->xp_stride + g0 * 6 * 64)
+                             ? (const void *)((const uint32_t *)J->xp + ms * J->xp_stride + g0 * KERN__SP24_NSLOT * 64)
                              : (const void *)((const float *)J->xp + ms * J->xp_stride + g0 * 4 * J->mr);
         if (conv) kern__sp24_slab_f32(sw, G, t0, t1, g0, ng, wslab);
         for (t = t0; t < t1; t++) {
@@ -1649,7 +1660,7 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
         J.nt = KERN__SP24_LM_NT;
         while (J.nt > 4 && J.n_ms * ((sw->n_tiles + J.nt - 1) / J.nt) < want_tasks) J.nt /= 2;
         n_nc = (sw->n_tiles + J.nt - 1) / J.nt;
-        J.xp_stride = J.bf16dot ? J.G * 6 * 64 : J.Kp * J.mr;
+        J.xp_stride = J.bf16dot ? J.G * KERN__SP24_NSLOT * 64 : J.Kp * J.mr;
         xpb = (size_t)(J.n_ms * J.xp_stride) * 4;
         J.scratch_yt = (size_t)J.nt * 16 * (size_t)J.mr * sizeof(float);
         slab = (!J.bf16dot && sw->dtype != KERN_F32)
