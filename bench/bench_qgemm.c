@@ -14,8 +14,8 @@
  *                    semantics: packs both operands every call) — the
  *                    like-for-like of torch_int_mm, and a lower bound on
  *                    the int8 core
- *   kern_f32         our f32 kern_gemm with a packed weight (skipped while
- *                    kern_gemm.h is not available)
+ *   kern_f32         our f32 kern_gemm with the weight prepacked by
+ *                    kern_gemm_pack_b, bias fused
  *   openblas_f32     cblas_sgemm, the f32 baseline in the same run
  *   onednn           oneDNN 2.6 s8s8 -> f32 matmul, weights prepacked, x
  *                    quantized per tensor (kern_quantize_per_token, timed).
@@ -35,6 +35,7 @@
  */
 #define KERN_IMPLEMENTATION
 #include "kern_qgemm.h"
+#include "kern_gemm.h"
 #include "kbench.h"
 
 #include <stdio.h>
@@ -69,6 +70,7 @@ static struct {
     float *sw;
     int32_t *c32;
     kern_qweight *qw;
+    kern_gemm_packed_b *pw;
 } cur;
 
 static void *xalloc(size_t n) {
@@ -88,6 +90,7 @@ static void release_case(void) {
     free(cur.sw);
     free(cur.c32);
     kern_qweight_free(NULL, cur.qw);
+    kern_gemm_packed_b_free(NULL, cur.pw);
     memset(&cur, 0, sizeof cur);
 }
 
@@ -176,10 +179,34 @@ static void run_kern_int_mm(kbench_state *st, void *user) {
 }
 
 static void run_kern_f32(kbench_state *st, void *user) {
-    (void)user;
-    /* kern_gemm.h (f32/bf16 GEMM with a packed B) is another family's
-     * work; it was still a placeholder when this benchmark was written. */
-    kbench_skip(st, "kern_gemm not available");
+    const qcase *c = (const qcase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_tensor tx, ty, tb, tw;
+    kern_gemm_params p;
+    if (!setup_case(c)) {
+        kbench_skip(st, "allocation failed");
+        return;
+    }
+    if (!cur.pw) {
+        tw = kern_tensor_2d(cur.w, KERN_F32, c->N, c->K);
+        if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pw) != KERN_OK) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+    }
+    tx = kern_tensor_2d(cur.x, KERN_F32, c->M, c->K);
+    ty = kern_tensor_2d(cur.y, KERN_F32, c->M, c->N);
+    tb = kern_tensor_1d(cur.bias, KERN_F32, c->N);
+    memset(&p, 0, sizeof p);
+    p.bias = &tb;
+    p.packed_b = cur.pw;
+    if (kern_gemm(ctx, &tx, NULL, &ty, &p) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) kern_gemm(ctx, &tx, NULL, &ty, &p);
+    kbench_use(cur.y);
+    set_work(st, c, 4.0 * (double)c->N * (double)c->K);
 }
 
 #ifdef KBENCH_HAVE_OPENBLAS
