@@ -116,13 +116,14 @@
  *   KERN_ERR_NOMEM  allocation failure.
  *
  * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
- *   M > 16 ("weight stationary", lanes over m): x is transposed per block
- *   of 64 (AVX-512) / 32 (AVX2) rows and 64 k into an L1-resident panel
- *   xt[k][m]; for each output channel and kept weight, the weight is
- *   broadcast and multiplied with the panel row its index selects: exactly
- *   K/2 FMAs per output, no gathers. bf16 with AVX512-BF16: the panel holds,
- *   per group, the 6 possible pairs of the 4 activations (m-major bf16
- *   pairs) and one vdpbf16ps does both kept products of a group.
+ *   M > 16 ("weight stationary", lanes over m): x is transposed once per
+ *   call into panels of 64 (AVX-512) / 32 (AVX2) rows, xt[k][m] (workspace
+ *   of about the size of x; 3x for the bf16 pair panel); a task walks 64 k
+ *   (an L1-resident 16 KiB block) for up to 1024 output channels, and for
+ *   each kept weight the weight is broadcast and multiplied with the panel
+ *   row its index selects: exactly K/2 FMAs per output, no gathers. bf16
+ *   with AVX512-BF16: the panel holds, per group, the bf16 pairs of the 6
+ *   possible index pairs and one vdpbf16ps does both kept products.
  *   M <= 16 (weight streaming, lanes over n): 16 output channels per vector;
  *   the 4 activations of a group are broadcast and vpermilps (f32) or
  *   vpshufb (bf16 pairs) picks each lane's kept ones; the compressed weight
@@ -257,8 +258,9 @@ extern "C" {
 /* Blocking (one table for the family). Large-M path: panels of LM_MR rows
  * of x (64 on AVX-512 = 4 zmm, 32 on AVX2 = 4 ymm) by LM_KG groups (64 k:
  * the f32 panel is 16 KiB, the bf16 pair panel 24 KiB, both L1-resident),
- * tasks of LM_NT tiles (1024 output channels: the accumulator block is 64 x
- * 1024 f32 = 256 KiB in L2, so each panel is reused by 1024 channels).
+ * tasks of up to LM_NT tiles (1024 output channels: the accumulator block is
+ * 64 x 1024 f32 = 256 KiB in L2; fewer when that would leave threads idle,
+ * which never changes the results).
  * Small-M path: tasks of SM_NT tiles (64 channels). */
 #define KERN__SP24_LM_KG 16
 #ifndef KERN__SP24_LM_KG_BF16
