@@ -833,7 +833,7 @@ typedef struct kern__sc_job {
     /* stream strategy */
     int P, direct0;
     char *acc;
-    int64_t *cnt;       /* P x N counts */
+    int32_t *cnt;       /* P x N counts (a partition has < 2^31 edges) */
     int32_t *pa;        /* P x N x F partial args */
     /* row-gather (csr) strategy */
     const void *rowptr; /* [N+1] */
@@ -859,7 +859,7 @@ static inline int32_t *kern__sc_parg(const kern__sc_job *J, int p, int64_t r) {
 static void kern__sc_stream_task(void *a, int64_t p, int thread) {
     const kern__sc_job *J = (const kern__sc_job *)a;
     int64_t e0 = J->E * p / J->P, e1 = J->E * (p + 1) / J->P, e;
-    int64_t *cnt = J->cnt + p * J->N;
+    int32_t *cnt = J->cnt + p * J->N;
     const int64_t rowb = J->F * (int64_t)J->accsz, is = J->idx_s, F = J->F;
     const int64_t pf_end = e1 - KERN__SC_PF;
     const kern__sc_ops *ops = J->ops;
@@ -872,7 +872,7 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
     const int64_t brs = p == 0 && J->direct0 ? J->out_rs : rowb;
     int32_t *pa = J->pa ? J->pa + p * J->N * F : NULL;
     (void)thread;
-    memset(cnt, 0, (size_t)J->N * sizeof(int64_t));
+    memset(cnt, 0, (size_t)J->N * sizeof(int32_t));
     for (e = e0; e < e1; e++) {
         int64_t r = kern__sc_ix(J->idx, J->idx64, e * is);
         const char *x = J->src + e * J->src_rs;
@@ -1445,11 +1445,12 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
     J->idx_s = index1d->stride[0];
     if (E < 4096 || (double)E * (double)F < 262144.0) P = 1;
     if (P > E) P = E > 0 ? (int)E : 1;
+    while (E / P >= INT32_MAX) P++;
     J->P = P;
     J->direct0 = J->dt == KERN_F32 || J->dt == KERN_I64;
     accb = (size_t)(P - J->direct0) * (size_t)N * (size_t)F * J->accsz;
     pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
-    cntb = (size_t)P * (size_t)N * sizeof(int64_t);
+    cntb = (size_t)P * (size_t)N * sizeof(int32_t);
     total = ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63) + cntb + 64 * 8;
     if (kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES) {
         /* csr strategy: counting sort, then row gather */
@@ -1482,7 +1483,7 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         if ((st = kern__reserve_thread_scratch(ctx, tmp)) != KERN_OK) return st;
         J->acc = w;
         J->pa = J->arg ? (int32_t *)(w + ((accb + 63) & ~(size_t)63)) : NULL;
-        J->cnt = (int64_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
+        J->cnt = (int32_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
         if ((st = kern_parallel_for(ctx, P, kern__sc_stream_task, J)) != KERN_OK) return st;
         nb = (int64_t)T * 8;
         if (nb > N) nb = N;
