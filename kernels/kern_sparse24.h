@@ -1182,6 +1182,87 @@ KERN_TARGET_AVX512BF16 static void kern__sp24_sm_bf16__avx512(const uint16_t *x,
     KERN__SP24_SM_CASES(KERN__SP24_SMB_AVX512, x, ldx, wv, meta, G, out)
 }
 
+/* 16 x 16 f32 transpose in registers: lane j of r[i] -> lane i of r[j]. */
+KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_tr16__avx512(__m512 *r) {
+    __m512 t[16], u[16];
+    int i, c;
+    KERN__SP24_UNROLL
+    for (i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4q + c]: column c (+4 per 128-bit lane) of rows 4q..4q+3 */
+    KERN__SP24_UNROLL
+    for (i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    /* 4 x 4 transpose of 128-bit lanes */
+    KERN__SP24_UNROLL
+    for (c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+/* Large-M epilogue on AVX-512: acc[j * ld + i] (channel j, row i; ld a
+ * multiple of 16 with all 16 channel rows readable) transposed in 16 x 16
+ * blocks, then y = act(acc * scale + bias) + residual with the same
+ * operations, in the same order, as kern__sp24_epilogue (bitwise equal). */
+KERN_TARGET_AVX512 static void kern__sp24_epi_lm__avx512(const kern__sp24_job *J, int64_t m0,
+                                                        int mc, int64_t n0, int nc,
+                                                        const float *acc, int64_t ld) {
+    const float *scales = J->sw->scales;
+    const __mmask16 nm = (__mmask16)((1u << nc) - 1u);
+    const size_t yes = kern_dtype_size(J->ydt), res_es = J->res ? kern_dtype_size(J->rdt) : 0;
+    float bb[16];
+    __m512 sc = scales ? _mm512_loadu_ps(scales + n0) : _mm512_set1_ps(1.0f), bv;
+    int i0, i, j;
+    for (j = 0; j < 16; j++)
+        bb[j] = J->bias && j < nc
+                    ? kern__sp24_tof(J->bdt, J->bias + (n0 + j) * J->bstride * (int64_t)kern_dtype_size(J->bdt))
+                    : 0.0f;
+    bv = _mm512_loadu_ps(bb);
+    for (i0 = 0; i0 < mc; i0 += 16) {
+        __m512 r[16];
+        int ie = mc - i0 < 16 ? mc - i0 : 16;
+        KERN__SP24_UNROLL
+        for (j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(acc + j * ld + i0);
+        kern__sp24_tr16__avx512(r);
+        for (i = 0; i < ie; i++) {
+            int64_t m = m0 + i0 + i;
+            char *yp = J->y + (m * J->ldy + n0) * (int64_t)yes;
+            __m512 v = r[i];
+            if (scales) v = _mm512_mul_ps(v, sc);
+            if (J->bias) v = _mm512_add_ps(v, bv);
+            if (J->act) {
+                float tmp[16];
+                _mm512_storeu_ps(tmp, v);
+                for (j = 0; j < nc; j++) tmp[j] = kern__sp24_gelu(tmp[j], J->act);
+                v = _mm512_loadu_ps(tmp);
+            }
+            if (J->res) {
+                const char *rp = J->res + (m * J->ldr + n0) * (int64_t)res_es;
+                __m512 rv = J->rdt == KERN_F32
+                                ? _mm512_maskz_loadu_ps(nm, rp)
+                                : _mm512_castsi512_ps(kern__bf16x16_f32__avx512(
+                                      _mm256_maskz_loadu_epi16(nm, rp)));
+                v = _mm512_add_ps(v, rv);
+            }
+            if (J->ydt == KERN_F32) _mm512_mask_storeu_ps(yp, nm, v);
+            else _mm256_mask_storeu_epi16(yp, nm, kern__f32x16_bf16__avx512(_mm512_castps_si512(v)));
+        }
+    }
+}
+
 /* ------------------------------------------------------ AVX2 kernels */
 
 /* Large-M f32 microkernel on AVX2: rows l, l+1; NV ymm (xt rows of 32). */
@@ -1519,7 +1600,11 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     }
     for (t = t0; t < t1; t++) {
         int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
-        kern__sp24_epilogue(J, m0, mc, t * 16, nc, yt + (t - t0) * 16 * J->mr, 1, J->mr);
+        if (J->path == KERN__SP24_PATH_AVX512)
+            kern__sp24_epi_lm__avx512(J, m0, mc, t * 16, (int)nc, yt + (t - t0) * 16 * J->mr,
+                                      J->mr);
+        else
+            kern__sp24_epilogue(J, m0, mc, t * 16, nc, yt + (t - t0) * 16 * J->mr, 1, J->mr);
     }
 }
 #endif /* KERN_X86 */
