@@ -910,7 +910,7 @@ static void kern__detect_features(void) {
             if (fma) f |= KERN_CPU_FMA;
             if (f16c) f |= KERN_CPU_F16C;
             if (max_leaf >= 7) {
-                unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+                unsigned r1[4] = {0, 0, 0, 0}; /* leaf 7 subleaf 1 */
                 __cpuid_count(7, 0, a, b, c, d);
                 if ((b >> 5) & 1) f |= KERN_CPU_AVX2;
                 if ((xcr0 & 0xe0) == 0xe0) { /* opmask, zmm hi256, hi16 zmm */
@@ -926,10 +926,9 @@ static void kern__detect_features(void) {
                     if ((d >> 22) & 1) f |= KERN_CPU_AMX_BF16;
                 }
                 if (a >= 1) {
-                    __cpuid_count(7, 1, a1, b1, c1, d1);
-                    (void)b1; (void)c1; (void)d1; /* unused leaves */
-                    if ((a1 >> 4) & 1) f |= KERN_CPU_AVXVNNI;
-                    if (((a1 >> 5) & 1) && (xcr0 & 0xe0) == 0xe0)
+                    __cpuid_count(7, 1, r1[0], r1[1], r1[2], r1[3]);
+                    if ((r1[0] >> 4) & 1) f |= KERN_CPU_AVXVNNI;
+                    if (((r1[0] >> 5) & 1) && (xcr0 & 0xe0) == 0xe0)
                         f |= KERN_CPU_AVX512BF16;
                 }
             }
