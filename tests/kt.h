@@ -171,7 +171,8 @@ static KT__UNUSED int64_t kt_randint(kt_rng *r, int64_t lo, int64_t hi) { /* [lo
 /* ---------------------------------------------------- guarded buffers */
 
 /* A buffer with 64 guard bytes on each side, checked by kt_free. The
- * payload is 64-byte aligned unless `misalign` (bytes) is given. */
+ * payload is 64-byte aligned unless `misalign` (bytes, taken modulo 64) is
+ * given. */
 #define KT_GUARD 64
 #define KT_GUARD_BYTE 0xA5
 typedef struct kt__hdr {
@@ -182,9 +183,11 @@ typedef struct kt__hdr {
 } kt__hdr;
 
 static KT__UNUSED void *kt_alloc_misaligned(size_t size, size_t misalign, const char *what) {
-    size_t total = sizeof(kt__hdr) + KT_GUARD + misalign + size + KT_GUARD;
+    size_t total;
     unsigned char *base;
     kt__hdr *h;
+    misalign %= 64; /* only the offset from a 64-byte boundary matters */
+    total = sizeof(kt__hdr) + KT_GUARD + misalign + size + KT_GUARD;
     if (posix_memalign((void **)&base, 64, total) != 0) return NULL;
     h = (kt__hdr *)base;
     h->size = size;
