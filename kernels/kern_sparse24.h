@@ -262,7 +262,9 @@ extern "C" {
  * 64 x 1024 f32 = 256 KiB in L2; fewer when that would leave threads idle,
  * which never changes the results).
  * Small-M path: tasks of SM_NT tiles (64 channels). */
+#ifndef KERN__SP24_LM_KG
 #define KERN__SP24_LM_KG 16
+#endif
 #ifndef KERN__SP24_LM_KG_BF16
 #define KERN__SP24_LM_KG_BF16 16
 #endif
@@ -1263,6 +1265,78 @@ KERN_TARGET_AVX512 static void kern__sp24_epi_lm__avx512(const kern__sp24_job *J
     }
 }
 
+/* Phase 1 of the large-M path on AVX-512 (see kern__sp24_task_pack_xt):
+ * 16 x 16 blocks of x (rows past M and columns past K read as zero)
+ * transposed in registers. bf16 x is widened exactly (bf16 << 16). */
+KERN_TARGET_AVX512 static void kern__sp24_pack_xt__avx512(const kern__sp24_job *J, int64_t ms) {
+    float *xt = (float *)J->xp + ms * J->xp_stride;
+    const int64_t m0 = ms * J->mr;
+    const int mr = J->mr;
+    int64_t kb;
+    int ib, i;
+    for (ib = 0; ib < mr; ib += 16)
+        for (kb = 0; kb < J->Kp; kb += 16) {
+            __m512 r[16];
+            int64_t kv = J->K - kb < 16 ? J->K - kb : 16;
+            const __mmask16 km = (__mmask16)((1u << (unsigned)kv) - 1u);
+            KERN__SP24_UNROLL
+            for (i = 0; i < 16; i++) {
+                int64_t m = m0 + ib + i;
+                if (m < J->M) {
+                    if (J->xdt == KERN_F32)
+                        r[i] = _mm512_maskz_loadu_ps(km, (const float *)J->x + m * J->ldx + kb);
+                    else
+                        r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                                km, (const uint16_t *)J->x + m * J->ldx + kb)),
+                            16));
+                } else {
+                    r[i] = _mm512_setzero_ps();
+                }
+            }
+            kern__sp24_tr16__avx512(r);
+            KERN__SP24_UNROLL
+            for (i = 0; i < 16; i++)
+                if (kb + i < J->Kp) _mm512_store_ps(xt + (kb + i) * mr + ib, r[i]);
+        }
+}
+
+/* bf16 pair panel on AVX-512 (see kern__sp24_task_pack_xt6): 16 rows x 16
+ * k transposed as 32-bit words (bf16 in the low half), then each slot is
+ * lo | hi << 16. */
+KERN_TARGET_AVX512 static void kern__sp24_pack_xt6__avx512(const kern__sp24_job *J, int64_t ms) {
+    uint32_t *xt6 = (uint32_t *)J->xp + ms * J->xp_stride;
+    const int64_t m0 = ms * 64;
+    int64_t kb;
+    int ib, i, q;
+    for (ib = 0; ib < 64; ib += 16)
+        for (kb = 0; kb < J->Kp; kb += 16) {
+            __m512 r[16];
+            int64_t kv = J->K - kb < 16 ? J->K - kb : 16;
+            const __mmask16 km = (__mmask16)((1u << (unsigned)kv) - 1u);
+            KERN__SP24_UNROLL
+            for (i = 0; i < 16; i++) {
+                int64_t m = m0 + ib + i;
+                r[i] = m < J->M ? _mm512_castsi512_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                                      km, (const uint16_t *)J->x + m * J->ldx + kb)))
+                                : _mm512_setzero_ps();
+            }
+            kern__sp24_tr16__avx512(r);
+            for (q = 0; q < 4 && kb + 4 * q < J->Kp; q++) {
+                uint32_t *d = xt6 + ((kb / 4 + q) * KERN__SP24_NSLOT) * 64 + ib;
+                __m512i e0 = _mm512_castps_si512(r[4 * q]), e1 = _mm512_castps_si512(r[4 * q + 1]);
+                __m512i e2 = _mm512_castps_si512(r[4 * q + 2]), e3 = _mm512_castps_si512(r[4 * q + 3]);
+                /* slot = code - 4, code = i0 | i1 << 2 */
+                _mm512_store_si512((void *)(d + 0 * 64), _mm512_or_si512(e0, _mm512_slli_epi32(e1, 16)));
+                _mm512_store_si512((void *)(d + 4 * 64), _mm512_or_si512(e0, _mm512_slli_epi32(e2, 16)));
+                _mm512_store_si512((void *)(d + 5 * 64), _mm512_or_si512(e1, _mm512_slli_epi32(e2, 16)));
+                _mm512_store_si512((void *)(d + 8 * 64), _mm512_or_si512(e0, _mm512_slli_epi32(e3, 16)));
+                _mm512_store_si512((void *)(d + 9 * 64), _mm512_or_si512(e1, _mm512_slli_epi32(e3, 16)));
+                _mm512_store_si512((void *)(d + 10 * 64), _mm512_or_si512(e2, _mm512_slli_epi32(e3, 16)));
+            }
+        }
+}
+
 /* ------------------------------------------------------ AVX2 kernels */
 
 /* Large-M f32 microkernel on AVX2: rows l, l+1; NV ymm (xt rows of 32). */
@@ -1485,6 +1559,11 @@ static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, 
 static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
     float *xt = (float *)J->xp + ms * J->xp_stride;
+    if (J->path == KERN__SP24_PATH_AVX512) {
+        (void)thread;
+        kern__sp24_pack_xt__avx512(J, ms);
+        return;
+    }
     int64_t m0 = ms * J->mr, k;
     int mr = J->mr, i;
     (void)thread;
@@ -1524,6 +1603,10 @@ static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
     int64_t m0 = ms * 64, g;
     int i, p;
     (void)thread;
+    if (J->path == KERN__SP24_PATH_AVX512) {
+        kern__sp24_pack_xt6__avx512(J, ms);
+        return;
+    }
     for (i = 0; i < 64; i++) {
         const uint16_t *xb = m0 + i < J->M ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
         for (g = 0; g < J->G; g++) {
