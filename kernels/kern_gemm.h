@@ -257,13 +257,19 @@ struct kern_gemm_packed_b {
 
 /* ------------------------------------------------------------------ blocking
  * The one table of blocking sizes. mr x nr: microkernel tile. kc: k
- * elements per pass (the A micro-panel mr*kc stays in L1, 12*320*4 = 15 KiB
- * on AVX-512). nb: columns per task; the kc x nb block of packed B is kept
- * in L2 and streamed by every A micro-panel of the task. nc: columns of B
- * packed per pass (L3). mb: rows per task (a multiple of mr). */
+ * elements per pass over C. nb: columns per task; every A micro-panel of a
+ * task streams the task's kc x nb block of packed B. nc: columns of B packed
+ * per pass (kept in L3). mb: rows per task (a multiple of mr). mc: rows of A
+ * packed per pass (bounds the A buffer).
+ * Chosen by measurement on Zen 4 (1 MiB L2, 32 MiB L3), not by the classic
+ * "B block in L2" rule: the cost that dominates is each pass's round trip
+ * of C, so kc is large (1024: 4 KiB-strided C tiles are read and written
+ * once per 1024 k); the A micro-panel (48 KiB) then lives in L2 and B
+ * streams from L3 at ~5 bytes/cycle, which Zen 4 sustains. kc = 320 with B
+ * in L2 measured 84% of peak at 2048^3, kc = 1024 90%. */
 typedef struct kern__gemm_cfg {
     const char *name;
-    int mr, nr, kc, nb, nc, mb;
+    int mr, nr, kc, nb, nc, mb, mc;
 } kern__gemm_cfg;
 
 enum {
@@ -276,12 +282,12 @@ enum {
 };
 
 static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
-    /* name          mr  nr   kc    nb    nc   mb */
-    {"scalar",        4, 16, 256,  256, 2048,  64},
-    {"avx2",          6, 16, 256,  512, 4096,  96},
-    {"avx512",       12, 32, 320,  384, 4096,  96},
-    {"avx512bf16",   12, 32, 640,  384, 4096,  96},
-    {"neon",          4, 16, 256,  256, 2048,  64},
+    /* name          mr  nr    kc    nb    nc   mb    mc */
+    {"scalar",        4, 16,  256,  256, 2048,  64, 1024},
+    {"avx2",          6, 16,  512,  768, 2048,  96, 2048},
+    {"avx512",       12, 32, 1024,  768, 2048,  96, 2048},
+    {"avx512bf16",   12, 32, 2048,  768, 2048,  96, 2048},
+    {"neon",          4, 16,  256,  256, 2048,  64, 1024},
 };
 
 /* ------------------------------------------------------------ scalar math */
@@ -410,6 +416,12 @@ static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
     for (i = 0; i < 4; i++)
         for (j = 0; j < 16; j++) t[i * ldt + j] = c[i][j];
 }
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KERN__GEMM_PREFETCH(p, rw) __builtin_prefetch((const void *)(p), rw, 3)
+#else
+#define KERN__GEMM_PREFETCH(p, rw) ((void)(p))
+#endif
 
 /* Row lists for the register-blocked kernels (explicit, so every compiler
  * keeps the accumulators in registers at -O2). */
@@ -1179,9 +1191,11 @@ typedef struct kern__gemm_job {
     char *apack, *bpack;
     float *ctmp;
     /* current pass */
-    int64_t jc, ncur, pc, kcur;
+    int64_t jc, ncur, pc, kcur, ic, mcur;
     int pass_first, pass_last;
-    int64_t n_rb, n_cb, n_bpack;
+    int64_t n_rb, n_cb, n_bpack, n_apack;
+    int brows;  /* B packed by chunks of k rows (row-major B) */
+    int direct; /* full tiles accumulate straight into f32 C */
     int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
     kern__gemm_epi epi; /* the epilogue of the current pass */
 } kern__gemm_job;
@@ -1204,7 +1218,14 @@ static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64
            ((col - j->jc) / ks->cfg->nr) * kern__gemm_ksteps(ks->fmt, j->kcur) * ks->cfg->nr;
 }
 
-/* Pack task: B panels first (when B needs packing), then A panels. */
+/* Rows of B per pack task when B is packed by rows (a multiple of 2 for
+ * the pair format). */
+#define KERN__GEMM_BROWS 32
+
+/* Pack task: B first (when B needs packing), then A panels of the current
+ * row chunk. A row-major B is packed by chunks of k rows across all panels,
+ * so the source is read row after row (a panel at a time would read 128
+ * bytes per row at the row stride, which DRAM and the prefetchers hate). */
 static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
     const kern__gemm_kset *ks = j->ks;
@@ -1212,47 +1233,88 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     (void)thread;
     if (task < j->n_bpack) {
-        int64_t col = j->jc + task * nr;
-        int nw = (int)kern__gemm_min(nr, j->jc + j->ncur - col);
-        void *dst = j->bpack + task * kst * nr * 4;
-        if (j->bmode == 2) {
-            const kern_gemm_packed_b *pb = j->pb;
-            int64_t c0 = col % KERN__GEMM_PW;
-            kern__gemm_unpair((float *)dst, nr,
-                              (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW,
-                              (int)c0, j->pc, j->kcur);
+        if (j->brows) {
+            int64_t k0 = task * KERN__GEMM_BROWS, kk = kern__gemm_min(KERN__GEMM_BROWS, j->kcur - k0);
+            int64_t s0 = kern__gemm_ksteps(ks->fmt, k0), q, np = kern__gemm_cdiv(j->ncur, nr);
+            for (q = 0; q < np; q++) {
+                int64_t col = j->jc + q * nr;
+                ks->pack(j->bpack + (q * kst + s0) * nr * 4, nr,
+                         j->b + ((j->pc + k0) * j->b_rs + col * j->b_cs) * j->es, j->in_dt, j->b_cs,
+                         j->b_rs, (int)kern__gemm_min(nr, j->jc + j->ncur - col), kk, ks->fmt);
+            }
         } else {
-            ks->pack(dst, nr, j->b + (j->pc * j->b_rs + col * j->b_cs) * j->es, j->in_dt, j->b_cs,
-                     j->b_rs, nw, j->kcur, ks->fmt);
+            int64_t col = j->jc + task * nr;
+            int nw = (int)kern__gemm_min(nr, j->jc + j->ncur - col);
+            void *dst = j->bpack + task * kst * nr * 4;
+            if (j->bmode == 2) {
+                const kern_gemm_packed_b *pb = j->pb;
+                int64_t c0 = col % KERN__GEMM_PW;
+                kern__gemm_unpair((float *)dst, nr,
+                                  (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW,
+                                  (int)c0, j->pc, j->kcur);
+            } else {
+                ks->pack(dst, nr, j->b + (j->pc * j->b_rs + col * j->b_cs) * j->es, j->in_dt, j->b_cs,
+                         j->b_rs, nw, j->kcur, ks->fmt);
+            }
         }
     } else {
-        int64_t r = task - j->n_bpack, row = r * mr;
-        int nw = (int)kern__gemm_min(mr, j->M - row);
+        int64_t r = task - j->n_bpack, row = j->ic + r * mr;
+        int nw = (int)kern__gemm_min(mr, j->ic + j->mcur - row);
         ks->pack(j->apack + r * kst * mr * 4, mr, j->a + (row * j->a_rs + j->pc * j->a_cs) * j->es,
                  j->in_dt, j->a_rs, j->a_cs, nw, j->kcur, ks->fmt);
     }
 }
 
-/* Compute task: rows [rb*mb, ...) x columns [jc + cb*nb, ...). */
+/* Compute task: rows [ic + rb*mb, ...) x columns [jc + cb*nb, ...). */
 static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
     const kern__gemm_kset *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     int64_t cb = task / j->n_rb, rb = task % j->n_rb;
-    int64_t r0 = rb * j->mb, r1 = kern__gemm_min(j->M, r0 + j->mb);
+    int64_t r0 = j->ic + rb * j->mb, r1 = kern__gemm_min(j->ic + j->mcur, r0 + j->mb);
     int64_t c0 = j->jc + cb * j->nb, c1 = kern__gemm_min(j->jc + j->ncur, c0 + j->nb);
-    int64_t ir, jr;
+    int64_t ir, jr, i;
     float tile[16 * 32] KERN_ALIGNED(64);
+    const kern__gemm_epi *e = &j->epi;
+    int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
+    int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
     (void)thread;
     for (ir = r0; ir < r1; ir += mr) {
-        const char *ap = j->apack + (ir / mr) * kst * mr * 4;
+        const char *ap = j->apack + ((ir - j->ic) / mr) * kst * mr * 4;
         int m = (int)kern__gemm_min(mr, r1 - ir);
         for (jr = c0; jr < c1; jr += nr) {
-            int64_t ldb;
+            int64_t ldb, pi, pj;
+            int n = (int)kern__gemm_min(nr, c1 - jr), pm;
             const void *bp = kern__gemm_bpanel(j, jr, &ldb);
-            ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
-            ks->store(&j->epi, ir, jr, tile, nr, m, (int)kern__gemm_min(nr, c1 - jr));
+            /* Start fetching the C (or scratch) lines of the next tile, so
+             * they arrive while this microkernel runs: the rows of a C tile
+             * are far apart and the hardware prefetchers miss them. (Inline
+             * here: GCC deletes a helper that only prefetches as a pure
+             * function.) */
+            if (jr + nr < c1) { pi = ir; pj = jr + nr; pm = m; }
+            else { pi = ir + mr; pj = c0; pm = (int)kern__gemm_min(mr, r1 - pi); }
+            if (pf && pm > 0)
+                for (i = 0; i < pm; i++) {
+                    const char *d = e->dst + ((pi + i) * e->dst_rs + (pj - e->dst_j0)) * dsz;
+                    KERN__GEMM_PREFETCH(d, 0);
+                    KERN__GEMM_PREFETCH(d + (nr - 1) * dsz, 0);
+                    if (pf_src) {
+                        const char *sp = e->src + ((pi + i) * e->src_rs + (pj - e->src_j0)) * ssz;
+                        KERN__GEMM_PREFETCH(sp, 0);
+                        KERN__GEMM_PREFETCH(sp + (nr - 1) * ssz, 0);
+                    }
+                }
+            if (j->direct && m == mr && n == nr) {
+                /* f32 C, no epilogue in this pass: the microkernel adds its
+                 * tile to C (or overwrites it) in place */
+                ks->ukr(kst, ap, bp, ldb,
+                        (float *)(void *)(e->dst + (ir * e->dst_rs + (jr - e->dst_j0)) * 4),
+                        e->dst_rs, e->src != NULL);
+            } else {
+                ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
+                ks->store(e, ir, jr, tile, nr, m, n);
+            }
         }
     }
 }
@@ -1340,7 +1402,8 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j) {
     } else {
         int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
         int64_t kst = kern__gemm_ksteps(j->ks->fmt, kc);
-        sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr * kst * 4));
+        int64_t mc = kern__gemm_min((cfg->mc / cfg->mr) * cfg->mr, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
+        sz += kern__gemm_al64((size_t)(mc * kst * 4));
         if (!j->pb || j->pb->fmt != j->ks->fmt)
             sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
         if (j->use_ctmp) sz += kern__gemm_al64((size_t)(j->M * nc * 4));
@@ -1355,6 +1418,9 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
     const kern__gemm_cfg *cfg = ks->cfg;
     int T = ctx ? kern_ctx_threads(ctx) : 1;
     int64_t npc, pcb, jc;
+    /* row chunks are whole micro-panels, so which tiles are full (and take
+     * the direct path) never depends on the thread count */
+    int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
     if (kern__gemm_small_ok(j)) {
         kern__gemm_sjob s;
         const kern__gemm_small *sk = kern__gemm_small_pick(ks, j->M);
@@ -1377,8 +1443,9 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
     /* general path */
     {
         int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
+        int64_t mc = kern__gemm_min(mcs, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
         int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
-        size_t off = kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr * kst * 4));
+        size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
         j->apack = scratch;
         j->bpack = NULL;
         j->ctmp = NULL;
@@ -1389,38 +1456,22 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
         if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
     }
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
+    j->brows = j->bmode == 0 && j->b_cs == 1;
     npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1;
     for (jc = 0; jc < j->N; jc += j->nc) {
         j->jc = jc;
         j->ncur = kern__gemm_min(j->nc, j->N - jc);
-        /* task shape: balance rows across threads, keep >= 4 tasks each */
-        {
-            int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
-            for (;;) {
-                nrb = kern__gemm_cdiv(j->M, mb);
-                ncb = kern__gemm_cdiv(j->ncur, nb);
-                if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
-                if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
-                else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
-            }
-            mb = kern__gemm_cdiv(kern__gemm_cdiv(j->M, nrb), cfg->mr) * cfg->mr;
-            nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
-            j->n_rb = kern__gemm_cdiv(j->M, mb);
-            j->n_cb = kern__gemm_cdiv(j->ncur, nb);
-            j->mb = mb;
-            j->nb = nb;
-        }
         for (pcb = 0; pcb < npc; pcb++) {
             kern__gemm_epi *e = &j->epi;
+            const kern__gemm_epi *f = &j->fin;
+            int64_t ic;
             j->pc = pcb * j->kc;
             j->kcur = kern__gemm_min(j->kc, j->K - j->pc);
             j->pass_first = pcb == 0;
             j->pass_last = pcb == npc - 1;
-            j->n_bpack = j->bmode == 1 ? 0 : kern__gemm_cdiv(j->ncur, cfg->nr);
             /* epilogue of this pass */
-            if (j->pass_last) *e = j->fin;
-            else {
-                *e = j->fin;
+            *e = j->fin;
+            if (!j->pass_last) {
                 e->final = 0;
                 if (j->use_ctmp) {
                     e->dst = (char *)j->ctmp;
@@ -1452,9 +1503,41 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
                 e->src_j0 = 0;
                 e->src_scale = 1.0f;
             }
-            kern__gemm_run(ctx, j->n_bpack + kern__gemm_cdiv(j->M, cfg->mr), kern__gemm_pack_task, j,
-                           thread);
-            kern__gemm_run(ctx, j->n_rb * j->n_cb, kern__gemm_compute_task, j, thread);
+            /* full tiles can skip the store when this pass is a plain
+             * (dst [+]= A*B) on an f32, unit-stride destination */
+            j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
+                        (!e->src || (e->src == e->dst && e->src_scale == 1.0f &&
+                                     e->src_rs == e->dst_rs && e->src_j0 == e->dst_j0)) &&
+                        (!e->final || (!f->bias && f->act == KERN_GEMM_ACT_NONE && !f->res &&
+                                       f->out_scale == 1.0f));
+            for (ic = 0; ic < j->M; ic += mcs) {
+                j->ic = ic;
+                j->mcur = kern__gemm_min(mcs, j->M - ic);
+                /* task shape: balance rows across threads, >= 4 tasks each */
+                {
+                    int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
+                    for (;;) {
+                        nrb = kern__gemm_cdiv(j->mcur, mb);
+                        ncb = kern__gemm_cdiv(j->ncur, nb);
+                        if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
+                        if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
+                        else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
+                    }
+                    mb = kern__gemm_cdiv(kern__gemm_cdiv(j->mcur, nrb), cfg->mr) * cfg->mr;
+                    nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
+                    j->n_rb = kern__gemm_cdiv(j->mcur, mb);
+                    j->n_cb = kern__gemm_cdiv(j->ncur, nb);
+                    j->mb = mb;
+                    j->nb = nb;
+                }
+                /* B is packed with the first row chunk of each pass */
+                j->n_bpack = j->bmode == 1 || ic > 0 ? 0
+                             : j->brows           ? kern__gemm_cdiv(j->kcur, KERN__GEMM_BROWS)
+                                                  : kern__gemm_cdiv(j->ncur, cfg->nr);
+                j->n_apack = kern__gemm_cdiv(j->mcur, cfg->mr);
+                kern__gemm_run(ctx, j->n_bpack + j->n_apack, kern__gemm_pack_task, j, thread);
+                kern__gemm_run(ctx, j->n_rb * j->n_cb, kern__gemm_compute_task, j, thread);
+            }
         }
     }
 }
