@@ -2335,6 +2335,17 @@ static void kern__norm_bwd_task(void *arg, int64_t task, int thread) {
                kern__norm_row(&a->dr, r), sc, r, pw, pb);
 }
 
+static const float *kern__norm_bwd_vec(kern_ctx *ctx, const kern_tensor *t, float *ws, int64_t H,
+                                       int64_t Hp, float fill) {
+    int64_t j;
+    if (t && t->dtype == KERN_F32 && H == Hp) return (const float *)t->data;
+    if (!t) for (j = 0; j < H; j++) ws[j] = fill;
+    else if (t->dtype == KERN_F32) memcpy(ws, t->data, (size_t)H * sizeof(float));
+    else kern_convert(ctx, t->dtype, t->data, KERN_F32, ws, H);
+    for (j = H; j < Hp; j++) ws[j] = 0.0f;
+    return ws;
+}
+
 /* Phase 2: dweight/dbias = sum of the block partials in block order (the
  * same bits for any thread count). */
 #define KERN__NORM_RED_COLS 1024
@@ -2342,7 +2353,7 @@ static void kern__norm_bwd_reduce_task(void *arg, int64_t task, int thread) {
     const kern__norm_bwd *a = (const kern__norm_bwd *)arg;
     int64_t j0 = task * KERN__NORM_RED_COLS;
     int64_t n = a->H - j0 < KERN__NORM_RED_COLS ? a->H - j0 : KERN__NORM_RED_COLS;
-    float acc[KERN__NORM_RED_COLS];
+    float acc[KERN__NORM_RED_COLS + 16];
     int which;
     (void)thread;
     for (which = 0; which < 2; which++) {
@@ -2350,12 +2361,17 @@ static void kern__norm_bwd_reduce_task(void *arg, int64_t task, int thread) {
         const kern_tensor *t = which ? a->dbias : a->dweight;
         int64_t blk, j;
         if (!p || !t) continue;
-        for (j = 0; j < n; j++) acc[j] = 0.0f;
-        for (blk = 0; blk < a->nblk; blk++) {
+        memcpy(acc, p + j0, (size_t)((n + 15) & ~(int64_t)15) * sizeof(float));
+        for (blk = 1; blk < a->nblk; blk++) {
             const float *s = p + blk * a->Hp + j0;
-            for (j = 0; j < n; j++) acc[j] += s[j];
+            int k;
+            /* fixed 16-wide inner blocks: plain -O2 vectorizes them (the
+             * partials are padded to Hp, a multiple of 16) */
+            for (j = 0; j < n; j += 16)
+                for (k = 0; k < 16; k++) acc[j + k] += s[j + k];
         }
-        for (j = 0; j < n; j++) kern__norm_put(t->data, t->dtype, j0 + j, acc[j]);
+        if (t->dtype == KERN_F32) memcpy((float *)t->data + j0, acc, (size_t)n * sizeof(float));
+        else kern_convert(a->ctx, KERN_F32, acc, t->dtype, (char *)t->data + j0 * 2, n);
     }
 }
 
@@ -2438,20 +2454,12 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
             return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of scratch", op,
                              (long long)(nfl * 4));
         }
-        int64_t j;
-        /* ones / zeros when absent, and the padding past H zeroed: the
-         * vector loops read w, b, pw, pb in whole vectors */
-        for (j = 0; j < 2 * Hp; j++) ws[j] = (j < H && !p.weight) ? 1.0f : 0.0f;
-        a.w = p.weight ? kern__norm_vec_f32(ctx, p.weight, ws, H) : ws;
-        a.b = p.bias ? kern__norm_vec_f32(ctx, p.bias, ws + Hp, H) : ws + Hp;
-        if (p.weight && p.weight->dtype == KERN_F32 && H % 16) { /* pad it */
-            memcpy(ws, p.weight->data, (size_t)H * sizeof(float));
-            a.w = ws;
-        }
-        if (p.bias && p.bias->dtype == KERN_F32 && H % 16) {
-            memcpy(ws + Hp, p.bias->data, (size_t)H * sizeof(float));
-            a.b = ws + Hp;
-        }
+        /* weight/bias as f32 arrays padded with zeros to Hp (the vector
+         * loops read w, b, pw, pb in whole vectors): the caller's f32 array
+         * when H needs no padding, else converted/copied; ones/zeros when
+         * absent */
+        a.w = kern__norm_bwd_vec(ctx, p.weight, ws, H, Hp, 1.0f);
+        a.b = kern__norm_bwd_vec(ctx, p.bias, ws + Hp, H, Hp, 0.0f);
         a.pw = p.dweight ? ws + 2 * Hp : NULL;
         a.pb = p.dbias ? ws + 2 * Hp + (p.dweight ? a.nblk * Hp : 0) : NULL;
     }
