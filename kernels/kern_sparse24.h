@@ -1809,12 +1809,17 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
         /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns */
         kern_dtype want = J.bf16dot ? KERN_BF16 : KERN_F32;
         n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
-        if (x->dtype == want && K % 4 == 0) {
+        /* the kernels read all M rows at the same column: a row stride that
+         * is a multiple of 1 KiB puts them in a few L1 sets (K = 4096: all in
+         * one), so such an x is copied with one extra cache line per row */
+        int alias = M > 2 && (J.ldx * (int64_t)kern_dtype_size(want)) % 1024 == 0;
+        int64_t ldw = J.Kp + (alias ? 64 / (int64_t)kern_dtype_size(want) : 0);
+        if (x->dtype == want && K % 4 == 0 && !alias) {
             J.xs = x->data;
             J.ldxs = x->stride[0];
         } else {
             size_t xes = kern_dtype_size(want);
-            char *ws = (char *)kern__workspace(ctx, (size_t)(M * J.Kp) * xes);
+            char *ws = (char *)kern__workspace(ctx, (size_t)(M * ldw) * xes);
             int64_t m, k;
             if (!ws) {
                 s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate the x workspace", op);
@@ -1823,14 +1828,14 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                     const char *xr = J.x + m * J.ldx * (int64_t)kern_dtype_size(J.xdt);
                     for (k = 0; k < J.Kp; k++) {
                         if (want == KERN_F32)
-                            ((float *)ws)[m * J.Kp + k] =
+                            ((float *)ws)[m * ldw + k] =
                                 k < K ? kern__sp24_tof(J.xdt, xr + k * (int64_t)kern_dtype_size(J.xdt)) : 0.0f;
                         else
-                            ((uint16_t *)ws)[m * J.Kp + k] = k < K ? ((const uint16_t *)xr)[k] : (uint16_t)0;
+                            ((uint16_t *)ws)[m * ldw + k] = k < K ? ((const uint16_t *)xr)[k] : (uint16_t)0;
                     }
                 }
                 J.xs = ws;
-                J.ldxs = J.Kp;
+                J.ldxs = ldw;
             }
         }
         if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_small, &J);

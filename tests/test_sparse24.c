@@ -707,6 +707,35 @@ KT_TEST(linear_edges) {
         }
 }
 
+/* Small M with a row stride that is a multiple of 1 KiB: the small-M path
+ * copies x to a padded workspace (cache-set aliasing); every ISA, 1 vs 2
+ * threads identical. */
+KT_TEST(linear_small_m_aliased_stride) {
+    static const int64_t Ms[] = {3, 5, 16};
+    size_t a;
+    for (a = 0; a < sizeof Ms / sizeof Ms[0]; a++) {
+        int d;
+        for (d = 0; d < 2; d++) {
+            lin_case c;
+            memset(&c, 0, sizeof c);
+            c.M = Ms[a]; c.N = 33; c.K = d ? 512 : 256; /* 1 KiB rows */
+            c.wdt = c.xdt = c.ydt = d ? KERN_BF16 : KERN_F32;
+            c.bias = 1; c.res = (int)(a % 2);
+            KT_FOR_EACH_ISA(isa, ctx, 1) {
+                void *y1, *y2;
+                kt_context("%s M=%lld K=%lld %s", kern_isa_name(isa), (long long)c.M,
+                           (long long)c.K, kern_dtype_name(c.wdt));
+                y1 = run_linear(ctx, &c, 300 + a * 2 + (size_t)d);
+                y2 = run_linear(kt_ctx(2, isa), &c, 300 + a * 2 + (size_t)d);
+                kt_assert_bytes_equal("1 vs 2 threads", y1, y2,
+                                      (size_t)(c.M * c.N) * kern_dtype_size(c.ydt));
+                free(y1);
+                free(y2);
+            }
+        }
+    }
+}
+
 KT_TEST(linear_residual_in_place) {
     int64_t M = 20, N = 24, K = 16, i;
     float *w = (float *)kt_alloc((size_t)(N * K) * 4, "w"), *x = (float *)kt_alloc((size_t)(M * K) * 4, "x");
