@@ -271,6 +271,9 @@ extern "C" {
 #define KERN__SP24_LM_NT 64
 #define KERN__SP24_SM_NT 4
 #define KERN__SP24_SMALL_M 16
+#ifndef KERN__SP24_PANEL_PF
+#define KERN__SP24_PANEL_PF 1
+#endif
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1662,6 +1665,19 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
             const char *nxt = (const char *)sw->values +
                               ((t + 1 < t1 ? t + 1 : t) * G + g0) * 32 * (int64_t)es;
             const int64_t quarter = (int64_t)ng * 8 * (int64_t)es;
+            if (J->path == KERN__SP24_PATH_AVX512 && KERN__SP24_PANEL_PF && g0 + KG < G) {
+                /* the next block's x panel (the sliver's panel is larger than
+                 * L2 at K = 4096) into L2, a slice per tile */
+                const int64_t gn = G - g0 - KG < KG ? G - g0 - KG : KG;
+                const char *np = J->bf16dot
+                    ? (const char *)((const uint32_t *)J->xp + ms * J->xp_stride + (g0 + KG) * KERN__SP24_NSLOT * 64)
+                    : (const char *)((const float *)J->xp + ms * J->xp_stride + (g0 + KG) * 4 * J->mr);
+                const int64_t nb = gn * (J->bf16dot ? KERN__SP24_NSLOT * 64 * 4 : 4 * (int64_t)J->mr * 4);
+                const int64_t per = (nb / 64 + (t1 - t0) - 1) / (t1 - t0);
+                int64_t b;
+                for (b = (t - t0) * per * 64; b < (t - t0 + 1) * per * 64 && b < nb; b += 64)
+                    _mm_prefetch(np + b, _MM_HINT_T1);
+            }
             if (J->path == KERN__SP24_PATH_AVX512) {
                 /* values: spread over the kernel calls; meta: 2 lines here */
                 const char *nm_ = (const char *)(sw->meta + ((t + 1 < t1 ? t + 1 : t) * G + g0) * 8);
