@@ -675,6 +675,30 @@ static inline void kern__norm_put(void *p, kern_dtype dt, int64_t i, float v) {
     else ((uint16_t *)p)[i] = kern_f32_to_f16(v);
 }
 
+/* The next row's input streams, prefetched while the current row is being
+ * normalized and written: without it the DRAM read stream idles during
+ * that phase (and the hardware prefetchers restart at every 4 KiB row). */
+typedef struct kern__norm_pf {
+    const char *p[3];
+    int64_t es[3]; /* bytes per element */
+    int n;
+} kern__norm_pf;
+static inline void kern__norm_prefetch(const kern__norm_pf *pf, int64_t i) {
+#if defined(__GNUC__) || defined(__clang__)
+    int k;
+    for (k = 0; k < pf->n; k++) __builtin_prefetch(pf->p[k] + i * pf->es[k], 0, 2);
+#else
+    (void)pf;
+    (void)i;
+#endif
+}
+static inline void kern__norm_pf_add(kern__norm_pf *pf, const void *p, kern_dtype dt) {
+    if (!p) return;
+    pf->p[pf->n] = (const char *)p;
+    pf->es[pf->n] = (int64_t)kern_dtype_size(dt);
+    pf->n++;
+}
+
 typedef struct kern__norm_fwd kern__norm_fwd;
 struct kern__norm_fwd {
     kern__norm_view x, r, o, ro;
@@ -685,7 +709,7 @@ struct kern__norm_fwd {
     int rms, act, nt;
     kern_ctx *ctx;
     void (*row)(const kern__norm_fwd *a, const void *x, const void *r, void *o,
-                void *ro, float *sc, int64_t row, float *shift);
+                void *ro, float *sc, int64_t row, float *shift, const kern__norm_pf *pf);
 };
 
 typedef struct kern__norm_bwd kern__norm_bwd;
@@ -699,7 +723,8 @@ struct kern__norm_bwd {
     int rms, act;
     kern_ctx *ctx;
     void (*row)(const kern__norm_bwd *a, const void *dy, const void *x, void *dx,
-                const void *dr, float *sc, int64_t row, float *pw, float *pb);
+                const void *dr, float *sc, int64_t row, float *pw, float *pb,
+                const kern__norm_pf *pf);
     /* phase 2 */
     const kern_tensor *dweight, *dbias;
 };
@@ -720,9 +745,11 @@ static double kern__norm_act_d(double y, int act) {
     return act ? kern__norm_gelu_d(y, act == KERN_ACT_GELU_TANH) : y;
 }
 static void kern__norm_fwd_row__scalar(const kern__norm_fwd *a, const void *x, const void *r,
-                                       void *o, void *ro, float *sc, int64_t row, float *shift) {
+                                       void *o, void *ro, float *sc, int64_t row, float *shift,
+                                       const kern__norm_pf *pf) {
     const int64_t H = a->H;
     (void)shift;
+    (void)pf;
     double s = 0, m = 0, rstd;
     int64_t i;
     for (i = 0; i < H; i++) {
@@ -751,8 +778,9 @@ static void kern__norm_fwd_row__scalar(const kern__norm_fwd *a, const void *x, c
 }
 static void kern__norm_bwd_row__scalar(const kern__norm_bwd *a, const void *dy, const void *x,
                                        void *dx, const void *dr, float *sc, int64_t row,
-                                       float *pw, float *pb) {
+                                       float *pw, float *pb, const kern__norm_pf *pf) {
     const int64_t H = a->H;
+    (void)pf;
     double m = 0, rstd, sg = 0, sgx = 0, mg, mgx;
     int64_t i;
     if (a->rstd) {
@@ -1144,11 +1172,13 @@ KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_fa__avx512(co
  * w + b); w and b are always arrays (ones / zeros when absent). */
 KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_fc__avx512(const float *h, void *o, const kern_dtype odt, const int act,
                             const int64_t H, const float s, const float rstd, const float nb,
-                            const float *w, const float *b, const int nt) {
+                            const float *w, const float *b, const int nt,
+                            const kern__norm_pf *pf) {
     const __m512 vs = _mm512_set1_ps(s), vr = _mm512_set1_ps(rstd), vnb = _mm512_set1_ps(nb);
     int64_t i = 0;
     for (; i + 16 <= H; i += 16) {
         __m512 y = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i), vs), vr, vnb);
+        kern__norm_prefetch(pf, i);
         y = _mm512_fmadd_ps(y, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
         if (act) y = kern__norm_gelu__avx512(y, act == KERN_ACT_GELU_TANH);
         kern__norm_st__avx512(o, odt, i, 16, y, nt);
@@ -1179,7 +1209,8 @@ KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_fro__avx512(c
  * ((h - s) - c) rstd, which keeps a large mean's f32 rounding out of the
  * output. */
 KERN_TARGET_AVX512 static void kern__norm_fwd_row__avx512(const kern__norm_fwd *a, const void *x, const void *r,
-                                      void *o, void *ro, float *sc, int64_t row, float *shift) {
+                                      void *o, void *ro, float *sc, int64_t row, float *shift,
+                                      const kern__norm_pf *pf) {
     const int64_t H = a->H;
     const kern_dtype xdt = a->x.dt, rdt = r ? a->r.dt : KERN_DTYPE_NONE;
     const int rms = a->rms, nt = a->nt;
@@ -1232,9 +1263,9 @@ KERN_TARGET_AVX512 static void kern__norm_fwd_row__avx512(const kern__norm_fwd *
     if (a->rstd) a->rstd[row] = rstd;
 #define KERN__FC(OD)                                                                       \
     do {                                                                                   \
-        if (a->act == KERN_ACT_GELU) kern__norm_fc__avx512(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__avx512(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else kern__norm_fc__avx512(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt); \
+        if (a->act == KERN_ACT_GELU) kern__norm_fc__avx512(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__avx512(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else kern__norm_fc__avx512(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
     } while (0)
     if (a->o.dt == KERN_F32) KERN__FC(KERN_F32);
     else if (a->o.dt == KERN_BF16) KERN__FC(KERN_BF16);
@@ -1288,11 +1319,13 @@ KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_b1__avx512(co
  * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
 KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_b2__avx512(const float *x, const float *g, void *dx, const kern_dtype dxdt,
                             const void *dr, const kern_dtype drdt, const int64_t H, const float s,
-                            const float rstd, const float nb, const float mg, const float mgx) {
+                            const float rstd, const float nb, const float mg, const float mgx,
+                            const kern__norm_pf *pf) {
     const __m512 vs = _mm512_set1_ps(s), vr = _mm512_set1_ps(rstd), vnb = _mm512_set1_ps(nb), vmg = _mm512_set1_ps(mg), vmgx = _mm512_set1_ps(mgx);
     int64_t i = 0;
     for (; i < H; i += 16) {
         const int64_t n = H - i < 16 ? H - i : 16;
+        kern__norm_prefetch(pf, i);
         __m512 xv = n == 16 ? _mm512_loadu_ps(x + i) : kern__norm_ldf__avx512(x + i, n);
         __m512 xh = _mm512_fmadd_ps(_mm512_sub_ps(xv, vs), vr, vnb);
         __m512 t = _mm512_mul_ps(_mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(_mm512_loadu_ps(g + i), vmg)), vr);
@@ -1308,7 +1341,7 @@ KERN_TARGET_AVX512 static inline KERN__NORM_INLINE void kern__norm_b2__avx512(co
  * pass 2 writes dx. */
 KERN_TARGET_AVX512 static void kern__norm_bwd_row__avx512(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
-                                      float *pw, float *pb) {
+                                      float *pw, float *pb, const kern__norm_pf *pf) {
     const int64_t H = a->H;
     float *xs = sc, *gs = sc + a->Hp;
     const float *xf = (const float *)x, *dyf = (const float *)dy;
@@ -1343,7 +1376,7 @@ KERN_TARGET_AVX512 static void kern__norm_bwd_row__avx512(const kern__norm_bwd *
 #undef KERN__B1
     mg = a->rms ? 0.0f : (float)(sg / (double)H);
     mgx = (float)(sgx / (double)H);
-#define KERN__B2(OD, RD) kern__norm_b2__avx512(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2(OD, RD) kern__norm_b2__avx512(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx, pf)
 #define KERN__B2R(OD)                                                                      \
     do {                                                                                   \
         if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
@@ -1490,11 +1523,13 @@ KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_fa__avx2(const 
  * w + b); w and b are always arrays (ones / zeros when absent). */
 KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_fc__avx2(const float *h, void *o, const kern_dtype odt, const int act,
                             const int64_t H, const float s, const float rstd, const float nb,
-                            const float *w, const float *b, const int nt) {
+                            const float *w, const float *b, const int nt,
+                            const kern__norm_pf *pf) {
     const __m256 vs = _mm256_set1_ps(s), vr = _mm256_set1_ps(rstd), vnb = _mm256_set1_ps(nb);
     int64_t i = 0;
     for (; i + 8 <= H; i += 8) {
         __m256 y = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i), vs), vr, vnb);
+        kern__norm_prefetch(pf, i);
         y = _mm256_fmadd_ps(y, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
         if (act) y = kern__norm_gelu__avx2(y, act == KERN_ACT_GELU_TANH);
         kern__norm_st__avx2(o, odt, i, 8, y, nt);
@@ -1525,7 +1560,8 @@ KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_fro__avx2(const
  * ((h - s) - c) rstd, which keeps a large mean's f32 rounding out of the
  * output. */
 KERN_TARGET_AVX2 static void kern__norm_fwd_row__avx2(const kern__norm_fwd *a, const void *x, const void *r,
-                                      void *o, void *ro, float *sc, int64_t row, float *shift) {
+                                      void *o, void *ro, float *sc, int64_t row, float *shift,
+                                      const kern__norm_pf *pf) {
     const int64_t H = a->H;
     const kern_dtype xdt = a->x.dt, rdt = r ? a->r.dt : KERN_DTYPE_NONE;
     const int rms = a->rms, nt = a->nt;
@@ -1578,9 +1614,9 @@ KERN_TARGET_AVX2 static void kern__norm_fwd_row__avx2(const kern__norm_fwd *a, c
     if (a->rstd) a->rstd[row] = rstd;
 #define KERN__FC(OD)                                                                       \
     do {                                                                                   \
-        if (a->act == KERN_ACT_GELU) kern__norm_fc__avx2(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__avx2(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else kern__norm_fc__avx2(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt); \
+        if (a->act == KERN_ACT_GELU) kern__norm_fc__avx2(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__avx2(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else kern__norm_fc__avx2(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
     } while (0)
     if (a->o.dt == KERN_F32) KERN__FC(KERN_F32);
     else if (a->o.dt == KERN_BF16) KERN__FC(KERN_BF16);
@@ -1634,11 +1670,13 @@ KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_b1__avx2(const 
  * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
 KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_b2__avx2(const float *x, const float *g, void *dx, const kern_dtype dxdt,
                             const void *dr, const kern_dtype drdt, const int64_t H, const float s,
-                            const float rstd, const float nb, const float mg, const float mgx) {
+                            const float rstd, const float nb, const float mg, const float mgx,
+                            const kern__norm_pf *pf) {
     const __m256 vs = _mm256_set1_ps(s), vr = _mm256_set1_ps(rstd), vnb = _mm256_set1_ps(nb), vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
     int64_t i = 0;
     for (; i < H; i += 8) {
         const int64_t n = H - i < 8 ? H - i : 8;
+        kern__norm_prefetch(pf, i);
         __m256 xv = n == 8 ? _mm256_loadu_ps(x + i) : kern__norm_ldf__avx2(x + i, n);
         __m256 xh = _mm256_fmadd_ps(_mm256_sub_ps(xv, vs), vr, vnb);
         __m256 t = _mm256_mul_ps(_mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(_mm256_loadu_ps(g + i), vmg)), vr);
@@ -1654,7 +1692,7 @@ KERN_TARGET_AVX2 static inline KERN__NORM_INLINE void kern__norm_b2__avx2(const 
  * pass 2 writes dx. */
 KERN_TARGET_AVX2 static void kern__norm_bwd_row__avx2(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
-                                      float *pw, float *pb) {
+                                      float *pw, float *pb, const kern__norm_pf *pf) {
     const int64_t H = a->H;
     float *xs = sc, *gs = sc + a->Hp;
     const float *xf = (const float *)x, *dyf = (const float *)dy;
@@ -1689,7 +1727,7 @@ KERN_TARGET_AVX2 static void kern__norm_bwd_row__avx2(const kern__norm_bwd *a, c
 #undef KERN__B1
     mg = a->rms ? 0.0f : (float)(sg / (double)H);
     mgx = (float)(sgx / (double)H);
-#define KERN__B2(OD, RD) kern__norm_b2__avx2(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2(OD, RD) kern__norm_b2__avx2(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx, pf)
 #define KERN__B2R(OD)                                                                      \
     do {                                                                                   \
         if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
@@ -1836,11 +1874,13 @@ static inline KERN__NORM_INLINE void kern__norm_fa__neon(const void *x, const ke
  * w + b); w and b are always arrays (ones / zeros when absent). */
 static inline KERN__NORM_INLINE void kern__norm_fc__neon(const float *h, void *o, const kern_dtype odt, const int act,
                             const int64_t H, const float s, const float rstd, const float nb,
-                            const float *w, const float *b, const int nt) {
+                            const float *w, const float *b, const int nt,
+                            const kern__norm_pf *pf) {
     const float32x4_t vs = vdupq_n_f32(s), vr = vdupq_n_f32(rstd), vnb = vdupq_n_f32(nb);
     int64_t i = 0;
     for (; i + 4 <= H; i += 4) {
         float32x4_t y = kern__norm_fmadd__neon(vsubq_f32(vld1q_f32(h + i), vs), vr, vnb);
+        kern__norm_prefetch(pf, i);
         y = kern__norm_fmadd__neon(y, vld1q_f32(w + i), vld1q_f32(b + i));
         if (act) y = kern__norm_gelu__neon(y, act == KERN_ACT_GELU_TANH);
         kern__norm_st__neon(o, odt, i, 4, y, nt);
@@ -1871,7 +1911,8 @@ static inline KERN__NORM_INLINE void kern__norm_fro__neon(const float *h, void *
  * ((h - s) - c) rstd, which keeps a large mean's f32 rounding out of the
  * output. */
 static void kern__norm_fwd_row__neon(const kern__norm_fwd *a, const void *x, const void *r,
-                                      void *o, void *ro, float *sc, int64_t row, float *shift) {
+                                      void *o, void *ro, float *sc, int64_t row, float *shift,
+                                      const kern__norm_pf *pf) {
     const int64_t H = a->H;
     const kern_dtype xdt = a->x.dt, rdt = r ? a->r.dt : KERN_DTYPE_NONE;
     const int rms = a->rms, nt = a->nt;
@@ -1924,9 +1965,9 @@ static void kern__norm_fwd_row__neon(const kern__norm_fwd *a, const void *x, con
     if (a->rstd) a->rstd[row] = rstd;
 #define KERN__FC(OD)                                                                       \
     do {                                                                                   \
-        if (a->act == KERN_ACT_GELU) kern__norm_fc__neon(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__neon(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt); \
-        else kern__norm_fc__neon(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt); \
+        if (a->act == KERN_ACT_GELU) kern__norm_fc__neon(h, o, OD, KERN_ACT_GELU, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else if (a->act == KERN_ACT_GELU_TANH) kern__norm_fc__neon(h, o, OD, KERN_ACT_GELU_TANH, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
+        else kern__norm_fc__neon(h, o, OD, KERN_ACT_NONE, H, s, rstd, -c * rstd, a->w, a->b, nt, pf); \
     } while (0)
     if (a->o.dt == KERN_F32) KERN__FC(KERN_F32);
     else if (a->o.dt == KERN_BF16) KERN__FC(KERN_BF16);
@@ -1980,11 +2021,13 @@ static inline KERN__NORM_INLINE void kern__norm_b1__neon(const float *x, const f
  * dx = rstd (g - mean(g) - xhat mean(g xhat)) + dresidual. */
 static inline KERN__NORM_INLINE void kern__norm_b2__neon(const float *x, const float *g, void *dx, const kern_dtype dxdt,
                             const void *dr, const kern_dtype drdt, const int64_t H, const float s,
-                            const float rstd, const float nb, const float mg, const float mgx) {
+                            const float rstd, const float nb, const float mg, const float mgx,
+                            const kern__norm_pf *pf) {
     const float32x4_t vs = vdupq_n_f32(s), vr = vdupq_n_f32(rstd), vnb = vdupq_n_f32(nb), vmg = vdupq_n_f32(mg), vmgx = vdupq_n_f32(mgx);
     int64_t i = 0;
     for (; i < H; i += 4) {
         const int64_t n = H - i < 4 ? H - i : 4;
+        kern__norm_prefetch(pf, i);
         float32x4_t xv = n == 4 ? vld1q_f32(x + i) : kern__norm_ldf__neon(x + i, n);
         float32x4_t xh = kern__norm_fmadd__neon(vsubq_f32(xv, vs), vr, vnb);
         float32x4_t t = vmulq_f32(kern__norm_fnmadd__neon(xh, vmgx, vsubq_f32(vld1q_f32(g + i), vmg)), vr);
@@ -2000,7 +2043,7 @@ static inline KERN__NORM_INLINE void kern__norm_b2__neon(const float *x, const f
  * pass 2 writes dx. */
 static void kern__norm_bwd_row__neon(const kern__norm_bwd *a, const void *dy, const void *x,
                                       void *dx, const void *dr, float *sc, int64_t row,
-                                      float *pw, float *pb) {
+                                      float *pw, float *pb, const kern__norm_pf *pf) {
     const int64_t H = a->H;
     float *xs = sc, *gs = sc + a->Hp;
     const float *xf = (const float *)x, *dyf = (const float *)dy;
@@ -2035,7 +2078,7 @@ static void kern__norm_bwd_row__neon(const kern__norm_bwd *a, const void *dy, co
 #undef KERN__B1
     mg = a->rms ? 0.0f : (float)(sg / (double)H);
     mgx = (float)(sgx / (double)H);
-#define KERN__B2(OD, RD) kern__norm_b2__neon(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx)
+#define KERN__B2(OD, RD) kern__norm_b2__neon(xf, gs, dx, OD, dr, RD, H, s, rstd, nb, mg, mgx, pf)
 #define KERN__B2R(OD)                                                                      \
     do {                                                                                   \
         if (drdt == KERN_F32) KERN__B2(OD, KERN_F32);                                      \
@@ -2211,9 +2254,18 @@ static void kern__norm_fwd_task(void *arg, int64_t task, int thread) {
     float *sc = (float *)kern__thread_scratch(a->ctx, thread);
     int64_t r = task * a->rpt, r1 = r + a->rpt < a->rows ? r + a->rpt : a->rows;
     float shift = (float)NAN; /* the previous row's mean within this task */
-    for (; r < r1; r++)
-        a->row(a, kern__norm_row(&a->x, r), kern__norm_row(&a->r, r), kern__norm_row(&a->o, r),
-               kern__norm_row(&a->ro, r), sc, r, &shift);
+    const void *x = kern__norm_row(&a->x, r), *rr = kern__norm_row(&a->r, r);
+    for (; r < r1; r++) {
+        kern__norm_pf pf;
+        const void *nx = r + 1 < a->rows ? kern__norm_row(&a->x, r + 1) : NULL;
+        const void *nr = r + 1 < a->rows ? kern__norm_row(&a->r, r + 1) : NULL;
+        pf.n = 0;
+        kern__norm_pf_add(&pf, nx, a->x.dt);
+        kern__norm_pf_add(&pf, nr, a->r.dt);
+        a->row(a, x, rr, kern__norm_row(&a->o, r), kern__norm_row(&a->ro, r), sc, r, &shift, &pf);
+        x = nx;
+        rr = nr;
+    }
     kern__norm_fence(a->nt);
 }
 
@@ -2330,9 +2382,17 @@ static void kern__norm_bwd_task(void *arg, int64_t task, int thread) {
     float *pb = a->pb ? a->pb + task * a->Hp : NULL;
     if (pw) memset(pw, 0, (size_t)a->Hp * sizeof(float));
     if (pb) memset(pb, 0, (size_t)a->Hp * sizeof(float));
-    for (; r < r1; r++)
+    for (; r < r1; r++) {
+        kern__norm_pf pf;
+        pf.n = 0;
+        if (r + 1 < a->rows) {
+            kern__norm_pf_add(&pf, kern__norm_row(&a->dy, r + 1), a->dy.dt);
+            kern__norm_pf_add(&pf, kern__norm_row(&a->x, r + 1), a->x.dt);
+            kern__norm_pf_add(&pf, kern__norm_row(&a->dr, r + 1), a->dr.dt);
+        }
         a->row(a, kern__norm_row(&a->dy, r), kern__norm_row(&a->x, r), kern__norm_row(&a->dx, r),
-               kern__norm_row(&a->dr, r), sc, r, pw, pb);
+               kern__norm_row(&a->dr, r), sc, r, pw, pb, &pf);
+    }
 }
 
 static const float *kern__norm_bwd_vec(kern_ctx *ctx, const kern_tensor *t, float *ws, int64_t H,
