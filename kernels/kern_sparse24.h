@@ -127,7 +127,9 @@
  *   M <= 16 (weight streaming, lanes over n): 16 output channels per vector;
  *   the 4 activations of a group are broadcast and vpermilps (f32) or
  *   vpshufb (bf16 pairs) picks each lane's kept ones; the compressed weight
- *   is read once per call.
+ *   is read once per call. An x whose row stride is a multiple of 1 KiB is
+ *   first copied with one extra cache line per row (all M rows are read at
+ *   the same column: they would share one L1 set).
  *   AVX-512 (+BF16), AVX2+FMA, NEON (f32 weights, table-lookup selection;
  *   compiled for AArch64, not run here) and a portable scalar path.
  *
