@@ -211,7 +211,8 @@ extern "C" {
 #define KERN__GEMM_FMT_PAIR 1
 #define KERN__GEMM_PW 32 /* width of prepacked B panels */
 #define KERN__GEMM_MAGIC 0x6b47454du
-#define KERN__GEMM_SMALL_M 16
+#define KERN__GEMM_SMALL_M 16 /* up to here the dedicated small-M kernels */
+#define KERN__GEMM_STREAM_M 256 /* up to here B is streamed, not packed */
 
 typedef struct kern__gemm_epi {
     float alpha;
@@ -236,6 +237,10 @@ typedef struct kern__gemm_epi {
 
 typedef void (*kern__gemm_ukr)(int64_t ks, const void *a, const void *b,
                                int64_t ldb, float *t, int64_t ldt, int acc);
+/* The same, with A read in place: row i of the micro-panel at a + i*lda,
+ * k contiguous (f32 only; M edges still go through a packed panel). */
+typedef void (*kern__gemm_ukr_ua)(int64_t ks, const float *a, int64_t lda, const void *b,
+                                  int64_t ldb, float *t, int64_t ldt, int acc);
 typedef void (*kern__gemm_store_fn)(const kern__gemm_epi *e, int64_t i0,
                                     int64_t j0, const float *t, int64_t ldt,
                                     int m, int n);
@@ -970,8 +975,17 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
     c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)_mm512_set1_epi32((int)a[i]), \
                                 (__m512bh)b0);
 
-/* Prefetch distance for B rows (k steps ahead). */
-#define KERN__GEMM_PFD 8
+/* Software prefetch of B rows KERN__GEMM_PFD k steps ahead (0: none). */
+#ifndef KERN__GEMM_PFD
+#define KERN__GEMM_PFD 0
+#endif
+#if KERN__GEMM_PFD > 0
+#define KERN__GEMM_PFB(b, ldb)                                                \
+    _mm_prefetch((const char *)(b + KERN__GEMM_PFD * ldb), _MM_HINT_T0);      \
+    _mm_prefetch((const char *)(b + KERN__GEMM_PFD * ldb) + 64, _MM_HINT_T0);
+#else
+#define KERN__GEMM_PFB(b, ldb)
+#endif
 
 #define KERN__GEMM_Z_F32_KERNEL2(NAME, MR, ROWS)                              \
     KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
@@ -983,6 +997,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         ROWS(KERN__GEMM_Z_INIT2)                                              \
         for (s = 0; s < ks; s++) {                                            \
             __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);     \
+            KERN__GEMM_PFB(b, ldb)                                            \
             ROWS(KERN__GEMM_Z_F32_STEP2)                                      \
             a += MR;                                                          \
             b += ldb;                                                         \
@@ -1015,6 +1030,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         ROWS(KERN__GEMM_Z_INIT2)                                              \
         for (s = 0; s < ks; s++) {                                            \
             __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16); \
+            KERN__GEMM_PFB(b, ldb)                                            \
             ROWS(KERN__GEMM_Z_BF_STEP2)                                       \
             a += MR;                                                          \
             b += ldb;                                                         \
@@ -1039,6 +1055,36 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
     }
 
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32__avx512, 12, KERN__GEMM_R12)
+
+/* The same 12x32 tile with A read in place from a row-major source (row i
+ * of the micro-panel at a + i*lda, k contiguous): no packing of A, for
+ * shapes where packing A costs as much as it saves (small N). Four base
+ * pointers cover the 12 rows with [base + lda*{0,1,2}] addressing. */
+#define KERN__GEMM_Z_UA_STEP(i)                                               \
+    {                                                                         \
+        __m512 ai = _mm512_set1_ps(a##i);                                     \
+        c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0);                         \
+        c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1);                         \
+    }
+KERN_TARGET_AVX512 static void kern__gemm_f32_12x32_ua__avx512(int64_t ks, const float *a,
+                                                               int64_t lda, const void *bp,
+                                                               int64_t ldb, float *t, int64_t ldt,
+                                                               int acc) {
+    const float *b = (const float *)bp;
+    const float *p0 = a, *p3 = a + 3 * lda, *p6 = a + 6 * lda, *p9 = a + 9 * lda;
+    int64_t s;
+    KERN__GEMM_R12(KERN__GEMM_Z_DECL2)
+    KERN__GEMM_R12(KERN__GEMM_Z_INIT2)
+    for (s = 0; s < ks; s++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        float a0 = p0[0], a1 = p0[lda], a2 = p0[2 * lda], a3 = p3[0], a4 = p3[lda], a5 = p3[2 * lda];
+        float a6 = p6[0], a7 = p6[lda], a8 = p6[2 * lda], a9 = p9[0], a10 = p9[lda], a11 = p9[2 * lda];
+        KERN__GEMM_R12(KERN__GEMM_Z_UA_STEP)
+        p0++; p3++; p6++; p9++;
+        b += ldb;
+    }
+    KERN__GEMM_R12(KERN__GEMM_Z_SAVE2)
+}
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32__avx512, 8, KERN__GEMM_R8)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32__avx512, 4, KERN__GEMM_R4)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32__avx512, 2, KERN__GEMM_R2)
@@ -1095,6 +1141,7 @@ typedef struct kern__gemm_kset {
     const kern__gemm_cfg *cfg;
     int fmt; /* panel format of this kernel set */
     kern__gemm_ukr ukr;
+    kern__gemm_ukr_ua ukr_ua; /* NULL: A is always packed */
     kern__gemm_store_fn store;
     kern__gemm_pack_fn pack;
     int n_small; /* small-M kernels, by increasing mr (0: none) */
@@ -1136,6 +1183,7 @@ static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *
         } else {
             k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512];
             k->ukr = kern__gemm_f32_12x32__avx512;
+            k->ukr_ua = kern__gemm_f32_12x32_ua__avx512;
             kern__gemm_small_set(k, 0, 1, 32, kern__gemm_f32_1x32__avx512);
             kern__gemm_small_set(k, 1, 2, 32, kern__gemm_f32_2x32__avx512);
             kern__gemm_small_set(k, 2, 4, 32, kern__gemm_f32_4x32__avx512);
@@ -1195,6 +1243,7 @@ typedef struct kern__gemm_job {
     int pass_first, pass_last;
     int64_t n_rb, n_cb, n_bpack, n_apack;
     int brows;  /* B packed by chunks of k rows (row-major B) */
+    int ua;     /* A read in place (ukr_ua), only a partial last panel packed */
     int direct; /* full tiles accumulate straight into f32 C */
     int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
     kern__gemm_epi epi; /* the epilogue of the current pass */
@@ -1217,6 +1266,10 @@ static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64
     return (const uint32_t *)(const void *)j->bpack +
            ((col - j->jc) / ks->cfg->nr) * kern__gemm_ksteps(ks->fmt, j->kcur) * ks->cfg->nr;
 }
+
+#ifndef KERN__GEMM_UA_MAXN
+#define KERN__GEMM_UA_MAXN 256
+#endif
 
 /* Rows of B per pack task when B is packed by rows (a multiple of 2 for
  * the pair format). */
@@ -1258,8 +1311,9 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
             }
         }
     } else {
-        int64_t r = task - j->n_bpack, row = j->ic + r * mr;
+        int64_t r = task - j->n_bpack, row = j->ic + (j->ua ? (j->mcur / mr) * mr : r * mr);
         int nw = (int)kern__gemm_min(mr, j->ic + j->mcur - row);
+        if (j->ua) r = 0; /* only the partial last panel */
         ks->pack(j->apack + r * kst * mr * 4, mr, j->a + (row * j->a_rs + j->pc * j->a_cs) * j->es,
                  j->in_dt, j->a_rs, j->a_cs, nw, j->kcur, ks->fmt);
     }
@@ -1281,8 +1335,9 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
     (void)thread;
     for (ir = r0; ir < r1; ir += mr) {
-        const char *ap = j->apack + ((ir - j->ic) / mr) * kst * mr * 4;
+        const char *ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
         int m = (int)kern__gemm_min(mr, r1 - ir);
+        const float *ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * 4) : NULL;
         for (jr = c0; jr < c1; jr += nr) {
             int64_t ldb, pi, pj;
             int n = (int)kern__gemm_min(nr, c1 - jr), pm;
@@ -1308,11 +1363,12 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
             if (j->direct && m == mr && n == nr) {
                 /* f32 C, no epilogue in this pass: the microkernel adds its
                  * tile to C (or overwrites it) in place */
-                ks->ukr(kst, ap, bp, ldb,
-                        (float *)(void *)(e->dst + (ir * e->dst_rs + (jr - e->dst_j0)) * 4),
-                        e->dst_rs, e->src != NULL);
+                float *cd = (float *)(void *)(e->dst + (ir * e->dst_rs + (jr - e->dst_j0)) * 4);
+                if (ua) ks->ukr_ua(kst, ua, j->a_rs, bp, ldb, cd, e->dst_rs, e->src != NULL);
+                else ks->ukr(kst, ap, bp, ldb, cd, e->dst_rs, e->src != NULL);
             } else {
-                ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
+                if (ua) ks->ukr_ua(kst, ua, j->a_rs, bp, ldb, tile, nr, 0);
+                else ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
                 ks->store(e, ir, jr, tile, nr, m, n);
             }
         }
@@ -1331,30 +1387,35 @@ static void kern__gemm_run(kern_ctx *ctx, int64_t n, kern__gemm_task_fn fn, void
     for (i = 0; i < n; i++) fn(arg, i, thread);
 }
 
-/* Small-M path: M <= 16, B streamed from its panels (prepacked) or from a
- * row-major f32 B, no per-call repacking. Tasks are groups of 32 columns;
- * the whole K is reduced in registers in chunks of kern__gemm_small_kc k
- * steps (the tile round-trips through L1 between chunks so that both
- * 16-column halves of a 32-wide panel consume a chunk of B while it is
- * still in cache). */
+/* Streaming path (M <= KERN__GEMM_STREAM_M: decode and small batches): B is
+ * read in place, never repacked: from its 32-wide prepacked panels, or
+ * from a row-major f32 B (ldb = its row stride; only a partial last column
+ * group is copied into a zero-padded panel). A is packed once. Each task
+ * owns 32 columns and all M rows: the M x 32 accumulator tile stays in L1
+ * while k advances in chunks of KERN__GEMM_SMALL_KC steps, and every row
+ * panel (and both 16-column halves with the 16-wide kernels) consumes a
+ * chunk of B while it is still in cache, so B is read from memory once.
+ * M <= 16 uses the small-M kernels (1x32, 2x32, 4x32, 8x32, 16x16), larger
+ * M the main kernel over cdiv(M, mr) row panels. */
 #define KERN__GEMM_SMALL_KC 256
 
 typedef struct kern__gemm_sjob {
     kern__gemm_job *j;
-    const kern__gemm_small *sk;
-    const char *apack; /* mr x K steps */
-    const float *edge; /* K x 32 padded last column group (row-major B) */
+    kern__gemm_small sk; /* the kernel used for every row panel */
+    int64_t npan;        /* row panels */
+    const char *apack;   /* npan panels of sk.mr x kst */
+    const float *edge;   /* kst x 32 padded last column group (row-major B) */
     int64_t kst;
 } kern__gemm_sjob;
 
 static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
-    const kern__gemm_small *sk = s->sk;
-    int64_t col = task * KERN__GEMM_PW, ldb, k0;
+    const kern__gemm_small *sk = &s->sk;
+    int64_t col = task * KERN__GEMM_PW, ldb, k0, p;
     int n = (int)kern__gemm_min(KERN__GEMM_PW, j->N - col), h;
     const char *bp;
-    float tile[16 * 32] KERN_ALIGNED(64);
+    float tile[(KERN__GEMM_STREAM_M + 16) * KERN__GEMM_PW] KERN_ALIGNED(64);
     (void)thread;
     if (j->pb) {
         bp = (const char *)j->pb->data + task * j->pb->ks * KERN__GEMM_PW * 4;
@@ -1366,27 +1427,52 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
         bp = j->b + col * j->es;
         ldb = j->b_rs;
     }
-    if (s->kst == 0) memset(tile, 0, sizeof tile);
+    if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * KERN__GEMM_PW));
     for (k0 = 0; k0 < s->kst; k0 += KERN__GEMM_SMALL_KC) {
         int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
-        for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
-            sk->ukr(kk, s->apack + k0 * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb, tile + h,
-                    KERN__GEMM_PW, k0 > 0);
+        for (p = 0; p < s->npan; p++)
+            for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
+                sk->ukr(kk, s->apack + (p * s->kst + k0) * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb,
+                        tile + p * sk->mr * KERN__GEMM_PW + h, KERN__GEMM_PW, k0 > 0);
     }
     j->ks->store(&j->fin, 0, col, tile, KERN__GEMM_PW, (int)j->M, n);
 }
 
+/* Phase 1 of the streaming path: one task per A row panel, plus the padded
+ * last column group of a row-major B. */
+static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
+    kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
+    kern__gemm_job *j = s->j;
+    const kern__gemm_kset *ks = j->ks;
+    (void)thread;
+    if (task < s->npan) {
+        int64_t row = task * s->sk.mr;
+        ks->pack((char *)(uintptr_t)s->apack + task * s->kst * s->sk.mr * 4, s->sk.mr,
+                 j->a + row * j->a_rs * j->es, j->in_dt, j->a_rs, j->a_cs,
+                 (int)kern__gemm_min(s->sk.mr, j->M - row), j->K, ks->fmt);
+    } else {
+        int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW;
+        ks->pack((float *)(uintptr_t)s->edge, KERN__GEMM_PW, j->b + col * j->es, j->in_dt, j->b_cs,
+                 j->b_rs, (int)(j->N - col), j->K, ks->fmt);
+    }
+}
+
 static int kern__gemm_small_ok(const kern__gemm_job *j) {
-    if (j->ks->n_small == 0 || j->M > KERN__GEMM_SMALL_M || j->M == 0) return 0;
+    if (j->M > KERN__GEMM_STREAM_M || j->M == 0) return 0;
     if (j->pb) return j->pb->fmt == j->ks->fmt;
     return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
 }
 
-static const kern__gemm_small *kern__gemm_small_pick(const kern__gemm_kset *ks, int64_t M) {
+static kern__gemm_small kern__gemm_small_pick(const kern__gemm_kset *ks, int64_t M) {
+    kern__gemm_small r;
     int i;
-    for (i = 0; i < ks->n_small; i++)
-        if (ks->small[i].mr >= M) return &ks->small[i];
-    return &ks->small[ks->n_small - 1];
+    if (M <= KERN__GEMM_SMALL_M)
+        for (i = 0; i < ks->n_small - 1; i++)
+            if (ks->small[i].mr >= M || i == ks->n_small - 2) return ks->small[i];
+    r.mr = ks->cfg->mr;
+    r.nr = ks->cfg->nr;
+    r.ukr = ks->ukr;
+    return r;
 }
 
 /* Scratch for one item (see kern__gemm_item). */
@@ -1394,9 +1480,9 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j) {
     const kern__gemm_cfg *cfg = j->ks->cfg;
     size_t sz = 0;
     if (kern__gemm_small_ok(j)) {
-        const kern__gemm_small *sk = kern__gemm_small_pick(j->ks, j->M);
+        kern__gemm_small sk = kern__gemm_small_pick(j->ks, j->M);
         int64_t kst = kern__gemm_ksteps(j->ks->fmt, j->K);
-        sz += kern__gemm_al64((size_t)(sk->mr * kst * 4));
+        sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, sk.mr) * sk.mr * kst * 4));
         if (!j->pb && j->N % KERN__GEMM_PW) sz += kern__gemm_al64((size_t)(kst * KERN__GEMM_PW * 4));
         return sz;
     } else {
@@ -1423,20 +1509,16 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
     int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
     if (kern__gemm_small_ok(j)) {
         kern__gemm_sjob s;
-        const kern__gemm_small *sk = kern__gemm_small_pick(ks, j->M);
+        size_t abytes;
         s.j = j;
-        s.sk = sk;
+        s.sk = kern__gemm_small_pick(ks, j->M);
         s.kst = kern__gemm_ksteps(ks->fmt, j->K);
+        s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
         s.apack = scratch;
         s.edge = NULL;
-        ks->pack(scratch, sk->mr, j->a, j->in_dt, j->a_rs, j->a_cs, (int)j->M, j->K, ks->fmt);
-        if (!j->pb && j->N % KERN__GEMM_PW) {
-            int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW;
-            float *edge = (float *)(void *)(scratch + kern__gemm_al64((size_t)(sk->mr * s.kst * 4)));
-            ks->pack(edge, KERN__GEMM_PW, j->b + col * j->es, j->in_dt, j->b_cs, j->b_rs,
-                     (int)(j->N - col), j->K, ks->fmt);
-            s.edge = edge;
-        }
+        abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
+        if (!j->pb && j->N % KERN__GEMM_PW) s.edge = (const float *)(const void *)(scratch + abytes);
+        kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
         kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
         return;
     }
@@ -1457,6 +1539,10 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
     }
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
     j->brows = j->bmode == 0 && j->b_cs == 1;
+    /* A in place: f32 row-major A, when packing A would cost more than the
+     * L1-friendly panel saves (few columns of B reuse each packed A). */
+    j->ua = ks->ukr_ua && ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->a_cs == 1 &&
+            j->N <= KERN__GEMM_UA_MAXN;
     npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1;
     for (jc = 0; jc < j->N; jc += j->nc) {
         j->jc = jc;
@@ -1534,7 +1620,7 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
                 j->n_bpack = j->bmode == 1 || ic > 0 ? 0
                              : j->brows           ? kern__gemm_cdiv(j->kcur, KERN__GEMM_BROWS)
                                                   : kern__gemm_cdiv(j->ncur, cfg->nr);
-                j->n_apack = kern__gemm_cdiv(j->mcur, cfg->mr);
+                j->n_apack = j->ua ? (j->mcur % cfg->mr != 0) : kern__gemm_cdiv(j->mcur, cfg->mr);
                 kern__gemm_run(ctx, j->n_bpack + j->n_apack, kern__gemm_pack_task, j, thread);
                 kern__gemm_run(ctx, j->n_rb * j->n_cb, kern__gemm_compute_task, j, thread);
             }
