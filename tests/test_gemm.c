@@ -217,19 +217,24 @@ KT_TEST(grid_f32_every_isa) {
     }
 }
 
-/* Square-ish shapes that cross MR/NR/KC block boundaries in all dims. */
+/* Shapes that cross MR/NR/KC block boundaries in all dims, and (M > 512,
+ * row-major B) the general packed path: several k passes, A read in place
+ * (N <= 256), A packed in two 2040-row chunks (M > 2040). */
 KT_TEST(block_edges) {
-    static const int64_t sh[][3] = {{129, 257, 65}, {65, 63, 700}, {257, 129, 321},
-                                    {12, 32, 320},  {13, 33, 641}, {100, 300, 1000}};
+    static const int64_t sh[][3] = {{129, 257, 65}, {65, 63, 700},  {257, 129, 321}, {12, 32, 320},
+                                    {13, 33, 641},  {100, 300, 1000}, {530, 300, 1100}, {600, 70, 1030},
+                                    {2100, 300, 40}, {2100, 40, 30}};
     int s;
     KT_FOR_EACH_ISA(isa, ctx, 2) {
-        for (s = 0; s < 6; s++) {
+        for (s = 0; s < 10; s++) {
             gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
 #ifdef KT_SANITIZER
-            if (s == 5) continue;
+            if ((s == 5 || s == 6) && isa == KERN_ISA_SCALAR) continue;
 #endif
-            g.ta = s & 1;
-            g.tb = (s >> 1) & 1;
+            g.ta = s < 6 ? s & 1 : s == 7;
+            g.tb = s < 6 ? (s >> 1) & 1 : 0;
+            g.beta = s == 6 ? 1.0f : 0.0f;
+            g.use_bias = s == 8;
             kt_context("isa=%s M=%lld N=%lld K=%lld", kern_isa_name(isa), (long long)g.M,
                        (long long)g.N, (long long)g.K);
             run_case(ctx, &g, NULL);
@@ -427,15 +432,16 @@ KT_TEST(packed_b_cross_isa) {
 KT_TEST(threads_identical) {
     KT_FOR_EACH_ISA(isa, ctx1, 1) {
         kern_ctx *ctx2 = kt_ctx(2, isa);
-        static const int64_t sh[][3] = {{200, 300, 700}, {7, 500, 900}, {64, 64, 64}, {130, 33, 1200}};
+        static const int64_t sh[][3] = {{200, 300, 700}, {7, 500, 900}, {64, 64, 64}, {130, 33, 1200},
+                                        {530, 100, 1100}};
         int s, v;
-        for (s = 0; s < 4; s++)
+        for (s = 0; s < 5; s++)
             for (v = 0; v < 3; v++) {
                 gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
                 float *r1 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
                 float *r2 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
 #ifdef KT_SANITIZER
-                if (isa == KERN_ISA_SCALAR && s == 0) { free(r1); free(r2); continue; }
+                if (isa == KERN_ISA_SCALAR && (s == 0 || s == 4)) { free(r1); free(r2); continue; }
 #endif
                 g.in_dt = v == 1 ? KERN_BF16 : KERN_F32;
                 g.c_dt = v == 2 ? KERN_BF16 : KERN_F32;
