@@ -22,6 +22,8 @@
  *     cp.async.wait_group retires their group, so reading shared memory
  *     before waiting reads stale data.
  *   - dynamic shared memory is filled with 0xFF (NaN) at every block start.
+ *   - failure injection for tests: kern__emu_state().fail_mallocs = n makes
+ *     the next n cudaMalloc/cudaMallocAsync calls fail.
  *   - the runtime calls the kernels and tests use (cudaMalloc & co. on host
  *     memory, with a registry so cudaPointerGetAttributes can tell "device"
  *     allocations from other host pointers), launch checks (block size,
@@ -111,10 +113,11 @@ struct kern__emu_state_t {
     cudaError_t last_error;
     int sms;
     long launches;
+    int fail_mallocs; /* tests: the next n cudaMalloc calls fail */
 };
 static kern__emu_state_t &kern__emu_state() {
     static kern__emu_state_t s = {std::map<uintptr_t, size_t>(), std::map<const void *, int>(),
-                                  cudaSuccess, 4, 0};
+                                  cudaSuccess, 4, 0, 0};
     return s;
 }
 static inline cudaError_t kern__emu_fail(cudaError_t e) {
@@ -142,6 +145,10 @@ static inline cudaError_t cudaGetLastError(void) {
 static inline cudaError_t cudaPeekAtLastError(void) { return kern__emu_state().last_error; }
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
     void *q = NULL;
+    if (kern__emu_state().fail_mallocs > 0) {
+        kern__emu_state().fail_mallocs--;
+        return kern__emu_fail(cudaErrorMemoryAllocation);
+    }
     if (posix_memalign(&q, 256, n ? n : 1) != 0) return kern__emu_fail(cudaErrorMemoryAllocation);
     memset(q, 0xCD, n); /* device memory starts as garbage */
     kern__emu_state().allocs[(uintptr_t)q] = n;
@@ -160,7 +167,7 @@ static inline cudaError_t cudaFree(void *p) {
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
 static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
-    memmove(d, s, n);
+    if (n) memmove(d, s, n);
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
@@ -168,7 +175,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
     return cudaMemcpy(d, s, n, k);
 }
 static inline cudaError_t cudaMemset(void *d, int v, size_t n) {
-    memset(d, v, n);
+    if (n) memset(d, v, n);
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {

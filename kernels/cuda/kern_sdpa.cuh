@@ -2046,7 +2046,12 @@ static cudaError_t kern__cu_launch_bwd(const kern__cu_args &a, cudaStream_t st) 
     typedef kern__cu_bwd_cfg<HD> C;
     typedef kern__cu_dq_cfg<HD> Q;
     const int64_t nrow = (int64_t)a.B * a.Hq * a.Lq;
-    cudaError_t e;
+    void (*kb)(const kern__cu_args) = kern__cu_sdpa_bwd<HD, BF>;
+    void (*kq)(const kern__cu_args) = kern__cu_sdpa_bwd_dq<HD, BF>;
+    /* every attribute before the first launch: a failure launches nothing */
+    cudaError_t e = kern__cu_smem_attr(kb, kern__cu_bwd_smem<HD>());
+    if (e == cudaSuccess && !a.dq_acc) e = kern__cu_smem_attr(kq, kern__cu_dq_smem<HD>());
+    if (e != cudaSuccess) return e;
     if (nrow > 0) {
         void (*kp)(const kern__cu_args) = kern__cu_sdpa_bwd_pre<BF>;
         KERN__CU_LAUNCH(kp, dim3((unsigned)((nrow + 3) / 4)), dim3(128), 0, st, a);
@@ -2056,9 +2061,6 @@ static cudaError_t kern__cu_launch_bwd(const kern__cu_args &a, cudaStream_t st) 
     if (a.Lk > 0) {
         const int BN = C::W * 16;
         const size_t smem = kern__cu_bwd_smem<HD>();
-        void (*kb)(const kern__cu_args) = kern__cu_sdpa_bwd<HD, BF>;
-        e = kern__cu_smem_attr(kb, smem);
-        if (e != cudaSuccess) return e;
         KERN__CU_LAUNCH(kb, dim3((unsigned)(((int64_t)a.Lk + BN - 1) / BN), (unsigned)a.Hkv, (unsigned)a.B),
                         dim3(C::W * 32), smem, st, a);
         e = cudaGetLastError();
@@ -2071,9 +2073,6 @@ static cudaError_t kern__cu_launch_bwd(const kern__cu_args &a, cudaStream_t st) 
     } else {
         const int BM = Q::W * 16;
         const size_t smem = kern__cu_dq_smem<HD>();
-        void (*kq)(const kern__cu_args) = kern__cu_sdpa_bwd_dq<HD, BF>;
-        e = kern__cu_smem_attr(kq, smem);
-        if (e != cudaSuccess) return e;
         KERN__CU_LAUNCH(kq, dim3((unsigned)(((int64_t)a.G * a.Lq + BM - 1) / BM), (unsigned)a.Hkv, (unsigned)a.B),
                         dim3(Q::W * 32), smem, st, a);
     }

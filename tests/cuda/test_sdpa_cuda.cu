@@ -71,6 +71,7 @@ struct dbuf {
     std::vector<unsigned char> h;
     dbuf() : d(NULL) {}
     void make(size_t bytes) {
+        if (bytes < 16) bytes = 16; /* empty tensors still get a real buffer */
         h.assign(bytes, 0);
         d = dev_alloc(bytes);
     }
@@ -1169,6 +1170,29 @@ KT_TEST(errors_backward_varlen) {
     /* a good varlen call on the same views works (and writes) */
     KT_OK(kern_cuda_sdpa_varlen(NULL, &q3, &k3, &v3, &o3, &cq, &ck, 4, 4, &p));
     dev_sync();
+}
+
+/* A CUDA runtime error comes back as KERN_ERR_DEVICE with the runtime's
+ * message, before anything is launched or written (the emulator injects
+ * an allocation failure of the workspace). */
+KT_TEST(errors_device) {
+#if EMU
+    cfg c;
+    c.Hq = 4;
+    c.Hkv = 1;
+    c.Lq = 1;
+    c.Lk = 600;
+    problem P;
+    problem_init(P, c);
+    kern__emu_state().fail_mallocs = 1;
+    EXPECT_ERR(kern_cuda_sdpa(NULL, &P.tq, &P.tk, &P.tv, &P.to, &P.p), KERN_ERR_DEVICE, "out of memory");
+    kern__emu_state().fail_mallocs = 1;
+    EXPECT_ERR(kern_cuda_sdpa_backward(NULL, &P.tq, &P.tk, &P.tv, &P.to, &P.tdout, &P.tlse, &P.tdq, &P.tdk,
+                                       &P.tdv, &P.p),
+               KERN_ERR_DEVICE, "cudaMallocAsync");
+    kern__emu_state().fail_mallocs = 0;
+    KT_CHECK(cudaGetLastError() == cudaSuccess, "the failed call left a sticky error behind");
+#endif
 }
 
 /* ---------------------------------------------------------- workspace, streams */
