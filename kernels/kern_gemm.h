@@ -1448,26 +1448,28 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * KERN__GEMM_PW));
     for (k0 = 0; k0 < s->kst; k0 += KERN__GEMM_SMALL_KC) {
         int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
-        if (k0 + kk >= s->kst) { /* the store's lines arrive during the last chunk */
-            const kern__gemm_epi *e = &j->fin;
-            int64_t i, rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
-            for (i = 0; i < j->M; i++) {
-                if (e->res && e->res_cs == 1) {
-                    const char *rp = e->res + (i * e->res_rs + col) * rsz;
-                    KERN__GEMM_PREFETCH(rp, 0);
-                    KERN__GEMM_PREFETCH(rp + (n - 1) * rsz, 0);
-                }
-                if (e->src && e->src_cs == 1) {
-                    const char *sp = e->src + (i * e->src_rs + col) * ssz;
-                    KERN__GEMM_PREFETCH(sp, 0);
-                    KERN__GEMM_PREFETCH(sp + (n - 1) * ssz, 0);
+        for (p = 0; p < s->npan; p++) {
+            if (k0 + kk >= s->kst) { /* the lines this panel's store reads */
+                const kern__gemm_epi *e = &j->fin;
+                int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr);
+                int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
+                for (i = p * sk->mr; i < i1; i++) {
+                    if (e->res && e->res_cs == 1) {
+                        const char *rp = e->res + (i * e->res_rs + col) * rsz;
+                        KERN__GEMM_PREFETCH(rp, 0);
+                        KERN__GEMM_PREFETCH(rp + (n - 1) * rsz, 0);
+                    }
+                    if (e->src && e->src_cs == 1) {
+                        const char *sp = e->src + (i * e->src_rs + col) * ssz;
+                        KERN__GEMM_PREFETCH(sp, 0);
+                        KERN__GEMM_PREFETCH(sp + (n - 1) * ssz, 0);
+                    }
                 }
             }
-        }
-        for (p = 0; p < s->npan; p++)
             for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
                 sk->ukr(kk, s->apack + (p * s->kst + k0) * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb,
                         tile + p * sk->mr * KERN__GEMM_PW + h, KERN__GEMM_PW, k0 > 0);
+        }
     }
     j->ks->store(&j->fin, 0, col, tile, KERN__GEMM_PW, (int)j->M, n);
 }
