@@ -3,12 +3,26 @@
 # implementation, as C99, C11 (gcc, clang) and C++17 (g++, clang++) with
 # -Wall -Wextra -Werror -pedantic; two KERN_STATIC translation units link
 # together; dist/kern.h likewise. Arguments: check only these headers.
+# JOBS (default 2) compilations run at once.
 set -u
+if [ "${1:-}" = "--one" ]; then # worker: --one HEADER MODE CC STD
+  h=$2; mode=$3; cc=$4; std=$5
+  name=$(basename "$h" .h)
+  src=build/cc/${name}_${mode}.c
+  tag=build/cc/${name}_${mode}_${cc}_${std}
+  case $cc in *++) lang="-x c++";; *) lang="";; esac
+  if ! $cc $lang -std=$std -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -Idist \
+       -c "$src" -o "$tag.o" 2> "$tag.err"; then
+    echo "FAIL $h ($mode, $cc -std=$std)"; head -20 "$tag.err"; exit 1
+  fi
+  exit 0
+fi
 mkdir -p build/cc
-fail=0; n=0
 if [ $# -gt 0 ]; then headers="$*"; else headers="$(ls include/*.h kernels/*.h) dist/kern.h"; fi
 make -s dist/kern.h >/dev/null || exit 1
 compilers="gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17"
+jobs=build/cc/jobs.txt
+: > $jobs
 for h in $headers; do
   name=$(basename "$h" .h)
   for mode in decl impl; do
@@ -16,15 +30,13 @@ for h in $headers; do
     if [ $mode = impl ]; then printf '#define KERN_IMPLEMENTATION\n' > $src; else : > $src; fi
     printf '#include "%s"\nint kern_cc_dummy_%s(void);\nint kern_cc_dummy_%s(void) { return 0; }\n' "$(basename $h)" "$name" "$name" >> $src
     for cm in $compilers; do
-      cc=${cm%%:*}; std=${cm##*:}
-      case $cc in *++) lang="-x c++";; *) lang="";; esac
-      n=$((n+1))
-      if ! $cc $lang -std=$std -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -Idist -c $src -o build/cc/out.o 2> build/cc/err.txt; then
-        echo "FAIL $h ($mode, $cc -std=$std)"; head -20 build/cc/err.txt; fail=$((fail+1))
-      fi
+      echo "$h $mode ${cm%%:*} ${cm##*:}" >> $jobs
     done
   done
 done
+n=$(wc -l < $jobs)
+fail=$(xargs -P "${JOBS:-2}" -L 1 "$0" --one < $jobs | tee build/cc/log.txt | grep -c '^FAIL ')
+grep -v '^$' build/cc/log.txt
 # two KERN_STATIC translation units with the whole library, linked together
 for i in 1 2; do
   printf '#define KERN_STATIC\n#define KERN_IMPLEMENTATION\n#include "kern.h"\nint kern_tu%d(void);\nint kern_tu%d(void) { return (int)kern_dtype_size(KERN_F32); }\n' $i $i > build/cc/static$i.c
