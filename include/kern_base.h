@@ -22,10 +22,13 @@
  *
  * Concurrency contract: kernel calls on one context are serialized. Every
  * op takes the context's lock for its whole duration, so two user threads
- * may call kernels on the same context at once; the second waits. A kernel
- * called from inside a task of the same context (a nested op) returns
- * KERN_ERR_UNSUPPORTED; kern_parallel_for called from inside a task runs
- * the inner loop inline on the calling thread.
+ * may call kernels on the same context at once; the second waits (use one
+ * context per thread to run ops in parallel). A kernel called from inside
+ * an op or a task of the same context (a nested op; also through a user
+ * parallel_for hook, or via another context's task) returns
+ * KERN_ERR_UNSUPPORTED instead of deadlocking; kern_parallel_for called
+ * from inside any task runs the inner loop inline on the calling thread,
+ * keeping its thread index. kern_convert may be called anywhere.
  *
  * Example:
  *     kern_ctx *ctx;
@@ -454,8 +457,10 @@ KERN_API int kern_ctx_deterministic(const kern_ctx *ctx);
 KERN_API kern_status kern_ctx_set_isa_cap(kern_ctx *ctx, kern_isa cap);
 
 /* Runs fn over [0, n_tasks) on the context's threads (the caller takes
- * part), distributing tasks dynamically, and returns when all are done.
- * n_tasks = 0 returns at once. Inside a task it runs inline. */
+ * part as thread 0), handing out chunks of tasks dynamically, and returns
+ * when all are done. n_tasks = 0 returns at once; NULL fn or n_tasks < 0
+ * is KERN_ERR_ARG. Inside a task it runs inline. Calls on one context
+ * from several user threads are serialized. */
 KERN_API kern_status kern_parallel_for(kern_ctx *ctx, int64_t n_tasks,
                                        kern_task_fn fn, void *arg);
 
