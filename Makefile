@@ -108,8 +108,17 @@ bench-build: $(BENCHES) build/bench/peaks
 # bench/run builds each family itself, so one family that does not build
 # is reported and skipped instead of stopping the suite. BENCH_ARGS are
 # passed on (e.g. make bench BENCH_ARGS="--quick --families pool,mem").
-bench:
+# The first `make bench` on a machine installs the Python peers (make peers)
+# so the table has PyTorch and ONNX Runtime beside kern; NO_PEERS=1 skips
+# that (the peers are then reported as skipped).
+ifeq ($(NO_PEERS),)
+BENCH_PEERS := bench/.venv/bin/python
+endif
+bench: $(BENCH_PEERS)
 	$(PYTHON) bench/run $(BENCH_ARGS)
+
+bench/.venv/bin/python:
+	$(MAKE) peers
 
 peers:
 	@test -x bench/.venv/bin/python || $(PYTHON) -m venv bench/.venv
