@@ -503,24 +503,45 @@ KERN__CU_DEV float kern__cu_mask_add(const kern__cu_args &a, int b, int h, int64
     if (a.mask_kind == 3) return kern__cu_h2f<false>(((const uint16_t *)a.mask)[e]);
     return kern__cu_h2f<true>(((const uint16_t *)a.mask)[e]);
 }
+/* The cold paths of the score loop (softcap, mask tensors, dropout) are
+ * out-of-line calls with scalar arguments: inlined, their temporaries
+ * competed with the ~190 accumulator registers of the hot loop (ptxas
+ * reported spills); as calls they cost only when those options are on. */
+#if defined(KERN_CUDA_EMULATE)
+#define KERN__CU_COLD static inline
+#else
+#define KERN__CU_COLD static __device__ __noinline__
+#endif
+KERN__CU_COLD float kern__cu_score_slow(float qk, float scale, float softcap, int mask_kind,
+                                        const void *mask, int64_t e) {
+    float s = qk * scale;
+    if (softcap > 0.f) s = softcap * tanhf(s / softcap);
+    if (mask_kind == 1) {
+        if (!((const unsigned char *)mask)[e]) return kern__cu_ninf();
+    } else if (mask_kind == 2) {
+        s += ((const float *)mask)[e];
+    } else if (mask_kind == 3) {
+        s += kern__cu_h2f<false>(((const uint16_t *)mask)[e]);
+    } else if (mask_kind == 4) {
+        s += kern__cu_h2f<true>(((const uint16_t *)mask)[e]);
+    }
+    return s * KERN__CU_LOG2E;
+}
 /* Pre-softmax score in log2 units for an accumulated q.k (visible key):
  * scale, softcap, additive mask; -inf for a masked-out bool entry. */
 KERN__CU_DEV float kern__cu_score(const kern__cu_args &a, float qk, int b, int h, int64_t i,
                                   int64_t j) {
-    float s = qk * a.scale;
-    if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
-    if (a.mask_kind == 1) {
-        if (!kern__cu_mask_bool(a, b, h, i, j)) return kern__cu_ninf();
-    } else if (a.mask_kind) {
-        s += kern__cu_mask_add(a, b, h, i, j);
-    }
-    return s * KERN__CU_LOG2E;
+    const int64_t e = a.mask_kind ? b * a.ms[0] + h * a.ms[1] + i * a.ms[2] + j * a.ms[3] : 0;
+    return kern__cu_score_slow(qk, a.scale, a.softcap, a.mask_kind, a.mask, e);
+}
+KERN__CU_COLD bool kern__cu_keep_idx(uint64_t seed, uint64_t offset, uint64_t idx, uint32_t thr) {
+    return kern_dropout_keep(seed, offset, idx, thr) != 0;
 }
 KERN__CU_DEV bool kern__cu_keep(const kern__cu_args &a, int b, int h, int64_t i, int64_t j) {
     uint64_t idx = (((uint64_t)b * (uint64_t)a.Hq + (uint64_t)h) * (uint64_t)a.Lq + (uint64_t)i) *
                        (uint64_t)a.Lk +
                    (uint64_t)j;
-    return kern_dropout_keep(a.seed, a.offset, idx, a.drop_thr) != 0;
+    return kern__cu_keep_idx(a.seed, a.offset, idx, a.drop_thr);
 }
 
 /* Loads rows [0, ROWS) x columns [0, ncols) of a tile into shared memory
@@ -586,11 +607,12 @@ KERN__CU_DEV void kern__cu_store_tile(const uint16_t *sm, int nrows, F rowptr, i
  * owns MT m-tiles of 16 rows; keys stream in blocks of BN through a
  * two-stage cp.async pipeline (block n+1 loads while block n computes).
  * Register budget per thread: O MT*HD/2 + S MT*BN/2 floats; Q fragments are
- * re-read from shared memory every key block instead of held. BN = 32 for
- * head dims 96 and 128 keeps O + S at 192 floats (ptxas: no spills at 255
- * registers); with BN = 64 the 128 instantiation spilled 548 bytes. */
+ * re-read from shared memory every key block instead of held. BN = 32
+ * keeps O + S within the 255-register budget: ptxas -v (nvcc 13) reports no
+ * spills for every instantiation on sm_80 and sm_90 except head dim 128
+ * (24 bytes); with BN = 64 the 128 instantiation spilled 548 bytes. */
 template <int HD> struct kern__cu_fwd_cfg;
-template <> struct kern__cu_fwd_cfg<64> { enum { W = 4, MT = 2, BN = 64 }; };
+template <> struct kern__cu_fwd_cfg<64> { enum { W = 4, MT = 2, BN = 32 }; };
 template <> struct kern__cu_fwd_cfg<96> { enum { W = 4, MT = 2, BN = 32 }; };
 template <> struct kern__cu_fwd_cfg<128> { enum { W = 4, MT = 2, BN = 32 }; };
 template <> struct kern__cu_fwd_cfg<256> { enum { W = 4, MT = 1, BN = 32 }; };
