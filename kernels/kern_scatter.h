@@ -196,6 +196,8 @@ extern "C" {
 #define KERN__SC_MAGIC 0x5c477e21u
 /* Rows prefetched ahead: measured 8..16 equally good on Zen 4 (12 used). */
 #define KERN__SC_PF 12
+/* below this average degree (E / N), 2+ threads use the csr strategy */
+#define KERN__SC_CSR_DEGREE 24
 
 enum { KERN__SC_ADD = 0, KERN__SC_MUL, KERN__SC_MAX, KERN__SC_MIN };
 
@@ -831,7 +833,7 @@ typedef struct kern__sc_job {
     int arg64;
     int32_t sentinel;
     /* stream strategy */
-    int P, direct0;
+    int P, direct0, precopied; /* precopied: out = self already (stream, direct) */
     char *acc;
     int32_t *cnt;       /* P x N counts (a partition has < 2^31 edges) */
     int32_t *pa;        /* P x N x F partial args */
@@ -863,7 +865,7 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
     const int64_t rowb = J->F * (int64_t)J->accsz, is = J->idx_s, F = J->F;
     const int64_t pf_end = e1 - KERN__SC_PF;
     const kern__sc_ops *ops = J->ops;
-    const int op = J->op, self0 = p == 0 && J->include_self;
+    const int op = J->op, self0 = p == 0 && J->include_self, pre = p == 0 && J->precopied;
     const kern_dtype dt = J->dt;
     /* partition p's accumulator rows: out itself (direct) or scratch */
     char *base = p == 0 && J->direct0
@@ -871,6 +873,10 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
                      : J->acc + (int64_t)(p - J->direct0) * J->N * rowb;
     const int64_t brs = p == 0 && J->direct0 ? J->out_rs : rowb;
     int32_t *pa = J->pa ? J->pa + p * J->N * F : NULL;
+#ifdef KERN_X86
+    /* the GNN hot case calls the AVX-512 row loop directly */
+    const int fast512 = ops == &kern__sc_ops_f_avx512 && dt == KERN_F32 && !pa;
+#endif
     (void)thread;
     memset(cnt, 0, (size_t)J->N * sizeof(int32_t));
     for (e = e0; e < e1; e++) {
@@ -881,7 +887,17 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
         if (e < pf_end)
             kern__sc_prefetch(base + kern__sc_ix(J->idx, J->idx64, (e + KERN__SC_PF) * is) * brs,
                               rowb);
-        if (KERN_LIKELY(cnt[r]++ != 0)) {
+        if (KERN_LIKELY(cnt[r]++ != 0) || pre) {
+            if (ar && cnt[r] == 1) { /* first touch of a precopied row */
+                int64_t i;
+                for (i = 0; i < F; i++) ar[i] = J->sentinel;
+            }
+#ifdef KERN_X86
+            if (fast512) {
+                kern__sc_updf_f32__avx512(op, (float *)acc, (const float *)x, F, 1.0f);
+                continue;
+            }
+#endif
             ops->upd(op, acc, x, dt, 1.0f, F, ar, (int32_t)e);
         } else if (self0) {
             ops->set(acc, J->self + r * J->self_rs, dt, 1.0f, F, ar, J->sentinel);
@@ -890,6 +906,25 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
             ops->set(acc, x, dt, 1.0f, F, ar, (int32_t)e);
         }
     }
+}
+
+/* out = self, rows [N t / n, N (t+1) / n) (sequential: cheaper than reading
+ * self rows at random on their first touch) */
+typedef struct kern__sc_cp {
+    const kern__sc_job *J;
+    int64_t n;
+} kern__sc_cp;
+static void kern__sc_precopy_task(void *a, int64_t t, int thread) {
+    const kern__sc_cp *C = (const kern__sc_cp *)a;
+    const kern__sc_job *J = C->J;
+    int64_t r0 = J->N * t / C->n, r1 = J->N * (t + 1) / C->n, r;
+    const size_t rb = (size_t)J->F * J->es;
+    (void)thread;
+    if (J->self_rs == J->out_rs && (int64_t)rb == J->out_rs) {
+        memcpy(J->out + r0 * J->out_rs, J->self + r0 * J->self_rs, rb * (size_t)(r1 - r0));
+        return;
+    }
+    for (r = r0; r < r1; r++) memcpy(J->out + r * J->out_rs, J->self + r * J->self_rs, rb);
 }
 
 static void kern__sc_copy_row(char *dst, const char *src, size_t bytes) {
@@ -917,7 +952,8 @@ static void kern__sc_combine_task(void *a, int64_t t, int thread) {
             C += c;
         }
         if (C == 0) {
-            if (!J->inplace) kern__sc_copy_row(orow, J->self + r * J->self_rs, rowbytes);
+            if (!J->inplace && !J->precopied)
+                kern__sc_copy_row(orow, J->self + r * J->self_rs, rowbytes);
             if (J->arg)
                 kern__sc_put_arg(J->arg + r * J->arg_rs, J->arg64, NULL, J->F, J->sentinel, 1);
             continue;
@@ -1452,7 +1488,12 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
     pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
     cntb = (size_t)P * (size_t)N * sizeof(int32_t);
     total = ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63) + cntb + 64 * 8;
-    if (kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES) {
+    /* Measured (docs/scatter.md): with 2+ threads the partial outputs of
+     * a low-degree graph fall out of L3 and the csr strategy's row gathers
+     * scale better; high-degree (power-law) graphs keep hot rows cached
+     * and stream wins. One thread: stream always. */
+    if (kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES ||
+        (P > 1 && E < (int64_t)KERN__SC_CSR_DEGREE * N)) {
         /* csr strategy: counting sort, then row gather */
         kern__sc_sort S;
         int64_t nt = kern__sc_gather_ntasks(ctx, N);
@@ -1484,6 +1525,13 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         J->acc = w;
         J->pa = J->arg ? (int32_t *)(w + ((accb + 63) & ~(size_t)63)) : NULL;
         J->cnt = (int32_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
+        J->precopied = J->direct0 && J->include_self && !J->inplace;
+        if (J->precopied) {
+            kern__sc_cp C;
+            C.J = J;
+            C.n = (int64_t)T * 4 < N ? (int64_t)T * 4 : N;
+            if ((st = kern_parallel_for(ctx, C.n, kern__sc_precopy_task, &C)) != KERN_OK) return st;
+        }
         if ((st = kern_parallel_for(ctx, P, kern__sc_stream_task, J)) != KERN_OK) return st;
         nb = (int64_t)T * 8;
         if (nb > N) nb = N;
