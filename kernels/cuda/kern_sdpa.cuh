@@ -13,7 +13,8 @@
  * FlashAttention-2 structure: a block of query rows streams over key blocks
  * with an online softmax; S = Q K^T and O += P V run on tensor cores through
  * mma.sync.m16n8k16 (f16/bf16 in, f32 accumulate) fed by ldmatrix from
- * shared memory, which cp.async fills two stages ahead of use. P is rounded
+ * shared memory, which cp.async fills one key block ahead of use (two
+ * stages). P is rounded
  * to the input dtype before P V (as FlashAttention does).
  *
  * LAYOUTS (device pointers; shapes logical; strides any, in elements, with
