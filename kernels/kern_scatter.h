@@ -70,12 +70,15 @@
  *     different association). Scratch: (threads - 1) partial outputs.
  *   "csr": a stable counting sort by destination (parallel, O(E + N)), then
  *     each output row is reduced from its src rows (gathered with software
- *     prefetch) in registers/L1 and written once; rows are split between
- *     threads by edge count. Same bits for any thread count. Used for
- *     planned calls, when the context is deterministic, and when the stream
- *     partials would exceed KERN_SCATTER_STREAM_MAX_BYTES (default 1 GiB).
- *   Owner-computes (each thread scans all edges for its destination range)
- *   was measured too and did not scale past one thread here.
+ *     prefetch) in L1 and written once; rows are split between threads by
+ *     edge count. Same bits for any thread count. Used for planned calls,
+ *     when the context is deterministic, when the stream partials would
+ *     exceed KERN_SCATTER_STREAM_MAX_BYTES (default 1 GiB), and with 2+
+ *     threads on graphs of average degree < 24 (the partials of such
+ *     graphs fall out of L3; measured).
+ *   Owner-computes (each thread keeps a destination range) was measured
+ *   too: no gain on 2 threads when every thread scans all edges, 2x slower
+ *   with per-thread edge lists (two interleaved src streams collide).
  *
  * ERRORS (nothing is written on error)
  *   KERN_ERR_ARG    NULL tensor, reduce not one of the five (0 is
