@@ -117,6 +117,24 @@ KERN_API size_t kern_dtype_size(kern_dtype dt);
 KERN_API const char *kern_dtype_name(kern_dtype dt);
 KERN_API int kern_dtype_is_float(kern_dtype dt);
 
+/* ------------------------------------------------------------- activations */
+
+/* The one activation vocabulary of every op with a fused activation
+ * (gemm, qlinear, sparse24_linear, norm, the graph executor) and of the
+ * standalone activation ops. Zero is "none". The values are stable. */
+typedef enum kern_act {
+    KERN_ACT_NONE = 0,      /* identity */
+    KERN_ACT_GELU = 1,      /* 0.5 x (1 + erf(x / sqrt 2)): torch gelu,
+                               approximate='none' */
+    KERN_ACT_GELU_TANH = 2, /* x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)):
+                               torch gelu, approximate='tanh' */
+    KERN_ACT_RELU = 3,      /* max(x, 0); NaN stays NaN */
+    KERN_ACT_SILU = 4,      /* x * sigmoid(x): torch silu */
+    KERN_ACT_COUNT
+} kern_act;
+/* "none", "gelu", "gelu_tanh", "relu", "silu" ("invalid" otherwise). */
+KERN_API const char *kern_act_name(kern_act act);
+
 /* ------------------------------------------------------------------ tensors */
 
 typedef struct kern_tensor {
@@ -641,6 +659,17 @@ KERN_API const char *kern_dtype_name(kern_dtype dt) {
     case KERN_I32: return "i32";
     case KERN_I64: return "i64";
     case KERN_BOOL: return "bool";
+    default: return "invalid";
+    }
+}
+
+KERN_API const char *kern_act_name(kern_act act) {
+    switch (act) {
+    case KERN_ACT_NONE: return "none";
+    case KERN_ACT_GELU: return "gelu";
+    case KERN_ACT_GELU_TANH: return "gelu_tanh";
+    case KERN_ACT_RELU: return "relu";
+    case KERN_ACT_SILU: return "silu";
     default: return "invalid";
     }
 }

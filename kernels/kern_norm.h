@@ -117,11 +117,7 @@ typedef enum kern_norm_kind {
     KERN_NORM_RMS = 1
 } kern_norm_kind;
 
-typedef enum kern_act {
-    KERN_ACT_NONE = 0, /* default */
-    KERN_ACT_GELU = 1, /* 0.5 x (1 + erf(x / sqrt 2)) */
-    KERN_ACT_GELU_TANH = 2
-} kern_act;
+/* kern_act (KERN_ACT_NONE, _GELU, _GELU_TANH here) is kern_base.h's. */
 
 typedef enum kern_gelu_approx {
     KERN_GELU_ERF = 0, /* default: torch approximate='none' */
