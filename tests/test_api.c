@@ -128,4 +128,216 @@ KT_TEST(op_workspace_mechanism) {
     free(mem);
 }
 
+/* The caller-workspace contract of one op: on a fresh context whose
+ * allocator counts, a run with a workspace of exactly *_workspace_size
+ * bytes (misaligned on purpose) succeeds, allocates nothing from the
+ * context, stays inside the buffer and gives the result of a run on the
+ * context's own scratch; one byte less is KERN_ERR_ARG with nothing
+ * written. `out` (out_bytes, f32 unless out_f32 is 0: compared bytewise)
+ * is the op's output. */
+typedef struct ws_case {
+    const char *name;
+    kern_status (*size)(kern_ctx *ctx, void *st, size_t *bytes);
+    kern_status (*run)(kern_ctx *ctx, void *st, void *ws, size_t wsz);
+    void *st;
+    void *out;
+    size_t out_bytes;
+    int out_f32;
+} ws_case;
+
+typedef struct ws_counter {
+    int allocs;
+} ws_counter;
+static void *ws_alloc(void *user, size_t size, size_t align) {
+    void *p = NULL;
+    ((ws_counter *)user)->allocs++;
+    if (posix_memalign(&p, align, size ? size : 1) != 0) return NULL;
+    return p;
+}
+static void ws_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void ws_check(const ws_case *c, int threads) {
+    ws_counter cnt = {0};
+    kern_ctx_params cp;
+    kern_ctx *ctx = NULL;
+    size_t bytes = 0, n = c->out_bytes;
+    unsigned char *ref = (unsigned char *)malloc(n ? n : 1);
+    unsigned char *snap = (unsigned char *)malloc(n ? n : 1);
+    unsigned char *ws;
+    kt_context("[%s threads=%d]", c->name, threads);
+    memset(&cp, 0, sizeof cp);
+    cp.n_threads = threads;
+    cp.allocator.alloc = ws_alloc;
+    cp.allocator.free = ws_free;
+    cp.allocator.user = &cnt;
+    KT_OK(kern_ctx_create(&cp, &ctx));
+    if (!ctx) return;
+    KT_OK(c->size(ctx, c->st, &bytes));
+    KT_CHECK(bytes > 64, "%s needs %zu bytes: the case should need scratch", c->name, bytes);
+    ws = (unsigned char *)kt_alloc_misaligned(bytes, 24, "workspace");
+    {   /* exactly the size: no allocation from the context */
+        int before = cnt.allocs;
+        kt_poison(c->out, n);
+        KT_OK(c->run(ctx, c->st, ws, bytes));
+        KT_CHECK(cnt.allocs == before, "%s allocated %d times with a caller workspace", c->name,
+                 cnt.allocs - before);
+        memcpy(snap, c->out, n);
+    }
+    {   /* one byte less: rejected, nothing written */
+        kt_poison(c->out, n);
+        KT_ERROR(c->run(ctx, c->st, ws, bytes - 1), KERN_ERR_ARG, "workspace_size=");
+        for (size_t i = 0; i < n; i++)
+            if (((unsigned char *)c->out)[i] != 0xFF) {
+                KT_CHECK(0, "%s wrote output byte %zu after rejecting the workspace", c->name, i);
+                break;
+            }
+    }
+    kt_poison(c->out, n);
+    KT_OK(c->run(ctx, c->st, NULL, 0)); /* the context's scratch */
+    memcpy(ref, c->out, n);
+    if (c->out_f32) {
+        double *want = (double *)malloc((n / 4 + 1) * sizeof(double));
+        for (size_t i = 0; i < n / 4; i++) want[i] = ((const float *)(const void *)ref)[i];
+        kt_assert_close(c->name, snap, KERN_F32, want, (int64_t)(n / 4), kt_tol(KERN_F32));
+        free(want);
+    } else {
+        kt_assert_bytes_equal(c->name, snap, ref, n);
+    }
+    kt_free(ws);
+    kern_ctx_destroy(ctx);
+    free(ref);
+    free(snap);
+}
+
+/* ------------------------------------------------------------- norm */
+
+typedef struct norm_st {
+    kern_tensor x, r, ro, y, w, b, mean, rstd, dy, dx, dw, db;
+    kern_norm_params p;
+    kern_norm_backward_params bp;
+} norm_st;
+static kern_status norm_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    norm_st *s = (norm_st *)v;
+    return kern_norm_workspace_size(ctx, &s->x, &s->y, &s->p, bytes);
+}
+static kern_status norm_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    norm_st *s = (norm_st *)v;
+    kern_norm_params p = s->p;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_norm(ctx, &s->x, &s->y, &p);
+}
+static kern_status norm_bwd_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    norm_st *s = (norm_st *)v;
+    return kern_norm_backward_workspace_size(ctx, &s->dy, &s->x, &s->dx, &s->bp, bytes);
+}
+static kern_status norm_bwd_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    norm_st *s = (norm_st *)v;
+    kern_norm_backward_params p = s->bp;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_norm_backward(ctx, &s->dy, &s->x, &s->dx, &p);
+}
+
+KT_TEST(workspace_norm) {
+    enum { R = 37, H = 100 };
+    static float x[R * H], r[R * H], y[R * H], w[H], b[H], dy[R * H], dx[R * H + 2 * H];
+    static uint16_t wb[H];
+    kt_rng g = kt_rng_make(1);
+    norm_st s;
+    ws_case c;
+    kt_fill_normal(&g, x, KERN_F32, R * H, 1.0);
+    kt_fill_normal(&g, r, KERN_F32, R * H, 1.0);
+    kt_fill_normal(&g, w, KERN_F32, H, 1.0);
+    kt_fill_normal(&g, b, KERN_F32, H, 1.0);
+    kt_fill_normal(&g, dy, KERN_F32, R * H, 1.0);
+    kt_fill_normal(&g, wb, KERN_BF16, H, 1.0);
+    memset(&s, 0, sizeof s);
+    s.x = kern_tensor_2d(x, KERN_F32, R, H);
+    s.r = kern_tensor_2d(r, KERN_F32, R, H);
+    s.y = kern_tensor_2d(y, KERN_F32, R, H);
+    s.w = kern_tensor_1d(wb, KERN_BF16, H);
+    s.b = kern_tensor_1d(b, KERN_F32, H);
+    s.p.residual = &s.r;
+    s.p.weight = &s.w;
+    s.p.bias = &s.b;
+    s.p.act = KERN_ACT_GELU;
+    memset(&c, 0, sizeof c);
+    c.name = "kern_norm";
+    c.size = norm_size;
+    c.run = norm_run;
+    c.st = &s;
+    c.out = y;
+    c.out_bytes = sizeof y;
+    c.out_f32 = 1;
+    ws_check(&c, 1);
+    ws_check(&c, 3);
+    /* backward with dweight and dbias (block partials in the workspace);
+     * dx, dweight, dbias share one output buffer for the comparison */
+    s.dy = kern_tensor_2d(dy, KERN_F32, R, H);
+    s.dx = kern_tensor_2d(dx, KERN_F32, R, H);
+    s.dw = kern_tensor_1d(dx + R * H, KERN_F32, H);
+    s.db = kern_tensor_1d(dx + R * H + H, KERN_F32, H);
+    s.w = kern_tensor_1d(w, KERN_F32, H);
+    s.bp.weight = &s.w;
+    s.bp.bias = &s.b;
+    s.bp.dweight = &s.dw;
+    s.bp.dbias = &s.db;
+    s.bp.act = KERN_ACT_GELU_TANH;
+    c.name = "kern_norm_backward";
+    c.size = norm_bwd_size;
+    c.run = norm_bwd_run;
+    c.out = dx;
+    c.out_bytes = sizeof dx;
+    ws_check(&c, 1);
+    ws_check(&c, 2);
+}
+
+KT_TEST(norm_defaults_and_unsupported) {
+    kern_norm_params p;
+    kern_norm_backward_params bp;
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, 2, 4), yt = kern_tensor_2d(y, KERN_F32, 2, 4);
+    memset(&p, 0, sizeof p);
+    kern_norm_params_defaults(&p);
+    KT_CHECK(p.eps == 1e-5f && p.eps_set == 1 && p.norm == KERN_NORM_LAYER && p.act == KERN_ACT_NONE);
+    memset(&p, 0, sizeof p);
+    p.eps = 0.5f;
+    kern_norm_params_defaults(&p);
+    KT_CHECK(p.eps == 0.5f && p.eps_set == 1);
+    memset(&p, 0, sizeof p);
+    p.eps_set = 1; /* a true zero */
+    kern_norm_params_defaults(&p);
+    KT_CHECK(p.eps == 0.0f && p.eps_set == 1);
+    memset(&bp, 0, sizeof bp);
+    kern_norm_backward_params_defaults(&bp);
+    KT_CHECK(bp.eps == 1e-5f && bp.eps_set == 1);
+    kern_norm_params_defaults(NULL);
+    kern_norm_backward_params_defaults(NULL);
+    {   /* the resolved params give the same result as the zero ones */
+        float y2[8];
+        kern_tensor y2t = kern_tensor_2d(y2, KERN_F32, 2, 4);
+        memset(&p, 0, sizeof p);
+        KT_OK(kern_norm(NULL, &xt, &yt, &p));
+        kern_norm_params_defaults(&p);
+        KT_OK(kern_norm(NULL, &xt, &y2t, &p));
+        kt_assert_bytes_equal("defaults", y, y2, sizeof y);
+    }
+    memset(&p, 0, sizeof p);
+    p.act = KERN_ACT_SILU;
+    KT_ERROR(kern_norm(NULL, &xt, &yt, &p), KERN_ERR_UNSUPPORTED, "kern_norm: params.act=silu");
+    p.act = KERN_ACT_RELU;
+    KT_ERROR(kern_norm(NULL, &xt, &yt, &p), KERN_ERR_UNSUPPORTED, "params.act=relu");
+    memset(&bp, 0, sizeof bp);
+    bp.act = KERN_ACT_SILU;
+    KT_ERROR(kern_norm_backward(NULL, &xt, &xt, &yt, &bp), KERN_ERR_UNSUPPORTED,
+             "kern_norm_backward: params.act=silu");
+    KT_ERROR(kern_gelu(NULL, &xt, &yt, KERN_ACT_SILU), KERN_ERR_ARG, "act=4 (silu)");
+    KT_ERROR(kern_bias_gelu(NULL, &xt, NULL, &yt, (kern_act)0), KERN_ERR_ARG, "act=0 (none)");
+    KT_ERROR(kern_gelu_backward(NULL, &xt, &xt, &yt, (kern_act)77), KERN_ERR_ARG, "act=77");
+}
+
 KT_MAIN()
