@@ -189,7 +189,10 @@ static void run_kern_f32(kbench_state *st, void *user) {
     }
     if (!cur.pw) {
         tw = kern_tensor_2d(cur.w, KERN_F32, c->N, c->K);
-        if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pw) != KERN_OK) {
+        kern_gemm_pack_params pp;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(NULL, &tw, &cur.pw, &pp) != KERN_OK) {
             kbench_skip(st, kern_last_error());
             return;
         }
@@ -198,7 +201,7 @@ static void run_kern_f32(kbench_state *st, void *user) {
     ty = kern_tensor_2d(cur.y, KERN_F32, c->M, c->N);
     tb = kern_tensor_1d(cur.bias, KERN_F32, c->N);
     memset(&p, 0, sizeof p);
-    p.bias = &tb;
+    p.epilogue.bias = &tb;
     p.packed_b = cur.pw;
     if (kern_gemm(ctx, &tx, NULL, &ty, &p) != KERN_OK) {
         kbench_skip(st, kern_last_error());

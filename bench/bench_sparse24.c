@@ -92,7 +92,12 @@ static int setup_case(const scase *c) {
     if (kern_sparse24_prune(NULL, &tw, &tw, NULL) != KERN_OK) return 0;
     if (kern_sparse24_compress(NULL, &tw, NULL, &cur.sw) != KERN_OK) return 0;
 #ifdef KERN_GEMM_IMPLEMENTED
-    if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pb) != KERN_OK) cur.pb = NULL;
+    {
+        kern_gemm_pack_params pp;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(NULL, &tw, &cur.pb, &pp) != KERN_OK) cur.pb = NULL;
+    }
 #endif
     return 1;
 }

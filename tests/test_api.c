@@ -340,4 +340,87 @@ KT_TEST(norm_defaults_and_unsupported) {
     KT_ERROR(kern_gelu_backward(NULL, &xt, &xt, &yt, (kern_act)77), KERN_ERR_ARG, "act=77");
 }
 
+/* ------------------------------------------------------------- gemm */
+
+typedef struct gemm_st {
+    kern_tensor a, b, c, bias;
+    kern_gemm_params p;
+} gemm_st;
+static kern_status gemm_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    gemm_st *s = (gemm_st *)v;
+    return kern_gemm_workspace_size(ctx, &s->a, &s->b, &s->c, &s->p, bytes);
+}
+static kern_status gemm_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    gemm_st *s = (gemm_st *)v;
+    kern_gemm_params p = s->p;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_gemm(ctx, &s->a, &s->b, &s->c, &p);
+}
+
+KT_TEST(workspace_gemm) {
+    enum { M = 70, N = 50, K = 300 };
+    static float a[M * K], b[N * K], c[M * N], bias[N];
+    kt_rng g = kt_rng_make(2);
+    gemm_st s;
+    ws_case wc;
+    kt_fill_normal(&g, a, KERN_F32, M * K, 1.0);
+    kt_fill_normal(&g, b, KERN_F32, N * K, 0.1);
+    kt_fill_normal(&g, bias, KERN_F32, N, 1.0);
+    memset(&s, 0, sizeof s);
+    s.a = kern_tensor_2d(a, KERN_F32, M, K);
+    s.b = kern_tensor_2d(b, KERN_F32, N, K);
+    s.c = kern_tensor_2d(c, KERN_F32, M, N);
+    s.bias = kern_tensor_1d(bias, KERN_F32, N);
+    s.p.trans_b = 1;
+    s.p.epilogue.bias = &s.bias;
+    s.p.epilogue.act = KERN_ACT_SILU;
+    memset(&wc, 0, sizeof wc);
+    wc.name = "kern_gemm";
+    wc.size = gemm_size;
+    wc.run = gemm_run;
+    wc.st = &s;
+    wc.out = c;
+    wc.out_bytes = sizeof c;
+    wc.out_f32 = 1;
+    ws_check(&wc, 1);
+    ws_check(&wc, 2);
+}
+
+KT_TEST(gemm_pack_info_defaults) {
+    enum { N = 40, K = 33 };
+    static const float w[N * K] = {0};
+    static uint16_t wb[N * K];
+    kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K); /* const weights, no cast */
+    kern_tensor twb = kern_tensor_2d(wb, KERN_BF16, K, N);
+    kern_gemm_pack_params pp;
+    kern_gemm_packed_b *pb = NULL, *pbb = NULL;
+    kern_gemm_packed_b_info info;
+    kern_gemm_params p;
+    memset(&pp, 0, sizeof pp);
+    pp.trans_b = 1;
+    KT_OK(kern_gemm_pack_b(NULL, &tw, &pb, &pp));
+    KT_OK(kern_gemm_pack_b(NULL, &twb, &pbb, NULL));
+    memset(&info, 0xAB, sizeof info);
+    KT_OK(kern_gemm_packed_b_get_info(pb, &info));
+    KT_CHECK(info.k == K && info.n == N && info.dtype == KERN_F32 && info.panel_dtype == KERN_F32);
+    KT_CHECK(info.bytes >= (size_t)(N * K * 4), "bytes=%zu", info.bytes);
+    KT_OK(kern_gemm_packed_b_get_info(pbb, &info));
+    KT_CHECK(info.k == K && info.n == N && info.dtype == KERN_BF16 && info.panel_dtype == KERN_BF16);
+    KT_CHECK(info.bytes >= (size_t)(N * K * 2), "bytes=%zu", info.bytes);
+    KT_ERROR(kern_gemm_packed_b_get_info(NULL, &info), KERN_ERR_ARG, "not a packed B");
+    KT_ERROR(kern_gemm_packed_b_get_info(pb, NULL), KERN_ERR_ARG, "out is NULL");
+    kern_gemm_packed_b_free(NULL, pb);
+    kern_gemm_packed_b_free(NULL, pbb);
+    memset(&p, 0, sizeof p);
+    kern_gemm_params_defaults(&p);
+    KT_CHECK(p.alpha_set == 1 && p.alpha == 1.0f && p.beta == 0.0f && p.epilogue.out_scale == 1.0f);
+    memset(&p, 0, sizeof p);
+    p.alpha_set = 1; /* alpha = 0 is a real value */
+    p.epilogue.out_scale = 3.0f;
+    kern_gemm_params_defaults(&p);
+    KT_CHECK(p.alpha_set == 1 && p.alpha == 0.0f && p.epilogue.out_scale == 3.0f);
+    kern_gemm_params_defaults(NULL);
+}
+
 KT_MAIN()
