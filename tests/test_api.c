@@ -423,4 +423,173 @@ KT_TEST(gemm_pack_info_defaults) {
     kern_gemm_params_defaults(NULL);
 }
 
+/* ------------------------------------------------------------ qgemm */
+
+typedef struct qg_st {
+    kern_tensor x, y, bias, res, xq, scales, zp, a, b, c;
+    kern_qweight *qw;
+    kern_qlinear_params p;
+    kern_quant_params qp;
+} qg_st;
+static kern_status qlinear_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    qg_st *s = (qg_st *)v;
+    return kern_qlinear_workspace_size(ctx, &s->x, s->qw, &s->y, &s->p, bytes);
+}
+static kern_status qlinear_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    qg_st *s = (qg_st *)v;
+    kern_qlinear_params p = s->p;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_qlinear(ctx, &s->x, s->qw, &s->y, &p);
+}
+static kern_status quant_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    qg_st *s = (qg_st *)v;
+    return kern_quantize_per_token_workspace_size(ctx, &s->x, &s->xq, &s->scales, &s->qp, bytes);
+}
+static kern_status quant_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    qg_st *s = (qg_st *)v;
+    kern_quant_params p = s->qp;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_quantize_per_token(ctx, &s->x, &s->xq, &s->scales, &p);
+}
+static kern_status s8_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    qg_st *s = (qg_st *)v;
+    return kern_gemm_s8s8s32_workspace_size(ctx, &s->a, &s->b, &s->c, bytes);
+}
+static kern_status s8_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    qg_st *s = (qg_st *)v;
+    kern_gemm_s8s8s32_params p;
+    memset(&p, 0, sizeof p);
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_gemm_s8s8s32(ctx, &s->a, &s->b, &s->c, &p);
+}
+
+KT_TEST(workspace_qgemm) {
+    enum { M = 45, N = 70, K = 130 };
+    static float x[M * K], w[N * K], y[M * N], bias[N], res[M * N];
+    /* quantize outputs: codes, then scales (one buffer for the comparison) */
+    static unsigned char qout[M * K + 4 * M];
+    static int8_t a8[M * K], b8[K * N];
+    static int32_t c32[M * N];
+    kt_rng g = kt_rng_make(3);
+    qg_st s;
+    ws_case c;
+    kern_tensor tw;
+    int threads;
+    kt_fill_normal(&g, x, KERN_F32, M * K, 1.0);
+    kt_fill_normal(&g, w, KERN_F32, N * K, 1.0);
+    kt_fill_normal(&g, bias, KERN_F32, N, 1.0);
+    kt_fill_normal(&g, res, KERN_F32, M * N, 1.0);
+    for (int i = 0; i < M * K; i++) a8[i] = (int8_t)kt_randint(&g, -128, 128);
+    for (int i = 0; i < K * N; i++) b8[i] = (int8_t)kt_randint(&g, -128, 128);
+    for (threads = 1; threads <= 2; threads++) {
+        memset(&s, 0, sizeof s);
+        s.x = kern_tensor_2d(x, KERN_F32, M, K);
+        s.y = kern_tensor_2d(y, KERN_F32, M, N);
+        s.bias = kern_tensor_1d(bias, KERN_F32, N);
+        s.res = kern_tensor_2d(res, KERN_F32, M, N);
+        tw = kern_tensor_2d(w, KERN_F32, N, K);
+        /* packed for the default context's path; the test contexts run the
+         * same path (no ISA cap) */
+        KT_OK(kern_qweight_pack(NULL, &tw, &s.qw, NULL));
+        if (!s.qw) return;
+        s.p.epilogue.bias = &s.bias;
+        s.p.epilogue.residual = &s.res;
+        s.p.epilogue.act = KERN_ACT_GELU;
+        memset(&c, 0, sizeof c);
+        c.name = "kern_qlinear";
+        c.size = qlinear_size;
+        c.run = qlinear_run;
+        c.st = &s;
+        c.out = y;
+        c.out_bytes = sizeof y;
+        c.out_f32 = 1;
+        ws_check(&c, threads);
+        s.xq = kern_tensor_2d(qout, KERN_I8, M, K);
+        s.scales = kern_tensor_1d(qout + M * K, KERN_F32, M);
+        c.name = "kern_quantize_per_token";
+        c.size = quant_size;
+        c.run = quant_run;
+        c.out = qout;
+        c.out_bytes = sizeof qout;
+        c.out_f32 = 0;
+        ws_check(&c, threads);
+        s.qp.per_tensor = 1;
+        s.scales = kern_tensor_1d(qout + M * K, KERN_F32, 1);
+        c.name = "kern_quantize_per_token per_tensor";
+        c.out_bytes = M * K + 4;
+        ws_check(&c, threads);
+        s.a = kern_tensor_2d(a8, KERN_I8, M, K);
+        s.b = kern_tensor_2d(b8, KERN_I8, K, N);
+        s.c = kern_tensor_2d(c32, KERN_I32, M, N);
+        c.name = "kern_gemm_s8s8s32";
+        c.size = s8_size;
+        c.run = s8_run;
+        c.out = c32;
+        c.out_bytes = sizeof c32;
+        ws_check(&c, threads);
+        kern_qweight_free(NULL, s.qw);
+    }
+}
+
+KT_TEST(qgemm_handle_info_defaults_unsupported) {
+    enum { N = 40, K = 21 };
+    static float w[N * K], x[3 * K], y[3 * N];
+    kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K);
+    kern_tensor tx = kern_tensor_2d(x, KERN_F32, 3, K), ty = kern_tensor_2d(y, KERN_F32, 3, N);
+    kern_tensor bias = kern_tensor_1d(w, KERN_F32, 3);
+    kern_qweight *qw = NULL;
+    kern_qweight_info info;
+    kern_qweight_params wp;
+    kern_qlinear_params p;
+    kt_rng g = kt_rng_make(4);
+    kt_fill_normal(&g, w, KERN_F32, N * K, 1.0);
+    kt_fill_normal(&g, x, KERN_F32, 3 * K, 1.0);
+    KT_OK(kern_qweight_pack(NULL, &tw, &qw, NULL));
+    if (!qw) return;
+    memset(&info, 0xAB, sizeof info);
+    KT_OK(kern_qweight_get_info(qw, &info));
+    KT_CHECK(info.n == N && info.k == K && info.dtype == KERN_I8 && info.version == KERN_QWEIGHT_VERSION);
+    KT_CHECK(info.isa == kern_qgemm_isa_for(NULL), "isa=%s", kern_qgemm_isa_name(info.isa));
+    KT_CHECK(info.data_bytes == (size_t)(2 * 6 * 128), "data_bytes=%zu", info.data_bytes);
+    KT_CHECK(info.bytes >= info.data_bytes + 2 * 4 * N, "bytes=%zu", info.bytes);
+    KT_ERROR(kern_qweight_get_info(NULL, &info), KERN_ERR_ARG, "qw is NULL");
+    KT_ERROR(kern_qweight_get_info(qw, NULL), KERN_ERR_ARG, "out is NULL");
+    memset(&wp, 0, sizeof wp);
+    kern_qweight_params_defaults(NULL, &wp);
+    KT_CHECK(wp.isa == kern_qgemm_isa_for(NULL));
+    wp.isa = KERN_QGEMM_ISA_SCALAR;
+    kern_qweight_params_defaults(NULL, &wp);
+    KT_CHECK(wp.isa == KERN_QGEMM_ISA_SCALAR, "an explicit isa changed");
+    kern_qweight_params_defaults(NULL, NULL);
+    memset(&p, 0, sizeof p);
+    kern_qlinear_params_defaults(&p);
+    KT_CHECK(p.epilogue.out_scale == 1.0f && p.epilogue.act == KERN_ACT_NONE);
+    KT_OK(kern_qlinear(NULL, &tx, qw, &ty, &p)); /* out_scale 1 is the default */
+    KT_OK(kern_qlinear(NULL, &tx, qw, &ty, NULL));
+    /* what the int8 epilogue lacks */
+    memset(&p, 0, sizeof p);
+    p.epilogue.act = KERN_ACT_SILU;
+    KT_ERROR(kern_qlinear(NULL, &tx, qw, &ty, &p), KERN_ERR_UNSUPPORTED,
+             "kern_qlinear: params.epilogue.act=silu");
+    p.epilogue.act = KERN_ACT_RELU;
+    KT_ERROR(kern_qlinear(NULL, &tx, qw, &ty, &p), KERN_ERR_UNSUPPORTED, "act=relu");
+    p.epilogue.act = KERN_ACT_NONE;
+    p.epilogue.bias = &bias;
+    p.epilogue.bias_per_row = 1;
+    KT_ERROR(kern_qlinear(NULL, &tx, qw, &ty, &p), KERN_ERR_UNSUPPORTED, "bias_per_row");
+    p.epilogue.bias = NULL;
+    p.epilogue.bias_per_row = 0;
+    p.epilogue.out_scale = 0.5f;
+    KT_ERROR(kern_qlinear(NULL, &tx, qw, &ty, &p), KERN_ERR_UNSUPPORTED, "out_scale=0.5");
+    {
+        size_t b = 0;
+        KT_ERROR(kern_qlinear_workspace_size(NULL, &tx, qw, &ty, &p, &b), KERN_ERR_UNSUPPORTED,
+                 "kern_qlinear_workspace_size: params.epilogue.out_scale");
+    }
+    kern_qweight_free(NULL, qw);
+}
+
 KT_MAIN()
