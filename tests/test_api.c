@@ -592,4 +592,139 @@ KT_TEST(qgemm_handle_info_defaults_unsupported) {
     kern_qweight_free(NULL, qw);
 }
 
+/* --------------------------------------------------------- sparse24 */
+
+typedef struct sp_st {
+    kern_tensor x, y, bias;
+    kern_sparse24 *sw;
+    kern_sparse24_linear_params p;
+} sp_st;
+static kern_status sp_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    sp_st *s = (sp_st *)v;
+    return kern_sparse24_linear_workspace_size(ctx, &s->x, s->sw, &s->y, &s->p, bytes);
+}
+static kern_status sp_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    sp_st *s = (sp_st *)v;
+    kern_sparse24_linear_params p = s->p;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    return kern_sparse24_linear(ctx, &s->x, s->sw, &s->y, &p);
+}
+
+KT_TEST(workspace_sparse24_linear) {
+    enum { N = 48, K = 96, MBIG = 70 };
+    static float w[N * K], x[MBIG * K + 64], y[MBIG * N], bias[N];
+    static uint16_t wb[N * K], xb[MBIG * K];
+    kt_rng g = kt_rng_make(5);
+    sp_st s;
+    ws_case c;
+    kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K);
+    kern_tensor twb = kern_tensor_2d(wb, KERN_BF16, N, K);
+    kern_sparse24 *swf = NULL, *swb = NULL;
+    kt_fill_normal(&g, w, KERN_F32, N * K, 1.0);
+    kt_fill_normal(&g, x, KERN_F32, MBIG * K + 64, 1.0);
+    kt_fill_normal(&g, bias, KERN_F32, N, 1.0);
+    kt_fill_normal(&g, xb, KERN_BF16, MBIG * K, 1.0);
+    KT_OK(kern_sparse24_prune(NULL, &tw, &tw, NULL));
+    for (int i = 0; i < N * K; i++) wb[i] = kern_f32_to_bf16(w[i]);
+    KT_OK(kern_sparse24_compress(NULL, &tw, &swf, NULL));
+    KT_OK(kern_sparse24_compress(NULL, &twb, &swb, NULL));
+    if (!swf || !swb) return;
+    memset(&c, 0, sizeof c);
+    c.name = "kern_sparse24_linear";
+    c.size = sp_size;
+    c.run = sp_run;
+    c.st = &s;
+    c.out = y;
+    c.out_f32 = 1;
+    for (int m = 0; m < 3; m++) {
+        /* M > 16: x panels shared + per-thread tiles; M <= 16 with a row
+         * stride that is a multiple of 1 KiB: the de-aliased x copy; bf16
+         * x with i8-free bf16 weights: the pair panels */
+        int64_t M = m == 1 ? 5 : MBIG;
+        memset(&s, 0, sizeof s);
+        if (m == 0) s.x = kern_tensor_2d(x, KERN_F32, M, K);
+        if (m == 1) {
+            s.x = kern_tensor_2d(x, KERN_F32, M, K);
+            s.x.stride[0] = 256; /* 1 KiB rows */
+        }
+        if (m == 2) s.x = kern_tensor_2d(xb, KERN_BF16, M, K);
+        s.sw = m == 2 ? swb : swf;
+        s.y = kern_tensor_2d(y, KERN_F32, M, N);
+        s.bias = kern_tensor_1d(bias, KERN_F32, N);
+        s.p.epilogue.bias = &s.bias;
+        s.p.epilogue.act = KERN_ACT_GELU_TANH;
+        c.out_bytes = (size_t)(M * N) * sizeof(float);
+        ws_check(&c, 1);
+        ws_check(&c, 2);
+    }
+    kern_sparse24_free(NULL, swf);
+    kern_sparse24_free(NULL, swb);
+}
+
+KT_TEST(sparse24_handle_info_defaults_unsupported) {
+    enum { N = 20, K = 10 };
+    static float w[N * K], x[2 * K], y[2 * N];
+    static int8_t vals[N * 6];
+    static int32_t meta[N];
+    kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K);
+    kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, K), ty = kern_tensor_2d(y, KERN_F32, 2, N);
+    kern_tensor bias = kern_tensor_1d(w, KERN_F32, N);
+    kern_sparse24 *sw = NULL, *sq = NULL, *si = NULL;
+    kern_sparse24_params sp;
+    kern_sparse24_linear_params p;
+    kern_sparse24_info info;
+    kt_rng g = kt_rng_make(6);
+    kt_fill_normal(&g, w, KERN_F32, N * K, 1.0);
+    memset(&sp, 0, sizeof sp);
+    sp.pad_k = 1;
+    KT_OK(kern_sparse24_prune(NULL, &tw, &tw, &sp));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &sp));
+    sp.quantize = KERN_I8;
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sq, &sp));
+    if (!sw || !sq) return;
+    memset(&info, 0xAB, sizeof info);
+    KT_OK(kern_sparse24_get_info(sw, &info));
+    KT_CHECK(info.n == N && info.k == K && info.k_padded == 12 && info.dtype == KERN_F32 &&
+             !info.has_scales);
+    KT_CHECK(info.bytes >= (size_t)(N * 6 * 4), "bytes=%zu", info.bytes);
+    KT_OK(kern_sparse24_get_info(sq, &info));
+    KT_CHECK(info.n == N && info.k == K && info.dtype == KERN_I8 && info.has_scales);
+    KT_ERROR(kern_sparse24_get_info(NULL, &info), KERN_ERR_ARG, "sw is NULL");
+    KT_ERROR(kern_sparse24_get_info(sw, NULL), KERN_ERR_ARG, "out is NULL");
+    {   /* import: the same handle lifetime (row-major words, i8 values) */
+        kern_tensor tv = kern_tensor_2d(vals, KERN_I8, N, 6);
+        kern_tensor tm = kern_tensor_2d(meta, KERN_I32, N, 1);
+        memset(&sp, 0, sizeof sp);
+        sp.meta_layout = KERN_SPARSE24_META_ROWMAJOR;
+        KT_OK(kern_sparse24_export(NULL, sq, &tv, &tm, &sp));
+        sp.pad_k = 1;
+        sp.k = K;
+        KT_OK(kern_sparse24_import(NULL, &tv, &tm, &si, &sp));
+        KT_OK(kern_sparse24_get_info(si, &info));
+        KT_CHECK(info.n == N && info.k == K && info.dtype == KERN_I8);
+        kern_sparse24_free(NULL, si);
+    }
+    memset(&p, 0, sizeof p);
+    kern_sparse24_linear_params_defaults(&p);
+    KT_CHECK(p.epilogue.out_scale == 1.0f);
+    KT_OK(kern_sparse24_linear(NULL, &tx, sw, &ty, &p));
+    KT_OK(kern_sparse24_linear(NULL, &tx, sw, &ty, NULL));
+    memset(&p, 0, sizeof p);
+    p.epilogue.act = KERN_ACT_SILU;
+    KT_ERROR(kern_sparse24_linear(NULL, &tx, sw, &ty, &p), KERN_ERR_UNSUPPORTED,
+             "kern_sparse24_linear: params.epilogue.act=silu");
+    p.epilogue.act = KERN_ACT_RELU;
+    KT_ERROR(kern_sparse24_linear(NULL, &tx, sw, &ty, &p), KERN_ERR_UNSUPPORTED, "act=relu");
+    p.epilogue.act = KERN_ACT_NONE;
+    p.epilogue.bias = &bias;
+    p.epilogue.bias_per_row = 1;
+    KT_ERROR(kern_sparse24_linear(NULL, &tx, sw, &ty, &p), KERN_ERR_UNSUPPORTED, "bias_per_row");
+    p.epilogue.bias_per_row = 0;
+    p.epilogue.out_scale = -2.0f;
+    KT_ERROR(kern_sparse24_linear(NULL, &tx, sw, &ty, &p), KERN_ERR_UNSUPPORTED, "out_scale=-2");
+    kern_sparse24_free(NULL, sw);
+    kern_sparse24_free(NULL, sq);
+}
+
 KT_MAIN()
