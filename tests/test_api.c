@@ -727,4 +727,204 @@ KT_TEST(sparse24_handle_info_defaults_unsupported) {
     kern_sparse24_free(NULL, sq);
 }
 
+/* ------------------------------------------------------------- sdpa */
+
+typedef struct sdpa_st {
+    kern_tensor q, k, v, o, lse, dout, dq, dk, dv, cuq, cuk;
+    int64_t maxq, maxk;
+    int varlen, bwd;
+    kern_sdpa_params p;
+} sdpa_st;
+static kern_status sdpa_size(kern_ctx *ctx, void *vs, size_t *bytes) {
+    sdpa_st *s = (sdpa_st *)vs;
+    if (s->bwd && s->varlen)
+        return kern_sdpa_varlen_backward_workspace_size(ctx, &s->q, &s->k, &s->v, &s->o, &s->dout,
+                                                        &s->lse, &s->dq, &s->dk, &s->dv, &s->cuq,
+                                                        &s->cuk, s->maxq, s->maxk, &s->p, bytes);
+    if (s->bwd)
+        return kern_sdpa_backward_workspace_size(ctx, &s->q, &s->k, &s->v, &s->o, &s->dout,
+                                                 &s->lse, &s->dq, &s->dk, &s->dv, &s->p, bytes);
+    if (s->varlen)
+        return kern_sdpa_varlen_workspace_size(ctx, &s->q, &s->k, &s->v, &s->o, &s->cuq, &s->cuk,
+                                               s->maxq, s->maxk, &s->p, bytes);
+    return kern_sdpa_workspace_size(ctx, &s->q, &s->k, &s->v, &s->o, &s->p, bytes);
+}
+static kern_status sdpa_run(kern_ctx *ctx, void *vs, void *ws, size_t wsz) {
+    sdpa_st *s = (sdpa_st *)vs;
+    kern_sdpa_params p = s->p;
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    if (s->bwd && s->varlen)
+        return kern_sdpa_varlen_backward(ctx, &s->q, &s->k, &s->v, &s->o, &s->dout, &s->lse,
+                                         &s->dq, &s->dk, &s->dv, &s->cuq, &s->cuk, s->maxq,
+                                         s->maxk, &p);
+    if (s->bwd)
+        return kern_sdpa_backward(ctx, &s->q, &s->k, &s->v, &s->o, &s->dout, &s->lse, &s->dq,
+                                  &s->dk, &s->dv, &p);
+    if (s->varlen)
+        return kern_sdpa_varlen(ctx, &s->q, &s->k, &s->v, &s->o, &s->cuq, &s->cuk, s->maxq,
+                                s->maxk, &p);
+    return kern_sdpa(ctx, &s->q, &s->k, &s->v, &s->o, &p);
+}
+
+KT_TEST(workspace_sdpa) {
+    enum { H = 2, D = 24, LQ = 40, LK = 600 };
+    static float q[H * LQ * D], k[H * LK * D], v[H * LK * D], dout[H * LQ * D];
+    /* outputs in one buffer: o, lse, dq, dk, dv */
+    static float outb[H * LQ * D + H * LQ + H * LQ * D + 2 * H * LK * D];
+    float *o = outb, *lse = o + H * LQ * D, *dq = lse + H * LQ, *dk = dq + H * LQ * D;
+    float *dv = dk + H * LK * D;
+    static int32_t cuq[3] = {0, 15, LQ}, cuk[3] = {0, 200, LK};
+    kt_rng g = kt_rng_make(7);
+    sdpa_st s;
+    ws_case c;
+    kt_fill_normal(&g, q, KERN_F32, H * LQ * D, 1.0);
+    kt_fill_normal(&g, k, KERN_F32, H * LK * D, 1.0);
+    kt_fill_normal(&g, v, KERN_F32, H * LK * D, 1.0);
+    kt_fill_normal(&g, dout, KERN_F32, H * LQ * D, 1.0);
+    memset(&c, 0, sizeof c);
+    c.name = "kern_sdpa";
+    c.size = sdpa_size;
+    c.run = sdpa_run;
+    c.st = &s;
+    c.out_f32 = 1;
+    for (int mode = 0; mode < 5; mode++) {
+        memset(&s, 0, sizeof s);
+        s.p.is_causal = mode == 1;
+        if (mode == 0 || mode == 1) { /* decode shape: split keys (mode 0) */
+            int64_t lq = mode == 0 ? 1 : LQ;
+            s.q = kern_tensor_4d(q, KERN_F32, 1, H, lq, D);
+            s.k = kern_tensor_4d(k, KERN_F32, 1, H, LK, D);
+            s.v = kern_tensor_4d(v, KERN_F32, 1, H, LK, D);
+            s.o = kern_tensor_4d(o, KERN_F32, 1, H, lq, D);
+            s.lse = kern_tensor_3d(lse, KERN_F32, 1, H, lq);
+            s.p.lse = &s.lse;
+            c.name = mode == 0 ? "kern_sdpa (split keys)" : "kern_sdpa";
+            c.out_bytes = (size_t)(H * LQ * D + H * LQ) * 4;
+        } else if (mode == 2) {
+            s.varlen = 1;
+            s.q = kern_tensor_3d(q, KERN_F32, LQ, H, D);
+            s.k = kern_tensor_3d(k, KERN_F32, LK, H, D);
+            s.v = kern_tensor_3d(v, KERN_F32, LK, H, D);
+            s.o = kern_tensor_3d(o, KERN_F32, LQ, H, D);
+            s.cuq = kern_tensor_1d(cuq, KERN_I32, 3);
+            s.cuk = kern_tensor_1d(cuk, KERN_I32, 3);
+            s.maxq = 25;
+            s.maxk = 400;
+            c.name = "kern_sdpa_varlen";
+            c.out_bytes = (size_t)(H * LQ * D) * 4;
+        } else {
+            /* backward from a forward's out and lse */
+            kern_sdpa_params fp;
+            memset(&fp, 0, sizeof fp);
+            s.bwd = 1;
+            s.varlen = mode == 4;
+            if (!s.varlen) {
+                s.q = kern_tensor_4d(q, KERN_F32, 1, H, LQ, D);
+                s.k = kern_tensor_4d(k, KERN_F32, 1, H, LK, D);
+                s.v = kern_tensor_4d(v, KERN_F32, 1, H, LK, D);
+                s.o = kern_tensor_4d(o, KERN_F32, 1, H, LQ, D);
+                s.dout = kern_tensor_4d(dout, KERN_F32, 1, H, LQ, D);
+                s.lse = kern_tensor_3d(lse, KERN_F32, 1, H, LQ);
+                s.dq = kern_tensor_4d(dq, KERN_F32, 1, H, LQ, D);
+                s.dk = kern_tensor_4d(dk, KERN_F32, 1, H, LK, D);
+                s.dv = kern_tensor_4d(dv, KERN_F32, 1, H, LK, D);
+                fp.lse = &s.lse;
+                KT_OK(kern_sdpa(NULL, &s.q, &s.k, &s.v, &s.o, &fp));
+                c.name = "kern_sdpa_backward";
+            } else {
+                s.q = kern_tensor_3d(q, KERN_F32, LQ, H, D);
+                s.k = kern_tensor_3d(k, KERN_F32, LK, H, D);
+                s.v = kern_tensor_3d(v, KERN_F32, LK, H, D);
+                s.o = kern_tensor_3d(o, KERN_F32, LQ, H, D);
+                s.dout = kern_tensor_3d(dout, KERN_F32, LQ, H, D);
+                s.lse = kern_tensor_2d(lse, KERN_F32, H, LQ);
+                s.dq = kern_tensor_3d(dq, KERN_F32, LQ, H, D);
+                s.dk = kern_tensor_3d(dk, KERN_F32, LK, H, D);
+                s.dv = kern_tensor_3d(dv, KERN_F32, LK, H, D);
+                s.cuq = kern_tensor_1d(cuq, KERN_I32, 3);
+                s.cuk = kern_tensor_1d(cuk, KERN_I32, 3);
+                s.maxq = 25;
+                s.maxk = 400;
+                fp.lse = &s.lse;
+                KT_OK(kern_sdpa_varlen(NULL, &s.q, &s.k, &s.v, &s.o, &s.cuq, &s.cuk, 25, 400, &fp));
+                c.name = "kern_sdpa_varlen_backward";
+            }
+            /* compare dq, dk, dv (o and lse are inputs here) */
+            c.out = dq;
+            c.out_bytes = (size_t)(H * LQ * D + 2 * H * LK * D) * 4;
+            ws_check(&c, 1);
+            ws_check(&c, 2);
+            continue;
+        }
+        c.out = outb;
+        ws_check(&c, 1);
+        ws_check(&c, 2);
+    }
+}
+
+KT_TEST(sdpa_defaults_and_zero_scale) {
+    enum { L = 5, D = 16 };
+    float q[L * D], k[L * D], v[L * D], o[L * D], o2[L * D];
+    kern_tensor tq = kern_tensor_4d(q, KERN_F32, 1, 1, L, D), tk = kern_tensor_4d(k, KERN_F32, 1, 1, L, D);
+    kern_tensor tv = kern_tensor_4d(v, KERN_F32, 1, 1, L, D), to = kern_tensor_4d(o, KERN_F32, 1, 1, L, D);
+    kern_tensor to2 = kern_tensor_4d(o2, KERN_F32, 1, 1, L, D);
+    kern_sdpa_params p;
+    kt_rng g = kt_rng_make(8);
+    kt_fill_normal(&g, q, KERN_F32, L * D, 1.0);
+    kt_fill_normal(&g, k, KERN_F32, L * D, 1.0);
+    kt_fill_normal(&g, v, KERN_F32, L * D, 1.0);
+    memset(&p, 0, sizeof p);
+    kern_sdpa_params_defaults(&p, D);
+    KT_CHECK(p.scale == 0.25f && p.scale_set == 1 && !p.window_set && !p.is_causal);
+    memset(&p, 0, sizeof p);
+    kern_sdpa_params_defaults(&p, 0);
+    KT_CHECK(p.scale == 0.0f && p.scale_set == 0, "no head dim: the scale stays unresolved");
+    kern_sdpa_params_defaults(NULL, 64);
+    {   /* the resolved params give the same bits as the zero ones (D = 24:
+         * 1/sqrt(24) is not exact) */
+        float q3[L * 24], k3[L * 24], v3[L * 24], o3[L * 24], o4[L * 24];
+        kern_tensor a = kern_tensor_4d(q3, KERN_F32, 1, 1, L, 24), b = kern_tensor_4d(k3, KERN_F32, 1, 1, L, 24);
+        kern_tensor c = kern_tensor_4d(v3, KERN_F32, 1, 1, L, 24), d = kern_tensor_4d(o3, KERN_F32, 1, 1, L, 24);
+        kern_tensor e = kern_tensor_4d(o4, KERN_F32, 1, 1, L, 24);
+        kt_fill_normal(&g, q3, KERN_F32, L * 24, 1.0);
+        kt_fill_normal(&g, k3, KERN_F32, L * 24, 1.0);
+        kt_fill_normal(&g, v3, KERN_F32, L * 24, 1.0);
+        memset(&p, 0, sizeof p);
+        KT_OK(kern_sdpa(NULL, &a, &b, &c, &d, &p));
+        kern_sdpa_params_defaults(&p, 24);
+        KT_OK(kern_sdpa(NULL, &a, &b, &c, &e, &p));
+        kt_assert_bytes_equal("resolved scale", o3, o4, sizeof o3);
+    }
+    /* scale_set with scale 0: every score is 0, out = mean of v (PyTorch's
+     * scale=0.0) */
+    memset(&p, 0, sizeof p);
+    p.scale_set = 1;
+    KT_OK(kern_sdpa(NULL, &tq, &tk, &tv, &to, &p));
+    {
+        double want[D];
+        for (int j = 0; j < D; j++) {
+            double m = 0;
+            for (int i = 0; i < L; i++) m += v[i * D + j];
+            want[j] = m / L;
+        }
+        for (int i = 0; i < L; i++) kt_assert_close("uniform", o + i * D, KERN_F32, want, D, kt_tol(KERN_F32));
+    }
+    /* without scale_set, 0 is the default 1/sqrt(D) */
+    memset(&p, 0, sizeof p);
+    KT_OK(kern_sdpa(NULL, &tq, &tk, &tv, &to, &p));
+    p.scale = 0.25f;
+    KT_OK(kern_sdpa(NULL, &tq, &tk, &tv, &to2, &p));
+    kt_assert_bytes_equal("scale 0 = 1/sqrt(D)", o, o2, sizeof o);
+    {
+        size_t b = 1;
+        /* a problem with nothing to do needs no scratch */
+        kern_tensor e0 = kern_tensor_4d(q, KERN_F32, 1, 1, 0, D), e1 = kern_tensor_4d(o, KERN_F32, 1, 1, 0, D);
+        KT_OK(kern_sdpa_workspace_size(NULL, &e0, &tk, &tv, &e1, NULL, &b));
+        KT_CHECK(b == 0, "b=%zu", b);
+        KT_ERROR(kern_sdpa_workspace_size(NULL, &tq, &tk, &tv, &to, NULL, NULL), KERN_ERR_ARG,
+                 "bytes is NULL");
+    }
+}
+
 KT_MAIN()
