@@ -927,4 +927,157 @@ KT_TEST(sdpa_defaults_and_zero_scale) {
     }
 }
 
+/* ---------------------------------------------------- scatter, spmm */
+
+typedef struct sc_st {
+    kern_tensor self, index, src, out, arg;
+    int dim, incl, use_arg;
+    kern_reduce red;
+    kern_scatter_plan *plan;
+    /* spmm */
+    kern_csr *csr;
+    kern_tensor dense, gout, gdense, gvals;
+    int spmm; /* 1 forward, 2 backward */
+} sc_st;
+static kern_status sc_size(kern_ctx *ctx, void *v, size_t *bytes) {
+    sc_st *s = (sc_st *)v;
+    const kern_tensor *arg = s->use_arg ? &s->arg : NULL;
+    if (s->spmm == 1)
+        return kern_spmm_reduce_workspace_size(ctx, s->csr, &s->dense, &s->out, s->red, arg, bytes);
+    if (s->spmm == 2)
+        return kern_spmm_reduce_backward_workspace_size(ctx, s->csr, &s->dense, &s->gout, s->red,
+                                                        arg, &s->gdense, &s->gvals, bytes);
+    if (s->plan)
+        return kern_scatter_reduce_planned_workspace_size(ctx, s->plan, &s->self, &s->src, s->red,
+                                                          s->incl, &s->out, arg, bytes);
+    return kern_scatter_reduce_workspace_size(ctx, &s->self, s->dim, &s->index, &s->src, s->red,
+                                              s->incl, &s->out, arg, bytes);
+}
+static kern_status sc_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
+    sc_st *s = (sc_st *)v;
+    const kern_tensor *arg = s->use_arg ? &s->arg : NULL;
+    kern_scatter_params p;
+    kern_spmm_params q;
+    memset(&p, 0, sizeof p);
+    memset(&q, 0, sizeof q);
+    p.workspace = q.workspace = ws;
+    p.workspace_size = q.workspace_size = wsz;
+    if (s->spmm == 1) return kern_spmm_reduce(ctx, s->csr, &s->dense, &s->out, s->red, arg, &q);
+    if (s->spmm == 2)
+        return kern_spmm_reduce_backward(ctx, s->csr, &s->dense, &s->gout, s->red, arg,
+                                         &s->gdense, &s->gvals, &q);
+    if (s->plan)
+        return kern_scatter_reduce_planned(ctx, s->plan, &s->self, &s->src, s->red, s->incl,
+                                           &s->out, arg, &p);
+    return kern_scatter_reduce(ctx, &s->self, s->dim, &s->index, &s->src, s->red, s->incl,
+                               &s->out, arg, &p);
+}
+
+KT_TEST(workspace_scatter_and_spmm) {
+    enum { NMAX = 4096, E = 8192, F = 32 };
+    static float self[NMAX * F], src[E * F];
+    /* out rows then the i32 arg rows: one buffer for the comparison */
+    static int32_t outb[2 * NMAX * F];
+    static int64_t idx[E];
+    static unsigned char plan_mem[1 << 17];
+    kt_rng g = kt_rng_make(9);
+    sc_st s;
+    ws_case c;
+    /* small integers: every sum is exact in any order */
+    for (int i = 0; i < NMAX * F; i++) self[i] = (float)kt_randint(&g, -8, 9);
+    for (int i = 0; i < E * F; i++) src[i] = (float)kt_randint(&g, -8, 9);
+    memset(&c, 0, sizeof c);
+    c.run = sc_run;
+    c.size = sc_size;
+    c.st = &s;
+    c.out = outb;
+    c.out_f32 = 0;
+    for (int mode = 0; mode < 4; mode++) {
+        /* 0: stream (N = 100, degree 82), 1: csr (N = 4096, degree 2 with 2
+         * threads; stream with 1), 2: general path (dim 1), 3: planned */
+        int64_t N = mode == 0 ? 100 : mode == 2 ? 64 : NMAX;
+        memset(&s, 0, sizeof s);
+        for (int e = 0; e < E; e++) idx[e] = kt_randint(&g, 0, mode == 2 ? 16 : N);
+        s.red = mode == 1 ? KERN_REDUCE_AMAX : KERN_REDUCE_SUM;
+        s.use_arg = mode == 1;
+        s.incl = 1;
+        if (mode == 2) {
+            /* scatter along dim 1: self/out [64, 16], index/src [64, 128] */
+            s.dim = 1;
+            s.self = kern_tensor_2d(self, KERN_F32, 64, 16);
+            s.out = kern_tensor_2d(outb, KERN_F32, 64, 16);
+            s.index = kern_tensor_2d(idx, KERN_I64, 64, 128);
+            s.src = kern_tensor_2d(src, KERN_F32, 64, 128);
+            c.out_bytes = 64 * 16 * 4;
+        } else {
+            s.self = kern_tensor_2d(self, KERN_F32, N, F);
+            s.out = kern_tensor_2d(outb, KERN_F32, N, F);
+            s.arg = kern_tensor_2d(outb + NMAX * F, KERN_I32, N, F);
+            s.index = kern_tensor_1d(idx, KERN_I64, E);
+            s.src = kern_tensor_2d(src, KERN_F32, E, F);
+            c.out_bytes = sizeof outb;
+        }
+        if (mode == 3) {
+            static kern_scatter_plan plan;
+            KT_REQUIRE(kern_scatter_plan_bytes(N, E) <= sizeof plan_mem);
+            KT_OK(kern_scatter_plan_init(NULL, &s.index, N, plan_mem, sizeof plan_mem, &plan));
+            s.plan = &plan;
+        }
+        c.name = mode == 0 ? "kern_scatter_reduce (stream)"
+                 : mode == 1 ? "kern_scatter_reduce (csr)"
+                 : mode == 2 ? "kern_scatter_reduce (general)" : "kern_scatter_reduce_planned";
+        ws_check(&c, 1);
+        ws_check(&c, 2);
+    }
+    {   /* spmm forward and backward on a random CSR [N x M] */
+        enum { NR = 300, NC = 200, NNZ = 3000 };
+        static int64_t rowptr[NR + 1], col[NNZ];
+        static float vals[NNZ], dense[NC * F], gout[NR * F];
+        /* forward: out then arg; backward: grad_dense then grad_values */
+        kern_csr a;
+        for (int r = 0; r <= NR; r++) rowptr[r] = (int64_t)NNZ * r / NR;
+        for (int k = 0; k < NNZ; k++) {
+            col[k] = kt_randint(&g, 0, NC);
+            vals[k] = (float)kt_randint(&g, -3, 4);
+        }
+        for (int i = 0; i < NC * F; i++) dense[i] = (float)kt_randint(&g, -8, 9);
+        for (int i = 0; i < NR * F; i++) gout[i] = (float)kt_randint(&g, -8, 9);
+        memset(&a, 0, sizeof a);
+        a.nrows = NR; a.ncols = NC; a.nnz = NNZ;
+        a.rowptr = rowptr; a.col = col; a.values = vals;
+        a.index_dtype = KERN_I64; a.value_dtype = KERN_F32;
+        for (int mode = 0; mode < 3; mode++) {
+            memset(&s, 0, sizeof s);
+            s.csr = &a;
+            s.dense = kern_tensor_2d(dense, KERN_F32, NC, F);
+            s.red = mode == 2 ? KERN_REDUCE_AMAX : KERN_REDUCE_MEAN;
+            if (mode == 0) {
+                s.spmm = 1;
+                s.out = kern_tensor_2d(outb, KERN_F32, NR, F);
+                c.name = "kern_spmm_reduce";
+                c.out_bytes = NR * F * 4;
+            } else {
+                s.spmm = 2;
+                s.gout = kern_tensor_2d(gout, KERN_F32, NR, F);
+                s.gdense = kern_tensor_2d(outb, KERN_F32, NC, F);
+                s.gvals = kern_tensor_1d(outb + NC * F, KERN_F32, NNZ);
+                if (mode == 2) {
+                    /* the forward's arg_out, kept apart from the outputs */
+                    static int32_t argb[NR * F];
+                    static float tmp[NR * F];
+                    kern_tensor to = kern_tensor_2d(tmp, KERN_F32, NR, F);
+                    s.arg = kern_tensor_2d(argb, KERN_I32, NR, F);
+                    s.use_arg = 1;
+                    KT_OK(kern_spmm_reduce(NULL, &a, &s.dense, &to, KERN_REDUCE_AMAX, &s.arg, NULL));
+                }
+                c.name = mode == 1 ? "kern_spmm_reduce_backward (mean)"
+                                   : "kern_spmm_reduce_backward (amax)";
+                c.out_bytes = (NC * F + NNZ) * 4;
+            }
+            ws_check(&c, 1);
+            ws_check(&c, 2);
+        }
+    }
+}
+
 KT_MAIN()
