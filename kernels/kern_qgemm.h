@@ -213,6 +213,8 @@ KERN_API kern_status kern_qweight_serialize(const kern_qweight *qw, void *buf,
 KERN_API kern_status kern_qweight_deserialize(kern_ctx *ctx, const void *buf,
                                               size_t size, kern_qweight **out);
 
+/* Options of kern_quantize_per_token; NULL or zero = defaults (every
+ * field's zero is its own default: nothing to resolve). */
 typedef struct kern_quant_params {
     int asymmetric;  /* 0: symmetric s8 [-127,127], xq KERN_I8;
                         1: asymmetric u8 [0,255] with a zero point, xq KERN_U8 */
@@ -237,6 +239,7 @@ KERN_API kern_status kern_quantize_per_token_workspace_size(
     kern_ctx *ctx, const kern_tensor *x, const kern_tensor *xq,
     const kern_tensor *scales, const kern_quant_params *params, size_t *bytes);
 
+/* Options of kern_gemm_s8s8s32; NULL or zero = defaults. */
 typedef struct kern_gemm_s8s8s32_params {
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_gemm_s8s8s32_workspace_size() bytes */

@@ -173,7 +173,8 @@ typedef enum kern_sparse24_meta_layout {
     KERN_SPARSE24_META_ROWMAJOR     /* the same words, not reordered */
 } kern_sparse24_meta_layout;
 
-/* Options of prune / compress / export / import; zero = defaults. */
+/* Options of prune / compress / export / import; zero = defaults (every
+ * field's zero is its own default, except k: 0 = 2 * values.shape[1]). */
 typedef struct kern_sparse24_params {
     int pad_k;                 /* nonzero: accept K % 4 != 0, the last group
                                   is zero-padded (prune, compress, import) */
