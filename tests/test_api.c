@@ -467,10 +467,10 @@ static kern_status s8_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
 }
 
 KT_TEST(workspace_qgemm) {
-    enum { M = 45, N = 70, K = 130 };
+    enum { M = 45, N = 70, K = 130, QOFF = (M * K + 63) / 64 * 64 };
     static float x[M * K], w[N * K], y[M * N], bias[N], res[M * N];
     /* quantize outputs: codes, then scales (one buffer for the comparison) */
-    static unsigned char qout[M * K + 4 * M];
+    static unsigned char qout[QOFF + 4 * M] __attribute__((aligned(64)));
     static int8_t a8[M * K], b8[K * N];
     static int32_t c32[M * N];
     kt_rng g = kt_rng_make(3);
@@ -508,7 +508,7 @@ KT_TEST(workspace_qgemm) {
         c.out_f32 = 1;
         ws_check(&c, threads);
         s.xq = kern_tensor_2d(qout, KERN_I8, M, K);
-        s.scales = kern_tensor_1d(qout + M * K, KERN_F32, M);
+        s.scales = kern_tensor_1d(qout + QOFF, KERN_F32, M);
         c.name = "kern_quantize_per_token";
         c.size = quant_size;
         c.run = quant_run;
@@ -517,9 +517,9 @@ KT_TEST(workspace_qgemm) {
         c.out_f32 = 0;
         ws_check(&c, threads);
         s.qp.per_tensor = 1;
-        s.scales = kern_tensor_1d(qout + M * K, KERN_F32, 1);
+        s.scales = kern_tensor_1d(qout + QOFF, KERN_F32, 1);
         c.name = "kern_quantize_per_token per_tensor";
-        c.out_bytes = M * K + 4;
+        c.out_bytes = QOFF + 4;
         ws_check(&c, threads);
         s.a = kern_tensor_2d(a8, KERN_I8, M, K);
         s.b = kern_tensor_2d(b8, KERN_I8, K, N);
