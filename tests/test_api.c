@@ -143,6 +143,7 @@ typedef struct ws_case {
     void *out;
     size_t out_bytes;
     int out_f32;
+    kern_isa isa; /* the context's cap (0 = the best this CPU has) */
 } ws_case;
 
 typedef struct ws_counter {
@@ -167,9 +168,10 @@ static void ws_check(const ws_case *c, int threads) {
     unsigned char *ref = (unsigned char *)malloc(n ? n : 1);
     unsigned char *snap = (unsigned char *)malloc(n ? n : 1);
     unsigned char *ws;
-    kt_context("[%s threads=%d]", c->name, threads);
+    kt_context("[%s threads=%d isa=%s]", c->name, threads, kern_isa_name(c->isa));
     memset(&cp, 0, sizeof cp);
     cp.n_threads = threads;
+    cp.isa_cap = c->isa;
     cp.allocator.alloc = ws_alloc;
     cp.allocator.free = ws_free;
     cp.allocator.user = &cnt;
@@ -275,6 +277,9 @@ KT_TEST(workspace_norm) {
     c.out_f32 = 1;
     ws_check(&c, 1);
     ws_check(&c, 3);
+    c.isa = KERN_ISA_SCALAR;
+    ws_check(&c, 2);
+    c.isa = KERN_ISA_AUTO;
     /* backward with dweight and dbias (block partials in the workspace);
      * dx, dweight, dbias share one output buffer for the comparison */
     s.dy = kern_tensor_2d(dy, KERN_F32, R, H);
@@ -384,6 +389,8 @@ KT_TEST(workspace_gemm) {
     wc.out_bytes = sizeof c;
     wc.out_f32 = 1;
     ws_check(&wc, 1);
+    ws_check(&wc, 2);
+    wc.isa = KERN_ISA_SCALAR;
     ws_check(&wc, 2);
 }
 
@@ -657,6 +664,9 @@ KT_TEST(workspace_sparse24_linear) {
         c.out_bytes = (size_t)(M * N) * sizeof(float);
         ws_check(&c, 1);
         ws_check(&c, 2);
+        c.isa = KERN_ISA_SCALAR; /* the scalar path: per-thread rows only */
+        ws_check(&c, 2);
+        c.isa = KERN_ISA_AUTO;
     }
     kern_sparse24_free(NULL, swf);
     kern_sparse24_free(NULL, swb);
@@ -860,6 +870,9 @@ KT_TEST(workspace_sdpa) {
         c.out = outb;
         ws_check(&c, 1);
         ws_check(&c, 2);
+        c.isa = KERN_ISA_SCALAR;
+        ws_check(&c, 2);
+        c.isa = KERN_ISA_AUTO;
     }
 }
 
