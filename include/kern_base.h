@@ -137,6 +137,11 @@ KERN_API const char *kern_act_name(kern_act act);
 
 /* ------------------------------------------------------------------ tensors */
 
+/* A view of memory kern does not own. `data` is `void *` so one struct
+ * serves inputs and outputs; kern never writes through a view it takes as
+ * an input (every `const kern_tensor *` argument or params field documented
+ * as an input), so wrapping read-only memory (a `const float *` weight, a
+ * mapped file) is safe: the constructors below take `const void *`. */
 typedef struct kern_tensor {
     void *data;
     kern_dtype dtype;
@@ -145,37 +150,67 @@ typedef struct kern_tensor {
     int64_t stride[KERN_MAX_DIMS]; /* in elements; 0 = broadcast */
 } kern_tensor;
 
+/* Drops const from a data pointer (the view's field is void *; see above)
+ * without a cast-qual warning in C or C++. */
+#ifdef __cplusplus
+#define KERN__UNCONST(p) const_cast<void *>(static_cast<const void *>(p))
+#else
+#define KERN__UNCONST(p) ((void *)(uintptr_t)(const void *)(p))
+#endif
+
+/* The constructors store the data pointer without reading through it: tell
+ * GCC (>= 11), so wrapping a not yet written output buffer does not warn
+ * "may be used uninitialized" through the const parameter. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define KERN__NO_ACCESS(i) __attribute__((access(none, i)))
+#else
+#define KERN__NO_ACCESS(i)
+#endif
+
 /* Contiguous row-major view. Validates ndim, sizes and byte-size overflow;
  * on error *t is left untouched. */
-KERN_API kern_status kern_tensor_init(kern_tensor *t, void *data, kern_dtype dt,
-                                      int ndim, const int64_t *shape);
+KERN_API kern_status kern_tensor_init(kern_tensor *t, const void *data,
+                                      kern_dtype dt, int ndim,
+                                      const int64_t *shape) KERN__NO_ACCESS(2);
 /* Strided view; stride may be NULL for contiguous. */
-KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
+KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, const void *data,
                                               kern_dtype dt, int ndim,
                                               const int64_t *shape,
-                                              const int64_t *stride);
+                                              const int64_t *stride)
+    KERN__NO_ACCESS(2);
 /* Unchecked convenience constructors for the common ranks (contiguous). */
-static inline kern_tensor kern_tensor_1d(void *d, kern_dtype dt, int64_t n0) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_1d(const void *d, kern_dtype dt,
+                                         int64_t n0) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 1;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 1;
     t.shape[0] = n0; t.stride[0] = 1;
     return t;
 }
-static inline kern_tensor kern_tensor_2d(void *d, kern_dtype dt, int64_t n0,
-                                         int64_t n1) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_2d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 2;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 2;
     t.shape[0] = n0; t.shape[1] = n1;
     t.stride[0] = n1; t.stride[1] = 1;
     return t;
 }
-static inline kern_tensor kern_tensor_4d(void *d, kern_dtype dt, int64_t n0,
-                                         int64_t n1, int64_t n2, int64_t n3) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_3d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1, int64_t n2) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 4;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 3;
+    t.shape[0] = n0; t.shape[1] = n1; t.shape[2] = n2;
+    t.stride[2] = 1; t.stride[1] = n2; t.stride[0] = n1 * n2;
+    return t;
+}
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_4d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1, int64_t n2,
+                                         int64_t n3) {
+    kern_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 4;
     t.shape[0] = n0; t.shape[1] = n1; t.shape[2] = n2; t.shape[3] = n3;
     t.stride[3] = 1; t.stride[2] = n3; t.stride[1] = n2 * n3;
     t.stride[0] = n1 * n2 * n3;
@@ -210,6 +245,32 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
                                               const char *name);
 /* Writes "[2,3,4]" into buf (always NUL-terminated). Returns buf. */
 KERN_API char *kern_shape_str(const kern_tensor *t, char *buf, size_t size);
+
+/* ---------------------------------------------------------------- epilogue */
+
+/* The one fused epilogue of the linear ops (kern_gemm, kern_qlinear,
+ * kern_sparse24_linear), embedded in their params as `epilogue`:
+ *
+ *     out = out_scale * ( act(acc + bias) + residual )
+ *
+ * where acc is the op's linear result (gemm: alpha op(A) op(B) + beta C;
+ * qlinear: the dequantized int8 product; sparse24: x W^T, times the
+ * per-channel scale of an i8 weight). Zero-initialised = no epilogue.
+ * A family that does not implement an option yet rejects it with
+ * KERN_ERR_UNSUPPORTED naming it (see each header and docs/api.md). */
+typedef struct kern_epilogue {
+    const kern_tensor *bias;     /* NULL, or 1-D [N] ([M] with bias_per_row) */
+    int bias_per_row;            /* nonzero: one bias value per output row */
+    kern_act act;                /* KERN_ACT_NONE (0) = identity */
+    const kern_tensor *residual; /* NULL, or broadcastable to the output;
+                                    may be exactly the output view where the
+                                    family says so */
+    float out_scale;             /* 0 = 1 (a zero scale would only give
+                                    zeros, so 0 is free to mean "default") */
+} kern_epilogue;
+
+/* Resolves the defaults in place: out_scale 0 becomes 1. NULL is ignored. */
+KERN_API void kern_epilogue_defaults(kern_epilogue *e);
 
 /* Overflow-safe arithmetic: return 1 on overflow (result unspecified). */
 static inline int kern_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) {
@@ -508,6 +569,32 @@ KERN_API void kern__free(kern_ctx *ctx, void *ptr);
  * kern__workspace on this context; NULL on allocation failure. Call only
  * between kern__op_begin/end, outside tasks. */
 KERN_API void *kern__workspace(kern_ctx *ctx, size_t size);
+/* Caller workspaces (the `workspace`, `workspace_size` fields of an op's
+ * params). An op that declares its scratch as `shared` bytes (what it asks
+ * of kern__workspace, at most) and `per_thread` bytes (what it asks of
+ * kern__reserve_thread_scratch, at most) needs
+ * kern__op_workspace_bytes(ctx, shared, per_thread) bytes of caller memory:
+ * 64 bytes of alignment slack, the shared block and one block per context
+ * thread, each rounded up to 64 (0 when both are 0; SIZE_MAX on overflow).
+ * kern__op_workspace (between kern__op_begin/end) checks `size` against
+ * that (KERN_ERR_ARG naming `op` when too small) and, when mem is not
+ * NULL, serves the op's kern__workspace / kern__reserve_thread_scratch /
+ * kern__thread_scratch calls from mem until kern__op_end (a request above
+ * the declared sizes then fails as an allocation failure would). mem NULL:
+ * the context's own scratch, nothing changes. */
+KERN_API size_t kern__op_workspace_bytes(const kern_ctx *ctx, size_t shared,
+                                         size_t per_thread);
+KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem,
+                                        size_t size, size_t shared,
+                                        size_t per_thread);
+/* The family-independent checks of a kern_epilogue (NULL = none): act must
+ * be a kern_act value (else KERN_ERR_ARG); an act outside `acts` (a mask
+ * of 1u << KERN_ACT_*), bias_per_row without `per_row_ok` or an out_scale
+ * other than 0 and 1 without `out_scale_ok` give KERN_ERR_UNSUPPORTED.
+ * Messages name `op` and params.epilogue.<field>. */
+KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
+                                          unsigned acts, int per_row_ok,
+                                          int out_scale_ok);
 /* Ensures every thread slot has at least `size` bytes of scratch. Call
  * before kern_parallel_for; then tasks fetch theirs with
  * kern__thread_scratch. Slots are 64-byte aligned and never share a cache
@@ -674,6 +761,44 @@ KERN_API const char *kern_act_name(kern_act act) {
     }
 }
 
+KERN_API void kern_epilogue_defaults(kern_epilogue *e) {
+    if (e && e->out_scale == 0.0f) e->out_scale = 1.0f;
+}
+
+KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
+                                          unsigned acts, int per_row_ok,
+                                          int out_scale_ok) {
+    int a;
+    char list[64];
+    size_t n = 0;
+    if (!e) return KERN_OK;
+    a = (int)e->act;
+    if (a < 0 || a >= (int)KERN_ACT_COUNT)
+        return kern__err(KERN_ERR_ARG, "%s: params.epilogue.act=%d is not a kern_act", op, a);
+    if (!(acts & (1u << a))) {
+        int i;
+        list[0] = 0;
+        for (i = 0; i < (int)KERN_ACT_COUNT; i++)
+            if ((acts & (1u << i)) && n < sizeof list) {
+                int w = snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
+                                 kern_act_name((kern_act)i));
+                if (w > 0) n += (size_t)w;
+            }
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.act=%s is not supported by this op (it "
+                         "supports %s)", op, kern_act_name(e->act), list);
+    }
+    if (e->bias_per_row && !per_row_ok)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.bias_per_row is not supported by this op "
+                         "(only a per-column bias [N])", op);
+    if (!out_scale_ok && e->out_scale != 0.0f && e->out_scale != 1.0f)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.out_scale=%g is not supported by this op "
+                         "(only 0 or 1)", op, (double)e->out_scale);
+    return KERN_OK;
+}
+
 KERN_API int kern_dtype_is_float(kern_dtype dt) {
     return dt == KERN_F32 || dt == KERN_F16 || dt == KERN_BF16;
 }
@@ -789,22 +914,22 @@ KERN_API kern_status kern_tensor_check(const kern_tensor *t, const char *op,
     return kern__tensor_check(t, op, name, 0);
 }
 
-KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
-                                              kern_dtype dt, int ndim,
-                                              const int64_t *shape,
-                                              const int64_t *stride) {
+KERN__NO_ACCESS(2)
+static kern_status kern__tensor_init(kern_tensor *t, const void *data,
+                                    kern_dtype dt, int ndim, const int64_t *shape,
+                                    const int64_t *stride, const char *op) {
     kern_tensor tmp;
     int i;
     kern_status st;
-    if (!t) return kern__err(KERN_ERR_ARG, "kern_tensor_init: t is NULL");
+    if (!t) return kern__err(KERN_ERR_ARG, "%s: t is NULL", op);
     if (ndim < 0 || ndim > KERN_MAX_DIMS)
-        return kern__err(KERN_ERR_ARG, "kern_tensor_init: ndim=%d is outside 0..%d",
+        return kern__err(KERN_ERR_ARG, "%s: ndim=%d is outside 0..%d", op,
                          ndim, KERN_MAX_DIMS);
     if (ndim > 0 && !shape)
-        return kern__err(KERN_ERR_ARG, "kern_tensor_init: shape is NULL with ndim=%d",
+        return kern__err(KERN_ERR_ARG, "%s: shape is NULL with ndim=%d", op,
                          ndim);
     memset(&tmp, 0, sizeof tmp);
-    tmp.data = data;
+    tmp.data = KERN__UNCONST(data);
     tmp.dtype = dt;
     tmp.ndim = ndim;
     for (i = 0; i < ndim; i++) tmp.shape[i] = shape[i];
@@ -816,24 +941,33 @@ KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
             tmp.stride[i] = s;
             if (tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s))
                 return kern__err(KERN_ERR_SHAPE,
-                                 "kern_tensor_init: shape[%d]=%lld makes the "
+                                 "%s: shape[%d]=%lld makes the "
                                  "element count overflow int64",
-                                 i, (long long)tmp.shape[i]);
+                                 op, i, (long long)tmp.shape[i]);
             if (tmp.shape[i] < 0)
                 return kern__err(KERN_ERR_SHAPE,
-                                 "kern_tensor_init: shape[%d]=%lld is negative", i,
+                                 "%s: shape[%d]=%lld is negative", op, i,
                                  (long long)tmp.shape[i]);
         }
     }
-    st = kern_tensor_check(&tmp, "kern_tensor_init", "tensor");
+    st = kern_tensor_check(&tmp, op, "tensor");
     if (st != KERN_OK) return st;
     *t = tmp;
     return KERN_OK;
 }
 
-KERN_API kern_status kern_tensor_init(kern_tensor *t, void *data, kern_dtype dt,
-                                      int ndim, const int64_t *shape) {
-    return kern_tensor_init_strided(t, data, dt, ndim, shape, NULL);
+KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, const void *data,
+                                              kern_dtype dt, int ndim,
+                                              const int64_t *shape,
+                                              const int64_t *stride) {
+    return kern__tensor_init(t, data, dt, ndim, shape, stride,
+                             "kern_tensor_init_strided");
+}
+
+KERN_API kern_status kern_tensor_init(kern_tensor *t, const void *data,
+                                      kern_dtype dt, int ndim,
+                                      const int64_t *shape) {
+    return kern__tensor_init(t, data, dt, ndim, shape, NULL, "kern_tensor_init");
 }
 
 KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
@@ -1116,6 +1250,9 @@ struct kern_ctx {
     kern__slot *slots;
     void *workspace;
     size_t workspace_size;
+    /* the running op's caller workspace (kern__op_workspace), or NULL */
+    char *op_ws;
+    size_t op_ws_shared, op_ws_thread;
 };
 
 static KERN__TLS const kern__frame *kern__tls_frame;
@@ -1528,11 +1665,13 @@ KERN_API kern_status kern__op_begin(kern_ctx **pctx, const char *op) {
 
 KERN_API void kern__op_end(kern_ctx *ctx) {
     if (!ctx) return;
+    ctx->op_ws = NULL;
     kern__tls_frame = ctx->op_frame.prev;
     pthread_mutex_unlock(&ctx->op_lock);
 }
 
 KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
+    if (ctx->op_ws) return size <= ctx->op_ws_shared ? ctx->op_ws : NULL;
     if (size <= ctx->workspace_size && ctx->workspace) return ctx->workspace;
     if (size > (size_t)-1 - 4095) return NULL;
     kern__free(ctx, ctx->workspace);
@@ -1545,6 +1684,12 @@ KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
 
 KERN_API kern_status kern__reserve_thread_scratch(kern_ctx *ctx, size_t size) {
     int i;
+    if (ctx->op_ws) {
+        if (size <= ctx->op_ws_thread) return KERN_OK;
+        return kern__err(KERN_ERR_NOMEM,
+                         "kern: %zu bytes of thread scratch exceed the %zu the "
+                         "caller workspace holds per thread", size, ctx->op_ws_thread);
+    }
     if (size > (size_t)-1 - 63)
         return kern__err(KERN_ERR_NOMEM,
                          "kern: cannot allocate %zu bytes of thread scratch", size);
@@ -1566,7 +1711,40 @@ KERN_API kern_status kern__reserve_thread_scratch(kern_ctx *ctx, size_t size) {
 
 KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread) {
     if (thread < 0 || thread >= ctx->n_threads) return NULL;
+    if (ctx->op_ws)
+        return ctx->op_ws + ctx->op_ws_shared + (size_t)thread * ctx->op_ws_thread;
     return ctx->slots[thread].ptr;
+}
+
+static size_t kern__al64_size(size_t n) {
+    return n > (size_t)-1 - 63 ? (size_t)-1 : (n + 63) & ~(size_t)63;
+}
+
+KERN_API size_t kern__op_workspace_bytes(const kern_ctx *ctx, size_t shared,
+                                         size_t per_thread) {
+    size_t s = kern__al64_size(shared), t = kern__al64_size(per_thread);
+    size_t nt = (size_t)(ctx->n_threads > 0 ? ctx->n_threads : 1), total;
+    if (shared == 0 && per_thread == 0) return 0;
+    if (s == (size_t)-1 || t == (size_t)-1) return (size_t)-1;
+    if (t != 0 && nt > ((size_t)-1 - 64 - s) / t) return (size_t)-1;
+    total = 64 + s + nt * t;
+    return total;
+}
+
+KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem,
+                                        size_t size, size_t shared,
+                                        size_t per_thread) {
+    size_t need = kern__op_workspace_bytes(ctx, shared, per_thread);
+    if (!mem) return KERN_OK;
+    if (size < need)
+        return kern__err(KERN_ERR_ARG,
+                         "%s: params.workspace_size=%zu but this call needs %zu bytes "
+                         "(see its _workspace_size function)", op, size, need);
+    if (need == 0) return KERN_OK;
+    ctx->op_ws = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    ctx->op_ws_shared = kern__al64_size(shared);
+    ctx->op_ws_thread = kern__al64_size(per_thread);
+    return KERN_OK;
 }
 /* ----------------------------------------------------- array conversions */
 
