@@ -406,23 +406,57 @@ KERN_API uint32_t kern_cpu_features(void);
 /* Writes e.g. "avx2 fma f16c avx512f ..." (NUL-terminated); returns buf. */
 KERN_API char *kern_cpu_features_str(uint32_t features, char *buf, size_t size);
 
-/* ISA levels: what a context may use. A cap lowers the level for tests. */
+/* ISA levels: what a context may use. Each level grants an exact feature
+ * set (cumulative within its chain); a level is available iff the CPU has
+ * every feature it grants. A context capped at a level uses exactly that
+ * level's features, so every path a machine can run is selectable (e.g.
+ * capping at KERN_ISA_AVX512 on an AVX512-BF16 machine runs the non-BF16
+ * bf16 paths; KERN_ISA_AVX2 on an AVX-VNNI machine the plain AVX2 int8
+ * path). The order below is the order of kern_isa_list.
+ *   SCALAR        portable C, no features
+ *   AVX2          avx2 fma f16c
+ *   AVX2_VNNI     AVX2 + avxvnni
+ *   AVX512        AVX2 + avx512f avx512bw avx512vl avx512dq
+ *   AVX512_VNNI   AVX512 + avx512vnni
+ *   AVX512_BF16   AVX512_VNNI + avx512bf16
+ *   NEON          neon (AArch64 Advanced SIMD)
+ *   NEON_DOT      NEON + dotprod
+ *   NEON_BF16     NEON_DOT + bf16 (+ fp16 when the CPU has it) */
 typedef enum kern_isa {
     KERN_ISA_AUTO = 0, /* the best this CPU has */
-    KERN_ISA_SCALAR,   /* portable C only */
-    KERN_ISA_AVX2,     /* x86: AVX2 + FMA + F16C (and AVX-VNNI if present) */
-    KERN_ISA_AVX512,   /* x86: AVX-512 F/BW/VL/DQ (+VNNI, +BF16 if present) */
-    KERN_ISA_NEON,     /* AArch64: NEON (+dot product, +bf16 if present) */
+    KERN_ISA_SCALAR,
+    KERN_ISA_AVX2,
+    KERN_ISA_AVX2_VNNI,
+    KERN_ISA_AVX512,
+    KERN_ISA_AVX512_VNNI,
+    KERN_ISA_AVX512_BF16,
+    KERN_ISA_NEON,
+    KERN_ISA_NEON_DOT,
+    KERN_ISA_NEON_BF16,
     KERN_ISA_COUNT
 } kern_isa;
+/* "scalar", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "avx512_bf16",
+ * "neon", "neon_dot", "neon_bf16" ("auto"; "invalid" otherwise). */
 KERN_API const char *kern_isa_name(kern_isa isa);
-/* Feature mask an ISA level grants on this CPU (0 if the CPU lacks the
- * level's base features; KERN_ISA_SCALAR grants 0 and is always
- * available). */
+/* The KERN_CPU_* features the level needs (independent of this CPU; 0 for
+ * SCALAR; for AUTO the best level's). */
+KERN_API uint32_t kern_isa_required(kern_isa isa);
+/* Feature mask the level grants on this CPU: exactly kern_isa_required(isa)
+ * when the CPU has all of it, else 0 (KERN_ISA_SCALAR grants 0 and is
+ * always available). */
 KERN_API uint32_t kern_isa_features(kern_isa isa);
 KERN_API int kern_isa_available(kern_isa isa);
-/* The best level this CPU supports. */
+/* The best (last in kern_isa_list order) level this CPU supports. */
 KERN_API kern_isa kern_isa_best(void);
+/* Every level of this CPU family (x86 or AArch64; SCALAR only elsewhere or
+ * under KERN_NO_SIMD), SCALAR first, into out[0..]; returns how many.
+ * `cap` bounds the array (KERN_ISA_COUNT is always enough). With
+ * available_only, the levels the CPU lacks are left out. For a level the
+ * CPU lacks, kern_isa_missing names the missing features. */
+KERN_API int kern_isa_list(kern_isa *out, int cap, int available_only);
+/* Writes the features the level needs but this CPU lacks ("avx512bf16",
+ * "" if none) into buf (always NUL-terminated); returns buf. */
+KERN_API char *kern_isa_missing(kern_isa isa, char *buf, size_t size);
 
 /* ------------------------------------------------------------------ context */
 
@@ -1014,8 +1048,13 @@ KERN_API const char *kern_isa_name(kern_isa isa) {
     case KERN_ISA_AUTO: return "auto";
     case KERN_ISA_SCALAR: return "scalar";
     case KERN_ISA_AVX2: return "avx2";
+    case KERN_ISA_AVX2_VNNI: return "avx2_vnni";
     case KERN_ISA_AVX512: return "avx512";
+    case KERN_ISA_AVX512_VNNI: return "avx512_vnni";
+    case KERN_ISA_AVX512_BF16: return "avx512_bf16";
     case KERN_ISA_NEON: return "neon";
+    case KERN_ISA_NEON_DOT: return "neon_dot";
+    case KERN_ISA_NEON_BF16: return "neon_bf16";
     default: return "invalid";
     }
 }
@@ -1025,26 +1064,32 @@ KERN_API const char *kern_isa_name(kern_isa isa) {
     (KERN__AVX2_BASE | KERN_CPU_AVX512F | KERN_CPU_AVX512BW |                  \
      KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ)
 
-KERN_API uint32_t kern_isa_features(kern_isa isa) {
-    uint32_t f = kern_cpu_features();
+KERN_API uint32_t kern_isa_required(kern_isa isa) {
     switch (isa) {
     case KERN_ISA_SCALAR: return 0;
-    case KERN_ISA_AVX2:
-        if ((f & KERN__AVX2_BASE) != KERN__AVX2_BASE) return 0;
-        return f & (KERN__AVX2_BASE | KERN_CPU_AVXVNNI);
-    case KERN_ISA_AVX512:
-        if ((f & KERN__AVX512_BASE) != KERN__AVX512_BASE) return 0;
-        return f & (KERN__AVX512_BASE | KERN_CPU_AVXVNNI | KERN_CPU_AVX512VNNI |
-                    KERN_CPU_AVX512BF16 | KERN_CPU_AMX_TILE | KERN_CPU_AMX_INT8 |
-                    KERN_CPU_AMX_BF16);
-    case KERN_ISA_NEON:
-        return (f & KERN_CPU_NEON) ? (f & (KERN_CPU_NEON | KERN_CPU_NEON_DOT |
-                                           KERN_CPU_NEON_BF16 |
-                                           KERN_CPU_NEON_FP16))
-                                   : 0;
-    case KERN_ISA_AUTO: return kern_isa_features(kern_isa_best());
+    case KERN_ISA_AVX2: return KERN__AVX2_BASE;
+    case KERN_ISA_AVX2_VNNI: return KERN__AVX2_BASE | KERN_CPU_AVXVNNI;
+    case KERN_ISA_AVX512: return KERN__AVX512_BASE;
+    case KERN_ISA_AVX512_VNNI: return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI;
+    case KERN_ISA_AVX512_BF16:
+        return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI | KERN_CPU_AVX512BF16;
+    case KERN_ISA_NEON: return KERN_CPU_NEON;
+    case KERN_ISA_NEON_DOT: return KERN_CPU_NEON | KERN_CPU_NEON_DOT;
+    case KERN_ISA_NEON_BF16: return KERN_CPU_NEON | KERN_CPU_NEON_DOT | KERN_CPU_NEON_BF16;
+    case KERN_ISA_AUTO: return kern_isa_required(kern_isa_best());
     default: return 0;
     }
+}
+
+KERN_API uint32_t kern_isa_features(kern_isa isa) {
+    uint32_t f = kern_cpu_features(), need;
+    if (isa == KERN_ISA_AUTO) isa = kern_isa_best();
+    if (isa <= KERN_ISA_SCALAR || isa >= KERN_ISA_COUNT) return 0;
+    need = kern_isa_required(isa);
+    if ((f & need) != need) return 0;
+    /* fp16 arithmetic comes with the bf16 level when the CPU has it */
+    if (isa == KERN_ISA_NEON_BF16) need |= f & KERN_CPU_NEON_FP16;
+    return need;
 }
 
 KERN_API int kern_isa_available(kern_isa isa) {
@@ -1053,11 +1098,46 @@ KERN_API int kern_isa_available(kern_isa isa) {
     return kern_isa_features(isa) != 0;
 }
 
+/* The levels of the family this build targets, in order. */
+static int kern__isa_family(kern_isa *out) {
+    int n = 0, i;
+    out[n++] = KERN_ISA_SCALAR;
+#ifdef KERN_X86
+    for (i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512_BF16; i++) out[n++] = (kern_isa)i;
+#endif
+#ifdef KERN_NEON
+    for (i = KERN_ISA_NEON; i <= KERN_ISA_NEON_BF16; i++) out[n++] = (kern_isa)i;
+#endif
+    (void)i;
+    return n;
+}
+
 KERN_API kern_isa kern_isa_best(void) {
-    if (kern_isa_available(KERN_ISA_AVX512)) return KERN_ISA_AVX512;
-    if (kern_isa_available(KERN_ISA_AVX2)) return KERN_ISA_AVX2;
-    if (kern_isa_available(KERN_ISA_NEON)) return KERN_ISA_NEON;
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern__isa_family(all), i;
+    for (i = n - 1; i > 0; i--)
+        if (kern_isa_available(all[i])) return all[i];
     return KERN_ISA_SCALAR;
+}
+
+KERN_API int kern_isa_list(kern_isa *out, int cap, int available_only) {
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern__isa_family(all), i, k = 0;
+    if (!out || cap <= 0) return 0;
+    for (i = 0; i < n && k < cap; i++)
+        if (!available_only || kern_isa_available(all[i])) out[k++] = all[i];
+    return k;
+}
+
+KERN_API char *kern_isa_missing(kern_isa isa, char *buf, size_t size) {
+    uint32_t need = (isa <= KERN_ISA_AUTO || isa >= KERN_ISA_COUNT) ? 0 : kern_isa_required(isa);
+    if (!buf || size == 0) return buf;
+    need &= ~kern_cpu_features();
+    if (!need) {
+        buf[0] = 0;
+        return buf;
+    }
+    return kern_cpu_features_str(need, buf, size);
 }
 
 /* ------------------------------------------------------------ thread pool */
