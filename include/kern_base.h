@@ -2093,6 +2093,1469 @@ KERN_API kern_status kern_convert(kern_ctx *ctx, kern_dtype s, const void *src,
     return kern_parallel_for(ctx, n_tasks, kern__cvt_task, &job);
 }
 
+/* ======================================================================
+ * Internal math layer (kern__ names; not a stable public API).
+ *
+ * One set of functions shared by every family, named by contract and ISA:
+ * kern__s_NAME(float) is the scalar twin of kern__v_NAME__avx2(__m256),
+ * kern__v_NAME__avx512(__m512) and kern__v_NAME__neon(float32x4_t). The
+ * bodies are written once in gen/templates/kern_math.c.in and expanded
+ * below by gen/kern_tmpl.py (make gen), so every ISA runs the same
+ * operations in the same order: each is a correctly rounded IEEE operation
+ * (add, sub, mul, div, fma), a min/max defined as x86 does (min(a, b) =
+ * a < b ? a : b: the second operand for NaN), a compare/select, an integer
+ * or bit operation, or an exact table lookup. The scalar twin therefore
+ * returns the same bits as every vector version for every input (NaN
+ * results are NaN; their payload is not specified), which is what makes a
+ * fused epilogue and the standalone op bit-identical, tails included. This
+ * needs IEEE f32 arithmetic without contraction of separate multiplies and
+ * adds: every V_MUL goes through an empty asm barrier, so -ffp-contract=fast
+ * (GCC's default outside ISO C modes) cannot fuse it; -ffast-math breaks the
+ * guarantee.
+ *
+ * Accuracy over the whole f32 range, measured against a double (erf, exp,
+ * tanh: libm; the GELU forms: long double formulas) by tests/math_sweep.c
+ * over all 2^32 inputs, and asserted by tests/test_math.c on 2^20 sampled
+ * inputs plus special values on every ISA the machine runs. ulp = the f32
+ * ulp of the exact result (2^-149 in the subnormal range). Figures: see
+ * docs/internals.md (same table).
+ *
+ *   function        max error   specials
+ *   exp             <= 1 ulp    exp(-Inf) = 0, overflow Inf, subnormals
+ *                               rounded once
+ *   exp2            <= 1 ulp    as exp
+ *   exp2_neg        <= 1 ulp    for x >= -126; below, |err| < 2^-126
+ *                               (flushes toward 0); exp2(-Inf) = 0;
+ *                               domain x <= 127 (softmax: x <= 0)
+ *   erf             <= 1.1 ulp  erf(+-0) = +-0, erf(+-Inf) = +-1
+ *   tanh            <= 2 ulp    tanh(-0) = -0, +-Inf -> +-1
+ *   sigmoid         <= 2 ulp    +-Inf -> 1 / 0, subnormal results kept
+ *   silu            <= 3 ulp    silu(-0) = -0, silu(-Inf) = NaN (torch)
+ *   gelu            <= 3 ulp    0.5 x erfc(-x/sqrt2) to the underflow;
+ *                               gelu(-0) = -0, gelu(x <= -14.4) = -0,
+ *                               gelu(+Inf) = Inf, gelu(-Inf) = NaN (torch)
+ *   gelu_grad       <= 3 ulp of max(|Phi(x)|, |x phi(x)|)  +-Inf -> NaN
+ *   gelu_tanh       <= 3 + 1.5 |2u| ulp, 2u = 2 sqrt(2/pi)(x + 0.044715 x^3)
+ *                   (the f32 rounding of u is amplified by |2u| for x < 0)
+ *   gelu_tanh_grad  same bound relative to its largest term; finite for
+ *                   every finite x (1 for x -> +big, 0 for -big)
+ *   silu_grad       <= 3 ulp of its largest term; +-Inf -> NaN (torch)
+ *   relu            exact; relu(-0) = -0, NaN -> NaN
+ * ====================================================================== */
+
+#include <math.h>
+
+/* Keeps the compiler from fusing a multiply into a following add. */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__x86_64__) || defined(__i386__)
+#define KERN__FBARRIER(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define KERN__FBARRIER(v) __asm__("" : "+w"(v))
+#else
+#define KERN__FBARRIER(v) ((void)0)
+#endif
+#define KERN__AINLINE static inline __attribute__((always_inline))
+#else
+#define KERN__FBARRIER(v) ((void)0)
+#define KERN__AINLINE static inline
+#endif
+
+/* ---- scalar vocabulary (the twins' operations) ---- */
+static inline float kern__s_mul(float a, float b) {
+    float r = a * b;
+    KERN__FBARRIER(r);
+    return r;
+}
+static inline float kern__s_fma(float a, float b, float c) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_fmaf(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+static inline float kern__s_sqrt(float a) { return sqrtf(a); }
+static inline float kern__s_min(float a, float b) { return a < b ? a : b; }
+static inline float kern__s_max(float a, float b) { return a > b ? a : b; }
+static inline float kern__s_abs(float a) { return kern__bits_f32(kern__f32_bits(a) & 0x7fffffffu); }
+static inline float kern__s_andf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) & kern__f32_bits(b));
+}
+static inline float kern__s_orf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) | kern__f32_bits(b));
+}
+static inline float kern__s_xorf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) ^ kern__f32_bits(b));
+}
+static inline int32_t kern__s_iadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t kern__s_isub(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+static inline int32_t kern__s_ishl(int32_t a, int n) { return (int32_t)((uint32_t)a << n); }
+static inline int32_t kern__s_isrl(int32_t a, int n) { return (int32_t)((uint32_t)a >> n); }
+static inline int32_t kern__s_isra(int32_t a, int n) {
+    return a >= 0 ? a >> n : (int32_t)~(~(uint32_t)a >> n);
+}
+/* Round to nearest even for |a| < 2^22 (the callers clamp first). */
+static inline int32_t kern__s_cvtn(float a) {
+    return (int32_t)((a + 12582912.0f) - 12582912.0f);
+}
+/* Truncation like cvttps2dq: out of range and NaN give INT32_MIN. */
+static inline int32_t kern__s_cvtt(float a) {
+    return (a > -2147483648.0f && a < 2147483648.0f) ? (int32_t)a : INT32_MIN;
+}
+
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static inline __m256 kern__mul__avx2(__m256 a, __m256 b) {
+    __m256 r = _mm256_mul_ps(a, b);
+    KERN__FBARRIER(r);
+    return r;
+}
+KERN_TARGET_AVX512 static inline __m512 kern__mul__avx512(__m512 a, __m512 b) {
+    __m512 r = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(r));
+    return r;
+}
+KERN_TARGET_AVX2 static inline __m256i kern__tailmask__avx2(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/* n floats (0 <= n <= 8), the rest 0; nothing past p + n is read. */
+KERN_TARGET_AVX2 static inline __m256 kern__loadn__avx2(const float *p, int n) {
+    return _mm256_maskload_ps(p, kern__tailmask__avx2(n));
+}
+KERN_TARGET_AVX2 static inline void kern__storen__avx2(float *p, __m256 v, int n) {
+    _mm256_maskstore_ps(p, kern__tailmask__avx2(n), v);
+}
+KERN_TARGET_AVX512 static inline __mmask16 kern__tailmask__avx512(int n) {
+    return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+}
+KERN_TARGET_AVX512 static inline __m512 kern__loadn__avx512(const float *p, int n) {
+    return _mm512_maskz_loadu_ps(kern__tailmask__avx512(n), p);
+}
+KERN_TARGET_AVX512 static inline void kern__storen__avx512(float *p, __m512 v, int n) {
+    _mm512_mask_storeu_ps(p, kern__tailmask__avx512(n), v);
+}
+#endif
+#ifdef KERN_NEON
+static inline float32x4_t kern__mul__neon(float32x4_t a, float32x4_t b) {
+    float32x4_t r = vmulq_f32(a, b);
+    KERN__FBARRIER(r);
+    return r;
+}
+static inline float32x4_t kern__min__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcltq_f32(a, b), a, b);
+}
+static inline float32x4_t kern__max__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+/* tab[k & 7] per lane (tbl over 32 bytes). */
+static inline float32x4_t kern__lut8__neon(const float *tab, int32x4_t k) {
+    uint8x16x2_t t;
+    uint32x4_t i = vandq_u32(vreinterpretq_u32_s32(k), vdupq_n_u32(7u));
+    t.val[0] = vreinterpretq_u8_f32(vld1q_f32(tab));
+    t.val[1] = vreinterpretq_u8_f32(vld1q_f32(tab + 4));
+    i = vaddq_u32(vmulq_n_u32(i, 0x04040404u), vdupq_n_u32(0x03020100u));
+    return vreinterpretq_f32_u8(vqtbl2q_u8(t, vreinterpretq_u8_u32(i)));
+}
+static inline float32x4_t kern__loadn__neon(const float *p, int n) {
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (n >= 4) return vld1q_f32(p);
+    memcpy(t, p, sizeof(float) * (size_t)(n > 0 ? n : 0));
+    return vld1q_f32(t);
+}
+static inline void kern__storen__neon(float *p, float32x4_t v, int n) {
+    float t[4];
+    if (n >= 4) {
+        vst1q_f32(p, v);
+        return;
+    }
+    vst1q_f32(t, v);
+    memcpy(p, t, sizeof(float) * (size_t)(n > 0 ? n : 0));
+}
+#endif
+
+/* ---- constants and tables (fitted by gen/math_fit.py) ---- */
+#define KERN__M_LOG2E 0x1.715476p+0f     /* RN(log2 e) */
+#define KERN__M_LN2HI 0x1.62e430p-1f     /* RN(ln 2) */
+#define KERN__M_LN2LO -0x1.05c610p-29f   /* RN(ln 2 - LN2HI) */
+#define KERN__M_MAGIC 12582912.0f         /* 1.5 * 2^23: x + MAGIC rounds x */
+#define KERN__M_MAGIC191 12583103.0f      /* MAGIC + 191: exponent bias 127 + 64 */
+#define KERN__M_MAGIC127 12583039.0f      /* MAGIC + 127 */
+#define KERN__M_TWOM64 0x1p-64f          /* 2^-64 */
+#define KERN__M_INV_SQRT_2PI 0x1.988454p-2f
+#define KERN__M_GT_C1 0x1.988454p+0f    /* 2 sqrt(2/pi) */
+#define KERN__M_GT_C2 0x1.2444f2p-4f    /* 2 sqrt(2/pi) 0.044715 */
+#define KERN__M_GT_C2X3 0x1.b6676cp-3f  /* 6 sqrt(2/pi) 0.044715 */
+#define KERN__M_GELU_LO -3.0f             /* below: the exp(-x^2/2) g(|x|) form */
+#define KERN__M_GELU_HI 5.9f              /* above: Phi(x) = 1 exactly */
+#define KERN__M_GELU_NEG_SCALE 0x1.555556p+0f /* 4/3: index of [-3, 0) */
+#define KERN__M_GELU_POS_SCALE 0x1.555556p-1f /* 2/3: index of [0, 6) */
+#define KERN__M_MILLS_AMAX 16.5f
+#define KERN__M_EXP_LO -104.0f /* exp: below the result rounds to 0 */
+#define KERN__M_EXP_HI 89.0f   /* above: Inf */
+#define KERN__M_EXPNEG_LO -132.5f /* exp of y <= 0: below, the scale is exactly 0 */
+/* exp(r) = 1 + r + r^2 P(r), |r| <= ln2/2 (0.82 ulp in f32); 2^f = 1 + f Q(f),
+ * |f| <= 1/2 (0.69 ulp); tanh(x) = x + x s T(s), s = x^2, |x| < 0.625. */
+#define KERN__M_EXP_P0 5.000000000e-01f
+#define KERN__M_EXP_P1 1.666657031e-01f
+#define KERN__M_EXP_P2 4.166686535e-02f
+#define KERN__M_EXP_P3 8.364181966e-03f
+#define KERN__M_EXP_P4 1.390170772e-03f
+#define KERN__M_EXP2_Q0 6.931471825e-01f
+#define KERN__M_EXP2_Q1 2.402264923e-01f
+#define KERN__M_EXP2_Q2 5.550357327e-02f
+#define KERN__M_EXP2_Q3 9.618237615e-03f
+#define KERN__M_EXP2_Q4 1.339073526e-03f
+#define KERN__M_EXP2_Q5 1.540350204e-04f
+#define KERN__M_TANH_T0 -3.333332837e-01f
+#define KERN__M_TANH_T1 1.333277076e-01f
+#define KERN__M_TANH_T2 -5.385095254e-02f
+#define KERN__M_TANH_T3 2.099734917e-02f
+#define KERN__M_TANH_T4 -6.096931640e-03f
+/* GELU: Phi(x) = P(X <= x) on 8 intervals anchored at their left end A:
+ * Phi(x) = C0 + t (C1 + t (... C8)), t = x - A[k], k = floor(4/3 (x + 3))
+ * on [-3, 0), 4 + floor(2/3 x) on [0, 6). Anchoring at the left end keeps
+ * the rounding of C0 relative to the smallest value of the interval, so
+ * the negative side holds its relative accuracy (1.67 ulp in f32 over
+ * every interval; C0 of [0, 1.5) is exactly 1/2 and the last interval
+ * gives exactly 1 at the clamp 5.9). */
+static const float kern__m_gelu_tab[10][8] = {
+    /* A    */ {-3.000000000e+00f, -2.250000000e+00f, -1.500000000e+00f, -7.500000000e-01f, 0.000000000e+00f, 1.500000000e+00f, 3.000000000e+00f, 4.500000000e+00f},
+    /* C0   */ {1.349898055e-03f, 1.222447306e-02f, 6.680720299e-02f, 2.266273499e-01f, 5.000000000e-01f, 9.331927896e-01f, 9.986500740e-01f, 9.999966025e-01f},
+    /* C1   */ {4.431848414e-03f, 3.173965216e-02f, 1.295175999e-01f, 3.011374176e-01f, 3.989430368e-01f, 1.295173317e-01f, 4.431832582e-03f, 1.598389645e-05f},
+    /* C2   */ {6.647720467e-03f, 3.570627421e-02f, 9.713485837e-02f, 1.129308790e-01f, -1.534294825e-05f, -9.712762386e-02f, -6.638421677e-03f, -3.599656338e-05f},
+    /* C3   */ {5.910061765e-03f, 2.150509320e-02f, 2.704128623e-02f, -2.203128487e-02f, -6.638623774e-02f, 2.689088322e-02f, 5.837813951e-03f, 5.137228436e-05f},
+    /* C4   */ {3.317562863e-03f, 6.037719548e-03f, -6.469360087e-03f, -2.245554700e-02f, -3.206771216e-04f, 6.426263135e-03f, -3.113066079e-03f, -5.127704935e-05f},
+    /* C5   */ {1.128936652e-03f, -1.329652296e-04f, -4.516549408e-03f, -1.729973243e-03f, 1.045185886e-02f, -6.598627195e-03f, 8.067222079e-04f, 3.647174526e-05f},
+    /* C6   */ {7.449830446e-05f, -1.551365713e-03f, -3.104822943e-03f, 5.791673437e-03f, -2.686710504e-04f, 1.501728897e-03f, 9.614173177e-05f, -1.765873822e-05f},
+    /* C7   */ {-5.199677980e-05f, 1.872914290e-04f, 2.839949448e-03f, -2.071726136e-03f, -1.325950143e-03f, 2.933481483e-05f, -1.294447720e-04f, 5.160652108e-06f},
+    /* C8   */ {-5.872985275e-05f, -6.952208787e-05f, -7.211990887e-04f, 5.170103977e-04f, 2.667455119e-04f, -4.173915295e-05f, 2.665098873e-05f, -6.776084547e-07f},
+};
+/* GELU tail, x < -3: Phi(x) = exp(-x^2/2) g(a), a = -x, with the Mills
+ * ratio form g(a) = exp(a^2/2) Q(a) (smooth, ~ 1/(a sqrt(2 pi))) fitted on
+ * [3,4), [4,6), [6,8), [8,12), [12,16.5] (row (bits(a) >> 22) & 7, center
+ * CEN, degree 7, 1.0 ulp in f32). */
+static const float kern__m_mills_tab[9][8] = {
+    /* CEN  */ {3.500000000e+00f, 3.500000000e+00f, 5.000000000e+00f, 7.000000000e+00f, 1.000000000e+01f, 1.425000000e+01f, 1.425000000e+01f, 1.425000000e+01f},
+    /* G0   */ {1.063451543e-01f, 1.063451543e-01f, 7.691930234e-02f, 5.589348078e-02f, 3.950669244e-02f, 2.786006965e-02f, 2.786006965e-02f, 2.786006965e-02f},
+    /* G1   */ {-2.673424222e-02f, -2.673424222e-02f, -1.434575580e-02f, -7.687903475e-03f, -3.875339404e-03f, -1.936294138e-03f, -1.936294138e-03f, -1.936294138e-03f},
+    /* G2   */ {6.387654692e-03f, 6.387654692e-03f, 2.595278434e-03f, 1.039080904e-03f, 3.766547889e-04f, 1.339393202e-04f, 1.339393202e-04f, 1.339393202e-04f},
+    /* G3   */ {-1.459153602e-03f, -1.459153602e-03f, -4.564804549e-04f, -1.381154725e-04f, -3.627979095e-05f, -9.221839719e-06f, -9.221839719e-06f, -9.221839719e-06f},
+    /* G4   */ {3.201083164e-04f, 3.201083164e-04f, 7.814452692e-05f, 1.806193177e-05f, 3.458237870e-06f, 6.315621022e-07f, 6.315621022e-07f, 6.315621022e-07f},
+    /* G5   */ {-6.771655899e-05f, -6.771655899e-05f, -1.306929971e-05f, -2.327146603e-06f, -3.274278413e-07f, -4.308930457e-08f, -4.308930457e-08f, -4.308930457e-08f},
+    /* G6   */ {1.413263362e-05f, 1.413263362e-05f, 2.250060788e-06f, 3.050622297e-07f, 3.302809759e-08f, 3.069179355e-09f, 3.069179355e-09f, 3.069179355e-09f},
+    /* G7   */ {-2.795552746e-06f, -2.795552746e-06f, -3.581249359e-07f, -3.811975091e-08f, -3.068248100e-09f, -2.073603650e-10f, -2.073603650e-10f, -2.073603650e-10f},
+};
+/* erf on [0, 4): k = floor(2|x|), t = |x| - CEN_k, erf(|x|) = C0_k + t E_k +
+ * t^2 Q_k(t) (E_0 = 1, C0_0 = 0: relative accuracy down to subnormals; for
+ * k > 0 E_k = 0 and C0_k = erf(CEN_k) rounded first so the fit absorbs it),
+ * Q_k of degree 6 fitted at Chebyshev nodes; 1.06 ulp over every f32. */
+static const float kern__m_erf_tab[10][8] = {
+    /* CEN */ {0.0f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f},
+    /* C0 */ {0.0f, 0.711155653f, 0.92290014f, 0.986671686f, 0.998537302f,
+              0.999899387f, 0.999995708f, 0.999999881f},
+    /* E  */ {1.0f},
+    /* Q0 */ {1.283791810e-01f, 6.429310441e-01f, 2.365211248e-01f, 5.277499557e-02f,
+              7.142318878e-03f, 5.862772814e-04f, 2.918902283e-05f, 8.814314469e-07f},
+    /* Q1 */ {-1.526091751e-06f, -4.822038114e-01f, -2.956550121e-01f, -9.236053377e-02f,
+              -1.607554965e-02f, -1.614937792e-03f, -9.810509073e-05f, -1.726850769e-06f},
+    /* Q2 */ {-3.760786355e-01f, 2.678855695e-02f, 1.675358415e-01f, 9.015733749e-02f,
+              2.172453143e-02f, 2.760384232e-03f, 1.958112698e-04f, 7.969994840e-06f},
+    /* Q3 */ {-5.544511368e-04f, 1.509167701e-01f, -5.992406048e-03f, -4.792079702e-02f,
+              -1.885819063e-02f, -3.143775510e-03f, -1.481104264e-04f, -8.116546815e-05f},
+    /* Q4 */ {1.158386245e-01f, -5.322370678e-02f, -4.718513787e-02f, 6.619999185e-03f,
+              1.065944601e-02f, 2.756165108e-03f, 3.136723535e-04f, 1.834070645e-05f},
+    /* Q5 */ {-7.936138660e-03f, -2.915494889e-02f, 1.910836063e-02f, 7.079086732e-03f,
+              -5.233601667e-03f, -2.883156529e-03f, -1.746387803e-03f, 6.980282487e-04f},
+    /* Q6 */ {-1.802313328e-02f, 1.794599555e-02f, 3.732174402e-03f, -5.947053432e-03f,
+              -7.159141242e-04f, 6.369662588e-04f, 1.731987140e-04f, 1.704738133e-05f}};
+#define KERN__ERF_XMAX 3.99999976f /* the float below 4 */
+
+/* BEGIN GENERATED kern_tmpl.py: kern_math isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
+ * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
+ * rounded once at the end even in the subnormal range; s is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * ylo is a small correction added to the reduced argument (y + ylo is
+ * the argument to better than f32). */
+KERN__AINLINE void kern__s_expneg_ps(float y, float ylo, float *p, float *s) {
+    float nf, n, r, r2, q;
+    y = kern__s_max((KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = kern__s_fma(y, (KERN__M_LOG2E), (KERN__M_MAGIC191));
+    n = (nf - (KERN__M_MAGIC191));
+    r = kern__s_fma(n, (-KERN__M_LN2HI), y); /* exact */
+    r = kern__s_fma(n, (-KERN__M_LN2LO), r);
+    r = (r + ylo);
+    r2 = kern__s_mul(r, r);
+    q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P2));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P1));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P0));
+    *p = (kern__s_fma(q, r2, r) + (1.0f));
+    *s = kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23))); /* exponent field 191 + n */
+}
+/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
+KERN__AINLINE float kern__s_expneg_apply(float m, float p, float s) {
+    return kern__s_mul(kern__s_mul(kern__s_mul(m, p), s), (KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN__AINLINE float kern__s_expneg(float y) {
+    float p, s;
+    kern__s_expneg_ps(y, 0.0f, &p, &s);
+    return kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN__AINLINE float kern__s_scale2(float p, float n, float nf) {
+    int32_t ni = kern__s_isub(((int32_t)kern__f32_bits(nf)), ((int32_t)(0x4B400000)));
+    int32_t n1 = kern__s_isra(ni, 1);
+    int32_t n2 = kern__s_isub(ni, n1);
+    float s1 = kern__bits_f32((uint32_t)(kern__s_ishl(kern__s_iadd(n1, ((int32_t)(127))), 23)));
+    float s2 = kern__bits_f32((uint32_t)(kern__s_ishl(kern__s_iadd(n2, ((int32_t)(127))), 23)));
+    (void)n;
+    return kern__s_mul(kern__s_mul(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN__AINLINE float kern__s_exp(float x) {
+    float nf, n, r, r2, q, p;
+    x = kern__s_min((KERN__M_EXP_HI), kern__s_max((KERN__M_EXP_LO), x));
+    nf = kern__s_fma(x, (KERN__M_LOG2E), (KERN__M_MAGIC));
+    n = (nf - (KERN__M_MAGIC));
+    r = kern__s_fma(n, (-KERN__M_LN2HI), x);
+    r = kern__s_fma(n, (-KERN__M_LN2LO), r);
+    r2 = kern__s_mul(r, r);
+    q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P2));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P1));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P0));
+    p = (kern__s_fma(q, r2, r) + (1.0f));
+    return kern__s_scale2(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN__AINLINE float kern__s_exp2_poly(float f) {
+    float q = kern__s_fma((KERN__M_EXP2_Q5), f, (KERN__M_EXP2_Q4));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q3));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q2));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q1));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q0));
+    return kern__s_fma(q, f, (1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN__AINLINE float kern__s_exp2(float x) {
+    float nf, n;
+    x = kern__s_min((128.0f), kern__s_max((-151.0f), x));
+    nf = (x + (KERN__M_MAGIC));
+    n = (nf - (KERN__M_MAGIC));
+    return kern__s_scale2(kern__s_exp2_poly((x - n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN__AINLINE float kern__s_exp2_neg(float x) {
+    float y = kern__s_max((-127.0f), x);
+    float nf = (y + (KERN__M_MAGIC127));
+    float n = (nf - (KERN__M_MAGIC127));
+    float p = kern__s_exp2_poly((y - n));
+    return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN__AINLINE float kern__s_erf(float x) {
+    float ax = kern__s_min((3.99999976f), kern__s_abs(x));
+    int32_t k = kern__s_cvtt((ax + ax));
+    float t = (ax - ((kern__m_erf_tab[0])[(k) & 7]));
+    float q = ((kern__m_erf_tab[9])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[8])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[3])[(k) & 7]));
+    q = kern__s_fma(t, q, kern__s_fma(t, ((kern__m_erf_tab[2])[(k) & 7]), ((kern__m_erf_tab[1])[(k) & 7])));
+    return kern__s_orf(q, kern__s_andf(x, (-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN__AINLINE float kern__s_tanh(float x) {
+    float ax = kern__s_abs(x), s = kern__s_mul(x, x), q, w, l;
+    int small = (ax < (0.625f));
+    q = kern__s_fma((KERN__M_TANH_T4), s, (KERN__M_TANH_T3));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T2));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T1));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T0));
+    q = kern__s_fma(ax, kern__s_mul(q, s), ax);
+    w = kern__s_expneg(kern__s_mul(ax, (-2.0f)));
+    l = ((1.0f) - ((w + w) / (w + (1.0f))));
+    return kern__s_orf((small ? q : l), kern__s_andf(x, (-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN__AINLINE float kern__s_sigmoid(float x) {
+    float w = kern__s_expneg((-(kern__s_abs(x))));
+    float num = ((x >= 0.0f) ? (1.0f) : w);
+    return (num / ((1.0f) + w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN__AINLINE float kern__s_silu(float x) {
+    float p, s, w, q;
+    kern__s_expneg_ps((-(kern__s_abs(x))), 0.0f, &p, &s);
+    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    q = (x / ((1.0f) + w));
+    return ((x < 0.0f) ? kern__s_expneg_apply(q, p, s) : q);
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN__AINLINE float kern__s_silu_grad(float x) {
+    float p, s, w, i, xc, m, e;
+    int neg = (x < 0.0f);
+    kern__s_expneg_ps((-(kern__s_abs(x))), 0.0f, &p, &s);
+    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    i = ((1.0f) / ((1.0f) + w));
+    xc = kern__s_min((140.0f), kern__s_max((-140.0f), x));
+    m = (neg ? kern__s_mul(i, kern__s_fma(xc, i, (1.0f))) : kern__s_mul(kern__s_mul(xc, i), i));
+    m = (m + (x - x)); /* NaN for +-Inf */
+    e = kern__s_expneg_apply(m, p, s);
+    return (neg ? e : (i + e));
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN__AINLINE float kern__s_gelu_phi(float x) {
+    float xc = kern__s_min((KERN__M_GELU_HI), kern__s_max((KERN__M_GELU_LO), x));
+    float sc = ((x < 0.0f) ? (KERN__M_GELU_NEG_SCALE) : (KERN__M_GELU_POS_SCALE));
+    int32_t k = kern__s_cvtt(kern__s_fma(xc, sc, (4.0f)));
+    float t = (xc - ((kern__m_gelu_tab[0])[(k) & 7]));
+    float q = ((kern__m_gelu_tab[9])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[8])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[3])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[2])[(k) & 7]));
+    return kern__s_fma(q, t, ((kern__m_gelu_tab[1])[(k) & 7]));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN__AINLINE float kern__s_gelu_mills(float a) {
+    int32_t k = kern__s_isrl(((int32_t)kern__f32_bits(a)), 22);
+    float t = (a - ((kern__m_mills_tab[0])[(k) & 7]));
+    float q = ((kern__m_mills_tab[8])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[3])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[2])[(k) & 7]));
+    return kern__s_fma(q, t, ((kern__m_mills_tab[1])[(k) & 7]));
+}
+KERN__AINLINE void kern__s_gauss_ps(float a, float *p, float *s) {
+    float hi = kern__s_mul(a, a);
+    float lo = kern__s_fma(a, a, -(hi));
+    kern__s_expneg_ps(kern__s_mul(hi, (-0.5f)), kern__s_mul(lo, (-0.5f)), p, s);
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN__AINLINE float kern__s_gelu(float x) {
+    float r = kern__s_mul(x, kern__s_gelu_phi(x));
+    int tail = (x < (KERN__M_GELU_LO));
+    if ((tail)) {
+        float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x)), p, s;
+        kern__s_gauss_ps(a, &p, &s);
+        r = (tail ? kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), p, s) : r);
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN__AINLINE float kern__s_gelu_grad(float x) {
+    float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x)), p, s, r;
+    int tail = (x < (KERN__M_GELU_LO));
+    kern__s_gauss_ps(a, &p, &s);
+    r = (kern__s_gelu_phi(x) + kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), p, s));
+    if ((tail)) {
+        float m = kern__s_fma(x, (KERN__M_INV_SQRT_2PI), kern__s_gelu_mills(a));
+        r = (tail ? kern__s_expneg_apply(m, p, s) : r);
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN__AINLINE float kern__s_gelu_tanh(float x) {
+    float v = kern__s_mul(x, kern__s_fma(kern__s_mul(x, x), (KERN__M_GT_C2), (KERN__M_GT_C1)));
+    float p, s, w, q;
+    kern__s_expneg_ps((-(kern__s_abs(v))), 0.0f, &p, &s);
+    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    q = (x / ((1.0f) + w));
+    return ((x < 0.0f) ? kern__s_expneg_apply(q, p, s) : q);
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN__AINLINE float kern__s_gelu_tanh_grad(float x) {
+    float x2 = kern__s_mul(x, x);
+    float v = kern__s_mul(x, kern__s_fma(x2, (KERN__M_GT_C2), (KERN__M_GT_C1)));
+    float xc = kern__s_min((64.0f), kern__s_max((-64.0f), x));
+    float xd = kern__s_mul(xc, kern__s_fma(kern__s_mul(xc, xc), (KERN__M_GT_C2X3), (KERN__M_GT_C1)));
+    float p, s, w, i, m, e;
+    int neg = (x < 0.0f);
+    kern__s_expneg_ps((-(kern__s_abs(v))), 0.0f, &p, &s);
+    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    i = ((1.0f) / ((1.0f) + w));
+    m = (neg ? kern__s_mul(i, kern__s_fma(xd, i, (1.0f))) : kern__s_mul(kern__s_mul(xd, i), i));
+    m = (m + (x - x)); /* NaN for +-Inf */
+    e = kern__s_expneg_apply(m, p, s);
+    return (neg ? e : (i + e));
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN__AINLINE float kern__s_relu(float x) { return kern__s_max(0.0f, x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN__AINLINE float kern__s_act(float x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__s_gelu(x);
+    case KERN_ACT_GELU_TANH: return kern__s_gelu_tanh(x);
+    case KERN_ACT_RELU: return kern__s_relu(x);
+    case KERN_ACT_SILU: return kern__s_silu(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN__AINLINE float kern__s_act_grad(float x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__s_gelu_grad(x);
+    case KERN_ACT_GELU_TANH: return kern__s_gelu_tanh_grad(x);
+    case KERN_ACT_RELU: return ((x > 0.0f) ? (1.0f) : 0.0f);
+    case KERN_ACT_SILU: return kern__s_silu_grad(x);
+    default: return (1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+static inline void kern__s_act_row(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 1 <= n; i += 1) (*(float *)(y + i) = (kern__s_act((*(const float *)(x + i)), A))); \
+        if (i < n) (*(float *)(y + i) = (kern__s_act((*(const float *)(x + i)), A))); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
+ * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
+ * rounded once at the end even in the subnormal range; s is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * ylo is a small correction added to the reduced argument (y + ylo is
+ * the argument to better than f32). */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_expneg_ps__avx2(__m256 y, __m256 ylo, __m256 *p, __m256 *s) {
+    __m256 nf, n, r, r2, q;
+    y = _mm256_max_ps(_mm256_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = _mm256_fmadd_ps(y, _mm256_set1_ps(KERN__M_LOG2E), _mm256_set1_ps(KERN__M_MAGIC191));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC191));
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2HI), y); /* exact */
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2LO), r);
+    r = _mm256_add_ps(r, ylo);
+    r2 = kern__mul__avx2(r, r);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP_P4), r, _mm256_set1_ps(KERN__M_EXP_P3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P2));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P1));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P0));
+    *p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
+    *s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23)); /* exponent field 191 + n */
+}
+/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_apply__avx2(__m256 m, __m256 p, __m256 s) {
+    return kern__mul__avx2(kern__mul__avx2(kern__mul__avx2(m, p), s), _mm256_set1_ps(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg__avx2(__m256 y) {
+    __m256 p, s;
+    kern__v_expneg_ps__avx2(y, _mm256_setzero_ps(), &p, &s);
+    return kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_scale2__avx2(__m256 p, __m256 n, __m256 nf) {
+    __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(nf), _mm256_set1_epi32(0x4B400000));
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    (void)n;
+    return kern__mul__avx2(kern__mul__avx2(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp__avx2(__m256 x) {
+    __m256 nf, n, r, r2, q, p;
+    x = _mm256_min_ps(_mm256_set1_ps(KERN__M_EXP_HI), _mm256_max_ps(_mm256_set1_ps(KERN__M_EXP_LO), x));
+    nf = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN__M_LOG2E), _mm256_set1_ps(KERN__M_MAGIC));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC));
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2LO), r);
+    r2 = kern__mul__avx2(r, r);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP_P4), r, _mm256_set1_ps(KERN__M_EXP_P3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P2));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P1));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P0));
+    p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
+    return kern__v_scale2__avx2(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2_poly__avx2(__m256 f) {
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP2_Q5), f, _mm256_set1_ps(KERN__M_EXP2_Q4));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q3));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q2));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q1));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q0));
+    return _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2__avx2(__m256 x) {
+    __m256 nf, n;
+    x = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(_mm256_set1_ps(-151.0f), x));
+    nf = _mm256_add_ps(x, _mm256_set1_ps(KERN__M_MAGIC));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC));
+    return kern__v_scale2__avx2(kern__v_exp2_poly__avx2(_mm256_sub_ps(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2_neg__avx2(__m256 x) {
+    __m256 y = _mm256_max_ps(_mm256_set1_ps(-127.0f), x);
+    __m256 nf = _mm256_add_ps(y, _mm256_set1_ps(KERN__M_MAGIC127));
+    __m256 n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC127));
+    __m256 p = kern__v_exp2_poly__avx2(_mm256_sub_ps(y, n));
+    return kern__mul__avx2(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_erf__avx2(__m256 x) {
+    __m256 ax = _mm256_min_ps(_mm256_set1_ps(3.99999976f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+    __m256i k = _mm256_cvttps_epi32(_mm256_add_ps(ax, ax));
+    __m256 t = _mm256_sub_ps(ax, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[9]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[8]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[3]), k));
+    q = _mm256_fmadd_ps(t, q, _mm256_fmadd_ps(t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[2]), k), _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[1]), k)));
+    return _mm256_or_ps(q, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_tanh__avx2(__m256 x) {
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), s = kern__mul__avx2(x, x), q, w, l;
+    __m256 small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_TANH_T4), s, _mm256_set1_ps(KERN__M_TANH_T3));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T2));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T1));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T0));
+    q = _mm256_fmadd_ps(ax, kern__mul__avx2(q, s), ax);
+    w = kern__v_expneg__avx2(kern__mul__avx2(ax, _mm256_set1_ps(-2.0f)));
+    l = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_add_ps(w, w), _mm256_add_ps(w, _mm256_set1_ps(1.0f))));
+    return _mm256_or_ps(_mm256_blendv_ps(l, q, small), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sigmoid__avx2(__m256 x) {
+    __m256 w = kern__v_expneg__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)));
+    __m256 num = _mm256_blendv_ps(w, _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+    return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu__avx2(__m256 x) {
+    __m256 p, s, w, q;
+    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), _mm256_setzero_ps(), &p, &s);
+    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, p, s), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu_grad__avx2(__m256 x) {
+    __m256 p, s, w, i, xc, m, e;
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), _mm256_setzero_ps(), &p, &s);
+    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    xc = _mm256_min_ps(_mm256_set1_ps(140.0f), _mm256_max_ps(_mm256_set1_ps(-140.0f), x));
+    m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xc, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xc, i, _mm256_set1_ps(1.0f))), neg);
+    m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx2(m, p, s);
+    return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_phi__avx2(__m256 x) {
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(KERN__M_GELU_HI), _mm256_max_ps(_mm256_set1_ps(KERN__M_GELU_LO), x));
+    __m256 sc = _mm256_blendv_ps(_mm256_set1_ps(KERN__M_GELU_POS_SCALE), _mm256_set1_ps(KERN__M_GELU_NEG_SCALE), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    __m256i k = _mm256_cvttps_epi32(_mm256_fmadd_ps(xc, sc, _mm256_set1_ps(4.0f)));
+    __m256 t = _mm256_sub_ps(xc, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[9]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[8]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[3]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[2]), k));
+    return _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[1]), k));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_mills__avx2(__m256 a) {
+    __m256i k = _mm256_srli_epi32(_mm256_castps_si256(a), 22);
+    __m256 t = _mm256_sub_ps(a, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[8]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[3]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[2]), k));
+    return _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[1]), k));
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_gauss_ps__avx2(__m256 a, __m256 *p, __m256 *s) {
+    __m256 hi = kern__mul__avx2(a, a);
+    __m256 lo = _mm256_fmsub_ps(a, a, hi);
+    kern__v_expneg_ps__avx2(kern__mul__avx2(hi, _mm256_set1_ps(-0.5f)), kern__mul__avx2(lo, _mm256_set1_ps(-0.5f)), p, s);
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu__avx2(__m256 x) {
+    __m256 r = kern__mul__avx2(x, kern__v_gelu_phi__avx2(x));
+    __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    if ((_mm256_movemask_ps(tail) != 0)) {
+        __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), p, s;
+        kern__v_gauss_ps__avx2(a, &p, &s);
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(kern__mul__avx2(x, kern__v_gelu_mills__avx2(a)), p, s), tail);
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_grad__avx2(__m256 x) {
+    __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), p, s, r;
+    __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    kern__v_gauss_ps__avx2(a, &p, &s);
+    r = _mm256_add_ps(kern__v_gelu_phi__avx2(x), kern__v_expneg_apply__avx2(kern__mul__avx2(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI)), p, s));
+    if ((_mm256_movemask_ps(tail) != 0)) {
+        __m256 m = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx2(a));
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(m, p, s), tail);
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh__avx2(__m256 x) {
+    __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(kern__mul__avx2(x, x), _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 p, s, w, q;
+    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)), _mm256_setzero_ps(), &p, &s);
+    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, p, s), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh_grad__avx2(__m256 x) {
+    __m256 x2 = kern__mul__avx2(x, x);
+    __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(64.0f), _mm256_max_ps(_mm256_set1_ps(-64.0f), x));
+    __m256 xd = kern__mul__avx2(xc, _mm256_fmadd_ps(kern__mul__avx2(xc, xc), _mm256_set1_ps(KERN__M_GT_C2X3), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 p, s, w, i, m, e;
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)), _mm256_setzero_ps(), &p, &s);
+    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xd, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xd, i, _mm256_set1_ps(1.0f))), neg);
+    m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx2(m, p, s);
+    return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_relu__avx2(__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_act__avx2(__m256 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__avx2(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__avx2(x);
+    case KERN_ACT_RELU: return kern__v_relu__avx2(x);
+    case KERN_ACT_SILU: return kern__v_silu__avx2(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_act_grad__avx2(__m256 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__avx2(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__avx2(x);
+    case KERN_ACT_RELU: return _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case KERN_ACT_SILU: return kern__v_silu_grad__avx2(x);
+    default: return _mm256_set1_ps(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+KERN_TARGET_AVX2 static inline void kern__v_act_row__avx2(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, kern__v_act__avx2(_mm256_loadu_ps(x + i), A)); \
+        if (i < n) kern__storen__avx2(y + i, kern__v_act__avx2(kern__loadn__avx2(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+/* ---- avx512 ---- */
+/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
+ * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
+ * rounded once at the end even in the subnormal range; s is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * ylo is a small correction added to the reduced argument (y + ylo is
+ * the argument to better than f32). */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_expneg_ps__avx512(__m512 y, __m512 ylo, __m512 *p, __m512 *s) {
+    __m512 nf, n, r, r2, q;
+    y = _mm512_max_ps(_mm512_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = _mm512_fmadd_ps(y, _mm512_set1_ps(KERN__M_LOG2E), _mm512_set1_ps(KERN__M_MAGIC191));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC191));
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2HI), y); /* exact */
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2LO), r);
+    r = _mm512_add_ps(r, ylo);
+    r2 = kern__mul__avx512(r, r);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP_P4), r, _mm512_set1_ps(KERN__M_EXP_P3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P0));
+    *p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
+    *s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23)); /* exponent field 191 + n */
+}
+/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_apply__avx512(__m512 m, __m512 p, __m512 s) {
+    return kern__mul__avx512(kern__mul__avx512(kern__mul__avx512(m, p), s), _mm512_set1_ps(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg__avx512(__m512 y) {
+    __m512 p, s;
+    kern__v_expneg_ps__avx512(y, _mm512_setzero_ps(), &p, &s);
+    return kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_scale2__avx512(__m512 p, __m512 n, __m512 nf) {
+    (void)nf;
+    return _mm512_scalef_ps(p, n); /* the same single rounding */
+}
+
+/* e^x over the whole f32 range. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp__avx512(__m512 x) {
+    __m512 nf, n, r, r2, q, p;
+    x = _mm512_min_ps(_mm512_set1_ps(KERN__M_EXP_HI), _mm512_max_ps(_mm512_set1_ps(KERN__M_EXP_LO), x));
+    nf = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_LOG2E), _mm512_set1_ps(KERN__M_MAGIC));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC));
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2LO), r);
+    r2 = kern__mul__avx512(r, r);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP_P4), r, _mm512_set1_ps(KERN__M_EXP_P3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P0));
+    p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
+    return kern__v_scale2__avx512(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2_poly__avx512(__m512 f) {
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP2_Q5), f, _mm512_set1_ps(KERN__M_EXP2_Q4));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q3));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q2));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q1));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q0));
+    return _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2__avx512(__m512 x) {
+    __m512 nf, n;
+    x = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-151.0f), x));
+    nf = _mm512_add_ps(x, _mm512_set1_ps(KERN__M_MAGIC));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC));
+    return kern__v_scale2__avx512(kern__v_exp2_poly__avx512(_mm512_sub_ps(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2_neg__avx512(__m512 x) {
+    __m512 y = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
+    __m512 nf = _mm512_add_ps(y, _mm512_set1_ps(KERN__M_MAGIC127));
+    __m512 n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC127));
+    __m512 p = kern__v_exp2_poly__avx512(_mm512_sub_ps(y, n));
+    return kern__mul__avx512(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_erf__avx512(__m512 x) {
+    __m512 ax = _mm512_min_ps(_mm512_set1_ps(3.99999976f), _mm512_abs_ps(x));
+    __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(ax, ax));
+    __m512 t = _mm512_sub_ps(ax, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[3]))));
+    q = _mm512_fmadd_ps(t, q, _mm512_fmadd_ps(t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[2]))), _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[1])))));
+    return _mm512_or_ps(q, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_tanh__avx512(__m512 x) {
+    __m512 ax = _mm512_abs_ps(x), s = kern__mul__avx512(x, x), q, w, l;
+    __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_TANH_T4), s, _mm512_set1_ps(KERN__M_TANH_T3));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T2));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T1));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T0));
+    q = _mm512_fmadd_ps(ax, kern__mul__avx512(q, s), ax);
+    w = kern__v_expneg__avx512(kern__mul__avx512(ax, _mm512_set1_ps(-2.0f)));
+    l = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_add_ps(w, w), _mm512_add_ps(w, _mm512_set1_ps(1.0f))));
+    return _mm512_or_ps(_mm512_mask_blend_ps(small, l, q), _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sigmoid__avx512(__m512 x) {
+    __m512 w = kern__v_expneg__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)));
+    __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), w, _mm512_set1_ps(1.0f));
+    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu__avx512(__m512 x) {
+    __m512 p, s, w, q;
+    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)), _mm512_setzero_ps(), &p, &s);
+    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, p, s));
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu_grad__avx512(__m512 x) {
+    __m512 p, s, w, i, xc, m, e;
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)), _mm512_setzero_ps(), &p, &s);
+    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    xc = _mm512_min_ps(_mm512_set1_ps(140.0f), _mm512_max_ps(_mm512_set1_ps(-140.0f), x));
+    m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xc, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xc, i, _mm512_set1_ps(1.0f))));
+    m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx512(m, p, s);
+    return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_phi__avx512(__m512 x) {
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(KERN__M_GELU_HI), _mm512_max_ps(_mm512_set1_ps(KERN__M_GELU_LO), x));
+    __m512 sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_set1_ps(KERN__M_GELU_POS_SCALE), _mm512_set1_ps(KERN__M_GELU_NEG_SCALE));
+    __m512i k = _mm512_cvttps_epi32(_mm512_fmadd_ps(xc, sc, _mm512_set1_ps(4.0f)));
+    __m512 t = _mm512_sub_ps(xc, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[1]))));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_mills__avx512(__m512 a) {
+    __m512i k = _mm512_srli_epi32(_mm512_castps_si512(a), 22);
+    __m512 t = _mm512_sub_ps(a, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[8])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[1]))));
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_gauss_ps__avx512(__m512 a, __m512 *p, __m512 *s) {
+    __m512 hi = kern__mul__avx512(a, a);
+    __m512 lo = _mm512_fmsub_ps(a, a, hi);
+    kern__v_expneg_ps__avx512(kern__mul__avx512(hi, _mm512_set1_ps(-0.5f)), kern__mul__avx512(lo, _mm512_set1_ps(-0.5f)), p, s);
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu__avx512(__m512 x) {
+    __m512 r = kern__mul__avx512(x, kern__v_gelu_phi__avx512(x));
+    __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    if ((tail != 0)) {
+        __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x)), p, s;
+        kern__v_gauss_ps__avx512(a, &p, &s);
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(kern__mul__avx512(x, kern__v_gelu_mills__avx512(a)), p, s));
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_grad__avx512(__m512 x) {
+    __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x)), p, s, r;
+    __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    kern__v_gauss_ps__avx512(a, &p, &s);
+    r = _mm512_add_ps(kern__v_gelu_phi__avx512(x), kern__v_expneg_apply__avx512(kern__mul__avx512(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI)), p, s));
+    if ((tail != 0)) {
+        __m512 m = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx512(a));
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(m, p, s));
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh__avx512(__m512 x) {
+    __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(kern__mul__avx512(x, x), _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 p, s, w, q;
+    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(v)), _mm512_setzero_ps(), &p, &s);
+    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, p, s));
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh_grad__avx512(__m512 x) {
+    __m512 x2 = kern__mul__avx512(x, x);
+    __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(64.0f), _mm512_max_ps(_mm512_set1_ps(-64.0f), x));
+    __m512 xd = kern__mul__avx512(xc, _mm512_fmadd_ps(kern__mul__avx512(xc, xc), _mm512_set1_ps(KERN__M_GT_C2X3), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 p, s, w, i, m, e;
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(v)), _mm512_setzero_ps(), &p, &s);
+    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xd, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xd, i, _mm512_set1_ps(1.0f))));
+    m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx512(m, p, s);
+    return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_relu__avx512(__m512 x) { return _mm512_max_ps(_mm512_setzero_ps(), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_act__avx512(__m512 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__avx512(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__avx512(x);
+    case KERN_ACT_RELU: return kern__v_relu__avx512(x);
+    case KERN_ACT_SILU: return kern__v_silu__avx512(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_act_grad__avx512(__m512 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__avx512(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__avx512(x);
+    case KERN_ACT_RELU: return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_setzero_ps(), _mm512_set1_ps(1.0f));
+    case KERN_ACT_SILU: return kern__v_silu_grad__avx512(x);
+    default: return _mm512_set1_ps(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+KERN_TARGET_AVX512 static inline void kern__v_act_row__avx512(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, kern__v_act__avx512(_mm512_loadu_ps(x + i), A)); \
+        if (i < n) kern__storen__avx512(y + i, kern__v_act__avx512(kern__loadn__avx512(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
+ * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
+ * rounded once at the end even in the subnormal range; s is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * ylo is a small correction added to the reduced argument (y + ylo is
+ * the argument to better than f32). */
+KERN__AINLINE void kern__v_expneg_ps__neon(float32x4_t y, float32x4_t ylo, float32x4_t *p, float32x4_t *s) {
+    float32x4_t nf, n, r, r2, q;
+    y = kern__max__neon(vdupq_n_f32(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = vfmaq_f32(vdupq_n_f32(KERN__M_MAGIC191), y, vdupq_n_f32(KERN__M_LOG2E));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC191));
+    r = vfmaq_f32(y, n, vdupq_n_f32(-KERN__M_LN2HI)); /* exact */
+    r = vfmaq_f32(r, n, vdupq_n_f32(-KERN__M_LN2LO));
+    r = vaddq_f32(r, ylo);
+    r2 = kern__mul__neon(r, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P3), vdupq_n_f32(KERN__M_EXP_P4), r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P2), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P1), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P0), q, r);
+    *p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
+    *s = vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23)); /* exponent field 191 + n */
+}
+/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
+KERN__AINLINE float32x4_t kern__v_expneg_apply__neon(float32x4_t m, float32x4_t p, float32x4_t s) {
+    return kern__mul__neon(kern__mul__neon(kern__mul__neon(m, p), s), vdupq_n_f32(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN__AINLINE float32x4_t kern__v_expneg__neon(float32x4_t y) {
+    float32x4_t p, s;
+    kern__v_expneg_ps__neon(y, vdupq_n_f32(0.0f), &p, &s);
+    return kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN__AINLINE float32x4_t kern__v_scale2__neon(float32x4_t p, float32x4_t n, float32x4_t nf) {
+    int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(nf), vdupq_n_s32(0x4B400000));
+    int32x4_t n1 = vshrq_n_s32(ni, 1);
+    int32x4_t n2 = vsubq_s32(ni, n1);
+    float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    (void)n;
+    return kern__mul__neon(kern__mul__neon(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN__AINLINE float32x4_t kern__v_exp__neon(float32x4_t x) {
+    float32x4_t nf, n, r, r2, q, p;
+    x = kern__min__neon(vdupq_n_f32(KERN__M_EXP_HI), kern__max__neon(vdupq_n_f32(KERN__M_EXP_LO), x));
+    nf = vfmaq_f32(vdupq_n_f32(KERN__M_MAGIC), x, vdupq_n_f32(KERN__M_LOG2E));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC));
+    r = vfmaq_f32(x, n, vdupq_n_f32(-KERN__M_LN2HI));
+    r = vfmaq_f32(r, n, vdupq_n_f32(-KERN__M_LN2LO));
+    r2 = kern__mul__neon(r, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P3), vdupq_n_f32(KERN__M_EXP_P4), r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P2), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P1), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P0), q, r);
+    p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
+    return kern__v_scale2__neon(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN__AINLINE float32x4_t kern__v_exp2_poly__neon(float32x4_t f) {
+    float32x4_t q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q4), vdupq_n_f32(KERN__M_EXP2_Q5), f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q3), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q2), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q1), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q0), q, f);
+    return vfmaq_f32(vdupq_n_f32(1.0f), q, f);
+}
+/* 2^x over the whole f32 range. */
+KERN__AINLINE float32x4_t kern__v_exp2__neon(float32x4_t x) {
+    float32x4_t nf, n;
+    x = kern__min__neon(vdupq_n_f32(128.0f), kern__max__neon(vdupq_n_f32(-151.0f), x));
+    nf = vaddq_f32(x, vdupq_n_f32(KERN__M_MAGIC));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC));
+    return kern__v_scale2__neon(kern__v_exp2_poly__neon(vsubq_f32(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN__AINLINE float32x4_t kern__v_exp2_neg__neon(float32x4_t x) {
+    float32x4_t y = kern__max__neon(vdupq_n_f32(-127.0f), x);
+    float32x4_t nf = vaddq_f32(y, vdupq_n_f32(KERN__M_MAGIC127));
+    float32x4_t n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC127));
+    float32x4_t p = kern__v_exp2_poly__neon(vsubq_f32(y, n));
+    return kern__mul__neon(p, vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN__AINLINE float32x4_t kern__v_erf__neon(float32x4_t x) {
+    float32x4_t ax = kern__min__neon(vdupq_n_f32(3.99999976f), vabsq_f32(x));
+    int32x4_t k = vcvtq_s32_f32(vaddq_f32(ax, ax));
+    float32x4_t t = vsubq_f32(ax, kern__lut8__neon(kern__m_erf_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_erf_tab[9], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[8], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[3], k), q, t);
+    q = vfmaq_f32(vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[1], k), t, kern__lut8__neon(kern__m_erf_tab[2], k)), t, q);
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(q), vreinterpretq_u32_f32(vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))))));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN__AINLINE float32x4_t kern__v_tanh__neon(float32x4_t x) {
+    float32x4_t ax = vabsq_f32(x), s = kern__mul__neon(x, x), q, w, l;
+    uint32x4_t small = vcltq_f32(ax, vdupq_n_f32(0.625f));
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T3), vdupq_n_f32(KERN__M_TANH_T4), s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T2), q, s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T1), q, s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T0), q, s);
+    q = vfmaq_f32(ax, ax, kern__mul__neon(q, s));
+    w = kern__v_expneg__neon(kern__mul__neon(ax, vdupq_n_f32(-2.0f)));
+    l = vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vaddq_f32(w, w), vaddq_f32(w, vdupq_n_f32(1.0f))));
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(vbslq_f32(small, q, l)), vreinterpretq_u32_f32(vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))))));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN__AINLINE float32x4_t kern__v_sigmoid__neon(float32x4_t x) {
+    float32x4_t w = kern__v_expneg__neon(vnegq_f32(vabsq_f32(x)));
+    float32x4_t num = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f), w);
+    return vdivq_f32(num, vaddq_f32(vdupq_n_f32(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN__AINLINE float32x4_t kern__v_silu__neon(float32x4_t x) {
+    float32x4_t p, s, w, q;
+    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(x)), vdupq_n_f32(0.0f), &p, &s);
+    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, p, s), q);
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN__AINLINE float32x4_t kern__v_silu_grad__neon(float32x4_t x) {
+    float32x4_t p, s, w, i, xc, m, e;
+    uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(x)), vdupq_n_f32(0.0f), &p, &s);
+    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
+    xc = kern__min__neon(vdupq_n_f32(140.0f), kern__max__neon(vdupq_n_f32(-140.0f), x));
+    m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xc, i)), kern__mul__neon(kern__mul__neon(xc, i), i));
+    m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__neon(m, p, s);
+    return vbslq_f32(neg, e, vaddq_f32(i, e));
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN__AINLINE float32x4_t kern__v_gelu_phi__neon(float32x4_t x) {
+    float32x4_t xc = kern__min__neon(vdupq_n_f32(KERN__M_GELU_HI), kern__max__neon(vdupq_n_f32(KERN__M_GELU_LO), x));
+    float32x4_t sc = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(KERN__M_GELU_NEG_SCALE), vdupq_n_f32(KERN__M_GELU_POS_SCALE));
+    int32x4_t k = vcvtq_s32_f32(vfmaq_f32(vdupq_n_f32(4.0f), xc, sc));
+    float32x4_t t = vsubq_f32(xc, kern__lut8__neon(kern__m_gelu_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_gelu_tab[9], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[8], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[3], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[2], k), q, t);
+    return vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[1], k), q, t);
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN__AINLINE float32x4_t kern__v_gelu_mills__neon(float32x4_t a) {
+    int32x4_t k = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(vreinterpretq_s32_f32(a)), 22));
+    float32x4_t t = vsubq_f32(a, kern__lut8__neon(kern__m_mills_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_mills_tab[8], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[3], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[2], k), q, t);
+    return vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[1], k), q, t);
+}
+KERN__AINLINE void kern__v_gauss_ps__neon(float32x4_t a, float32x4_t *p, float32x4_t *s) {
+    float32x4_t hi = kern__mul__neon(a, a);
+    float32x4_t lo = vnegq_f32(vfmsq_f32(hi, a, a));
+    kern__v_expneg_ps__neon(kern__mul__neon(hi, vdupq_n_f32(-0.5f)), kern__mul__neon(lo, vdupq_n_f32(-0.5f)), p, s);
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN__AINLINE float32x4_t kern__v_gelu__neon(float32x4_t x) {
+    float32x4_t r = kern__mul__neon(x, kern__v_gelu_phi__neon(x));
+    uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
+    if ((vmaxvq_u32(tail) != 0)) {
+        float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x)), p, s;
+        kern__v_gauss_ps__neon(a, &p, &s);
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(kern__mul__neon(x, kern__v_gelu_mills__neon(a)), p, s), r);
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN__AINLINE float32x4_t kern__v_gelu_grad__neon(float32x4_t x) {
+    float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x)), p, s, r;
+    uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
+    kern__v_gauss_ps__neon(a, &p, &s);
+    r = vaddq_f32(kern__v_gelu_phi__neon(x), kern__v_expneg_apply__neon(kern__mul__neon(x, vdupq_n_f32(KERN__M_INV_SQRT_2PI)), p, s));
+    if ((vmaxvq_u32(tail) != 0)) {
+        float32x4_t m = vfmaq_f32(kern__v_gelu_mills__neon(a), x, vdupq_n_f32(KERN__M_INV_SQRT_2PI));
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(m, p, s), r);
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN__AINLINE float32x4_t kern__v_gelu_tanh__neon(float32x4_t x) {
+    float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(x, x), vdupq_n_f32(KERN__M_GT_C2)));
+    float32x4_t p, s, w, q;
+    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(v)), vdupq_n_f32(0.0f), &p, &s);
+    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, p, s), q);
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN__AINLINE float32x4_t kern__v_gelu_tanh_grad__neon(float32x4_t x) {
+    float32x4_t x2 = kern__mul__neon(x, x);
+    float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), x2, vdupq_n_f32(KERN__M_GT_C2)));
+    float32x4_t xc = kern__min__neon(vdupq_n_f32(64.0f), kern__max__neon(vdupq_n_f32(-64.0f), x));
+    float32x4_t xd = kern__mul__neon(xc, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(xc, xc), vdupq_n_f32(KERN__M_GT_C2X3)));
+    float32x4_t p, s, w, i, m, e;
+    uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(v)), vdupq_n_f32(0.0f), &p, &s);
+    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
+    m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xd, i)), kern__mul__neon(kern__mul__neon(xd, i), i));
+    m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__neon(m, p, s);
+    return vbslq_f32(neg, e, vaddq_f32(i, e));
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN__AINLINE float32x4_t kern__v_relu__neon(float32x4_t x) { return kern__max__neon(vdupq_n_f32(0.0f), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN__AINLINE float32x4_t kern__v_act__neon(float32x4_t x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__neon(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__neon(x);
+    case KERN_ACT_RELU: return kern__v_relu__neon(x);
+    case KERN_ACT_SILU: return kern__v_silu__neon(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN__AINLINE float32x4_t kern__v_act_grad__neon(float32x4_t x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__neon(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__neon(x);
+    case KERN_ACT_RELU: return vbslq_f32(vcgtq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f), vdupq_n_f32(0.0f));
+    case KERN_ACT_SILU: return kern__v_silu_grad__neon(x);
+    default: return vdupq_n_f32(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+static inline void kern__v_act_row__neon(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 4 <= n; i += 4) vst1q_f32(y + i, kern__v_act__neon(vld1q_f32(x + i), A)); \
+        if (i < n) kern__storen__neon(y + i, kern__v_act__neon(kern__loadn__neon(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
+
+/* Hoists the activation switch out of a hot loop: CALL(A) is expanded once
+ * per activation with A a constant, e.g.
+ *     #define ROW(A) my_row__avx2(x, y, n, A);
+ *     KERN__ACT_DISPATCH(act, ROW)
+ * where my_row__avx2 is always_inline and calls kern__v_act__avx2(v, A). */
+#define KERN__ACT_DISPATCH(act, CALL)                                         \
+    switch (act) {                                                            \
+    case KERN_ACT_GELU: CALL(KERN_ACT_GELU) break;                            \
+    case KERN_ACT_GELU_TANH: CALL(KERN_ACT_GELU_TANH) break;                  \
+    case KERN_ACT_RELU: CALL(KERN_ACT_RELU) break;                            \
+    case KERN_ACT_SILU: CALL(KERN_ACT_SILU) break;                            \
+    default: CALL(KERN_ACT_NONE) break;                                       \
+    }
+
 #ifdef __cplusplus
 }
 #endif

@@ -495,7 +495,7 @@ KT_TEST(convert_errors) {
 
 /* The kernel's view of the CPU flags (it also masks what the OS does not
  * enable), to cross-check cpuid + xgetbv. */
-static int cpuinfo_flag(const char *flag, int *have_file) {
+static KT__UNUSED int cpuinfo_flag(const char *flag, int *have_file) {
     FILE *fp = fopen("/proc/cpuinfo", "r");
     char line[8192];
     int found = 0;
