@@ -2370,37 +2370,39 @@ static const float kern__m_erf_tab[10][8] = {
 
 /* BEGIN GENERATED kern_tmpl.py: kern_math isa=scalar,avx2,avx512,neon — do not edit */
 /* ---- scalar ---- */
-/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
- * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
- * rounded once at the end even in the subnormal range; s is exactly 0 for
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
  * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
- * ylo is a small correction added to the reduced argument (y + ylo is
- * the argument to better than f32). */
-KERN__AINLINE void kern__s_expneg_ps(float y, float ylo, float *p, float *s) {
-    float nf, n, r, r2, q;
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN__AINLINE float kern__s_expneg_core(float y, float ylo, int has_lo) {
+    float nf, n, r, r2, q, p;
     y = kern__s_max((KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
     nf = kern__s_fma(y, (KERN__M_LOG2E), (KERN__M_MAGIC191));
     n = (nf - (KERN__M_MAGIC191));
     r = kern__s_fma(n, (-KERN__M_LN2HI), y); /* exact */
     r = kern__s_fma(n, (-KERN__M_LN2LO), r);
-    r = (r + ylo);
+    if (has_lo) r = (r + ylo);
     r2 = kern__s_mul(r, r);
     q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
     q = kern__s_fma(q, r, (KERN__M_EXP_P2));
     q = kern__s_fma(q, r, (KERN__M_EXP_P1));
     q = kern__s_fma(q, r, (KERN__M_EXP_P0));
-    *p = (kern__s_fma(q, r2, r) + (1.0f));
-    *s = kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23))); /* exponent field 191 + n */
+    p = (kern__s_fma(q, r2, r) + (1.0f));
+    return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* exponent field 191 + n */
 }
-/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
-KERN__AINLINE float kern__s_expneg_apply(float m, float p, float s) {
-    return kern__s_mul(kern__s_mul(kern__s_mul(m, p), s), (KERN__M_TWOM64));
+KERN__AINLINE float kern__s_expneg_ps(float y) { return kern__s_expneg_core(y, y, 0); }
+KERN__AINLINE float kern__s_expneg_ps_lo(float y, float ylo) {
+    return kern__s_expneg_core(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN__AINLINE float kern__s_expneg_apply(float m, float ps) {
+    return kern__s_mul(kern__s_mul(m, ps), (KERN__M_TWOM64));
 }
 /* exp(y), y <= 0. */
 KERN__AINLINE float kern__s_expneg(float y) {
-    float p, s;
-    kern__s_expneg_ps(y, 0.0f, &p, &s);
-    return kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    return kern__s_mul(kern__s_expneg_ps(y), (KERN__M_TWOM64));
 }
 
 /* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
@@ -2493,7 +2495,7 @@ KERN__AINLINE float kern__s_tanh(float x) {
 
 /* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
 KERN__AINLINE float kern__s_sigmoid(float x) {
-    float w = kern__s_expneg((-(kern__s_abs(x))));
+    float w = kern__s_expneg(kern__s_orf(x, (-0.0f)));
     float num = ((x >= 0.0f) ? (1.0f) : w);
     return (num / ((1.0f) + w));
 }
@@ -2501,25 +2503,24 @@ KERN__AINLINE float kern__s_sigmoid(float x) {
 /* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
  * exponent applied last (subnormal results rounded once). */
 KERN__AINLINE float kern__s_silu(float x) {
-    float p, s, w, q;
-    kern__s_expneg_ps((-(kern__s_abs(x))), 0.0f, &p, &s);
-    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
-    q = (x / ((1.0f) + w));
-    return ((x < 0.0f) ? kern__s_expneg_apply(q, p, s) : q);
+    float ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
+    float w = kern__s_mul(ps, (KERN__M_TWOM64));
+    float q = (x / ((1.0f) + w));
+    return ((x < 0.0f) ? kern__s_expneg_apply(q, ps) : q);
 }
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
  * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
  * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
 KERN__AINLINE float kern__s_silu_grad(float x) {
-    float p, s, w, i, xc, m, e;
+    float ps, w, i, xc, m, e;
     int neg = (x < 0.0f);
-    kern__s_expneg_ps((-(kern__s_abs(x))), 0.0f, &p, &s);
-    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
+    w = kern__s_mul(ps, (KERN__M_TWOM64));
     i = ((1.0f) / ((1.0f) + w));
     xc = kern__s_min((140.0f), kern__s_max((-140.0f), x));
     m = (neg ? kern__s_mul(i, kern__s_fma(xc, i, (1.0f))) : kern__s_mul(kern__s_mul(xc, i), i));
     m = (m + (x - x)); /* NaN for +-Inf */
-    e = kern__s_expneg_apply(m, p, s);
+    e = kern__s_expneg_apply(m, ps);
     return (neg ? e : (i + e));
 }
 
@@ -2554,10 +2555,10 @@ KERN__AINLINE float kern__s_gelu_mills(float a) {
     q = kern__s_fma(q, t, ((kern__m_mills_tab[2])[(k) & 7]));
     return kern__s_fma(q, t, ((kern__m_mills_tab[1])[(k) & 7]));
 }
-KERN__AINLINE void kern__s_gauss_ps(float a, float *p, float *s) {
+KERN__AINLINE float kern__s_gauss_ps(float a) {
     float hi = kern__s_mul(a, a);
     float lo = kern__s_fma(a, a, -(hi));
-    kern__s_expneg_ps(kern__s_mul(hi, (-0.5f)), kern__s_mul(lo, (-0.5f)), p, s);
+    return kern__s_expneg_ps_lo(kern__s_mul(hi, (-0.5f)), kern__s_mul(lo, (-0.5f)));
 }
 
 /* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
@@ -2567,22 +2568,22 @@ KERN__AINLINE float kern__s_gelu(float x) {
     float r = kern__s_mul(x, kern__s_gelu_phi(x));
     int tail = (x < (KERN__M_GELU_LO));
     if ((tail)) {
-        float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x)), p, s;
-        kern__s_gauss_ps(a, &p, &s);
-        r = (tail ? kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), p, s) : r);
+        float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
+        float ps = kern__s_gauss_ps(a);
+        r = (tail ? kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), ps) : r);
     }
     return r;
 }
 /* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
  * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
 KERN__AINLINE float kern__s_gelu_grad(float x) {
-    float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x)), p, s, r;
+    float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
     int tail = (x < (KERN__M_GELU_LO));
-    kern__s_gauss_ps(a, &p, &s);
-    r = (kern__s_gelu_phi(x) + kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), p, s));
+    float ps = kern__s_gauss_ps(a);
+    float r = (kern__s_gelu_phi(x) + kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), ps));
     if ((tail)) {
         float m = kern__s_fma(x, (KERN__M_INV_SQRT_2PI), kern__s_gelu_mills(a));
-        r = (tail ? kern__s_expneg_apply(m, p, s) : r);
+        r = (tail ? kern__s_expneg_apply(m, ps) : r);
     }
     return r;
 }
@@ -2591,11 +2592,10 @@ KERN__AINLINE float kern__s_gelu_grad(float x) {
  * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
 KERN__AINLINE float kern__s_gelu_tanh(float x) {
     float v = kern__s_mul(x, kern__s_fma(kern__s_mul(x, x), (KERN__M_GT_C2), (KERN__M_GT_C1)));
-    float p, s, w, q;
-    kern__s_expneg_ps((-(kern__s_abs(v))), 0.0f, &p, &s);
-    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
-    q = (x / ((1.0f) + w));
-    return ((x < 0.0f) ? kern__s_expneg_apply(q, p, s) : q);
+    float ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
+    float w = kern__s_mul(ps, (KERN__M_TWOM64));
+    float q = (x / ((1.0f) + w));
+    return ((x < 0.0f) ? kern__s_expneg_apply(q, ps) : q);
 }
 /* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
  * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
@@ -2606,14 +2606,14 @@ KERN__AINLINE float kern__s_gelu_tanh_grad(float x) {
     float v = kern__s_mul(x, kern__s_fma(x2, (KERN__M_GT_C2), (KERN__M_GT_C1)));
     float xc = kern__s_min((64.0f), kern__s_max((-64.0f), x));
     float xd = kern__s_mul(xc, kern__s_fma(kern__s_mul(xc, xc), (KERN__M_GT_C2X3), (KERN__M_GT_C1)));
-    float p, s, w, i, m, e;
+    float ps, w, i, m, e;
     int neg = (x < 0.0f);
-    kern__s_expneg_ps((-(kern__s_abs(v))), 0.0f, &p, &s);
-    w = kern__s_mul(kern__s_mul(p, s), (KERN__M_TWOM64));
+    ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
+    w = kern__s_mul(ps, (KERN__M_TWOM64));
     i = ((1.0f) / ((1.0f) + w));
     m = (neg ? kern__s_mul(i, kern__s_fma(xd, i, (1.0f))) : kern__s_mul(kern__s_mul(xd, i), i));
     m = (m + (x - x)); /* NaN for +-Inf */
-    e = kern__s_expneg_apply(m, p, s);
+    e = kern__s_expneg_apply(m, ps);
     return (neg ? e : (i + e));
 }
 
@@ -2664,37 +2664,39 @@ static inline void kern__s_act_row(const float *x, float *y, int64_t n, kern_act
 }
 #ifdef KERN_X86
 /* ---- avx2 ---- */
-/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
- * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
- * rounded once at the end even in the subnormal range; s is exactly 0 for
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
  * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
- * ylo is a small correction added to the reduced argument (y + ylo is
- * the argument to better than f32). */
-KERN_TARGET_AVX2 KERN__AINLINE void kern__v_expneg_ps__avx2(__m256 y, __m256 ylo, __m256 *p, __m256 *s) {
-    __m256 nf, n, r, r2, q;
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_core__avx2(__m256 y, __m256 ylo, int has_lo) {
+    __m256 nf, n, r, r2, q, p;
     y = _mm256_max_ps(_mm256_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
     nf = _mm256_fmadd_ps(y, _mm256_set1_ps(KERN__M_LOG2E), _mm256_set1_ps(KERN__M_MAGIC191));
     n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC191));
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2HI), y); /* exact */
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2LO), r);
-    r = _mm256_add_ps(r, ylo);
+    if (has_lo) r = _mm256_add_ps(r, ylo);
     r2 = kern__mul__avx2(r, r);
     q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP_P4), r, _mm256_set1_ps(KERN__M_EXP_P3));
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P2));
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P1));
     q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P0));
-    *p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
-    *s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23)); /* exponent field 191 + n */
+    p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
+    return kern__mul__avx2(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23))); /* exponent field 191 + n */
 }
-/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
-KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_apply__avx2(__m256 m, __m256 p, __m256 s) {
-    return kern__mul__avx2(kern__mul__avx2(kern__mul__avx2(m, p), s), _mm256_set1_ps(KERN__M_TWOM64));
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_ps__avx2(__m256 y) { return kern__v_expneg_core__avx2(y, y, 0); }
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_ps_lo__avx2(__m256 y, __m256 ylo) {
+    return kern__v_expneg_core__avx2(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_apply__avx2(__m256 m, __m256 ps) {
+    return kern__mul__avx2(kern__mul__avx2(m, ps), _mm256_set1_ps(KERN__M_TWOM64));
 }
 /* exp(y), y <= 0. */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg__avx2(__m256 y) {
-    __m256 p, s;
-    kern__v_expneg_ps__avx2(y, _mm256_setzero_ps(), &p, &s);
-    return kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    return kern__mul__avx2(kern__v_expneg_ps__avx2(y), _mm256_set1_ps(KERN__M_TWOM64));
 }
 
 /* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
@@ -2787,7 +2789,7 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_tanh__avx2(__m256 x) {
 
 /* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sigmoid__avx2(__m256 x) {
-    __m256 w = kern__v_expneg__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)));
+    __m256 w = kern__v_expneg__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
     __m256 num = _mm256_blendv_ps(w, _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
     return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
 }
@@ -2795,25 +2797,24 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sigmoid__avx2(__m256 x) {
 /* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
  * exponent applied last (subnormal results rounded once). */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu__avx2(__m256 x) {
-    __m256 p, s, w, q;
-    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), _mm256_setzero_ps(), &p, &s);
-    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
-    q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
-    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, p, s), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    __m256 ps = kern__v_expneg_ps__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    __m256 w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    __m256 q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, ps), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
 }
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
  * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
  * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu_grad__avx2(__m256 x) {
-    __m256 p, s, w, i, xc, m, e;
+    __m256 ps, w, i, xc, m, e;
     __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), _mm256_setzero_ps(), &p, &s);
-    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
     i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
     xc = _mm256_min_ps(_mm256_set1_ps(140.0f), _mm256_max_ps(_mm256_set1_ps(-140.0f), x));
     m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xc, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xc, i, _mm256_set1_ps(1.0f))), neg);
     m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__avx2(m, p, s);
+    e = kern__v_expneg_apply__avx2(m, ps);
     return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
 }
 
@@ -2848,10 +2849,10 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_mills__avx2(__m256 a) {
     q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[2]), k));
     return _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[1]), k));
 }
-KERN_TARGET_AVX2 KERN__AINLINE void kern__v_gauss_ps__avx2(__m256 a, __m256 *p, __m256 *s) {
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gauss_ps__avx2(__m256 a) {
     __m256 hi = kern__mul__avx2(a, a);
     __m256 lo = _mm256_fmsub_ps(a, a, hi);
-    kern__v_expneg_ps__avx2(kern__mul__avx2(hi, _mm256_set1_ps(-0.5f)), kern__mul__avx2(lo, _mm256_set1_ps(-0.5f)), p, s);
+    return kern__v_expneg_ps_lo__avx2(kern__mul__avx2(hi, _mm256_set1_ps(-0.5f)), kern__mul__avx2(lo, _mm256_set1_ps(-0.5f)));
 }
 
 /* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
@@ -2861,22 +2862,22 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu__avx2(__m256 x) {
     __m256 r = kern__mul__avx2(x, kern__v_gelu_phi__avx2(x));
     __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
     if ((_mm256_movemask_ps(tail) != 0)) {
-        __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), p, s;
-        kern__v_gauss_ps__avx2(a, &p, &s);
-        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(kern__mul__avx2(x, kern__v_gelu_mills__avx2(a)), p, s), tail);
+        __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+        __m256 ps = kern__v_gauss_ps__avx2(a);
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(kern__mul__avx2(x, kern__v_gelu_mills__avx2(a)), ps), tail);
     }
     return r;
 }
 /* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
  * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_grad__avx2(__m256 x) {
-    __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)), p, s, r;
+    __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
     __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
-    kern__v_gauss_ps__avx2(a, &p, &s);
-    r = _mm256_add_ps(kern__v_gelu_phi__avx2(x), kern__v_expneg_apply__avx2(kern__mul__avx2(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI)), p, s));
+    __m256 ps = kern__v_gauss_ps__avx2(a);
+    __m256 r = _mm256_add_ps(kern__v_gelu_phi__avx2(x), kern__v_expneg_apply__avx2(kern__mul__avx2(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI)), ps));
     if ((_mm256_movemask_ps(tail) != 0)) {
         __m256 m = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx2(a));
-        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(m, p, s), tail);
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(m, ps), tail);
     }
     return r;
 }
@@ -2885,11 +2886,10 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_grad__avx2(__m256 x) {
  * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
 KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh__avx2(__m256 x) {
     __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(kern__mul__avx2(x, x), _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
-    __m256 p, s, w, q;
-    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)), _mm256_setzero_ps(), &p, &s);
-    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
-    q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
-    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, p, s), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    __m256 ps = kern__v_expneg_ps__avx2(_mm256_or_ps(v, _mm256_set1_ps(-0.0f)));
+    __m256 w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    __m256 q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, ps), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
 }
 /* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
  * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
@@ -2900,14 +2900,14 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh_grad__avx2(__m256 x) {
     __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
     __m256 xc = _mm256_min_ps(_mm256_set1_ps(64.0f), _mm256_max_ps(_mm256_set1_ps(-64.0f), x));
     __m256 xd = kern__mul__avx2(xc, _mm256_fmadd_ps(kern__mul__avx2(xc, xc), _mm256_set1_ps(KERN__M_GT_C2X3), _mm256_set1_ps(KERN__M_GT_C1)));
-    __m256 p, s, w, i, m, e;
+    __m256 ps, w, i, m, e;
     __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-    kern__v_expneg_ps__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)), _mm256_setzero_ps(), &p, &s);
-    w = kern__mul__avx2(kern__mul__avx2(p, s), _mm256_set1_ps(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__avx2(_mm256_or_ps(v, _mm256_set1_ps(-0.0f)));
+    w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
     i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
     m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xd, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xd, i, _mm256_set1_ps(1.0f))), neg);
     m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__avx2(m, p, s);
+    e = kern__v_expneg_apply__avx2(m, ps);
     return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
 }
 
@@ -2957,37 +2957,39 @@ KERN_TARGET_AVX2 static inline void kern__v_act_row__avx2(const float *x, float 
     }
 }
 /* ---- avx512 ---- */
-/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
- * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
- * rounded once at the end even in the subnormal range; s is exactly 0 for
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
  * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
- * ylo is a small correction added to the reduced argument (y + ylo is
- * the argument to better than f32). */
-KERN_TARGET_AVX512 KERN__AINLINE void kern__v_expneg_ps__avx512(__m512 y, __m512 ylo, __m512 *p, __m512 *s) {
-    __m512 nf, n, r, r2, q;
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_core__avx512(__m512 y, __m512 ylo, int has_lo) {
+    __m512 nf, n, r, r2, q, p;
     y = _mm512_max_ps(_mm512_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
     nf = _mm512_fmadd_ps(y, _mm512_set1_ps(KERN__M_LOG2E), _mm512_set1_ps(KERN__M_MAGIC191));
     n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC191));
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2HI), y); /* exact */
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2LO), r);
-    r = _mm512_add_ps(r, ylo);
+    if (has_lo) r = _mm512_add_ps(r, ylo);
     r2 = kern__mul__avx512(r, r);
     q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP_P4), r, _mm512_set1_ps(KERN__M_EXP_P3));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P2));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P1));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P0));
-    *p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
-    *s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23)); /* exponent field 191 + n */
+    p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
+    return kern__mul__avx512(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23))); /* exponent field 191 + n */
 }
-/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
-KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_apply__avx512(__m512 m, __m512 p, __m512 s) {
-    return kern__mul__avx512(kern__mul__avx512(kern__mul__avx512(m, p), s), _mm512_set1_ps(KERN__M_TWOM64));
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_ps__avx512(__m512 y) { return kern__v_expneg_core__avx512(y, y, 0); }
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_ps_lo__avx512(__m512 y, __m512 ylo) {
+    return kern__v_expneg_core__avx512(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_apply__avx512(__m512 m, __m512 ps) {
+    return kern__mul__avx512(kern__mul__avx512(m, ps), _mm512_set1_ps(KERN__M_TWOM64));
 }
 /* exp(y), y <= 0. */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg__avx512(__m512 y) {
-    __m512 p, s;
-    kern__v_expneg_ps__avx512(y, _mm512_setzero_ps(), &p, &s);
-    return kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    return kern__mul__avx512(kern__v_expneg_ps__avx512(y), _mm512_set1_ps(KERN__M_TWOM64));
 }
 
 /* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
@@ -3075,7 +3077,7 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_tanh__avx512(__m512 x) {
 
 /* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sigmoid__avx512(__m512 x) {
-    __m512 w = kern__v_expneg__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)));
+    __m512 w = kern__v_expneg__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
     __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), w, _mm512_set1_ps(1.0f));
     return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
 }
@@ -3083,25 +3085,24 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sigmoid__avx512(__m512 x) {
 /* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
  * exponent applied last (subnormal results rounded once). */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu__avx512(__m512 x) {
-    __m512 p, s, w, q;
-    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)), _mm512_setzero_ps(), &p, &s);
-    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
-    q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, p, s));
+    __m512 ps = kern__v_expneg_ps__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+    __m512 w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, ps));
 }
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
  * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
  * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu_grad__avx512(__m512 x) {
-    __m512 p, s, w, i, xc, m, e;
+    __m512 ps, w, i, xc, m, e;
     __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(x)), _mm512_setzero_ps(), &p, &s);
-    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+    w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
     i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
     xc = _mm512_min_ps(_mm512_set1_ps(140.0f), _mm512_max_ps(_mm512_set1_ps(-140.0f), x));
     m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xc, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xc, i, _mm512_set1_ps(1.0f))));
     m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__avx512(m, p, s);
+    e = kern__v_expneg_apply__avx512(m, ps);
     return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
 }
 
@@ -3136,10 +3137,10 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_mills__avx512(__m512 a) {
     q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[2]))));
     return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[1]))));
 }
-KERN_TARGET_AVX512 KERN__AINLINE void kern__v_gauss_ps__avx512(__m512 a, __m512 *p, __m512 *s) {
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gauss_ps__avx512(__m512 a) {
     __m512 hi = kern__mul__avx512(a, a);
     __m512 lo = _mm512_fmsub_ps(a, a, hi);
-    kern__v_expneg_ps__avx512(kern__mul__avx512(hi, _mm512_set1_ps(-0.5f)), kern__mul__avx512(lo, _mm512_set1_ps(-0.5f)), p, s);
+    return kern__v_expneg_ps_lo__avx512(kern__mul__avx512(hi, _mm512_set1_ps(-0.5f)), kern__mul__avx512(lo, _mm512_set1_ps(-0.5f)));
 }
 
 /* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
@@ -3149,22 +3150,22 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu__avx512(__m512 x) {
     __m512 r = kern__mul__avx512(x, kern__v_gelu_phi__avx512(x));
     __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
     if ((tail != 0)) {
-        __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x)), p, s;
-        kern__v_gauss_ps__avx512(a, &p, &s);
-        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(kern__mul__avx512(x, kern__v_gelu_mills__avx512(a)), p, s));
+        __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x));
+        __m512 ps = kern__v_gauss_ps__avx512(a);
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(kern__mul__avx512(x, kern__v_gelu_mills__avx512(a)), ps));
     }
     return r;
 }
 /* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
  * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_grad__avx512(__m512 x) {
-    __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x)), p, s, r;
+    __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x));
     __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
-    kern__v_gauss_ps__avx512(a, &p, &s);
-    r = _mm512_add_ps(kern__v_gelu_phi__avx512(x), kern__v_expneg_apply__avx512(kern__mul__avx512(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI)), p, s));
+    __m512 ps = kern__v_gauss_ps__avx512(a);
+    __m512 r = _mm512_add_ps(kern__v_gelu_phi__avx512(x), kern__v_expneg_apply__avx512(kern__mul__avx512(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI)), ps));
     if ((tail != 0)) {
         __m512 m = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx512(a));
-        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(m, p, s));
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(m, ps));
     }
     return r;
 }
@@ -3173,11 +3174,10 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_grad__avx512(__m512 x) {
  * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh__avx512(__m512 x) {
     __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(kern__mul__avx512(x, x), _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
-    __m512 p, s, w, q;
-    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(v)), _mm512_setzero_ps(), &p, &s);
-    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
-    q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, p, s));
+    __m512 ps = kern__v_expneg_ps__avx512(_mm512_or_ps(v, _mm512_set1_ps(-0.0f)));
+    __m512 w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, ps));
 }
 /* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
  * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
@@ -3188,14 +3188,14 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh_grad__avx512(__m512 x)
     __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
     __m512 xc = _mm512_min_ps(_mm512_set1_ps(64.0f), _mm512_max_ps(_mm512_set1_ps(-64.0f), x));
     __m512 xd = kern__mul__avx512(xc, _mm512_fmadd_ps(kern__mul__avx512(xc, xc), _mm512_set1_ps(KERN__M_GT_C2X3), _mm512_set1_ps(KERN__M_GT_C1)));
-    __m512 p, s, w, i, m, e;
+    __m512 ps, w, i, m, e;
     __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-    kern__v_expneg_ps__avx512(_mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_abs_ps(v)), _mm512_setzero_ps(), &p, &s);
-    w = kern__mul__avx512(kern__mul__avx512(p, s), _mm512_set1_ps(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__avx512(_mm512_or_ps(v, _mm512_set1_ps(-0.0f)));
+    w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
     i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
     m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xd, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xd, i, _mm512_set1_ps(1.0f))));
     m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__avx512(m, p, s);
+    e = kern__v_expneg_apply__avx512(m, ps);
     return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
 }
 
@@ -3247,37 +3247,39 @@ KERN_TARGET_AVX512 static inline void kern__v_act_row__avx512(const float *x, fl
 #endif /* KERN_X86 */
 #ifdef KERN_NEON
 /* ---- neon ---- */
-/* exp(y) for y <= 0 (y >= -132.5 after the clamp) as p * s * 2^-64 with
- * s = 2^(n+64) exact: the caller forms ((m p) s) 2^-64, so m exp(y) is
- * rounded once at the end even in the subnormal range; s is exactly 0 for
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
  * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
- * ylo is a small correction added to the reduced argument (y + ylo is
- * the argument to better than f32). */
-KERN__AINLINE void kern__v_expneg_ps__neon(float32x4_t y, float32x4_t ylo, float32x4_t *p, float32x4_t *s) {
-    float32x4_t nf, n, r, r2, q;
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN__AINLINE float32x4_t kern__v_expneg_core__neon(float32x4_t y, float32x4_t ylo, int has_lo) {
+    float32x4_t nf, n, r, r2, q, p;
     y = kern__max__neon(vdupq_n_f32(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
     nf = vfmaq_f32(vdupq_n_f32(KERN__M_MAGIC191), y, vdupq_n_f32(KERN__M_LOG2E));
     n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC191));
     r = vfmaq_f32(y, n, vdupq_n_f32(-KERN__M_LN2HI)); /* exact */
     r = vfmaq_f32(r, n, vdupq_n_f32(-KERN__M_LN2LO));
-    r = vaddq_f32(r, ylo);
+    if (has_lo) r = vaddq_f32(r, ylo);
     r2 = kern__mul__neon(r, r);
     q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P3), vdupq_n_f32(KERN__M_EXP_P4), r);
     q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P2), q, r);
     q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P1), q, r);
     q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P0), q, r);
-    *p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
-    *s = vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23)); /* exponent field 191 + n */
+    p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
+    return kern__mul__neon(p, vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23))); /* exponent field 191 + n */
 }
-/* ((m p) s) 2^-64: m exp(y) with one final rounding. */
-KERN__AINLINE float32x4_t kern__v_expneg_apply__neon(float32x4_t m, float32x4_t p, float32x4_t s) {
-    return kern__mul__neon(kern__mul__neon(kern__mul__neon(m, p), s), vdupq_n_f32(KERN__M_TWOM64));
+KERN__AINLINE float32x4_t kern__v_expneg_ps__neon(float32x4_t y) { return kern__v_expneg_core__neon(y, y, 0); }
+KERN__AINLINE float32x4_t kern__v_expneg_ps_lo__neon(float32x4_t y, float32x4_t ylo) {
+    return kern__v_expneg_core__neon(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN__AINLINE float32x4_t kern__v_expneg_apply__neon(float32x4_t m, float32x4_t ps) {
+    return kern__mul__neon(kern__mul__neon(m, ps), vdupq_n_f32(KERN__M_TWOM64));
 }
 /* exp(y), y <= 0. */
 KERN__AINLINE float32x4_t kern__v_expneg__neon(float32x4_t y) {
-    float32x4_t p, s;
-    kern__v_expneg_ps__neon(y, vdupq_n_f32(0.0f), &p, &s);
-    return kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    return kern__mul__neon(kern__v_expneg_ps__neon(y), vdupq_n_f32(KERN__M_TWOM64));
 }
 
 /* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
@@ -3370,7 +3372,7 @@ KERN__AINLINE float32x4_t kern__v_tanh__neon(float32x4_t x) {
 
 /* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
 KERN__AINLINE float32x4_t kern__v_sigmoid__neon(float32x4_t x) {
-    float32x4_t w = kern__v_expneg__neon(vnegq_f32(vabsq_f32(x)));
+    float32x4_t w = kern__v_expneg__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
     float32x4_t num = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f), w);
     return vdivq_f32(num, vaddq_f32(vdupq_n_f32(1.0f), w));
 }
@@ -3378,25 +3380,24 @@ KERN__AINLINE float32x4_t kern__v_sigmoid__neon(float32x4_t x) {
 /* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
  * exponent applied last (subnormal results rounded once). */
 KERN__AINLINE float32x4_t kern__v_silu__neon(float32x4_t x) {
-    float32x4_t p, s, w, q;
-    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(x)), vdupq_n_f32(0.0f), &p, &s);
-    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
-    q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
-    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, p, s), q);
+    float32x4_t ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    float32x4_t w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    float32x4_t q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, ps), q);
 }
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
  * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
  * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
 KERN__AINLINE float32x4_t kern__v_silu_grad__neon(float32x4_t x) {
-    float32x4_t p, s, w, i, xc, m, e;
+    float32x4_t ps, w, i, xc, m, e;
     uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
-    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(x)), vdupq_n_f32(0.0f), &p, &s);
-    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
     i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
     xc = kern__min__neon(vdupq_n_f32(140.0f), kern__max__neon(vdupq_n_f32(-140.0f), x));
     m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xc, i)), kern__mul__neon(kern__mul__neon(xc, i), i));
     m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__neon(m, p, s);
+    e = kern__v_expneg_apply__neon(m, ps);
     return vbslq_f32(neg, e, vaddq_f32(i, e));
 }
 
@@ -3431,10 +3432,10 @@ KERN__AINLINE float32x4_t kern__v_gelu_mills__neon(float32x4_t a) {
     q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[2], k), q, t);
     return vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[1], k), q, t);
 }
-KERN__AINLINE void kern__v_gauss_ps__neon(float32x4_t a, float32x4_t *p, float32x4_t *s) {
+KERN__AINLINE float32x4_t kern__v_gauss_ps__neon(float32x4_t a) {
     float32x4_t hi = kern__mul__neon(a, a);
     float32x4_t lo = vnegq_f32(vfmsq_f32(hi, a, a));
-    kern__v_expneg_ps__neon(kern__mul__neon(hi, vdupq_n_f32(-0.5f)), kern__mul__neon(lo, vdupq_n_f32(-0.5f)), p, s);
+    return kern__v_expneg_ps_lo__neon(kern__mul__neon(hi, vdupq_n_f32(-0.5f)), kern__mul__neon(lo, vdupq_n_f32(-0.5f)));
 }
 
 /* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
@@ -3444,22 +3445,22 @@ KERN__AINLINE float32x4_t kern__v_gelu__neon(float32x4_t x) {
     float32x4_t r = kern__mul__neon(x, kern__v_gelu_phi__neon(x));
     uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
     if ((vmaxvq_u32(tail) != 0)) {
-        float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x)), p, s;
-        kern__v_gauss_ps__neon(a, &p, &s);
-        r = vbslq_f32(tail, kern__v_expneg_apply__neon(kern__mul__neon(x, kern__v_gelu_mills__neon(a)), p, s), r);
+        float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x));
+        float32x4_t ps = kern__v_gauss_ps__neon(a);
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(kern__mul__neon(x, kern__v_gelu_mills__neon(a)), ps), r);
     }
     return r;
 }
 /* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
  * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
 KERN__AINLINE float32x4_t kern__v_gelu_grad__neon(float32x4_t x) {
-    float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x)), p, s, r;
+    float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x));
     uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
-    kern__v_gauss_ps__neon(a, &p, &s);
-    r = vaddq_f32(kern__v_gelu_phi__neon(x), kern__v_expneg_apply__neon(kern__mul__neon(x, vdupq_n_f32(KERN__M_INV_SQRT_2PI)), p, s));
+    float32x4_t ps = kern__v_gauss_ps__neon(a);
+    float32x4_t r = vaddq_f32(kern__v_gelu_phi__neon(x), kern__v_expneg_apply__neon(kern__mul__neon(x, vdupq_n_f32(KERN__M_INV_SQRT_2PI)), ps));
     if ((vmaxvq_u32(tail) != 0)) {
         float32x4_t m = vfmaq_f32(kern__v_gelu_mills__neon(a), x, vdupq_n_f32(KERN__M_INV_SQRT_2PI));
-        r = vbslq_f32(tail, kern__v_expneg_apply__neon(m, p, s), r);
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(m, ps), r);
     }
     return r;
 }
@@ -3468,11 +3469,10 @@ KERN__AINLINE float32x4_t kern__v_gelu_grad__neon(float32x4_t x) {
  * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
 KERN__AINLINE float32x4_t kern__v_gelu_tanh__neon(float32x4_t x) {
     float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(x, x), vdupq_n_f32(KERN__M_GT_C2)));
-    float32x4_t p, s, w, q;
-    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(v)), vdupq_n_f32(0.0f), &p, &s);
-    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
-    q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
-    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, p, s), q);
+    float32x4_t ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    float32x4_t w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    float32x4_t q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, ps), q);
 }
 /* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
  * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
@@ -3483,14 +3483,14 @@ KERN__AINLINE float32x4_t kern__v_gelu_tanh_grad__neon(float32x4_t x) {
     float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), x2, vdupq_n_f32(KERN__M_GT_C2)));
     float32x4_t xc = kern__min__neon(vdupq_n_f32(64.0f), kern__max__neon(vdupq_n_f32(-64.0f), x));
     float32x4_t xd = kern__mul__neon(xc, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(xc, xc), vdupq_n_f32(KERN__M_GT_C2X3)));
-    float32x4_t p, s, w, i, m, e;
+    float32x4_t ps, w, i, m, e;
     uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
-    kern__v_expneg_ps__neon(vnegq_f32(vabsq_f32(v)), vdupq_n_f32(0.0f), &p, &s);
-    w = kern__mul__neon(kern__mul__neon(p, s), vdupq_n_f32(KERN__M_TWOM64));
+    ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
     i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
     m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xd, i)), kern__mul__neon(kern__mul__neon(xd, i), i));
     m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
-    e = kern__v_expneg_apply__neon(m, p, s);
+    e = kern__v_expneg_apply__neon(m, ps);
     return vbslq_f32(neg, e, vaddq_f32(i, e));
 }
 
