@@ -2271,6 +2271,248 @@ static inline void kern__storen__neon(float *p, float32x4_t v, int n) {
 }
 #endif
 
+/* ---- dtype load / store with tails (f32, bf16, f16 <-> f32 lanes) ----
+ * kern__v_load_f32__ISA(p, dt, n): n elements of dtype dt at p (n >= VW:
+ * a full vector; 0 <= n < VW: the first n, the rest 0, nothing past p + n
+ * read) as f32, exactly as kern_bf16_to_f32 / kern_f16_to_f32.
+ * kern__v_store_f32__ISA(p, dt, v, n, nt): the first min(n, VW) lanes
+ * stored, rounded to nearest even as kern_f32_to_bf16 / kern_f32_to_f16;
+ * nt = non-temporal for full vectors (p then aligned to the store width:
+ * 4 VW bytes for f32, 2 VW for bf16/f16; call kern__nt_fence() after the
+ * last one). kern__s_load_f32 / kern__s_store_f32 are the one-element
+ * twins (n is ignored). */
+KERN__AINLINE float kern__s_load_f32(const void *p, kern_dtype dt, int n) {
+    (void)n;
+    if (dt == KERN_F32) return *(const float *)p;
+    if (dt == KERN_BF16) return kern_bf16_to_f32(*(const uint16_t *)p);
+    return kern_f16_to_f32(*(const uint16_t *)p);
+}
+KERN__AINLINE void kern__s_store_f32(void *p, kern_dtype dt, float v, int n, int nt) {
+    (void)n;
+    (void)nt;
+    if (dt == KERN_F32) *(float *)p = v;
+    else if (dt == KERN_BF16) *(uint16_t *)p = kern_f32_to_bf16(v);
+    else *(uint16_t *)p = kern_f32_to_f16(v);
+}
+static inline void kern__nt_fence(void) {
+#ifdef KERN_X86
+    _mm_sfence();
+#endif
+}
+#ifdef KERN_X86
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_load_f32__avx2(const void *p, kern_dtype dt, int n) {
+    __m128i h;
+    if (dt == KERN_F32)
+        return n >= 8 ? _mm256_loadu_ps((const float *)p) : kern__loadn__avx2((const float *)p, n);
+    if (n >= 8) {
+        h = _mm_loadu_si128((const __m128i *)p);
+    } else {
+        uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        memcpy(t, p, 2 * (size_t)(n > 0 ? n : 0));
+        h = _mm_loadu_si128((const __m128i *)(const void *)t);
+    }
+    if (dt == KERN_BF16) return _mm256_castsi256_ps(kern__bf16x8_f32__avx2(h));
+    return _mm256_cvtph_ps(h);
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_store_f32__avx2(void *p, kern_dtype dt, __m256 v, int n,
+                                                           int nt) {
+    __m128i h;
+    if (dt == KERN_F32) {
+        if (n < 8) kern__storen__avx2((float *)p, v, n);
+        else if (nt) _mm256_stream_ps((float *)p, v);
+        else _mm256_storeu_ps((float *)p, v);
+        return;
+    }
+    h = dt == KERN_BF16 ? kern__f32x8_bf16__avx2(_mm256_castps_si256(v))
+                        : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    if (n >= 8) {
+        if (nt) _mm_stream_si128((__m128i *)p, h);
+        else _mm_storeu_si128((__m128i *)p, h);
+    } else {
+        uint16_t t[8];
+        _mm_storeu_si128((__m128i *)(void *)t, h);
+        memcpy(p, t, 2 * (size_t)(n > 0 ? n : 0));
+    }
+}
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_load_f32__avx512(const void *p, kern_dtype dt, int n) {
+    __mmask16 m = kern__tailmask__avx512(n < 0 ? 0 : n);
+    __m256i h;
+    if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, p);
+    h = _mm256_maskz_loadu_epi16(m, p);
+    if (dt == KERN_BF16) return _mm512_castsi512_ps(kern__bf16x16_f32__avx512(h));
+    return _mm512_cvtph_ps(h);
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_store_f32__avx512(void *p, kern_dtype dt, __m512 v,
+                                                               int n, int nt) {
+    __mmask16 m = kern__tailmask__avx512(n < 0 ? 0 : n);
+    __m256i h;
+    if (dt == KERN_F32) {
+        if (n >= 16 && nt) _mm512_stream_ps((float *)p, v);
+        else _mm512_mask_storeu_ps(p, m, v);
+        return;
+    }
+    h = dt == KERN_BF16 ? kern__f32x16_bf16__avx512(_mm512_castps_si512(v))
+                        : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    if (n >= 16 && nt) _mm256_stream_si256((__m256i *)p, h);
+    else _mm256_mask_storeu_epi16(p, m, h);
+}
+#endif
+#ifdef KERN_NEON
+static inline float32x4_t kern__v_load_f32__neon(const void *p, kern_dtype dt, int n) {
+    uint16x4_t h;
+    if (dt == KERN_F32) return kern__loadn__neon((const float *)p, n);
+    if (n >= 4) {
+        h = vld1_u16((const uint16_t *)p);
+    } else {
+        uint16_t t[4] = {0, 0, 0, 0};
+        memcpy(t, p, 2 * (size_t)(n > 0 ? n : 0));
+        h = vld1_u16(t);
+    }
+    if (dt == KERN_BF16) {
+        uint32x4_t v = vshll_n_u16(h, 16);
+        uint32x4_t nan = vcgtq_u32(vandq_u32(v, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+        return vreinterpretq_f32_u32(vorrq_u32(v, vandq_u32(nan, vdupq_n_u32(0x00400000u))));
+    }
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+static inline void kern__v_store_f32__neon(void *p, kern_dtype dt, float32x4_t v, int n, int nt) {
+    uint16x4_t h;
+    (void)nt;
+    if (dt == KERN_F32) {
+        kern__storen__neon((float *)p, v, n);
+        return;
+    }
+    if (dt == KERN_BF16) {
+        uint32x4_t u = vreinterpretq_u32_f32(v);
+        uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+        uint32x4_t rnd = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fffu), vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1))));
+        h = vshrn_n_u32(vbslq_u32(nan, vorrq_u32(u, vdupq_n_u32(0x00400000u)), rnd), 16);
+    } else {
+        h = vreinterpret_u16_f16(vcvt_f16_f32(v));
+    }
+    if (n >= 4) {
+        vst1_u16((uint16_t *)p, h);
+    } else {
+        uint16_t t[4];
+        vst1_u16(t, h);
+        memcpy(p, t, 2 * (size_t)(n > 0 ? n : 0));
+    }
+}
+#endif
+
+/* ---- helpers of V_HMAX / V_STOREB ---- */
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static inline float kern__hmax__avx2(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+/* low bytes of 8 int32 lanes (values in 0..255 or -128..127) */
+KERN_TARGET_AVX2 static inline void kern__storeb__avx2(uint8_t *p, __m256i r, int n) {
+    __m128i b;
+    r = _mm256_shuffle_epi8(r, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                -1, -1, -1, -1));
+    b = _mm_unpacklo_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    if (n >= 8) {
+        _mm_storel_epi64((__m128i *)(void *)p, b);
+    } else {
+        uint8_t t[8];
+        _mm_storel_epi64((__m128i *)(void *)t, b);
+        memcpy(p, t, (size_t)(n > 0 ? n : 0));
+    }
+}
+KERN_TARGET_AVX512 static inline void kern__storeb__avx512(uint8_t *p, __m512i r, int n) {
+    _mm_mask_storeu_epi8(p, kern__tailmask__avx512(n < 0 ? 0 : n), _mm512_cvtepi32_epi8(r));
+}
+#endif
+#ifdef KERN_NEON
+static inline void kern__storeb__neon(uint8_t *p, int32x4_t r, int n) {
+    uint8_t t[8];
+    uint16x4_t h = vmovn_u32(vreinterpretq_u32_s32(r));
+    vst1_u8(t, vmovn_u16(vcombine_u16(h, h)));
+    memcpy(p, t, (size_t)(n >= 4 ? 4 : (n > 0 ? n : 0)));
+}
+#endif
+
+/* ---- the one GEMM epilogue ----
+ * For element (i, j) of the output, with acc the f32 accumulator the
+ * family computed (alpha folds in a scalar scale such as GEMM's alpha):
+ *     v = alpha * acc
+ *     v = fma(beta, src[i, j - src_j0], v)          if src (beta * C)
+ *     v = v + bias[per_row ? i : j]                  if bias
+ *     v = act(v)                                     (kern_act)
+ *     v = v + res[i, j]                              if res
+ *     v = v * out_scale
+ *     dst[i, j - dst_j0] = v rounded to dst_dt (nearest even)
+ * in that order with those roundings on every ISA (so a family's fused
+ * epilogue gives the bits of the unfused ops that compute the same
+ * sequence, e.g. kern__s_act). Operands are f32 / bf16 / f16 with any
+ * element strides (unit column stride is the fast path; 0 broadcasts);
+ * res may be dst itself (same elements: each vector is read before it is
+ * written), other overlaps are undefined. The public kern_epilogue (bias,
+ * bias_per_row, act, residual, out_scale) fills bias / act / res /
+ * out_scale; the family fills alpha, src and dst. */
+typedef struct kern__epi {
+    float alpha;
+    const char *src; /* NULL: no beta * C term */
+    kern_dtype src_dt;
+    int64_t src_rs, src_cs, src_j0;
+    float beta;
+    const char *bias; /* NULL: none */
+    kern_dtype bias_dt;
+    int64_t bias_st;
+    int bias_per_row;
+    kern_act act;
+    const char *res; /* NULL: none */
+    kern_dtype res_dt;
+    int64_t res_rs, res_cs;
+    float out_scale;
+    char *dst;
+    kern_dtype dst_dt;
+    int64_t dst_rs, dst_cs, dst_j0;
+    int nt; /* non-temporal full-vector stores (unit dst_cs, rows aligned) */
+} kern__epi;
+
+/* alpha = out_scale = 1, nothing added, act none; dst to be set. */
+static inline void kern__epi_init(kern__epi *e) {
+    memset(e, 0, sizeof *e);
+    e->alpha = 1.0f;
+    e->out_scale = 1.0f;
+    e->act = KERN_ACT_NONE;
+}
+/* bias: a 1-D view ([N], or [M] with per_row); residual: a 2-D (or
+ * broadcast) view of the [M, N] output, NULL for none. */
+static inline void kern__epi_set_bias(kern__epi *e, const kern_tensor *bias, int per_row) {
+    e->bias = bias ? (const char *)bias->data : NULL;
+    e->bias_dt = bias ? bias->dtype : KERN_F32;
+    e->bias_st = bias && bias->ndim > 0 ? bias->stride[bias->ndim - 1] : 0;
+    e->bias_per_row = per_row;
+}
+static inline void kern__epi_set_residual(kern__epi *e, const kern_tensor *res) {
+    e->res = res ? (const char *)res->data : NULL;
+    e->res_dt = res ? res->dtype : KERN_F32;
+    e->res_rs = res && res->ndim >= 2 ? res->stride[res->ndim - 2] : 0;
+    e->res_cs = res && res->ndim >= 1 ? res->stride[res->ndim - 1] : 0;
+}
+
+/* ---- the one int8 quantization rule ----
+ * Symmetric: scale = absmax / 127 over the finite values (1 when absmax
+ * is 0; FLT_MIN when smaller, so 1/scale is finite), inv = 1 / scale,
+ *     q = clamp(rne(v * inv), -127, 127),  NaN -> 0, +-Inf -> +-127.
+ * Asymmetric (u8, zero point zp): scale = (max - min) / 255 likewise,
+ *     q = clamp(rne(v * inv) + zp, 0, 255).
+ * kern__v_quant_row__ISA applies it to a row; kern__v_absmax__ISA finds the
+ * range. Every ISA gives the same codes (rne is exact). */
+static inline float kern__quant_scale_div(float range, float div) {
+    float s = range / div;
+    if (range == 0.0f) return 1.0f;
+    if (s < 1.17549435e-38f) s = 1.17549435e-38f; /* FLT_MIN */
+    return s;
+}
+static inline float kern__quant_scale(float absmax) { return kern__quant_scale_div(absmax, 127.0f); }
+
 /* ---- constants and tables (fitted by gen/math_fit.py) ---- */
 #define KERN__M_LOG2E 0x1.715476p+0f     /* RN(log2 e) */
 #define KERN__M_LN2HI 0x1.62e430p-1f     /* RN(ln 2) */
@@ -2380,16 +2622,16 @@ KERN__AINLINE float kern__s_expneg_core(float y, float ylo, int has_lo) {
     float nf, n, r, r2, q, p;
     y = kern__s_max((KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
     nf = kern__s_fma(y, (KERN__M_LOG2E), (KERN__M_MAGIC191));
-    n = (nf - (KERN__M_MAGIC191));
+    n = ((nf) - ((KERN__M_MAGIC191)));
     r = kern__s_fma(n, (-KERN__M_LN2HI), y); /* exact */
     r = kern__s_fma(n, (-KERN__M_LN2LO), r);
-    if (has_lo) r = (r + ylo);
+    if (has_lo) r = ((r) + (ylo));
     r2 = kern__s_mul(r, r);
     q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
     q = kern__s_fma(q, r, (KERN__M_EXP_P2));
     q = kern__s_fma(q, r, (KERN__M_EXP_P1));
     q = kern__s_fma(q, r, (KERN__M_EXP_P0));
-    p = (kern__s_fma(q, r2, r) + (1.0f));
+    p = ((kern__s_fma(q, r2, r)) + ((1.0f)));
     return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* exponent field 191 + n */
 }
 KERN__AINLINE float kern__s_expneg_ps(float y) { return kern__s_expneg_core(y, y, 0); }
@@ -2422,7 +2664,7 @@ KERN__AINLINE float kern__s_exp(float x) {
     float nf, n, r, r2, q, p;
     x = kern__s_min((KERN__M_EXP_HI), kern__s_max((KERN__M_EXP_LO), x));
     nf = kern__s_fma(x, (KERN__M_LOG2E), (KERN__M_MAGIC));
-    n = (nf - (KERN__M_MAGIC));
+    n = ((nf) - ((KERN__M_MAGIC)));
     r = kern__s_fma(n, (-KERN__M_LN2HI), x);
     r = kern__s_fma(n, (-KERN__M_LN2LO), r);
     r2 = kern__s_mul(r, r);
@@ -2430,7 +2672,7 @@ KERN__AINLINE float kern__s_exp(float x) {
     q = kern__s_fma(q, r, (KERN__M_EXP_P2));
     q = kern__s_fma(q, r, (KERN__M_EXP_P1));
     q = kern__s_fma(q, r, (KERN__M_EXP_P0));
-    p = (kern__s_fma(q, r2, r) + (1.0f));
+    p = ((kern__s_fma(q, r2, r)) + ((1.0f)));
     return kern__s_scale2(p, n, nf);
 }
 
@@ -2447,17 +2689,17 @@ KERN__AINLINE float kern__s_exp2_poly(float f) {
 KERN__AINLINE float kern__s_exp2(float x) {
     float nf, n;
     x = kern__s_min((128.0f), kern__s_max((-151.0f), x));
-    nf = (x + (KERN__M_MAGIC));
-    n = (nf - (KERN__M_MAGIC));
-    return kern__s_scale2(kern__s_exp2_poly((x - n)), n, nf);
+    nf = ((x) + ((KERN__M_MAGIC)));
+    n = ((nf) - ((KERN__M_MAGIC)));
+    return kern__s_scale2(kern__s_exp2_poly(((x) - (n))), n, nf);
 }
 /* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
  * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
 KERN__AINLINE float kern__s_exp2_neg(float x) {
     float y = kern__s_max((-127.0f), x);
-    float nf = (y + (KERN__M_MAGIC127));
-    float n = (nf - (KERN__M_MAGIC127));
-    float p = kern__s_exp2_poly((y - n));
+    float nf = ((y) + ((KERN__M_MAGIC127)));
+    float n = ((nf) - ((KERN__M_MAGIC127)));
+    float p = kern__s_exp2_poly(((y) - (n)));
     return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* 2^n, 0 for n = -127 */
 }
 
@@ -2465,8 +2707,8 @@ KERN__AINLINE float kern__s_exp2_neg(float x) {
  * back, |x| clamped to the float below 4 where the last interval gives 1. */
 KERN__AINLINE float kern__s_erf(float x) {
     float ax = kern__s_min((3.99999976f), kern__s_abs(x));
-    int32_t k = kern__s_cvtt((ax + ax));
-    float t = (ax - ((kern__m_erf_tab[0])[(k) & 7]));
+    int32_t k = kern__s_cvtt(((ax) + (ax)));
+    float t = ((ax) - (((kern__m_erf_tab[0])[(k) & 7])));
     float q = ((kern__m_erf_tab[9])[(k) & 7]);
     q = kern__s_fma(q, t, ((kern__m_erf_tab[8])[(k) & 7]));
     q = kern__s_fma(q, t, ((kern__m_erf_tab[7])[(k) & 7]));
@@ -2482,22 +2724,22 @@ KERN__AINLINE float kern__s_erf(float x) {
  * the sign of x or-ed back last (tanh(-0) = -0). */
 KERN__AINLINE float kern__s_tanh(float x) {
     float ax = kern__s_abs(x), s = kern__s_mul(x, x), q, w, l;
-    int small = (ax < (0.625f));
+    int small = ((ax) < ((0.625f)));
     q = kern__s_fma((KERN__M_TANH_T4), s, (KERN__M_TANH_T3));
     q = kern__s_fma(q, s, (KERN__M_TANH_T2));
     q = kern__s_fma(q, s, (KERN__M_TANH_T1));
     q = kern__s_fma(q, s, (KERN__M_TANH_T0));
     q = kern__s_fma(ax, kern__s_mul(q, s), ax);
     w = kern__s_expneg(kern__s_mul(ax, (-2.0f)));
-    l = ((1.0f) - ((w + w) / (w + (1.0f))));
-    return kern__s_orf((small ? q : l), kern__s_andf(x, (-0.0f)));
+    l = (((1.0f)) - (((((w) + (w))) / (((w) + ((1.0f)))))));
+    return kern__s_orf(((small) ? (q) : (l)), kern__s_andf(x, (-0.0f)));
 }
 
 /* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
 KERN__AINLINE float kern__s_sigmoid(float x) {
     float w = kern__s_expneg(kern__s_orf(x, (-0.0f)));
-    float num = ((x >= 0.0f) ? (1.0f) : w);
-    return (num / ((1.0f) + w));
+    float num = ((((x) >= (0.0f))) ? ((1.0f)) : (w));
+    return ((num) / ((((1.0f)) + (w))));
 }
 
 /* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
@@ -2505,32 +2747,32 @@ KERN__AINLINE float kern__s_sigmoid(float x) {
 KERN__AINLINE float kern__s_silu(float x) {
     float ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
     float w = kern__s_mul(ps, (KERN__M_TWOM64));
-    float q = (x / ((1.0f) + w));
-    return ((x < 0.0f) ? kern__s_expneg_apply(q, ps) : q);
+    float q = ((x) / ((((1.0f)) + (w))));
+    return ((((x) < (0.0f))) ? (kern__s_expneg_apply(q, ps)) : (q));
 }
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
  * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
  * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
 KERN__AINLINE float kern__s_silu_grad(float x) {
     float ps, w, i, xc, m, e;
-    int neg = (x < 0.0f);
+    int neg = ((x) < (0.0f));
     ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
     w = kern__s_mul(ps, (KERN__M_TWOM64));
-    i = ((1.0f) / ((1.0f) + w));
+    i = (((1.0f)) / ((((1.0f)) + (w))));
     xc = kern__s_min((140.0f), kern__s_max((-140.0f), x));
-    m = (neg ? kern__s_mul(i, kern__s_fma(xc, i, (1.0f))) : kern__s_mul(kern__s_mul(xc, i), i));
-    m = (m + (x - x)); /* NaN for +-Inf */
+    m = ((neg) ? (kern__s_mul(i, kern__s_fma(xc, i, (1.0f)))) : (kern__s_mul(kern__s_mul(xc, i), i)));
+    m = ((m) + (((x) - (x)))); /* NaN for +-Inf */
     e = kern__s_expneg_apply(m, ps);
-    return (neg ? e : (i + e));
+    return ((neg) ? (e) : (((i) + (e))));
 }
 
 /* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
  * where Phi rounds to 1. */
 KERN__AINLINE float kern__s_gelu_phi(float x) {
     float xc = kern__s_min((KERN__M_GELU_HI), kern__s_max((KERN__M_GELU_LO), x));
-    float sc = ((x < 0.0f) ? (KERN__M_GELU_NEG_SCALE) : (KERN__M_GELU_POS_SCALE));
+    float sc = ((((x) < (0.0f))) ? ((KERN__M_GELU_NEG_SCALE)) : ((KERN__M_GELU_POS_SCALE)));
     int32_t k = kern__s_cvtt(kern__s_fma(xc, sc, (4.0f)));
-    float t = (xc - ((kern__m_gelu_tab[0])[(k) & 7]));
+    float t = ((xc) - (((kern__m_gelu_tab[0])[(k) & 7])));
     float q = ((kern__m_gelu_tab[9])[(k) & 7]);
     q = kern__s_fma(q, t, ((kern__m_gelu_tab[8])[(k) & 7]));
     q = kern__s_fma(q, t, ((kern__m_gelu_tab[7])[(k) & 7]));
@@ -2545,7 +2787,7 @@ KERN__AINLINE float kern__s_gelu_phi(float x) {
  * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
 KERN__AINLINE float kern__s_gelu_mills(float a) {
     int32_t k = kern__s_isrl(((int32_t)kern__f32_bits(a)), 22);
-    float t = (a - ((kern__m_mills_tab[0])[(k) & 7]));
+    float t = ((a) - (((kern__m_mills_tab[0])[(k) & 7])));
     float q = ((kern__m_mills_tab[8])[(k) & 7]);
     q = kern__s_fma(q, t, ((kern__m_mills_tab[7])[(k) & 7]));
     q = kern__s_fma(q, t, ((kern__m_mills_tab[6])[(k) & 7]));
@@ -2566,11 +2808,11 @@ KERN__AINLINE float kern__s_gauss_ps(float a) {
  * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
 KERN__AINLINE float kern__s_gelu(float x) {
     float r = kern__s_mul(x, kern__s_gelu_phi(x));
-    int tail = (x < (KERN__M_GELU_LO));
+    int tail = ((x) < ((KERN__M_GELU_LO)));
     if ((tail)) {
         float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
         float ps = kern__s_gauss_ps(a);
-        r = (tail ? kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), ps) : r);
+        r = ((tail) ? (kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), ps)) : (r));
     }
     return r;
 }
@@ -2578,12 +2820,12 @@ KERN__AINLINE float kern__s_gelu(float x) {
  * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
 KERN__AINLINE float kern__s_gelu_grad(float x) {
     float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
-    int tail = (x < (KERN__M_GELU_LO));
+    int tail = ((x) < ((KERN__M_GELU_LO)));
     float ps = kern__s_gauss_ps(a);
-    float r = (kern__s_gelu_phi(x) + kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), ps));
+    float r = ((kern__s_gelu_phi(x)) + (kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), ps)));
     if ((tail)) {
         float m = kern__s_fma(x, (KERN__M_INV_SQRT_2PI), kern__s_gelu_mills(a));
-        r = (tail ? kern__s_expneg_apply(m, ps) : r);
+        r = ((tail) ? (kern__s_expneg_apply(m, ps)) : (r));
     }
     return r;
 }
@@ -2594,8 +2836,8 @@ KERN__AINLINE float kern__s_gelu_tanh(float x) {
     float v = kern__s_mul(x, kern__s_fma(kern__s_mul(x, x), (KERN__M_GT_C2), (KERN__M_GT_C1)));
     float ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
     float w = kern__s_mul(ps, (KERN__M_TWOM64));
-    float q = (x / ((1.0f) + w));
-    return ((x < 0.0f) ? kern__s_expneg_apply(q, ps) : q);
+    float q = ((x) / ((((1.0f)) + (w))));
+    return ((((x) < (0.0f))) ? (kern__s_expneg_apply(q, ps)) : (q));
 }
 /* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
  * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
@@ -2607,14 +2849,14 @@ KERN__AINLINE float kern__s_gelu_tanh_grad(float x) {
     float xc = kern__s_min((64.0f), kern__s_max((-64.0f), x));
     float xd = kern__s_mul(xc, kern__s_fma(kern__s_mul(xc, xc), (KERN__M_GT_C2X3), (KERN__M_GT_C1)));
     float ps, w, i, m, e;
-    int neg = (x < 0.0f);
+    int neg = ((x) < (0.0f));
     ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
     w = kern__s_mul(ps, (KERN__M_TWOM64));
-    i = ((1.0f) / ((1.0f) + w));
-    m = (neg ? kern__s_mul(i, kern__s_fma(xd, i, (1.0f))) : kern__s_mul(kern__s_mul(xd, i), i));
-    m = (m + (x - x)); /* NaN for +-Inf */
+    i = (((1.0f)) / ((((1.0f)) + (w))));
+    m = ((neg) ? (kern__s_mul(i, kern__s_fma(xd, i, (1.0f)))) : (kern__s_mul(kern__s_mul(xd, i), i)));
+    m = ((m) + (((x) - (x)))); /* NaN for +-Inf */
     e = kern__s_expneg_apply(m, ps);
-    return (neg ? e : (i + e));
+    return ((neg) ? (e) : (((i) + (e))));
 }
 
 /* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
@@ -2636,7 +2878,7 @@ KERN__AINLINE float kern__s_act_grad(float x, kern_act act) {
     switch (act) {
     case KERN_ACT_GELU: return kern__s_gelu_grad(x);
     case KERN_ACT_GELU_TANH: return kern__s_gelu_tanh_grad(x);
-    case KERN_ACT_RELU: return ((x > 0.0f) ? (1.0f) : 0.0f);
+    case KERN_ACT_RELU: return ((((x) > (0.0f))) ? ((1.0f)) : (0.0f));
     case KERN_ACT_SILU: return kern__s_silu_grad(x);
     default: return (1.0f);
     }
@@ -3149,7 +3391,7 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gauss_ps__avx512(__m512 a) {
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu__avx512(__m512 x) {
     __m512 r = kern__mul__avx512(x, kern__v_gelu_phi__avx512(x));
     __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
-    if ((tail != 0)) {
+    if (((tail) != 0)) {
         __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x));
         __m512 ps = kern__v_gauss_ps__avx512(a);
         r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(kern__mul__avx512(x, kern__v_gelu_mills__avx512(a)), ps));
@@ -3163,7 +3405,7 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_grad__avx512(__m512 x) {
     __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
     __m512 ps = kern__v_gauss_ps__avx512(a);
     __m512 r = _mm512_add_ps(kern__v_gelu_phi__avx512(x), kern__v_expneg_apply__avx512(kern__mul__avx512(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI)), ps));
-    if ((tail != 0)) {
+    if (((tail) != 0)) {
         __m512 m = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx512(a));
         r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(m, ps));
     }
@@ -3555,6 +3797,457 @@ static inline void kern__v_act_row__neon(const float *x, float *y, int64_t n, ke
     case KERN_ACT_SILU: CALL(KERN_ACT_SILU) break;                            \
     default: CALL(KERN_ACT_NONE) break;                                       \
     }
+
+/* BEGIN GENERATED kern_tmpl.py: kern_epi isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* 1-wide operand access with any element stride (unit: the fast path). */
+KERN__AINLINE float kern__s_ld_strided(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__s_load_f32(p, dt, n);
+    {
+        float t[1];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 1; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return (*(const float *)(t));
+    }
+}
+KERN__AINLINE void kern__s_st_strided(char *p, kern_dtype dt, int64_t cs, float v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__s_store_f32(p, dt, v, n, nt);
+    } else {
+        float t[1];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        (*(float *)(t) = (v));
+        for (k = 0; k < n && k < 1; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN__AINLINE void kern__s_epi_row_act(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const float va = (e->alpha), vb = (e->beta), vo = (e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    float brow = 0.0f;
+    int j;
+    if (e->bias && e->bias_per_row) brow = (kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 1) {
+        const int nn = n - j < 1 ? n - j : 1;
+        const int64_t gj = j0 + j;
+        float v = kern__s_mul(va, nn == 1 ? (*(const float *)(acc + j)) : (*(const float *)(acc + j)));
+        if (e->src)
+            v = kern__s_fma(vb, kern__s_ld_strided(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = ((v) + (e->bias_per_row ? brow
+                                         : kern__s_ld_strided(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn)));
+        v = kern__s_act(v, act);
+        if (e->res)
+            v = ((v) + (kern__s_ld_strided(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn)));
+        v = kern__s_mul(v, vo);
+        kern__s_st_strided(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 1);
+    }
+}
+/* One output row. */
+static inline void kern__s_epi_row(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__s_epi_row_act(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+static inline void kern__s_epi_tile(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__s_epi_row_act(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+static inline float kern__s_absmax(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    float m = 0.0f;
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float a = kern__s_abs(kern__s_load_f32(p + i * es, dt, nn));
+        int fin = ((a) < ((INFINITY)));
+        m = kern__s_max(m, ((fin) ? (a) : (0.0f)));
+        if (!(fin)) bad += ((!(fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return (m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+static inline void kern__s_quant_row(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const float vinv = (inv), flo = ((float)(lo - zp)), fhi = ((float)(hi - zp));
+    const int32_t vzp = ((int32_t)(zp));
+    int64_t i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float v = kern__s_mul(kern__s_load_f32(p + i * es, dt, nn), vinv);
+        v = ((((v) == (v))) ? (v) : (0.0f));
+        v = kern__s_min(fhi, kern__s_max(flo, v));
+        (*(uint8_t *)(q + i) = (uint8_t)(kern__s_iadd(kern__s_cvtn(v), vzp)));
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+static inline float kern__s_quant_row_s8(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__s_absmax(x, dt, n, NULL));
+    kern__s_quant_row(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* 8-wide operand access with any element stride (unit: the fast path). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_ld_strided__avx2(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__avx2(p, dt, n);
+    {
+        float t[8];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 8; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return _mm256_loadu_ps(t);
+    }
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_st_strided__avx2(char *p, kern_dtype dt, int64_t cs, __m256 v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__avx2(p, dt, v, n, nt);
+    } else {
+        float t[8];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        _mm256_storeu_ps(t, v);
+        for (k = 0; k < n && k < 8; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_row_act__avx2(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const __m256 va = _mm256_set1_ps(e->alpha), vb = _mm256_set1_ps(e->beta), vo = _mm256_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    __m256 brow = _mm256_setzero_ps();
+    int j;
+    if (e->bias && e->bias_per_row) brow = _mm256_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 8) {
+        const int nn = n - j < 8 ? n - j : 8;
+        const int64_t gj = j0 + j;
+        __m256 v = kern__mul__avx2(va, nn == 8 ? _mm256_loadu_ps(acc + j) : kern__loadn__avx2(acc + j, nn));
+        if (e->src)
+            v = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = _mm256_add_ps(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__avx2(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__avx2(v, act);
+        if (e->res)
+            v = _mm256_add_ps(v, kern__v_ld_strided__avx2(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__avx2(v, vo);
+        kern__v_st_strided__avx2(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 8);
+    }
+}
+/* One output row. */
+KERN_TARGET_AVX2 static inline void kern__v_epi_row__avx2(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx2(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+KERN_TARGET_AVX2 static inline void kern__v_epi_tile__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx2(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+KERN_TARGET_AVX2 static inline float kern__v_absmax__avx2(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m256 m = _mm256_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), kern__v_load_f32__avx2(p + i * es, dt, nn));
+        __m256 fin = _mm256_cmp_ps(a, _mm256_set1_ps(INFINITY), _CMP_LT_OQ);
+        m = _mm256_max_ps(m, _mm256_blendv_ps(_mm256_setzero_ps(), a, fin));
+        if (!(_mm256_movemask_ps(fin) == 0xff)) bad += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_xor_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return kern__hmax__avx2(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+KERN_TARGET_AVX2 static inline void kern__v_quant_row__avx2(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const __m256 vinv = _mm256_set1_ps(inv), flo = _mm256_set1_ps((float)(lo - zp)), fhi = _mm256_set1_ps((float)(hi - zp));
+    const __m256i vzp = _mm256_set1_epi32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 v = kern__mul__avx2(kern__v_load_f32__avx2(p + i * es, dt, nn), vinv);
+        v = _mm256_blendv_ps(_mm256_setzero_ps(), v, _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
+        v = _mm256_min_ps(fhi, _mm256_max_ps(flo, v));
+        kern__storeb__avx2(q + i, _mm256_add_epi32(_mm256_cvtps_epi32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+KERN_TARGET_AVX2 static inline float kern__v_quant_row_s8__avx2(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__avx2(x, dt, n, NULL));
+    kern__v_quant_row__avx2(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+/* ---- avx512 ---- */
+/* 16-wide operand access with any element stride (unit: the fast path). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_ld_strided__avx512(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__avx512(p, dt, n);
+    {
+        float t[16];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 16; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return _mm512_loadu_ps(t);
+    }
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_st_strided__avx512(char *p, kern_dtype dt, int64_t cs, __m512 v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__avx512(p, dt, v, n, nt);
+    } else {
+        float t[16];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        _mm512_storeu_ps(t, v);
+        for (k = 0; k < n && k < 16; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_row_act__avx512(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const __m512 va = _mm512_set1_ps(e->alpha), vb = _mm512_set1_ps(e->beta), vo = _mm512_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    __m512 brow = _mm512_setzero_ps();
+    int j;
+    if (e->bias && e->bias_per_row) brow = _mm512_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 16) {
+        const int nn = n - j < 16 ? n - j : 16;
+        const int64_t gj = j0 + j;
+        __m512 v = kern__mul__avx512(va, nn == 16 ? _mm512_loadu_ps(acc + j) : kern__loadn__avx512(acc + j, nn));
+        if (e->src)
+            v = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = _mm512_add_ps(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__avx512(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__avx512(v, act);
+        if (e->res)
+            v = _mm512_add_ps(v, kern__v_ld_strided__avx512(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__avx512(v, vo);
+        kern__v_st_strided__avx512(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 16);
+    }
+}
+/* One output row. */
+KERN_TARGET_AVX512 static inline void kern__v_epi_row__avx512(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx512(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+KERN_TARGET_AVX512 static inline void kern__v_epi_tile__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx512(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+KERN_TARGET_AVX512 static inline float kern__v_absmax__avx512(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m512 m = _mm512_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 16) {
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 a = _mm512_abs_ps(kern__v_load_f32__avx512(p + i * es, dt, nn));
+        __mmask16 fin = _mm512_cmp_ps_mask(a, _mm512_set1_ps(INFINITY), _CMP_LT_OQ);
+        m = _mm512_max_ps(m, _mm512_mask_blend_ps(fin, _mm512_setzero_ps(), a));
+        if (!((fin) == 0xffff)) bad += __builtin_popcount((unsigned)((__mmask16)~(fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return _mm512_reduce_max_ps(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+KERN_TARGET_AVX512 static inline void kern__v_quant_row__avx512(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const __m512 vinv = _mm512_set1_ps(inv), flo = _mm512_set1_ps((float)(lo - zp)), fhi = _mm512_set1_ps((float)(hi - zp));
+    const __m512i vzp = _mm512_set1_epi32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 16) {
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 v = kern__mul__avx512(kern__v_load_f32__avx512(p + i * es, dt, nn), vinv);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ), _mm512_setzero_ps(), v);
+        v = _mm512_min_ps(fhi, _mm512_max_ps(flo, v));
+        kern__storeb__avx512(q + i, _mm512_add_epi32(_mm512_cvtps_epi32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+KERN_TARGET_AVX512 static inline float kern__v_quant_row_s8__avx512(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__avx512(x, dt, n, NULL));
+    kern__v_quant_row__avx512(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* 4-wide operand access with any element stride (unit: the fast path). */
+KERN__AINLINE float32x4_t kern__v_ld_strided__neon(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__neon(p, dt, n);
+    {
+        float t[4];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 4; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return vld1q_f32(t);
+    }
+}
+KERN__AINLINE void kern__v_st_strided__neon(char *p, kern_dtype dt, int64_t cs, float32x4_t v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__neon(p, dt, v, n, nt);
+    } else {
+        float t[4];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        vst1q_f32(t, v);
+        for (k = 0; k < n && k < 4; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN__AINLINE void kern__v_epi_row_act__neon(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const float32x4_t va = vdupq_n_f32(e->alpha), vb = vdupq_n_f32(e->beta), vo = vdupq_n_f32(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    float32x4_t brow = vdupq_n_f32(0.0f);
+    int j;
+    if (e->bias && e->bias_per_row) brow = vdupq_n_f32(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 4) {
+        const int nn = n - j < 4 ? n - j : 4;
+        const int64_t gj = j0 + j;
+        float32x4_t v = kern__mul__neon(va, nn == 4 ? vld1q_f32(acc + j) : kern__loadn__neon(acc + j, nn));
+        if (e->src)
+            v = vfmaq_f32(v, vb, kern__v_ld_strided__neon(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn));
+        if (e->bias)
+            v = vaddq_f32(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__neon(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__neon(v, act);
+        if (e->res)
+            v = vaddq_f32(v, kern__v_ld_strided__neon(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__neon(v, vo);
+        kern__v_st_strided__neon(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 4);
+    }
+}
+/* One output row. */
+static inline void kern__v_epi_row__neon(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__neon(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+static inline void kern__v_epi_tile__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__neon(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+static inline float kern__v_absmax__neon(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    float32x4_t m = vdupq_n_f32(0.0f);
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t a = vabsq_f32(kern__v_load_f32__neon(p + i * es, dt, nn));
+        uint32x4_t fin = vcltq_f32(a, vdupq_n_f32(INFINITY));
+        m = kern__max__neon(m, vbslq_f32(fin, a, vdupq_n_f32(0.0f)));
+        if (!(vminvq_u32(fin) != 0)) bad += ((int)vaddvq_u32(vshrq_n_u32(vmvnq_u32(fin), 31))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return vmaxvq_f32(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+static inline void kern__v_quant_row__neon(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const float32x4_t vinv = vdupq_n_f32(inv), flo = vdupq_n_f32((float)(lo - zp)), fhi = vdupq_n_f32((float)(hi - zp));
+    const int32x4_t vzp = vdupq_n_s32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t v = kern__mul__neon(kern__v_load_f32__neon(p + i * es, dt, nn), vinv);
+        v = vbslq_f32(vceqq_f32(v, v), v, vdupq_n_f32(0.0f));
+        v = kern__min__neon(fhi, kern__max__neon(flo, v));
+        kern__storeb__neon(q + i, vaddq_s32(vcvtnq_s32_f32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__neon(x, dt, n, NULL));
+    kern__v_quant_row__neon(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
 
 #ifdef __cplusplus
 }

@@ -386,4 +386,286 @@ KT_TEST(math_act_dispatch) {
     }
 }
 
+/* ================================================ the rest of the layer */
+
+/* Per-ISA entry points the tests call (the always_inline helpers need a
+ * caller compiled for their target). */
+typedef struct isa_ops {
+    const char *name;
+    int vw;
+    void (*load)(const void *p, kern_dtype dt, int n, float *out); /* VW floats */
+    void (*store)(void *p, kern_dtype dt, const float *in, int n);
+    void (*tile)(const kern__epi *e, int64_t i0, int64_t j0, const float *t, int64_t ldt, int m, int n);
+    float (*absmax)(const void *x, kern_dtype dt, int64_t n, int64_t *bad);
+    void (*quant)(const void *x, kern_dtype dt, int64_t n, float inv, int zp, int lo, int hi, uint8_t *q);
+} isa_ops;
+
+static void ld_scalar(const void *p, kern_dtype dt, int n, float *out) { out[0] = n > 0 ? kern__s_load_f32(p, dt, n) : 0.0f; }
+static void st_scalar(void *p, kern_dtype dt, const float *in, int n) { if (n > 0) kern__s_store_f32(p, dt, in[0], n, 0); }
+static const isa_ops ops_scalar = {"scalar", 1, ld_scalar, st_scalar, kern__s_epi_tile, kern__s_absmax, kern__s_quant_row};
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static void ld_avx2(const void *p, kern_dtype dt, int n, float *out) {
+    _mm256_storeu_ps(out, kern__v_load_f32__avx2(p, dt, n));
+}
+KERN_TARGET_AVX2 static void st_avx2(void *p, kern_dtype dt, const float *in, int n) {
+    kern__v_store_f32__avx2(p, dt, _mm256_loadu_ps(in), n, 0);
+}
+KERN_TARGET_AVX512 static void ld_avx512(const void *p, kern_dtype dt, int n, float *out) {
+    _mm512_storeu_ps(out, kern__v_load_f32__avx512(p, dt, n));
+}
+KERN_TARGET_AVX512 static void st_avx512(void *p, kern_dtype dt, const float *in, int n) {
+    kern__v_store_f32__avx512(p, dt, _mm512_loadu_ps(in), n, 0);
+}
+static const isa_ops ops_avx2 = {"avx2", 8, ld_avx2, st_avx2, kern__v_epi_tile__avx2, kern__v_absmax__avx2, kern__v_quant_row__avx2};
+static const isa_ops ops_avx512 = {"avx512", 16, ld_avx512, st_avx512, kern__v_epi_tile__avx512, kern__v_absmax__avx512, kern__v_quant_row__avx512};
+#endif
+#ifdef KERN_NEON
+static void ld_neon(const void *p, kern_dtype dt, int n, float *out) { vst1q_f32(out, kern__v_load_f32__neon(p, dt, n)); }
+static void st_neon(void *p, kern_dtype dt, const float *in, int n) { kern__v_store_f32__neon(p, dt, vld1q_f32(in), n, 0); }
+static const isa_ops ops_neon = {"neon", 4, ld_neon, st_neon, kern__v_epi_tile__neon, kern__v_absmax__neon, kern__v_quant_row__neon};
+#endif
+
+/* The ops of every ISA the machine runs (scalar first). */
+static int all_ops(const isa_ops **out) {
+    int n = 0;
+    out[n++] = &ops_scalar;
+#ifdef KERN_X86
+    if (kern_isa_available(KERN_ISA_AVX2)) out[n++] = &ops_avx2;
+    if (kern_isa_available(KERN_ISA_AVX512)) out[n++] = &ops_avx512;
+#endif
+#ifdef KERN_NEON
+    if (kern_isa_available(KERN_ISA_NEON)) out[n++] = &ops_neon;
+#endif
+    return n;
+}
+
+static uint32_t rand_bits(kt_rng *g) {
+    uint32_t u = (uint32_t)kt_next(g);
+    switch (u % 8) { /* specials often */
+    case 0: return u & 0x807fffffu;                 /* +-0 / subnormal */
+    case 1: return (u & 0x80000000u) | 0x7f800000u; /* +-Inf */
+    case 2: return u | 0x7f800000u;                 /* NaN (or Inf) */
+    default: return u;
+    }
+}
+
+KT_TEST(load_store_dtypes) {
+    const isa_ops *ops[4];
+    int no = all_ops(ops), o, d, n, k, rep;
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    kt_rng g = kt_rng_make(11);
+    for (o = 0; o < no; o++)
+        for (d = 0; d < 3; d++)
+            for (n = 0; n <= ops[o]->vw; n++)
+                for (rep = 0; rep < 50; rep++) {
+                    const kern_dtype dt = dts[d];
+                    const size_t es = kern_dtype_size(dt);
+                    unsigned char *src = (unsigned char *)kt_alloc(16 * es, "src");
+                    unsigned char *dst = (unsigned char *)kt_alloc(16 * es, "dst");
+                    float got[16], in[16];
+                    kt_context("%s %s n=%d", ops[o]->name, kern_dtype_name(dt), n);
+                    for (k = 0; k < 16; k++) {
+                        uint32_t b = rand_bits(&g);
+                        if (dt == KERN_F32) memcpy(src + 4 * k, &b, 4);
+                        else { uint16_t h = (uint16_t)b; memcpy(src + 2 * k, &h, 2); }
+                        in[k] = kern__bits_f32(rand_bits(&g));
+                    }
+                    ops[o]->load(src, dt, n, got);
+                    for (k = 0; k < ops[o]->vw; k++) {
+                        float want = k < n ? kern__s_load_f32(src + k * es, dt, 1) : 0.0f;
+                        KT_CHECK(kern__f32_bits(got[k]) == kern__f32_bits(want), "load lane %d: 0x%08x want 0x%08x", k,
+                                 kern__f32_bits(got[k]), kern__f32_bits(want));
+                    }
+                    kt_poison(dst, 16 * es);
+                    ops[o]->store(dst, dt, in, n);
+                    for (k = 0; k < 16; k++) {
+                        unsigned char want[4];
+                        if (k < n && k < ops[o]->vw) kern__s_store_f32(want, dt, in[k], 1, 0);
+                        else memset(want, 0xFF, 4);
+                        KT_CHECK(!memcmp(dst + k * es, want, es), "store element %d", k);
+                    }
+                    kt_free(src);
+                    kt_free(dst);
+                }
+}
+
+/* Double-precision value of the epilogue for one element (act through the
+ * scalar twin, since the act itself is tested above). */
+static double epi_ref(const kern__epi *e, int64_t i, int64_t j, float acc) {
+    double v = (double)e->alpha * acc;
+    float f;
+    if (e->src) v += (double)e->beta * kt_get(e->src, e->src_dt, i * e->src_rs + (j - e->src_j0) * e->src_cs);
+    if (e->bias) v += kt_get(e->bias, e->bias_dt, (e->bias_per_row ? i : j) * e->bias_st);
+    f = kern__s_act((float)v, e->act);
+    v = f;
+    if (e->res) v += kt_get(e->res, e->res_dt, i * e->res_rs + j * e->res_cs);
+    return v * e->out_scale;
+}
+
+KT_TEST(epilogue_every_isa) {
+    const isa_ops *ops[4];
+    int no = all_ops(ops), o, c;
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    kt_rng g = kt_rng_make(12);
+    for (c = 0; c < 400; c++) {
+        const int M = (int)kt_randint(&g, 1, 6), N = (int)kt_randint(&g, 1, 41);
+        const int64_t i0 = kt_randint(&g, 0, 3), j0 = kt_randint(&g, 0, 5);
+        const int64_t rows = i0 + M, cols = j0 + N + 3;
+        const int dcs = kt_randint(&g, 0, 4) ? 1 : 2, alias = kt_randint(&g, 0, 5) == 0;
+        kern__epi e;
+        float *t = (float *)kt_alloc(sizeof(float) * (size_t)(M * 48), "tile");
+        void *src, *bias, *res, *ref_out;
+        size_t dsz;
+        int64_t k, n_out;
+        kern__epi_init(&e);
+        e.alpha = kt_randint(&g, 0, 2) ? 1.0f : (float)kt_uniform(&g, -2, 2);
+        e.dst_dt = dts[kt_randint(&g, 0, 3)];
+        e.dst_cs = dcs;
+        e.dst_rs = cols * dcs + kt_randint(&g, 0, 3);
+        e.act = (kern_act)kt_randint(&g, 0, KERN_ACT_COUNT);
+        e.out_scale = kt_randint(&g, 0, 2) ? 1.0f : (float)kt_uniform(&g, 0.25, 3);
+        dsz = kern_dtype_size(e.dst_dt);
+        n_out = rows * e.dst_rs + 8;
+        ref_out = kt_alloc((size_t)n_out * dsz, "dst");
+        src = bias = res = NULL;
+        if (kt_randint(&g, 0, 2)) { /* beta C */
+            e.src_dt = dts[kt_randint(&g, 0, 3)];
+            e.src_cs = kt_randint(&g, 1, 3);
+            e.src_rs = cols * e.src_cs;
+            e.beta = (float)kt_uniform(&g, -1, 1);
+            src = kt_alloc((size_t)(rows * e.src_rs + 8) * kern_dtype_size(e.src_dt), "src");
+            kt_fill_normal(&g, src, e.src_dt, rows * e.src_rs + 8, 1.0);
+            e.src = (const char *)src;
+        }
+        if (kt_randint(&g, 0, 2)) {
+            e.bias_dt = dts[kt_randint(&g, 0, 3)];
+            e.bias_per_row = (int)kt_randint(&g, 0, 2);
+            e.bias_st = kt_randint(&g, 0, 3); /* 0 broadcasts */
+            bias = kt_alloc((size_t)(cols * 3 + rows * 3 + 8) * kern_dtype_size(e.bias_dt), "bias");
+            kt_fill_normal(&g, bias, e.bias_dt, cols * 3 + rows * 3 + 8, 1.0);
+            e.bias = (const char *)bias;
+        }
+        kt_fill_normal(&g, t, KERN_F32, M * 48, 2.0);
+        for (k = 0; k < 4; k++) t[kt_randint(&g, 0, M * 48)] = kern__bits_f32(rand_bits(&g));
+        if (kt_randint(&g, 0, 2)) {
+            e.res_dt = alias ? e.dst_dt : dts[kt_randint(&g, 0, 3)];
+            e.res_cs = alias ? e.dst_cs : kt_randint(&g, 0, 3);
+            e.res_rs = alias ? e.dst_rs : cols * (e.res_cs ? e.res_cs : 1);
+            if (!alias) {
+                res = kt_alloc((size_t)(rows * e.res_rs + cols * 3 + 8) * kern_dtype_size(e.res_dt), "res");
+                kt_fill_normal(&g, res, e.res_dt, rows * e.res_rs + cols * 3 + 8, 1.0);
+                e.res = (const char *)res;
+            }
+        }
+        kt_context("case %d M=%d N=%d act=%s dst=%s cs=%d alias=%d", c, M, N, kern_act_name(e.act),
+                   kern_dtype_name(e.dst_dt), dcs, alias);
+        {
+            /* the scalar twin first, then every ISA must give its bytes */
+            void *base = kt_alloc((size_t)n_out * dsz, "init");
+            kt_fill_normal(&g, base, e.dst_dt, n_out, 1.0);
+            for (o = 0; o < no; o++) {
+                void *out = o == 0 ? ref_out : kt_alloc((size_t)n_out * dsz, "out");
+                memcpy(out, base, (size_t)n_out * dsz);
+                e.dst = (char *)out;
+                if (alias && e.res_dt) e.res = (const char *)out;
+                ops[o]->tile(&e, i0, j0, t, 48, M, N);
+                if (o > 0) {
+                    kt_context("case %d %s", c, ops[o]->name);
+                    kt_assert_bytes_equal("epilogue vs scalar twin", out, ref_out, (size_t)n_out * dsz);
+                    kt_free(out);
+                }
+            }
+            /* the scalar twin against a double evaluation */
+            {
+                int64_t i, j;
+                kern__epi er = e;
+                if (alias && e.res_dt) er.res = (const char *)base;
+                for (i = 0; i < M; i++)
+                    for (j = 0; j < N; j++) {
+                        double w = epi_ref(&er, i0 + i, j0 + j, t[i * 48 + j]);
+                        unsigned char wb[4];
+                        double got;
+                        kt_set(wb, e.dst_dt, 0, w); /* rounded to the output dtype */
+                        w = kt_get(wb, e.dst_dt, 0);
+                        got = kt_get(ref_out, e.dst_dt, (i0 + i) * e.dst_rs + (j0 + j) * e.dst_cs);
+                        kt_tol_t tol = kt_tol(e.dst_dt);
+                        KT_CHECK((isnan(w) && isnan(got)) || got == w ||
+                                     fabs(got - w) <= 4 * (tol.atol + tol.rtol * fabs(w)) + 1e-5 * fabs(w),
+                                 "[%lld,%lld] got %.9g want %.9g", (long long)i, (long long)j, got, w);
+                    }
+                /* nothing outside the m x n block was written */
+                for (i = 0; i < rows; i++)
+                    for (j = 0; j < e.dst_rs; j++) {
+                        int inside = i >= i0 && j % dcs == 0 && j / dcs >= j0 && j / dcs < j0 + N;
+                        if (!inside)
+                            KT_CHECK(!memcmp((char *)ref_out + (i * e.dst_rs + j) * dsz, (char *)base + (i * e.dst_rs + j) * dsz, dsz),
+                                     "wrote outside at [%lld,%lld]", (long long)i, (long long)j);
+                    }
+            }
+            kt_free(base);
+        }
+        kt_free(t);
+        kt_free(ref_out);
+        kt_free(src);
+        kt_free(bias);
+        kt_free(res);
+    }
+}
+
+KT_TEST(quant_rule) {
+    const isa_ops *ops[4];
+    int no = all_ops(ops), o, c;
+    static const kern_dtype dts[] = {KERN_F32, KERN_BF16, KERN_F16};
+    kt_rng g = kt_rng_make(13);
+    KT_CHECK(kern__quant_scale(0.0f) == 1.0f);
+    KT_CHECK(kern__quant_scale(127.0f) == 1.0f);
+    KT_CHECK(kern__quant_scale(1e-40f) == 1.17549435e-38f, "FLT_MIN clamp");
+    KT_CHECK(kern__quant_scale_div(255.0f, 255.0f) == 1.0f);
+    for (c = 0; c < 300; c++) {
+        const kern_dtype dt = dts[c % 3];
+        const int64_t n = kt_randint(&g, 0, 70);
+        const int asym = c % 5 == 4;
+        const size_t es = kern_dtype_size(dt);
+        void *x = kt_alloc((size_t)n * es + 1, "x");
+        uint8_t *q0 = (uint8_t *)kt_alloc((size_t)n + 1, "q0");
+        double scale = c % 7 == 0 ? 1e-40 : pow(10.0, kt_uniform(&g, -3, 3));
+        int64_t k, bad0 = 0, bad;
+        float amax0 = 0, amax, s, inv;
+        int zp = asym ? (int)kt_randint(&g, 0, 256) : 0, lo = asym ? 0 : -127, hi = asym ? 255 : 127;
+        kt_fill_normal(&g, x, dt, n, scale);
+        for (k = 0; k < n; k++)
+            if (kt_randint(&g, 0, 20) == 0) kt_set(x, dt, k, kt_randint(&g, 0, 3) == 0 ? NAN : (k & 1 ? INFINITY : -INFINITY));
+        for (k = 0; k < n; k++) {
+            double v = kt_get(x, dt, k);
+            if (!isfinite(v)) bad0++;
+            else if (fabs(v) > amax0) amax0 = (float)fabs(v);
+        }
+        s = kern__quant_scale(amax0);
+        inv = 1.0f / s;
+        kt_context("case %d %s n=%lld asym=%d", c, kern_dtype_name(dt), (long long)n, asym);
+        for (o = 0; o < no; o++) {
+            uint8_t *q = (uint8_t *)kt_alloc((size_t)n + 1, "q");
+            amax = ops[o]->absmax(x, dt, n, &bad);
+            KT_CHECK(amax == amax0 && bad == bad0, "%s absmax %g want %g, bad %lld want %lld", ops[o]->name, amax,
+                     amax0, (long long)bad, (long long)bad0);
+            kt_poison(q, (size_t)n + 1);
+            ops[o]->quant(x, dt, n, inv, zp, lo, hi, q);
+            for (k = 0; k < n; k++) {
+                float v = (float)kt_get(x, dt, k) * inv; /* the rule, written out */
+                int want;
+                if (v != v) v = 0.0f;
+                if (v < (float)(lo - zp)) v = (float)(lo - zp);
+                if (v > (float)(hi - zp)) v = (float)(hi - zp);
+                want = ((int)nearbyintf(v) + zp) & 0xff;
+                KT_CHECK(q[k] == want, "%s q[%lld] = %d want %d (x=%g)", ops[o]->name, (long long)k, q[k], want,
+                         kt_get(x, dt, k));
+            }
+            KT_CHECK(q[n] == 0xFF, "%s wrote past n", ops[o]->name);
+            kt_free(q);
+        }
+        kt_free(x);
+        kt_free(q0);
+    }
+}
+
 KT_MAIN()
