@@ -668,4 +668,52 @@ KT_TEST(quant_rule) {
     }
 }
 
+/* The per-family pattern of docs/internals.md: one const function table per
+ * level, picked once from the context's level. */
+typedef struct kern__demo_fns {
+    const char *name;
+    void (*act_row)(const float *x, float *y, int64_t n, kern_act act);
+    void (*epi_tile)(const kern__epi *e, int64_t i0, int64_t j0, const float *t, int64_t ldt, int m, int n);
+} kern__demo_fns;
+static const kern__demo_fns kern__demo_fns_scalar = {"scalar", kern__s_act_row, kern__s_epi_tile};
+#ifdef KERN_X86
+static const kern__demo_fns kern__demo_fns_avx2 = {"avx2", kern__v_act_row__avx2, kern__v_epi_tile__avx2};
+static const kern__demo_fns kern__demo_fns_avx512 = {"avx512", kern__v_act_row__avx512, kern__v_epi_tile__avx512};
+#endif
+#ifdef KERN_NEON
+static const kern__demo_fns kern__demo_fns_neon = {"neon", kern__v_act_row__neon, kern__v_epi_tile__neon};
+#endif
+static const kern__demo_fns *kern__demo_fns_for(kern_isa isa) {
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16: /* a family with BF16 bodies has its own table here */
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__demo_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__demo_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__demo_fns_neon;
+#endif
+    default: return &kern__demo_fns_scalar;
+    }
+}
+
+KT_TEST(fns_table_pattern) {
+    float x[45], y0[45], y[45];
+    int i;
+    kt_rng g = kt_rng_make(5);
+    for (i = 0; i < 45; i++) x[i] = (float)kt_uniform(&g, -6, 6);
+    kern__s_act_row(x, y0, 45, KERN_ACT_GELU);
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        const kern__demo_fns *f = kern__demo_fns_for(kern_ctx_isa(ctx));
+        kt_context("%s runs %s", kern_isa_name(isa), f->name);
+        KT_CHECK(isa == KERN_ISA_SCALAR ? f == &kern__demo_fns_scalar : f != &kern__demo_fns_scalar);
+        f->act_row(x, y, 45, KERN_ACT_GELU);
+        kt_assert_bytes_equal("gelu row", y, y0, sizeof y);
+    }
+}
+
 KT_MAIN()
