@@ -583,7 +583,7 @@ KT_TEST(epilogue_every_isa) {
                 for (i = 0; i < M; i++)
                     for (j = 0; j < N; j++) {
                         double w = epi_ref(&er, i0 + i, j0 + j, t[i * 48 + j]);
-                        unsigned char wb[4];
+                        unsigned char wb[8];
                         double got;
                         kt_set(wb, e.dst_dt, 0, w); /* rounded to the output dtype */
                         w = kt_get(wb, e.dst_dt, 0);
