@@ -2113,34 +2113,39 @@ KERN_API kern_status kern_convert(kern_ctx *ctx, kern_dtype s, const void *src,
  * (GCC's default outside ISO C modes) cannot fuse it; -ffast-math breaks the
  * guarantee.
  *
- * Accuracy over the whole f32 range, measured against a double (erf, exp,
- * tanh: libm; the GELU forms: long double formulas) by tests/math_sweep.c
- * over all 2^32 inputs, and asserted by tests/test_math.c on 2^20 sampled
- * inputs plus special values on every ISA the machine runs. ulp = the f32
- * ulp of the exact result (2^-149 in the subnormal range). Figures: see
- * docs/internals.md (same table).
+ * Accuracy over the whole f32 range: max error in ulps of the exact result
+ * (2^-149 below 2^-126; the gradients, which cross zero, in ulps of their
+ * largest term), over all 2^32 inputs against a double reference
+ * (tests/math_sweep.c, AVX2 = every ISA); tests/test_math.c asserts the
+ * bound column on 2^20 sampled inputs plus special values on every ISA the
+ * machine runs. Details and speed: docs/internals.md.
  *
- *   function        max error   specials
- *   exp             <= 1 ulp    exp(-Inf) = 0, overflow Inf, subnormals
- *                               rounded once
- *   exp2            <= 1 ulp    as exp
- *   exp2_neg        <= 1 ulp    for x >= -126; below, |err| < 2^-126
- *                               (flushes toward 0); exp2(-Inf) = 0;
- *                               domain x <= 127 (softmax: x <= 0)
- *   erf             <= 1.1 ulp  erf(+-0) = +-0, erf(+-Inf) = +-1
- *   tanh            <= 2 ulp    tanh(-0) = -0, +-Inf -> +-1
- *   sigmoid         <= 2 ulp    +-Inf -> 1 / 0, subnormal results kept
- *   silu            <= 3 ulp    silu(-0) = -0, silu(-Inf) = NaN (torch)
- *   gelu            <= 3 ulp    0.5 x erfc(-x/sqrt2) to the underflow;
- *                               gelu(-0) = -0, gelu(x <= -14.4) = -0,
- *                               gelu(+Inf) = Inf, gelu(-Inf) = NaN (torch)
- *   gelu_grad       <= 3 ulp of max(|Phi(x)|, |x phi(x)|)  +-Inf -> NaN
- *   gelu_tanh       <= 3 + 1.5 |2u| ulp, 2u = 2 sqrt(2/pi)(x + 0.044715 x^3)
- *                   (the f32 rounding of u is amplified by |2u| for x < 0)
- *   gelu_tanh_grad  same bound relative to its largest term; finite for
- *                   every finite x (1 for x -> +big, 0 for -big)
- *   silu_grad       <= 3 ulp of its largest term; +-Inf -> NaN (torch)
- *   relu            exact; relu(-0) = -0, NaN -> NaN
+ *   function        all 2^32   bound    specials
+ *   exp             1.046      1.1      exp(-Inf) = 0, overflow Inf,
+ *                                       subnormal results rounded once
+ *   exp2            0.898      1.1      as exp
+ *   exp2_neg        0.843      1.1      for x >= -126; below, |err| <=
+ *                                       0.71 * 2^-126 (flushes to 0 below
+ *                                       -126.5); exp2(-Inf) = 0; x <= 127
+ *   erf             1.055      1.1      erf(+-0) = +-0, erf(+-Inf) = +-1
+ *   tanh            1.456      2        tanh(-0) = -0, +-Inf -> +-1
+ *   sigmoid         2.402      2.5      +-Inf -> 1 / 0
+ *   silu            3.141      3.5      silu(-0) = -0, silu(-Inf) = NaN
+ *   silu_grad       4.848      5        +-Inf -> NaN (torch)
+ *   gelu            3.511      4        x Phi(x) to the underflow (no
+ *                                       cancellation for x < 0); gelu(-0)
+ *                                       = -0, gelu(x <= -14.4) = -0,
+ *                                       gelu(+Inf) = Inf, gelu(-Inf) = NaN
+ *   gelu_grad       3.751      4        +-Inf -> NaN (torch)
+ *   gelu_tanh       2.467 for |2u| <= 1, 213.9 at x = -10.04: bound
+ *                   3 + 2.6 |2u| (2u = 2 sqrt(2/pi)(x + 0.044715 x^3) is
+ *                   rounded in f32 and its error is amplified by |2u| for
+ *                   x < 0); x sigmoid(2u) without cancellation
+ *   gelu_tanh_grad  2.973 for |2u| <= 1, 209.0 overall: bound 3.5 +
+ *                   2.6 |2u|; 1 for x >= 1e19 up to FLT_MAX, 0 for
+ *                   x <= -1e19, +-Inf -> NaN (torch)
+ *   relu            exact               relu(-0) = -0, NaN -> NaN
+ *   NaN in gives NaN out everywhere.
  * ====================================================================== */
 
 #include <math.h>
