@@ -46,9 +46,9 @@ WRAP(norm_gelu_tanh_grad, kern__norm_gelu_grad__avx2(x, 1))
 WRAP(norm_exp, kern__math_exp__avx2(x))
 WRAP(norm_erf, kern__math_erf__avx2(x))
 WRAP(norm_tanh, kern__math_tanh__avx2(x))
-WRAP(gemm_gelu, kern__gemm_act__avx2(KERN_GEMM_ACT_GELU_ERF, x))
-WRAP(gemm_gelu_tanh, kern__gemm_act__avx2(KERN_GEMM_ACT_GELU_TANH, x))
-WRAP(gemm_silu, kern__gemm_act__avx2(KERN_GEMM_ACT_SILU, x))
+WRAP(gemm_gelu, kern__gemm_act__avx2(KERN_ACT_GELU, x))
+WRAP(gemm_gelu_tanh, kern__gemm_act__avx2(KERN_ACT_GELU_TANH, x))
+WRAP(gemm_silu, kern__gemm_act__avx2(KERN_ACT_SILU, x))
 WRAP(sdpa_exp2, kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))))
 
 /* The minimum over many short passes: robust to preemption on a busy
@@ -72,10 +72,10 @@ KERN_TARGET_AVX2 static void epi_speed(void) {
     static float t[6 * 16], bias[64], res[6 * 64], out[6 * 64];
     static uint16_t outh[6 * 64];
     static const epi_case cases[] = {
-        {KERN_ACT_NONE, KERN_GEMM_ACT_NONE, KERN_F32, "bias+res f32"},
-        {KERN_ACT_GELU, KERN_GEMM_ACT_GELU_ERF, KERN_F32, "bias+gelu+res f32"},
-        {KERN_ACT_GELU_TANH, KERN_GEMM_ACT_GELU_TANH, KERN_F32, "bias+gelu_tanh+res f32"},
-        {KERN_ACT_NONE, KERN_GEMM_ACT_NONE, KERN_BF16, "bias+res bf16"},
+        {KERN_ACT_NONE, KERN_ACT_NONE, KERN_F32, "bias+res f32"},
+        {KERN_ACT_GELU, KERN_ACT_GELU, KERN_F32, "bias+gelu+res f32"},
+        {KERN_ACT_GELU_TANH, KERN_ACT_GELU_TANH, KERN_F32, "bias+gelu_tanh+res f32"},
+        {KERN_ACT_NONE, KERN_ACT_NONE, KERN_BF16, "bias+res bf16"},
     };
     size_t c;
     int i;
