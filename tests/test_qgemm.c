@@ -592,6 +592,8 @@ static double ref_act(int act, double v) {
     if (act == KERN_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     if (act == KERN_ACT_GELU_TANH)
         return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    if (act == KERN_ACT_RELU) return v > 0 ? v : 0.0;
+    if (act == KERN_ACT_SILU) return v / (1.0 + exp(-v));
     return v;
 }
 
@@ -600,6 +602,8 @@ typedef struct qcase {
     kern_dtype xdt, ydt, bdt; /* bdt NONE: no bias */
     int act, res;
     kern_dtype rdt;
+    int per_row;     /* bias [M], one value per row */
+    float out_scale; /* 0 = 1 */
 } qcase;
 
 /* Runs kern_qlinear for one case on ctx (and ctx2 if given, checking the
@@ -610,14 +614,16 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
     size_t ysz = kern_dtype_size(c->ydt);
     void *x = kt_alloc((size_t)(M * K) * kern_dtype_size(c->xdt), "x");
     float *wf = (float *)malloc((size_t)(N * K) * 4);
-    void *bias = c->bdt ? kt_alloc((size_t)N * kern_dtype_size(c->bdt), "bias") : NULL;
+    const int64_t nb = c->per_row ? M : N;
+    const double osc = c->out_scale == 0.0f ? 1.0 : (double)c->out_scale;
+    void *bias = c->bdt ? kt_alloc((size_t)nb * kern_dtype_size(c->bdt), "bias") : NULL;
     void *y = kt_alloc((size_t)(M * N) * ysz, "y");
     void *y2 = kt_alloc((size_t)(M * N) * ysz, "y2");
     kern_dtype rdt = c->res == RES_INPLACE ? c->ydt : c->rdt;
     void *res = c->res == RES_SEP ? kt_alloc((size_t)(M * N) * kern_dtype_size(rdt), "res") : NULL;
     void *resv = c->res ? kt_alloc((size_t)(M * N) * kern_dtype_size(rdt), "res values") : NULL;
     kern_tensor tx = kern_tensor_2d(x, c->xdt, M, K), tw = kern_tensor_2d(wf, KERN_F32, N, K);
-    kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tb = kern_tensor_1d(bias, c->bdt, N), tr;
+    kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tb = kern_tensor_1d(bias, c->bdt, nb), tr;
     kern_qlinear_params p;
     kern_qweight *qw = NULL;
     int8_t *wq = (int8_t *)malloc((size_t)(N * K));
@@ -629,13 +635,15 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
     int64_t i, m, n, bad = 0;
     kt_fill_normal(rng, x, c->xdt, M * K, 1.0);
     for (i = 0; i < N * K; i++) wf[i] = (float)(kt_normal(rng) * 0.05);
-    if (bias) kt_fill_normal(rng, bias, c->bdt, N, 0.5);
+    if (bias) kt_fill_normal(rng, bias, c->bdt, nb, 0.5);
     if (resv) kt_fill_normal(rng, resv, rdt, M * N, 1.0);
     KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
     if (!qw) goto out;
     KT_OK(kern_qweight_unpack(qw, &tu, &tus));
     memset(&p, 0, sizeof p);
     p.epilogue.act = (kern_act)c->act;
+    p.epilogue.bias_per_row = c->per_row;
+    p.epilogue.out_scale = c->out_scale;
     if (c->res == RES_SEP) {
         memcpy(res, resv, (size_t)(M * N) * kern_dtype_size(rdt));
         tr = kern_tensor_2d(res, rdt, M, N);
@@ -657,16 +665,16 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
             pre = (double)acc * sx * ws[n];
             mag = fabs(pre);
             if (bias) {
-                double bv = kt_get(bias, c->bdt, n);
+                double bv = kt_get(bias, c->bdt, c->per_row ? m : n);
                 pre += bv;
                 mag += fabs(bv);
             }
-            want = ref_act(c->act, pre) + rv;
-            mag += fabs(rv);
+            want = (ref_act(c->act, pre) + rv) * osc;
+            mag = (mag + fabs(rv)) * fabs(osc);
             /* f32 epilogue: a handful of roundings (int->f32, two products,
-             * bias, GELU's polynomial exp and 1.5e-7 erf error, residual),
-             * each a few 1e-7 of the operands' magnitude: 4x the f32 tol
-             * of that magnitude. bf16 output adds its own rounding. */
+             * bias, the activation's few ulp, residual, out_scale), each a
+             * few 1e-7 of the operands' magnitude: 4x the f32 tol of that
+             * magnitude. bf16 output adds its own rounding. */
             lim = 4 * tf.rtol * mag + tf.atol;
             if (c->ydt == KERN_BF16) lim += tbf.rtol * fabs(want) + tbf.atol;
             got = kt_get(y, c->ydt, m * N + n);
@@ -718,12 +726,15 @@ KT_TEST(qlinear_grid) {
             c.xdt = i % 3 == 1 ? KERN_BF16 : KERN_F32;
             c.ydt = i % 4 == 3 ? KERN_BF16 : KERN_F32;
             c.bdt = i % 5 == 0 ? KERN_DTYPE_NONE : i % 5 == 1 ? KERN_BF16 : KERN_F32;
-            c.act = i % 3;
+            c.act = i % KERN_ACT_COUNT;
             c.res = i % 7 < 3 ? RES_NONE : i % 7 < 5 ? RES_SEP : RES_INPLACE;
             c.rdt = i % 2 ? KERN_BF16 : KERN_F32;
-            kt_context("%s M=%lld N=%lld K=%lld x=%s y=%s bias=%s act=%d res=%d", kern_isa_name(isa),
-                       (long long)c.M, (long long)c.N, (long long)c.K, kern_dtype_name(c.xdt),
-                       kern_dtype_name(c.ydt), kern_dtype_name(c.bdt), c.act, c.res);
+            c.per_row = i % 6 == 2;
+            c.out_scale = i % 4 == 1 ? 0.75f : 0.0f;
+            kt_context("%s M=%lld N=%lld K=%lld x=%s y=%s bias=%s%s act=%d res=%d out_scale=%g",
+                       kern_isa_name(isa), (long long)c.M, (long long)c.N, (long long)c.K,
+                       kern_dtype_name(c.xdt), kern_dtype_name(c.ydt), kern_dtype_name(c.bdt),
+                       c.per_row ? " per row" : "", c.act, c.res, (double)c.out_scale);
             check_qlinear(ctx, i % 2 ? ctx2 : NULL, &c, &rng);
             n++;
         }
@@ -746,9 +757,11 @@ KT_TEST(qlinear_every_tile_height) {
             c.xdt = KERN_F32;
             c.ydt = m % 2 ? KERN_F32 : KERN_BF16;
             c.bdt = KERN_F32;
-            c.act = m % 3;
+            c.act = m % KERN_ACT_COUNT;
             c.res = m % 3 == 2 ? RES_SEP : RES_NONE;
             c.rdt = KERN_F32;
+            c.per_row = m % 4 == 3;
+            c.out_scale = m % 5 == 1 ? -2.0f : 0.0f;
             kt_context("%s M=%d", kern_isa_name(isa), m);
             check_qlinear(ctx, ctx2, &c, &rng);
         }
@@ -809,6 +822,142 @@ KT_TEST(qlinear_batched_strided) {
         kt_free(yb);
         kt_free(rb);
         free(w);
+        free(wq);
+        free(ws);
+    }
+}
+
+KT_TEST(qlinear_fused_equals_unfused) {
+    /* The fused epilogue is kern_base.h's: act(acc + bias) + residual, times
+     * out_scale, with the one math layer's activations. So kern_qlinear
+     * with the epilogue gives the bits of kern_qlinear with the bias only
+     * followed by the activation (kern__s_act, the scalar twin every vector
+     * path matches bit for bit), the residual add and the scale, on every
+     * ISA level. */
+    kt_rng rng = kt_rng_make(10);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        const int64_t M = 19, N = 77, K = 150;
+        float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x"), *w = (float *)malloc((size_t)(N * K) * 4);
+        float *b = (float *)kt_alloc((size_t)N * 4, "bias"), *r = (float *)kt_alloc((size_t)(M * N) * 4, "res");
+        float *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0"), *y1 = (float *)kt_alloc((size_t)(M * N) * 4, "y1");
+        kern_tensor tx = kern_tensor_2d(x, KERN_F32, M, K), tw = kern_tensor_2d(w, KERN_F32, N, K);
+        kern_tensor tb = kern_tensor_1d(b, KERN_F32, N), tr = kern_tensor_2d(r, KERN_F32, M, N);
+        kern_tensor ty0 = kern_tensor_2d(y0, KERN_F32, M, N), ty1 = kern_tensor_2d(y1, KERN_F32, M, N);
+        kern_qweight *qw = NULL;
+        kern_qlinear_params p;
+        int act, i;
+        kt_fill_normal(&rng, x, KERN_F32, M * K, 2.0);
+        kt_fill_normal(&rng, w, KERN_F32, N * K, 0.1);
+        kt_fill_normal(&rng, b, KERN_F32, N, 1.0);
+        kt_fill_normal(&rng, r, KERN_F32, M * N, 1.0);
+        KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
+        KT_REQUIRE(qw != NULL);
+        memset(&p, 0, sizeof p);
+        p.epilogue.bias = &tb;
+        KT_OK(kern_qlinear(ctx, &tx, qw, &ty0, &p));
+        for (act = 0; act < KERN_ACT_COUNT; act++) {
+            int with = 0;
+            for (with = 0; with < 2; with++) { /* act alone; with residual and out_scale */
+                float osc = with ? -0.375f : 1.0f;
+                int64_t bad = 0;
+                p.epilogue.act = (kern_act)act;
+                p.epilogue.residual = with ? &tr : NULL;
+                p.epilogue.out_scale = with ? osc : 0.0f;
+                kt_poison(y1, (size_t)(M * N) * 4);
+                KT_OK(kern_qlinear(ctx, &tx, qw, &ty1, &p));
+                for (i = 0; i < M * N; i++) {
+                    float v = kern__s_act(y0[i], (kern_act)act);
+                    if (with) v = (v + r[i]) * osc;
+                    if (memcmp(&v, &y1[i], 4) != 0 && bad++ < 3)
+                        KT_CHECK(0, "%s act=%s%s: y[%d]=%.9g, unfused %.9g", kern_isa_name(isa),
+                                 kern_act_name((kern_act)act), with ? " +res*scale" : "", i,
+                                 y1[i], v);
+                }
+            }
+        }
+        kern_qweight_free(ctx, qw);
+        kt_free(x);
+        free(w);
+        kt_free(b);
+        kt_free(r);
+        kt_free(y0);
+        kt_free(y1);
+    }
+}
+
+KT_TEST(qlinear_epilogue_rows_not_collapsible) {
+    /* y [B,T,N] and the residual as slices of larger buffers whose leading
+     * dims do not collapse (the epilogue then runs row by row), a per-row
+     * bias over the B*T rows, every activation, out_scale; bf16 y. */
+    kt_rng rng = kt_rng_make(11);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        const int64_t B = 2, T = 5, K = 33, N = 41, M = B * T;
+        float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x"), *w = (float *)malloc((size_t)(N * K) * 4);
+        float *b = (float *)kt_alloc((size_t)M * 4, "bias");
+        float *rb = (float *)kt_alloc((size_t)(B * (T + 2) * (N + 5)) * 4, "res");
+        uint16_t *yb = (uint16_t *)kt_alloc((size_t)(B * (T + 1) * (N + 3)) * 2, "y");
+        int8_t *wq = (int8_t *)malloc((size_t)(N * K));
+        float *ws = (float *)malloc((size_t)N * 4);
+        int64_t xsh[3] = {B, T, K}, sh[3] = {B, T, N};
+        int64_t yst[3] = {(T + 1) * (N + 3), N + 3, 1}, rst[3] = {(T + 2) * (N + 5), N + 5, 1};
+        kern_tensor tx, ty, tr, tw = kern_tensor_2d(w, KERN_F32, N, K), tb = kern_tensor_1d(b, KERN_F32, M);
+        kern_tensor tu = kern_tensor_2d(wq, KERN_I8, N, K), tus = kern_tensor_1d(ws, KERN_F32, N);
+        kern_qweight *qw = NULL;
+        kern_qlinear_params p;
+        kt_tol_t tf = kt_tol(KERN_F32), tbf = kt_tol(KERN_BF16);
+        int act;
+        kt_fill_normal(&rng, x, KERN_F32, M * K, 1.0);
+        kt_fill_normal(&rng, w, KERN_F32, N * K, 0.2);
+        kt_fill_normal(&rng, b, KERN_F32, M, 1.0);
+        kt_fill_normal(&rng, rb, KERN_F32, B * (T + 2) * (N + 5), 1.0);
+        kern_tensor_init(&tx, x, KERN_F32, 3, xsh);
+        kern_tensor_init_strided(&ty, yb, KERN_BF16, 3, sh, yst);
+        kern_tensor_init_strided(&tr, rb, KERN_F32, 3, sh, rst);
+        KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
+        KT_REQUIRE(qw != NULL);
+        KT_OK(kern_qweight_unpack(qw, &tu, &tus));
+        for (act = 0; act < KERN_ACT_COUNT; act++) {
+            int64_t bb, t, n, i, bad = 0;
+            memset(&p, 0, sizeof p);
+            p.epilogue.bias = &tb;
+            p.epilogue.bias_per_row = 1;
+            p.epilogue.act = (kern_act)act;
+            p.epilogue.residual = &tr;
+            p.epilogue.out_scale = 1.5f;
+            kt_poison(yb, (size_t)(B * (T + 1) * (N + 3)) * 2);
+            KT_OK(kern_qlinear(ctx, &tx, qw, &ty, &p));
+            for (bb = 0; bb < B; bb++)
+                for (t = 0; t < T; t++) {
+                    int64_t m = bb * T + t;
+                    int8_t xq[64];
+                    float s = ref_quant_row(x + m * K, K, xq);
+                    for (n = 0; n < N + 3; n++) {
+                        uint16_t got = yb[bb * yst[0] + t * yst[1] + n];
+                        int64_t acc = 0;
+                        double pre, want, rv, lim;
+                        if (n >= N) { /* pitch gap */
+                            KT_CHECK(got == 0xFFFF, "pitch gap written");
+                            continue;
+                        }
+                        rv = rb[bb * rst[0] + t * rst[1] + n];
+                        for (i = 0; i < K; i++) acc += (int64_t)xq[i] * wq[n * K + i];
+                        pre = (double)acc * s * ws[n] + b[m];
+                        want = (ref_act(act, pre) + rv) * 1.5;
+                        lim = 4 * tf.rtol * (fabs(pre) + fabs(b[m]) + fabs(rv)) * 1.5 + tf.atol +
+                              tbf.rtol * fabs(want) + tbf.atol;
+                        if (!(fabs(kern_bf16_to_f32(got) - want) <= lim) && bad++ < 3)
+                            KT_CHECK(0, "%s act=%s y[%lld,%lld,%lld]=%.6g want %.6g", kern_isa_name(isa),
+                                     kern_act_name((kern_act)act), (long long)bb, (long long)t,
+                                     (long long)n, kern_bf16_to_f32(got), want);
+                    }
+                }
+        }
+        kern_qweight_free(ctx, qw);
+        kt_free(x);
+        free(w);
+        kt_free(b);
+        kt_free(rb);
+        kt_free(yb);
         free(wq);
         free(ws);
     }
