@@ -42,7 +42,17 @@
  *   kern_gemm_s8s8s32: a [M,K] i8, b [K,N] i8 (torch._int_mm convention),
  *   c [M,N] i32; any non-negative strides (a transposed view of b works).
  *
- * ISA paths (kern_qgemm_isa_for(ctx) tells which one a context runs):
+ * ISA paths: one function table per ISA level (kern_ctx_isa), holding the
+ *   int8 path below and the level's row helpers (quantize, dequantize,
+ *   epilogue); kern_qgemm_isa_for(ctx) tells the int8 path a context runs:
+ *     level           int8 path     row helpers
+ *     SCALAR          scalar        scalar
+ *     AVX2            AVX2          AVX2
+ *     AVX2_VNNI       AVX-VNNI      AVX2
+ *     AVX512          AVX2          AVX-512 (no int8 dot product without VNNI)
+ *     AVX512_VNNI     AVX-512 VNNI  AVX-512 (AVX512_BF16: the same)
+ *     NEON            scalar        NEON
+ *     NEON_DOT        NEON sdot     NEON (NEON_BF16: the same)
  *   AVX-512 VNNI  vpdpbusd zmm, 14x32 tiles. vpdpbusd multiplies u8 by s8,
  *                 so activations are stored as q + 128 (u8) and the epilogue
  *                 subtracts 128 * colsum[n] (wrapping int32: exact).
@@ -55,8 +65,9 @@
  *                 are widened to int16 (vpmovsxbw) and multiplied with
  *                 vpmaddwd, whose int32 pair sums cannot overflow for 8-bit
  *                 inputs: exact for the whole s8 range, no compensation.
- *   NEON          sdot (s8 x s8) when built with the dot-product extension
- *                 (__ARM_FEATURE_DOTPROD); otherwise AArch64 uses scalar.
+ *   NEON sdot     s8 x s8, 4x32 tiles, one row at a time; built in every
+ *                 AArch64 build with GCC >= 10 (a target attribute) or with
+ *                 __ARM_FEATURE_DOTPROD (clang), run on the NEON_DOT level.
  *   scalar        portable C, always built.
  *   Small M (decode): when M <= the path's tile height the packed weight is
  *   streamed exactly once (software prefetch ahead), split over threads by
@@ -313,6 +324,13 @@ struct kern_qweight {
 #include <arm_neon.h>
 #if defined(__ARM_FEATURE_DOTPROD)
 #define KERN__QG_NEON_DOT 1
+#define KERN__QG_TARGET_DOT
+#elif defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+/* GCC's arm_neon.h declares sdot under a target pragma, so a function with
+ * that target builds in any AArch64 build and runs on the NEON_DOT level
+ * (clang declares it only when the whole build has dotprod) */
+#define KERN__QG_NEON_DOT 1
+#define KERN__QG_TARGET_DOT __attribute__((target("arch=armv8.2-a+dotprod")))
 #endif
 #endif
 
@@ -680,8 +698,9 @@ typedef void (*kern__qg_epi_tile_fn)(const kern__epi *e, int64_t i0, int64_t j0,
 typedef void (*kern__qg_epi_row_fn)(const kern__epi *e, int64_t i, int64_t j0,
                                     const float *acc, int n);
 
-typedef struct kern__qg_ops {
-    kern_qgemm_isa isa;
+typedef struct kern__qg_fns {
+    const char *name; /* the ISA level this table serves */
+    kern_qgemm_isa isa; /* the int8 path: the tag of the weights it runs */
     int mr_max;   /* rows per microkernel tile */
     int a_fmt;    /* KERN__QG_A_* */
     kern__qg_ukernel_fn ukernel;
@@ -693,7 +712,7 @@ typedef struct kern__qg_ops {
     kern__qg_absmax_fn absmax;
     kern__qg_minmax_fn minmax;
     kern__qg_quant_fn quant;
-} kern__qg_ops;
+} kern__qg_fns;
 
 /* --------------------------------------------------------- microkernels */
 
@@ -923,7 +942,7 @@ static void kern__qgemm_s16s8_3x32__avx2(int mr, int64_t k4, const void *a, cons
 /* AArch64 sdot: a is s8 [k4][mr][4]; one row at a time, 4 accumulators of
  * 4 columns per 16-column half; the row's 4 bytes are duplicated to every
  * lane so vdotq_s32 gives 4 columns x 4 k per instruction. */
-static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
+KERN__QG_TARGET_DOT static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
                                            const int8_t *b, int32_t *c, const int8_t *pf) {
     const int8_t *a = (const int8_t *)a_;
     int h, r;
@@ -952,76 +971,78 @@ static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
 }
 #endif
 
-static kern__qg_ops kern__qg_get_ops(kern_qgemm_isa isa) {
-    kern__qg_ops o;
-    o.isa = KERN_QGEMM_ISA_SCALAR;
-    o.mr_max = 4;
-    o.a_fmt = KERN__QG_A_S8;
-    o.ukernel = kern__qgemm_s8s8_4x32__scalar;
-    o.dequant = kern__s_qg_dequant;
-    o.epi_tile = kern__s_epi_tile;
-    o.epi_row = kern__s_epi_row;
-    o.absmax = kern__s_absmax;
-    o.minmax = kern__s_qg_minmax;
-    o.quant = kern__s_quant_row;
-    (void)isa;
+/* ------------------------------------------------------ dispatch tables */
+
+/* One table per ISA level (docs/internals.md): the int8 path (the tag a
+ * packed weight carries), its tile, and the row helpers of the level.
+ * Levels reach their own tables; where the CPU level adds nothing the int8
+ * path can use, the int8 half is the lower level's:
+ *   AVX2          AVX2 vpmaddwd 3x32, AVX2 helpers
+ *   AVX2_VNNI     AVX-VNNI vpdpbusd ymm 6x32, AVX2 helpers
+ *   AVX512        AVX2 vpmaddwd 3x32 (no int8 dot product without VNNI:
+ *                 vpmaddubsw saturates, see above), AVX-512 helpers
+ *   AVX512_VNNI   vpdpbusd zmm 14x32, AVX-512 helpers; AVX512_BF16 the same
+ *   NEON          the portable 4x32 kernel, NEON helpers
+ *   NEON_DOT      sdot 4x32 (when the compiler can build it), NEON helpers;
+ *                 NEON_BF16 the same */
+#define KERN__QG_FNS(NAME, ISA, MR, FMT, UK, V)                                \
+    static const kern__qg_fns kern__qg_fns_##NAME = {                         \
+        #NAME, ISA, MR, FMT, UK, V(qg_dequant), V(epi_tile), V(epi_row), V(absmax), \
+        V(qg_minmax), V(quant_row)};
+#define KERN__QG_S(f) kern__s_##f
+KERN__QG_FNS(scalar, KERN_QGEMM_ISA_SCALAR, 4, KERN__QG_A_S8, kern__qgemm_s8s8_4x32__scalar,
+             KERN__QG_S)
 #ifdef KERN_X86
-    if (isa == KERN_QGEMM_ISA_AVX512VNNI) {
-        o.isa = isa;
-        o.mr_max = 14;
-        o.a_fmt = KERN__QG_A_U8;
-        o.ukernel = kern__qgemm_u8s8_14x32__avx512vnni;
-        o.dequant = kern__v_qg_dequant__avx512;
-        o.epi_tile = kern__v_epi_tile__avx512;
-        o.epi_row = kern__v_epi_row__avx512;
-        o.absmax = kern__v_absmax__avx512;
-        o.minmax = kern__v_qg_minmax__avx512;
-        o.quant = kern__v_quant_row__avx512;
-    } else if (isa == KERN_QGEMM_ISA_AVXVNNI || isa == KERN_QGEMM_ISA_AVX2) {
-        o.isa = isa;
-        o.dequant = kern__v_qg_dequant__avx2;
-        o.epi_tile = kern__v_epi_tile__avx2;
-        o.epi_row = kern__v_epi_row__avx2;
-        o.absmax = kern__v_absmax__avx2;
-        o.minmax = kern__v_qg_minmax__avx2;
-        o.quant = kern__v_quant_row__avx2;
-        if (isa == KERN_QGEMM_ISA_AVXVNNI) {
-            o.mr_max = 6;
-            o.a_fmt = KERN__QG_A_U8;
-            o.ukernel = kern__qgemm_u8s8_6x32__avxvnni;
-        } else {
-            o.mr_max = 3;
-            o.a_fmt = KERN__QG_A_S16;
-            o.ukernel = kern__qgemm_s16s8_3x32__avx2;
-        }
-    }
+#define KERN__QG_V2(f) kern__v_##f##__avx2
+#define KERN__QG_V5(f) kern__v_##f##__avx512
+KERN__QG_FNS(avx2, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+             KERN__QG_V2)
+KERN__QG_FNS(avx2_vnni, KERN_QGEMM_ISA_AVXVNNI, 6, KERN__QG_A_U8,
+             kern__qgemm_u8s8_6x32__avxvnni, KERN__QG_V2)
+KERN__QG_FNS(avx512, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+             KERN__QG_V5)
+KERN__QG_FNS(avx512_vnni, KERN_QGEMM_ISA_AVX512VNNI, 14, KERN__QG_A_U8,
+             kern__qgemm_u8s8_14x32__avx512vnni, KERN__QG_V5)
 #endif
+#ifdef KERN_NEON
+#define KERN__QG_VN(f) kern__v_##f##__neon
+KERN__QG_FNS(neon, KERN_QGEMM_ISA_SCALAR, 4, KERN__QG_A_S8, kern__qgemm_s8s8_4x32__scalar,
+             KERN__QG_VN)
 #ifdef KERN__QG_NEON_DOT
-    if (isa == KERN_QGEMM_ISA_NEON_DOT) {
-        o.isa = isa;
-        o.ukernel = kern__qgemm_s8s8_4x32__neondot;
-    }
+KERN__QG_FNS(neon_dot, KERN_QGEMM_ISA_NEON_DOT, 4, KERN__QG_A_S8,
+             kern__qgemm_s8s8_4x32__neondot, KERN__QG_VN)
 #endif
-    return o;
+#endif
+
+static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
+    switch (level) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX2: return &kern__qg_fns_avx2;
+    case KERN_ISA_AVX2_VNNI: return &kern__qg_fns_avx2_vnni;
+    case KERN_ISA_AVX512: return &kern__qg_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512_BF16: return &kern__qg_fns_avx512_vnni;
+#endif
+#ifdef KERN_NEON
+#ifdef KERN__QG_NEON_DOT
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON_BF16: return &kern__qg_fns_neon_dot;
+#else
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON_BF16:
+#endif
+    case KERN_ISA_NEON: return &kern__qg_fns_neon;
+#endif
+    default: return &kern__qg_fns_scalar;
+    }
+}
+/* The table of the level ctx runs (NULL = the default context). */
+static const kern__qg_fns *kern__qg_fns_ctx(const kern_ctx *ctx) {
+    return kern__qg_fns_for(kern_ctx_isa(ctx));
 }
 
 KERN_API kern_qgemm_isa kern_qgemm_isa_for(const kern_ctx *ctx) {
-    uint32_t f = kern_ctx_features(ctx);
-    (void)f;
-#ifdef KERN_X86
-    {
-        const uint32_t v512 = KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL |
-                              KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI;
-        const uint32_t v2 = KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C;
-        if ((f & v512) == v512) return KERN_QGEMM_ISA_AVX512VNNI;
-        if ((f & v2) == v2 && (f & KERN_CPU_AVXVNNI)) return KERN_QGEMM_ISA_AVXVNNI;
-        if ((f & v2) == v2) return KERN_QGEMM_ISA_AVX2;
-    }
-#endif
-#ifdef KERN__QG_NEON_DOT
-    if (f & KERN_CPU_NEON_DOT) return KERN_QGEMM_ISA_NEON_DOT;
-#endif
-    return KERN_QGEMM_ISA_SCALAR;
+    return kern__qg_fns_ctx(ctx)->isa;
 }
 
 KERN_API const char *kern_qgemm_isa_name(kern_qgemm_isa isa) {
@@ -1099,7 +1120,7 @@ static int kern__qg_mpan_rows(const kern__qg_mpan *p, int64_t i) {
 /* kern_base.h's symmetric rule on one row of n values with element stride
  * `stride` (gathered into tmp, n elements of dt, when not 1): codes into q,
  * returns the scale; *nonfinite counts the non-finite values. */
-static float kern__qg_quant_row_s8(const kern__qg_ops *o, const void *x, kern_dtype dt,
+static float kern__qg_quant_row_s8(const kern__qg_fns *o, const void *x, kern_dtype dt,
                                    int64_t n, int64_t stride, void *tmp, int8_t *q,
                                    int64_t *nonfinite) {
     float s;
@@ -1152,7 +1173,7 @@ static kern_status kern__qg_alloc_qw(kern_ctx *ctx, int64_t n, int64_t k, kern_q
 }
 
 typedef struct kern__qg_packw_job {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     const kern_tensor *w;       /* f32/bf16 [N,K], or i8 for pack_int8 */
     const kern_tensor *scales;  /* pack_int8 only */
     kern_qweight *qw;
@@ -1182,7 +1203,7 @@ static void kern__qg_packw_task(void *arg, int64_t p, int thread) {
             qw->scales[n] = ((const float *)jb->scales->data)[n * jb->scales->stride[0]];
         } else {
             int64_t bad = 0;
-            qw->scales[n] = kern__qg_quant_row_s8(&jb->ops, row, w->dtype, qw->k, w->stride[1],
+            qw->scales[n] = kern__qg_quant_row_s8(jb->f, row, w->dtype, qw->k, w->stride[1],
                                                   tmp, q, &bad);
             if (bad && jb->row_bad[p] < 0) jb->row_bad[p] = n;
         }
@@ -1215,7 +1236,7 @@ static kern_status kern__qg_pack_common(kern_ctx *ctx, const kern_tensor *w,
     memset(&jb, 0, sizeof jb);
     /* values are quantized with the vector helpers of the context's own
      * level (bit-identical on every path) */
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    jb.f = kern__qg_fns_ctx(ctx);
     jb.w = w;
     jb.scales = scales;
     jb.qw = qw;
@@ -1559,7 +1580,7 @@ fail:
 /* ----------------------------------------------------- per-token quantize */
 
 typedef struct kern__qg_qjob {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     kern_ctx *ctx;
     const kern_tensor *x, *xq, *scales, *zp;
     int asym;
@@ -1609,9 +1630,9 @@ static const void *kern__qg_qrow(const kern__qg_qjob *jb, int64_t m, uint8_t *tm
 static void kern__qg_qrow_range(const kern__qg_qjob *jb, const void *row, float *mn, float *mx) {
     int64_t bad;
     if (jb->asym) {
-        jb->ops.minmax(row, jb->x->dtype, jb->k, mn, mx, &bad);
+        jb->f->minmax(row, jb->x->dtype, jb->k, mn, mx, &bad);
     } else {
-        *mx = jb->ops.absmax(row, jb->x->dtype, jb->k, NULL);
+        *mx = jb->f->absmax(row, jb->x->dtype, jb->k, NULL);
         *mn = -*mx;
     }
 }
@@ -1622,7 +1643,7 @@ static void kern__qg_qrow_write(const kern__qg_qjob *jb, int64_t m, const void *
     uint8_t *qrow = (uint8_t *)xq->data + kern__qg_row_off(xq, m);
     int64_t qs = kern__qg_last_stride(xq, jb->k), i;
     uint8_t *dst = qs == 1 ? qrow : tmp;
-    jb->ops.quant(row, jb->x->dtype, jb->k, inv, zp, jb->asym ? 0 : -127, jb->asym ? 255 : 127,
+    jb->f->quant(row, jb->x->dtype, jb->k, inv, zp, jb->asym ? 0 : -127, jb->asym ? 255 : 127,
                   dst);
     if (qs != 1)
         for (i = 0; i < jb->k; i++) qrow[i * qs] = tmp[i];
@@ -1805,7 +1826,7 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
         return st;
     }
     memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    jb.f = kern__qg_fns_ctx(ctx);
     jb.ctx = ctx;
     jb.x = x;
     jb.xq = xq;
@@ -1844,7 +1865,7 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
 /* ------------------------------------------------------ GEMM driver */
 
 typedef struct kern__qg_gjob {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     kern_ctx *ctx;
     /* weight side: packed panels */
     const int8_t *bdata;
@@ -1886,8 +1907,8 @@ static void kern__qg_qpack_task(void *arg, int64_t t, int thread) {
         int64_t m = r0 + r, bad;
         const char *row = (const char *)x->data + kern__qg_row_off_fast(x, jb->x_flat, m) * esz;
         jb->sx[m - jb->chunk_row0] =
-            kern__qg_quant_row_s8(&jb->ops, row, x->dtype, jb->k, 1, NULL, q, &bad);
-        kern__qg_pack_a_row(jb->ops.a_fmt, q, jb->k4, mr, r, panel);
+            kern__qg_quant_row_s8(jb->f, row, x->dtype, jb->k, 1, NULL, q, &bad);
+        kern__qg_pack_a_row(jb->f->a_fmt, q, jb->k4, mr, r, panel);
     }
 }
 
@@ -1937,7 +1958,7 @@ static void kern__qg_pack_ab_task(void *arg, int64_t t, int thread) {
         for (r = 0; r < mr; r++) {
             const int8_t *row = (const int8_t *)a->data + (r0 + r) * a->stride[0];
             for (kk = 0; kk < jb->k; kk++) q[kk] = row[kk * a->stride[1]];
-            kern__qg_pack_a_row(jb->ops.a_fmt, q, jb->k4, mr, r, panel);
+            kern__qg_pack_a_row(jb->f->a_fmt, q, jb->k4, mr, r, panel);
         }
     }
 }
@@ -1948,7 +1969,7 @@ static void kern__qg_epi_rows(const kern__qg_gjob *jb, const float *t, int mr, i
                               int64_t n0, int nr) {
     int r;
     if (jb->epi_flat) {
-        jb->ops.epi_tile(&jb->epi, r0, n0, t, KERN_QGEMM_NR, mr, nr);
+        jb->f->epi_tile(&jb->epi, r0, n0, t, KERN_QGEMM_NR, mr, nr);
         return;
     }
     for (r = 0; r < mr; r++) { /* leading dims that do not collapse: row bases */
@@ -1962,7 +1983,7 @@ static void kern__qg_epi_rows(const kern__qg_gjob *jb, const float *t, int mr, i
                     kern__qg_row_off(jb->res, m) * (int64_t)kern_dtype_size(jb->res->dtype);
             e.res_rs = 0;
         }
-        jb->ops.epi_row(&e, m, n0, t + r * KERN_QGEMM_NR, nr);
+        jb->f->epi_row(&e, m, n0, t + r * KERN_QGEMM_NR, nr);
     }
 }
 
@@ -1989,7 +2010,7 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
              * path does); the second pulls the next panel into L2 while
              * the rest reuse this one from L2 */
             const int8_t *pf = i == pa0 ? b + 4096 : i == pa0 + 1 ? next : b;
-            jb->ops.ukernel(mr, jb->k4, a, b, tile, pf);
+            jb->f->ukernel(mr, jb->k4, a, b, tile, pf);
             if (jb->is_int) {
                 const kern_tensor *c = jb->c;
                 int r, j;
@@ -2002,8 +2023,8 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
                     }
                 }
             } else {
-                float *t = (float *)(void *)(tile + jb->ops.mr_max * KERN_QGEMM_NR);
-                jb->ops.dequant(tile, mr, nr, jb->sx + (r0 - jb->chunk_row0), jb->sw + n0,
+                float *t = (float *)(void *)(tile + jb->f->mr_max * KERN_QGEMM_NR);
+                jb->f->dequant(tile, mr, nr, jb->sx + (r0 - jb->chunk_row0), jb->sw + n0,
                                 jb->colsum + n0, jb->comp, t);
                 kern__qg_epi_rows(jb, t, mr, r0, n0, nr);
             }
@@ -2016,7 +2037,7 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
  * once per m-block. Enough tasks for dynamic balance when threads > 1. */
 static void kern__qg_blocking(kern__qg_gjob *jb, int threads) {
     int64_t npan = jb->p1 - jb->p0, target;
-    int64_t mcp = (512 * 1024) / (jb->a_row_bytes * jb->ops.mr_max + 1);
+    int64_t mcp = (512 * 1024) / (jb->a_row_bytes * jb->f->mr_max + 1);
     if (mcp < 1) mcp = 1;
     if (mcp > 16) mcp = 16;
     if (mcp > npan) mcp = npan;
@@ -2078,7 +2099,7 @@ static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const
 /* Scratch of kern_gemm_s8s8s32 on the path `ops`: the packed B, its column
  * sums and the packed A shared; per thread the larger of a row of codes and
  * an int32 tile. */
-static void kern__qg_s8_scratch(const kern__qg_ops *ops, int64_t M, int64_t N, int64_t K,
+static void kern__qg_s8_scratch(const kern__qg_fns *ops, int64_t M, int64_t N, int64_t K,
                                 size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
     int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt);
@@ -2097,15 +2118,13 @@ KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_
                                                       const kern_tensor *c, size_t *bytes) {
     const char *op = "kern_gemm_s8s8s32_workspace_size";
     kern_status st;
-    kern__qg_ops ops;
     size_t sh, th;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
     st = kern__qg_s8_check(op, a, b, c);
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
-    kern__qg_s8_scratch(&ops, a->shape[0], b->shape[1], a->shape[1], &sh, &th);
+    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], b->shape[1], a->shape[1], &sh, &th);
     *bytes = kern__op_workspace_bytes(ctx, sh, th);
     kern__op_end(ctx);
     return KERN_OK;
@@ -2129,8 +2148,8 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     st = kern__op_begin(&ctx, op);
     if (st) return st;
     memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
-    kern__qg_s8_scratch(&jb.ops, M, N, K, &sh, &th);
+    jb.f = kern__qg_fns_ctx(ctx);
+    kern__qg_s8_scratch(jb.f, M, N, K, &sh, &th);
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
     if (st) {
@@ -2145,12 +2164,12 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     jb.k = K;
     jb.k4 = (K + 3) / 4;
     jb.n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    jb.mp = kern__qg_mpan_make(M, jb.ops.mr_max);
+    jb.mp = kern__qg_mpan_make(M, jb.f->mr_max);
     jb.p0 = 0;
     jb.p1 = jb.mp.n;
-    jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.ops.a_fmt);
+    jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.f->a_fmt);
     jb.is_int = 1;
-    jb.comp = jb.ops.a_fmt == KERN__QG_A_U8;
+    jb.comp = jb.f->a_fmt == KERN__QG_A_U8;
     bbytes = (int64_t)kern__qg_round64((size_t)(jb.n_np * jb.k4 * 128));
     cbytes = (int64_t)kern__qg_round64((size_t)N * 4);
     abytes = (int64_t)kern__qg_round64((size_t)(M * jb.a_row_bytes));
@@ -2167,7 +2186,7 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     jb.apack = ws + bbytes + cbytes;
     {
         size_t s1 = (size_t)(jb.k4 * 4 + 64);
-        size_t s2 = (size_t)jb.ops.mr_max * KERN_QGEMM_NR * 4 + 64;
+        size_t s2 = (size_t)jb.f->mr_max * KERN_QGEMM_NR * 4 + 64;
         st = kern__reserve_thread_scratch(ctx, s1 > s2 ? s1 : s2);
     }
     if (!st) st = kern_parallel_for(ctx, jb.n_np + jb.mp.n, kern__qg_pack_ab_task, &jb);
@@ -2285,7 +2304,7 @@ static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
 
 /* Rows of x quantized and packed per chunk (at most ~16 MiB of packed
  * activations): whole panels of the path's tile height. */
-static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_ops *ops, int64_t a_row_bytes,
+static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_fns *ops, int64_t a_row_bytes,
                                              int64_t n_mpanels) {
     int64_t max_rows = KERN__QG_CHUNK_BYTES / a_row_bytes, chunk_panels;
     chunk_panels = max_rows / ops->mr_max;
@@ -2297,7 +2316,7 @@ static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_ops *ops, int64_t a_
 /* Scratch of kern_qlinear on the path `ops`: one chunk of packed
  * activations and their scales shared; per thread the larger of a row of
  * codes and an int32 tile with its f32 twin. */
-static void kern__qg_qlinear_scratch(const kern__qg_ops *ops, int64_t M, int64_t K,
+static void kern__qg_qlinear_scratch(const kern__qg_fns *ops, int64_t M, int64_t K,
                                      size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt), max_rows;
     kern__qg_mpan mp;
@@ -2313,14 +2332,13 @@ static void kern__qg_qlinear_scratch(const kern__qg_ops *ops, int64_t M, int64_t
     *thread = s1 > s2 ? s1 : s2;
 }
 
-/* The packed weight must be for the path ctx selects. */
-static kern_status kern__qg_qlinear_isa(const char *op, const kern_ctx *ctx,
+/* The packed weight must be for the int8 path of the table f. */
+static kern_status kern__qg_qlinear_isa(const char *op, const kern__qg_fns *f,
                                         const kern_qweight *qw) {
-    kern_qgemm_isa want = kern_qgemm_isa_for(ctx);
-    if (qw->isa != want)
+    if (qw->isa != f->isa)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: qw was packed for %s but the context selects %s; repack it", op,
-                         kern_qgemm_isa_name(qw->isa), kern_qgemm_isa_name(want));
+                         kern_qgemm_isa_name(qw->isa), kern_qgemm_isa_name(f->isa));
     return KERN_OK;
 }
 
@@ -2330,17 +2348,17 @@ KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tenso
                                                  size_t *bytes) {
     const char *op = "kern_qlinear_workspace_size";
     kern_status st;
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     size_t sh, th;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
     st = kern__qg_qlinear_check(op, x, qw, y, params);
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    st = kern__qg_qlinear_isa(op, ctx, qw);
+    f = kern__qg_fns_ctx(ctx);
+    st = kern__qg_qlinear_isa(op, f, qw);
     if (!st) {
-        ops = kern__qg_get_ops(qw->isa);
-        kern__qg_qlinear_scratch(&ops, kern__qg_rows(x), qw->k, &sh, &th);
+        kern__qg_qlinear_scratch(f, kern__qg_rows(x), qw->k, &sh, &th);
         *bytes = kern__op_workspace_bytes(ctx, sh, th);
     }
     kern__op_end(ctx);
@@ -2374,7 +2392,7 @@ static void kern__qg_qlinear_epi(kern__qg_gjob *jb, const kern_qweight *qw, cons
     jb->y = y;
     jb->res = res;
     jb->sw = qw->scales;
-    jb->comp = jb->ops.a_fmt == KERN__QG_A_U8;
+    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
 }
 
 /* Quantizes and packs x chunk by chunk (at most ~16 MiB of packed
@@ -2382,12 +2400,12 @@ static void kern__qg_qlinear_epi(kern__qg_gjob *jb, const kern_qweight *qw, cons
  * chunk. */
 static kern_status kern__qg_qlinear_run(kern__qg_gjob *jb, const char *op) {
     kern_ctx *ctx = jb->ctx;
-    int64_t chunk_panels = kern__qg_qlinear_chunk_panels(&jb->ops, jb->a_row_bytes, jb->mp.n);
-    int64_t max_rows = (int64_t)jb->ops.mr_max * chunk_panels;
+    int64_t chunk_panels = kern__qg_qlinear_chunk_panels(jb->f, jb->a_row_bytes, jb->mp.n);
+    int64_t max_rows = (int64_t)jb->f->mr_max * chunk_panels;
     int64_t abytes = (int64_t)kern__qg_round64((size_t)(max_rows * jb->a_row_bytes));
     int64_t sbytes = (int64_t)kern__qg_round64((size_t)max_rows * 4);
     size_t s1 = (size_t)(jb->k4 * 4 + 64);
-    size_t s2 = 2 * (size_t)jb->ops.mr_max * KERN_QGEMM_NR * 4 + 64;
+    size_t s2 = 2 * (size_t)jb->f->mr_max * KERN_QGEMM_NR * 4 + 64;
     char *ws = (char *)kern__workspace(ctx, (size_t)(abytes + sbytes));
     kern_status st;
     if (!ws)
@@ -2424,14 +2442,14 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
     M = kern__qg_rows(x);
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    st = kern__qg_qlinear_isa(op, ctx, qw);
+    memset(&jb, 0, sizeof jb);
+    jb.f = kern__qg_fns_ctx(ctx);
+    st = kern__qg_qlinear_isa(op, jb.f, qw);
     if (st || M == 0) {
         kern__op_end(ctx);
         return st;
     }
-    memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(qw->isa);
-    kern__qg_qlinear_scratch(&jb.ops, M, qw->k, &sh, &th);
+    kern__qg_qlinear_scratch(jb.f, M, qw->k, &sh, &th);
     st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
     if (!st) {
         jb.ctx = ctx;
@@ -2443,8 +2461,8 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
         jb.k = qw->k;
         jb.k4 = qw->k4;
         jb.n_np = qw->n_panels;
-        jb.mp = kern__qg_mpan_make(M, jb.ops.mr_max);
-        jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.ops.a_fmt);
+        jb.mp = kern__qg_mpan_make(M, jb.f->mr_max);
+        jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.f->a_fmt);
         kern__qg_qlinear_epi(&jb, qw, y, &p.epilogue);
         st = kern__qg_qlinear_run(&jb, op);
     }

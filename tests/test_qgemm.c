@@ -82,18 +82,61 @@ static double sqnr_db(const double *ref, const float *got, int64_t n) {
 /* ------------------------------------------------------------ paths */
 
 KT_TEST(isa_selection) {
+    /* Each ISA level reaches its own function table (a function of the level
+     * alone, so checked here also for the levels this machine lacks). The
+     * AVX512 level without VNNI has no int8 dot product: it runs the AVX2
+     * int8 kernel (weights tagged avx2) with the AVX-512 row helpers. */
+    static const struct {
+        kern_isa level;
+        const char *table;
+        kern_qgemm_isa isa;
+        int mr;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", KERN_QGEMM_ISA_SCALAR, 4},
+#ifdef KERN_X86
+        {KERN_ISA_AVX2, "avx2", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX2_VNNI, "avx2_vnni", KERN_QGEMM_ISA_AVXVNNI, 6},
+        {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX512_VNNI, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+        {KERN_ISA_AVX512_BF16, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+#endif
+#ifdef KERN_NEON
+        {KERN_ISA_NEON, "neon", KERN_QGEMM_ISA_SCALAR, 4},
+#ifdef KERN__QG_NEON_DOT
+        {KERN_ISA_NEON_DOT, "neon_dot", KERN_QGEMM_ISA_NEON_DOT, 4},
+        {KERN_ISA_NEON_BF16, "neon_dot", KERN_QGEMM_ISA_NEON_DOT, 4},
+#endif
+#endif
+    };
+    size_t i, j;
+    for (i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const kern__qg_fns *f = kern__qg_fns_for(want[i].level);
+        kt_context("%s", kern_isa_name(want[i].level));
+        KT_CHECK(strcmp(f->name, want[i].table) == 0, "table %s, want %s", f->name, want[i].table);
+        KT_CHECK(f->isa == want[i].isa && f->mr_max == want[i].mr, "int8 path %s, %d rows",
+                 kern_qgemm_isa_name(f->isa), f->mr_max);
+        for (j = 0; j < i; j++) /* distinct levels, distinct tables */
+            if (strcmp(want[i].table, want[j].table) != 0)
+                KT_CHECK(f != kern__qg_fns_for(want[j].level), "shares %s's table",
+                         kern_isa_name(want[j].level));
+    }
+#ifdef KERN_X86
+    {
+        const kern__qg_fns *a2 = kern__qg_fns_for(KERN_ISA_AVX2), *a5 = kern__qg_fns_for(KERN_ISA_AVX512);
+        KT_CHECK(a5->ukernel == a2->ukernel && a5->a_fmt == a2->a_fmt, "avx512: the avx2 int8 kernel");
+        KT_CHECK(a5->epi_tile == kern__v_epi_tile__avx512 && a5->quant == kern__v_quant_row__avx512 &&
+                     a2->epi_tile == kern__v_epi_tile__avx2,
+                 "avx512: the AVX-512 helpers");
+    }
+#endif
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         kern_qgemm_isa q = kern_qgemm_isa_for(ctx);
-        uint32_t f = kern_ctx_features(ctx);
-        if (isa == KERN_ISA_SCALAR) KT_CHECK(q == KERN_QGEMM_ISA_SCALAR, "%s", kern_qgemm_isa_name(q));
-        if (isa == KERN_ISA_AVX2)
-            KT_CHECK(q == ((f & KERN_CPU_AVXVNNI) ? KERN_QGEMM_ISA_AVXVNNI : KERN_QGEMM_ISA_AVX2),
-                     "%s", kern_qgemm_isa_name(q));
-        if (isa == KERN_ISA_AVX512 && (f & KERN_CPU_AVX512VNNI))
-            KT_CHECK(q == KERN_QGEMM_ISA_AVX512VNNI, "%s", kern_qgemm_isa_name(q));
+        KT_CHECK(q == kern__qg_fns_for(isa)->isa, "%s runs %s", kern_isa_name(isa), kern_qgemm_isa_name(q));
         if (getenv("KT_VERBOSE"))
-            printf("qgemm: ISA cap %s runs the %s path\n", kern_isa_name(isa), kern_qgemm_isa_name(q));
+            printf("qgemm: ISA level %s runs the %s table, int8 path %s\n", kern_isa_name(isa),
+                   kern__qg_fns_for(isa)->name, kern_qgemm_isa_name(q));
     }
+    KT_CHECK(kern_qgemm_isa_for(NULL) == kern__qg_fns_for(kern_isa_best())->isa, "default context");
     KT_CHECK(strcmp(kern_qgemm_isa_name(KERN_QGEMM_ISA_COUNT), "invalid") == 0);
 }
 
@@ -1113,8 +1156,9 @@ KT_TEST(qlinear_errors) {
     copy.version = 2;
     KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "format version 2");
     copy = *qw;
-    copy.isa = KERN_QGEMM_ISA_NEON_DOT;
-    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "packed for neon-dot");
+    copy.isa = qw->isa == KERN_QGEMM_ISA_NEON_DOT ? KERN_QGEMM_ISA_AVX2 : KERN_QGEMM_ISA_NEON_DOT;
+    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED,
+             qw->isa == KERN_QGEMM_ISA_NEON_DOT ? "packed for avx2" : "packed for neon-dot");
     for (i = 0; i < 4 * 8 + 8; i++) KT_CHECK(isnan(y[i]), "y[%d] written on error", i);
     /* valid call with every optional argument, for the record */
     p.epilogue.residual = &tr;
