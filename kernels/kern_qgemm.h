@@ -250,20 +250,60 @@ KERN_API kern_status kern_quantize_per_token_workspace_size(
     kern_ctx *ctx, const kern_tensor *x, const kern_tensor *xq,
     const kern_tensor *scales, const kern_quant_params *params, size_t *bytes);
 
-/* Options of kern_gemm_s8s8s32; NULL or zero = defaults. */
+/* Opaque prepacked b of kern_gemm_s8s8s32 (kern_gemm_s8s8s32_pack_b). */
+typedef struct kern_gemm_s8s8s32_packed_b kern_gemm_s8s8s32_packed_b;
+
+/* Options of kern_gemm_s8s8s32; NULL or zero = defaults (every field's
+ * zero is its own default: nothing to resolve). */
 typedef struct kern_gemm_s8s8s32_params {
+    const kern_gemm_s8s8s32_packed_b *packed_b; /* with b = NULL: b packed once */
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_gemm_s8s8s32_workspace_size() bytes */
 } kern_gemm_s8s8s32_params;
 
+/* Options of kern_gemm_s8s8s32_pack_b; zero = defaults. */
+typedef struct kern_gemm_s8s8s32_pack_params {
+    int trans_b; /* nonzero: b is [N, K] (a torch Linear weight) */
+} kern_gemm_s8s8s32_pack_params;
+
+/* What kern_gemm_s8s8s32_packed_b_get_info reports. */
+typedef struct kern_gemm_s8s8s32_packed_b_info {
+    int64_t k, n;      /* the logical b is [K, N] */
+    size_t data_bytes; /* the panels: ceil(N/32) ceil(K/4) 128 */
+    size_t bytes;      /* memory held, handle included */
+    /* The panel layout does not depend on the ISA: any context (any ISA
+     * level, any thread count) can use the handle. */
+} kern_gemm_s8s8s32_packed_b_info;
+
 /* c = a . b exactly in int32 (torch._int_mm): a [M,K] i8, b [K,N] i8,
- * c [M,N] i32. K <= KERN_QGEMM_MAX_K. params may be NULL. */
+ * c [M,N] i32. K <= KERN_QGEMM_MAX_K. params may be NULL. With
+ * params->packed_b, b must be NULL and the packed b is used: only a is
+ * packed per call (the small-M case, where packing b cost as much as the
+ * product). */
 KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
                                        const kern_tensor *b, const kern_tensor *c,
                                        const kern_gemm_s8s8s32_params *params);
+/* Scratch bytes kern_gemm_s8s8s32 takes on this context (validates like
+ * it; params->workspace is ignored, params->packed_b counts). */
 KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
                                                       const kern_tensor *b,
-                                                      const kern_tensor *c, size_t *bytes);
+                                                      const kern_tensor *c,
+                                                      const kern_gemm_s8s8s32_params *params,
+                                                      size_t *bytes);
+/* Packs b ([K,N], or [N,K] with params->trans_b; i8, any non-negative
+ * strides, 1 <= K <= KERN_QGEMM_MAX_K, N >= 1) once into the panels
+ * kern_gemm_s8s8s32 streams, with its column sums. *out is allocated with
+ * the context's allocator and written only on success; params may be
+ * NULL. */
+KERN_API kern_status kern_gemm_s8s8s32_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                              kern_gemm_s8s8s32_packed_b **out,
+                                              const kern_gemm_s8s8s32_pack_params *params);
+/* Frees a packed b (NULL is ignored) with the allocator of ctx (NULL = the
+ * default context): pass a context with the allocator that packed it. */
+KERN_API void kern_gemm_s8s8s32_packed_b_free(kern_ctx *ctx, kern_gemm_s8s8s32_packed_b *p);
+/* Shape and bytes of a packed b. */
+KERN_API kern_status kern_gemm_s8s8s32_packed_b_get_info(const kern_gemm_s8s8s32_packed_b *p,
+                                                        kern_gemm_s8s8s32_packed_b_info *out);
 
 typedef struct kern_qlinear_params {
     /* kern_base.h's epilogue: bias f32/bf16 (any stride) [N], or [M] (one
@@ -314,6 +354,17 @@ struct kern_qweight {
     int32_t *colsum;       /* [N] sum over k of wq[n, k] */
     int8_t *data;          /* n_panels * k4 * 128 bytes, 64-byte aligned */
     size_t data_bytes;
+};
+
+/* A prepacked b of kern_gemm_s8s8s32 (opaque in the public half): the
+ * weight panel layout of kern_qweight, without scales or ISA tag. */
+struct kern_gemm_s8s8s32_packed_b {
+    int64_t k, n;      /* the logical b is [K, N] */
+    int64_t k4;        /* ceil(K / 4) */
+    int64_t n_panels;  /* ceil(N / 32) */
+    int32_t *colsum;   /* [N] sum over k of b[k, n] */
+    int8_t *data;      /* n_panels * k4 * 128 bytes, 64-byte aligned */
+    size_t data_bytes, bytes;
 };
 
 #include <float.h>
@@ -1889,7 +1940,7 @@ typedef struct kern__qg_gjob {
     kern__epi epi;
     int epi_flat; /* y and residual rows at m * row stride (else per row) */
     const kern_tensor *y, *res;
-    int8_t *bpack_w; /* s8s8s32: writable packed B */
+    int8_t *bpack_w; /* s8s8s32: b packed per call (NULL: it came packed) */
     int32_t *colsum_w;
 } kern__qg_gjob;
 
@@ -1912,49 +1963,56 @@ static void kern__qg_qpack_task(void *arg, int64_t t, int thread) {
     }
 }
 
-/* s8s8s32 phase 1: pack a weight panel (t < n_np) or an activation panel */
+/* Weight panel p of a [K,N] i8 view b (any strides) with its column sums:
+ * panel[g][j][t] = b[4g + t][32p + j], zero padded. */
+static void kern__qg_pack_b_panel(const kern_tensor *b, int64_t k4, int64_t p, int8_t *panel,
+                                  int32_t *colsum) {
+    int64_t K = b->shape[0], N = b->shape[1], kk;
+    int64_t n0 = p * KERN_QGEMM_NR, s0 = b->stride[0], s1 = b->stride[1];
+    int nr = (int)(N - n0 < KERN_QGEMM_NR ? N - n0 : KERN_QGEMM_NR), j;
+    int32_t sum[KERN_QGEMM_NR];
+    memset(panel, 0, (size_t)(k4 * 128));
+    memset(sum, 0, sizeof sum);
+    if (s1 == 1 || K == 1 || nr == 1 || s0 != 1) {
+        /* walk b row by row (row-major [K,N]: each row's 32 bytes are
+         * contiguous), scattering into the panel */
+        const int8_t *base = (const int8_t *)b->data + n0 * s1;
+        for (kk = 0; kk < K; kk++) {
+            const int8_t *row = base + kk * s0;
+            int8_t *dst = panel + (kk >> 2) * 128 + (kk & 3);
+            for (j = 0; j < nr; j++) {
+                int8_t v = row[j * s1];
+                dst[4 * j] = v;
+                sum[j] += v;
+            }
+        }
+    } else {
+        /* a transposed view ([N,K] memory): each column is contiguous */
+        for (j = 0; j < nr; j++) {
+            const int8_t *col = (const int8_t *)b->data + (n0 + j) * s1;
+            for (kk = 0; kk < K; kk++) {
+                panel[(kk >> 2) * 128 + 4 * j + (kk & 3)] = col[kk];
+                sum[j] += col[kk];
+            }
+        }
+    }
+    for (j = 0; j < nr; j++) colsum[n0 + j] = sum[j];
+}
+
+/* s8s8s32 phase 1: pack a weight panel (t < n_np, unless b came packed) or
+ * an activation panel */
 static void kern__qg_pack_ab_task(void *arg, int64_t t, int thread) {
     kern__qg_gjob *jb = (kern__qg_gjob *)arg;
     int8_t *q = (int8_t *)kern__thread_scratch(jb->ctx, thread);
     int64_t kk;
-    memset(q, 0, (size_t)(jb->k4 * 4));
-    if (t < jb->n_np) {
-        const kern_tensor *b = jb->b;
-        int8_t *panel = jb->bpack_w + t * jb->k4 * 128;
-        int64_t n0 = t * KERN_QGEMM_NR, s0 = b->stride[0], s1 = b->stride[1];
-        int nr = (int)(jb->n - n0 < KERN_QGEMM_NR ? jb->n - n0 : KERN_QGEMM_NR), j;
-        int32_t sum[KERN_QGEMM_NR];
-        memset(panel, 0, (size_t)(jb->k4 * 128));
-        memset(sum, 0, sizeof sum);
-        if (s1 == 1 || jb->k == 1 || nr == 1 || s0 != 1) {
-            /* walk b row by row (row-major [K,N]: each row's 32 bytes are
-             * contiguous), scattering into the panel */
-            const int8_t *base = (const int8_t *)jb->b->data + n0 * s1;
-            for (kk = 0; kk < jb->k; kk++) {
-                const int8_t *row = base + kk * s0;
-                int8_t *dst = panel + (kk >> 2) * 128 + (kk & 3);
-                for (j = 0; j < nr; j++) {
-                    int8_t v = row[j * s1];
-                    dst[4 * j] = v;
-                    sum[j] += v;
-                }
-            }
-        } else {
-            /* a transposed view ([N,K] memory): each column is contiguous */
-            for (j = 0; j < nr; j++) {
-                const int8_t *col = (const int8_t *)b->data + (n0 + j) * s1;
-                for (kk = 0; kk < jb->k; kk++) {
-                    panel[(kk >> 2) * 128 + 4 * j + (kk & 3)] = col[kk];
-                    sum[j] += col[kk];
-                }
-            }
-        }
-        for (j = 0; j < nr; j++) jb->colsum_w[n0 + j] = sum[j];
+    if (jb->bpack_w && t < jb->n_np) {
+        kern__qg_pack_b_panel(jb->b, jb->k4, t, jb->bpack_w + t * jb->k4 * 128, jb->colsum_w);
     } else {
         const kern_tensor *a = jb->a;
-        int64_t i = t - jb->n_np, r0 = kern__qg_mpan_row0(&jb->mp, i);
+        int64_t i = t - (jb->bpack_w ? jb->n_np : 0), r0 = kern__qg_mpan_row0(&jb->mp, i);
         int mr = kern__qg_mpan_rows(&jb->mp, i), r;
         char *panel = jb->apack + r0 * jb->a_row_bytes;
+        memset(q, 0, (size_t)(jb->k4 * 4));
         for (r = 0; r < mr; r++) {
             const int8_t *row = (const int8_t *)a->data + (r0 + r) * a->stride[0];
             for (kk = 0; kk < jb->k; kk++) q[kk] = row[kk * a->stride[1]];
@@ -2065,21 +2123,27 @@ static kern_status kern__qg_check_2d_int(const kern_tensor *t, kern_dtype dt, co
     return KERN_OK;
 }
 
-/* Validates kern_gemm_s8s8s32's operands (writes nothing). */
+/* Validates kern_gemm_s8s8s32's operands (writes nothing): b, or pb (then
+ * b must be NULL). */
 static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const kern_tensor *b,
-                                     const kern_tensor *c) {
+                                     const kern_tensor *c, const kern_gemm_s8s8s32_packed_b *pb) {
     kern_status st;
-    int64_t M, N, K;
+    int64_t M, N, K, Kb;
+    if (pb && b)
+        return kern__err(KERN_ERR_ARG, "%s: b must be NULL when params.packed_b is given", op);
+    if (pb && (pb->k < 1 || pb->n < 1 || pb->k > KERN_QGEMM_MAX_K || !pb->data || !pb->colsum))
+        return kern__err(KERN_ERR_ARG, "%s: params.packed_b is not a packed b", op);
     st = kern__qg_check_2d_int(a, KERN_I8, op, "a");
-    if (!st) st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
+    if (!st && !pb) st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
     if (!st) st = kern__qg_check_2d_int(c, KERN_I32, op, "c");
     if (st) return st;
     M = a->shape[0];
     K = a->shape[1];
-    N = b->shape[1];
-    if (b->shape[0] != K)
-        return kern__err(KERN_ERR_SHAPE, "%s: a.shape[1]=%lld but b.shape[0]=%lld", op,
-                         (long long)K, (long long)b->shape[0]);
+    N = pb ? pb->n : b->shape[1];
+    Kb = pb ? pb->k : b->shape[0];
+    if (Kb != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: a.shape[1]=%lld but %s=%lld", op, (long long)K,
+                         pb ? "packed_b.k" : "b.shape[0]", (long long)Kb);
     if (c->shape[0] != M || c->shape[1] != N)
         return kern__err(KERN_ERR_SHAPE, "%s: c.shape=[%lld,%lld], want [%lld,%lld]", op,
                          (long long)c->shape[0], (long long)c->shape[1], (long long)M,
@@ -2090,43 +2154,91 @@ static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const
                          (long long)K, KERN_QGEMM_MAX_K);
     if (kern__qg_self_overlap(c))
         return kern__err(KERN_ERR_LAYOUT, "%s: c has overlapping elements (a zero stride?)", op);
-    if (kern_tensors_overlap(c, a) || kern_tensors_overlap(c, b))
+    if (kern_tensors_overlap(c, a) || (b && kern_tensors_overlap(c, b)))
         return kern__err(KERN_ERR_ARG, "%s: c overlaps %s", op,
                          kern_tensors_overlap(c, a) ? "a" : "b");
     return KERN_OK;
 }
 
-/* Scratch of kern_gemm_s8s8s32 on the path `ops`: the packed B, its column
- * sums and the packed A shared; per thread the larger of a row of codes and
- * an int32 tile. */
-static void kern__qg_s8_scratch(const kern__qg_fns *ops, int64_t M, int64_t N, int64_t K,
-                                size_t *shared, size_t *thread) {
+/* Scratch of kern_gemm_s8s8s32 on the table f: the packed b and its column
+ * sums (unless b came packed) and the packed a shared; per thread the
+ * larger of a row of codes and an int32 tile. */
+static void kern__qg_s8_scratch(const kern__qg_fns *f, int64_t M, int64_t N, int64_t K,
+                                int b_packed, size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt);
-    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
+    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(f->a_fmt);
+    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)f->mr_max * KERN_QGEMM_NR * 4 + 64;
     if (M == 0 || N == 0) {
         *shared = *thread = 0;
         return;
     }
-    *shared = kern__qg_round64((size_t)(n_np * k4 * 128)) + kern__qg_round64((size_t)N * 4) +
+    *shared = (b_packed ? 0 : kern__qg_round64((size_t)(n_np * k4 * 128)) +
+                                  kern__qg_round64((size_t)N * 4)) +
               kern__qg_round64((size_t)(M * a_row_bytes)) + 64;
     *thread = s1 > s2 ? s1 : s2;
 }
 
 KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
                                                       const kern_tensor *b,
-                                                      const kern_tensor *c, size_t *bytes) {
+                                                      const kern_tensor *c,
+                                                      const kern_gemm_s8s8s32_params *params,
+                                                      size_t *bytes) {
     const char *op = "kern_gemm_s8s8s32_workspace_size";
+    const kern_gemm_s8s8s32_packed_b *pb = params ? params->packed_b : NULL;
     kern_status st;
     size_t sh, th;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
-    st = kern__qg_s8_check(op, a, b, c);
+    st = kern__qg_s8_check(op, a, b, c, pb);
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], b->shape[1], a->shape[1], &sh, &th);
+    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
+                        &sh, &th);
     *bytes = kern__op_workspace_bytes(ctx, sh, th);
     kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* The job of kern_gemm_s8s8s32 on ctx's table, its workspace carved: the
+ * packed b (unless pb), its column sums and the packed a. */
+static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const kern_tensor *a,
+                                     const kern_tensor *b, const kern_tensor *c,
+                                     const kern_gemm_s8s8s32_packed_b *pb, const char *op) {
+    int64_t M = a->shape[0], K = a->shape[1], N = c->shape[1], bbytes, cbytes, abytes;
+    char *ws;
+    memset(jb, 0, sizeof *jb);
+    jb->f = kern__qg_fns_ctx(ctx);
+    jb->ctx = ctx;
+    jb->a = a;
+    jb->b = b;
+    jb->c = c;
+    jb->n = N;
+    jb->k = K;
+    jb->k4 = (K + 3) / 4;
+    jb->n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
+    jb->mp = kern__qg_mpan_make(M, jb->f->mr_max);
+    jb->p0 = 0;
+    jb->p1 = jb->mp.n;
+    jb->a_row_bytes = jb->k4 * 4 * kern__qg_a_bytes(jb->f->a_fmt);
+    jb->is_int = 1;
+    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
+    bbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)(jb->n_np * jb->k4 * 128));
+    cbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)N * 4);
+    abytes = (int64_t)kern__qg_round64((size_t)(M * jb->a_row_bytes));
+    ws = (char *)kern__workspace(ctx, (size_t)(bbytes + cbytes + abytes + 64));
+    if (!ws)
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
+                         (long long)(bbytes + cbytes + abytes));
+    if (pb) {
+        jb->bdata = pb->data;
+        jb->colsum = pb->colsum;
+    } else {
+        jb->bpack_w = (int8_t *)ws;
+        jb->colsum_w = (int32_t *)(ws + bbytes);
+        jb->bdata = jb->bpack_w;
+        jb->colsum = jb->colsum_w;
+    }
+    jb->apack = ws + bbytes + cbytes;
     return KERN_OK;
 }
 
@@ -2134,68 +2246,137 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
                                        const kern_tensor *b, const kern_tensor *c,
                                        const kern_gemm_s8s8s32_params *params) {
     const char *op = "kern_gemm_s8s8s32";
+    const kern_gemm_s8s8s32_packed_b *pb = params ? params->packed_b : NULL;
     kern__qg_gjob jb;
     kern_status st;
-    int64_t M, N, K, bbytes, abytes, cbytes;
     size_t sh, th;
-    char *ws;
-    st = kern__qg_s8_check(op, a, b, c);
+    st = kern__qg_s8_check(op, a, b, c, pb);
     if (st) return st;
-    M = a->shape[0];
-    K = a->shape[1];
-    N = b->shape[1];
-    if (M == 0 || N == 0) return KERN_OK;
+    if (a->shape[0] == 0 || c->shape[1] == 0) return KERN_OK;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    memset(&jb, 0, sizeof jb);
-    jb.f = kern__qg_fns_ctx(ctx);
-    kern__qg_s8_scratch(jb.f, M, N, K, &sh, &th);
+    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
+                        &sh, &th);
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
-    if (st) {
-        kern__op_end(ctx);
-        return st;
-    }
-    jb.ctx = ctx;
-    jb.a = a;
-    jb.b = b;
-    jb.c = c;
-    jb.n = N;
-    jb.k = K;
-    jb.k4 = (K + 3) / 4;
-    jb.n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    jb.mp = kern__qg_mpan_make(M, jb.f->mr_max);
-    jb.p0 = 0;
-    jb.p1 = jb.mp.n;
-    jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.f->a_fmt);
-    jb.is_int = 1;
-    jb.comp = jb.f->a_fmt == KERN__QG_A_U8;
-    bbytes = (int64_t)kern__qg_round64((size_t)(jb.n_np * jb.k4 * 128));
-    cbytes = (int64_t)kern__qg_round64((size_t)N * 4);
-    abytes = (int64_t)kern__qg_round64((size_t)(M * jb.a_row_bytes));
-    ws = (char *)kern__workspace(ctx, (size_t)(bbytes + cbytes + abytes + 64));
-    if (!ws) {
-        kern__op_end(ctx);
-        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
-                         (long long)(bbytes + cbytes + abytes));
-    }
-    jb.bpack_w = (int8_t *)ws;
-    jb.bdata = jb.bpack_w;
-    jb.colsum_w = (int32_t *)(ws + bbytes);
-    jb.colsum = jb.colsum_w;
-    jb.apack = ws + bbytes + cbytes;
-    {
-        size_t s1 = (size_t)(jb.k4 * 4 + 64);
-        size_t s2 = (size_t)jb.f->mr_max * KERN_QGEMM_NR * 4 + 64;
-        st = kern__reserve_thread_scratch(ctx, s1 > s2 ? s1 : s2);
-    }
-    if (!st) st = kern_parallel_for(ctx, jb.n_np + jb.mp.n, kern__qg_pack_ab_task, &jb);
+    if (!st) st = kern__qg_s8_setup(&jb, ctx, a, b, c, pb, op);
+    if (!st) st = kern__reserve_thread_scratch(ctx, th);
+    if (!st)
+        st = kern_parallel_for(ctx, (jb.bpack_w ? jb.n_np : 0) + jb.mp.n, kern__qg_pack_ab_task,
+                               &jb);
     if (!st) {
         kern__qg_blocking(&jb, kern_ctx_threads(ctx));
         st = kern_parallel_for(ctx, jb.n_mb * jb.n_nb, kern__qg_gemm_task, &jb);
     }
     kern__op_end(ctx);
     return st;
+}
+
+/* ------------------------------------------------------ packed b */
+
+static kern_status kern__qg_s8_pack_check(const char *op, const kern_tensor *b, int trans,
+                                          kern_gemm_s8s8s32_packed_b **out) {
+    kern_status st;
+    int64_t K, N;
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
+    if (st) return st;
+    K = b->shape[trans ? 1 : 0];
+    N = b->shape[trans ? 0 : 1];
+    if (K < 1 || N < 1)
+        return kern__err(KERN_ERR_SHAPE, "%s: b.shape=[%lld,%lld] is empty", op,
+                         (long long)b->shape[0], (long long)b->shape[1]);
+    if (K > KERN_QGEMM_MAX_K)
+        return kern__err(KERN_ERR_SHAPE, "%s: K=%lld exceeds KERN_QGEMM_MAX_K=%d", op,
+                         (long long)K, KERN_QGEMM_MAX_K);
+    return KERN_OK;
+}
+
+typedef struct kern__qg_s8pack_job {
+    kern_tensor b; /* the [K,N] view */
+    kern_gemm_s8s8s32_packed_b *pb;
+} kern__qg_s8pack_job;
+
+static void kern__qg_s8pack_task(void *arg, int64_t p, int thread) {
+    kern__qg_s8pack_job *jb = (kern__qg_s8pack_job *)arg;
+    (void)thread;
+    kern__qg_pack_b_panel(&jb->b, jb->pb->k4, p, jb->pb->data + p * jb->pb->k4 * 128,
+                          jb->pb->colsum);
+}
+
+KERN_API kern_status kern_gemm_s8s8s32_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                              kern_gemm_s8s8s32_packed_b **out,
+                                              const kern_gemm_s8s8s32_pack_params *params) {
+    const char *op = "kern_gemm_s8s8s32_pack_b";
+    int trans = params && params->trans_b;
+    kern__qg_s8pack_job jb;
+    kern_gemm_s8s8s32_packed_b *pb;
+    int64_t K, N, k4, np, data;
+    size_t hdr = kern__qg_round64(sizeof(kern_gemm_s8s8s32_packed_b)), vec, total;
+    kern_status st = kern__qg_s8_pack_check(op, b, trans, out);
+    if (st) return st;
+    K = b->shape[trans ? 1 : 0];
+    N = b->shape[trans ? 0 : 1];
+    k4 = (K + 3) / 4;
+    np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
+    if (kern_mul_overflow_i64(np, k4 * 128, &data) || data > (int64_t)(SIZE_MAX / 2) ||
+        (uint64_t)N > SIZE_MAX / 8)
+        return kern__err(KERN_ERR_SHAPE, "%s: N=%lld, K=%lld is too large to pack", op,
+                         (long long)N, (long long)K);
+    vec = kern__qg_round64((size_t)N * 4);
+    total = hdr + vec + (size_t)data;
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    pb = (kern_gemm_s8s8s32_packed_b *)kern__alloc(ctx, total);
+    if (!pb) {
+        kern__op_end(ctx);
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes for the packed b", op,
+                         total);
+    }
+    memset(pb, 0, sizeof *pb);
+    pb->k = K;
+    pb->n = N;
+    pb->k4 = k4;
+    pb->n_panels = np;
+    pb->colsum = (int32_t *)(void *)((char *)pb + hdr);
+    pb->data = (int8_t *)pb + hdr + vec;
+    pb->data_bytes = (size_t)data;
+    pb->bytes = total;
+    jb.b = *b;
+    if (trans) { /* the [K,N] view of an [N,K] b */
+        jb.b.shape[0] = K;
+        jb.b.shape[1] = N;
+        jb.b.stride[0] = b->stride[1];
+        jb.b.stride[1] = b->stride[0];
+    }
+    jb.pb = pb;
+    st = kern_parallel_for(ctx, np, kern__qg_s8pack_task, &jb);
+    kern__op_end(ctx);
+    if (st) {
+        kern__free(ctx, pb);
+        return st;
+    }
+    *out = pb;
+    return KERN_OK;
+}
+
+KERN_API void kern_gemm_s8s8s32_packed_b_free(kern_ctx *ctx, kern_gemm_s8s8s32_packed_b *p) {
+    if (!p) return;
+    if (!ctx) ctx = kern_default_ctx();
+    kern__free(ctx, p);
+}
+
+KERN_API kern_status kern_gemm_s8s8s32_packed_b_get_info(const kern_gemm_s8s8s32_packed_b *p,
+                                                        kern_gemm_s8s8s32_packed_b_info *out) {
+    const char *op = "kern_gemm_s8s8s32_packed_b_get_info";
+    if (!p) return kern__err(KERN_ERR_ARG, "%s: p is NULL", op);
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    memset(out, 0, sizeof *out);
+    out->k = p->k;
+    out->n = p->n;
+    out->data_bytes = p->data_bytes;
+    out->bytes = p->bytes;
+    return KERN_OK;
 }
 
 static kern_status kern__qg_check_act(const kern_tensor *t, const char *op, const char *name) {

@@ -435,6 +435,7 @@ KT_TEST(gemm_pack_info_defaults) {
 typedef struct qg_st {
     kern_tensor x, y, bias, res, xq, scales, zp, a, b, c;
     kern_qweight *qw;
+    kern_gemm_s8s8s32_packed_b *pb; /* kern_gemm_s8s8s32 with b packed once */
     kern_qlinear_params p;
     kern_quant_params qp;
 } qg_st;
@@ -462,15 +463,19 @@ static kern_status quant_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
 }
 static kern_status s8_size(kern_ctx *ctx, void *v, size_t *bytes) {
     qg_st *s = (qg_st *)v;
-    return kern_gemm_s8s8s32_workspace_size(ctx, &s->a, &s->b, &s->c, bytes);
+    kern_gemm_s8s8s32_params p;
+    memset(&p, 0, sizeof p);
+    p.packed_b = s->pb;
+    return kern_gemm_s8s8s32_workspace_size(ctx, &s->a, s->pb ? NULL : &s->b, &s->c, &p, bytes);
 }
 static kern_status s8_run(kern_ctx *ctx, void *v, void *ws, size_t wsz) {
     qg_st *s = (qg_st *)v;
     kern_gemm_s8s8s32_params p;
     memset(&p, 0, sizeof p);
+    p.packed_b = s->pb;
     p.workspace = ws;
     p.workspace_size = wsz;
-    return kern_gemm_s8s8s32(ctx, &s->a, &s->b, &s->c, &p);
+    return kern_gemm_s8s8s32(ctx, &s->a, s->pb ? NULL : &s->b, &s->c, &p);
 }
 
 KT_TEST(workspace_qgemm) {
@@ -537,6 +542,10 @@ KT_TEST(workspace_qgemm) {
         c.out = c32;
         c.out_bytes = sizeof c32;
         ws_check(&c, threads);
+        KT_OK(kern_gemm_s8s8s32_pack_b(NULL, &s.b, &s.pb, NULL));
+        c.name = "kern_gemm_s8s8s32 packed_b";
+        if (s.pb) ws_check(&c, threads);
+        kern_gemm_s8s8s32_packed_b_free(NULL, s.pb);
         kern_qweight_free(NULL, s.qw);
     }
 }

@@ -486,6 +486,146 @@ KT_TEST(gemm_s8s8s32_errors) {
     kt_free(big);
 }
 
+KT_TEST(gemm_s8s8s32_packed_b) {
+    /* b packed once (row-major [K,N], a transposed view, or [N,K] with
+     * trans_b), then used by every ISA level and thread count: the bytes of
+     * the per-call packing, and exact. M = 1 and 16 are the small-M cases
+     * the packed form is for. */
+    kt_rng rng = kt_rng_make(12);
+    static const int64_t MNK[][3] = {{1, 1, 1},   {1, 100, 67}, {16, 64, 256}, {3, 33, 5},
+                                     {14, 31, 4}, {15, 97, 130}, {29, 65, 33}};
+    size_t ci;
+    for (ci = 0; ci < sizeof MNK / sizeof MNK[0]; ci++) {
+        const int64_t M = MNK[ci][0], N = MNK[ci][1], K = MNK[ci][2];
+        int mode;
+        for (mode = 0; mode < 3; mode++) { /* 0: [K,N]; 1: [K,N] view of [N,K]; 2: trans_b */
+            int8_t *a = (int8_t *)kt_alloc((size_t)(M * K), "a");
+            int8_t *b = (int8_t *)kt_alloc((size_t)(K * N), "b");
+            int32_t *c = (int32_t *)kt_alloc((size_t)(M * N) * 4, "c");
+            int32_t *c2 = (int32_t *)kt_alloc((size_t)(M * N) * 4, "c2");
+            kern_tensor ta = kern_tensor_2d(a, KERN_I8, M, K), tb, tc = kern_tensor_2d(c, KERN_I32, M, N);
+            kern_tensor tc2 = kern_tensor_2d(c2, KERN_I32, M, N), tbv;
+            kern_gemm_s8s8s32_pack_params pp;
+            kern_gemm_s8s8s32_params p;
+            kern_gemm_s8s8s32_packed_b *pb = NULL;
+            kern_gemm_s8s8s32_packed_b_info info;
+            int64_t i, j, kk, bad = 0;
+            for (i = 0; i < M * K; i++) a[i] = (int8_t)kt_randint(&rng, -128, 128);
+            for (i = 0; i < K * N; i++) b[i] = (int8_t)kt_randint(&rng, -128, 128);
+            memset(&pp, 0, sizeof pp);
+            if (mode == 0) {
+                tb = kern_tensor_2d(b, KERN_I8, K, N);
+                tbv = tb;
+            } else { /* b holds [N,K] */
+                int64_t sh[2] = {K, N}, st[2] = {1, K};
+                kern_tensor_init_strided(&tbv, b, KERN_I8, 2, sh, st);
+                tb = mode == 1 ? tbv : kern_tensor_2d(b, KERN_I8, N, K);
+                pp.trans_b = mode == 2;
+            }
+            kt_context("M=%lld N=%lld K=%lld mode=%d", (long long)M, (long long)N, (long long)K, mode);
+            KT_OK(kern_gemm_s8s8s32_pack_b(NULL, &tb, &pb, &pp));
+            KT_REQUIRE(pb != NULL);
+            KT_OK(kern_gemm_s8s8s32_packed_b_get_info(pb, &info));
+            KT_CHECK(info.k == K && info.n == N &&
+                         info.data_bytes == (size_t)((N + 31) / 32 * ((K + 3) / 4) * 128) &&
+                         info.bytes >= info.data_bytes + 4 * (size_t)N,
+                     "info k=%lld n=%lld data=%zu bytes=%zu", (long long)info.k, (long long)info.n,
+                     info.data_bytes, info.bytes);
+            memset(&p, 0, sizeof p);
+            p.packed_b = pb;
+            {
+                KT_FOR_EACH_ISA(isa, ctx, 1) {
+                    kern_ctx *ctx2 = kt_ctx(2, isa);
+                    kt_context("%s M=%lld N=%lld K=%lld mode=%d", kern_isa_name(isa), (long long)M,
+                               (long long)N, (long long)K, mode);
+                    kt_poison(c, (size_t)(M * N) * 4);
+                    kt_poison(c2, (size_t)(M * N) * 4);
+                    KT_OK(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p));
+                    KT_OK(kern_gemm_s8s8s32(ctx2, &ta, &tbv, &tc2, NULL));
+                    kt_assert_bytes_equal("packed b vs packed per call", c, c2, (size_t)(M * N) * 4);
+                    for (i = 0; i < M && bad < 3; i++)
+                        for (j = 0; j < N; j++) {
+                            int64_t s = 0;
+                            for (kk = 0; kk < K; kk++)
+                                s += (int64_t)a[i * K + kk] * (mode ? b[j * K + kk] : b[kk * N + j]);
+                            if (c[i * N + j] != s && bad++ < 3)
+                                KT_CHECK(0, "c[%lld,%lld]=%d want %lld", (long long)i, (long long)j,
+                                         c[i * N + j], (long long)s);
+                        }
+                    kt_poison(c2, (size_t)(M * N) * 4);
+                    KT_OK(kern_gemm_s8s8s32(ctx2, &ta, NULL, &tc2, &p));
+                    kt_assert_bytes_equal("packed b, 1 vs 2 threads", c, c2, (size_t)(M * N) * 4);
+                }
+            }
+            kern_gemm_s8s8s32_packed_b_free(NULL, pb);
+            kt_free(a);
+            kt_free(b);
+            kt_free(c);
+            kt_free(c2);
+        }
+    }
+}
+
+KT_TEST(gemm_s8s8s32_packed_b_errors) {
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int8_t a[12], b[12];
+    int32_t c[16];
+    int8_t *big = (int8_t *)kt_alloc(KERN_QGEMM_MAX_K + 1, "big");
+    kern_tensor ta = kern_tensor_2d(a, KERN_I8, 3, 4), tb = kern_tensor_2d(b, KERN_I8, 4, 3);
+    kern_tensor tc = kern_tensor_2d(c, KERN_I32, 3, 3), bad;
+    kern_gemm_s8s8s32_packed_b *pb = NULL, *sentinel = (kern_gemm_s8s8s32_packed_b *)(uintptr_t)0x77;
+    kern_gemm_s8s8s32_pack_params pp;
+    kern_gemm_s8s8s32_params p;
+    kern_gemm_s8s8s32_packed_b_info info;
+    size_t bytes = 0;
+    int i;
+    memset(a, 1, sizeof a);
+    memset(b, 2, sizeof b);
+    memset(c, 0x22, sizeof c);
+    memset(&pp, 0, sizeof pp);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &tb, NULL, NULL), KERN_ERR_ARG, "out is NULL");
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, NULL, &sentinel, NULL), KERN_ERR_ARG, "b is NULL");
+    bad = kern_tensor_2d(b, KERN_U8, 4, 3);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_DTYPE, "b.dtype=u8");
+    bad = kern_tensor_1d(b, KERN_I8, 12);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_SHAPE, "b.ndim=1");
+    bad = kern_tensor_2d(b, KERN_I8, 0, 3);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_SHAPE, "is empty");
+    bad = kern_tensor_2d(big, KERN_I8, 1, KERN_QGEMM_MAX_K + 1);
+    pp.trans_b = 1; /* [N=1, K=131072] */
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, &pp), KERN_ERR_SHAPE, "K=131072 exceeds");
+    KT_CHECK(sentinel == (kern_gemm_s8s8s32_packed_b *)(uintptr_t)0x77, "out written on error");
+    KT_ERROR(kern_gemm_s8s8s32_packed_b_get_info(NULL, &info), KERN_ERR_ARG, "p is NULL");
+    kern_gemm_s8s8s32_packed_b_free(ctx, NULL);
+    KT_OK(kern_gemm_s8s8s32_pack_b(ctx, &tb, &pb, NULL)); /* [K=4, N=3] */
+    KT_REQUIRE(pb != NULL);
+    KT_ERROR(kern_gemm_s8s8s32_packed_b_get_info(pb, NULL), KERN_ERR_ARG, "out is NULL");
+    memset(&p, 0, sizeof p);
+    p.packed_b = pb;
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG,
+             "b must be NULL when params.packed_b is given");
+    bad = kern_tensor_2d(a, KERN_I8, 4, 3);
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, NULL, &tc, &p), KERN_ERR_SHAPE,
+             "a.shape[1]=3 but packed_b.k=4");
+    bad = kern_tensor_2d(c, KERN_I32, 3, 4);
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, NULL, &bad, &p), KERN_ERR_SHAPE, "c.shape=[3,4], want [3,3]");
+    KT_ERROR(kern_gemm_s8s8s32_workspace_size(ctx, &ta, &tb, &tc, &p, &bytes), KERN_ERR_ARG,
+             "b must be NULL");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, NULL), KERN_ERR_ARG, "b is NULL");
+    for (i = 0; i < 16; i++) KT_CHECK(c[i] == 0x22222222, "c written on error");
+    /* the packed form takes less scratch than packing b per call */
+    {
+        size_t per_call = 0;
+        KT_OK(kern_gemm_s8s8s32_workspace_size(ctx, &ta, NULL, &tc, &p, &bytes));
+        KT_OK(kern_gemm_s8s8s32_workspace_size(ctx, &ta, &tb, &tc, NULL, &per_call));
+        KT_CHECK(bytes < per_call, "packed %zu, per call %zu", bytes, per_call);
+    }
+    KT_OK(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p));
+    for (i = 0; i < 9; i++) KT_CHECK(c[i] == 8, "c[%d]=%d", i, c[i]);
+    kern_gemm_s8s8s32_packed_b_free(ctx, pb);
+    kt_free(big);
+}
+
 /* ------------------------------------------------------- packed weights */
 
 typedef struct refw {
