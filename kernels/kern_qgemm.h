@@ -508,10 +508,11 @@ static kern_status kern__qg_nonneg(const kern_tensor *t, const char *op,
  * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
  * which is exact (the u8 + 128 activations of the VNNI paths; see the K
  * bound). sw and colsum start at the tile's first column; nothing past
- * column nr of them is read. */
-static inline void kern__s_qg_dequant(const int32_t *c, int mr, int nr, const float *sx,
-                                                   const float *sw, const int32_t *colsum, int comp,
-                                                   float *t) {
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN__AINLINE void kern__s_qg_dequant_core(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
     int r, j;
     for (r = 0; r < mr; r++) {
         const float vs = (sx[r]);
@@ -528,6 +529,12 @@ static inline void kern__s_qg_dequant(const int32_t *c, int mr, int nr, const fl
             else (*(float *)(tr + j) = (v));
         }
     }
+}
+static inline void kern__s_qg_dequant(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__s_qg_dequant_core(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__s_qg_dequant_core(c, mr, nr, sx, sw, colsum, comp, t);
 }
 
 /* min(0, finite values) and max(0, finite values) of n contiguous elements
@@ -560,10 +567,11 @@ static inline void kern__s_qg_minmax(const void *x, kern_dtype dt, int64_t n, fl
  * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
  * which is exact (the u8 + 128 activations of the VNNI paths; see the K
  * bound). sw and colsum start at the tile's first column; nothing past
- * column nr of them is read. */
-KERN_TARGET_AVX2 static inline void kern__v_qg_dequant__avx2(const int32_t *c, int mr, int nr, const float *sx,
-                                                   const float *sw, const int32_t *colsum, int comp,
-                                                   float *t) {
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_qg_dequant_core__avx2(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
     int r, j;
     for (r = 0; r < mr; r++) {
         const __m256 vs = _mm256_set1_ps(sx[r]);
@@ -580,6 +588,12 @@ KERN_TARGET_AVX2 static inline void kern__v_qg_dequant__avx2(const int32_t *c, i
             else kern__storen__avx2(tr + j, v, nn);
         }
     }
+}
+KERN_TARGET_AVX2 static inline void kern__v_qg_dequant__avx2(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__avx2(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__avx2(c, mr, nr, sx, sw, colsum, comp, t);
 }
 
 /* min(0, finite values) and max(0, finite values) of n contiguous elements
@@ -611,10 +625,11 @@ KERN_TARGET_AVX2 static inline void kern__v_qg_minmax__avx2(const void *x, kern_
  * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
  * which is exact (the u8 + 128 activations of the VNNI paths; see the K
  * bound). sw and colsum start at the tile's first column; nothing past
- * column nr of them is read. */
-KERN_TARGET_AVX512 static inline void kern__v_qg_dequant__avx512(const int32_t *c, int mr, int nr, const float *sx,
-                                                   const float *sw, const int32_t *colsum, int comp,
-                                                   float *t) {
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_qg_dequant_core__avx512(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
     int r, j;
     for (r = 0; r < mr; r++) {
         const __m512 vs = _mm512_set1_ps(sx[r]);
@@ -631,6 +646,12 @@ KERN_TARGET_AVX512 static inline void kern__v_qg_dequant__avx512(const int32_t *
             else kern__storen__avx512(tr + j, v, nn);
         }
     }
+}
+KERN_TARGET_AVX512 static inline void kern__v_qg_dequant__avx512(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__avx512(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__avx512(c, mr, nr, sx, sw, colsum, comp, t);
 }
 
 /* min(0, finite values) and max(0, finite values) of n contiguous elements
@@ -664,10 +685,11 @@ KERN_TARGET_AVX512 static inline void kern__v_qg_minmax__avx512(const void *x, k
  * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
  * which is exact (the u8 + 128 activations of the VNNI paths; see the K
  * bound). sw and colsum start at the tile's first column; nothing past
- * column nr of them is read. */
-static inline void kern__v_qg_dequant__neon(const int32_t *c, int mr, int nr, const float *sx,
-                                                   const float *sw, const int32_t *colsum, int comp,
-                                                   float *t) {
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN__AINLINE void kern__v_qg_dequant_core__neon(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
     int r, j;
     for (r = 0; r < mr; r++) {
         const float32x4_t vs = vdupq_n_f32(sx[r]);
@@ -684,6 +706,12 @@ static inline void kern__v_qg_dequant__neon(const int32_t *c, int mr, int nr, co
             else kern__storen__neon(tr + j, v, nn);
         }
     }
+}
+static inline void kern__v_qg_dequant__neon(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__neon(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__neon(c, mr, nr, sx, sw, colsum, comp, t);
 }
 
 /* min(0, finite values) and max(0, finite values) of n contiguous elements
