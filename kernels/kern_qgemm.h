@@ -20,7 +20,8 @@
  *   activations (torch's quantize_per_tensor_dynamic uses an asymmetric u8
  *   activation instead; kern_quantize_per_token offers that as an option).
  *
- * Quantization rule (bit-exact on every path, f32 arithmetic):
+ * Quantization rule (kern_base.h's one int8 rule, kern__quant_scale and
+ * kern__v_quant_row; bit-exact on every path, f32 arithmetic):
  *   amax  = max |v| over the finite values of the row (0 if none)
  *   scale = amax / 127  (amax == 0 -> 1; a scale below FLT_MIN -> FLT_MIN)
  *   inv   = 1 / scale
@@ -41,6 +42,8 @@
  *   and colsum[n] = sum_k wq[n,k] (int32) beside it.
  *   kern_gemm_s8s8s32: a [M,K] i8, b [K,N] i8 (torch._int_mm convention),
  *   c [M,N] i32; any non-negative strides (a transposed view of b works).
+ *   Or b packed once (kern_gemm_s8s8s32_pack_b, the same panels and column
+ *   sums, no scales) and passed as params.packed_b with b = NULL.
  *
  * ISA paths: one function table per ISA level (kern_ctx_isa), holding the
  *   int8 path below and the level's row helpers (quantize, dequantize,
@@ -56,8 +59,9 @@
  *   AVX-512 VNNI  vpdpbusd zmm, 14x32 tiles. vpdpbusd multiplies u8 by s8,
  *                 so activations are stored as q + 128 (u8) and the epilogue
  *                 subtracts 128 * colsum[n] (wrapping int32: exact).
- *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x16 tiles (compiled on
- *                 every x86 build; runs where the CPU has AVX-VNNI).
+ *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x32 tiles in two
+ *                 16-column halves (compiled on every x86 build; runs where
+ *                 the CPU has AVX-VNNI).
  *   AVX2          vpmaddubsw is NOT used: its int16 pair sum saturates
  *                 (2*255*127 > 32767, and even 2*128*128 for raw s8), and the
  *                 exact sign trick (vpsignb, then |a| * sign-applied b) costs
@@ -69,6 +73,12 @@
  *                 AArch64 build with GCC >= 10 (a target attribute) or with
  *                 __ARM_FEATURE_DOTPROD (clang), run on the NEON_DOT level.
  *   scalar        portable C, always built.
+ *   The microkernels are hand-written per ISA: each is a different tile and
+ *   instruction mix (the two VNNI ones differ in register budget, 14 rows x
+ *   2 zmm against 6 rows x 2 ymm in two column halves). Everything else
+ *   per ISA is written once: the dequantization of a tile and the u8 range
+ *   in gen/templates/kern_qgemm.c.in (the generated region below), the
+ *   quantization rule, the epilogue and the activations in kern_base.h.
  *   Small M (decode): when M <= the path's tile height the packed weight is
  *   streamed exactly once (software prefetch ahead), split over threads by
  *   column panels.
@@ -81,7 +91,8 @@
  *
  * Errors (nothing written on error; kern_last_error() names the argument):
  *   KERN_ERR_ARG       NULL arguments, non-finite weights or scales, a
- *                      corrupt serialized buffer, overlapping in/out views
+ *                      corrupt serialized buffer, overlapping in/out views,
+ *                      b given together with params.packed_b
  *   KERN_ERR_SHAPE     K mismatch between x and the packed weight, y/bias/
  *                      residual shapes, K > KERN_QGEMM_MAX_K
  *   KERN_ERR_DTYPE     unsupported dtypes
@@ -98,6 +109,10 @@
  *   kern_qweight_pack(ctx, w, &qw, params) ... kern_qweight_free(ctx, qw).
  *   kern_qweight_params_defaults(ctx, &p) resolves isa 0 to the context's
  *   path; kern_qlinear_params_defaults resolves epilogue.out_scale.
+ *   kern_gemm_s8s8s32_packed_b is opaque too (the same lifetime:
+ *   kern_gemm_s8s8s32_pack_b(ctx, b, &pb, params) ... _packed_b_get_info ...
+ *   kern_gemm_s8s8s32_packed_b_free(ctx, pb)); its layout does not depend on
+ *   the ISA, so any context uses it.
  *   kern_qlinear, kern_quantize_per_token and kern_gemm_s8s8s32 take an
  *   optional caller workspace (params.workspace / workspace_size, NULL =
  *   the context's scratch) of at least their _workspace_size bytes.
