@@ -43,7 +43,8 @@ def chart(plt, family, rows, path):
     # cases run down the page (a long family makes a tall chart that stays
     # readable at page width); left: fraction of peak, right: ratios
     step = max(0.3, 0.14 * len(impls) + 0.08)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13.0, 1.6 + n * step), sharey=True,
+    height = 1.8 + n * step
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13.0, height), sharey=True,
                                       gridspec_kw={"width_ratios": [3, 2]})
     bar = 0.8 / max(len(impls), 1)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -93,7 +94,7 @@ def chart(plt, family, rows, path):
     right.axvline(1.0, color="black", linewidth=0.8)
     right.set_xlabel("peer time / kern time (log; above 1: kern is faster)")
     right.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))  # room for the title
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
