@@ -405,7 +405,7 @@ def common_timeit_cap_and_note():
 def peer_argv_by_mode():
     a = args_of("--filter", "t1")
     v = run.peer_argv(a, "/tmp/c", None)
-    assert v[:4] == ["--threads", "1,2", "--max-call", "5"], v
+    assert v[:4] == ["--threads", "1,2", "--max-call", "2"], v
     assert "--cases" in v and "--reps" in v and "--filter" in v and "--skip" not in v
     v = run.peer_argv(args_of("--quick"), None, "/tmp/s")
     assert "--quick" in v and "--skip" in v and "--cases" not in v and "--reps" not in v
