@@ -27,7 +27,8 @@ applies both together with --filter; a peer script only has to ask
 longer than S seconds, `timeit` times one more call and returns it, and the
 next `emit` marks the row with a "note" saying so (the runner then leaves
 that impl and case out of later rounds). `over_cap(seconds)` lets a script
-skip, with the reason, a call it can estimate beforehand to be that slow.
+skip, with the reason, a call it can estimate beforehand to be that slow
+(the skipped row it emits next gets a note too).
 """
 import argparse
 import json
@@ -137,8 +138,8 @@ def emit(family, case, threads, impl, seconds=None, flops=0.0, nbytes=0.0,
         row["skipped"] = skipped
     else:
         row.update({"seconds": seconds, "flops": flops, "bytes": nbytes})
-        if _LAST["note"]:
-            row["note"] = _LAST["note"]
+    if _LAST["note"]:
+        row["note"] = _LAST["note"]
     _LAST["note"] = None
     sys.stdout.write(json.dumps(row) + "\n")
     sys.stdout.flush()
@@ -155,6 +156,8 @@ def over_cap(est_seconds):
     cap = _TIMING["max_call"]
     if cap is None or est_seconds is None or est_seconds <= cap:
         return None
+    # the next emit carries a note, so the runner does not ask again
+    _LAST["note"] = "not timed: estimated over the %g s cap (--max-call)" % cap
     return ("one call would take about %.3g s here, over the %g s cap of this run "
             "(--max-call; bench/run --max-call N measures it)" % (est_seconds, cap))
 
