@@ -238,6 +238,35 @@ static inline void kern__sc_prefetch(const void *p, int64_t bytes) {
 #endif
 }
 
+/* Scratch sizes: acc + n * es bytes rounded up to 64, saturating at
+ * SIZE_MAX. No allocation of SIZE_MAX bytes succeeds, so sizes that
+ * overflow become KERN_ERR_NOMEM instead of a wrapped, too small buffer. */
+static inline size_t kern__sc_sz(size_t acc, int64_t n, int64_t es) {
+    int64_t b;
+    size_t r;
+    if (acc == SIZE_MAX || n < 0 || kern_mul_overflow_i64(n, es, &b) || b > INT64_MAX - 63)
+        return SIZE_MAX;
+    r = ((size_t)b + 63) & ~(size_t)63;
+    return r > SIZE_MAX - 1 - acc ? SIZE_MAX : acc + r;
+}
+static inline size_t kern__sc_add(size_t a, size_t b) {
+    return b > SIZE_MAX - 1 - a ? SIZE_MAX : a + b;
+}
+/* The NOMEM message for a scratch size from kern__sc_sz. */
+static kern_status kern__sc_nomem(const char *op, size_t bytes) {
+    if (bytes == SIZE_MAX)
+        return kern__err(KERN_ERR_NOMEM, "%s: the scratch size overflows (the sizes are too large)",
+                         op);
+    return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op, bytes);
+}
+
+/* Byte stride of dim 0 of t; 0 when the dim has one element (its stride
+ * is then never used and may be any value, e.g. 2^62, that would
+ * overflow when scaled). */
+static inline int64_t kern__sc_rsb(const kern_tensor *t, size_t es) {
+    return t->shape[0] > 1 ? t->stride[0] * (int64_t)es : 0;
+}
+
 /* ----------------------------------------------------- row primitives
  * The reduction engine works on rows of n elements. Float dtypes
  * (f32/bf16/f16) accumulate in float rows, integers in int64 rows. Every
@@ -1487,10 +1516,15 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
     while (E / P >= INT32_MAX) P++;
     J->P = P;
     J->direct0 = J->dt == KERN_F32 || J->dt == KERN_I64;
-    accb = (size_t)(P - J->direct0) * (size_t)N * (size_t)F * J->accsz;
-    pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
-    cntb = (size_t)P * (size_t)N * sizeof(int32_t);
-    total = ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63) + cntb + 64 * 8;
+    { /* N * F <= self's element count; the products with P may not fit */
+        int64_t pnf;
+        accb = kern_mul_overflow_i64(P - J->direct0, N * F, &pnf)
+                   ? SIZE_MAX : kern__sc_sz(0, pnf, (int64_t)J->accsz);
+        pab = !J->arg ? 0 : kern_mul_overflow_i64(P, N * F, &pnf) ? SIZE_MAX
+                                                                  : kern__sc_sz(0, pnf, 4);
+        cntb = kern__sc_sz(0, N, 4 * (int64_t)P);
+        total = kern__sc_add(kern__sc_add(accb, pab), cntb);
+    }
     /* Measured (docs/scatter.md): with 2+ threads the partial outputs of
      * a low-degree graph fall out of L3 and the csr strategy's row gathers
      * scale better; high-degree (power-law) graphs keep hot rows cached
@@ -1500,34 +1534,32 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         /* csr strategy: counting sort, then row gather */
         kern__sc_sort S;
         int64_t nt = kern__sc_gather_ntasks(ctx, N);
-        size_t rpb = (size_t)(N + 1) * 8, pb = (size_t)E * (E > INT32_MAX ? 8 : 4), hb;
-        char *w;
         int SP = kern__sc_sort_parts(ctx, E);
-        hb = (size_t)SP * (size_t)N * 8;
-        w = (char *)kern__workspace(ctx, rpb + pb + hb + (size_t)(nt + 1) * 8 + 256);
-        if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 rpb + pb + hb);
+        size_t rpb = kern__sc_sz(64, N, 8) /* N + 1 entries */;
+        size_t pb = kern__sc_sz(0, E, E > INT32_MAX ? 8 : 4), hb = kern__sc_sz(0, N, 8 * (int64_t)SP);
+        size_t bytes = kern__sc_sz(kern__sc_add(kern__sc_add(rpb, pb), hb), nt + 1, 8);
+        char *w = bytes == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, bytes);
+        if (!w) return kern__sc_nomem("kern_scatter_reduce", bytes);
         memset(&S, 0, sizeof S);
         S.key = J->idx; S.key64 = J->idx64; S.key_s = J->idx_s; S.E = E; S.N = N; S.P = SP;
         S.rowptr = (int64_t *)w;
-        S.perm = w + ((rpb + 63) & ~(size_t)63);
+        S.perm = w + rpb;
         S.perm64 = E > INT32_MAX;
-        S.hist = (int64_t *)(w + ((rpb + 63) & ~(size_t)63) + ((pb + 63) & ~(size_t)63));
+        S.hist = (int64_t *)(w + rpb + pb);
         if ((st = kern__sc_counting_sort(ctx, &S)) != KERN_OK) return st;
         J->rowptr = S.rowptr; J->rowptr64 = 1;
         J->ids = S.perm; J->ids64 = S.perm64;
-        return kern__sc_run_gather(J, (int64_t *)((char *)S.hist + ((hb + 63) & ~(size_t)63)), nt);
+        return kern__sc_run_gather(J, (int64_t *)((char *)S.hist + hb), nt);
     }
     {
-        char *w = (char *)kern__workspace(ctx, total);
+        char *w = total == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, total);
         int64_t bounds[1];
         size_t tmp = (size_t)((F * (int64_t)J->accsz + 63) & ~(int64_t)63) + (size_t)F * 4 + 64;
-        if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 total);
+        if (!w) return kern__sc_nomem("kern_scatter_reduce", total);
         if ((st = kern__reserve_thread_scratch(ctx, tmp)) != KERN_OK) return st;
         J->acc = w;
-        J->pa = J->arg ? (int32_t *)(w + ((accb + 63) & ~(size_t)63)) : NULL;
-        J->cnt = (int32_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
+        J->pa = J->arg ? (int32_t *)(w + accb) : NULL;
+        J->cnt = (int32_t *)(w + accb + pab);
         J->precopied = J->direct0 && J->include_self && !J->inplace;
         if (J->precopied) {
             kern__sc_cp C;

@@ -350,7 +350,8 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
     int is64, sum = (flags & KERN_COO_SUM_DUPLICATES) != 0;
     kern__sc_sort S;
     char *w;
-    size_t hb, pb, rb, mb;
+    size_t hb, pb, rb, mb, total;
+    int64_t hcap = 0;
     if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
     if (nrows < 0 || ncols < 0 || nnz < 0)
         return kern__err(KERN_ERR_ARG, "%s: nrows=%lld ncols=%lld nnz=%lld must be >= 0", op,
@@ -379,19 +380,29 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
     memset(&S, 0, sizeof S);
     S.key = row; S.key64 = is64; S.key_s = 1; S.E = nnz; S.N = nrows;
     S.P = kern__sc_sort_parts(ctx, nnz);
-    hb = (size_t)S.P * (size_t)nrows * 8;
-    pb = (size_t)nnz * 8;
-    rb = (size_t)(nrows + 1) * 8;
-    mb = sum ? (size_t)ncols * 8 + (((size_t)nnz * 4 + 63) & ~(size_t)63) : 0;
-    w = (char *)kern__workspace(ctx, hb + pb + rb + mb + 256);
+    /* Summing duplicates marks the columns of the current row: a dense
+     * array over the columns when ncols is comparable to nnz, otherwise a
+     * hash table of 2^k >= 2 nnz slots, so that the work and memory are
+     * O(nnz) whatever ncols is (ncols alone must not drive either). */
+    if (sum && ncols > 4096 && (ncols - 4096) / 4 > nnz) {
+        hcap = 8;
+        while (hcap < nnz && hcap < ((int64_t)1 << 60)) hcap *= 2;
+        hcap *= 2;
+    }
+    hb = kern__sc_sz(0, nrows, 8 * (int64_t)S.P);
+    pb = kern__sc_sz(0, nnz, 8);
+    rb = kern__sc_sz(64, nrows, 8); /* nrows + 1 entries */
+    mb = !sum ? 0 : hcap ? kern__sc_sz(0, hcap, 16) : kern__sc_sz(0, ncols, 8);
+    total = kern__sc_sz(kern__sc_add(kern__sc_add(kern__sc_add(hb, pb), rb), mb), sum ? nnz : 0, 4);
+    w = total == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, total);
     if (!w) {
-        st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, hb + pb + rb + mb);
+        st = kern__sc_nomem(op, total);
         goto done;
     }
     S.hist = (int64_t *)w;
-    S.perm = w + ((hb + 63) & ~(size_t)63);
+    S.perm = w + hb;
     S.perm64 = 1;
-    S.rowptr = (int64_t *)(w + ((hb + 63) & ~(size_t)63) + ((pb + 63) & ~(size_t)63));
+    S.rowptr = (int64_t *)(w + hb + pb);
     if ((st = kern__sc_counting_sort(ctx, &S)) != KERN_OK) goto done;
     if (!sum) {
         kern__sp_gjob G;
@@ -406,23 +417,40 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
         out->value_dtype = value_dtype;
     } else {
         /* duplicates summed into their first occurrence: mark[c] = output
-         * position of column c in the current row */
-        int64_t *mark = (int64_t *)((char *)S.rowptr + ((rb + 63) & ~(size_t)63));
-        float *accv = (float *)((char *)mark + (((size_t)ncols * 8 + 63) & ~(size_t)63));
+         * position of column c in the current row (positions below the
+         * row's start are stale). Hashed: slot h holds (column, position);
+         * a stale slot counts as free, which is safe because the slots a
+         * row's probe passes over all hold entries of that row. */
+        int64_t *mark = (int64_t *)((char *)S.rowptr + rb);
+        float *accv = (float *)((char *)mark + mb);
         const int64_t *perm = (const int64_t *)S.perm;
         kern_dtype odt = values ? value_dtype : KERN_F32;
         int64_t r, k, n = 0;
-        for (k = 0; k < ncols; k++) mark[k] = -1;
+        if (hcap)
+            for (k = 0; k < hcap; k++) mark[2 * k + 1] = -1;
+        else
+            for (k = 0; k < ncols; k++) mark[k] = -1;
         kern__sp_put_ix(out->rowptr, is64, 0, 0);
         for (r = 0; r < nrows; r++) {
             int64_t start = n;
             for (k = S.rowptr[r]; k < S.rowptr[r + 1]; k++) {
-                int64_t s = perm[k], c = kern__sc_ix(col, is64, s);
+                int64_t s = perm[k], c = kern__sc_ix(col, is64, s), *m;
                 float v = values ? kern__sc_ldf(values, value_dtype, s) : 1.0f;
-                if (mark[c] >= start) {
-                    accv[mark[c]] += v;
+                if (hcap) {
+                    uint64_t h = ((uint64_t)c * 0x9e3779b97f4a7c15ull) >> 17;
+                    for (;; h++) {
+                        m = mark + 2 * (int64_t)(h & (uint64_t)(hcap - 1));
+                        if (m[1] < start || m[0] == c) break;
+                    }
+                    m[0] = c;
+                    m++;
                 } else {
-                    mark[c] = n;
+                    m = mark + c;
+                }
+                if (*m >= start) {
+                    accv[*m] += v;
+                } else {
+                    *m = n;
                     kern__sp_put_ix(out->col, is64, n, c);
                     accv[n++] = v;
                 }
@@ -466,19 +494,17 @@ static kern_status kern__sp_transpose_scratch(kern_ctx *ctx, const kern_csr *a, 
     kern__sc_sort S;
     kern__sp_rowid R;
     int64_t nt, bounds[65], *rowid;
-    size_t hb, nb = (size_t)a->nnz * 8, rb = (size_t)(a->ncols + 1) * 8;
+    size_t nb = kern__sc_sz(0, a->nnz, 8), rb = kern__sc_sz(64, a->ncols, 8);
     kern_status st;
     memset(&S, 0, sizeof S);
     S.key = a->col; S.key64 = a->index_dtype == KERN_I64; S.key_s = 1;
     S.E = a->nnz; S.N = a->ncols; S.P = kern__sc_sort_parts(ctx, a->nnz);
-    hb = (size_t)S.P * (size_t)a->ncols * 8;
     rowid = (int64_t *)w;
-    S.perm = w + ((nb + 63) & ~(size_t)63);
+    S.perm = w + nb;
     S.perm64 = 1;
-    S.rowptr = (int64_t *)(w + 2 * ((nb + 63) & ~(size_t)63));
-    *rowT = (int64_t *)(w + 2 * ((nb + 63) & ~(size_t)63) + ((rb + 63) & ~(size_t)63));
-    S.hist = (int64_t *)((char *)*rowT + ((nb + 63) & ~(size_t)63));
-    (void)hb;
+    S.rowptr = (int64_t *)(w + 2 * nb);
+    *rowT = (int64_t *)(w + 2 * nb + rb);
+    S.hist = (int64_t *)((char *)*rowT + nb);
     nt = a->nrows > 0 ? (a->nnz + a->nrows < 65536 ? 1 : (int64_t)kern_ctx_threads(ctx) * 4) : 0;
     if (nt > 64) nt = 64;
     if (nt > a->nrows) nt = a->nrows;
@@ -497,11 +523,12 @@ static kern_status kern__sp_transpose_scratch(kern_ctx *ctx, const kern_csr *a, 
     *posT = (int64_t *)S.perm;
     return KERN_OK;
 }
+/* The bytes kern__sp_transpose_scratch carves (SIZE_MAX if they overflow). */
 static size_t kern__sp_transpose_bytes(kern_ctx *ctx, const kern_csr *a) {
-    size_t nb = (((size_t)a->nnz * 8 + 63) & ~(size_t)63);
-    size_t rb = (((size_t)(a->ncols + 1) * 8 + 63) & ~(size_t)63);
-    size_t hb = (size_t)kern__sc_sort_parts(ctx, a->nnz) * (size_t)a->ncols * 8;
-    return 3 * nb + rb + hb + 256;
+    size_t nb = kern__sc_sz(0, a->nnz, 8);
+    size_t rb = kern__sc_sz(64, a->ncols, 8); /* ncols + 1 entries */
+    size_t hb = kern__sc_sz(0, a->ncols, 8 * (int64_t)kern__sc_sort_parts(ctx, a->nnz));
+    return kern__sc_add(kern__sc_add(kern__sc_add(kern__sc_add(nb, nb), nb), rb), hb);
 }
 
 KERN_API kern_status kern_csr_transpose(kern_ctx *ctx, const kern_csr *a, kern_csr *out,
@@ -519,10 +546,13 @@ KERN_API kern_status kern_csr_transpose(kern_ctx *ctx, const kern_csr *a, kern_c
                        !out->rowptr ? "rowptr" : !out->col ? "col" : "values");
         goto done;
     }
-    w = (char *)kern__workspace(ctx, kern__sp_transpose_bytes(ctx, a));
-    if (!w) {
-        st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate scratch", op);
-        goto done;
+    {
+        size_t bytes = kern__sp_transpose_bytes(ctx, a);
+        w = bytes == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, bytes);
+        if (!w) {
+            st = kern__sc_nomem(op, bytes);
+            goto done;
+        }
     }
     if ((st = kern__sp_transpose_scratch(ctx, a, w, &rowptrT, &posT, &rowT)) != KERN_OK) goto done;
     is64 = a->index_dtype == KERN_I64;
@@ -822,13 +852,14 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
     if (grad_dense && a->ncols > 0 && F > 0) {
         /* the transpose and (sum/mean) the per-entry weights live in the
          * workspace; the task bounds after them */
-        size_t tb = kern__sp_transpose_bytes(ctx, a), wb = (size_t)a->nnz * 4 + 64;
+        size_t tb = kern__sp_transpose_bytes(ctx, a), wb = kern__sc_sz(0, a->nnz, 4);
         int64_t nt = kern__sc_gather_ntasks(ctx, a->ncols);
-        char *w = (char *)kern__workspace(ctx, tb + wb + (size_t)(nt + 1) * 8 + 64);
+        size_t bytes = kern__sc_sz(kern__sc_add(tb, wb), nt + 1, 8);
+        char *w = bytes == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, bytes);
         int64_t *rowptrT, *posT, *rowT, *bounds;
         float *wT;
         if (!w) {
-            st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate scratch", op);
+            st = kern__sc_nomem(op, bytes);
             goto done;
         }
         if ((st = kern__sp_transpose_scratch(ctx, a, w, &rowptrT, &posT, &rowT)) != KERN_OK)
