@@ -92,9 +92,13 @@
  *   KERN_ERR_INDEX  an index value < 0 or >= self.shape[dim] (gather:
  *                   src.shape[dim]); the message names the first offending
  *                   position in row-major order and its value.
+ *   KERN_ERR_LAYOUT out or arg_out with overlapping elements (a zero
+ *                   stride; an output needs distinct elements); planned
+ *                   calls: a feature dim without unit stride.
  *   KERN_ERR_UNSUPPORTED  arg_out with index.shape[dim] >= 2^31 - 1, or
  *                   a 0-dim tensor.
- *   KERN_ERR_NOMEM  scratch allocation failed.
+ *   KERN_ERR_NOMEM  scratch allocation failed (also when the sizes make the
+ *                   scratch size overflow).
  *
  * EXAMPLE (a GNN mean aggregation: x_i = mean over edges j->i of msg_e)
  *     // msg [E, F] f32, dst [E] i64, agg [N, F] f32 (self = zeros)
@@ -265,6 +269,41 @@ static kern_status kern__sc_nomem(const char *op, size_t bytes) {
  * overflow when scaled). */
 static inline int64_t kern__sc_rsb(const kern_tensor *t, size_t es) {
     return t->shape[0] > 1 ? t->stride[0] * (int64_t)es : 0;
+}
+
+/* 1 if two distinct index tuples of t address the same element (a zero
+ * or too small stride): such a view cannot be written. Conservative: dims
+ * sorted by stride must each step over the extent of the smaller ones. */
+static int kern__sc_self_overlap(const kern_tensor *t) {
+    int idx[KERN_MAX_DIMS], n = 0, i, j;
+    int64_t extent = 1;
+    if (kern_tensor_numel(t) <= 1) return 0;
+    for (i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1) idx[n++] = i;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    for (i = 0; i < n; i++) {
+        int64_t s = t->stride[idx[i]];
+        if (s < extent) return 1;
+        if (kern_mul_overflow_i64(s, t->shape[idx[i]], &extent)) return 0;
+    }
+    return 0;
+}
+static kern_status kern__sc_check_writable(const kern_tensor *t, const char *op,
+                                           const char *name) {
+    char sh[96], st[96];
+    kern_tensor s;
+    if (!kern__sc_self_overlap(t)) return KERN_OK;
+    s = *t;
+    memcpy(s.shape, t->stride, sizeof s.shape);
+    return kern__err(KERN_ERR_LAYOUT,
+                     "%s: %s has overlapping elements (shape %s, strides %s); an output needs "
+                     "distinct elements",
+                     op, name, kern_shape_str(t, sh, sizeof sh), kern_shape_str(&s, st, sizeof st));
 }
 
 /* ----------------------------------------------------- row primitives
@@ -1186,13 +1225,17 @@ static void kern__sc_it_init(kern__sc_it *it, int nd, const int64_t *shape,
         }
     }
 }
+/* Steps to the next position. Offsets never leave the views (no step
+ * one past the end of a dim), so a large stride cannot overflow them. */
 static inline void kern__sc_it_next(kern__sc_it *it) {
     int d, k;
     for (d = it->nd - 1; d >= 0; d--) {
-        it->c[d]++;
-        for (k = 0; k < 3; k++) it->off[k] += it->st[k][d];
-        if (it->c[d] < it->shape[d]) return;
-        for (k = 0; k < 3; k++) it->off[k] -= it->st[k][d] * it->shape[d];
+        if (it->c[d] + 1 < it->shape[d]) {
+            it->c[d]++;
+            for (k = 0; k < 3; k++) it->off[k] += it->st[k][d];
+            return;
+        }
+        for (k = 0; k < 3; k++) it->off[k] -= it->st[k][d] * it->c[d];
         it->c[d] = 0;
     }
 }
@@ -1288,7 +1331,6 @@ static int kern__sc_rows_ok(const kern_tensor *t) {
     if (t->ndim == 1) return 1;
     return t->ndim == 2 && (t->shape[1] <= 1 || t->stride[1] == 1);
 }
-static int64_t kern__sc_row_stride(const kern_tensor *t) { return t->stride[0]; }
 static int64_t kern__sc_feat(const kern_tensor *t) { return t->ndim == 2 ? t->shape[1] : 1; }
 
 /* -------------------------------------------- general path (any dim) */
@@ -1445,6 +1487,7 @@ static kern_status kern__sc_validate_common(const char *op, const kern_tensor *s
     if (self->ndim < 1)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: 0-dim tensors are not supported", op);
     if ((st = kern__sc_same_shape(out, self, op, "out", "self")) != KERN_OK) return st;
+    if ((st = kern__sc_check_writable(out, op, "out")) != KERN_OK) return st;
     if (arg_out) {
         if ((st = kern_tensor_check(arg_out, op, "arg_out")) != KERN_OK) return st;
         if (reduce != KERN_REDUCE_AMAX && reduce != KERN_REDUCE_AMIN)
@@ -1455,6 +1498,7 @@ static kern_status kern__sc_validate_common(const char *op, const kern_tensor *s
                              kern_dtype_name(arg_out->dtype));
         if ((st = kern__sc_same_shape(arg_out, self, op, "arg_out", "self")) != KERN_OK)
             return st;
+        if ((st = kern__sc_check_writable(arg_out, op, "arg_out")) != KERN_OK) return st;
         if (kern_tensors_overlap(arg_out, out) || kern_tensors_overlap(arg_out, src) ||
             kern_tensors_overlap(arg_out, self))
             return kern__err(KERN_ERR_ARG, "%s: arg_out overlaps another tensor", op);
@@ -1487,15 +1531,15 @@ static void kern__sc_job_rows(kern__sc_job *J, kern_ctx *ctx, const kern_tensor 
     J->F = kern__sc_feat(self);
     J->E = E;
     J->self = (const char *)self->data;
-    J->self_rs = kern__sc_row_stride(self) * (int64_t)J->es;
+    J->self_rs = kern__sc_rsb(self, J->es);
     J->src = (const char *)src->data;
-    J->src_rs = kern__sc_row_stride(src) * (int64_t)J->es;
+    J->src_rs = kern__sc_rsb(src, J->es);
     J->out = (char *)out->data;
-    J->out_rs = kern__sc_row_stride(out) * (int64_t)J->es;
+    J->out_rs = kern__sc_rsb(out, J->es);
     if (arg_out) {
         J->arg = (char *)arg_out->data;
         J->arg64 = arg_out->dtype == KERN_I64;
-        J->arg_rs = kern__sc_row_stride(arg_out) * (int64_t)(J->arg64 ? 8 : 4);
+        J->arg_rs = kern__sc_rsb(arg_out, J->arg64 ? 8 : 4);
     }
     J->sentinel = (int32_t)E;
 }
@@ -1628,8 +1672,11 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
            (nd == 1 || (idx.shape[1] == self->shape[1] &&
                         (idx.stride[1] == 0 || idx.shape[1] <= 1)));
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
-    /* index values: the 1-D form is checked once, not F times */
-    if (fast) {
+    /* index values: the 1-D form is checked once, not F times; an empty
+     * index has no values (its data may be NULL) */
+    if (kern_tensor_numel(index) == 0) {
+        st = KERN_OK;
+    } else if (fast) {
         kern_tensor i1 = idx;
         i1.ndim = 1;
         st = kern__sc_check_index(ctx, index->ndim == 1 ? index : &i1, self->shape[0], op);
@@ -1669,10 +1716,12 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
         Fl.self = self; Fl.out = out; Fl.arg = arg_out; Fl.numel = numel;
         Fl.sentinel = G.sentinel;
         Fl.ntasks = numel < 65536 ? 1 : (int64_t)kern_ctx_threads(ctx) * 4;
+        /* scratch first: nothing is written when it cannot be had */
+        if (G.L > 0 && G.nlines > 0 &&
+            (st = kern__reserve_thread_scratch(ctx, kern__sc_sz(64, G.L, 16))) != KERN_OK)
+            goto done;
         if (numel > 0) kern_parallel_for(ctx, Fl.ntasks, kern__sc_fill_task, &Fl);
         if (G.L > 0 && G.nlines > 0) {
-            st = kern__reserve_thread_scratch(ctx, (size_t)G.L * 16 + 64);
-            if (st != KERN_OK) goto done;
             G.ntasks = G.nlines < (int64_t)kern_ctx_threads(ctx) * 8
                            ? G.nlines : (int64_t)kern_ctx_threads(ctx) * 8;
             st = kern_parallel_for(ctx, G.ntasks, kern__sc_gen_task, &G);
@@ -1687,9 +1736,10 @@ done:
 
 KERN_API size_t kern_scatter_plan_bytes(int64_t n_rows, int64_t n_edges) {
     int64_t a, b;
-    if (n_rows < 0 || n_edges < 0) return 0;
+    if (n_rows < 0 || n_edges < 0 || n_rows == INT64_MAX) return 0;
     if (kern_mul_overflow_i64(n_rows + 1, 8, &a)) return 0;
     if (kern_mul_overflow_i64(n_edges, n_edges > INT32_MAX ? 8 : 4, &b)) return 0;
+    if (a > INT64_MAX - 63) return 0;
     a = (a + 63) & ~(int64_t)63;
     if (kern_add_overflow_i64(a, b, &a)) return 0;
     return (size_t)a;
@@ -1911,13 +1961,16 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
             return kern__err(KERN_ERR_SHAPE, "%s: index.shape[%d]=%lld > src.shape[%d]=%lld", op,
                              d, (long long)idx.shape[d], d, (long long)src->shape[d]);
     if ((st = kern__sc_same_shape(out, &idx, op, "out", "index")) != KERN_OK) return st;
+    if ((st = kern__sc_check_writable(out, op, "out")) != KERN_OK) return st;
     if (kern_tensors_overlap(out, src) || kern_tensors_overlap(out, index))
         return kern__err(KERN_ERR_ARG, "%s: out overlaps %s", op,
                          kern_tensors_overlap(out, src) ? "src" : "index");
     fast = dim == 0 && nd == 2 && kern__sc_rows_ok(src) && kern__sc_rows_ok(out) &&
            (idx.stride[1] == 0 || idx.shape[1] <= 1);
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
-    if (fast) {
+    if (kern_tensor_numel(index) == 0) { /* no values to check (data may be NULL) */
+        st = KERN_OK;
+    } else if (fast) {
         kern_tensor i1 = idx;
         i1.ndim = 1;
         st = kern__sc_check_index(ctx, &i1, src->shape[0], op);
@@ -1935,9 +1988,9 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
         (void)f;
         if (fast) {
             G.src = (const char *)src->data;
-            G.src_rs = src->stride[0] * (int64_t)G.es;
+            G.src_rs = kern__sc_rsb(src, G.es);
             G.out = (char *)out->data;
-            G.out_rs = out->stride[0] * (int64_t)G.es;
+            G.out_rs = kern__sc_rsb(out, G.es);
             G.idx = idx.data;
             G.idx64 = idx.dtype == KERN_I64;
             G.idx_s = idx.stride[0];

@@ -66,7 +66,12 @@
  *   KERN_ERR_DTYPE  index dtype not i32/i64, value/dense dtype unsupported,
  *                   mixed dense/out dtypes, arg_out not i32/i64.
  *   KERN_ERR_SHAPE  dense.shape[0] != ncols, out not [nrows, F], ...
- *   KERN_ERR_LAYOUT a feature dim without unit stride.
+ *   KERN_ERR_LAYOUT a feature dim without unit stride; an output with
+ *                   overlapping elements (a zero stride).
+ *   KERN_ERR_NOMEM  scratch allocation failed, or the sizes make the
+ *                   scratch size overflow (e.g. a transpose with ncols near
+ *                   2^61). COO -> CSR with summed duplicates needs O(nnz)
+ *                   scratch whatever ncols is.
  *   KERN_ERR_UNSUPPORTED arg_out with nnz >= 2^31 - 1.
  *
  * EXAMPLE (one GNN layer's max aggregation and its backward)
@@ -644,13 +649,16 @@ KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
         return kern__err(KERN_ERR_SHAPE, "%s: dense.shape[0]=%lld but csr.ncols=%lld", op,
                          (long long)dense->shape[0], (long long)a->ncols);
     F = dense->shape[1];
-    if ((st = kern__sp_check_dense(out, op, "out", a->nrows, F, dense->dtype)) != KERN_OK)
+    if ((st = kern__sp_check_dense(out, op, "out", a->nrows, F, dense->dtype)) != KERN_OK ||
+        (st = kern__sc_check_writable(out, op, "out")) != KERN_OK)
         return st;
     if (arg_out) {
         if (reduce != KERN_REDUCE_AMAX && reduce != KERN_REDUCE_AMIN)
             return kern__err(KERN_ERR_ARG, "%s: arg_out is only defined for amax/amin, not %s",
                              op, kern_reduce_name(reduce));
-        if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK) return st;
+        if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK ||
+            (st = kern__sc_check_writable(arg_out, op, "arg_out")) != KERN_OK)
+            return st;
         if (kern_tensors_overlap(arg_out, out) || kern_tensors_overlap(arg_out, dense))
             return kern__err(KERN_ERR_ARG, "%s: arg_out overlaps out or dense", op);
     }
@@ -677,13 +685,13 @@ KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
         J.F = F;
         J.E = a->nnz;
         J.src = (const char *)dense->data;
-        J.src_rs = dense->stride[0] * (int64_t)J.es;
+        J.src_rs = kern__sc_rsb(dense, J.es);
         J.out = (char *)out->data;
-        J.out_rs = out->stride[0] * (int64_t)J.es;
+        J.out_rs = kern__sc_rsb(out, J.es);
         if (arg_out) {
             J.arg = (char *)arg_out->data;
             J.arg64 = arg_out->dtype == KERN_I64;
-            J.arg_rs = arg_out->stride[0] * (int64_t)(J.arg64 ? 8 : 4);
+            J.arg_rs = kern__sc_rsb(arg_out, J.arg64 ? 8 : 4);
         }
         J.sentinel = (int32_t)(a->nnz < INT32_MAX ? a->nnz : INT32_MAX);
         J.rowptr = a->rowptr;
@@ -816,7 +824,8 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
     }
     if (grad_dense) {
         if ((st = kern__sp_check_dense(grad_dense, op, "grad_dense", a->ncols, F, dense->dtype)) !=
-            KERN_OK)
+                KERN_OK ||
+            (st = kern__sc_check_writable(grad_dense, op, "grad_dense")) != KERN_OK)
             return st;
         if (kern_tensors_overlap(grad_dense, dense) || kern_tensors_overlap(grad_dense, grad_out) ||
             (arg_out && kern_tensors_overlap(grad_dense, arg_out)))
@@ -830,6 +839,7 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
         if (grad_values->ndim != 1 || grad_values->shape[0] != a->nnz)
             return kern__err(KERN_ERR_SHAPE, "%s: grad_values must be [nnz=%lld]", op,
                              (long long)a->nnz);
+        if ((st = kern__sc_check_writable(grad_values, op, "grad_values")) != KERN_OK) return st;
         if (kern_tensors_overlap(grad_values, dense) ||
             kern_tensors_overlap(grad_values, grad_out) ||
             (grad_dense && kern_tensors_overlap(grad_values, grad_dense)) ||
@@ -842,12 +852,12 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
     B.a = a; B.is64 = a->index_dtype == KERN_I64; B.minmax = minmax;
     B.mean = reduce == KERN_REDUCE_MEAN; B.F = F; B.dt = dense->dtype;
     B.es = kern_dtype_size(dense->dtype); B.ctx = ctx;
-    B.dense = (const char *)dense->data; B.dense_rs = dense->stride[0] * (int64_t)B.es;
-    B.gout = (const char *)grad_out->data; B.gout_rs = grad_out->stride[0] * (int64_t)B.es;
+    B.dense = (const char *)dense->data; B.dense_rs = kern__sc_rsb(dense, B.es);
+    B.gout = (const char *)grad_out->data; B.gout_rs = kern__sc_rsb(grad_out, B.es);
     if (arg_out) {
         B.arg = (const char *)arg_out->data;
         B.arg64 = arg_out->dtype == KERN_I64;
-        B.arg_rs = arg_out->stride[0] * (int64_t)(B.arg64 ? 8 : 4);
+        B.arg_rs = kern__sc_rsb(arg_out, B.arg64 ? 8 : 4);
     }
     if (grad_dense && a->ncols > 0 && F > 0) {
         /* the transpose and (sum/mean) the per-entry weights live in the
@@ -883,13 +893,13 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
             J.op = KERN__SC_ADD; J.es = B.es; J.accsz = 4; J.N = a->ncols; J.F = F;
             J.E = a->nnz; J.src = B.gout; J.src_rs = B.gout_rs;
             J.out = (char *)grad_dense->data;
-            J.out_rs = grad_dense->stride[0] * (int64_t)B.es;
+            J.out_rs = kern__sc_rsb(grad_dense, B.es);
             J.rowptr = rowptrT; J.rowptr64 = 1; J.ids = rowT; J.ids64 = 1;
             J.w = wT; J.wdt = KERN_F32; J.pos_is_k = 1; J.init_const = 1;
             if ((st = kern__sc_run_gather(&J, bounds, nt)) != KERN_OK) goto done;
         } else {
             B.gd = (char *)grad_dense->data;
-            B.gd_rs = grad_dense->stride[0] * (int64_t)B.es;
+            B.gd_rs = kern__sc_rsb(grad_dense, B.es);
             B.rowptrT = rowptrT; B.posT = posT; B.rowT = rowT;
             if ((st = kern__reserve_thread_scratch(ctx, (size_t)F * 4 + 64)) != KERN_OK) goto done;
             kern__sc_split_rows(rowptrT, 1, a->ncols, nt, bounds);

@@ -709,4 +709,40 @@ KT_TEST(csr_transpose_huge_ncols) {
     KT_CHECK(orp[0] == -1 && orp[1] == -1, "out written on error");
 }
 
+/* Outputs with overlapping elements (stride 0) are rejected; a one-row
+ * dense with a huge row stride is fine. */
+KT_TEST(spmm_outputs_and_strides) {
+    int64_t rp[3] = {0, 2, 3}, col[3] = {0, 0, 0}, sh[2] = {2, 2}, st0[2] = {0, 1};
+    int64_t sh1[2] = {1, 2}, big[2] = {(int64_t)1 << 62, 1};
+    float x[2] = {1, 2}, y[4], save[4], gv[3], gx[2];
+    double want[4] = {2, 4, 1, 2}, wgx[2];
+    kern_csr a;
+    kern_tensor tx, ty, tgy, tgv, tgx;
+    memset(&a, 0, sizeof a);
+    a.nrows = 2; a.ncols = 1; a.nnz = 3; a.rowptr = rp; a.col = col; a.index_dtype = KERN_I64;
+    KT_OK(kern_tensor_init_strided(&tx, x, KERN_F32, 2, sh1, big));
+    KT_OK(kern_tensor_init_strided(&ty, y, KERN_F32, 2, sh, st0));
+    kt_poison(y, sizeof y);
+    memcpy(save, y, sizeof y);
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL), KERN_ERR_LAYOUT,
+             "out has overlapping elements");
+    kt_assert_bytes_equal("out untouched", y, save, sizeof y);
+    KT_OK(kern_tensor_init(&ty, y, KERN_F32, 2, sh));
+    KT_OK(kern_spmm_reduce(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &ty, KERN_REDUCE_SUM, NULL));
+    kt_assert_close("out", y, KERN_F32, want, 4, kt_tol(KERN_F32));
+    /* backward: grad_values with stride 0 is rejected; the one-row dense
+     * and grad_dense with huge row strides work */
+    tgv = kern_tensor_1d(gv, KERN_F32, 3);
+    tgv.stride[0] = 0;
+    tgy = ty;
+    KT_OK(kern_tensor_init_strided(&tgx, gx, KERN_F32, 2, sh1, big));
+    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &tgy, KERN_REDUCE_SUM, NULL, &tgx, &tgv),
+             KERN_ERR_LAYOUT, "grad_values has overlapping elements");
+    wgx[0] = y[0] + y[0] + y[2]; /* row 0 holds two entries of column 0 */
+    wgx[1] = y[1] + y[1] + y[3];
+    KT_OK(kern_spmm_reduce_backward(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &tgy, KERN_REDUCE_SUM, NULL,
+                                    &tgx, NULL));
+    kt_assert_close("grad_dense", gx, KERN_F32, wgx, 2, kt_tol(KERN_F32));
+}
+
 KT_MAIN()
