@@ -24,7 +24,8 @@
  *   Accumulation is f32; outputs are written in the input dtype.
  *
  * SEMANTICS OF THE OPTIONS (kern_sdpa_params, zero-initialised = defaults)
- *   scale        0 = 1/sqrt(D).
+ *   scale        0 = 1/sqrt(D); any other finite value is used as given,
+ *                negative included (as PyTorch, which accepts any float).
  *   attn_mask    NULL = none. KERN_BOOL (true = attend) or f32/f16/bf16
  *                (added to the scores), broadcast to [B, Hq, Lq, Lk] with
  *                numpy rules through strides (e.g. [Lq,Lk], [B,1,Lq,Lk],
@@ -40,7 +41,8 @@
  *                iff i + off - window_left <= j <= i + off + window_right,
  *                with off = 0 (top-left) or Lk_b - Lq_b when
  *                causal_bottom_right is set; window_left/right = -1 means
- *                unbounded on that side (FlashAttention's window_size).
+ *                unbounded on that side (FlashAttention's window_size), and
+ *                any bound up to INT64_MAX is exact (no overflow).
  *   softcap      0 = none; > 0: s = softcap * tanh(s / softcap) applied to
  *                scale*q.k before the mask (Gemma 2, FlashAttention).
  *   enable_gqa   allows Hq = G * Hkv (query head h uses kv head h / G).
@@ -50,7 +52,10 @@
  *                offset, ((b*Hq + h)*Lq + i)*Lk + j, kern_dropout_threshold(p))
  *                (kern_base.h; Philox4x32-10), identical for any thread
  *                count, in forward and backward, and in the CUDA kernel.
- *                For varlen, b is the sequence and Lq/Lk are max_seqlen_q/k.
+ *                For varlen, b is the sequence and Lq/Lk are max_seqlen_q/k
+ *                (only here: the work depends on the actual lengths in
+ *                cu_seqlens, never on max_seqlen, which may be anything up
+ *                to INT64_MAX that is not below the longest sequence).
  *   k_lens       NULL = all keys. [B] i32/i64: keys j >= k_lens[b] are
  *                masked (padded batches, KV caches). Dense entry points only.
  *   lse          NULL = not written. f32 output: log(sum_j exp(s_ij)) of the
@@ -77,8 +82,8 @@
  *
  * ERRORS (nothing is written on error; kern_last_error() names the argument)
  *   KERN_ERR_ARG     NULL q/k/v/out/..., dropout_p outside [0,1), window
- *                    < -1, non-finite or negative scale/softcap, outputs
- *                    that overlap inputs or each other.
+ *                    < -1, a non-finite scale, a negative or non-finite
+ *                    softcap, outputs that overlap inputs or each other.
  *   KERN_ERR_SHAPE   ndim, B/H/L/D mismatches between q, k, v, out (and
  *                    dout, dq, dk, dv, lse), Hq not a multiple of Hkv, Hq !=
  *                    Hkv without enable_gqa, D = 0, a mask that does not
@@ -1440,6 +1445,10 @@ static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
 /* One description for dense and varlen problems. Offsets are in elements. */
 typedef struct kern__sdpa_prob {
     int64_t B, Hq, Hkv, G, D, Dv, Lq, Lk; /* Lq/Lk: max over batch entries */
+    /* the longest actual query/key sequences: Lq/Lk for dense; varlen
+     * reads them from cu_seqlens (Lq/Lk are max_seqlen as given, used
+     * only in the dropout index), so max_seqlen never drives the work */
+    int64_t Lq_run, Lk_run;
     kern_dtype dt;
     size_t es;
     const char *q, *k, *v, *o, *dout; /* byte pointers */
@@ -1508,11 +1517,13 @@ static inline float *kern__sdpa_lse_ptr(const kern__sdpa_prob *p, int64_t base,
  * lk keys (after k_lens). */
 static inline void kern__sdpa_range(const kern__sdpa_prob *p, int64_t i, int64_t lq,
                                     int64_t lk, int64_t *lo, int64_t *hi) {
-    int64_t off = p->bottom_right ? lk - lq : 0, a = 0, z = lk;
-    if (p->causal && i + off + 1 < z) z = i + off + 1;
+    /* c = i + off is in (-lq, lk); the window bounds may be anything up to
+     * INT64_MAX, so they are compared against differences that fit */
+    int64_t c = p->bottom_right ? lk - (lq - i) : i, a = 0, z = lk;
+    if (p->causal && c + 1 < z) z = c + 1;
     if (p->window) {
-        if (p->wl >= 0 && i + off - p->wl > a) a = i + off - p->wl;
-        if (p->wr >= 0 && i + off + p->wr + 1 < z) z = i + off + p->wr + 1;
+        if (p->wl >= 0 && c > p->wl) a = c - p->wl;
+        if (p->wr >= 0 && p->wr < z - c - 1) z = c + p->wr + 1;
     }
     if (z < a) z = a;
     if (z < 0) z = a = 0;
@@ -2052,9 +2063,10 @@ static kern_status kern__sdpa_check_params(const kern_sdpa_params *pp, const cha
 /* Validates cu_seqlens (i32/i64, [nseq+1], starts at 0, non-decreasing,
  * ends at T, no sequence longer than maxlen). */
 static kern_status kern__sdpa_check_cu(const kern_tensor *cu, int64_t nseq_plus1, int64_t T,
-                                       int64_t maxlen, const char *op, const char *name) {
+                                       int64_t maxlen, const char *op, const char *name,
+                                       int64_t *longest) {
     kern_status st = kern__sdpa_need(cu, op, name);
-    int64_t s, prev = 0;
+    int64_t s, prev = 0, lmax = 0;
     if (st) return st;
     if (cu->dtype != KERN_I32 && cu->dtype != KERN_I64)
         return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want i32 or i64", op, name,
@@ -2074,8 +2086,10 @@ static kern_status kern__sdpa_check_cu(const kern_tensor *cu, int64_t nseq_plus1
             return kern__err(KERN_ERR_INDEX,
                              "%s: %s: sequence %lld has length %lld > max_seqlen %lld", op, name,
                              (long long)(s - 1), (long long)(x - prev), (long long)maxlen);
+        if (x - prev > lmax) lmax = x - prev;
         prev = x;
     }
+    *longest = lmax;
     if (prev != T)
         return kern__err(KERN_ERR_INDEX, "%s: %s[%lld]=%lld but the packed tensor has %lld rows",
                          op, name, (long long)(cu->shape[0] - 1), (long long)prev, (long long)T);
@@ -2094,7 +2108,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
                                     const kern_sdpa_params *pp) {
     kern_status st;
     int nd = varlen ? 3 : 4, i;
-    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4];
+    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4], Lq_run = 0, Lk_run = 0;
     const char *dims = varlen ? "[T,H,D]" : "[B,H,L,D]";
     memset(P, 0, sizeof *P);
     if ((st = kern__sdpa_need(q, op, "q")) || (st = kern__sdpa_need(k, op, "k")) ||
@@ -2149,9 +2163,11 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
                              (long long)D, (long long)k->shape[2]);
         want[0] = q->shape[0]; want[1] = Hq; want[2] = Dv;
         if ((st = kern__sdpa_shape_is(out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
-        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q"))) return st;
+        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q", &Lq_run)))
+            return st;
         B = cuq->shape[0] - 1;
-        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k"))) return st;
+        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k", &Lk_run)))
+            return st;
         if (pp->attn_mask)
             return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
         if (pp->k_lens)
@@ -2165,6 +2181,8 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         Hkv = k->shape[1];
         Lk = k->shape[2];
         Dv = v->shape[3];
+        Lq_run = Lq;
+        Lk_run = Lk;
         if (k->shape[0] != B || v->shape[0] != B)
             return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
                              "v.shape[0]=%lld", op, (long long)B, (long long)k->shape[0],
@@ -2291,6 +2309,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     }
     P->B = B; P->Hq = Hq; P->Hkv = Hkv; P->G = Hkv ? Hq / Hkv : 1;
     P->D = D; P->Dv = Dv; P->Lq = Lq; P->Lk = Lk;
+    P->Lq_run = Lq_run; P->Lk_run = Lk_run;
     P->dt = q->dtype;
     P->es = kern_dtype_size(q->dtype);
     P->q = (const char *)q->data;
@@ -2359,10 +2378,10 @@ static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P) {
     kern__sdpa_fwd f;
     kern__sdpa_fscr sc;
     size_t scr;
-    int64_t R = P->Lq * P->G, base, nkb;
+    int64_t R = P->Lq_run * P->G, base, nkb;
     kern_status st;
     memset(&f, 0, sizeof f);
-    if (P->B == 0 || P->Hq == 0 || P->Lq == 0) return KERN_OK;
+    if (P->B == 0 || P->Hq == 0 || P->Lq_run == 0) return KERN_OK;
     kern__sdpa_pick(ctx, &P->isa);
     P->bf16_native = P->dt == KERN_BF16 && P->isa.mk16 && (P->D % 2) == 0;
     f.p = P;
@@ -2376,11 +2395,11 @@ static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P) {
         f.rows_cap = KERN__SDPA_QB * KERN__SDPA_NQ;
     }
     base = P->B * P->Hkv * f.nqb;
-    nkb = (P->Lk + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
     f.nsplit = 1;
-    if (base < KERN__SDPA_SPLIT_TASKS && P->Lk >= 2 * KERN__SDPA_SPLIT_MIN_KEYS) {
+    if (base < KERN__SDPA_SPLIT_TASKS && P->Lk_run >= 2 * KERN__SDPA_SPLIT_MIN_KEYS) {
         int64_t want = (KERN__SDPA_SPLIT_TASKS + base - 1) / base;
-        int64_t maxs = P->Lk / KERN__SDPA_SPLIT_MIN_KEYS;
+        int64_t maxs = P->Lk_run / KERN__SDPA_SPLIT_MIN_KEYS;
         f.nsplit = want < maxs ? want : maxs;
         if (f.nsplit < 1) f.nsplit = 1;
     }
@@ -2707,7 +2726,7 @@ static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P) {
         w.nqrows = P->B * P->Hq * P->Lq;
         w.nkrows = P->B * P->Hkv * P->Lk;
     }
-    nkb = (P->Lk + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
     base = P->B * P->Hkv;
     /* key ranges per (b, hk): a function of the shape only (determinism) */
     w.nchunk = (KERN__SDPA_BWD_TASKS + base - 1) / base;
