@@ -187,7 +187,8 @@ static inline kern_tensor kern_tensor_4d(void *d, kern_dtype dt, int64_t n0,
 KERN_API int64_t kern_tensor_numel(const kern_tensor *t);
 /* 1 if strides are exactly row-major contiguous (size-1 dims ignored). */
 KERN_API int kern_tensor_is_contiguous(const kern_tensor *t);
-/* 1 if the last dim has unit stride (or size <= 1). */
+/* 1 if the last dim has unit stride (or size <= 1; 1 for ndim 0, 0 for an
+ * ndim outside 0..KERN_MAX_DIMS). */
 KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t);
 /* Validates a view: non-NULL, ndim in 0..KERN_MAX_DIMS, known dtype, sizes
  * >= 0, strides >= 0... (negative strides are accepted only if
@@ -714,6 +715,7 @@ KERN_API int kern_tensor_is_contiguous(const kern_tensor *t) {
     int64_t expect = 1;
     int i;
     if (!t || t->ndim < 0 || t->ndim > KERN_MAX_DIMS) return 0;
+    if (kern_tensor_numel(t) == 0) return 1;
     for (i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] == 1) continue;
         if (t->shape[i] == 0) return 1;
@@ -724,7 +726,8 @@ KERN_API int kern_tensor_is_contiguous(const kern_tensor *t) {
 }
 
 KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t) {
-    if (!t || t->ndim <= 0) return 1;
+    if (t && (t->ndim < 0 || t->ndim > KERN_MAX_DIMS)) return 0;
+    if (!t || t->ndim == 0) return 1;
     return t->shape[t->ndim - 1] <= 1 || t->stride[t->ndim - 1] == 1;
 }
 
@@ -811,18 +814,26 @@ KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
     if (stride) {
         for (i = 0; i < ndim; i++) tmp.stride[i] = stride[i];
     } else {
+        /* stride[i] = product of the later dims (size-0 dims count as 1,
+         * as in PyTorch). Only products a stride needs are formed; in an
+         * empty tensor one that overflows is never used and becomes 0. */
         int64_t s = 1;
+        int empty = 0, ovf = 0;
+        for (i = 0; i < ndim; i++) empty |= tmp.shape[i] == 0;
         for (i = ndim - 1; i >= 0; i--) {
-            tmp.stride[i] = s;
-            if (tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s))
-                return kern__err(KERN_ERR_SHAPE,
-                                 "kern_tensor_init: shape[%d]=%lld makes the "
-                                 "element count overflow int64",
-                                 i, (long long)tmp.shape[i]);
             if (tmp.shape[i] < 0)
                 return kern__err(KERN_ERR_SHAPE,
                                  "kern_tensor_init: shape[%d]=%lld is negative", i,
                                  (long long)tmp.shape[i]);
+            tmp.stride[i] = ovf ? 0 : s;
+            if (i > 0 && !ovf && tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s)) {
+                if (!empty)
+                    return kern__err(KERN_ERR_SHAPE,
+                                     "kern_tensor_init: shape[%d]=%lld makes the "
+                                     "element count overflow int64",
+                                     i, (long long)tmp.shape[i]);
+                ovf = 1;
+            }
         }
     }
     st = kern_tensor_check(&tmp, "kern_tensor_init", "tensor");
@@ -896,6 +907,19 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
                              "%s: target shape[%d]=%lld (broadcasting %s) is "
                              "negative",
                              op, i, (long long)shape[i], name);
+    {
+        int64_t n = 1;
+        int empty = 0, ovf = 0;
+        for (i = 0; i < ndim; i++) {
+            empty |= shape[i] == 0;
+            ovf |= kern_mul_overflow_i64(n, shape[i], &n);
+        }
+        if (ovf && !empty)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: the element count of the target shape (broadcasting %s) "
+                             "overflows int64",
+                             op, name);
+    }
     r = *t;
     r.ndim = ndim;
     for (i = 0; i < ndim; i++) {
