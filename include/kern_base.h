@@ -198,9 +198,11 @@ KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t);
 KERN_API kern_status kern_tensor_check(const kern_tensor *t, const char *op,
                                        const char *name);
 /* Lowest and one-past-highest element offsets the view addresses (relative
- * to data, in elements). Both 0 for an empty view. Requires a checked view. */
+ * to data, in elements). Both 0 for an empty view. Requires a checked view
+ * (an unchecked one whose span overflows gives 0, 0). */
 KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi);
-/* 1 if the byte ranges the two views address overlap. */
+/* 1 if the byte ranges the two views address overlap (also 1 when a
+ * non-empty view's byte range overflows: it cannot be shown disjoint). */
 KERN_API int kern_tensors_overlap(const kern_tensor *a, const kern_tensor *b);
 /* Broadcast `t` to `ndim`/`shape` (numpy rules, aligned at the right); on
  * success *out is a view with stride 0 on broadcast dims. The message names
@@ -847,33 +849,45 @@ KERN_API kern_status kern_tensor_init(kern_tensor *t, void *data, kern_dtype dt,
     return kern_tensor_init_strided(t, data, dt, ndim, shape, NULL);
 }
 
-KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
-    int64_t l = 0, h = 0;
+/* Element span [lo, hi) of a view with numel > 0; 1 if it overflows
+ * int64 (only an invalid view does). */
+static int kern__tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t l = 0, h = 0, ext;
     int i;
-    if (kern_tensor_numel(t) <= 0) {
-        *lo = 0;
-        *hi = 0;
-        return;
-    }
     for (i = 0; i < t->ndim; i++) {
-        int64_t ext = (t->shape[i] - 1) * t->stride[i];
-        if (ext >= 0) h += ext; else l += ext;
+        if (kern_mul_overflow_i64(t->shape[i] - 1, t->stride[i], &ext) ||
+            (ext >= 0 ? kern_add_overflow_i64(h, ext, &h) : kern_add_overflow_i64(l, ext, &l)))
+            return 1;
     }
+    if (kern_add_overflow_i64(h, 1, &h)) return 1;
     *lo = l;
-    *hi = h + 1;
+    *hi = h;
+    return 0;
+}
+
+KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
+    if (kern_tensor_numel(t) <= 0 || kern__tensor_span(t, lo, hi)) {
+        *lo = 0; /* empty (or, for an unchecked view, a span that overflows) */
+        *hi = 0;
+    }
 }
 
 KERN_API int kern_tensors_overlap(const kern_tensor *a, const kern_tensor *b) {
-    int64_t alo, ahi, blo, bhi;
+    int64_t alo, ahi, blo, bhi, ea, eb;
     uintptr_t a0, a1, b0, b1;
     if (!a || !b || !a->data || !b->data) return 0;
     if (kern_tensor_numel(a) <= 0 || kern_tensor_numel(b) <= 0) return 0;
-    kern_tensor_span(a, &alo, &ahi);
-    kern_tensor_span(b, &blo, &bhi);
-    a0 = (uintptr_t)a->data + (uintptr_t)(alo * (int64_t)kern_dtype_size(a->dtype));
-    a1 = (uintptr_t)a->data + (uintptr_t)(ahi * (int64_t)kern_dtype_size(a->dtype));
-    b0 = (uintptr_t)b->data + (uintptr_t)(blo * (int64_t)kern_dtype_size(b->dtype));
-    b1 = (uintptr_t)b->data + (uintptr_t)(bhi * (int64_t)kern_dtype_size(b->dtype));
+    /* a view whose byte span overflows cannot be shown disjoint */
+    ea = (int64_t)kern_dtype_size(a->dtype);
+    eb = (int64_t)kern_dtype_size(b->dtype);
+    if (kern__tensor_span(a, &alo, &ahi) || kern__tensor_span(b, &blo, &bhi) ||
+        kern_mul_overflow_i64(alo, ea, &alo) || kern_mul_overflow_i64(ahi, ea, &ahi) ||
+        kern_mul_overflow_i64(blo, eb, &blo) || kern_mul_overflow_i64(bhi, eb, &bhi))
+        return 1;
+    a0 = (uintptr_t)a->data + (uintptr_t)alo;
+    a1 = (uintptr_t)a->data + (uintptr_t)ahi;
+    b0 = (uintptr_t)b->data + (uintptr_t)blo;
+    b1 = (uintptr_t)b->data + (uintptr_t)bhi;
     return a0 < b1 && b0 < a1;
 }
 

@@ -254,7 +254,7 @@ static inline size_t kern__sc_sz(size_t acc, int64_t n, int64_t es) {
     return r > SIZE_MAX - 1 - acc ? SIZE_MAX : acc + r;
 }
 static inline size_t kern__sc_add(size_t a, size_t b) {
-    return b > SIZE_MAX - 1 - a ? SIZE_MAX : a + b;
+    return a == SIZE_MAX || b > SIZE_MAX - 1 - a ? SIZE_MAX : a + b;
 }
 /* The NOMEM message for a scratch size from kern__sc_sz. */
 static kern_status kern__sc_nomem(const char *op, size_t bytes) {
@@ -264,11 +264,12 @@ static kern_status kern__sc_nomem(const char *op, size_t bytes) {
     return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op, bytes);
 }
 
-/* Byte stride of dim 0 of t; 0 when the dim has one element (its stride
- * is then never used and may be any value, e.g. 2^62, that would
- * overflow when scaled). */
+/* Byte stride of dim 0 of t; 0 when the stride is never used and may be
+ * any value (e.g. 2^62) that overflows when scaled: a dim of one element,
+ * or an empty view. A non-empty checked view's strides scale safely. */
 static inline int64_t kern__sc_rsb(const kern_tensor *t, size_t es) {
-    return t->shape[0] > 1 ? t->stride[0] * (int64_t)es : 0;
+    int64_t b;
+    return t->shape[0] > 1 && !kern_mul_overflow_i64(t->stride[0], (int64_t)es, &b) ? b : 0;
 }
 
 /* 1 if two distinct index tuples of t address the same element (a zero

@@ -750,9 +750,10 @@ static void kern__sp_gv_task(void *p, int64_t t, int thread) {
     (void)thread;
     for (r = B->bounds[t]; r < B->bounds[t + 1]; r++) {
         int64_t s = kern__sc_ix(a->rowptr, B->is64, r), e = kern__sc_ix(a->rowptr, B->is64, r + 1);
-        const void *g = B->gout + r * B->gout_rs;
+        /* F == 0: empty rows (their data may be NULL), every gradient 0 */
+        const char *g = B->F > 0 ? B->gout + r * B->gout_rs : NULL;
         for (k = s; k < e; k++) {
-            const void *x = B->dense + kern__sc_ix(a->col, B->is64, k) * B->dense_rs;
+            const char *x = B->F > 0 ? B->dense + kern__sc_ix(a->col, B->is64, k) * B->dense_rs : NULL;
             float acc = 0.0f;
             if (B->minmax) {
                 for (f = 0; f < B->F; f++)
@@ -821,6 +822,9 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
             return kern__err(KERN_ERR_ARG, "%s: %s needs the forward's arg_out", op,
                              kern_reduce_name(reduce));
         if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK) return st;
+    } else if (arg_out) {
+        return kern__err(KERN_ERR_ARG, "%s: arg_out is only defined for amax/amin, not %s", op,
+                         kern_reduce_name(reduce));
     }
     if (grad_dense) {
         if ((st = kern__sp_check_dense(grad_dense, op, "grad_dense", a->ncols, F, dense->dtype)) !=

@@ -1443,6 +1443,17 @@ KT_TEST(tensor_views_hardening) {
         KT_CHECK(kern_tensor_numel(&out) == 0);
         KT_OK(kern_tensor_check(&out, "kt", "out"));
     }
+    /* an unchecked view whose span overflows: no overflow inside, and it
+     * cannot be shown disjoint from anything (found by fuzz_csr) */
+    {
+        kern_tensor a = kern_tensor_1d(buf, KERN_F32, 2), b = kern_tensor_1d(buf + 2, KERN_F32, 2);
+        int64_t lo = 5, hi = 5;
+        KT_CHECK(!kern_tensors_overlap(&a, &b));
+        a.stride[0] = INT64_MAX;
+        KT_CHECK(kern_tensors_overlap(&a, &b) == 1 && kern_tensors_overlap(&b, &a) == 1);
+        kern_tensor_span(&a, &lo, &hi);
+        KT_CHECK(lo == 0 && hi == 0);
+    }
 }
 
 KT_MAIN()

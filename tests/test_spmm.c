@@ -745,4 +745,42 @@ KT_TEST(spmm_outputs_and_strides) {
     kt_assert_close("grad_dense", gx, KERN_F32, wgx, 2, kt_tol(KERN_F32));
 }
 
+/* Found by fuzz_csr (their inputs are in tests/fuzz/corpus/csr). */
+KT_TEST(spmm_fuzz_findings) {
+    /* a histogram size that saturates, added to others, must stay
+     * saturated (it wrapped and the scratch pointers went below it) */
+    {
+        int64_t row[2] = {0, 1}, col[2] = {1, 0}, rp[1] = {-1}, oc[2] = {-1, -1};
+        float ov[2] = {-1, -1};
+        kern_csr o;
+        memset(&o, 0, sizeof o);
+        o.rowptr = rp; o.col = oc; o.values = ov;
+        KT_ERROR(kern_coo_to_csr(NULL, (int64_t)1 << 61, 4, 2, row, col, NULL, KERN_I64, KERN_F32,
+                                 KERN_COO_SUM_DUPLICATES, &o),
+                 KERN_ERR_NOMEM, "overflows");
+        KT_CHECK(rp[0] == -1 && oc[0] == -1 && ov[0] == -1.0f, "written on error");
+    }
+    /* backward: arg_out with sum is an error (it was used unchecked), and
+     * F = 0 with NULL data gives zero value gradients */
+    {
+        int64_t rp[3] = {0, 2, 3}, col[3] = {0, 1, 1}, arg[4], sh0[2] = {2, 0};
+        float x[4], gy[4], gv[3] = {7, 7, 7};
+        double zero[3] = {0, 0, 0};
+        kern_csr a;
+        kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, 2), tgy = kern_tensor_2d(gy, KERN_F32, 2, 2);
+        kern_tensor ta = kern_tensor_2d(arg, KERN_I64, 2, 2), tgv = kern_tensor_1d(gv, KERN_F32, 3);
+        kern_tensor ex, egy;
+        memset(&a, 0, sizeof a);
+        a.nrows = 2; a.ncols = 2; a.nnz = 3; a.rowptr = rp; a.col = col; a.index_dtype = KERN_I64;
+        ta.stride[0] = INT64_MAX; /* invalid: must be rejected, not used */
+        KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &tgy, KERN_REDUCE_SUM, &ta, NULL, &tgv),
+                 KERN_ERR_ARG, "arg_out is only defined for amax/amin");
+        KT_OK(kern_tensor_init(&ex, NULL, KERN_F32, 2, sh0));
+        KT_OK(kern_tensor_init(&egy, NULL, KERN_F32, 2, sh0));
+        KT_OK(kern_spmm_reduce_backward(kt_ctx(1, KERN_ISA_AUTO), &a, &ex, &egy, KERN_REDUCE_MEAN,
+                                        NULL, NULL, &tgv));
+        kt_assert_close("grad_values", gv, KERN_F32, zero, 3, kt_tol(KERN_F32));
+    }
+}
+
 KT_MAIN()
