@@ -1709,10 +1709,12 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
         G.self = self; G.src = src; G.out = out; G.index = &idx; G.arg = arg_out;
         G.L = idx.shape[dim];
         G.sentinel = (int32_t)(G.L < INT32_MAX ? G.L : INT32_MAX);
-        G.nlines = 1;
+        /* lines: the index shape with dim collapsed; none for an empty
+         * index (whose other dims may be anything, their product too) */
+        G.nlines = kern_tensor_numel(&idx) > 0;
         for (d = 0; d < nd; d++) {
             G.lshape[d] = d == dim ? 1 : idx.shape[d];
-            G.nlines *= G.lshape[d];
+            if (G.nlines) G.nlines *= G.lshape[d];
         }
         Fl.self = self; Fl.out = out; Fl.arg = arg_out; Fl.numel = numel;
         Fl.sentinel = G.sentinel;

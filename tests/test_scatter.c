@@ -952,4 +952,19 @@ KT_TEST(scatter_gather_fault_injection) {
     kt_free(self); kt_free(src); kt_free(out); kt_free(idx); kt_free(arg);
 }
 
+/* Found by fuzz_scatter (inputs in tests/fuzz/corpus/scatter): an empty
+ * index with huge other dims on the general path (the line count
+ * overflowed). */
+KT_TEST(scatter_fuzz_findings) {
+    int64_t sh[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40};
+    kern_tensor self, src, idx, out;
+    KT_OK(kern_tensor_init(&self, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&src, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&out, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&idx, NULL, KERN_I64, 3, sh));
+    KT_OK(kern_scatter_reduce(kt_ctx(1, KERN_ISA_AUTO), &self, 1, &idx, &src, KERN_REDUCE_SUM, 1,
+                              &out, NULL));
+    KT_OK(kern_gather(kt_ctx(1, KERN_ISA_AUTO), &src, 1, &idx, &out));
+}
+
 KT_MAIN()

@@ -131,6 +131,11 @@ static KT__UNUSED int64_t kf_size(kf_in *in, int64_t small) {
     if (c < 232) return (int64_t)(c % (uint64_t)(small + 1));
     return kf__edge[(c - 232) % KF__NEDGE];
 }
+/* a + b saturated to the int64 range (for sizes the harness derives) */
+static KT__UNUSED int64_t kf_add(int64_t a, int64_t b) {
+    int64_t r;
+    return kern_add_overflow_i64(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
 /* A float from a small vocabulary (exact in bf16/f16 for the small ones)
  * or raw bits (NaN, Inf, subnormals, anything). */
 static KT__UNUSED float kf_float(kf_in *in) {
