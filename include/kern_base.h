@@ -502,6 +502,13 @@ KERN_API kern_status kern__err(kern_status s, const char *fmt, ...)
 KERN_API kern_status kern__op_begin(kern_ctx **ctx, const char *op);
 KERN_API void kern__op_end(kern_ctx *ctx);
 
+/* 1 if two distinct index tuples of the (checked) view t address the same
+ * element: a zero stride, or strides too small for the dims they step
+ * over. Such a view cannot be an output. Conservative for interleaved
+ * layouts (dims sorted by stride must each step over the extent of the
+ * smaller ones). 0 for views of at most one element. */
+KERN_API int kern__tensor_self_overlap(const kern_tensor *t);
+
 /* Memory through the context's allocator (64-byte aligned). */
 KERN_API void *kern__alloc(kern_ctx *ctx, size_t size);
 KERN_API void kern__free(kern_ctx *ctx, void *ptr);
@@ -889,6 +896,26 @@ KERN_API int kern_tensors_overlap(const kern_tensor *a, const kern_tensor *b) {
     b0 = (uintptr_t)b->data + (uintptr_t)blo;
     b1 = (uintptr_t)b->data + (uintptr_t)bhi;
     return a0 < b1 && b0 < a1;
+}
+
+KERN_API int kern__tensor_self_overlap(const kern_tensor *t) {
+    int idx[KERN_MAX_DIMS], n = 0, i, j;
+    int64_t extent = 1;
+    if (!t || kern_tensor_numel(t) <= 1) return 0;
+    for (i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1) idx[n++] = i;
+    for (i = 1; i < n; i++) /* insertion sort by stride */
+        for (j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    for (i = 0; i < n; i++) {
+        int64_t s = t->stride[idx[i]];
+        if (s < extent) return 1;
+        if (kern_mul_overflow_i64(s, t->shape[idx[i]], &extent)) return 0;
+    }
+    return 0;
 }
 
 KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,

@@ -272,33 +272,12 @@ static inline int64_t kern__sc_rsb(const kern_tensor *t, size_t es) {
     return t->shape[0] > 1 && !kern_mul_overflow_i64(t->stride[0], (int64_t)es, &b) ? b : 0;
 }
 
-/* 1 if two distinct index tuples of t address the same element (a zero
- * or too small stride): such a view cannot be written. Conservative: dims
- * sorted by stride must each step over the extent of the smaller ones. */
-static int kern__sc_self_overlap(const kern_tensor *t) {
-    int idx[KERN_MAX_DIMS], n = 0, i, j;
-    int64_t extent = 1;
-    if (kern_tensor_numel(t) <= 1) return 0;
-    for (i = 0; i < t->ndim; i++)
-        if (t->shape[i] > 1) idx[n++] = i;
-    for (i = 1; i < n; i++)
-        for (j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
-            int tmp = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = tmp;
-        }
-    for (i = 0; i < n; i++) {
-        int64_t s = t->stride[idx[i]];
-        if (s < extent) return 1;
-        if (kern_mul_overflow_i64(s, t->shape[idx[i]], &extent)) return 0;
-    }
-    return 0;
-}
+/* KERN_ERR_LAYOUT for an output whose elements overlap (a zero stride). */
 static kern_status kern__sc_check_writable(const kern_tensor *t, const char *op,
                                            const char *name) {
     char sh[96], st[96];
     kern_tensor s;
-    if (!kern__sc_self_overlap(t)) return KERN_OK;
+    if (!kern__tensor_self_overlap(t)) return KERN_OK;
     s = *t;
     memcpy(s.shape, t->stride, sizeof s.shape);
     return kern__err(KERN_ERR_LAYOUT,

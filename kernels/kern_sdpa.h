@@ -91,7 +91,8 @@
  *   KERN_ERR_DTYPE   mixed or non-float q/k/v dtypes, a mask that is not
  *                    bool/f32/f16/bf16, lse not f32, k_lens / cu_seqlens not
  *                    i32/i64.
- *   KERN_ERR_LAYOUT  a non-unit last-dim stride.
+ *   KERN_ERR_LAYOUT  a non-unit last-dim stride; an output (out, lse, dq,
+ *                    dk, dv) whose elements overlap (e.g. a zero stride).
  *   KERN_ERR_INDEX   k_lens[b] < 0 or > Lk; cu_seqlens not starting at 0,
  *                    decreasing, not ending at T, or with a sequence longer
  *                    than max_seqlen.
@@ -1778,8 +1779,9 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     R = lq * p->G;
     ks0 = sp * f->chunk;
     ks1 = ks0 + f->chunk < lk ? ks0 + f->chunk : lk;
-    kp = p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es;
-    vp = p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es;
+    /* an empty k or v may have NULL data: no pointer arithmetic on it */
+    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
+    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
     krs = p->ks[2];
     vrs = p->vs[2];
     if (f->rows_path) {
@@ -1861,7 +1863,7 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
         int64_t kfs = krs, vfs = vrs;
         if (p->dt == KERN_F32) {
             kf = (const float *)kp + j0 * krs;
-            vf = (const float *)vp + j0 * vrs;
+            vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
         }
         for (pi = 0; pi < np; pi++) {
             kern__sdpa_lane *ln = sc.ln + pi * NQ;
@@ -2096,6 +2098,13 @@ static kern_status kern__sdpa_check_cu(const kern_tensor *cu, int64_t nseq_plus1
     return KERN_OK;
 }
 
+/* The stride of dim d of t as the kernels use it: 0 where it is never
+ * needed (d < 0, a dim of one element, an empty view), so that a huge
+ * stride there (any value is valid) never enters pointer arithmetic. */
+static int64_t kern__sdpa_st(const kern_tensor *t, int d) {
+    return d >= 0 && t->shape[d] > 1 && kern_tensor_numel(t) > 0 ? t->stride[d] : 0;
+}
+
 /* Common checks and problem setup. mode: 0 forward dense, 1 forward varlen,
  * 2 backward dense, 3 backward varlen. bwd tensors may be NULL in forward. */
 static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varlen, int bwd,
@@ -2225,14 +2234,14 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             if (varlen) {
                 want[0] = Hq; want[1] = q->shape[0];
                 if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
-                P->lses[1] = L->stride[0];
-                P->lses[2] = L->stride[1];
+                P->lses[1] = kern__sdpa_st(L, 0);
+                P->lses[2] = kern__sdpa_st(L, 1);
             } else {
                 want[0] = B; want[1] = Hq; want[2] = Lq;
                 if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
-                P->lses[0] = L->stride[0];
-                P->lses[1] = L->stride[1];
-                P->lses[2] = L->stride[2];
+                P->lses[0] = kern__sdpa_st(L, 0);
+                P->lses[1] = kern__sdpa_st(L, 1);
+                P->lses[2] = kern__sdpa_st(L, 2);
             }
             P->lse = (float *)L->data;
         }
@@ -2250,6 +2259,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             return kern__err(KERN_ERR_SHAPE, "%s: attn_mask has %d dims, cannot broadcast to "
                              "[B,Hq,Lq,Lk]", op, m->ndim);
         if ((st = kern_tensor_broadcast_to(m, 4, full, &P->maskv, op, "attn_mask"))) return st;
+        for (i = 0; i < 4; i++) P->maskv.stride[i] = kern__sdpa_st(&P->maskv, i);
         P->mask = &P->maskv;
     }
     /* k_lens */
@@ -2271,7 +2281,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         }
         P->klens = kl->data;
         P->klens_dt = kl->dtype;
-        P->klens_s = kl->stride[0];
+        P->klens_s = kern__sdpa_st(kl, 0);
     }
     /* aliasing: outputs vs inputs and each other */
     {
@@ -2295,6 +2305,11 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
         }
         for (a = 0; a < no; a++) {
+            if (kern__tensor_self_overlap(ou[a]))
+                return kern__err(KERN_ERR_LAYOUT,
+                                 "%s: %s has overlapping elements (a zero or too small stride); an "
+                                 "output needs distinct elements",
+                                 op, onm[a]);
             for (c = 0; c < ni; c++)
                 if (kern_tensors_overlap(ou[a], in[c]))
                     return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a], inm[c]);
@@ -2317,28 +2332,17 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     P->v = (const char *)v->data;
     P->o = (const char *)out->data;
     for (i = 0; i < 3; i++) {
-        if (varlen) {
-            P->qs[i] = i == 0 ? 0 : (i == 1 ? q->stride[1] : q->stride[0]);
-            P->ks[i] = i == 0 ? 0 : (i == 1 ? k->stride[1] : k->stride[0]);
-            P->vs[i] = i == 0 ? 0 : (i == 1 ? v->stride[1] : v->stride[0]);
-            P->os[i] = i == 0 ? 0 : (i == 1 ? out->stride[1] : out->stride[0]);
-            if (bwd) {
-                P->ds[i] = i == 0 ? 0 : (i == 1 ? dout->stride[1] : dout->stride[0]);
-                P->dqs[i] = i == 0 ? 0 : (i == 1 ? dq->stride[1] : dq->stride[0]);
-                P->dks[i] = i == 0 ? 0 : (i == 1 ? dk->stride[1] : dk->stride[0]);
-                P->dvs[i] = i == 0 ? 0 : (i == 1 ? dv->stride[1] : dv->stride[0]);
-            }
-        } else {
-            P->qs[i] = q->stride[i];
-            P->ks[i] = k->stride[i];
-            P->vs[i] = v->stride[i];
-            P->os[i] = out->stride[i];
-            if (bwd) {
-                P->ds[i] = dout->stride[i];
-                P->dqs[i] = dq->stride[i];
-                P->dks[i] = dk->stride[i];
-                P->dvs[i] = dv->stride[i];
-            }
+        /* [b, h, l] strides; varlen: [unused, h, token] */
+        int d = varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
+        P->qs[i] = kern__sdpa_st(q, d);
+        P->ks[i] = kern__sdpa_st(k, d);
+        P->vs[i] = kern__sdpa_st(v, d);
+        P->os[i] = kern__sdpa_st(out, d);
+        if (bwd) {
+            P->ds[i] = kern__sdpa_st(dout, d);
+            P->dqs[i] = kern__sdpa_st(dq, d);
+            P->dks[i] = kern__sdpa_st(dk, d);
+            P->dvs[i] = kern__sdpa_st(dv, d);
         }
     }
     if (bwd) {
@@ -2557,8 +2561,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
     R = lq * p->G;
     ks0 = ch * w->chunk;
     ks1 = ks0 + w->chunk < lk ? ks0 + w->chunk : lk;
-    kp = p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es;
-    vp = p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es;
+    /* an empty k or v may have NULL data: no pointer arithmetic on it */
+    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
+    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
     krs = p->ks[2];
     vrs = p->vs[2];
     /* this task owns dk/dv rows [ks0, ks1) of (b, hk) */
@@ -2605,7 +2610,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 n = nk * NQ;
                 if (p->dt == KERN_F32) {
                     kf = (const float *)kp + j0 * krs;
-                    vf = (const float *)vp + j0 * vrs;
+                    vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
                     kfs = krs;
                     vfs = vrs;
                 } else {
@@ -2713,7 +2718,23 @@ static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P) {
     kern_status st;
     char *ws;
     memset(&w, 0, sizeof w);
-    if (P->B == 0 || P->Hq == 0) return KERN_OK;
+    if (P->B == 0) return KERN_OK;
+    if (P->Hq == 0) { /* no query heads (Hkv may be > 0): dk = dv = 0 */
+        int64_t b, hk, j, lq, lk, qbase, kbase;
+        for (b = 0; b < P->B; b++) {
+            kern__sdpa_seq(P, b, &lq, &lk, &qbase, &kbase);
+            if (!P->varlen) lk = P->Lk; /* every key row, k_lens aside */
+            for (hk = 0; hk < P->Hkv; hk++)
+                for (j = 0; j < lk; j++) {
+                    memset(P->dk + (size_t)kern__sdpa_off(P, P->dks, kbase, hk, j) * P->es, 0,
+                           (size_t)P->D * P->es);
+                    if (P->Dv > 0)
+                        memset(P->dv + (size_t)kern__sdpa_off(P, P->dvs, kbase, hk, j) * P->es, 0,
+                               (size_t)P->Dv * P->es);
+                }
+        }
+        return KERN_OK;
+    }
     kern__sdpa_pick(ctx, &P->isa);
     w.p = P;
     w.ctx = ctx;

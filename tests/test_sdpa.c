@@ -1475,4 +1475,101 @@ KT_TEST(varlen_huge_max_seqlen) {
     kt_free(dout); kt_free(dq); kt_free(dk); kt_free(dv); kt_free(dq1);
 }
 
+/* Found by fuzz_sdpa (inputs in tests/fuzz/corpus/sdpa). */
+KT_TEST(fuzz_findings) {
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    /* outputs whose elements overlap: lse with a zero head stride gave
+     * the last head's value for every head */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(70);
+        tdata d;
+        kern_sdpa_params p;
+        c.Hq = 2; c.Hkv = 1; c.Lq = 3; c.Lk = 3;
+        td_make(&c, &d, &rng);
+        p = tc_params(&c, &d);
+        d.lse.stride[1] = 0;
+        kt_poison(d.op, d.ob);
+        KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "lse has overlapping elements");
+        d.lse.stride[1] = c.Lq;
+        d.o.stride[2] = 0;
+        KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "out has overlapping elements");
+        KT_CHECK(untouched(d.op, d.ob), "out written on error");
+        td_free(&d);
+    }
+    /* Hq = 0 with Hkv > 0: the backward writes zero dk, dv (it left them) */
+    {
+        float k[12], v[6], dk[12], dv[6];
+        int64_t sq[4] = {1, 0, 3, 2}, so[4] = {1, 0, 3, 1}, sk[4] = {1, 2, 3, 2}, sv[4] = {1, 2, 3, 1};
+        int64_t sl[3] = {1, 0, 3};
+        kern_tensor tq, tk, tv, to, tl, tdo, tdq, tdk, tdv;
+        kern_sdpa_params p;
+        int i;
+        memset(&p, 0, sizeof p);
+        p.enable_gqa = 1;
+        KT_OK(kern_tensor_init(&tq, NULL, KERN_F32, 4, sq));
+        KT_OK(kern_tensor_init(&tdq, NULL, KERN_F32, 4, sq));
+        KT_OK(kern_tensor_init(&to, NULL, KERN_F32, 4, so));
+        KT_OK(kern_tensor_init(&tdo, NULL, KERN_F32, 4, so));
+        KT_OK(kern_tensor_init(&tl, NULL, KERN_F32, 3, sl));
+        KT_OK(kern_tensor_init(&tk, k, KERN_F32, 4, sk));
+        KT_OK(kern_tensor_init(&tdk, dk, KERN_F32, 4, sk));
+        KT_OK(kern_tensor_init(&tv, v, KERN_F32, 4, sv));
+        KT_OK(kern_tensor_init(&tdv, dv, KERN_F32, 4, sv));
+        for (i = 0; i < 12; i++) k[i] = 1.0f;
+        for (i = 0; i < 6; i++) v[i] = 1.0f;
+        kt_poison(dk, sizeof dk);
+        kt_poison(dv, sizeof dv);
+        KT_OK(kern_sdpa_backward(ctx, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, &p));
+        for (i = 0; i < 12; i++) KT_CHECK(dk[i] == 0.0f, "dk[%d]=%g", i, (double)dk[i]);
+        for (i = 0; i < 6; i++) KT_CHECK(dv[i] == 0.0f, "dv[%d]=%g", i, (double)dv[i]);
+    }
+    /* a size-1 dim may have any stride (INT64_MAX): the same bits as a
+     * contiguous view (a one-past step of the key loop overflowed) */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(71);
+        tdata d;
+        kern_sdpa_params p;
+        unsigned char *o1;
+        int i;
+        c.Hq = 2; c.Hkv = 1; c.Lq = 1; c.Lk = 1; c.D = 2; c.Dv = 1;
+        td_make(&c, &d, &rng);
+        p = tc_params(&c, &d);
+        o1 = (unsigned char *)malloc(d.ob);
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        memcpy(o1, d.op, d.ob);
+        for (i = 0; i < 3; i++) d.v.stride[i] = INT64_MAX;
+        d.v.stride[3] = INT64_MAX;
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        kt_assert_bytes_equal("out", o1, d.op, d.ob);
+        free(o1);
+        td_free(&d);
+    }
+    /* empty k/v (Lk = 0) and v with Dv = 0 may have NULL data */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(72);
+        tdata d;
+        tgrad g;
+        kern_sdpa_params p;
+        int v2;
+        for (v2 = 0; v2 < 2; v2++) {
+            c = tc_default();
+            if (v2 == 0) c.Lk = 0; else c.Dv = 0;
+            td_make(&c, &d, &rng);
+            tg_make(&c, &g, &rng);
+            p = tc_params(&c, &d);
+            if (v2 == 0) { d.k.data = NULL; d.v.data = NULL; }
+            else { d.v.data = NULL; d.o.data = NULL; }
+            KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+            if (v2 == 0) { g.dk.data = NULL; g.dv.data = NULL; }
+            else { g.dv.data = NULL; g.dout.data = NULL; }
+            KT_OK(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, &d.lse, &g.dq, &g.dk, &g.dv, &p));
+            tg_free(&g);
+            td_free(&d);
+        }
+    }
+}
+
 KT_MAIN()

@@ -266,8 +266,8 @@ static void fuzz_spmm(kf_in *in, kern_ctx *ctx, int backward) {
                 a.rowptr && a.nrows >= 0 && (a.index_dtype == KERN_I32 || a.index_dtype == KERN_I64))
                 for (r = 0; r < a.nrows && r < arg.shape[0]; r++)
                     for (f = 0; f < arg.shape[1]; f++)
-                        kt_set(arg.data, arg.dtype, r * arg.stride[0] + f * arg.stride[1],
-                               (double)(kf_bool(in, 3) ? a.nnz : kf_int(in, 0, a.nnz > 0 ? a.nnz - 1 : 0)));
+                        kf_set_int(arg.data, arg.dtype, r * arg.stride[0] + f * arg.stride[1],
+                                   kf_bool(in, 3) ? a.nnz : kf_int(in, 0, a.nnz > 0 ? a.nnz - 1 : 0));
             kern_clear_error();
         }
         sh[0] = a.ncols;

@@ -131,6 +131,11 @@ static KT__UNUSED int64_t kf_size(kf_in *in, int64_t small) {
     if (c < 232) return (int64_t)(c % (uint64_t)(small + 1));
     return kf__edge[(c - 232) % KF__NEDGE];
 }
+/* Stores an integer into element i of an i32 (truncated) or i64 buffer. */
+static KT__UNUSED void kf_set_int(void *p, kern_dtype dt, int64_t i, int64_t v) {
+    if (dt == KERN_I64) ((int64_t *)p)[i] = v;
+    else if (dt == KERN_I32) ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v;
+}
 /* a + b saturated to the int64 range (for sizes the harness derives) */
 static KT__UNUSED int64_t kf_add(int64_t a, int64_t b) {
     int64_t r;
@@ -309,6 +314,9 @@ static KT__UNUSED kern_ctx *kf_ctx_begin(kf_in *in) {
     kf__fa.max_bytes = KF_MAX_ALLOC;
     c = kf_u8(in);
     kf__fa.fail_at = c < 128 ? 0 : 1 + (c & 7);
+    if (getenv("KF_DEBUG"))
+        fprintf(stderr, "kf: context %d threads, %s, deterministic %d, refuse allocation %lld\n",
+                threads, kern_isa_name(isa), det, (long long)kf__fa.fail_at);
     kf__ctx = kt_ctx_falloc(threads, isa, det, &kf__fa);
     if (!kf__ctx) kf_fail("cannot create a context (%d threads, %s)", threads, kern_isa_name(isa));
     return kf__ctx;
