@@ -84,7 +84,8 @@
  *                    rstd without `rows` elements
  *   KERN_ERR_DTYPE   a non-float tensor, mean/rstd not f32
  *   KERN_ERR_LAYOUT  last dim not unit stride, weight/bias/mean/rstd not
- *                    contiguous, negative strides
+ *                    contiguous, negative strides, an output whose elements
+ *                    overlap (e.g. a zero row stride)
  *   KERN_ERR_NOMEM   scratch could not be allocated
  *
  * ISA PATHS (run-time dispatch from kern_ctx_features): AVX-512 (F/BW/VL/
@@ -2197,6 +2198,11 @@ static kern_status kern__norm_check_alias(const char *op, const kern_tensor *con
     int i, j;
     for (i = 0; i < nout; i++) {
         if (!outs[i]) continue;
+        if (kern__tensor_self_overlap(outs[i]))
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: %s has overlapping elements (a zero or too small stride); an "
+                             "output needs distinct elements",
+                             op, onames[i]);
         for (j = 0; j < nin; j++)
             if (ins[j] && kern_tensors_overlap(outs[i], ins[j]) &&
                 !kern__norm_same_view(outs[i], ins[j]))
@@ -2306,8 +2312,9 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         if ((st = kern__norm_check_alias(op, outs, on, 4, ins, in, 4)) != KERN_OK) return st;
     }
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
-    Hp = (H + 15) & ~(int64_t)15;
-    if (rows > 0 && H == 0) { /* PyTorch: mean 0, rstd NaN */
+    if (rows > 0 && H == 0 && (p.mean || p.rstd)) { /* PyTorch: mean 0, rstd NaN (no loop
+                                                       over rows without them: x may be
+                                                       [2^40, 0]) */
         int64_t r;
         for (r = 0; r < rows; r++) {
             if (p.mean) ((float *)p.mean->data)[r] = 0.0f;
@@ -2318,6 +2325,7 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         kern__op_end(ctx);
         return KERN_OK;
     }
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     memset(&a, 0, sizeof a);
     {
         /* weight / bias as f32 (ones / zeros when absent: the vector loops
@@ -2482,17 +2490,17 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
         if ((st = kern__norm_check_alias(op, outs, on, 3, ins, in, 7)) != KERN_OK) return st;
     }
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
-    Hp = (H + 15) & ~(int64_t)15;
     memset(&a, 0, sizeof a);
     if (rows == 0 || H == 0) { /* empty: dweight/dbias are sums over nothing */
         int64_t j;
-        for (j = 0; j < H; j++) {
+        for (j = 0; (p.dweight || p.dbias) && j < H; j++) { /* (x may be [0, 2^40]) */
             if (p.dweight) kern__norm_put(p.dweight->data, p.dweight->dtype, j, 0.0f);
             if (p.dbias) kern__norm_put(p.dbias->data, p.dbias->dtype, j, 0.0f);
         }
         kern__op_end(ctx);
         return KERN_OK;
     }
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     if (p.dweight || p.dbias) {
         /* fixed row blocks, independent of the thread count */
         a.nblk = rows < 64 ? rows : 64;
@@ -2503,7 +2511,10 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
     }
     ntasks = (rows + a.rpt - 1) / a.rpt;
     {
-        int64_t nfl = 2 * Hp + (p.dweight ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
+        /* the row kernels accumulate dbias partials only next to dweight
+         * partials (part 2 = both): dbias alone still gets pw scratch */
+        const int want_pw = p.dweight || p.dbias;
+        int64_t nfl = 2 * Hp + (want_pw ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
         float *ws = (float *)kern__workspace(ctx, (size_t)nfl * sizeof(float));
         if (!ws || kern__reserve_thread_scratch(ctx, (size_t)(2 * Hp) * sizeof(float)) != KERN_OK) {
             kern__op_end(ctx);
@@ -2516,8 +2527,8 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
          * absent */
         a.w = kern__norm_bwd_vec(ctx, p.weight, ws, H, Hp, 1.0f);
         a.b = kern__norm_bwd_vec(ctx, p.bias, ws + Hp, H, Hp, 0.0f);
-        a.pw = p.dweight ? ws + 2 * Hp : NULL;
-        a.pb = p.dbias ? ws + 2 * Hp + (p.dweight ? a.nblk * Hp : 0) : NULL;
+        a.pw = want_pw ? ws + 2 * Hp : NULL;
+        a.pb = p.dbias ? ws + 2 * Hp + a.nblk * Hp : NULL;
     }
     kern__norm_view_init(&a.dy, dout);
     kern__norm_view_init(&a.x, x);
