@@ -241,7 +241,7 @@ static void fuzz_spmm(kf_in *in, kern_ctx *ctx, int backward) {
         if (use_arg) ok &= kf_tensor(in, &arg, kf_bool(in, 2) ? KERN_I64 : KERN_I32, 2, sh, 1, "arg_out");
         if (!ok) return;
         kf_call();
-        if (kf_check(kern_spmm_reduce(ctx, &a, &dense, &out, red, use_arg ? &arg : NULL),
+        if (kf_check(kf_spmm_reduce(ctx, &a, &dense, &out, red, use_arg ? &arg : NULL),
                      "kern_spmm_reduce") && use_arg) {
             int is64 = a.index_dtype == KERN_I64;
             int64_t r, f;
@@ -276,8 +276,8 @@ static void fuzz_spmm(kf_in *in, kern_ctx *ctx, int backward) {
         if (want_gv) ok &= kf_tensor(in, &gv, kf_bool(in, 8) ? KERN_BF16 : KERN_F32, 1, nn, 1, "grad_values");
         if (!ok) return;
         kf_call();
-        kf_check(kern_spmm_reduce_backward(ctx, &a, &dense, &gout, red, use_arg ? &arg : NULL,
-                                           want_gd ? &gd : NULL, want_gv ? &gv : NULL),
+        kf_check(kf_spmm_reduce_backward(ctx, &a, &dense, &gout, red, use_arg ? &arg : NULL,
+                                         want_gd ? &gd : NULL, want_gv ? &gv : NULL),
                  "kern_spmm_reduce_backward");
     }
 }

@@ -190,7 +190,7 @@ static void kf_fuzz(kf_in *in) {
         }
     }
     kf_norm_eps(&p, explicit_eps, eps);
-    if (kf_bool(in, 40)) p.eps_zero = 1; /* possibly contradicting eps: must be rejected */
+    if (kf_bool(in, 40)) kf_norm_eps(&p, 1, p.eps); /* eps as given, 0 included */
     wsh[0] = H;
     if (kf_bool(in, 24)) wsh[0] = kf_size(in, 70);
     if (kf_bool(in, 2)) { ok &= kf_tensor(in, &w, pick_dt(in), 1, wsh, 0, "weight"); p.weight = &w; }
@@ -219,7 +219,7 @@ static void kf_fuzz(kf_in *in) {
         if (kf_check(kern_norm(ctx, &x, &out, &p), "kern_norm") && x.dtype == KERN_F32 &&
             !p.residual_out && modest(&x) && (!p.residual || modest(p.residual)) &&
             (!p.weight || modest(p.weight)) && (!p.bias || modest(p.bias)) && H > 0)
-            check_norm(&x, &out, &p, p.eps_zero ? 0.0f : explicit_eps ? eps : 1e-5f);
+            check_norm(&x, &out, &p, kf_norm_eps_used(&p));
         return;
     }
     /* backward */

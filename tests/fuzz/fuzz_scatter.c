@@ -255,8 +255,8 @@ static void fuzz_scatter(kf_in *in, kern_ctx *ctx, int gather) {
         }
         kern_clear_error();
         kf_call();
-        ok_call = kf_check(kern_scatter_reduce(ctx, &self, dim, &idx, &src, red, incl, &out,
-                                               use_arg ? &arg : NULL),
+        ok_call = kf_check(kf_scatter_reduce(ctx, &self, dim, &idx, &src, red, incl, &out,
+                                             use_arg ? &arg : NULL),
                            "kern_scatter_reduce");
         if (ok_call) {
             kern_tensor ix = idx;
@@ -322,8 +322,8 @@ static void fuzz_planned(kf_in *in, kern_ctx *ctx) {
     use_arg = (red == KERN_REDUCE_AMAX || red == KERN_REDUCE_AMIN) && kf_bool(in, 2);
     if (use_arg && !kf_tensor(in, &arg, KERN_I64, one_d ? 1 : 2, sh, 1, "arg_out")) return;
     kf_call();
-    if (kf_check(kern_scatter_reduce_planned(ctx, &plan, &self, &src, red, incl, &out,
-                                             use_arg ? &arg : NULL),
+    if (kf_check(kf_scatter_reduce_planned(ctx, &plan, &self, &src, red, incl, &out,
+                                           use_arg ? &arg : NULL),
                  "kern_scatter_reduce_planned")) {
         kern_tensor ix = idx;
         if (!one_d) {

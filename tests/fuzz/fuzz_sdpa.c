@@ -94,7 +94,7 @@ static int64_t toff(const sp *s, const kern_tensor *t, int64_t base, int64_t h, 
 static void reference_check(const sp *s) {
     const kern_sdpa_params *p = &s->p;
     int64_t b, h, i, j, e, G = s->Hkv > 0 ? s->Hq / s->Hkv : 1;
-    double scale = p->scale != 0 ? p->scale : 1.0 / sqrt((double)s->D);
+    double scale = kf_sdpa_scale_used(p, s->D);
     double *sc = (double *)malloc((size_t)(s->Lk + 1) * sizeof(double));
     uint32_t thr = kern_dropout_threshold(p->dropout_p);
     kern_tensor bm;
@@ -128,8 +128,8 @@ static void reference_check(const sp *s) {
                     if (p->softcap > 0) x = p->softcap * tanh(x / p->softcap);
                     if ((p->is_causal || p->causal_bottom_right) && j > i + off) vis = 0;
                     /* window in long double-free form: j - (i + off) vs the bounds */
-                    if (p->has_window && p->window_left >= 0 && (double)(i + off - j) > (double)p->window_left) vis = 0;
-                    if (p->has_window && p->window_right >= 0 && (double)(j - i - off) > (double)p->window_right) vis = 0;
+                    if (kf_sdpa_window_on(p) && p->window_left >= 0 && (double)(i + off - j) > (double)p->window_left) vis = 0;
+                    if (kf_sdpa_window_on(p) && p->window_right >= 0 && (double)(j - i - off) > (double)p->window_right) vis = 0;
                     if (s->has_mask) {
                         double mv = kt_get(bm.data, bm.dtype, b * bm.stride[0] + h * bm.stride[1] +
                                                                   i * bm.stride[2] + j * bm.stride[3]);
@@ -264,6 +264,7 @@ static void kf_fuzz(kf_in *in) {
     if (kf_bool(in, 3)) kf_sdpa_window(&s.p, 1, pick_window(in), pick_window(in));
     s.p.softcap = kf_bool(in, 4) ? pick_float_param(in, 1) : 0.0f;
     if (kf_bool(in, 24)) s.p.softcap = -s.p.softcap;
+    if (kf_bool(in, 16)) kf_sdpa_scale(&s.p, 1, s.p.scale); /* as given, 0 included */
     /* lse */
     s.has_lse = !kf_bool(in, 3) || s.bwd;
     if (s.has_lse) {
@@ -334,7 +335,7 @@ static void kf_fuzz(kf_in *in) {
                 (long long)s.Lq, (long long)s.Lk, (long long)s.D, (long long)s.Dv, (long long)s.Tq,
                 (long long)s.Tk, (long long)s.maxq, (long long)s.maxk, s.p.is_causal,
                 s.p.causal_bottom_right, (double)s.p.scale, s.p.enable_gqa, (double)s.p.dropout_p,
-                s.p.has_window, (long long)s.p.window_left, (long long)s.p.window_right,
+                kf_sdpa_window_on(&s.p), (long long)s.p.window_left, (long long)s.p.window_right,
                 (double)s.p.softcap, s.has_mask, s.has_klens, s.has_lse, (long long)s.cuq[0],
                 (long long)s.cuq[1], (long long)s.cuq[2], (long long)s.cuq[3], (long long)s.cuq[4],
                 (long long)s.cuk[0], (long long)s.cuk[1], (long long)s.cuk[2], (long long)s.cuk[3],
