@@ -217,14 +217,15 @@ extern "C" {
  *   thread computes them. No edge handling is needed inside the k loop
  *   (panels are zero padded); the m x n edge is handled by the store.
  *
- * Store / epilogue (kern__gemm_store_fn):
+ * Store / epilogue (kern__gemm_store_fn): kern_base.h's shared GEMM
+ * epilogue tile, kern__v_epi_tile__ISA / kern__s_epi_tile:
  *     store(e, i0, j0, t, ldt, m, n)
  *   writes the m x n top-left corner of tile t to rows i0.., columns j0..
- *   of e->dst, computing x = alpha * t (+ src_scale * src) and, when
- *   e->final, x = out_scale * (act(x + bias) + residual), then converts to
- *   e->dst_dt (round to nearest even). src/dst columns are offset by
- *   src_j0/dst_j0 (for column-blocked scratch); bias and residual use the
- *   global (i, j). Any strides; unit column stride is the fast path.
+ *   of e->dst, computing v = alpha * t (+ beta * src), then
+ *   v = out_scale * (act(v + bias) + residual) (a pass that is not the
+ *   last one has no bias, act, residual or scale), rounded to e->dst_dt.
+ *   src/dst columns are offset by src_j0/dst_j0 (for column-blocked
+ *   scratch); bias and residual use the global (i, j).
  * ====================================================================== */
 
 #define KERN__GEMM_FMT_F32 0
@@ -235,34 +236,13 @@ extern "C" {
 #define KERN__GEMM_STREAM_M 512 /* up to here B is streamed, not packed */
 #define KERN__GEMM_STREAM_TILE ((KERN__GEMM_STREAM_M + 16) * KERN__GEMM_PW) /* floats */
 
-typedef struct kern__gemm_epi {
-    float alpha;
-    const char *src; /* NULL: nothing added */
-    kern_dtype src_dt;
-    int64_t src_rs, src_cs, src_j0;
-    float src_scale;
-    int final;
-    const char *bias;
-    kern_dtype bias_dt;
-    int64_t bias_st;
-    int bias_per_row;
-    int act;
-    const char *res;
-    kern_dtype res_dt;
-    int64_t res_rs, res_cs;
-    float out_scale;
-    char *dst;
-    kern_dtype dst_dt;
-    int64_t dst_rs, dst_cs, dst_j0;
-} kern__gemm_epi;
-
 typedef void (*kern__gemm_ukr)(int64_t ks, const void *a, const void *b,
                                int64_t ldb, float *t, int64_t ldt, int acc);
 /* The same, with A read in place: row i of the micro-panel at a + i*lda,
  * k contiguous (f32 only; M edges still go through a packed panel). */
 typedef void (*kern__gemm_ukr_ua)(int64_t ks, const float *a, int64_t lda, const void *b,
                                   int64_t ldb, float *t, int64_t ldt, int acc);
-typedef void (*kern__gemm_store_fn)(const kern__gemm_epi *e, int64_t i0,
+typedef void (*kern__gemm_store_fn)(const kern__epi *e, int64_t i0,
                                     int64_t j0, const float *t, int64_t ldt,
                                     int m, int n);
 /* Packs nw (<= W) rows/columns w of a source with element (w, k) at
@@ -316,66 +296,6 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
     {"neon",          4, 16,  256,  256, 2048,  64, 1024},
 };
 
-/* ------------------------------------------------------------ scalar math */
-
-static float kern__gemm_ldf(const char *p, kern_dtype dt, int64_t i) {
-    switch (dt) {
-    case KERN_F32: return ((const float *)(const void *)p)[i];
-    case KERN_BF16: return kern_bf16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    case KERN_F16: return kern_f16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    default: return 0.0f;
-    }
-}
-
-static void kern__gemm_stf(char *p, kern_dtype dt, int64_t i, float v) {
-    switch (dt) {
-    case KERN_F32: ((float *)(void *)p)[i] = v; break;
-    case KERN_BF16: ((uint16_t *)(void *)p)[i] = kern_f32_to_bf16(v); break;
-    case KERN_F16: ((uint16_t *)(void *)p)[i] = kern_f32_to_f16(v); break;
-    default: break;
-    }
-}
-
-/* The scalar path uses libm (erfcf, expf): relative error <= 2e-6. */
-static float kern__gemm_act_ref(int act, float x) {
-    switch (act) {
-    case KERN_ACT_RELU: return x < 0.0f ? 0.0f : x;
-    case KERN_ACT_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case KERN_ACT_GELU_TANH: {
-        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): no cancellation for x < 0 */
-        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return x / (1.0f + expf(-2.0f * u));
-    }
-    case KERN_ACT_SILU: return x / (1.0f + expf(-x));
-    default: return x;
-    }
-}
-
-/* Scalar store, also the fallback of the vector stores for odd strides. */
-static void kern__gemm_store_elem(const kern__gemm_epi *e, int64_t gi,
-                                  int64_t gj, float acc) {
-    float x = e->alpha * acc;
-    if (e->src)
-        x += e->src_scale *
-             kern__gemm_ldf(e->src, e->src_dt, gi * e->src_rs + (gj - e->src_j0) * e->src_cs);
-    if (e->final) {
-        if (e->bias)
-            x += kern__gemm_ldf(e->bias, e->bias_dt,
-                                (e->bias_per_row ? gi : gj) * e->bias_st);
-        x = kern__gemm_act_ref(e->act, x);
-        if (e->res) x += kern__gemm_ldf(e->res, e->res_dt, gi * e->res_rs + gj * e->res_cs);
-        x *= e->out_scale;
-    }
-    kern__gemm_stf(e->dst, e->dst_dt, gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs, x);
-}
-
-static void kern__gemm_store__ref(const kern__gemm_epi *e, int64_t i0, int64_t j0,
-                                  const float *t, int64_t ldt, int m, int n) {
-    int i, j;
-    for (i = 0; i < m; i++)
-        for (j = 0; j < n; j++) kern__gemm_store_elem(e, i0 + i, j0 + j, t[i * ldt + j]);
-}
-
 /* ---------------------------------------------------------- scalar packing */
 
 static uint32_t kern__gemm_ld16(const char *p, int64_t i) {
@@ -388,9 +308,10 @@ static void kern__gemm_pack__ref(void *dst, int W, const char *src, kern_dtype d
     int w;
     if (fmt == KERN__GEMM_FMT_F32) {
         float *d = (float *)dst;
+        const int64_t es = (int64_t)kern_dtype_size(dt);
         for (k = 0; k < kc; k++)
             for (w = 0; w < W; w++)
-                d[k * W + w] = w < nw ? kern__gemm_ldf(src, dt, w * sw + k * sk) : 0.0f;
+                d[k * W + w] = w < nw ? kern__s_load_f32(src + (w * sw + k * sk) * es, dt, 1) : 0.0f;
     } else {
         uint32_t *d = (uint32_t *)dst;
         int64_t q, kq = (kc + 1) / 2;
@@ -462,172 +383,6 @@ static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
 /* ===================================================================== x86 */
 #ifdef KERN_X86
 
-/* ------------------------------------------------------------- AVX2 math */
-
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_exp__avx2(__m256 x) {
-    __m256 n, r, p;
-    __m256i e;
-    /* max(lo, x) / min(hi, x) keep NaN (the second operand is returned). */
-    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
-    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
-    p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* erfc(z) = s exp(-z^2 + P(s)), s = 1/(1 + z/2), z >= 0: P is a degree-9
- * least-squares (Chebyshev nodes, reweighted) fit of log(erfcx(z)/s) on
- * z in [0, 10]; relative error of erfc <= 4e-7 in f32 arithmetic with an
- * exact exp, so GELU keeps its relative accuracy for negative x. */
-#define KERN__GEMM_ERFC_C0 -1.265441537e+00f
-#define KERN__GEMM_ERFC_C1 9.984937310e-01f
-#define KERN__GEMM_ERFC_C2 3.878889978e-01f
-#define KERN__GEMM_ERFC_C3 2.840985730e-02f
-#define KERN__GEMM_ERFC_C4 2.003734186e-02f
-#define KERN__GEMM_ERFC_C5 -1.164837852e-01f
-#define KERN__GEMM_ERFC_C6 -6.516203284e-01f
-#define KERN__GEMM_ERFC_C7 1.122682810e+00f
-#define KERN__GEMM_ERFC_C8 -6.661835313e-01f
-#define KERN__GEMM_ERFC_C9 1.422164440e-01f
-
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_act__avx2(int act, __m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    switch (act) {
-    case KERN_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
-    case KERN_ACT_GELU: {
-        __m256 z = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-        __m256 s, p, w, h, f;
-        z = _mm256_min_ps(_mm256_set1_ps(10.0f), _mm256_mul_ps(z, _mm256_set1_ps(0.70710678118654752f)));
-        s = _mm256_div_ps(one, _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), one));
-        p = _mm256_set1_ps(KERN__GEMM_ERFC_C9);
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C8));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C7));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C6));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C5));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C4));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C3));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C2));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C1));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C0));
-        w = _mm256_mul_ps(s, kern__gemm_exp__avx2(_mm256_fnmadd_ps(z, z, p)));
-        h = _mm256_mul_ps(_mm256_set1_ps(0.5f), w); /* 0.5 erfc(|x|/sqrt2) */
-        f = _mm256_blendv_ps(h, _mm256_sub_ps(one, h),
-                             _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
-        return _mm256_mul_ps(x, f);
-    }
-    case KERN_ACT_GELU_TANH: {
-        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)) */
-        __m256 x2 = _mm256_mul_ps(x, x);
-        __m256 u2 = _mm256_mul_ps(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
-                                                     _mm256_set1_ps(-2.0f * 0.79788456080286536f)));
-        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(u2)));
-    }
-    case KERN_ACT_SILU:
-        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(
-                                                       _mm256_sub_ps(_mm256_setzero_ps(), x))));
-    default: return x;
-    }
-}
-
-/* ------------------------------------------------------- AVX2 load/store */
-
-KERN_TARGET_AVX2 static inline __m128i kern__gemm_bf16x8__avx2(__m256 x) {
-    __m256i u = _mm256_castps_si256(x);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
-    __m256i rnd = _mm256_add_epi32(
-        u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
-    __m256i res = _mm256_srli_epi32(
-        _mm256_blendv_epi8(rnd, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan), 16);
-    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(res, res), 0x08);
-    return _mm256_castsi256_si128(p);
-}
-
-/* 8 values at p + i*cs (cs in elements), nn valid (rest 0). */
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_ld8__avx2(const char *p, kern_dtype dt,
-                                                           int64_t cs, int nn) {
-    if (nn == 8 && cs == 1) {
-        if (dt == KERN_F32) return _mm256_loadu_ps((const float *)(const void *)p);
-        if (dt == KERN_BF16)
-            return _mm256_castsi256_ps(_mm256_slli_epi32(
-                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-    } else {
-        float tmp[8];
-        int j;
-        for (j = 0; j < 8; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
-        return _mm256_loadu_ps(tmp);
-    }
-}
-
-KERN_TARGET_AVX2 static inline void kern__gemm_st8__avx2(char *p, kern_dtype dt, int64_t cs,
-                                                         int nn, __m256 x) {
-    if (nn == 8 && cs == 1) {
-        if (dt == KERN_F32) _mm256_storeu_ps((float *)(void *)p, x);
-        else if (dt == KERN_BF16) _mm_storeu_si128((__m128i *)(void *)p, kern__gemm_bf16x8__avx2(x));
-        else _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    } else {
-        float tmp[8];
-        int j;
-        _mm256_storeu_ps(tmp, x);
-        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
-    }
-}
-
-KERN_TARGET_AVX2 static void kern__gemm_store__avx2(const kern__gemm_epi *e, int64_t i0,
-                                                    int64_t j0, const float *t, int64_t ldt,
-                                                    int m, int n) {
-    const __m256 va = _mm256_set1_ps(e->alpha), vs = _mm256_set1_ps(e->src_scale);
-    const __m256 vo = _mm256_set1_ps(e->out_scale);
-    size_t ssz = kern_dtype_size(e->src_dt), dsz = kern_dtype_size(e->dst_dt);
-    size_t rsz = kern_dtype_size(e->res_dt), bsz = kern_dtype_size(e->bias_dt);
-    int i, j;
-    for (i = 0; i < m; i++) {
-        int64_t gi = i0 + i;
-        __m256 brow = _mm256_setzero_ps();
-        if (e->final && e->bias && e->bias_per_row)
-            brow = _mm256_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
-        for (j = 0; j < n; j += 8) {
-            int nn = n - j < 8 ? n - j : 8;
-            int64_t gj = j0 + j;
-            __m256 x = _mm256_mul_ps(va, _mm256_loadu_ps(t + i * ldt + j));
-            if (e->src)
-                x = _mm256_fmadd_ps(
-                    vs,
-                    kern__gemm_ld8__avx2(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * (int64_t)ssz,
-                                         e->src_dt, e->src_cs, nn),
-                    x);
-            if (e->final) {
-                if (e->bias) {
-                    if (e->bias_per_row) x = _mm256_add_ps(x, brow);
-                    else
-                        x = _mm256_add_ps(x, kern__gemm_ld8__avx2(e->bias + gj * e->bias_st * (int64_t)bsz,
-                                                                  e->bias_dt, e->bias_st, nn));
-                }
-                x = kern__gemm_act__avx2(e->act, x);
-                if (e->res)
-                    x = _mm256_add_ps(
-                        x, kern__gemm_ld8__avx2(e->res + (gi * e->res_rs + gj * e->res_cs) * (int64_t)rsz,
-                                                e->res_dt, e->res_cs, nn));
-                x = _mm256_mul_ps(x, vo);
-            }
-            kern__gemm_st8__avx2(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * (int64_t)dsz,
-                                 e->dst_dt, e->dst_cs, nn, x);
-        }
-    }
-}
-
 /* ------------------------------------------------------------ AVX2 packing */
 
 /* 8 source values (w..w+7 along a unit stride) as f32. */
@@ -643,7 +398,7 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
             const char *s = src + k * sk * (int64_t)es;
             for (w = 0; w < W; w += 8) {
                 int nn = nw - w < 0 ? 0 : (nw - w > 8 ? 8 : nw - w);
-                __m256 v = nn ? kern__gemm_ld8__avx2(s + w * (int64_t)es, dt, 1, nn) : _mm256_setzero_ps();
+                __m256 v = nn ? kern__v_load_f32__avx2(s + w * (int64_t)es, dt, nn) : _mm256_setzero_ps();
                 _mm256_storeu_ps(d + k * W + w, v);
             }
         }
@@ -682,165 +437,6 @@ KERN_TARGET_AVX2 static void kern__gemm_f32_6x16__avx2(int64_t ks, const void *a
         b += ldb;
     }
     KERN__GEMM_R6(KERN__GEMM_A2_SAVE)
-}
-
-/* ---------------------------------------------------------- AVX-512 math */
-
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_exp__avx512(__m512 x) {
-    __m512 n, r, p;
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
-    p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n); /* exact 2^n scaling, subnormals included */
-}
-
-/* 1/d for finite d > 0 (d <= ~2e38): rcp14 plus one Newton step, relative
- * error ~2^-27, about 4x cheaper than vdivps on Zen 4. */
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_rcp__avx512(__m512 d) {
-    __m512 r = _mm512_rcp14_ps(d);
-    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
-}
-
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_act__avx512(int act, __m512 x) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    switch (act) {
-    case KERN_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
-    case KERN_ACT_GELU: {
-        __m512 z = _mm512_min_ps(_mm512_set1_ps(10.0f),
-                                 _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f)));
-        __m512 s = kern__gemm_rcp__avx512(_mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), one));
-        __m512 p = _mm512_set1_ps(KERN__GEMM_ERFC_C9), h;
-        __mmask16 ge;
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C8));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C7));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C6));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C5));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C4));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C3));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C2));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C1));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C0));
-        h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), s),
-                          kern__gemm_exp__avx512(_mm512_fnmadd_ps(z, z, p)));
-        ge = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
-        return _mm512_mul_ps(x, _mm512_mask_blend_ps(ge, h, _mm512_sub_ps(one, h)));
-    }
-    case KERN_ACT_GELU_TANH: {
-        __m512 x2 = _mm512_mul_ps(x, x);
-        __m512 u2 = _mm512_mul_ps(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
-                                                     _mm512_set1_ps(-2.0f * 0.79788456080286536f)));
-        return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
-                                    one, kern__gemm_exp__avx512(_mm512_min_ps(_mm512_set1_ps(88.0f), u2)))));
-    }
-    case KERN_ACT_SILU:
-        return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
-                                    one, kern__gemm_exp__avx512(_mm512_min_ps(
-                                             _mm512_set1_ps(88.0f), _mm512_sub_ps(_mm512_setzero_ps(), x))))));
-    default: return x;
-    }
-}
-
-/* ------------------------------------------------- AVX-512 load / store */
-
-KERN_TARGET_AVX512 static inline __mmask16 kern__gemm_m16(int nn) {
-    return (__mmask16)((1u << nn) - 1u);
-}
-
-/* f32 -> bf16 bits (round to nearest even, NaN quiet), as kern_f32_to_bf16. */
-KERN_TARGET_AVX512 static inline __m256i kern__gemm_bf16x16__avx512(__m512 x) {
-    __m512i u = _mm512_castps_si512(x);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    __m512i rnd = _mm512_add_epi32(
-        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    rnd = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rnd, 16));
-}
-
-/* 16 values at p + j*cs, nn valid (the rest 0). */
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_ld16__avx512(const char *p, kern_dtype dt,
-                                                                int64_t cs, int nn) {
-    if (cs == 1 || nn <= 1) {
-        __mmask16 m = kern__gemm_m16(nn);
-        if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, p);
-        if (dt == KERN_BF16)
-            return _mm512_castsi512_ps(
-                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-    } else {
-        float tmp[16];
-        int j;
-        for (j = 0; j < 16; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
-        return _mm512_loadu_ps(tmp);
-    }
-}
-
-KERN_TARGET_AVX512 static inline void kern__gemm_st16__avx512(char *p, kern_dtype dt, int64_t cs,
-                                                              int nn, __m512 x) {
-    if (cs == 1 || nn <= 1) {
-        __mmask16 m = kern__gemm_m16(nn);
-        if (dt == KERN_F32) _mm512_mask_storeu_ps(p, m, x);
-        else if (dt == KERN_BF16) _mm256_mask_storeu_epi16(p, m, kern__gemm_bf16x16__avx512(x));
-        else _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    } else {
-        float tmp[16];
-        int j;
-        _mm512_storeu_ps(tmp, x);
-        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
-    }
-}
-
-KERN_TARGET_AVX512 static void kern__gemm_store__avx512(const kern__gemm_epi *e, int64_t i0,
-                                                        int64_t j0, const float *t,
-                                                        int64_t ldt, int m, int n) {
-    const __m512 va = _mm512_set1_ps(e->alpha), vs = _mm512_set1_ps(e->src_scale);
-    const __m512 vo = _mm512_set1_ps(e->out_scale);
-    int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    int i, j;
-    for (i = 0; i < m; i++) {
-        int64_t gi = i0 + i;
-        __m512 brow = _mm512_setzero_ps();
-        if (e->final && e->bias && e->bias_per_row)
-            brow = _mm512_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
-        for (j = 0; j < n; j += 16) {
-            int nn = n - j < 16 ? n - j : 16;
-            int64_t gj = j0 + j;
-            __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(t + i * ldt + j));
-            if (e->src)
-                x = _mm512_fmadd_ps(
-                    vs,
-                    kern__gemm_ld16__avx512(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                            e->src_dt, e->src_cs, nn),
-                    x);
-            if (e->final) {
-                if (e->bias) {
-                    if (e->bias_per_row) x = _mm512_add_ps(x, brow);
-                    else
-                        x = _mm512_add_ps(x, kern__gemm_ld16__avx512(e->bias + gj * e->bias_st * bsz,
-                                                                     e->bias_dt, e->bias_st, nn));
-                }
-                x = kern__gemm_act__avx512(e->act, x);
-                if (e->res)
-                    x = _mm512_add_ps(
-                        x, kern__gemm_ld16__avx512(e->res + (gi * e->res_rs + gj * e->res_cs) * rsz,
-                                                   e->res_dt, e->res_cs, nn));
-                x = _mm512_mul_ps(x, vo);
-            }
-            kern__gemm_st16__avx512(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz,
-                                    e->dst_dt, e->dst_cs, nn, x);
-        }
-    }
 }
 
 /* ------------------------------------------------------- AVX-512 packing */
@@ -888,8 +484,8 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
             for (w0 = 0; w0 < W; w0 += 16) {
                 int nn = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
                 int ws = W - w0 > 16 ? 16 : W - w0;
-                __m512 v = nn ? kern__gemm_ld16__avx512(s + w0 * es, dt, 1, nn) : _mm512_setzero_ps();
-                _mm512_mask_storeu_ps(d + k * W + w0, kern__gemm_m16(ws), v);
+                __m512 v = nn ? kern__v_load_f32__avx512(s + w0 * es, dt, nn) : _mm512_setzero_ps();
+                _mm512_mask_storeu_ps(d + k * W + w0, kern__tailmask__avx512(ws), v);
             }
         }
         return;
@@ -900,12 +496,12 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         for (w0 = 0; w0 < W; w0 += 16) {
             int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
             int ws = W - w0 > 16 ? 16 : W - w0;
-            __mmask16 sm = kern__gemm_m16(ws);
+            __mmask16 sm = kern__tailmask__avx512(ws);
             int64_t k0;
             for (k0 = 0; k0 < kc; k0 += 16) {
                 int kk = kc - k0 > 16 ? 16 : (int)(kc - k0), q;
                 for (q = 0; q < 16; q++)
-                    r[q] = q < rows ? kern__gemm_ld16__avx512(src + ((w0 + q) * sw + k0) * es, dt, 1, kk)
+                    r[q] = q < rows ? kern__v_load_f32__avx512(src + ((w0 + q) * sw + k0) * es, dt, kk)
                                     : _mm512_setzero_ps();
                 kern__gemm_tr16__avx512(r);
                 for (q = 0; q < kk; q++) _mm512_mask_storeu_ps(d + (k0 + q) * W + w0, sm, r[q]);
@@ -929,10 +525,10 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
                 __m512i r1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_epi16(lm, s1 + w0 * 2)
                                             : _mm512_setzero_si512();
                 int ws0 = W - w0 > 16 ? 16 : W - w0, ws1 = W - w0 - 16;
-                _mm512_mask_storeu_epi32(d + q * W + w0, kern__gemm_m16(ws0),
+                _mm512_mask_storeu_epi32(d + q * W + w0, kern__tailmask__avx512(ws0),
                                          _mm512_permutex2var_epi16(r0, ilo, r1));
                 if (ws1 > 0)
-                    _mm512_mask_storeu_epi32(d + q * W + w0 + 16, kern__gemm_m16(ws1 > 16 ? 16 : ws1),
+                    _mm512_mask_storeu_epi32(d + q * W + w0 + 16, kern__tailmask__avx512(ws1 > 16 ? 16 : ws1),
                                              _mm512_permutex2var_epi16(r0, ihi, r1));
             }
         }
@@ -945,12 +541,12 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         for (w0 = 0; w0 < W; w0 += 16) {
             int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
             int ws = W - w0 > 16 ? 16 : W - w0;
-            __mmask16 sm = kern__gemm_m16(ws);
+            __mmask16 sm = kern__tailmask__avx512(ws);
             int64_t q0;
             for (q0 = 0; q0 < kq; q0 += 16) {
                 int qq = kq - q0 > 16 ? 16 : (int)(kq - q0), q;
                 for (q = 0; q < 16; q++)
-                    r[q] = q < rows ? _mm512_maskz_loadu_ps(kern__gemm_m16(qq),
+                    r[q] = q < rows ? _mm512_maskz_loadu_ps(kern__tailmask__avx512(qq),
                                                             src + ((w0 + q) * sw + 2 * q0) * 2)
                                     : _mm512_setzero_ps();
                 kern__gemm_tr16__avx512(r);
@@ -1194,11 +790,11 @@ static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *
     k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR];
     k->fmt = KERN__GEMM_FMT_F32;
     k->ukr = kern__gemm_f32_4x16__ref;
-    k->store = kern__gemm_store__ref;
+    k->store = kern__s_epi_tile;
     k->pack = kern__gemm_pack__ref;
 #ifdef KERN_X86
     if (f & KERN_CPU_AVX512F) {
-        k->store = kern__gemm_store__avx512;
+        k->store = kern__v_epi_tile__avx512;
         k->pack = kern__gemm_pack__avx512;
         k->n_small = 5;
         if (in_dt == KERN_BF16 && (f & KERN_CPU_AVX512BF16)) {
@@ -1226,7 +822,7 @@ static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *
         (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) {
         k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2];
         k->ukr = kern__gemm_f32_6x16__avx2;
-        k->store = kern__gemm_store__avx2;
+        k->store = kern__v_epi_tile__avx2;
         k->pack = kern__gemm_pack__avx2;
         return;
     }
@@ -1235,6 +831,7 @@ static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *
     if (f & KERN_CPU_NEON) {
         k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_NEON];
         k->ukr = kern__gemm_f32_4x16__neon;
+        k->store = kern__v_epi_tile__neon;
         return;
     }
 #endif
@@ -1261,7 +858,7 @@ typedef struct kern__gemm_job {
     kern_dtype c_dt;
     int64_t c_rs, c_cs;
     float beta;
-    kern__gemm_epi fin; /* the final epilogue (dst = C) */
+    kern__epi fin; /* the final epilogue (dst = C) */
     /* blocking */
     int64_t kc, nc, mb, nb;
     int use_ctmp;
@@ -1276,7 +873,7 @@ typedef struct kern__gemm_job {
     int ua;     /* A read in place (ukr_ua), only a partial last panel packed */
     int direct; /* full tiles accumulate straight into f32 C */
     int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
-    kern__gemm_epi epi; /* the epilogue of the current pass */
+    kern__epi epi; /* the epilogue of the current pass */
 } kern__gemm_job;
 
 static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
@@ -1360,11 +957,11 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     int64_t c0 = j->jc + cb * j->nb, c1 = kern__gemm_min(j->jc + j->ncur, c0 + j->nb);
     int64_t ir, jr, i;
     float tile[16 * 32] KERN_ALIGNED(64);
-    const kern__gemm_epi *e = &j->epi;
+    const kern__epi *e = &j->epi;
     int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
     int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
-    int pf_res = e->final && e->res && e->res_cs == 1;
+    int pf_res = e->res && e->res_cs == 1;
     (void)thread;
     for (ir = r0; ir < r1; ir += mr) {
         const char *ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
@@ -1470,7 +1067,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
         int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
         for (p = 0; p < s->npan; p++) {
             if (k0 + kk >= s->kst) { /* the lines this panel's store reads */
-                const kern__gemm_epi *e = &j->fin;
+                const kern__epi *e = &j->fin;
                 int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr);
                 int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
                 for (i = p * sk->mr; i < i1; i++) {
@@ -1610,8 +1207,7 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
         j->jc = jc;
         j->ncur = kern__gemm_min(j->nc, j->N - jc);
         for (pcb = 0; pcb < npc; pcb++) {
-            kern__gemm_epi *e = &j->epi;
-            const kern__gemm_epi *f = &j->fin;
+            kern__epi *e = &j->epi;
             int64_t ic;
             j->pc = pcb * j->kc;
             j->kcur = kern__gemm_min(j->kc, j->K - j->pc);
@@ -1619,8 +1215,11 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
             j->pass_last = pcb == npc - 1;
             /* epilogue of this pass */
             *e = j->fin;
-            if (!j->pass_last) {
-                e->final = 0;
+            if (!j->pass_last) { /* a partial sum: the epilogue waits for the last pass */
+                e->bias = NULL;
+                e->act = KERN_ACT_NONE;
+                e->res = NULL;
+                e->out_scale = 1.0f;
                 if (j->use_ctmp) {
                     e->dst = (char *)j->ctmp;
                     e->dst_dt = KERN_F32;
@@ -1635,29 +1234,28 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
                 e->src_rs = j->c_rs;
                 e->src_cs = j->c_cs;
                 e->src_j0 = 0;
-                e->src_scale = j->beta;
+                e->beta = j->beta;
             } else if (j->use_ctmp) {
                 e->src = (const char *)j->ctmp;
                 e->src_dt = KERN_F32;
                 e->src_rs = j->ncur;
                 e->src_cs = 1;
                 e->src_j0 = jc;
-                e->src_scale = 1.0f;
+                e->beta = 1.0f;
             } else {
                 e->src = j->c;
                 e->src_dt = KERN_F32;
                 e->src_rs = j->c_rs;
                 e->src_cs = j->c_cs;
                 e->src_j0 = 0;
-                e->src_scale = 1.0f;
+                e->beta = 1.0f;
             }
             /* full tiles can skip the store when this pass is a plain
              * (dst [+]= A*B) on an f32, unit-stride destination */
             j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
-                        (!e->src || (e->src == e->dst && e->src_scale == 1.0f &&
+                        (!e->src || (e->src == e->dst && e->beta == 1.0f &&
                                      e->src_rs == e->dst_rs && e->src_j0 == e->dst_j0)) &&
-                        (!e->final || (!f->bias && f->act == KERN_ACT_NONE && !f->res &&
-                                       f->out_scale == 1.0f));
+                        !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f;
             for (ic = 0; ic < j->M; ic += mcs) {
                 j->ic = ic;
                 j->mcur = kern__gemm_min(mcs, j->M - ic);
@@ -1726,6 +1324,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     char s1[96], s2[96], s3[96];
     int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS];
     memset(pl, 0, sizeof *pl);
+    kern__epi_init(&j->fin);
     if (pp) p = *pp;
     else memset(&p, 0, sizeof p);
     pb = p.packed_b;
@@ -1881,14 +1480,8 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     j->c_cs = c->stride[nd + 1];
     j->beta = p.beta;
     j->fin.alpha = p.alpha_set ? p.alpha : 1.0f;
-    j->fin.final = 1;
-    if (e->bias) {
-        j->fin.bias = (const char *)e->bias->data;
-        j->fin.bias_dt = e->bias->dtype;
-        j->fin.bias_st = e->bias->stride[0];
-        j->fin.bias_per_row = e->bias_per_row != 0;
-    }
-    j->fin.act = (int)e->act;
+    kern__epi_set_bias(&j->fin, e->bias, e->bias_per_row != 0);
+    j->fin.act = e->act;
     j->fin.out_scale = e->out_scale != 0.0f ? e->out_scale : 1.0f;
     j->fin.dst = j->c;
     j->fin.dst_dt = c->dtype;
@@ -1898,7 +1491,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     j->fin.src_dt = c->dtype;
     j->fin.src_rs = j->c_rs;
     j->fin.src_cs = j->c_cs;
-    j->fin.src_scale = j->beta;
+    j->fin.beta = j->beta;
     /* A transposed C is computed as C^T = op(B)^T op(A)^T (unit column
      * stride for the store), unless B is prepacked. */
     if (!pb && j->c_cs != 1 && j->c_rs == 1 && M > 1) {
