@@ -756,14 +756,22 @@ static void kern__gemm_f32_4x16__neon(int64_t ks, const void *ap, const void *bp
 }
 #endif /* KERN_NEON */
 
-/* ==================================================== kernel selection */
+/* ============================================ one function table per level
+ * Every kern_isa level maps to one const table (kern__gemm_fns_for): the
+ * blocking, the panel format, the microkernels, the store (the shared
+ * epilogue tile) and the packing routine. AVX512_BF16 has a second table
+ * for bf16 inputs (vdpbf16ps on pair panels); every other input dtype there,
+ * and every dtype at AVX512 / AVX512_VNNI, takes the AVX-512 f32 table, so
+ * capping a BF16 machine at AVX512 runs the bf16 -> f32 path. The VNNI
+ * levels add nothing to f32 GEMM. */
 
 typedef struct kern__gemm_small {
     int mr, nr;
     kern__gemm_ukr ukr;
 } kern__gemm_small;
 
-typedef struct kern__gemm_kset {
+typedef struct kern__gemm_fns {
+    const char *name;
     const kern__gemm_cfg *cfg;
     int fmt; /* panel format of this kernel set */
     kern__gemm_ukr ukr;
@@ -772,69 +780,58 @@ typedef struct kern__gemm_kset {
     kern__gemm_pack_fn pack;
     int n_small; /* small-M kernels, by increasing mr (0: none) */
     kern__gemm_small small[5];
-} kern__gemm_kset;
+} kern__gemm_fns;
 
-static void kern__gemm_small_set(kern__gemm_kset *k, int i, int mr, int nr,
-                                 kern__gemm_ukr u) {
-    k->small[i].mr = mr;
-    k->small[i].nr = nr;
-    k->small[i].ukr = u;
-}
-
-/* The kernels a context uses for inputs of dtype in_dt. */
-static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *k) {
-    uint32_t f = kern_ctx_features(ctx);
-    memset(k, 0, sizeof *k);
-    (void)f;
-    (void)in_dt;
-    k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR];
-    k->fmt = KERN__GEMM_FMT_F32;
-    k->ukr = kern__gemm_f32_4x16__ref;
-    k->store = kern__s_epi_tile;
-    k->pack = kern__gemm_pack__ref;
+static const kern__gemm_fns kern__gemm_fns_scalar = {
+    "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
 #ifdef KERN_X86
-    if (f & KERN_CPU_AVX512F) {
-        k->store = kern__v_epi_tile__avx512;
-        k->pack = kern__gemm_pack__avx512;
-        k->n_small = 5;
-        if (in_dt == KERN_BF16 && (f & KERN_CPU_AVX512BF16)) {
-            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16];
-            k->fmt = KERN__GEMM_FMT_PAIR;
-            k->ukr = kern__gemm_bf16_12x32__avx512bf16;
-            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_bf16_1x32__avx512bf16);
-            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_bf16_2x32__avx512bf16);
-            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_bf16_4x32__avx512bf16);
-            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_bf16_8x32__avx512bf16);
-            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_bf16_16x16__avx512bf16);
-        } else {
-            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512];
-            k->ukr = kern__gemm_f32_12x32__avx512;
-            k->ukr_ua = kern__gemm_f32_12x32_ua__avx512;
-            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_f32_1x32__avx512);
-            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_f32_2x32__avx512);
-            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_f32_4x32__avx512);
-            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_f32_8x32__avx512);
-            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_f32_16x16__avx512);
-        }
-        return;
-    }
-    if ((f & (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) ==
-        (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) {
-        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2];
-        k->ukr = kern__gemm_f32_6x16__avx2;
-        k->store = kern__v_epi_tile__avx2;
-        k->pack = kern__gemm_pack__avx2;
-        return;
-    }
+static const kern__gemm_fns kern__gemm_fns_avx2 = {
+    "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
+    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}};
+static const kern__gemm_fns kern__gemm_fns_avx512 = {
+    "avx512", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512], KERN__GEMM_FMT_F32,
+    kern__gemm_f32_12x32__avx512, kern__gemm_f32_12x32_ua__avx512, kern__v_epi_tile__avx512,
+    kern__gemm_pack__avx512, 5,
+    {{1, 32, kern__gemm_f32_1x32__avx512},
+     {2, 32, kern__gemm_f32_2x32__avx512},
+     {4, 32, kern__gemm_f32_4x32__avx512},
+     {8, 32, kern__gemm_f32_8x32__avx512},
+     {16, 16, kern__gemm_f32_16x16__avx512}}};
+static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
+    "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
+    kern__gemm_bf16_12x32__avx512bf16, NULL, kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 5,
+    {{1, 32, kern__gemm_bf16_1x32__avx512bf16},
+     {2, 32, kern__gemm_bf16_2x32__avx512bf16},
+     {4, 32, kern__gemm_bf16_4x32__avx512bf16},
+     {8, 32, kern__gemm_bf16_8x32__avx512bf16},
+     {16, 16, kern__gemm_bf16_16x16__avx512bf16}}};
 #endif
 #ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) {
-        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_NEON];
-        k->ukr = kern__gemm_f32_4x16__neon;
-        k->store = kern__v_epi_tile__neon;
-        return;
-    }
+static const kern__gemm_fns kern__gemm_fns_neon = {
+    "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
 #endif
+
+/* The table of level isa for inputs of dtype in_dt. */
+static const kern__gemm_fns *kern__gemm_fns_for(kern_isa isa, kern_dtype in_dt) {
+    (void)in_dt;
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16:
+        return in_dt == KERN_BF16 ? &kern__gemm_fns_avx512bf16 : &kern__gemm_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__gemm_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__gemm_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__gemm_fns_neon;
+#endif
+    default: return &kern__gemm_fns_scalar;
+    }
 }
 
 /* ============================================================== drivers */
@@ -845,7 +842,7 @@ static size_t kern__gemm_al64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 /* One GEMM item (one batch index) and the state of its current pass. */
 typedef struct kern__gemm_job {
-    const kern__gemm_kset *ks;
+    const kern__gemm_fns *ks;
     int64_t M, N, K;
     kern_dtype in_dt;
     int64_t es; /* input element size */
@@ -882,7 +879,7 @@ static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
 
 /* The B micro-panel for global column j of the current pass. */
 static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64_t *ldb) {
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     if (j->bmode == 1) {
         const kern_gemm_packed_b *pb = j->pb;
         *ldb = KERN__GEMM_PW;
@@ -908,7 +905,7 @@ static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64
  * bytes per row at the row stride, which DRAM and the prefetchers hate). */
 static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     (void)thread;
@@ -949,7 +946,7 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
 /* Compute task: rows [ic + rb*mb, ...) x columns [jc + cb*nb, ...). */
 static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     int64_t cb = task / j->n_rb, rb = task % j->n_rb;
@@ -1096,7 +1093,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
 static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     (void)thread;
     if (task < s->npan) {
         int64_t row = task * s->sk.mr;
@@ -1116,7 +1113,7 @@ static int kern__gemm_small_ok(const kern__gemm_job *j) {
     return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
 }
 
-static kern__gemm_small kern__gemm_small_pick(const kern__gemm_kset *ks, int64_t M) {
+static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t M) {
     kern__gemm_small r;
     int i;
     if (M <= KERN__GEMM_SMALL_M)
@@ -1154,7 +1151,7 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
 /* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
  * NULL: everything inline on `thread` (batch-parallel mode). */
 static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     const kern__gemm_cfg *cfg = ks->cfg;
     int T = ctx ? kern_ctx_threads(ctx) : 1;
     int64_t npc, pcb, jc;
@@ -1291,7 +1288,7 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
 /* ========================================================= public API */
 
 typedef struct kern__gemm_plan {
-    kern__gemm_kset ks;
+    const kern__gemm_fns *ks;
     kern__gemm_job proto; /* item 0, with pointers at batch offset 0 */
     int nbd;              /* batch dims */
     int64_t bshape[KERN_MAX_DIMS];
@@ -1458,8 +1455,8 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (b && kern_tensors_overlap(b, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps b", op);
 
     /* the plan */
-    kern__gemm_select(ctx, a->dtype, &pl->ks);
-    j->ks = &pl->ks;
+    pl->ks = kern__gemm_fns_for(kern_ctx_isa(ctx), a->dtype);
+    j->ks = pl->ks;
     j->M = M;
     j->N = N;
     j->K = K;
@@ -1508,10 +1505,10 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
         t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
         for (d = 0; d < nd; d++) { t0 = bsa[d]; bsa[d] = bsb[d]; bsb[d] = t0; }
     }
-    j->kc = pl->ks.cfg->kc;
-    j->nc = pl->ks.cfg->nc;
-    j->mb = pl->ks.cfg->mb;
-    j->nb = pl->ks.cfg->nb;
+    j->kc = pl->ks->cfg->kc;
+    j->nc = pl->ks->cfg->nc;
+    j->mb = pl->ks->cfg->mb;
+    j->nb = pl->ks->cfg->nb;
     j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1) && j->K > j->kc;
     /* batch */
     pl->nbd = nd;
@@ -1546,7 +1543,6 @@ static void kern__gemm_at(const kern__gemm_plan *pl, int64_t item, kern__gemm_jo
     int64_t oa = 0, ob = 0, oc = 0, orr = 0, rem = item;
     int d;
     *j = pl->proto;
-    j->ks = &pl->ks;
     for (d = pl->nbd - 1; d >= 0; d--) {
         int64_t idx = rem % pl->bshape[d];
         rem /= pl->bshape[d];
@@ -1655,7 +1651,6 @@ KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
     kern_status st;
     int trans_b = params ? params->trans_b != 0 : 0;
     kern_gemm_packed_b *pb;
-    kern__gemm_kset ks;
     kern__gemm_pjob pj;
     size_t bytes;
     int64_t K, N;
@@ -1691,12 +1686,11 @@ KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
         goto done;
     }
     /* the layout is ISA independent: any context can use it */
-    kern__gemm_select(ctx, KERN_F32, &ks);
     pj.pb = pb;
     pj.src = (const char *)b->data;
     pj.k_st = b->stride[trans_b ? 1 : 0];
     pj.n_st = b->stride[trans_b ? 0 : 1];
-    pj.pack = ks.pack;
+    pj.pack = kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_F32)->pack;
     if (K > 0) kern_parallel_for(ctx, pb->npanels, kern__gemm_packb_task, &pj);
     *out = pb;
     st = KERN_OK;

@@ -582,6 +582,45 @@ KT_TEST(activation_accuracy) {
     free(w);
 }
 
+/* The function table of every level of this CPU family (run or not): the
+ * levels that have their own kernels reach them (bf16 inputs at
+ * AVX512_BF16 the vdpbf16ps table, at AVX512 the f32 one), and the run on
+ * each level the machine has uses its level's table. */
+KT_TEST(dispatch_tables) {
+    static const struct {
+        kern_isa isa;
+        const char *f32, *bf16;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16"},
+        {KERN_ISA_NEON, "neon", "neon"},
+        {KERN_ISA_NEON_DOT, "neon", "neon"},
+        {KERN_ISA_NEON_BF16, "neon", "neon"},
+    };
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i;
+    size_t w;
+    for (i = 0; i < n; i++)
+        for (w = 0; w < sizeof want / sizeof want[0]; w++)
+            if (want[w].isa == all[i]) {
+                kt_context("%s", kern_isa_name(all[i]));
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F32)->name, want[w].f32), "f32: %s",
+                         kern__gemm_fns_for(all[i], KERN_F32)->name);
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F16)->name, want[w].f32), "f16: %s",
+                         kern__gemm_fns_for(all[i], KERN_F16)->name);
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_BF16)->name, want[w].bf16), "bf16: %s",
+                         kern__gemm_fns_for(all[i], KERN_BF16)->name);
+            }
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kt_context("%s", kern_isa_name(isa));
+        KT_CHECK(kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_F32) == kern__gemm_fns_for(isa, KERN_F32));
+    }
+}
+
 /* Empty dims and K = 0 (C = epilogue(beta C)). */
 KT_TEST(empty_and_k0) {
     KT_FOR_EACH_ISA(isa, ctx, 2) {
