@@ -1306,25 +1306,19 @@ static kern_status kern__gemm_float_dt(const kern_tensor *t, const char *op, con
     return KERN_OK;
 }
 
-/* Validates everything and fills the plan. Writes nothing. */
-static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
-                                        const kern_tensor *b, const kern_tensor *c,
-                                        const kern_gemm_params *pp, const char *op,
-                                        kern__gemm_plan *pl) {
-    kern_gemm_params p;
+/* The shapes of a validated call. */
+typedef struct kern__gemm_dims {
+    int64_t M, N, K;
+    int nd;                                        /* batch dims (of c) */
+    int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS]; /* batch strides of a, b */
+} kern__gemm_dims;
+
+/* Step 1: the operands themselves (pointers, views, ranks, dtypes, act). */
+static kern_status kern__gemm_check_operands(const kern_tensor *a, const kern_tensor *b,
+                                             const kern_tensor *c, const kern_gemm_params *p,
+                                             const char *op) {
+    const kern_gemm_packed_b *pb = p->packed_b;
     kern_status st;
-    const kern_gemm_packed_b *pb;
-    const kern_epilogue *e = &p.epilogue;
-    kern__gemm_job *j = &pl->proto;
-    int64_t M, N, K, Kb, i;
-    int nd, d;
-    char s1[96], s2[96], s3[96];
-    int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS];
-    memset(pl, 0, sizeof *pl);
-    kern__epi_init(&j->fin);
-    if (pp) p = *pp;
-    else memset(&p, 0, sizeof p);
-    pb = p.packed_b;
     if (!a) return kern__err(KERN_ERR_ARG, "%s: a is NULL", op);
     if (!c) return kern__err(KERN_ERR_ARG, "%s: c is NULL", op);
     if (pb && b)
@@ -1349,10 +1343,18 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (pb && pb->dtype != a->dtype)
         return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but packed_b was packed from %s", op,
                          kern_dtype_name(a->dtype), kern_dtype_name(pb->dtype));
-    if ((st = kern__epilogue_check(&p.epilogue, op, ~0u, 1, 1)) != KERN_OK) return st;
-    /* shapes */
-    M = a->shape[a->ndim - (p.trans_a ? 1 : 2)];
-    K = a->shape[a->ndim - (p.trans_a ? 2 : 1)];
+    return kern__epilogue_check(&p->epilogue, op, ~0u, 1, 1);
+}
+
+/* Step 2: M, N, K from op(a), op(b) (or the packed B), and c's last two
+ * dims. */
+static kern_status kern__gemm_derive_mnk(const kern_tensor *a, const kern_tensor *b,
+                                         const kern_tensor *c, const kern_gemm_params *p,
+                                         const char *op, kern__gemm_dims *dm) {
+    const kern_gemm_packed_b *pb = p->packed_b;
+    char s1[96], s2[96];
+    int64_t M = a->shape[a->ndim - (p->trans_a ? 1 : 2)], K = a->shape[a->ndim - (p->trans_a ? 2 : 1)];
+    int64_t N, Kb;
     if (pb) {
         Kb = pb->k;
         N = pb->n;
@@ -1361,63 +1363,82 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
                              "%s: op(a) is [%lld,%lld] (a.shape=%s, trans_a=%d) but packed_b "
                              "has K=%lld (N=%lld)",
                              op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
-                             p.trans_a != 0, (long long)Kb, (long long)N);
+                             p->trans_a != 0, (long long)Kb, (long long)N);
     } else {
-        Kb = b->shape[b->ndim - (p.trans_b ? 1 : 2)];
-        N = b->shape[b->ndim - (p.trans_b ? 2 : 1)];
+        Kb = b->shape[b->ndim - (p->trans_b ? 1 : 2)];
+        N = b->shape[b->ndim - (p->trans_b ? 2 : 1)];
         if (Kb != K)
             return kern__err(KERN_ERR_SHAPE,
                              "%s: inner dimensions differ: op(a) is [%lld,%lld] (a.shape=%s, "
                              "trans_a=%d) but op(b) is [%lld,%lld] (b.shape=%s, trans_b=%d)",
                              op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
-                             p.trans_a != 0, (long long)Kb, (long long)N,
-                             kern_shape_str(b, s2, sizeof s2), p.trans_b != 0);
+                             p->trans_a != 0, (long long)Kb, (long long)N,
+                             kern_shape_str(b, s2, sizeof s2), p->trans_b != 0);
     }
     if (c->shape[c->ndim - 2] != M || c->shape[c->ndim - 1] != N)
         return kern__err(KERN_ERR_SHAPE, "%s: c.shape=%s but op(a) op(b) is [%lld,%lld]", op,
                          kern_shape_str(c, s1, sizeof s1), (long long)M, (long long)N);
-    /* batch dims: broadcast(a, b) must equal c's */
-    nd = c->ndim - 2;
-    {
-        int na = a->ndim - 2, nb = b ? b->ndim - 2 : 0;
-        if (na > nd || nb > nd) {
-            int big = na > nb ? na : nb;
+    dm->M = M;
+    dm->N = N;
+    dm->K = K;
+    return KERN_OK;
+}
+
+/* Step 3: the batch dims: broadcast(a, b) must equal c's, and c may not
+ * alias itself across them. Fills the batch strides of a and b. */
+static kern_status kern__gemm_derive_batch(const kern_tensor *a, const kern_tensor *b,
+                                           const kern_tensor *c, const char *op,
+                                           kern__gemm_dims *dm) {
+    char s1[96], s2[96], s3[96];
+    int nd = c->ndim - 2, na = a->ndim - 2, nb = b ? b->ndim - 2 : 0, d;
+    dm->nd = nd;
+    if (na > nd || nb > nd)
+        return kern__err(KERN_ERR_SHAPE,
+                         "%s: a.shape=%s and b.shape=%s have %d batch dims but c.shape=%s "
+                         "has %d",
+                         op, kern_shape_str(a, s1, sizeof s1),
+                         b ? kern_shape_str(b, s2, sizeof s2) : "(packed)", na > nb ? na : nb,
+                         kern_shape_str(c, s3, sizeof s3), nd);
+    for (d = 0; d < nd; d++) {
+        int ia = d - (nd - na), ib = d - (nd - nb);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        int64_t want = c->shape[d];
+        if (da != 1 && db != 1 && da != db)
             return kern__err(KERN_ERR_SHAPE,
-                             "%s: a.shape=%s and b.shape=%s have %d batch dims but c.shape=%s "
-                             "has %d",
-                             op, kern_shape_str(a, s1, sizeof s1),
-                             b ? kern_shape_str(b, s2, sizeof s2) : "(packed)", big,
-                             kern_shape_str(c, s3, sizeof s3), nd);
-        }
-        for (d = 0; d < nd; d++) {
-            int ia = d - (nd - na), ib = d - (nd - nb);
-            int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-            int64_t want = c->shape[d];
-            if ((da != 1 && db != 1 && da != db))
-                return kern__err(KERN_ERR_SHAPE,
-                                 "%s: batch dims do not broadcast: a.shape=%s, b.shape=%s "
-                                 "(batch dim %d: %lld vs %lld)",
-                                 op, kern_shape_str(a, s1, sizeof s1), kern_shape_str(b, s2, sizeof s2),
-                                 d, (long long)da, (long long)db);
-            if ((da != 1 ? da : db) != want)
-                return kern__err(KERN_ERR_SHAPE,
-                                 "%s: c.shape[%d]=%lld but the batch of a.shape=%s and b gives "
-                                 "%lld",
-                                 op, d, (long long)want, kern_shape_str(a, s1, sizeof s1),
-                                 (long long)(da != 1 ? da : db));
-            bsa[d] = ia >= 0 && da != 1 ? a->stride[ia] : 0;
-            bsb[d] = ib >= 0 && db != 1 ? b->stride[ib] : 0;
-        }
+                             "%s: batch dims do not broadcast: a.shape=%s, b.shape=%s "
+                             "(batch dim %d: %lld vs %lld)",
+                             op, kern_shape_str(a, s1, sizeof s1), kern_shape_str(b, s2, sizeof s2),
+                             d, (long long)da, (long long)db);
+        if ((da != 1 ? da : db) != want)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: c.shape[%d]=%lld but the batch of a.shape=%s and b gives "
+                             "%lld",
+                             op, d, (long long)want, kern_shape_str(a, s1, sizeof s1),
+                             (long long)(da != 1 ? da : db));
+        dm->bsa[d] = ia >= 0 && da != 1 ? a->stride[ia] : 0;
+        dm->bsb[d] = ib >= 0 && db != 1 ? b->stride[ib] : 0;
     }
     for (d = 0; d < c->ndim; d++)
         if (c->stride[d] == 0 && c->shape[d] > 1 && kern_tensor_numel(c) > 0)
             return kern__err(KERN_ERR_LAYOUT,
                              "%s: c.stride[%d]=0 with c.shape[%d]=%lld (outputs would alias)", op,
                              d, d, (long long)c->shape[d]);
-    /* epilogue operands */
+    return KERN_OK;
+}
+
+/* Step 4: bias and residual against c (shapes, dtypes, overlaps), and c
+ * against a and b. The residual's broadcast view goes into the plan
+ * (batch strides) and the final epilogue (row and column strides). */
+static kern_status kern__gemm_check_epilogue(const kern_tensor *a, const kern_tensor *b,
+                                             const kern_tensor *c, const kern_epilogue *e,
+                                             const char *op, const kern__gemm_dims *dm,
+                                             kern__gemm_plan *pl) {
+    char s1[96];
+    kern_status st;
+    int d;
     if (e->bias) {
         const kern_tensor *bt = e->bias;
-        int64_t want = e->bias_per_row ? M : N;
+        int64_t want = e->bias_per_row ? dm->M : dm->N;
         if ((st = kern_tensor_check(bt, op, "bias")) != KERN_OK) return st;
         if ((st = kern__gemm_float_dt(bt, op, "bias")) != KERN_OK) return st;
         if (bt->ndim != 1 || bt->shape[0] != want)
@@ -1430,6 +1451,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (e->residual) {
         kern_tensor rv;
         const kern_tensor *rt = e->residual;
+        kern__epi *f = &pl->proto.fin;
         if ((st = kern_tensor_check(rt, op, "residual")) != KERN_OK) return st;
         if ((st = kern__gemm_float_dt(rt, op, "residual")) != KERN_OK) return st;
         if ((st = kern_tensor_broadcast_to(rt, c->ndim, c->shape, &rv, op, "residual")) !=
@@ -1445,38 +1467,48 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
                              "beta = 1)", op);
         if (kern_tensors_overlap(rt, c))
             return kern__err(KERN_ERR_ARG, "%s: c overlaps residual", op);
-        for (d = 0; d < nd; d++) pl->sr[d] = rv.stride[d];
-        j->fin.res = (const char *)rt->data;
-        j->fin.res_dt = rt->dtype;
-        j->fin.res_rs = rv.stride[nd];
-        j->fin.res_cs = rv.stride[nd + 1];
+        for (d = 0; d < dm->nd; d++) pl->sr[d] = rv.stride[d];
+        f->res = (const char *)rt->data;
+        f->res_dt = rt->dtype;
+        f->res_rs = rv.stride[dm->nd];
+        f->res_cs = rv.stride[dm->nd + 1];
+        pl->res_es = (int64_t)kern_dtype_size(rt->dtype);
     }
     if (kern_tensors_overlap(a, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps a", op);
     if (b && kern_tensors_overlap(b, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps b", op);
+    return KERN_OK;
+}
 
-    /* the plan */
+/* Step 5: the job of batch item 0 (operand pointers and strides, the
+ * kernels of this level, the final epilogue). */
+static void kern__gemm_fill_job(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                const kern_tensor *c, const kern_gemm_params *p,
+                                const kern__gemm_dims *dm, kern__gemm_plan *pl) {
+    kern__gemm_job *j = &pl->proto;
+    const kern_epilogue *e = &p->epilogue;
+    int nd = dm->nd;
     pl->ks = kern__gemm_fns_for(kern_ctx_isa(ctx), a->dtype);
     j->ks = pl->ks;
-    j->M = M;
-    j->N = N;
-    j->K = K;
+    j->M = dm->M;
+    j->N = dm->N;
+    j->K = dm->K;
     j->in_dt = a->dtype;
     j->es = (int64_t)kern_dtype_size(a->dtype);
     j->a = (const char *)a->data;
-    j->a_rs = a->stride[a->ndim - (p.trans_a ? 1 : 2)];
-    j->a_cs = a->stride[a->ndim - (p.trans_a ? 2 : 1)];
-    j->pb = pb;
+    j->a_rs = a->stride[a->ndim - (p->trans_a ? 1 : 2)];
+    j->a_cs = a->stride[a->ndim - (p->trans_a ? 2 : 1)];
+    j->pb = p->packed_b;
     if (b) {
         j->b = (const char *)b->data;
-        j->b_rs = b->stride[b->ndim - (p.trans_b ? 1 : 2)];
-        j->b_cs = b->stride[b->ndim - (p.trans_b ? 2 : 1)];
+        j->b_rs = b->stride[b->ndim - (p->trans_b ? 1 : 2)];
+        j->b_cs = b->stride[b->ndim - (p->trans_b ? 2 : 1)];
     }
     j->c = (char *)c->data;
     j->c_dt = c->dtype;
     j->c_rs = c->stride[nd];
     j->c_cs = c->stride[nd + 1];
-    j->beta = p.beta;
-    j->fin.alpha = p.alpha_set ? p.alpha : 1.0f;
+    j->beta = p->beta;
+    j->fin.alpha = p->alpha_set ? p->alpha : 1.0f;
     kern__epi_set_bias(&j->fin, e->bias, e->bias_per_row != 0);
     j->fin.act = e->act;
     j->fin.out_scale = e->out_scale != 0.0f ? e->out_scale : 1.0f;
@@ -1489,53 +1521,80 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     j->fin.src_rs = j->c_rs;
     j->fin.src_cs = j->c_cs;
     j->fin.beta = j->beta;
-    /* A transposed C is computed as C^T = op(B)^T op(A)^T (unit column
-     * stride for the store), unless B is prepacked. */
-    if (!pb && j->c_cs != 1 && j->c_rs == 1 && M > 1) {
-        int64_t t0;
-        const char *tp;
-        tp = j->a; j->a = j->b; j->b = tp;
-        t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
-        t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
-        t0 = j->M; j->M = j->N; j->N = t0;
-        t0 = j->c_rs; j->c_rs = j->c_cs; j->c_cs = t0;
-        j->fin.dst_rs = j->c_rs; j->fin.dst_cs = j->c_cs;
-        j->fin.src_rs = j->c_rs; j->fin.src_cs = j->c_cs;
-        j->fin.bias_per_row = !j->fin.bias_per_row;
-        t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
-        for (d = 0; d < nd; d++) { t0 = bsa[d]; bsa[d] = bsb[d]; bsb[d] = t0; }
-    }
+}
+
+/* Step 6: a transposed C (unit row stride) is computed as
+ * C^T = op(B)^T op(A)^T, so the store keeps a unit column stride (not
+ * with a prepacked B, whose panels are op(B)'s). */
+static void kern__gemm_transpose_c(kern__gemm_dims *dm, kern__gemm_job *j) {
+    int64_t t0;
+    const char *tp;
+    int d;
+    if (j->pb || j->c_cs == 1 || j->c_rs != 1 || j->M <= 1) return;
+    tp = j->a; j->a = j->b; j->b = tp;
+    t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
+    t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
+    t0 = j->M; j->M = j->N; j->N = t0;
+    t0 = j->c_rs; j->c_rs = j->c_cs; j->c_cs = t0;
+    j->fin.dst_rs = j->c_rs; j->fin.dst_cs = j->c_cs;
+    j->fin.src_rs = j->c_rs; j->fin.src_cs = j->c_cs;
+    j->fin.bias_per_row = !j->fin.bias_per_row;
+    t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
+    for (d = 0; d < dm->nd; d++) { t0 = dm->bsa[d]; dm->bsa[d] = dm->bsb[d]; dm->bsb[d] = t0; }
+}
+
+/* Step 7: blocking, the batch walk, batch- or phase-parallel, and the
+ * scratch it all takes (checked against a caller workspace). */
+static kern_status kern__gemm_partition(kern_ctx *ctx, const kern_tensor *c,
+                                        const kern_gemm_params *p, const kern__gemm_dims *dm,
+                                        const char *op, kern__gemm_plan *pl) {
+    kern__gemm_job *j = &pl->proto;
+    int T = kern_ctx_threads(ctx), d;
+    double flops = 2.0 * (double)dm->M * (double)dm->N * (double)dm->K;
     j->kc = pl->ks->cfg->kc;
     j->nc = pl->ks->cfg->nc;
     j->mb = pl->ks->cfg->mb;
     j->nb = pl->ks->cfg->nb;
     j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1) && j->K > j->kc;
-    /* batch */
-    pl->nbd = nd;
+    pl->nbd = dm->nd;
     pl->nbatch = 1;
-    for (d = 0; d < nd; d++) {
+    for (d = 0; d < dm->nd; d++) {
         pl->bshape[d] = c->shape[d];
-        pl->sa[d] = bsa[d];
-        pl->sb[d] = bsb[d];
+        pl->sa[d] = dm->bsa[d];
+        pl->sb[d] = dm->bsb[d];
         pl->sc[d] = c->stride[d];
         pl->nbatch *= c->shape[d];
     }
-    pl->res_es = e->residual ? (int64_t)kern_dtype_size(e->residual->dtype) : 0;
-    /* scratch */
-    pl->item_bytes = kern__gemm_item_bytes(j, kern_ctx_threads(ctx)) + 64;
-    {
-        int T = kern_ctx_threads(ctx);
-        double flops = 2.0 * (double)M * (double)N * (double)K;
-        pl->batch_parallel = T > 1 && pl->nbatch >= T &&
-                             (pl->nbatch >= 4 * T || flops < 3.2e7);
-        pl->total_bytes = pl->batch_parallel ? pl->item_bytes * (size_t)T : pl->item_bytes;
-    }
-    if (M == 0 || N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
-    if (p.workspace && p.workspace_size < pl->total_bytes)
+    pl->item_bytes = kern__gemm_item_bytes(j, T) + 64;
+    pl->batch_parallel = T > 1 && pl->nbatch >= T && (pl->nbatch >= 4 * T || flops < 3.2e7);
+    pl->total_bytes = pl->batch_parallel ? pl->item_bytes * (size_t)T : pl->item_bytes;
+    if (dm->M == 0 || dm->N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
+    if (p->workspace && p->workspace_size < pl->total_bytes)
         return kern__err(KERN_ERR_ARG, "%s: workspace_size=%zu but this call needs %zu bytes", op,
-                         p.workspace_size, pl->total_bytes);
-    (void)i;
+                         p->workspace_size, pl->total_bytes);
     return KERN_OK;
+}
+
+/* Validates everything and fills the plan. Writes nothing. */
+static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
+                                        const kern_tensor *b, const kern_tensor *c,
+                                        const kern_gemm_params *pp, const char *op,
+                                        kern__gemm_plan *pl) {
+    kern_gemm_params p;
+    kern__gemm_dims dm;
+    kern_status st;
+    memset(pl, 0, sizeof *pl);
+    memset(&dm, 0, sizeof dm);
+    kern__epi_init(&pl->proto.fin);
+    if (pp) p = *pp;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__gemm_check_operands(a, b, c, &p, op)) != KERN_OK) return st;
+    if ((st = kern__gemm_derive_mnk(a, b, c, &p, op, &dm)) != KERN_OK) return st;
+    if ((st = kern__gemm_derive_batch(a, b, c, op, &dm)) != KERN_OK) return st;
+    if ((st = kern__gemm_check_epilogue(a, b, c, &p.epilogue, op, &dm, pl)) != KERN_OK) return st;
+    kern__gemm_fill_job(ctx, a, b, c, &p, &dm, pl);
+    kern__gemm_transpose_c(&dm, &pl->proto);
+    return kern__gemm_partition(ctx, c, &p, &dm, op, pl);
 }
 
 /* Points job j at batch item `item`. */
