@@ -1148,131 +1148,150 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
     return sz;
 }
 
-/* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
- * NULL: everything inline on `thread` (batch-parallel mode). */
-static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+/* The streaming path of one item (M <= KERN__GEMM_STREAM_M, see
+ * kern__gemm_sjob): A packed once, then one task per 32 columns. */
+static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+    kern__gemm_sjob s;
+    size_t abytes;
+    s.j = j;
+    s.sk = kern__gemm_small_pick(j->ks, j->M);
+    s.kst = kern__gemm_ksteps(j->ks->fmt, j->K);
+    s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
+    s.apack = scratch;
+    s.edge = NULL;
+    abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
+    if (!j->pb && j->N % KERN__GEMM_PW) {
+        s.edge = (const float *)(const void *)(scratch + abytes);
+        abytes += kern__gemm_al64((size_t)(s.kst * KERN__GEMM_PW * 4));
+    }
+    s.tiles = (float *)(void *)(scratch + abytes);
+    s.per_thread = ctx != NULL;
+    kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
+    kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
+}
+
+/* The general path's buffers in the item scratch (kern__gemm_item_bytes),
+ * how B is read and whether A is read in place. */
+static void kern__gemm_item_setup(kern__gemm_job *j, char *scratch) {
     const kern__gemm_fns *ks = j->ks;
     const kern__gemm_cfg *cfg = ks->cfg;
-    int T = ctx ? kern_ctx_threads(ctx) : 1;
-    int64_t npc, pcb, jc;
-    /* row chunks are whole micro-panels, so which tiles are full (and take
-     * the direct path) never depends on the thread count */
-    int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
-    if (kern__gemm_small_ok(j)) {
-        kern__gemm_sjob s;
-        size_t abytes;
-        s.j = j;
-        s.sk = kern__gemm_small_pick(ks, j->M);
-        s.kst = kern__gemm_ksteps(ks->fmt, j->K);
-        s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
-        s.apack = scratch;
-        s.edge = NULL;
-        abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
-        if (!j->pb && j->N % KERN__GEMM_PW) {
-            s.edge = (const float *)(const void *)(scratch + abytes);
-            abytes += kern__gemm_al64((size_t)(s.kst * KERN__GEMM_PW * 4));
-        }
-        s.tiles = (float *)(void *)(scratch + abytes);
-        s.per_thread = ctx != NULL;
-        kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
-        kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
-        return;
+    int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
+    int64_t mc = kern__gemm_min((cfg->mc / cfg->mr) * cfg->mr, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
+    int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
+    size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
+    j->apack = scratch;
+    j->bpack = NULL;
+    j->ctmp = NULL;
+    if (!j->pb || j->pb->fmt != ks->fmt) {
+        j->bpack = scratch + off;
+        off += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
     }
-    /* general path */
-    {
-        int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
-        int64_t mc = kern__gemm_min(mcs, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
-        int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
-        size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
-        j->apack = scratch;
-        j->bpack = NULL;
-        j->ctmp = NULL;
-        if (!j->pb || j->pb->fmt != ks->fmt) {
-            j->bpack = scratch + off;
-            off += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
-        }
-        if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
-    }
+    if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
     j->brows = j->bmode == 0 && j->b_cs == 1;
     /* A in place: f32 row-major A, when packing A would cost more than the
      * L1-friendly panel saves (few columns of B reuse each packed A). */
     j->ua = ks->ukr_ua && ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->a_cs == 1 &&
             j->N <= KERN__GEMM_UA_MAXN;
-    npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1;
+}
+
+/* The epilogue of the current pass (columns jc.., k pass pass_first /
+ * pass_last): the final one on the last pass; before it, partial sums
+ * (alpha A B, plus beta C on the first pass) into C or, with use_ctmp,
+ * into the f32 scratch; and whether full tiles can skip the store. */
+static void kern__gemm_pass_epi(kern__gemm_job *j) {
+    kern__epi *e = &j->epi;
+    *e = j->fin;
+    if (!j->pass_last) { /* a partial sum: the epilogue waits for the last pass */
+        e->bias = NULL;
+        e->act = KERN_ACT_NONE;
+        e->res = NULL;
+        e->out_scale = 1.0f;
+        if (j->use_ctmp) {
+            e->dst = (char *)j->ctmp;
+            e->dst_dt = KERN_F32;
+            e->dst_rs = j->ncur;
+            e->dst_cs = 1;
+            e->dst_j0 = j->jc;
+        }
+    }
+    if (j->pass_first) {
+        e->src = j->beta != 0.0f ? j->c : NULL;
+        e->src_dt = j->c_dt;
+        e->src_rs = j->c_rs;
+        e->src_cs = j->c_cs;
+        e->src_j0 = 0;
+        e->beta = j->beta;
+    } else if (j->use_ctmp) {
+        e->src = (const char *)j->ctmp;
+        e->src_dt = KERN_F32;
+        e->src_rs = j->ncur;
+        e->src_cs = 1;
+        e->src_j0 = j->jc;
+        e->beta = 1.0f;
+    } else {
+        e->src = j->c;
+        e->src_dt = KERN_F32;
+        e->src_rs = j->c_rs;
+        e->src_cs = j->c_cs;
+        e->src_j0 = 0;
+        e->beta = 1.0f;
+    }
+    /* full tiles can skip the store when this pass is a plain
+     * (dst [+]= A*B) on an f32, unit-stride destination */
+    j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
+                (!e->src || (e->src == e->dst && e->beta == 1.0f && e->src_rs == e->dst_rs &&
+                             e->src_j0 == e->dst_j0)) &&
+                !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f;
+}
+
+/* Task shape of the current row chunk: rows balanced across T threads,
+ * at least 4 tasks each. */
+static void kern__gemm_task_shape(kern__gemm_job *j, int T) {
+    const kern__gemm_cfg *cfg = j->ks->cfg;
+    int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
+    for (;;) {
+        nrb = kern__gemm_cdiv(j->mcur, mb);
+        ncb = kern__gemm_cdiv(j->ncur, nb);
+        if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
+        if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
+        else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
+    }
+    mb = kern__gemm_cdiv(kern__gemm_cdiv(j->mcur, nrb), cfg->mr) * cfg->mr;
+    nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
+    j->n_rb = kern__gemm_cdiv(j->mcur, mb);
+    j->n_cb = kern__gemm_cdiv(j->ncur, nb);
+    j->mb = mb;
+    j->nb = nb;
+}
+
+/* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
+ * NULL: everything inline on `thread` (batch-parallel mode). */
+static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+    const kern__gemm_cfg *cfg = j->ks->cfg;
+    int T = ctx ? kern_ctx_threads(ctx) : 1;
+    /* row chunks are whole micro-panels, so which tiles are full (and take
+     * the direct path) never depends on the thread count */
+    int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
+    int64_t npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1, pcb, jc, ic;
+    if (kern__gemm_small_ok(j)) {
+        kern__gemm_item_stream(j, scratch, ctx, thread);
+        return;
+    }
+    kern__gemm_item_setup(j, scratch);
     for (jc = 0; jc < j->N; jc += j->nc) {
         j->jc = jc;
         j->ncur = kern__gemm_min(j->nc, j->N - jc);
         for (pcb = 0; pcb < npc; pcb++) {
-            kern__epi *e = &j->epi;
-            int64_t ic;
             j->pc = pcb * j->kc;
             j->kcur = kern__gemm_min(j->kc, j->K - j->pc);
             j->pass_first = pcb == 0;
             j->pass_last = pcb == npc - 1;
-            /* epilogue of this pass */
-            *e = j->fin;
-            if (!j->pass_last) { /* a partial sum: the epilogue waits for the last pass */
-                e->bias = NULL;
-                e->act = KERN_ACT_NONE;
-                e->res = NULL;
-                e->out_scale = 1.0f;
-                if (j->use_ctmp) {
-                    e->dst = (char *)j->ctmp;
-                    e->dst_dt = KERN_F32;
-                    e->dst_rs = j->ncur;
-                    e->dst_cs = 1;
-                    e->dst_j0 = jc;
-                }
-            }
-            if (j->pass_first) {
-                e->src = j->beta != 0.0f ? j->c : NULL;
-                e->src_dt = j->c_dt;
-                e->src_rs = j->c_rs;
-                e->src_cs = j->c_cs;
-                e->src_j0 = 0;
-                e->beta = j->beta;
-            } else if (j->use_ctmp) {
-                e->src = (const char *)j->ctmp;
-                e->src_dt = KERN_F32;
-                e->src_rs = j->ncur;
-                e->src_cs = 1;
-                e->src_j0 = jc;
-                e->beta = 1.0f;
-            } else {
-                e->src = j->c;
-                e->src_dt = KERN_F32;
-                e->src_rs = j->c_rs;
-                e->src_cs = j->c_cs;
-                e->src_j0 = 0;
-                e->beta = 1.0f;
-            }
-            /* full tiles can skip the store when this pass is a plain
-             * (dst [+]= A*B) on an f32, unit-stride destination */
-            j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
-                        (!e->src || (e->src == e->dst && e->beta == 1.0f &&
-                                     e->src_rs == e->dst_rs && e->src_j0 == e->dst_j0)) &&
-                        !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f;
+            kern__gemm_pass_epi(j);
             for (ic = 0; ic < j->M; ic += mcs) {
                 j->ic = ic;
                 j->mcur = kern__gemm_min(mcs, j->M - ic);
-                /* task shape: balance rows across threads, >= 4 tasks each */
-                {
-                    int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
-                    for (;;) {
-                        nrb = kern__gemm_cdiv(j->mcur, mb);
-                        ncb = kern__gemm_cdiv(j->ncur, nb);
-                        if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
-                        if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
-                        else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
-                    }
-                    mb = kern__gemm_cdiv(kern__gemm_cdiv(j->mcur, nrb), cfg->mr) * cfg->mr;
-                    nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
-                    j->n_rb = kern__gemm_cdiv(j->mcur, mb);
-                    j->n_cb = kern__gemm_cdiv(j->ncur, nb);
-                    j->mb = mb;
-                    j->nb = nb;
-                }
+                kern__gemm_task_shape(j, T);
                 /* B is packed with the first row chunk of each pass */
                 j->n_bpack = j->bmode == 1 || ic > 0 ? 0
                              : j->brows           ? kern__gemm_cdiv(j->kcur, KERN__GEMM_BROWS)
