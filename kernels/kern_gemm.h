@@ -34,9 +34,10 @@
  *     .bias, .bias_per_row   NULL = none
  *     .act                 kern_act: KERN_ACT_NONE (0), _GELU, _GELU_TANH,
  *                          _RELU, _SILU
- *     .residual            NULL = none. It may not be c itself
- *                          (KERN_ERR_UNSUPPORTED: c is written in k passes;
- *                          for c += op(a) op(b) use beta = 1)
+ *     .residual            NULL = none. It may be c itself (the same
+ *                          view): c = act(...) + c, every element read
+ *                          before it is written (with several k passes the
+ *                          partial sums wait in scratch, not in c)
  *     .out_scale           0 = 1.0 (a zero scale is not expressible; it would
  *                          only produce zeros)
  *   packed_b             a B prepacked by kern_gemm_pack_b; then b must be
@@ -57,8 +58,8 @@
  * Errors (nothing is written on error; the message names the operands):
  *   KERN_ERR_ARG    NULL a/c/params pointers, b given together with
  *                   packed_b (or neither), C overlapping A, B, bias or
- *                   residual, a too small workspace, a bad act value
- *   KERN_ERR_UNSUPPORTED  epilogue.residual that is c itself
+ *                   residual (other than the residual c itself), a too
+ *                   small workspace, a bad act value
  *   KERN_ERR_SHAPE  ndim < 2, inner dimensions that disagree, batch dims
  *                   that do not broadcast, c with the wrong shape, bias of
  *                   the wrong length, residual that does not broadcast to c,
@@ -1316,6 +1317,7 @@ typedef struct kern__gemm_plan {
     int batch_parallel;
     size_t item_bytes, total_bytes;
     int64_t res_es;
+    int res_is_c; /* epilogue.residual is c itself */
 } kern__gemm_plan;
 
 static kern_status kern__gemm_float_dt(const kern_tensor *t, const char *op, const char *name) {
@@ -1476,16 +1478,16 @@ static kern_status kern__gemm_check_epilogue(const kern_tensor *a, const kern_te
         if ((st = kern_tensor_broadcast_to(rt, c->ndim, c->shape, &rv, op, "residual")) !=
             KERN_OK)
             return st;
-        if (rt->data == c->data && rt->dtype == c->dtype && rt->ndim == c->ndim &&
-            !memcmp(rt->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim) &&
-            !memcmp(rt->stride, c->stride, sizeof(int64_t) * (size_t)c->ndim) &&
-            kern_tensor_numel(c) > 0)
-            return kern__err(KERN_ERR_UNSUPPORTED,
-                             "%s: params.epilogue.residual is c itself, which kern_gemm does not "
-                             "support yet (c is written in k passes; for c += op(a) op(b) use "
-                             "beta = 1)", op);
-        if (kern_tensors_overlap(rt, c))
-            return kern__err(KERN_ERR_ARG, "%s: c overlaps residual", op);
+        /* c itself (same elements, same dtype): each output is read as
+         * the residual before it is written (the shared epilogue reads a
+         * vector before it stores it), and the k passes before the last
+         * keep their partial sums in scratch (use_ctmp) */
+        pl->res_is_c = rt->data == c->data && rt->dtype == c->dtype && rt->ndim == c->ndim &&
+                       !memcmp(rt->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim) &&
+                       !memcmp(rt->stride, c->stride, sizeof(int64_t) * (size_t)c->ndim);
+        if (!pl->res_is_c && kern_tensors_overlap(rt, c))
+            return kern__err(KERN_ERR_ARG, "%s: c overlaps residual (only the residual c itself "
+                             "may)", op);
         for (d = 0; d < dm->nd; d++) pl->sr[d] = rv.stride[d];
         f->res = (const char *)rt->data;
         f->res_dt = rt->dtype;
@@ -1574,7 +1576,9 @@ static kern_status kern__gemm_partition(kern_ctx *ctx, const kern_tensor *c,
     j->nc = pl->ks->cfg->nc;
     j->mb = pl->ks->cfg->mb;
     j->nb = pl->ks->cfg->nb;
-    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1) && j->K > j->kc;
+    /* partial sums in f32 scratch when C cannot hold them, or when C is
+     * the residual (its values are needed by the last pass) */
+    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1 || pl->res_is_c) && j->K > j->kc;
     pl->nbd = dm->nd;
     pl->nbatch = 1;
     for (d = 0; d < dm->nd; d++) {

@@ -66,6 +66,7 @@ typedef struct gcase {
     kern_dtype bias_dt;
     int use_res;
     kern_dtype res_dt;
+    int res_is_c; /* epilogue.residual = c itself (C0 read as the residual) */
     int act;
     int alpha_set;
     float alpha, beta, out_scale;
@@ -111,7 +112,7 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
     want = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
     kt_fill_normal(&r, A, g->in_dt, a_n, 1.0);
     kt_fill_normal(&r, B, g->in_dt, b_n, 1.0 / sqrt((double)(K > 0 ? K : 1)));
-    if (g->beta != 0) kt_fill_normal(&r, C0, g->c_dt, c_n, 1.0);
+    if (g->beta != 0 || g->res_is_c) kt_fill_normal(&r, C0, g->c_dt, c_n, 1.0);
     else kt_poison(C0, (size_t)c_n * ces); /* beta = 0 must not read C */
     memcpy(C, C0, (size_t)c_n * ces);
     memset(&p, 0, sizeof p);
@@ -156,8 +157,9 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
         p.epilogue.residual = &tres;
         mres.p = res; mres.dt = g->res_dt; mres.rs = 1; mres.cs = M + 2;
     }
-    ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL, g->use_res ? &mres : NULL,
-             want);
+    if (g->res_is_c) p.epilogue.residual = &tc;
+    ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL,
+             g->use_res ? &mres : g->res_is_c ? &mC0 : NULL, want);
     if (g->packed) {
         KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, pk(g->tb)));
         p.packed_b = pb;
@@ -297,6 +299,32 @@ KT_TEST(epilogues) {
                                (long long)g.M);
                     run_case(ctx, &g, NULL);
                 }
+    }
+}
+
+/* The residual c itself (c = act(alpha A B + beta c + bias) + c): one k
+ * pass and several (the partial sums then wait in scratch), the general
+ * and small-M paths, bf16 and transposed C, with beta, 1 and 2 threads. */
+KT_TEST(residual_is_c) {
+    static const int64_t sh[][3] = {{37, 45, 70}, {40, 70, 1100}, {3, 77, 400}, {9, 40, 700}, {130, 33, 600}};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int s, v;
+        for (s = 0; s < 5; s++)
+            for (v = 0; v < 4; v++) {
+                gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+                g.res_is_c = 1;
+                g.use_bias = 1;
+                g.act = v == 0 ? KERN_ACT_GELU : v == 1 ? KERN_ACT_SILU : KERN_ACT_NONE;
+                g.beta = v == 1 ? 0.5f : 0.0f;
+                g.c_dt = v == 2 ? KERN_BF16 : KERN_F32;
+                g.c_colmajor = v == 3;
+                g.out_scale = v == 3 ? 2.0f : 0.0f;
+                g.tb = s & 1;
+                kt_context("isa=%s M=%lld N=%lld K=%lld v=%d", kern_isa_name(isa), (long long)g.M,
+                           (long long)g.N, (long long)g.K, v);
+                run_case(ctx, &g, NULL);
+                run_case(kt_ctx(2, isa), &g, NULL);
+            }
     }
 }
 
@@ -752,11 +780,17 @@ KT_TEST(errors) {
     t = kern_tensor_2d(bias, KERN_F32, 1, 7);
     p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "residual");
-    p.epilogue.residual = &tc;
-    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_UNSUPPORTED, "residual is c itself");
     t = kern_tensor_2d(C + 1, KERN_F32, 1, 5);
     p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
+    t = kern_tensor_2d(C, KERN_BF16, 6, 5); /* c's memory, another dtype: not c itself */
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
+    { /* c's memory with other strides: not c itself */
+        kern_tensor c5 = kern_tensor_2d(C, KERN_F32, 5, 5), a5 = kern_tensor_2d(A, KERN_F32, 5, 4);
+        t = c5;
+        t.stride[0] = 6;
+        KT_ERROR(kern_gemm(ctx, &a5, &tb, &c5, &p), KERN_ERR_ARG, "c overlaps residual");
+    }
     p.epilogue.residual = NULL;
     /* act */
     p.epilogue.act = (kern_act)99;
