@@ -578,6 +578,58 @@ KT_TEST(batch_broadcast) {
     }
 }
 
+/* Fused == unfused, bit for bit, on every level: kern_gemm with bias, act,
+ * residual and out_scale against kern_gemm with the bias alone (f32 C)
+ * followed by the shared math layer's activation (kern__s_act: the scalar
+ * twin, bit-identical to every vector path, the function kern_gelu and
+ * the other ops apply), + residual, * out_scale, rounded to C's dtype. */
+KT_TEST(fused_equals_unfused) {
+    static const int64_t sh[][3] = {{37, 45, 70}, {3, 77, 400}, {40, 70, 1100}};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int s, act, v;
+        for (s = 0; s < 3; s++)
+            for (act = 0; act < KERN_ACT_COUNT; act++)
+                for (v = 0; v < 2; v++) {
+                    int64_t M = sh[s][0], N = sh[s][1], K = sh[s][2], i;
+                    kern_dtype cdt = v ? KERN_BF16 : KERN_F32;
+                    size_t ces = kern_dtype_size(cdt);
+                    float *A = (float *)kt_alloc(sizeof(float) * (size_t)(M * K), "A");
+                    float *B = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "B");
+                    float *bias = (float *)kt_alloc(sizeof(float) * (size_t)N, "bias");
+                    float *R = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "R");
+                    float *P = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "P");
+                    char *C = (char *)kt_alloc(ces * (size_t)(M * N), "C");
+                    char *W = (char *)kt_alloc(ces * (size_t)(M * N), "W");
+                    kern_tensor ta = kern_tensor_2d(A, KERN_F32, M, K), tb = kern_tensor_2d(B, KERN_F32, K, N);
+                    kern_tensor tbias = kern_tensor_1d(bias, KERN_F32, N), tr = kern_tensor_2d(R, KERN_F32, M, N);
+                    kern_tensor tp = kern_tensor_2d(P, KERN_F32, M, N), tc = kern_tensor_2d(C, cdt, M, N);
+                    kern_gemm_params p;
+                    kt_rng r = kt_rng_make((uint64_t)(s * 100 + act * 10 + v));
+                    kt_fill_normal(&r, A, KERN_F32, M * K, 1.0);
+                    kt_fill_normal(&r, B, KERN_F32, K * N, 3.0 / sqrt((double)K)); /* |x| up to ~10 */
+                    kt_fill_normal(&r, bias, KERN_F32, N, 1.0);
+                    kt_fill_normal(&r, R, KERN_F32, M * N, 1.0);
+                    kt_context("isa=%s M=%lld N=%lld K=%lld act=%s c=%s", kern_isa_name(isa), (long long)M,
+                               (long long)N, (long long)K, kern_act_name((kern_act)act), kern_dtype_name(cdt));
+                    memset(&p, 0, sizeof p);
+                    p.epilogue.bias = &tbias;
+                    KT_OK(kern_gemm(ctx, &ta, &tb, &tp, &p));
+                    p.epilogue.act = (kern_act)act;
+                    p.epilogue.residual = &tr;
+                    p.epilogue.out_scale = 0.75f;
+                    KT_OK(kern_gemm(ctx, &ta, &tb, &tc, &p));
+                    for (i = 0; i < M * N; i++) {
+                        float y = kern__s_act(P[i], (kern_act)act);
+                        y = y + R[i];
+                        y = y * 0.75f;
+                        kern__s_store_f32(W + (size_t)i * ces, cdt, y, 1, 0);
+                    }
+                    kt_assert_bytes_equal("fused vs unfused", C, W, ces * (size_t)(M * N));
+                    kt_free(A); kt_free(B); kt_free(bias); kt_free(R); kt_free(P); kt_free(C); kt_free(W);
+                }
+    }
+}
+
 /* Activations over a wide range through a 1x1 "GEMM" per value: each ISA's
  * vector erf/exp against the double reference, no K scaling. */
 KT_TEST(activation_accuracy) {
