@@ -921,6 +921,8 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
 
 /* ------------------------------------------------------------ linear */
 
+struct kern__sp24_fns;
+
 typedef struct kern__sp24_job {
     const kern_sparse24 *sw;
     kern_ctx *ctx;
@@ -931,7 +933,7 @@ typedef struct kern__sp24_job {
     const char *bias; int64_t bstride; kern_dtype bdt;
     const char *res; int64_t ldr; kern_dtype rdt;
     int act;
-    int path;     /* KERN__SP24_PATH_* */
+    const struct kern__sp24_fns *fns; /* the kernels of the context's level */
     int bf16dot;  /* bf16 weights and x through vdpbf16ps */
     int64_t n_ms; /* large-M: m slivers */
     int mr;       /* large-M: rows per sliver */
@@ -940,9 +942,6 @@ typedef struct kern__sp24_job {
     int64_t xp_stride; /* elements (floats or pair words) per sliver */
     size_t scratch_yt; /* large-M per-thread scratch layout */
 } kern__sp24_job;
-
-enum { KERN__SP24_PATH_SCALAR = 0, KERN__SP24_PATH_AVX2, KERN__SP24_PATH_AVX512,
-       KERN__SP24_PATH_NEON };
 
 static float kern__sp24_gelu(float v, int act) {
     if (act == KERN_ACT_GELU)
@@ -1530,11 +1529,13 @@ KERN_TARGET_AVX2 static void kern__sp24_sm_f32__avx2(const float *x, int64_t ldx
 /* Small-M style kernel for f32 weights, any M (chunks of <= 8 rows): per
  * group, the 16 bytes of x[m, 4g..4g+3] are a table and vqtbl1q_u8 picks
  * each lane's kept activation. out: [mr][16]. */
-static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const float *wv,
-                                    const uint8_t *meta, int64_t G, float *out, int mr) {
+static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const void *wvp,
+                                    const uint8_t *meta, int64_t G, float *out, int mr, int wk) {
+    const float *wv = (const float *)wvp; /* f32 weights only (wk 0) */
     float32x4_t a[8][4];
     int64_t g;
     int m, q, l;
+    (void)wk;
     for (m = 0; m < mr; m++)
         for (q = 0; q < 4; q++) a[m][q] = vdupq_n_f32(0.0f);
     for (g = 0; g < G; g++) {
@@ -1562,44 +1563,63 @@ static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const float *wv
 }
 #endif
 
-/* ---------------------------------------------------- task drivers */
+/* ---------------------------------------------- one table per ISA level
+ * The kernels of each level (kern__sp24_fns_for): small-M kernels (rows per
+ * call), the large-M microkernels over one 16-channel tile, the x panel
+ * packers and the large-M epilogue. Levels without a vector path take the
+ * scalar table (sm_chunk 0). AVX512_BF16 adds the vdpbf16ps kernels for bf16
+ * weights (its table for other weights is the AVX512 one); the VNNI levels
+ * add nothing here; NEON runs f32 weights (other weights: scalar). */
+typedef void (*kern__sp24_sm_fn)(const float *x, int64_t ldx, const void *wv,
+                                 const uint8_t *meta, int64_t G, float *out, int mr, int wk);
+typedef void (*kern__sp24_smb_fn)(const uint16_t *x, int64_t ldx, const uint16_t *wv,
+                                  const uint8_t *meta, int64_t G, float *out, int mr);
+/* One tile (16 channels) of the large-M path: yb[l * ld + i] for channel
+ * l, row i of the sliver; nxt / quarter: the next weight block to
+ * prefetch. */
+typedef void (*kern__sp24_lm_fn)(const void *xt, const void *wt, const uint8_t *mt, int ng,
+                                 float *yb, int64_t ld, int first, const char *nxt,
+                                 int64_t quarter, int nv);
+typedef void (*kern__sp24_pack_fn)(const kern__sp24_job *J, int64_t ms);
+typedef void (*kern__sp24_epi_lm_fn)(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0,
+                                     int nc, const float *acc, int64_t ld);
+
+typedef struct kern__sp24_fns {
+    const char *name;
+    int sm_chunk;               /* small-M rows per kernel call; 0: the scalar path */
+    kern__sp24_sm_fn sm_f32;    /* f32 x; f32, bf16 or i8 weights (wk 0, 1, 2) */
+    kern__sp24_smb_fn sm_bf16;  /* bf16 x and weights through vdpbf16ps, or NULL */
+    int lm_mr, lm_vec;          /* large-M rows per sliver, lanes per vector; 0: none */
+    int lm_pf512;               /* large-M prefetch pattern of the 4-row kernels */
+    kern__sp24_lm_fn lm_f32, lm_bf16;
+    kern__sp24_pack_fn pack_xt, pack_xt6;
+    kern__sp24_epi_lm_fn epi_lm;
+} kern__sp24_fns;
 
 /* Small-M (and NEON) task: SM_NT tiles, all rows of x in chunks. */
 static void kern__sp24_task_small(void *arg, int64_t task, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
     const kern_sparse24 *sw = J->sw;
+    const kern__sp24_fns *F = J->fns;
     float acc[16 * 16];
     int64_t t0 = task * KERN__SP24_SM_NT, t1 = t0 + KERN__SP24_SM_NT, t, m0;
     const int64_t G = J->G;
-    int chunk = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    int chunk = F->sm_chunk;
     int wk = sw->dtype == KERN_F32 ? 0 : sw->dtype == KERN_BF16 ? 1 : 2;
     size_t es = kern_dtype_size(sw->dtype);
     (void)thread;
-    (void)wk;
-    (void)es;
     if (t1 > sw->n_tiles) t1 = sw->n_tiles;
     for (t = t0; t < t1; t++) {
         int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
         const uint8_t *mt = sw->meta + t * G * 8;
         for (m0 = 0; m0 < J->M; m0 += chunk) {
             int mr = (int)(J->M - m0 < chunk ? J->M - m0 : chunk);
-#ifdef KERN_X86
-            if (J->path == KERN__SP24_PATH_AVX512 && J->bf16dot)
-                kern__sp24_sm_bf16__avx512((const uint16_t *)J->xs + m0 * J->ldxs, J->ldxs,
-                                           (const uint16_t *)sw->values + t * G * 32, mt, G, acc, mr);
-            else if (J->path == KERN__SP24_PATH_AVX512)
-                kern__sp24_sm_f32__avx512((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                          (const char *)sw->values + t * G * 32 * (int64_t)es, mt,
-                                          G, acc, mr, wk);
+            if (J->bf16dot)
+                F->sm_bf16((const uint16_t *)J->xs + m0 * J->ldxs, J->ldxs,
+                           (const uint16_t *)sw->values + t * G * 32, mt, G, acc, mr);
             else
-                kern__sp24_sm_f32__avx2((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                        (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G,
-                                        acc, mr, wk);
-#endif
-#ifdef KERN_NEON
-            kern__sp24_sm_f32__neon((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                    (const float *)sw->values + t * G * 32, mt, G, acc, mr);
-#endif
+                F->sm_f32((const float *)J->xs + m0 * J->ldxs, J->ldxs,
+                          (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G, acc, mr, wk);
             kern__sp24_epilogue(J, m0, mr, t * 16, nc, acc, 16, 1);
         }
     }
@@ -1633,22 +1653,14 @@ static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, 
  * [m0, m0+mr) transposed into the panel xp[k][mr] (f32, k < Kp), zero past
  * M and K. Done once per call, so the compute tasks read L1/L2-resident
  * panels without repacking (the cost is M*K element moves, 2/N of the
- * multiply-adds). */
-static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
-    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+ * multiply-adds). The AVX-512 table transposes in registers
+ * (kern__sp24_pack_xt__avx512); this is the portable one. */
+static void kern__sp24_pack_xt__ref(const kern__sp24_job *J, int64_t ms) {
     float *xt = (float *)J->xp + ms * J->xp_stride;
-    if (J->path == KERN__SP24_PATH_AVX512) {
-        (void)thread;
-        kern__sp24_pack_xt__avx512(J, ms);
-        return;
-    }
-    int64_t m0 = ms * J->mr, k;
-    int mr = J->mr, i;
-    (void)thread;
-    /* 16 x 16 blocks: each block touches 16 source and 16 panel lines */
-    int64_t kb;
-    int ib;
+    int64_t m0 = ms * J->mr, k, kb;
+    int mr = J->mr, i, ib;
     size_t xes = kern_dtype_size(J->xdt);
+    /* 16 x 16 blocks: each block touches 16 source and 16 panel lines */
     for (ib = 0; ib < mr; ib += 16)
         for (kb = 0; kb < J->Kp; kb += 16) {
             int64_t ke = kb + 16 < J->Kp ? kb + 16 : J->Kp;
@@ -1670,36 +1682,16 @@ static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
             }
         }
 }
-
-/* bf16 pair panel: xp6[g][code - 4][64] = (x[m][4g+i0], x[m][4g+i1]) for
- * the six valid codes (see KERN__SP24_NSLOT). */
-static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
-    static const unsigned char pa[6] = {0, 0, 0, 1, 1, 2}, pb[6] = {1, 2, 3, 2, 3, 3};
-    static const unsigned char slot[6] = {0, 4, 8, 5, 9, 10};
+static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
-    uint32_t *xt6 = (uint32_t *)J->xp + ms * J->xp_stride;
-    int64_t m0 = ms * 64, g;
-    int i, p;
     (void)thread;
-    if (J->path == KERN__SP24_PATH_AVX512) {
-        kern__sp24_pack_xt6__avx512(J, ms);
-        return;
-    }
-    for (i = 0; i < 64; i++) {
-        const uint16_t *xb = m0 + i < J->M ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
-        for (g = 0; g < J->G; g++) {
-            uint16_t v[4] = {0, 0, 0, 0};
-            int e;
-            if (xb) {
-                if (4 * g + 4 <= J->K) memcpy(v, xb + 4 * g, 8);
-                else
-                    for (e = 0; e < 4; e++) v[e] = 4 * g + e < J->K ? xb[4 * g + e] : (uint16_t)0;
-            }
-            for (p = 0; p < 6; p++)
-                xt6[(g * KERN__SP24_NSLOT + slot[p]) * 64 + i] =
-                    (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
-        }
-    }
+    J->fns->pack_xt(J, ms);
+}
+/* The bf16 pair panel of the vdpbf16ps kernels (kern__sp24_pack_xt6__avx512). */
+static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    (void)thread;
+    J->fns->pack_xt6(J, ms);
 }
 
 /* Phase 2 of the large-M path: one sliver of mr rows x nt tiles. */
@@ -1712,7 +1704,8 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     int64_t nchunk = task / J->n_ms, ms = task % J->n_ms;
     int64_t m0 = ms * J->mr;
     int mc = (int)(J->M - m0 < J->mr ? J->M - m0 : J->mr);
-    int vec = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    const kern__sp24_fns *F = J->fns;
+    int vec = F->lm_vec;
     int nv = (mc + vec - 1) / vec;
     int64_t t0 = nchunk * J->nt, t1 = t0 + J->nt, t, g0;
     const int64_t G = J->G;
@@ -1730,12 +1723,11 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
         for (t = t0; t < t1; t++) {
             const uint8_t *mt = sw->meta + (t * G + g0) * 8;
             float *yb = yt + (t - t0) * 16 * J->mr;
-            int l;
             /* next tile's block (the current one for the last tile) */
             const char *nxt = (const char *)sw->values +
                               ((t + 1 < t1 ? t + 1 : t) * G + g0) * 32 * (int64_t)es;
             const int64_t quarter = (int64_t)ng * 8 * (int64_t)es;
-            if (J->path == KERN__SP24_PATH_AVX512 && KERN__SP24_PANEL_PF && g0 + KG < G) {
+            if (F->lm_pf512 && KERN__SP24_PANEL_PF && g0 + KG < G) {
                 /* the next block's x panel (the sliver's panel is larger than
                  * L2 at K = 4096) into L2, a slice per tile */
                 const int64_t gn = G - g0 - KG < KG ? G - g0 - KG : KG;
@@ -1748,7 +1740,7 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
                 for (b = (t - t0) * per * 64; b < (t - t0 + 1) * per * 64 && b < nb; b += 64)
                     _mm_prefetch(np + b, _MM_HINT_T1);
             }
-            if (J->path == KERN__SP24_PATH_AVX512) {
+            if (F->lm_pf512) {
                 /* values: spread over the kernel calls; meta: 2 lines here */
                 const char *nm_ = (const char *)(sw->meta + ((t + 1 < t1 ? t + 1 : t) * G + g0) * 8);
                 _mm_prefetch(nm_, _MM_HINT_T0);
@@ -1762,36 +1754,97 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
                 for (b = 0; b < (int64_t)ng * 32 * (int64_t)es; b += 64) _mm_prefetch(nv_ + b, _MM_HINT_T0);
                 for (b = 0; b < (int64_t)ng * 8; b += 64) _mm_prefetch(nm_ + b, _MM_HINT_T0);
             }
-            if (J->bf16dot) {
-                const uint16_t *wt = (const uint16_t *)sw->values + (t * G + g0) * 32;
-                for (l = 0; l < 16; l += 4)
-                    kern__sp24_lm_bf16__avx512((const uint32_t *)xt, wt, mt, ng, l,
-                                               yb + l * J->mr, first, nxt + (l / 4) * quarter, nv);
-            } else {
-                const float *wt = conv ? wslab + (t - t0) * ng * 32
-                                       : (const float *)sw->values + (t * G + g0) * 32;
-                if (J->path == KERN__SP24_PATH_AVX512)
-                    for (l = 0; l < 16; l += 4)
-                        kern__sp24_lm_f32__avx512((const float *)xt, wt, mt, ng, l,
-                                                  yb + l * J->mr, first,
-                                                  nxt + (l / 4) * quarter, nv);
-                else
-                    for (l = 0; l < 16; l += 2)
-                        kern__sp24_lm_f32__avx2((const float *)xt, wt, mt, ng, l,
-                                                yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
-            }
+            if (J->bf16dot)
+                F->lm_bf16(xt, (const uint16_t *)sw->values + (t * G + g0) * 32, mt, ng, yb, J->mr,
+                           first, nxt, quarter, nv);
+            else
+                F->lm_f32(xt, conv ? wslab + (t - t0) * ng * 32 : (const float *)sw->values + (t * G + g0) * 32,
+                          mt, ng, yb, J->mr, first, nxt, quarter, nv);
         }
     }
     for (t = t0; t < t1; t++) {
         int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
-        if (J->path == KERN__SP24_PATH_AVX512)
-            kern__sp24_epi_lm__avx512(J, m0, mc, t * 16, (int)nc, yt + (t - t0) * 16 * J->mr,
-                                      J->mr);
-        else
-            kern__sp24_epilogue(J, m0, mc, t * 16, nc, yt + (t - t0) * 16 * J->mr, 1, J->mr);
+        F->epi_lm(J, m0, mc, t * 16, (int)nc, yt + (t - t0) * 16 * J->mr, J->mr);
     }
 }
+
+/* The large-M microkernels over a whole tile: 4 rows per call on AVX-512
+ * (weights broadcast from one 16-byte load), 2 on AVX2. */
+KERN_TARGET_AVX512 static void kern__sp24_lm_tile_f32__avx512(const void *xt, const void *wt,
+                                                              const uint8_t *mt, int ng, float *yb,
+                                                              int64_t ld, int first, const char *nxt,
+                                                              int64_t quarter, int nv) {
+    int l;
+    for (l = 0; l < 16; l += 4)
+        kern__sp24_lm_f32__avx512((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld, first,
+                                  nxt + (l / 4) * quarter, nv);
+}
+KERN_TARGET_AVX512BF16 static void kern__sp24_lm_tile_bf16__avx512(const void *xt, const void *wt,
+                                                                   const uint8_t *mt, int ng,
+                                                                   float *yb, int64_t ld, int first,
+                                                                   const char *nxt, int64_t quarter,
+                                                                   int nv) {
+    int l;
+    for (l = 0; l < 16; l += 4)
+        kern__sp24_lm_bf16__avx512((const uint32_t *)xt, (const uint16_t *)wt, mt, ng, l, yb + l * ld,
+                                   first, nxt + (l / 4) * quarter, nv);
+}
+KERN_TARGET_AVX2 static void kern__sp24_lm_tile_f32__avx2(const void *xt, const void *wt,
+                                                          const uint8_t *mt, int ng, float *yb,
+                                                          int64_t ld, int first, const char *nxt,
+                                                          int64_t quarter, int nv) {
+    int l;
+    (void)nxt;
+    (void)quarter;
+    for (l = 0; l < 16; l += 2)
+        kern__sp24_lm_f32__avx2((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld,
+                                yb + (l + 1) * ld, first, nv);
+}
+/* The large-M epilogue of the levels without a vector one. */
+static void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
+                                   const float *acc, int64_t ld) {
+    kern__sp24_epilogue(J, m0, mc, n0, nc, acc, 1, ld);
+}
+
+static const kern__sp24_fns kern__sp24_fns_avx2 = {
+    "avx2", 8, kern__sp24_sm_f32__avx2, NULL, 32, 8, 0, kern__sp24_lm_tile_f32__avx2, NULL,
+    kern__sp24_pack_xt__ref, NULL, kern__sp24_epi_lm__ref};
+static const kern__sp24_fns kern__sp24_fns_avx512 = {
+    "avx512", 16, kern__sp24_sm_f32__avx512, NULL, 64, 16, 1, kern__sp24_lm_tile_f32__avx512, NULL,
+    kern__sp24_pack_xt__avx512, NULL, kern__sp24_epi_lm__avx512};
+static const kern__sp24_fns kern__sp24_fns_avx512bf16 = {
+    "avx512bf16", 16, kern__sp24_sm_f32__avx512, kern__sp24_sm_bf16__avx512, 64, 16, 1,
+    kern__sp24_lm_tile_f32__avx512, kern__sp24_lm_tile_bf16__avx512, kern__sp24_pack_xt__avx512,
+    kern__sp24_pack_xt6__avx512, kern__sp24_epi_lm__avx512};
 #endif /* KERN_X86 */
+
+static const kern__sp24_fns kern__sp24_fns_scalar = {"scalar", 0, NULL, NULL, 0, 0, 0, NULL, NULL,
+                                                     NULL, NULL, NULL};
+#ifdef KERN_NEON
+static const kern__sp24_fns kern__sp24_fns_neon = {"neon", 8, kern__sp24_sm_f32__neon, NULL, 0, 0, 0,
+                                                   NULL, NULL, NULL, NULL, NULL};
+#endif
+
+/* The table of level isa for weights of dtype wdt. */
+static const kern__sp24_fns *kern__sp24_fns_for(kern_isa isa, kern_dtype wdt) {
+    (void)wdt;
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16:
+        return wdt == KERN_BF16 ? &kern__sp24_fns_avx512bf16 : &kern__sp24_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__sp24_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__sp24_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return wdt == KERN_F32 ? &kern__sp24_fns_neon : &kern__sp24_fns_scalar;
+#endif
+    default: return &kern__sp24_fns_scalar;
+    }
+}
 
 static kern_status kern__sp24_check_rows(const kern_tensor *t, const char *op,
                                          const char *name, int64_t r, int64_t c) {
@@ -1880,24 +1933,14 @@ typedef struct kern__sp24_lplan {
 static void kern__sp24_linear_plan(kern__sp24_job *J, kern_ctx *ctx, kern__sp24_lplan *L) {
     const kern_sparse24 *sw = J->sw;
     int64_t M = J->M, K = J->K;
-    uint32_t f = kern_ctx_features(ctx);
     memset(L, 0, sizeof *L);
-    J->path = KERN__SP24_PATH_SCALAR;
-#ifdef KERN_X86
-    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) J->path = KERN__SP24_PATH_AVX512;
-    else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) J->path = KERN__SP24_PATH_AVX2;
-    J->bf16dot = J->path == KERN__SP24_PATH_AVX512 && (f & KERN_CPU_AVX512BF16) &&
-                 sw->dtype == KERN_BF16;
-#endif
-#ifdef KERN_NEON
-    if ((f & KERN_CPU_NEON) && sw->dtype == KERN_F32) J->path = KERN__SP24_PATH_NEON;
-#endif
-    (void)f;
-    if (J->path == KERN__SP24_PATH_SCALAR) {
+    J->fns = kern__sp24_fns_for(kern_ctx_isa(ctx), sw->dtype);
+    J->bf16dot = J->fns->sm_bf16 != NULL && sw->dtype == KERN_BF16;
+    if (!J->fns->sm_chunk) {
         L->kind = 0;
         L->n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
         L->thread = (size_t)J->Kp * sizeof(float);
-    } else if (M <= KERN__SP24_SMALL_M || J->path == KERN__SP24_PATH_NEON) {
+    } else if (M <= KERN__SP24_SMALL_M || !J->fns->lm_mr) {
         /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns.
          * The kernels read all M rows at the same column: a row stride that
          * is a multiple of 1 KiB puts them in a few L1 sets (K = 4096: all in
@@ -1915,7 +1958,7 @@ static void kern__sp24_linear_plan(kern__sp24_job *J, kern_ctx *ctx, kern__sp24_
         int64_t n_nc, want_tasks = 4 * (int64_t)kern_ctx_threads(ctx);
         size_t slab;
         L->kind = 2;
-        J->mr = J->path == KERN__SP24_PATH_AVX512 ? 64 : 32;
+        J->mr = J->fns->lm_mr;
         J->n_ms = (M + J->mr - 1) / J->mr;
         /* tiles per task: up to LM_NT, fewer when that leaves threads idle
          * (the split over n never changes the results) */

@@ -748,6 +748,45 @@ KT_TEST(linear_small_m_aliased_stride) {
     }
 }
 
+/* The function table of every level of this CPU family (run or not): bf16
+ * weights reach the vdpbf16ps table at AVX512_BF16 only, NEON runs f32
+ * weights (others the scalar table); every level the machine has runs
+ * its own table. */
+KT_TEST(dispatch_tables) {
+    static const struct {
+        kern_isa isa;
+        const char *f32, *bf16, *i8;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512", "avx512"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512"},
+        {KERN_ISA_NEON, "neon", "scalar", "scalar"},
+        {KERN_ISA_NEON_DOT, "neon", "scalar", "scalar"},
+        {KERN_ISA_NEON_BF16, "neon", "scalar", "scalar"},
+    };
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i;
+    size_t w;
+    for (i = 0; i < n; i++)
+        for (w = 0; w < sizeof want / sizeof want[0]; w++)
+            if (want[w].isa == all[i]) {
+                kt_context("%s", kern_isa_name(all[i]));
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_F32)->name, want[w].f32), "f32: %s",
+                         kern__sp24_fns_for(all[i], KERN_F32)->name);
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_BF16)->name, want[w].bf16), "bf16: %s",
+                         kern__sp24_fns_for(all[i], KERN_BF16)->name);
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_I8)->name, want[w].i8), "i8: %s",
+                         kern__sp24_fns_for(all[i], KERN_I8)->name);
+            }
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kt_context("%s", kern_isa_name(isa));
+        KT_CHECK(kern__sp24_fns_for(kern_ctx_isa(ctx), KERN_F32) == kern__sp24_fns_for(isa, KERN_F32));
+    }
+}
+
 KT_TEST(linear_residual_in_place) {
     int64_t M = 20, N = 24, K = 16, i;
     float *w = (float *)kt_alloc((size_t)(N * K) * 4, "w"), *x = (float *)kt_alloc((size_t)(M * K) * 4, "x");
