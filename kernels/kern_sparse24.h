@@ -29,8 +29,10 @@
  *       explicit zeros (at the positions PyTorch picks, see METADATA).
  *       "Nonzero" is bitwise: +0.0 and -0.0 are zero, NaN is nonzero.
  *       p.quantize = KERN_I8 turns a float w into int8 values with one
- *       symmetric scale per output channel (scale = max|w[n,:]| / 127, 1 for
- *       an all-zero row, q = round-half-even(w / scale)); an i8 w takes its
+ *       symmetric scale per output channel by kern_base.h's one int8 rule
+ *       (scale = max|w[n,:]| / 127, 1 for an all-zero row, at least
+ *       FLT_MIN; q = clamp(round-half-even(w * (1 / scale)), -127, 127), as
+ *       kern_qgemm quantizes); an i8 w takes its
  *       per-channel f32 scales from p.scales ([N], NULL = all 1).
  *   kern_sparse24_decompress(ctx, sw, out)     back to the dense [N,K]
  *       (same dtype as sw; i8 values are not rescaled). Exact round trip:
@@ -45,12 +47,14 @@
  *       uses with its CUTLASS backend (layout below).
  *   kern_sparse24_linear(ctx, x, sw, y, &p)
  *       x [M,K] f32 or bf16, y [M,N] f32 or bf16; p.epilogue (kern_base.h's
- *       kern_epilogue): bias NULL or [N] (f32 or bf16, any stride),
- *       residual NULL or [M,N] (f32 or bf16; may be exactly y), act NONE,
- *       GELU (erf) or GELU_TANH. The epilogue is
- *       y = act(acc * scale[n] + bias[n]) + residual[m,n] (scale only for
- *       i8 weights), as kern_gemm's. RELU / SILU, bias_per_row and an
- *       out_scale other than 0 or 1 are KERN_ERR_UNSUPPORTED for now.
+ *       kern_epilogue): bias NULL or [N] ([M] with bias_per_row; f32 or
+ *       bf16, any stride), residual NULL or [M,N] (f32 or bf16; may be
+ *       exactly y), any kern_act, out_scale (0 = 1). The epilogue is
+ *       kern_base.h's one GEMM epilogue (kern__epi, the same code and
+ *       roundings as kern_gemm's):
+ *       y = out_scale * (act(acc * scale[n] + bias) + residual[m,n]) (scale
+ *       only for i8 weights), so a fused act gives the bits of the call
+ *       without it followed by kern_act on the f32 result.
  *       p.workspace / workspace_size: optional caller scratch of at least
  *       kern_sparse24_linear_workspace_size() bytes (NULL = the context's). Dtypes: f32 weights need f32 x; bf16
  *       weights need bf16 x (products through vdpbf16ps where the CPU has
@@ -119,11 +123,18 @@
  *                   ("too small"), CUTLASS layout with N or K not aligned.
  *   KERN_ERR_DTYPE  unsupported dtypes or combinations.
  *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear.
- *   KERN_ERR_UNSUPPORTED  epilogue options the 2:4 epilogue lacks (above).
  *   KERN_ERR_NOMEM  allocation failure.
  *   A caller workspace smaller than the _workspace_size is KERN_ERR_ARG.
  *
- * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
+ * ISA PATHS (one const function table per level, kern__sp24_fns_for(
+ * kern_ctx_isa(ctx), weight dtype): scalar; AVX2 (and AVX2_VNNI); AVX512
+ * (and AVX512_VNNI); AVX512_BF16, which adds the vdpbf16ps kernels for bf16
+ * weights; NEON (all three NEON levels) for f32 weights, scalar for others.
+ * The AVX-512 and AVX2 kernels are hand-written, not expanded from one
+ * template: their tiles differ (4 vs 2 channel rows per large-M call, 16 vs
+ * 8 lanes, AVX-512's vpermps picks from one 128-bit load and its
+ * register transposes vs AVX2's in-lane vpermilps on a broadcast, other
+ * prefetch schedules). The epilogue and the math are kern_base.h's.)
  *   M > 16 ("weight stationary", lanes over m): x is transposed once per
  *   call into panels of 64 (AVX-512) / 32 (AVX2) rows, xt[k][m] (workspace
  *   of about the size of x; 3x for the bf16 pair panel); a task walks 64 k
@@ -204,10 +215,9 @@ typedef struct kern_sparse24_info {
 } kern_sparse24_info;
 
 typedef struct kern_sparse24_linear_params {
-    /* kern_base.h's epilogue: bias [N] f32/bf16 (any stride), act NONE /
-     * GELU / GELU_TANH, residual [M,N] f32/bf16 (may be y itself).
-     * bias_per_row, an out_scale other than 0 or 1 and the RELU / SILU
-     * activations are KERN_ERR_UNSUPPORTED for now. */
+    /* kern_base.h's epilogue: bias [N] ([M] with bias_per_row) f32/bf16
+     * (any stride), any act, residual [M,N] f32/bf16 (may be y itself),
+     * out_scale (0 = 1). */
     kern_epilogue epilogue;
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_sparse24_linear_workspace_size() bytes */
@@ -244,7 +254,8 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
                                           const kern_tensor *meta,
                                           kern_sparse24 **sw,
                                           const kern_sparse24_params *p);
-/* y = act(x W^T scale + bias) + residual (p->epilogue); p may be NULL. */
+/* y = out_scale (act(x W^T scale + bias) + residual) (p->epilogue); p may
+ * be NULL. */
 KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                                           const kern_sparse24 *sw,
                                           const kern_tensor *y,
@@ -352,20 +363,7 @@ static inline const char *kern__sp24_at(const kern_tensor *t, int64_t i, int64_t
            (t->stride[0] * i + t->stride[1] * j) * (int64_t)kern_dtype_size(t->dtype);
 }
 static inline float kern__sp24_tof(kern_dtype dt, const void *p) {
-    switch (dt) {
-    case KERN_F32: { float f; memcpy(&f, p, 4); return f; }
-    case KERN_BF16: { uint16_t h; memcpy(&h, p, 2); return kern_bf16_to_f32(h); }
-    case KERN_F16: { uint16_t h; memcpy(&h, p, 2); return kern_f16_to_f32(h); }
-    case KERN_I8: return (float)*(const int8_t *)p;
-    default: return 0.0f;
-    }
-}
-static inline void kern__sp24_fromf(kern_dtype dt, void *p, float v) {
-    if (dt == KERN_F32) memcpy(p, &v, 4);
-    else {
-        uint16_t h = kern_f32_to_bf16(v);
-        memcpy(p, &h, 2);
-    }
+    return dt == KERN_I8 ? (float)*(const int8_t *)p : kern__s_load_f32(p, dt, 1);
 }
 /* Is the element nonzero (bitwise: +-0 is zero, NaN is nonzero)? */
 static inline int kern__sp24_nz(kern_dtype dt, const void *p) {
@@ -595,7 +593,7 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 float v = fabsf(kern__sp24_tof(w->dtype, kern__sp24_at(w, n, k)));
                 if (v > amax) amax = v;
             }
-            scale = amax > 0 ? amax / 127.0f : 1.0f;
+            scale = kern__quant_scale(amax);
             o->scales[n] = scale;
         } else if (st == KERN_I8) {
             o->scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
@@ -614,10 +612,8 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 char *dst = (char *)o->values + kern__sp24_voff(st, tg, l, j) * kern__sp24_esize(st);
                 if (idx >= r) continue; /* zero padding */
                 if (qt == KERN_I8) {
-                    float v = kern__sp24_tof(w->dtype, kern__sp24_at(w, n, 4 * g + idx));
-                    float q = (float)rint((double)(v / scale));
-                    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-                    *(int8_t *)dst = (int8_t)q;
+                    kern__s_quant_row(kern__sp24_at(w, n, 4 * g + idx), w->dtype, 1, 1.0f / scale,
+                                      0, -127, 127, (uint8_t *)dst);
                 } else {
                     memcpy(dst, kern__sp24_at(w, n, 4 * g + idx), (size_t)kern__sp24_esize(st));
                 }
@@ -921,18 +917,13 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
 
 /* ------------------------------------------------------------ linear */
 
-struct kern__sp24_fns;
-
 typedef struct kern__sp24_job {
     const kern_sparse24 *sw;
     kern_ctx *ctx;
     int64_t M, N, K, Kp, G;
     const char *x; int64_t ldx; kern_dtype xdt;
     const void *xs; int64_t ldxs; /* small-M: f32 (or bf16 for bf16dot), Kp cols */
-    char *y; int64_t ldy; kern_dtype ydt;
-    const char *bias; int64_t bstride; kern_dtype bdt;
-    const char *res; int64_t ldr; kern_dtype rdt;
-    int act;
+    kern__epi epi; /* kern_base.h's epilogue: y, bias, act, residual, out_scale */
     const struct kern__sp24_fns *fns; /* the kernels of the context's level */
     int bf16dot;  /* bf16 weights and x through vdpbf16ps */
     int64_t n_ms; /* large-M: m slivers */
@@ -943,32 +934,55 @@ typedef struct kern__sp24_job {
     size_t scratch_yt; /* large-M per-thread scratch layout */
 } kern__sp24_job;
 
-static float kern__sp24_gelu(float v, int act) {
-    if (act == KERN_ACT_GELU)
-        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-}
+/* ---------------------------------------------- one table per ISA level
+ * The kernels of each level (kern__sp24_fns_for): small-M kernels (rows per
+ * call), the large-M microkernels over one 16-channel tile, the x panel
+ * packers and the large-M epilogue. Levels without a vector path take the
+ * scalar table (sm_chunk 0). AVX512_BF16 adds the vdpbf16ps kernels for bf16
+ * weights (its table for other weights is the AVX512 one); the VNNI levels
+ * add nothing here; NEON runs f32 weights (other weights: scalar). */
+typedef void (*kern__sp24_sm_fn)(const float *x, int64_t ldx, const void *wv,
+                                 const uint8_t *meta, int64_t G, float *out, int mr, int wk);
+typedef void (*kern__sp24_smb_fn)(const uint16_t *x, int64_t ldx, const uint16_t *wv,
+                                  const uint8_t *meta, int64_t G, float *out, int mr);
+/* One tile (16 channels) of the large-M path: yb[l * ld + i] for channel
+ * l, row i of the sliver; nxt / quarter: the next weight block to
+ * prefetch. */
+typedef void (*kern__sp24_lm_fn)(const void *xt, const void *wt, const uint8_t *mt, int ng,
+                                 float *yb, int64_t ld, int first, const char *nxt,
+                                 int64_t quarter, int nv);
+typedef void (*kern__sp24_pack_fn)(const kern__sp24_job *J, int64_t ms);
+typedef void (*kern__sp24_epi_lm_fn)(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0,
+                                     int nc, const float *acc, int64_t ld);
+typedef void (*kern__sp24_epi_tile_fn)(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                       int64_t ldt, int m, int n);
 
-/* y[m0+i, n0+j] = act(acc[i*ms + j*ns] * scale + bias) + residual. */
-static void kern__sp24_epilogue(const kern__sp24_job *J, int64_t m0, int64_t mc, int64_t n0,
-                                int64_t nc, const float *acc, int64_t ms, int64_t ns) {
-    const float *scales = J->sw->scales;
-    int64_t i, j;
-    for (i = 0; i < mc; i++) {
-        int64_t m = m0 + i;
-        char *yr = J->y + m * J->ldy * (int64_t)kern_dtype_size(J->ydt);
-        const char *rr = J->res ? J->res + m * J->ldr * (int64_t)kern_dtype_size(J->rdt) : NULL;
-        for (j = 0; j < nc; j++) {
-            int64_t n = n0 + j;
-            float v = acc[i * ms + j * ns];
-            if (scales) v *= scales[n];
-            if (J->bias)
-                v += kern__sp24_tof(J->bdt, J->bias + n * J->bstride * (int64_t)kern_dtype_size(J->bdt));
-            if (J->act) v = kern__sp24_gelu(v, J->act);
-            if (rr) v += kern__sp24_tof(J->rdt, rr + n * (int64_t)kern_dtype_size(J->rdt));
-            kern__sp24_fromf(J->ydt, yr + n * (int64_t)kern_dtype_size(J->ydt), v);
-        }
-    }
+typedef struct kern__sp24_fns {
+    const char *name;
+    int sm_chunk;               /* small-M rows per kernel call; 0: the scalar path */
+    kern__sp24_sm_fn sm_f32;    /* f32 x; f32, bf16 or i8 weights (wk 0, 1, 2) */
+    kern__sp24_smb_fn sm_bf16;  /* bf16 x and weights through vdpbf16ps, or NULL */
+    int lm_mr, lm_vec;          /* large-M rows per sliver, lanes per vector; 0: none */
+    int lm_pf512;               /* large-M prefetch pattern of the 4-row kernels */
+    kern__sp24_lm_fn lm_f32, lm_bf16;
+    kern__sp24_pack_fn pack_xt, pack_xt6;
+    kern__sp24_epi_lm_fn epi_lm;
+    kern__sp24_epi_tile_fn epi_tile; /* kern_base.h's epilogue of the level */
+} kern__sp24_fns;
+
+/* The store of every path: the m x n tile t (row stride ldt) of output
+ * rows m0.., channels n0.. through kern_base.h's epilogue (the level's
+ * kern__v_epi_tile / kern__s_epi_tile), after the per-channel scale of i8
+ * weights, applied to t in place (alpha is 1: the product is its only
+ * rounding). */
+static void kern__sp24_store(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
+                             float *t, int64_t ldt) {
+    const float *sc = J->sw->scales;
+    int i, j;
+    if (sc)
+        for (i = 0; i < mc; i++)
+            for (j = 0; j < nc; j++) t[i * ldt + j] *= sc[n0 + j];
+    J->fns->epi_tile(&J->epi, m0, n0, t, ldt, mc, nc);
 }
 
 /* Scalar path: one task = SM_NT tiles, all rows of x. Per-thread scratch:
@@ -1002,7 +1016,7 @@ static void kern__sp24_task_scalar(void *arg, int64_t task, int thread) {
                 }
                 acc[l] = a;
             }
-            kern__sp24_epilogue(J, m, 1, t * 16, nc, acc, 0, 1);
+            kern__sp24_store(J, m, 1, t * 16, (int)nc, acc, 16);
         }
     }
 }
@@ -1294,51 +1308,23 @@ KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_tr16__avx512(__m512 *r) {
 
 /* Large-M epilogue on AVX-512: acc[j * ld + i] (channel j, row i; ld a
  * multiple of 16 with all 16 channel rows readable) transposed in 16 x 16
- * blocks, then y = act(acc * scale + bias) + residual with the same
- * operations, in the same order, as kern__sp24_epilogue (bitwise equal). */
+ * blocks in registers, scaled as kern__sp24_store scales, then stored by
+ * kern_base.h's epilogue (bitwise the store of the other paths). */
 KERN_TARGET_AVX512 static void kern__sp24_epi_lm__avx512(const kern__sp24_job *J, int64_t m0,
                                                         int mc, int64_t n0, int nc,
                                                         const float *acc, int64_t ld) {
     const float *scales = J->sw->scales;
-    const __mmask16 nm = (__mmask16)((1u << nc) - 1u);
-    const size_t yes = kern_dtype_size(J->ydt), res_es = J->res ? kern_dtype_size(J->rdt) : 0;
-    float bb[16];
-    __m512 sc = scales ? _mm512_loadu_ps(scales + n0) : _mm512_set1_ps(1.0f), bv;
+    const __m512 sc = scales ? _mm512_loadu_ps(scales + n0) : _mm512_set1_ps(1.0f);
+    float tb[16 * 16];
     int i0, i, j;
-    for (j = 0; j < 16; j++)
-        bb[j] = J->bias && j < nc
-                    ? kern__sp24_tof(J->bdt, J->bias + (n0 + j) * J->bstride * (int64_t)kern_dtype_size(J->bdt))
-                    : 0.0f;
-    bv = _mm512_loadu_ps(bb);
     for (i0 = 0; i0 < mc; i0 += 16) {
         __m512 r[16];
         int ie = mc - i0 < 16 ? mc - i0 : 16;
         KERN__SP24_UNROLL
         for (j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(acc + j * ld + i0);
         kern__sp24_tr16__avx512(r);
-        for (i = 0; i < ie; i++) {
-            int64_t m = m0 + i0 + i;
-            char *yp = J->y + (m * J->ldy + n0) * (int64_t)yes;
-            __m512 v = r[i];
-            if (scales) v = _mm512_mul_ps(v, sc);
-            if (J->bias) v = _mm512_add_ps(v, bv);
-            if (J->act) {
-                float tmp[16];
-                _mm512_storeu_ps(tmp, v);
-                for (j = 0; j < nc; j++) tmp[j] = kern__sp24_gelu(tmp[j], J->act);
-                v = _mm512_loadu_ps(tmp);
-            }
-            if (J->res) {
-                const char *rp = J->res + (m * J->ldr + n0) * (int64_t)res_es;
-                __m512 rv = J->rdt == KERN_F32
-                                ? _mm512_maskz_loadu_ps(nm, rp)
-                                : _mm512_castsi512_ps(kern__bf16x16_f32__avx512(
-                                      _mm256_maskz_loadu_epi16(nm, rp)));
-                v = _mm512_add_ps(v, rv);
-            }
-            if (J->ydt == KERN_F32) _mm512_mask_storeu_ps(yp, nm, v);
-            else _mm256_mask_storeu_epi16(yp, nm, kern__f32x16_bf16__avx512(_mm512_castps_si512(v)));
-        }
+        for (i = 0; i < ie; i++) _mm512_storeu_ps(tb + i * 16, scales ? _mm512_mul_ps(r[i], sc) : r[i]);
+        kern__v_epi_tile__avx512(&J->epi, m0 + i0, n0, tb, 16, ie, nc);
     }
 }
 
@@ -1563,38 +1549,7 @@ static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const void *wvp
 }
 #endif
 
-/* ---------------------------------------------- one table per ISA level
- * The kernels of each level (kern__sp24_fns_for): small-M kernels (rows per
- * call), the large-M microkernels over one 16-channel tile, the x panel
- * packers and the large-M epilogue. Levels without a vector path take the
- * scalar table (sm_chunk 0). AVX512_BF16 adds the vdpbf16ps kernels for bf16
- * weights (its table for other weights is the AVX512 one); the VNNI levels
- * add nothing here; NEON runs f32 weights (other weights: scalar). */
-typedef void (*kern__sp24_sm_fn)(const float *x, int64_t ldx, const void *wv,
-                                 const uint8_t *meta, int64_t G, float *out, int mr, int wk);
-typedef void (*kern__sp24_smb_fn)(const uint16_t *x, int64_t ldx, const uint16_t *wv,
-                                  const uint8_t *meta, int64_t G, float *out, int mr);
-/* One tile (16 channels) of the large-M path: yb[l * ld + i] for channel
- * l, row i of the sliver; nxt / quarter: the next weight block to
- * prefetch. */
-typedef void (*kern__sp24_lm_fn)(const void *xt, const void *wt, const uint8_t *mt, int ng,
-                                 float *yb, int64_t ld, int first, const char *nxt,
-                                 int64_t quarter, int nv);
-typedef void (*kern__sp24_pack_fn)(const kern__sp24_job *J, int64_t ms);
-typedef void (*kern__sp24_epi_lm_fn)(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0,
-                                     int nc, const float *acc, int64_t ld);
-
-typedef struct kern__sp24_fns {
-    const char *name;
-    int sm_chunk;               /* small-M rows per kernel call; 0: the scalar path */
-    kern__sp24_sm_fn sm_f32;    /* f32 x; f32, bf16 or i8 weights (wk 0, 1, 2) */
-    kern__sp24_smb_fn sm_bf16;  /* bf16 x and weights through vdpbf16ps, or NULL */
-    int lm_mr, lm_vec;          /* large-M rows per sliver, lanes per vector; 0: none */
-    int lm_pf512;               /* large-M prefetch pattern of the 4-row kernels */
-    kern__sp24_lm_fn lm_f32, lm_bf16;
-    kern__sp24_pack_fn pack_xt, pack_xt6;
-    kern__sp24_epi_lm_fn epi_lm;
-} kern__sp24_fns;
+/* ---------------------------------------------------- task drivers */
 
 /* Small-M (and NEON) task: SM_NT tiles, all rows of x in chunks. */
 static void kern__sp24_task_small(void *arg, int64_t task, int thread) {
@@ -1620,7 +1575,7 @@ static void kern__sp24_task_small(void *arg, int64_t task, int thread) {
             else
                 F->sm_f32((const float *)J->xs + m0 * J->ldxs, J->ldxs,
                           (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G, acc, mr, wk);
-            kern__sp24_epilogue(J, m0, mr, t * 16, nc, acc, 16, 1);
+            kern__sp24_store(J, m0, mr, t * 16, (int)nc, acc, 16);
         }
     }
 }
@@ -1800,29 +1755,38 @@ KERN_TARGET_AVX2 static void kern__sp24_lm_tile_f32__avx2(const void *xt, const 
         kern__sp24_lm_f32__avx2((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld,
                                 yb + (l + 1) * ld, first, nv);
 }
-/* The large-M epilogue of the levels without a vector one. */
+/* The large-M epilogue of the levels without an in-register transpose:
+ * acc[j * ld + i] (channel j, row i) transposed 16 rows at a time. */
 static void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
                                    const float *acc, int64_t ld) {
-    kern__sp24_epilogue(J, m0, mc, n0, nc, acc, 1, ld);
+    float tb[16 * 16];
+    int i0, i, j;
+    for (i0 = 0; i0 < mc; i0 += 16) {
+        int ie = mc - i0 < 16 ? mc - i0 : 16;
+        for (i = 0; i < ie; i++)
+            for (j = 0; j < nc; j++) tb[i * 16 + j] = acc[j * ld + i0 + i];
+        kern__sp24_store(J, m0 + i0, ie, n0, nc, tb, 16);
+    }
 }
 
 static const kern__sp24_fns kern__sp24_fns_avx2 = {
     "avx2", 8, kern__sp24_sm_f32__avx2, NULL, 32, 8, 0, kern__sp24_lm_tile_f32__avx2, NULL,
-    kern__sp24_pack_xt__ref, NULL, kern__sp24_epi_lm__ref};
+    kern__sp24_pack_xt__ref, NULL, kern__sp24_epi_lm__ref, kern__v_epi_tile__avx2};
 static const kern__sp24_fns kern__sp24_fns_avx512 = {
     "avx512", 16, kern__sp24_sm_f32__avx512, NULL, 64, 16, 1, kern__sp24_lm_tile_f32__avx512, NULL,
-    kern__sp24_pack_xt__avx512, NULL, kern__sp24_epi_lm__avx512};
+    kern__sp24_pack_xt__avx512, NULL, kern__sp24_epi_lm__avx512, kern__v_epi_tile__avx512};
 static const kern__sp24_fns kern__sp24_fns_avx512bf16 = {
     "avx512bf16", 16, kern__sp24_sm_f32__avx512, kern__sp24_sm_bf16__avx512, 64, 16, 1,
     kern__sp24_lm_tile_f32__avx512, kern__sp24_lm_tile_bf16__avx512, kern__sp24_pack_xt__avx512,
-    kern__sp24_pack_xt6__avx512, kern__sp24_epi_lm__avx512};
+    kern__sp24_pack_xt6__avx512, kern__sp24_epi_lm__avx512, kern__v_epi_tile__avx512};
 #endif /* KERN_X86 */
 
-static const kern__sp24_fns kern__sp24_fns_scalar = {"scalar", 0, NULL, NULL, 0, 0, 0, NULL, NULL,
-                                                     NULL, NULL, NULL};
+static const kern__sp24_fns kern__sp24_fns_scalar = {
+    "scalar", 0, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, kern__s_epi_tile};
 #ifdef KERN_NEON
-static const kern__sp24_fns kern__sp24_fns_neon = {"neon", 8, kern__sp24_sm_f32__neon, NULL, 0, 0, 0,
-                                                   NULL, NULL, NULL, NULL, NULL};
+static const kern__sp24_fns kern__sp24_fns_neon = {
+    "neon", 8, kern__sp24_sm_f32__neon, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+    kern__v_epi_tile__neon};
 #endif
 
 /* The table of level isa for weights of dtype wdt. */
@@ -1892,18 +1856,16 @@ static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
                          (long long)x->shape[1], (long long)K);
     if ((s = kern__sp24_check_rows(x, op, "x", M, K))) return s;
     if ((s = kern__sp24_check_rows(y, op, "y", M, N))) return s;
-    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op,
-                                  1u << KERN_ACT_NONE | 1u << KERN_ACT_GELU |
-                                      1u << KERN_ACT_GELU_TANH,
-                                  0, 0)))
-        return s;
+    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op, ~0u, 1, 1))) return s;
     if (bias) {
         if ((s = kern_tensor_check(bias, op, "bias"))) return s;
         if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
             return kern__err(KERN_ERR_DTYPE, "%s: bias.dtype=%s (f32 or bf16)", op,
                              kern_dtype_name(bias->dtype));
-        if (bias->ndim != 1 || bias->shape[0] != N)
-            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]", op, (long long)N);
+        if (bias->ndim != 1 || bias->shape[0] != (p->epilogue.bias_per_row ? M : N))
+            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]%s", op,
+                             (long long)(p->epilogue.bias_per_row ? M : N),
+                             p->epilogue.bias_per_row ? " (bias_per_row)" : "");
         if (kern_tensors_overlap(bias, y))
             return kern__err(KERN_ERR_ARG, "%s: y overlaps bias", op);
     }
@@ -1988,10 +1950,17 @@ static void kern__sp24_linear_job(kern__sp24_job *J, const kern_tensor *x,
     J->ctx = ctx;
     J->M = x->shape[0]; J->N = sw->n; J->K = sw->k; J->Kp = sw->k_padded; J->G = sw->k_padded / 4;
     J->x = (const char *)x->data; J->ldx = x->stride[0]; J->xdt = x->dtype;
-    J->y = (char *)y->data; J->ldy = y->stride[0]; J->ydt = y->dtype;
-    if (bias) { J->bias = (const char *)bias->data; J->bstride = bias->stride[0]; J->bdt = bias->dtype; }
-    if (res) { J->res = (const char *)res->data; J->ldr = res->stride[0]; J->rdt = res->dtype; }
-    J->act = p ? (int)p->epilogue.act : 0;
+    kern__epi_init(&J->epi);
+    J->epi.dst = (char *)y->data;
+    J->epi.dst_dt = y->dtype;
+    J->epi.dst_rs = y->stride[0];
+    J->epi.dst_cs = 1;
+    kern__epi_set_bias(&J->epi, bias, p ? p->epilogue.bias_per_row : 0);
+    kern__epi_set_residual(&J->epi, res);
+    if (p) {
+        J->epi.act = p->epilogue.act;
+        J->epi.out_scale = p->epilogue.out_scale != 0.0f ? p->epilogue.out_scale : 1.0f;
+    }
 }
 
 KERN_API kern_status kern_sparse24_linear_workspace_size(kern_ctx *ctx, const kern_tensor *x,
