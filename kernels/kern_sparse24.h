@@ -150,7 +150,7 @@
  *   first copied with one extra cache line per row (all M rows are read at
  *   the same column: they would share one L1 set).
  *   AVX-512 (+BF16), AVX2+FMA, NEON (f32 weights, table-lookup selection;
- *   compiled for AArch64, not run here) and a portable scalar path.
+ *   run under qemu-user by make test-neon) and a portable scalar path.
  *
  * EXAMPLE
  *     kern_tensor w = kern_tensor_2d(wdata, KERN_F32, N, K);
