@@ -122,7 +122,9 @@
  *                   x's K != the weight's k, meta/values buffers of the wrong size
  *                   ("too small"), CUTLASS layout with N or K not aligned.
  *   KERN_ERR_DTYPE  unsupported dtypes or combinations.
- *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear.
+ *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear; an
+ *                   output (prune/decompress out, export values/meta, y)
+ *                   whose elements overlap (e.g. a zero stride).
  *   KERN_ERR_NOMEM  allocation failure.
  *   A caller workspace smaller than the _workspace_size is KERN_ERR_ARG.
  *
@@ -482,6 +484,10 @@ KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
           w->stride[1] == out->stride[1]))
         return kern__err(KERN_ERR_ARG, "%s: out partially overlaps w (only exact "
                          "in-place is allowed)", op);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
+    if (N == 0 || K == 0) return KERN_OK; /* nothing to prune (the other dim may be huge) */
     if ((s = kern__op_begin(&ctx, op))) return s;
     es = kern_dtype_size(w->dtype);
     G = (K + 3) / 4;
@@ -665,6 +671,9 @@ KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx, const kern_sparse24
         return kern__err(KERN_ERR_SHAPE, "%s: out.shape=[%lld,%lld] but sw is [%lld,%lld]",
                          op, (long long)out->shape[0], (long long)out->shape[1],
                          (long long)sw->n, (long long)sw->k);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
     if ((s = kern__op_begin(&ctx, op))) return s;
     es = kern_dtype_size(sw->dtype);
     G = sw->k_padded / 4;
@@ -798,6 +807,10 @@ KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw
         return s;
     if (kern_tensors_overlap(values, meta))
         return kern__err(KERN_ERR_ARG, "%s: values and meta overlap", op);
+    if (kern__tensor_self_overlap(values) || kern__tensor_self_overlap(meta))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op,
+                         kern__tensor_self_overlap(values) ? "values" : "meta");
     if ((s = kern__op_begin(&ctx, op))) return s;
     wide = q == 8;
     es = kern_dtype_size(sw->dtype);
@@ -845,11 +858,14 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
         return kern__err(KERN_ERR_DTYPE, "%s: values.dtype=%s (f32, bf16, f16 or i8)", op,
                          kern_dtype_name(values->dtype));
     N = values->shape[0];
-    Kp = 2 * values->shape[1];
-    K = p && p->k ? p->k : Kp;
-    if (N == 0 || Kp == 0)
+    if (N == 0 || values->shape[1] == 0)
         return kern__err(KERN_ERR_SHAPE, "%s: values.shape=[%lld,%lld] is empty", op,
                          (long long)N, (long long)values->shape[1]);
+    if (values->shape[1] > INT64_MAX / 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: values.shape[1]=%lld is too large", op,
+                         (long long)values->shape[1]);
+    Kp = 2 * values->shape[1];
+    K = p && p->k ? p->k : Kp;
     if (Kp % 4 != 0)
         return kern__err(KERN_ERR_SHAPE, "%s: values.shape[1]=%lld must be even (2 values "
                          "per group of 4)", op, (long long)values->shape[1]);
@@ -1877,6 +1893,9 @@ static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
                              "== y is allowed)", op);
     }
     if (kern_tensors_overlap(x, y)) return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
+    if (kern__tensor_self_overlap(y))
+        return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
     return KERN_OK;
 }
 
