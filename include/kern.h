@@ -16,4 +16,5 @@
 #include "kern_sdpa.h"
 #include "kern_scatter.h"
 #include "kern_spmm.h"
+#include "kern_safetensors.h"
 #endif /* KERN_H */
