@@ -553,15 +553,33 @@ static void kern__gsb_end(kern__gsb *s) {
     if (s->buf && s->size) s->buf[s->n < s->size ? s->n : s->size - 1] = 0;
 }
 
+static void kern__g_copy_str(char *dst, size_t size, const char *src) {
+    size_t l = strlen(src);
+    if (!size) return;
+    if (l >= size) l = size - 1;
+    memcpy(dst, src, l);
+    dst[l] = 0;
+}
+
 /* Shortest %g spelling of a float that reads back to the same float. */
 static void kern__g_ftoa(float v, char *buf, size_t size) {
     int prec;
     if (v != v) { snprintf(buf, size, "nan"); return; }
     if (v == (float)INFINITY) { snprintf(buf, size, "inf"); return; }
     if (v == -(float)INFINITY) { snprintf(buf, size, "-inf"); return; }
-    for (prec = 1; prec <= 9; prec++) {
-        snprintf(buf, size, "%.*g", prec, (double)v);
-        if ((float)strtod(buf, NULL) == v) return;
+    {
+        /* the shortest spelling that reads back; no exponent for 1e-4 <=
+         * |v| < 1e15 (so 30, not 3e+01) */
+        double a = fabs((double)v);
+        int plain = a == 0 || (a >= 1e-4 && a < 1e15);
+        char first[48] = "";
+        for (prec = 1; prec <= 9; prec++) {
+            snprintf(buf, size, "%.*g", prec, (double)v);
+            if ((float)strtod(buf, NULL) != v) continue;
+            if (!first[0]) kern__g_copy_str(first, sizeof first, buf);
+            if (!plain || !strchr(buf, 'e')) return;
+        }
+        kern__g_copy_str(buf, size, first);
     }
 }
 /* The same for doubles (constants). */
@@ -570,9 +588,17 @@ static void kern__g_dtoa(double v, char *buf, size_t size) {
     if (v != v) { snprintf(buf, size, "nan"); return; }
     if (v == (double)INFINITY) { snprintf(buf, size, "inf"); return; }
     if (v == -(double)INFINITY) { snprintf(buf, size, "-inf"); return; }
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) return;
+    {
+        double a = fabs(v);
+        int plain = a == 0 || (a >= 1e-4 && a < 1e15);
+        char first[48] = "";
+        for (prec = 1; prec <= 17; prec++) {
+            snprintf(buf, size, "%.*g", prec, v);
+            if (strtod(buf, NULL) != v) continue;
+            if (!first[0]) kern__g_copy_str(first, sizeof first, buf);
+            if (!plain || !strchr(buf, 'e')) return;
+        }
+        kern__g_copy_str(buf, size, first);
     }
 }
 
@@ -599,8 +625,10 @@ static void kern__g_argsort(int32_t *idx, int32_t *tmp, int64_t n, const int64_t
 
 /* A symbolic dim: sum of coef * monomial, monomial = product of symbols
  * (4-bit exponent per symbol, 16 symbols). Canonical: terms sorted by
- * monomial, descending (the constant, monomial 0, last), nonzero coefs,
- * never a lone constant (that is a concrete dim). Interned per graph, so
+ * term order (kern__gx_before; the constant last), nonzero coefs. A
+ * constant >= 0 is a concrete dim, never an expression; a negative
+ * constant (an intermediate such as 3 - 5) is interned like any
+ * expression so it cannot be mistaken for a handle. Interned per graph, so
  * two dims are equal iff their handles are. Handle of expr e: -(2 + e). */
 typedef struct kern__gexpr {
     int nt;
@@ -770,12 +798,28 @@ static int64_t kern__gx_index(int64_t d) { return -d - 2; }
 
 /* Normalizes: sort by monomial (descending), merge equal monomials, drop
  * zero coefficients. 0 on overflow. */
+/* Term order: higher degree first; then the larger exponent of the
+ * earliest declared symbol first ("L+P", "B*L+N", "N+1"). */
+static int kern__gx_before(uint64_t a, uint64_t b) {
+    int k, da = 0, db = 0;
+    for (k = 0; k < 16; k++) {
+        da += (int)((a >> (4 * k)) & 15);
+        db += (int)((b >> (4 * k)) & 15);
+    }
+    if (da != db) return da > db;
+    for (k = 0; k < 16; k++) {
+        uint64_t ea = (a >> (4 * k)) & 15, eb = (b >> (4 * k)) & 15;
+        if (ea != eb) return ea > eb;
+    }
+    return 0;
+}
+
 static int kern__gx_norm(kern__gexpr *x) {
     int i, j, n = 0, k = 0;
-    for (i = 1; i < x->nt; i++) { /* insertion sort, descending m */
+    for (i = 1; i < x->nt; i++) { /* insertion sort in term order */
         int64_t c = x->c[i];
         uint64_t m = x->m[i];
-        for (j = i - 1; j >= 0 && x->m[j] < m; j--) {
+        for (j = i - 1; j >= 0 && kern__gx_before(m, x->m[j]); j--) {
             x->c[j + 1] = x->c[j];
             x->m[j + 1] = x->m[j];
         }
@@ -820,7 +864,7 @@ static void kern__gx_of(const kern_graph *g, int64_t d, kern__gexpr *x) {
 static int kern__gx_make(kern_graph *g, const kern__gexpr *x, int64_t *d) {
     int64_t i;
     if (x->nt == 0) { *d = 0; return 1; }
-    if (x->nt == 1 && x->m[0] == 0) { *d = x->c[0]; return 1; }
+    if (x->nt == 1 && x->m[0] == 0 && x->c[0] >= 0) { *d = x->c[0]; return 1; }
     for (i = 0; i < g->n_ex; i++) {
         const kern__gexpr *y = &g->ex[i];
         if (y->nt == x->nt && memcmp(y->c, x->c, sizeof(int64_t) * (size_t)x->nt) == 0 &&
@@ -843,13 +887,33 @@ static kern_status kern__gx_err_complex(void) {
                      KERN__G_MAX_TERMS);
 }
 
+/* A concrete result that came out negative becomes an interned constant. */
+static kern_status kern__gx_fix_neg(kern_graph *g, int64_t *r) {
+    kern__gexpr x;
+    if (*r >= 0) return KERN_OK;
+    memset(&x, 0, sizeof x);
+    x.nt = 1;
+    x.c[0] = *r;
+    if (!kern__gx_make(g, &x, r)) return kern__err(KERN_ERR_NOMEM, "kern_graph: out of memory");
+    return KERN_OK;
+}
+
+/* 1 if d is a dim of g that is not a negative constant. */
+static int kern__gx_valid(const kern_graph *g, int64_t d) {
+    const kern__gexpr *x;
+    if (!kern__gx_is_expr(d)) return d >= 0;
+    if (kern__gx_index(d) >= g->n_ex) return 0;
+    x = &g->ex[kern__gx_index(d)];
+    return !(x->nt == 1 && x->m[0] == 0 && x->c[0] < 0);
+}
+
 /* r = a + sign * b */
 static kern_status kern__gx_addsub(kern_graph *g, int64_t a, int64_t b, int sign, int64_t *r) {
     kern__gexpr x, y;
     int i;
     if (!kern__gx_is_expr(a) && !kern__gx_is_expr(b)) {
         if (kern_add_overflow_i64(a, sign * b, r)) return kern__gx_err_complex();
-        return KERN_OK;
+        return kern__gx_fix_neg(g, r);
     }
     kern__gx_of(g, a, &x);
     kern__gx_of(g, b, &y);
@@ -902,7 +966,7 @@ static kern_status kern__gx_mul(kern_graph *g, int64_t a, int64_t b, int64_t *r)
     int i, j;
     if (!kern__gx_is_expr(a) && !kern__gx_is_expr(b)) {
         if (kern_mul_overflow_i64(a, b, r)) return kern__gx_err_complex();
-        return KERN_OK;
+        return kern__gx_fix_neg(g, r);
     }
     kern__gx_of(g, a, &x);
     kern__gx_of(g, b, &y);
@@ -940,7 +1004,7 @@ static int kern__gx_div(kern_graph *g, int64_t a, int64_t b, int64_t *r) {
     if (!kern__gx_is_expr(a) && !kern__gx_is_expr(b)) {
         if (a % b) return 0;
         *r = a / b;
-        return 1;
+        return kern__gx_fix_neg(g, r) == KERN_OK;
     }
     kern__gx_of(g, a, &x);
     kern__gx_of(g, b, &y);
@@ -1243,7 +1307,7 @@ KERN_API kern_status kern_graph_dim(kern_graph *g, const char *expr, int64_t *di
                          strncmp(kern_last_error(), "kern_graph: ", 12) == 0
                              ? kern_last_error() + 12
                              : kern_last_error());
-    if (d < 0 && !kern__gx_is_expr(d))
+    if (!kern__gx_valid(g, d))
         return kern__err(KERN_ERR_SHAPE, "kern_graph_dim: '%s' is negative", expr);
     *dim = d;
     return KERN_OK;
@@ -1302,6 +1366,8 @@ static kern_status kern__g_check_dims(const kern_graph *g, const char *op, const
             if (kern__gx_index(dims[i]) >= g->n_ex)
                 return kern__err(KERN_ERR_ARG, "%s: '%s': dim %d=%lld is not a dim of this graph",
                                  op, name, i, (long long)dims[i]);
+            if (!kern__gx_valid(g, dims[i]))
+                return kern__err(KERN_ERR_SHAPE, "%s: '%s': dim %d is negative", op, name, i);
         } else if (dims[i] < 0) {
             return kern__err(KERN_ERR_SHAPE, "%s: '%s': dim %d=%lld is negative", op, name, i,
                              (long long)dims[i]);
@@ -1354,7 +1420,7 @@ static kern_status kern__g_parse_shape(kern_graph *g, const char *s, size_t l, i
         }
         st = kern__g_parse_dim(g, s + b, i - b, declare, &dims[n], &e);
         if (st) { *errpos = b + e; return st; }
-        if (!kern__gx_is_expr(dims[n]) && dims[n] < 0) {
+        if (!kern__gx_valid(g, dims[n])) {
             *errpos = b;
             return kern__err(KERN_ERR_SHAPE, "kern_graph: dim %d is negative", n);
         }
@@ -2011,7 +2077,7 @@ static kern_status kern__ginfer_reshape(kern__ginf *c) {
             ni = i;
             continue;
         }
-        if (kern__gx_is_expr(d) ? kern__gx_index(d) >= c->g->n_ex : d < 0)
+        if (!kern__gx_valid(c->g, d))
             return kern__ginf_err(c, KERN_ERR_ARG, "shape[%d]=%lld is not a dim", i, (long long)d);
         st = kern__gx_mul(c->g, known, d, &known);
         if (st) return st;
@@ -2066,17 +2132,14 @@ static kern_status kern__ginfer_slice(kern__ginf *c) {
     int ax = 0;
     kern_status st = kern__ginf_axis(c, c->a->axis, x->ndim, &ax);
     if (st) return st;
-    if ((!kern__gx_is_expr(c->a->start) && c->a->start < 0) ||
-        (!kern__gx_is_expr(c->a->length) && c->a->length < 0) ||
-        (kern__gx_is_expr(c->a->start) && kern__gx_index(c->a->start) >= c->g->n_ex) ||
-        (kern__gx_is_expr(c->a->length) && kern__gx_index(c->a->length) >= c->g->n_ex))
+    if (!kern__gx_valid(c->g, c->a->start) || !kern__gx_valid(c->g, c->a->length))
         return kern__ginf_err(c, KERN_ERR_ARG, "start and length must be dims >= 0");
     len = c->a->length;
     if (len == 0) {
         st = kern__gx_sub(c->g, x->dims[ax], c->a->start, &len);
         if (st) return st;
     }
-    if (!kern__gx_is_expr(len) && len < 0)
+    if (!kern__gx_valid(c->g, len))
         return kern__ginf_err(c, KERN_ERR_SHAPE, "start is past the end of dim %d", ax);
     if (!kern__gx_is_expr(x->dims[ax]) && !kern__gx_is_expr(c->a->start) &&
         !kern__gx_is_expr(len) && c->a->start + len > x->dims[ax])
@@ -2105,7 +2168,7 @@ static kern_status kern__ginfer_split(kern__ginf *c) {
     if (c->a->n_sizes) {
         for (i = 0; i < n; i++) {
             int64_t d = c->a->sizes[i];
-            if (kern__gx_is_expr(d) ? kern__gx_index(d) >= c->g->n_ex : d < 0)
+            if (!kern__gx_valid(c->g, d))
                 return kern__ginf_err(c, KERN_ERR_ARG, "sizes[%d] is not a dim", i);
             st = kern__gx_add(c->g, sum, d, &sum);
             if (st) return st;
@@ -2139,7 +2202,7 @@ static kern_status kern__ginfer_expand(kern__ginf *c) {
         if (t == KERN_GRAPH_DIM_INFER) {
             if (j < 0) return kern__ginf_err(c, KERN_ERR_ARG, "-1 in a new leading dim");
             od[i] = d;
-        } else if (kern__gx_is_expr(t) ? kern__gx_index(t) >= c->g->n_ex : t < 0) {
+        } else if (!kern__gx_valid(c->g, t)) {
             return kern__ginf_err(c, KERN_ERR_ARG, "shape[%d] is not a dim", i);
         } else if (kern__gd_eq(t, d) || d == 1) {
             od[i] = t;
@@ -2272,7 +2335,7 @@ static kern_status kern__ginfer_spmm(kern__ginf *c) {
         return kern__ginf_err(c, KERN_ERR_ARG, "reduce must be sum, mean, amax or amin");
     st = kern__gx_sub(c->g, rp->dims[0], 1, &od[0]);
     if (st) return st;
-    if (!kern__gx_is_expr(od[0]) && od[0] < 0)
+    if (!kern__gx_valid(c->g, od[0]))
         return kern__ginf_err(c, KERN_ERR_SHAPE, "rowptr is empty");
     od[1] = x->dims[1];
     return kern__ginf_out(c, 0, x->dtype, 2, od);
@@ -2410,7 +2473,7 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
     for (i = 0; i < c->n_out; i++) {
         int k;
         for (k = 0; k < c->ond[i]; k++)
-            if (!kern__gx_is_expr(c->od[i][k]) && c->od[i][k] < 0)
+            if (!kern__gx_valid(g, c->od[i][k]))
                 return kern__ginf_err(c, KERN_ERR_SHAPE, "output %d has a negative dim", i);
     }
     return KERN_OK;
@@ -2725,7 +2788,13 @@ static void kern__g_write_attr(const kern_graph *g, kern__gsb *s, const kern_gra
         kern__gsb_printf(s, "%d", v);
         break;
     }
-    case KERN__GT_INT: case KERN__GT_DIM: {
+    case KERN__GT_INT: {
+        int64_t v;
+        memcpy(&v, b + d->off, 8);
+        kern__gsb_printf(s, "%lld", (long long)v);
+        break;
+    }
+    case KERN__GT_DIM: {
         int64_t v;
         memcpy(&v, b + d->off, 8);
         kern__gsb_puts(s, kern_graph_dim_str(g, v, t, sizeof t));
@@ -2745,7 +2814,8 @@ static void kern__g_write_attr(const kern_graph *g, kern__gsb *s, const kern_gra
             int64_t v;
             memcpy(&v, b + d->off + 8 * (size_t)i, 8);
             if (i) kern__gsb_puts(s, ",");
-            kern__gsb_puts(s, kern_graph_dim_str(g, v, t, sizeof t));
+            if (d->type == KERN__GT_INTLIST) kern__gsb_printf(s, "%lld", (long long)v);
+            else kern__gsb_puts(s, kern_graph_dim_str(g, v, t, sizeof t));
         }
         break;
     }
@@ -3378,6 +3448,8 @@ static kern_status kern__ir_attr(kern_graph *g, const kern__irst *s, kern_graph_
                 if (n >= maxn) return kern__ir_err(s, val.off + c, KERN_ERR_ARG, "too many entries");
                 if (d->type == KERN__GT_INTLIST) {
                     if ((st = kern__ir_int(s, v + c, e - c, val.off + c, &x)) != KERN_OK) return st;
+                } else if (e - c == 2 && v[c] == '-' && v[c + 1] == '1') {
+                    x = KERN_GRAPH_DIM_INFER;
                 } else {
                     size_t ep;
                     st = kern__g_parse_dim(g, v + c, (size_t)(e - c), 0, &x, &ep);
@@ -6026,6 +6098,16 @@ nomem:
 static int kern__gpx_nuses(const kern__gpx *x, kern_graph_val v) {
     return x->cstart[v + 1] - x->cstart[v] + x->is_out[v];
 }
+/* distinct consumer nodes of v (+ graph outputs) */
+static int kern__gpx_nconsumers(const kern__gpx *x, kern_graph_val v) {
+    int c, k, n = x->is_out[v];
+    for (c = x->cstart[v]; c < x->cstart[v + 1]; c++) {
+        int dup = 0;
+        for (k = x->cstart[v]; k < c; k++) dup |= x->cons[k] == x->cons[c];
+        n += !dup;
+    }
+    return n;
+}
 /* the only consumer of v (NULL if v has other uses or is an output) */
 static kern__gnode *kern__gpx_single(const kern__gpx *x, kern_graph_val v) {
     if (!v || kern__gpx_nuses(x, v) != 1 || x->is_out[v]) return NULL;
@@ -6153,6 +6235,7 @@ static kern_status kern__gpx_rewrite(kern__gpx *x, kern__gnode *top, kern_graph_
     top->n_out = 1;
     kern__gw_note(w, top, what);
     x->fused++;
+    kern__gw_dce(x->p); /* the pattern's other nodes are unused now */
     return kern__gpx_refresh(x);
 }
 
@@ -6258,23 +6341,24 @@ static kern_status kern__gpx_gelu(kern__gpx *x) {
     return KERN_OK;
 }
 
-/* 1/sqrt(v + eps) in its spellings: rsqrt(a), reciprocal(sqrt(a)),
- * div(1, sqrt(a)); or sqrt(a) for a following div. Returns the kind:
- * 1 = inverse (multiply by it), 2 = sqrt (divide by it); 0 = none. *ve
- * receives a = v + eps. */
-static int kern__gpx_rstd(const kern__gpx *x, kern_graph_val r, kern_graph_val *ve) {
-    kern__gnode *n = kern__gpx_prod(x, r, KERN_GRAPH_OP_NONE), *s;
+/* From ve = v + eps, 1/sqrt(ve) in its spellings: rsqrt(ve),
+ * reciprocal(sqrt(ve)), div(1, sqrt(ve)) (kind 1: multiply by *r), or
+ * sqrt(ve) for a division (kind 2: divide by *r). 0 = none. */
+static int kern__gpx_rstd(const kern__gpx *x, kern_graph_val ve, kern_graph_val *r) {
+    kern__gnode *q = kern__gpx_single(x, ve), *c;
     double one;
-    if (!n || !kern__gpx_single(x, r)) return 0;
-    if (n->op == KERN_GRAPH_OP_RSQRT) { *ve = n->in[0]; return 1; }
-    if (n->op == KERN_GRAPH_OP_SQRT) { *ve = n->in[0]; return 2; }
-    if (n->op == KERN_GRAPH_OP_RECIPROCAL || (n->op == KERN_GRAPH_OP_DIV &&
-                                              kern__gpx_const(x, n->in[0], &one) && one == 1.0)) {
-        kern_graph_val sv = n->op == KERN_GRAPH_OP_RECIPROCAL ? n->in[0] : n->in[1];
-        s = kern__gpx_prod(x, sv, KERN_GRAPH_OP_SQRT);
-        if (s && kern__gpx_single(x, sv)) { *ve = s->in[0]; return 1; }
+    if (!q) return 0;
+    if (q->op == KERN_GRAPH_OP_RSQRT) { *r = q->out[0]; return 1; }
+    if (q->op != KERN_GRAPH_OP_SQRT) return 0;
+    c = kern__gpx_single(x, q->out[0]);
+    if (c && (c->op == KERN_GRAPH_OP_RECIPROCAL ||
+              (c->op == KERN_GRAPH_OP_DIV && c->in[1] == q->out[0] &&
+               kern__gpx_const(x, c->in[0], &one) && one == 1.0))) {
+        *r = c->out[0];
+        return 1;
     }
-    return 0;
+    *r = q->out[0];
+    return 2;
 }
 
 /* v + eps with eps a constant: returns v, *eps set. */
@@ -6365,7 +6449,7 @@ static kern_status kern__gpx_layernorm(kern__gpx *x) {
             if (q->op == KERN_GRAPH_OP_SUB && q->in[0] == xv && q->in[1] == m1->out[0]) d = q;
         }
         if (!d) continue; /* not a LayerNorm anchor (RMSNorm is matched below) */
-        if (kern__gpx_nuses(x, m1->out[0]) == 1) {
+        if (kern__gpx_nconsumers(x, m1->out[0]) == 1) {
             /* form 1: var = mean((x - mean)^2) */
             int c2;
             for (c2 = x->cstart[d->out[0]]; c2 < x->cstart[d->out[0] + 1]; c2++) {
@@ -6378,7 +6462,7 @@ static kern_status kern__gpx_layernorm(kern__gpx *x) {
                     sq = q;
             }
             if (!sq) { why = "x - mean is not squared"; goto nomatch; }
-            if (kern__gpx_nuses(x, d->out[0]) != 2) {
+            if (kern__gpx_nconsumers(x, d->out[0]) != 2) {
                 why = "x - mean has uses besides the square and the normalization";
                 goto nomatch;
             }
@@ -6403,7 +6487,7 @@ static kern_status kern__gpx_layernorm(kern__gpx *x) {
                     if (s2 && s2->op == KERN_GRAPH_OP_SUB && s2->in[1] == q->out[0]) sub = s2;
                 }
             }
-            if (!sub || kern__gpx_nuses(x, m1->out[0]) != 3) {
+            if (!sub || kern__gpx_nconsumers(x, m1->out[0]) != 2) {
                 why = "the mean is used besides x - mean and mean^2 (E[x^2] - E[x]^2 form)";
                 goto nomatch;
             }
@@ -6433,18 +6517,8 @@ static kern_status kern__gpx_layernorm(kern__gpx *x) {
             if (!kern__gpx_const(x, kern__gpx_other(ae, var), &eps)) { why = "eps is not a constant"; goto nomatch; }
             ve = ae->out[0];
         }
-        {
-            kern__gnode *q = kern__gpx_single(x, ve);
-            if (!q) { why = "var + eps has more than one use"; goto nomatch; }
-            r = q->out[0];
-            {
-                kern_graph_val chk;
-                kind = kern__gpx_rstd(x, r, &chk);
-                if (!kind || chk != ve) { why = "var + eps does not go through rsqrt / sqrt"; goto nomatch; }
-            }
-            /* the reciprocal forms end one node later */
-            if (q->op == KERN_GRAPH_OP_SQRT && kind == 1) r = kern__gpx_single(x, r)->out[0];
-        }
+        kind = kern__gpx_rstd(x, ve, &r);
+        if (!kind) { why = "var + eps does not go (once) through rsqrt / sqrt"; goto nomatch; }
         nrm = kern__gpx_normalize(x, d->out[0], r, kind);
         if (!nrm) { why = "x - mean is not multiplied by rsqrt(var + eps) (or divided by its sqrt)"; goto nomatch; }
         top = kern__gpx_affine(x, nrm, &wt, &bs, 1);
@@ -6486,15 +6560,8 @@ static kern_status kern__gpx_rmsnorm(kern__gpx *x) {
             goto nomatch;
         }
         ve = ae->out[0];
-        {
-            kern__gnode *q = kern__gpx_single(x, ve);
-            kern_graph_val chk;
-            if (!q) { why = "mean(x^2) + eps has more than one use"; goto nomatch; }
-            r = q->out[0];
-            kind = kern__gpx_rstd(x, r, &chk);
-            if (!kind || chk != ve) { why = "mean(x^2) + eps does not go through rsqrt / sqrt"; goto nomatch; }
-            if (q->op == KERN_GRAPH_OP_SQRT && kind == 1) r = kern__gpx_single(x, r)->out[0];
-        }
+        kind = kern__gpx_rstd(x, ve, &r);
+        if (!kind) { why = "mean(x^2) + eps does not go (once) through rsqrt / sqrt"; goto nomatch; }
         nrm = kern__gpx_normalize(x, xv, r, kind);
         if (!nrm) { why = "x is not multiplied by rsqrt(mean(x^2) + eps)"; goto nomatch; }
         top = kern__gpx_affine(x, nrm, &wt, &bs, 0);
