@@ -17,4 +17,5 @@
 #include "kern_scatter.h"
 #include "kern_spmm.h"
 #include "kern_safetensors.h"
+#include "kern_graph.h"
 #endif /* KERN_H */

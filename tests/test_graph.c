@@ -1534,4 +1534,440 @@ KT_TEST(graph_fusion_non_matches_reported) {
     }
 }
 
+/* ------------------------------------------------------ memory planner */
+
+/* Random DAGs: node i reads 1-3 earlier nodes (mode 0: among the last 8,
+ * as layers do; mode 1: anywhere, long lifetimes), sizes log-uniform in
+ * 64 B .. 1 MiB. The arena must never overlap two live buffers and should
+ * average <= 1.03x the max-live lower bound. */
+KT_TEST(graph_memplan_random_dags) {
+    int mode;
+    kt_rng r = kt_rng_make(77);
+    for (mode = 0; mode < 2; mode++) {
+        int t;
+        double sum = 0, worst = 0;
+        for (t = 0; t < 1000; t++) {
+            int n = 10 + (int)kt_randint(&r, 0, 190), i, k;
+            size_t *size = (size_t *)malloc((size_t)n * sizeof(size_t));
+            size_t *off = (size_t *)malloc((size_t)n * sizeof(size_t));
+            int32_t *first = (int32_t *)malloc((size_t)n * 4), *last = (int32_t *)malloc((size_t)n * 4);
+            size_t arena, live;
+            int ok;
+            for (i = 0; i < n; i++) {
+                size[i] = ((size_t)(64 * pow(2, kt_uniform(&r, 0, 14))) + 63) & ~(size_t)63;
+                first[i] = last[i] = i;
+            }
+            for (i = 1; i < n; i++) {
+                int nin = 1 + (int)kt_randint(&r, 0, 3);
+                for (k = 0; k < nin; k++) {
+                    int j = mode ? (int)kt_randint(&r, 0, i) : i - 1 - (int)kt_randint(&r, 0, i < 8 ? i : 8);
+                    if (last[j] < i) last[j] = i;
+                }
+            }
+            last[n - 1] = n;
+            live = kern__g_maxlive(NULL, n, size, first, last, n);
+            arena = kern__g_memplan(NULL, n, size, first, last, live, off, &ok);
+            KT_REQUIRE(ok);
+            for (i = 0; i < n; i++) { /* no two live buffers overlap */
+                KT_CHECK(off[i] + size[i] <= arena);
+                for (k = i + 1; k < n; k++)
+                    if (!(last[k] < first[i] || first[k] > last[i]))
+                        KT_CHECK(off[i] + size[i] <= off[k] || off[k] + size[k] <= off[i],
+                                 "buffers %d and %d overlap", i, k);
+            }
+            KT_CHECK(arena >= live);
+            sum += (double)arena / (double)live;
+            if ((double)arena / (double)live > worst) worst = (double)arena / (double)live;
+            free(size); free(off); free(first); free(last);
+        }
+        KT_CHECK(sum / 1000 <= 1.03, "mode %d: arena averages %.4fx the max-live bound", mode, sum / 1000);
+        if (getenv("KT_VERBOSE"))
+            printf("  memplan mode %d: arena / max-live mean %.4f, worst %.4f over 1000 DAGs\n", mode,
+                   sum / 1000, worst);
+    }
+}
+
+/* ------------------------------------------- runs without allocation */
+
+static int64_t tg_allocs;
+static void *tg_count_alloc(void *u, size_t size, size_t align) {
+    void *p = NULL;
+    (void)u;
+    __atomic_fetch_add(&tg_allocs, 1, __ATOMIC_RELAXED);
+    if (posix_memalign(&p, align, size ? size : 1) != 0) return NULL;
+    return p;
+}
+static void tg_count_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+static long tg_rss_kb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    fclose(f);
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void tg_no_alloc(int threads, int runs) {
+    static const tg_bert cfg = {1, 32, 2, 64, 50, 512};
+    kern_ctx *ctx = NULL;
+    kern_ctx_params cp;
+    kern_graph *g;
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    kt_rng r = kt_rng_make(12);
+    tg_bert_in in;
+    int i;
+    int64_t before;
+    long rss0, rss1;
+    memset(&cp, 0, sizeof cp);
+    cp.n_threads = threads;
+    cp.allocator.alloc = tg_count_alloc;
+    cp.allocator.free = tg_count_free;
+    KT_OK(kern_ctx_create(&cp, &ctx));
+    g = tg_bert_build(&cfg, 3);
+    KT_REQUIRE(g && ctx);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=1,L=512";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+    KT_REQUIRE(p != NULL);
+    tg_bert_inputs(&in, &cfg, 1, 512, &r);
+    { /* one run at the bound and one at 1 reach the families' steady scratch */
+        kern_tensor out;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, in.t, 3, &out, 1));
+        in.t[0].shape[1] = in.t[1].shape[1] = in.t[2].shape[3] = 1;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, in.t, 3, &out, 1));
+    }
+    before = tg_allocs;
+    rss0 = tg_rss_kb();
+    for (i = 0; i < runs; i++) {
+        int64_t L = 1 + kt_randint(&r, 0, 512);
+        kern_tensor t[3], out;
+        t[0] = kern_tensor_2d(in.ids, KERN_I64, 1, L);
+        t[1] = kern_tensor_2d(in.tt, KERN_I64, 1, L);
+        t[2] = kern_tensor_4d(in.mask, KERN_F32, 1, 1, 1, L);
+        memset(&out, 0, sizeof out);
+        if (kern_graph_run(p, t, 3, &out, 1) != KERN_OK) {
+            KT_CHECK(0, "run %d (L=%lld): %s", i, (long long)L, kern_last_error());
+            break;
+        }
+        if (out.shape[1] != L) {
+            KT_CHECK(0, "run %d: output has L=%lld", i, (long long)out.shape[1]);
+            break;
+        }
+    }
+    rss1 = tg_rss_kb();
+    KT_CHECK(tg_allocs == before, "%lld allocations in %d runs", (long long)(tg_allocs - before), runs);
+    KT_CHECK(rss1 - rss0 < 1024, "resident memory grew by %ld KiB over %d runs", rss1 - rss0, runs);
+    if (getenv("KT_VERBOSE"))
+        printf("  %d runs on %d thread(s), L in [1,512]: %lld allocations, resident %+ld KiB\n", runs,
+               threads, (long long)(tg_allocs - before), rss1 - rss0);
+    tg_bert_inputs_free(&in);
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+    kern_ctx_destroy(ctx);
+}
+
+/* 10,000 runs with random sequence lengths (1 thread; 300 more on 2
+ * threads, where the pool and the executor's parallel region run). */
+KT_TEST(graph_runs_allocate_nothing) {
+    tg_no_alloc(1, TG_RUNS);
+    tg_no_alloc(2, 300);
+}
+
+/* --------------------------------------------------------- determinism */
+
+KT_TEST(graph_deterministic_across_threads) {
+    kern_ctx *c1 = kt_ctx_ex(1, KERN_ISA_AUTO, 1), *c2 = kt_ctx_ex(2, KERN_ISA_AUTO, 1);
+    kern_graph *g = tg_bert_build(&TG_BERT, 31);
+    kern_graph_plan *p1 = NULL, *p2 = NULL;
+    kern_graph_plan_params pp;
+    kt_rng r = kt_rng_make(13);
+    tg_bert_in in;
+    int64_t n = 3 * 37 * TG_BERT.hidden;
+    float *ref = (float *)malloc((size_t)n * 4);
+    int i;
+    KT_REQUIRE(g && c1 && c2);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=3,L=37";
+    pp.parallel_min = 512; /* split even small executor-owned nodes */
+    KT_OK(kern_graph_plan_create(g, c1, &pp, &p1));
+    KT_OK(kern_graph_plan_create(g, c2, &pp, &p2));
+    KT_REQUIRE(p1 && p2);
+    tg_bert_inputs(&in, &TG_BERT, 3, 37, &r);
+    {
+        kern_tensor out;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p1, in.t, 3, &out, 1));
+        memcpy(ref, out.data, (size_t)n * 4);
+    }
+    for (i = 0; i < 100; i++) {
+        kern_tensor out;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(i & 1 ? p2 : p1, in.t, 3, &out, 1));
+        if (memcmp(ref, out.data, (size_t)n * 4) != 0) {
+            kt_assert_bytes_equal("run vs first run", ref, out.data, (size_t)n * 4);
+            break;
+        }
+    }
+    tg_bert_inputs_free(&in);
+    free(ref);
+    kern_graph_plan_free(p1);
+    kern_graph_plan_free(p2);
+    kern_graph_destroy(g);
+}
+
+/* ---------------------------------------------------- plan / run errors */
+
+KT_TEST(graph_plan_and_run_errors) {
+    kern_graph *g;
+    kt_rng r = kt_rng_make(14);
+    kern_graph_val x, m, w, y, e;
+    kern_graph_plan *p = (kern_graph_plan *)(uintptr_t)1;
+    kern_graph_plan_params pp;
+    float xd[64], md[64], od[64];
+    kern_tensor in[2], out;
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[B,8]", &x));
+    KT_OK(kern_graph_input_s(g, "m", KERN_F32, "[B,1]", &m));
+    w = tg_w2(g, &r, "w", 4, 8, 0.5);
+    KT_OK(kern_graph_linear(g, "y", x, w, 0, KERN_ACT_NONE, &y));
+    KT_OK(kern_graph_binary(g, KERN_GRAPH_OP_MUL, "ym", y, m, &y));
+    KT_OK(kern_graph_output(g, y));
+    memset(&pp, 0, sizeof pp);
+    KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_SHAPE, "symbol 'B' is not bound");
+    pp.bind = "B=4,Q=3";
+    KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_ARG, "'Q' is not a symbol");
+    pp.bind = "B=x";
+    KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_ARG, "bad value for 'B'");
+    KT_CHECK(p == (kern_graph_plan *)(uintptr_t)1, "plan written on error");
+    pp.bind = "B=4";
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &p));
+    KT_REQUIRE(p != NULL);
+    kt_fill_normal(&r, xd, KERN_F32, 64, 1);
+    kt_fill_normal(&r, md, KERN_F32, 64, 1);
+    in[0] = kern_tensor_2d(xd, KERN_F32, 3, 8);
+    in[1] = kern_tensor_2d(md, KERN_F32, 3, 1);
+    memset(&out, 0, sizeof out);
+    KT_ERROR(kern_graph_run(p, in, 1, &out, 1), KERN_ERR_ARG, "1 inputs given, the graph has 2");
+    in[1] = kern_tensor_2d(md, KERN_F32, 2, 1);
+    KT_ERROR(kern_graph_run(p, in, 2, &out, 1), KERN_ERR_SHAPE,
+             "input 'm' dim 0 is 2 but the graph says B = 3 here");
+    in[0] = kern_tensor_2d(xd, KERN_F32, 5, 8);
+    KT_ERROR(kern_graph_run(p, in, 2, &out, 1), KERN_ERR_SHAPE, "B=5 (from input 'x' dim 0) is outside the planned bound 0..4");
+    in[0] = kern_tensor_2d(xd, KERN_I32, 2, 8);
+    KT_ERROR(kern_graph_run(p, in, 2, &out, 1), KERN_ERR_DTYPE, "input 'x' is i32, the graph declares f32");
+    {
+        int64_t sh[2] = {2, 8}, st[2] = {16, 1};
+        kern_tensor_init_strided(&in[0], xd, KERN_F32, 2, sh, st);
+        KT_ERROR(kern_graph_run(p, in, 2, &out, 1), KERN_ERR_LAYOUT, "input 'x' must be contiguous");
+    }
+    in[0] = kern_tensor_2d(xd, KERN_F32, 2, 8);
+    out = kern_tensor_2d(od, KERN_F32, 2, 5);
+    KT_ERROR(kern_graph_run(p, in, 2, &out, 1), KERN_ERR_SHAPE, "output 'ym' is f32 [2,4] here");
+    out = kern_tensor_2d(od, KERN_F32, 2, 4);
+    KT_OK(kern_graph_run(p, in, 2, &out, 1));
+    kern_graph_plan_free(p);
+    /* a weight without data */
+    {
+        kern_tensor t = kern_tensor_2d(NULL, KERN_F32, 4, 8);
+        KT_OK(kern_graph_weight(g, "w2", &t, 0, &e));
+        KT_OK(kern_graph_linear(g, "y2", x, e, 0, KERN_ACT_NONE, &e));
+        KT_OK(kern_graph_output(g, e));
+        p = NULL;
+        KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_ARG, "weight 'w2' has no data");
+    }
+    /* binding from safetensors: missing, mis-shaped, wrong dtype, all or nothing */
+    {
+        char path[96];
+        float wd[40];
+        kern_tensor t = kern_tensor_2d(wd, KERN_F32, 5, 8);
+        kern_safetensors_item it[1];
+        kern_safetensors *st = NULL;
+        kern_graph_val_info info;
+        snprintf(path, sizeof path, "/tmp/kern_tg_bad_%d.safetensors", (int)getpid());
+        memset(wd, 0, sizeof wd);
+        it[0].name = "w9";
+        it[0].tensor = &t;
+        KT_OK(kern_safetensors_save(NULL, path, it, 1, NULL));
+        KT_OK(kern_safetensors_open(NULL, path, NULL, &st));
+        KT_ERROR(kern_graph_bind_safetensors(g, st, 0), KERN_ERR_ARG,
+                 "weight 'w2' is missing from the safetensors file");
+        kern_safetensors_free(NULL, st);
+        it[0].name = "w2";
+        KT_OK(kern_safetensors_save(NULL, path, it, 1, NULL));
+        KT_OK(kern_safetensors_open(NULL, path, NULL, &st));
+        KT_ERROR(kern_graph_bind_safetensors(g, st, 0), KERN_ERR_SHAPE,
+                 "weight 'w2' is declared [4,8] but the data is [5,8]");
+        kern_safetensors_free(NULL, st);
+        t = kern_tensor_2d(wd, KERN_BF16, 4, 8);
+        KT_OK(kern_safetensors_save(NULL, path, it, 1, NULL));
+        KT_OK(kern_safetensors_open(NULL, path, NULL, &st));
+        KT_ERROR(kern_graph_bind_safetensors(g, st, 0), KERN_ERR_DTYPE,
+                 "weight 'w2' is declared f32 but the data is bf16");
+        kern_safetensors_free(NULL, st);
+        KT_OK(kern_graph_val_get(g, kern_graph_find(g, "w2"), &info));
+        KT_CHECK(!info.has_data, "a failed bind left data behind");
+        { /* a truncated file is rejected before the graph sees it */
+            FILE *f = fopen(path, "r+b");
+            KT_REQUIRE(f != NULL);
+            KT_CHECK(ftruncate(fileno(f), 100) == 0);
+            fclose(f);
+            KT_ERROR(kern_safetensors_open(NULL, path, NULL, &st), KERN_ERR_ARG, "truncated");
+        }
+        remove(path);
+    }
+    kern_graph_destroy(g);
+    /* a symbol no input binds alone */
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[2*L]", &x));
+    KT_OK(kern_graph_unary(g, KERN_GRAPH_OP_GELU, "y", x, &y));
+    KT_OK(kern_graph_output(g, y));
+    pp.bind = "L=4";
+    KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_SHAPE, "symbol 'L' appears in no input dim");
+    kern_graph_destroy(g);
+    /* embedding ids out of range */
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "ids", KERN_I32, "[N]", &x));
+    w = tg_w2(g, &r, "table", 10, 4, 1);
+    y = tg_node(g, KERN_GRAPH_OP_EMBEDDING, "emb", x, w, 0, NULL);
+    KT_OK(kern_graph_output(g, y));
+    pp.bind = "N=8";
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &p));
+    {
+        int32_t ids[4] = {1, 2, 10, 3};
+        kern_tensor t = kern_tensor_1d(ids, KERN_I32, 4);
+        memset(&out, 0, sizeof out);
+        KT_ERROR(kern_graph_run(p, &t, 1, &out, 1), KERN_ERR_INDEX, "node 'emb' (embedding): id number 2 is outside [0, 10)");
+    }
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+    /* a sparse24 weight that is not 2:4 (without prune) fails at plan time */
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[N,8]", &x));
+    w = tg_w2(g, &r, "dense_w", 4, 8, 1);
+    y = tg_node(g, KERN_GRAPH_OP_SPARSE24_LINEAR, "sp", x, w, 0, NULL);
+    KT_OK(kern_graph_output(g, y));
+    KT_ERROR(kern_graph_plan_create(g, NULL, &pp, &p), KERN_ERR_ARG, "node 'sp' (sparse24_linear)");
+    kern_graph_destroy(g);
+}
+
+KT_TEST(graph_external_arena_and_cache) {
+    kern_graph *g = tg_bert_build(&TG_BERT, 41);
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    kt_rng r = kt_rng_make(15);
+    void *arena;
+    size_t sz;
+    int i;
+    KT_REQUIRE(g != NULL);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=24";
+    pp.external_arena = 1;
+    pp.cache_size = 2;
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &p));
+    KT_REQUIRE(p != NULL);
+    sz = kern_graph_plan_arena_size(p);
+    KT_CHECK(sz > 0);
+    {
+        tg_bert_in in;
+        kern_tensor out;
+        tg_bert_inputs(&in, &TG_BERT, 2, 24, &r);
+        memset(&out, 0, sizeof out);
+        KT_ERROR(kern_graph_run(p, in.t, 3, &out, 1), KERN_ERR_ARG, "no arena");
+        arena = kt_alloc(sz, "arena");
+        KT_ERROR(kern_graph_plan_set_arena(p, arena, sz - 1), KERN_ERR_ARG, "must be >=");
+        KT_OK(kern_graph_plan_set_arena(p, arena, sz));
+        for (i = 0; i < 12; i++) { /* more bindings than cache slots */
+            int64_t L = 1 + (i % 5) * 5;
+            kern_tensor t[3];
+            float *want = (float *)malloc((size_t)(2 * L * TG_BERT.hidden) * 4);
+            double *wd = (double *)malloc((size_t)(2 * L * TG_BERT.hidden) * 8);
+            int64_t j;
+            t[0] = kern_tensor_2d(in.ids, KERN_I64, 2, L);
+            t[1] = kern_tensor_2d(in.tt, KERN_I64, 2, L);
+            t[2] = kern_tensor_4d(in.mask, KERN_F32, 2, 1, 1, L);
+            memset(&out, 0, sizeof out);
+            KT_OK(kern_graph_run(p, t, 3, &out, 1));
+            KT_CHECK((char *)out.data >= (char *)arena && (char *)out.data < (char *)arena + sz);
+            tg_bert_direct(NULL, g, &TG_BERT, 2, L, in.ids, in.tt, in.mask, want);
+            for (j = 0; j < 2 * L * TG_BERT.hidden; j++) wd[j] = want[j];
+            KT_CHECK(tg_relerr((const float *)out.data, wd, 2 * L * TG_BERT.hidden) <= 2e-5, "L=%lld", (long long)L);
+            free(want);
+            free(wd);
+        }
+        kt_free(arena);
+        tg_bert_inputs_free(&in);
+    }
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+}
+
+/* ------------------------------------------------------------- tooling */
+
+KT_TEST(graph_profile_dot_and_checker) {
+    kern_graph *g = tg_bert_build(&TG_BERT, 51);
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    kern_graph_check_result res;
+    kt_rng r = kt_rng_make(16);
+    tg_bert_in in;
+    size_t n;
+    char *buf;
+    KT_REQUIRE(g != NULL);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=16";
+    pp.profile = 1;
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &p));
+    KT_REQUIRE(p != NULL);
+    tg_bert_inputs(&in, &TG_BERT, 2, 16, &r);
+    {
+        kern_tensor out;
+        int i;
+        for (i = 0; i < 3; i++) {
+            memset(&out, 0, sizeof out);
+            KT_OK(kern_graph_run(p, in.t, 3, &out, 1));
+        }
+    }
+    {
+        kern_graph_profile_params q;
+        memset(&q, 0, sizeof q);
+        q.peak_gflops = 116;
+        q.peak_gbs = 27;
+        KT_OK(kern_graph_plan_profile(p, &q, NULL, 0, &n));
+        buf = (char *)malloc(n + 1);
+        KT_OK(kern_graph_plan_profile(p, &q, buf, n + 1, &n));
+        KT_CHECK(strstr(buf, "GFLOP/s") && strstr(buf, "l0.attn") && strstr(buf, "over 3 runs"), "%s", buf);
+        free(buf);
+    }
+    KT_OK(kern_graph_plan_dot(p, NULL, 0, &n));
+    buf = (char *)malloc(n + 1);
+    KT_OK(kern_graph_plan_dot(p, buf, n + 1, &n));
+    KT_CHECK(strncmp(buf, "digraph kern_graph {", 20) == 0 && strstr(buf, "fillcolor") &&
+             strstr(buf, "style=dashed") && buf[n - 2] == '}', "%s", buf);
+    free(buf);
+    kern_graph_plan_free(p);
+    /* checker: the fused plan agrees with the unfused scalar graph */
+    memset(&pp, 0, sizeof pp);
+    KT_OK(kern_graph_check(g, NULL, &pp, in.t, 3, &res));
+    KT_CHECK(res.ok && res.compared > 10, "compared %d, first bad '%s' (%g)\n%s", res.compared,
+             res.first_bad, res.max_rel_err, res.report);
+    /* int8: SQNR reported, no failure */
+    pp.quantize = "*";
+    KT_OK(kern_graph_check(g, NULL, &pp, in.t, 3, &res));
+    KT_CHECK(res.ok && strstr(res.report, "SQNR"), "%s", res.report);
+    /* an injected fault is found and named */
+    pp.quantize = NULL;
+    kern__gcheck_poison = "l1.ln1";
+    KT_OK(kern_graph_check(g, NULL, &pp, in.t, 3, &res));
+    kern__gcheck_poison = NULL;
+    KT_CHECK(!res.ok && strcmp(res.first_bad, "l1.ln1") == 0, "first bad '%s'\n%s", res.first_bad, res.report);
+    tg_bert_inputs_free(&in);
+    kern_graph_destroy(g);
+}
+
 KT_MAIN()
