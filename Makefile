@@ -38,7 +38,7 @@ endif
 .PHONY: all test asan ubsan compile-check bench bench-build peers cuda test-cuda \
         deps install amalgamate clean help examples
 
-all: $(TESTS) $(EXAMPLES) build/examples/amalgamated
+all: $(TESTS) $(EXAMPLES) build/examples/amalgamated build/kern-run
 
 help:
 	@echo "make deps bench   install what a fresh machine needs, run the benchmark suite with peers"
@@ -63,6 +63,11 @@ build/ubsan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
 
+# The graph runner: IR + safetensors in, profile (and outputs) out.
+build/kern-run: tools/kern_run.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+
 build/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
@@ -78,7 +83,7 @@ dist/kern.h: gen/amalgamate.py $(HEADERS)
 	$(PYTHON) gen/amalgamate.py -o $@
 
 test: all
-	@tests/run $(TESTS) build/examples/amalgamated
+	@tests/run $(TESTS) build/examples/amalgamated tests/kern_run_check.sh
 
 asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run $(ASAN_TESTS)

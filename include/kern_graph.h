@@ -349,6 +349,13 @@ KERN_API kern_graph_val kern_graph_output_at(const kern_graph *g, int i);
 KERN_API int kern_graph_n_nodes(const kern_graph *g);
 KERN_API int kern_graph_n_symbols(const kern_graph *g);
 KERN_API const char *kern_graph_symbol_name(const kern_graph *g, int i);
+/* Node i in the order added: op, name, inputs, n_outputs and attrs
+ * (output_names[k] point into the graph). */
+KERN_API kern_status kern_graph_node_get(const kern_graph *g, int i, kern_graph_node_desc *out);
+/* Value of a dim with symbol i bound to values[i] (by kern_graph_symbol_name
+ * order); KERN_ERR_SHAPE if it overflows or is negative. */
+KERN_API kern_status kern_graph_dim_eval(const kern_graph *g, int64_t dim, const int64_t *values,
+                                         int64_t *out);
 
 /* ------------------------------------------------------------------ IR */
 
@@ -2610,6 +2617,43 @@ KERN_API const char *kern_graph_symbol_name(const kern_graph *g, int i) {
     return g && i >= 0 && i < g->n_sym ? g->str + g->sym[i] : NULL;
 }
 
+KERN_API kern_status kern_graph_node_get(const kern_graph *g, int i, kern_graph_node_desc *out) {
+    const kern__gnode *n;
+    int k;
+    if (!g || !out) return kern__err(KERN_ERR_ARG, "kern_graph_node_get: NULL argument");
+    if (i < 0 || i >= g->n_nodes)
+        return kern__err(KERN_ERR_INDEX, "kern_graph_node_get: node %d of %lld", i, (long long)g->n_nodes);
+    n = &g->nodes[i];
+    memset(out, 0, sizeof *out);
+    out->op = n->op;
+    out->name = kern__g_vname(g, n->out[0]);
+    memcpy(out->inputs, n->in, sizeof out->inputs);
+    out->n_outputs = n->n_out;
+    for (k = 1; k < n->n_out; k++) out->output_names[k] = kern__g_vname(g, n->out[k]);
+    out->attrs = n->a;
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_graph_dim_eval(const kern_graph *g, int64_t dim, const int64_t *values,
+                                         int64_t *out) {
+    int bad = 0;
+    int64_t v;
+    int64_t sv[KERN_GRAPH_MAX_SYMBOLS];
+    if (!g || !out || (g->n_sym && !values)) return kern__err(KERN_ERR_ARG, "kern_graph_dim_eval: NULL argument");
+    if (kern__gx_is_expr(dim) && kern__gx_index(dim) >= g->n_ex)
+        return kern__err(KERN_ERR_ARG, "kern_graph_dim_eval: %lld is not a dim of the graph", (long long)dim);
+    memset(sv, 0, sizeof sv);
+    if (g->n_sym) memcpy(sv, values, sizeof(int64_t) * (size_t)g->n_sym);
+    v = kern__gx_eval(g, dim, sv, &bad);
+    if (bad || v < 0) {
+        char b[96];
+        return kern__err(KERN_ERR_SHAPE, "kern_graph_dim_eval: %s is %s under this binding",
+                         kern_graph_dim_str(g, dim, b, sizeof b), bad ? "too large" : "negative");
+    }
+    *out = v;
+    return KERN_OK;
+}
+
 /* ------------------------------------------------------------ weights */
 
 static kern_status kern__g_check_weight_tensor(const kern_graph *g, const kern__gval *x,
@@ -3850,7 +3894,8 @@ struct kern_graph_plan {
     volatile int64_t err;
     double *prof_s;
     int64_t *prof_calls;
-    int64_t prof_runs;
+    int64_t prof_runs;       /* runs since planning */
+    int64_t prof_nruns;      /* runs since the last profile reset */
     char *report;
     int64_t n_report, cap_report;
     kern_graph_plan_stats stats;
@@ -5805,6 +5850,7 @@ KERN_API kern_status kern_graph_run(kern_graph_plan *p, const kern_tensor *input
     for (i = 0; i < n_outputs; i++)
         if (!outputs[i].data) outputs[i] = I->T[w->outputs[i]];
     p->prof_runs++;
+    p->prof_nruns++;
     return KERN_OK;
 }
 
@@ -6828,12 +6874,15 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         int stage = 0; /* 1 bias, 2 act, 3 residual, 4 scale */
         int gemm = n->op == KERN_GRAPH_OP_LINEAR || n->op == KERN_GRAPH_OP_MATMUL;
         int bslot, rslot;
-        uint32_t acts;
+        uint32_t acts, had;
+        char orig[KERN__G_NAME_MAX + 1];
         if (n->dead) continue;
         if (gemm) { bslot = 2; rslot = 3; acts = KERN__GACTS_GEMM; }
         else if (n->op == KERN_GRAPH_OP_QLINEAR) { bslot = 3; rslot = 4; acts = KERN__GACTS_GELU; }
         else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) { bslot = 2; rslot = 3; acts = KERN__GACTS_GELU; }
         else continue;
+        snprintf(orig, sizeof orig, "%s", kern__gpx_name(x, n));
+        had = n->fused;
         if (n->in[bslot]) stage = 1;
         if (n->a.act) stage = 2;
         if (n->in[rslot]) stage = 3;
@@ -6894,8 +6943,9 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
             }
             break;
         }
-        if (n->fused) kern__gp_log(x->p, "fuse: %s '%s' + %s", kern_graph_op_name(n->op),
-                                   kern__gpx_name(x, n), w->str + n->fused);
+        if (n->fused != had)
+            kern__gp_log(x->p, "fuse: %s '%s' + %s -> '%s'", kern_graph_op_name(n->op), orig,
+                         w->str + n->fused, kern__gpx_name(x, n));
     }
     return KERN_OK;
 }
@@ -7147,6 +7197,7 @@ KERN_API void kern_graph_plan_profile_reset(kern_graph_plan *p) {
     if (!p) return;
     memset(p->prof_s, 0, (size_t)(p->n_steps + 1) * sizeof(double));
     memset(p->prof_calls, 0, (size_t)(p->n_steps + 1) * sizeof(int64_t));
+    p->prof_nruns = 0;
 }
 
 KERN_API kern_status kern_graph_plan_profile(const kern_graph_plan *p,
@@ -7206,8 +7257,8 @@ KERN_API kern_status kern_graph_plan_profile(const kern_graph_plan *p,
     }
     kern__gsb_printf(&s, "total %.3f ms over %lld runs (%.3f ms/run), %lld steps; * = fused; peak: "
                      "c compute, m memory\n",
-                     total * 1e3, (long long)p->prof_runs,
-                     p->prof_runs ? total * 1e3 / (double)p->prof_runs : 0.0, (long long)p->n_steps);
+                     total * 1e3, (long long)p->prof_nruns,
+                     p->prof_nruns ? total * 1e3 / (double)p->prof_nruns : 0.0, (long long)p->n_steps);
     kern__free(p->ctx, idx);
     kern__gsb_end(&s);
     *len = s.n;
