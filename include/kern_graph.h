@@ -4822,17 +4822,27 @@ static size_t kern__gfam_gemm_ws(kern_graph_plan *p, const kern__gstep *st, cons
     const kern__gnode *n = &p->w.nodes[st->node];
     kern__glin la;
     kern_gemm_params gp;
+    kern_tensor t[4];
     size_t bytes = 0;
+    int k;
     if (n->op != KERN_GRAPH_OP_LINEAR && n->op != KERN_GRAPH_OP_MATMUL) return 0;
+    /* graph inputs and outputs have no memory yet: the size depends on the
+     * shapes only, so give them distinct, never-dereferenced addresses */
+    for (k = 0; k < 4; k++) {
+        kern_graph_val v = k == 3 ? n->out[0] : n->in[k == 2 ? 3 : k];
+        if (!v) continue;
+        t[k] = T[v];
+        if (!t[k].data) t[k].data = (void *)(uintptr_t)(((uint64_t)k + 1) << 40);
+    }
     if (n->op == KERN_GRAPH_OP_LINEAR) {
-        kern__g_lin_args(&T[n->in[0]], &T[n->out[0]], n->in[3] ? &T[n->in[3]] : NULL, &la);
+        kern__g_lin_args(&t[0], &t[3], n->in[3] ? &t[2] : NULL, &la);
     } else {
-        la.x = T[n->in[0]];
-        la.y = T[n->out[0]];
-        la.resp = n->in[3] ? &T[n->in[3]] : NULL;
+        la.x = t[0];
+        la.y = t[3];
+        la.resp = n->in[3] ? &t[2] : NULL;
     }
     kern__g_gemm_params(n, st, T, &la, &gp);
-    if (kern_gemm_workspace_size(p->ctx, &la.x, st->pb ? NULL : &T[n->in[1]], &la.y, &gp, &bytes))
+    if (kern_gemm_workspace_size(p->ctx, &la.x, st->pb ? NULL : &t[1], &la.y, &gp, &bytes))
         return 0;
     return bytes;
 }
@@ -5839,7 +5849,7 @@ KERN_API kern_status kern_graph_run(kern_graph_plan *p, const kern_tensor *input
         char *base;
         if (pt->is_out) {
             base = outputs[pt->io].data ? (char *)outputs[pt->io].data
-                                        : (char *)p->arena + p->pv[w->outputs[pt->io]].off;
+                   : p->arena ? (char *)p->arena + p->pv[w->outputs[pt->io]].off : NULL;
         } else {
             base = (char *)inputs[pt->io].data;
         }

@@ -1970,4 +1970,61 @@ KT_TEST(graph_profile_dot_and_checker) {
     kern_graph_destroy(g);
 }
 
+/* Found by fuzz_ir: a graph whose outputs are all empty has no arena (no
+ * pointer arithmetic on NULL); and a linear reading a graph input sizes
+ * its GEMM workspace at plan time, so even its first run allocates
+ * nothing. */
+KT_TEST(graph_fuzz_regressions) {
+    kern_graph *g;
+    kern_graph_val x, y, w;
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    kt_rng r = kt_rng_make(17);
+    float xd[64 * 96];
+    kern_tensor in, out;
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[B,L,0]", &x));
+    KT_OK(kern_graph_unary(g, KERN_GRAPH_OP_ERF, "y", x, &y));
+    KT_OK(kern_graph_output(g, y));
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=3";
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &p));
+    {
+        int64_t sh[3] = {2, 3, 0};
+        kern_tensor_init(&in, xd, KERN_F32, 3, sh);
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, &in, 1, &out, 1));
+        KT_CHECK(kern_tensor_numel(&out) == 0);
+    }
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+    {
+        kern_ctx *ctx = NULL;
+        kern_ctx_params cp;
+        int64_t before;
+        memset(&cp, 0, sizeof cp);
+        cp.n_threads = 2;
+        cp.allocator.alloc = tg_count_alloc;
+        cp.allocator.free = tg_count_free;
+        KT_OK(kern_ctx_create(&cp, &ctx));
+        KT_OK(kern_graph_create(ctx, &g));
+        KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[M,96]", &x));
+        w = tg_w2(g, &r, "w", 80, 96, 0.1);
+        KT_OK(kern_graph_linear(g, "y", x, w, 0, KERN_ACT_GELU, &y));
+        KT_OK(kern_graph_output(g, y));
+        pp.bind = "M=64";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        KT_REQUIRE(p != NULL);
+        kt_fill_normal(&r, xd, KERN_F32, 64 * 96, 1);
+        in = kern_tensor_2d(xd, KERN_F32, 64, 96);
+        before = tg_allocs;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, &in, 1, &out, 1));
+        KT_CHECK(tg_allocs == before, "the first run allocated %lld times", (long long)(tg_allocs - before));
+        kern_graph_plan_free(p);
+        kern_graph_destroy(g);
+        kern_ctx_destroy(ctx);
+    }
+}
+
 KT_MAIN()
