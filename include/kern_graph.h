@@ -413,7 +413,8 @@ typedef struct kern_graph_plan_stats {
     int n_fused;             /* rewrites the passes made */
     int n_inplace;           /* outputs placed over a dying input */
     double plan_seconds;     /* kern_graph_plan_create, prepacking included */
-    double prepack_seconds;
+    double prepack_seconds;  /* weight preparation: merging, packing, quantizing */
+    double prepack_cpu_seconds; /* the same in thread CPU time */
 } kern_graph_plan_stats;
 
 KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
@@ -670,7 +671,10 @@ typedef struct kern__gnode {
 typedef struct kern__gweight {
     int32_t val;
     void *data;  /* contiguous row-major; NULL = not bound */
-    int owned;
+    int owned;   /* 1: the graph's copy; 2: made by a pass, the plan's */
+    int n_src;   /* owned == 2: rows of these weights, concatenated when the
+                    plan prepares its weights */
+    int32_t src[KERN_GRAPH_MAX_OUTPUTS];
 } kern__gweight;
 
 typedef struct kern__gconst {
@@ -724,8 +728,21 @@ static int kern__g_intern(kern_graph *g, const char *s, uint32_t *off) {
 }
 
 static uint64_t kern__g_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    /* FNV-1a over 8-byte words (names are short; this halves the cost of
+     * the byte loop), then a final mix */
+    uint64_t h = 1469598103934665603ull, w;
+    size_t l = strlen(s);
+    while (l >= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 29;
+        s += 8;
+        l -= 8;
+    }
+    w = 0;
+    memcpy(&w, s, l);
+    h = (h ^ w ^ ((uint64_t)l << 56)) * 1099511628211ull;
+    h ^= h >> 32;
     return h;
 }
 
@@ -1259,9 +1276,11 @@ KERN_API kern_status kern_graph_create(kern_ctx *ctx, kern_graph **out) {
     if (!g) return kern__err(KERN_ERR_NOMEM, "kern_graph_create: out of memory");
     memset(g, 0, sizeof *g);
     g->ctx = ctx;
-    if (!kern__g_grow(ctx, (void **)&g->str, &g->cap_str, 256, 1) ||
-        !kern__g_grow(ctx, (void **)&g->vals, &g->cap_vals, 64, sizeof(kern__gval)) ||
-        !kern__g_ht_reserve(g, 32)) {
+    if (!kern__g_grow(ctx, (void **)&g->str, &g->cap_str, 8192, 1) ||
+        !kern__g_grow(ctx, (void **)&g->vals, &g->cap_vals, 256, sizeof(kern__gval)) ||
+        !kern__g_grow(ctx, (void **)&g->nodes, &g->cap_nodes, 128, sizeof(kern__gnode)) ||
+        !kern__g_grow(ctx, (void **)&g->ent, &g->cap_ent, 512, sizeof(kern__gentry)) ||
+        !kern__g_ht_reserve(g, 1024)) {
         kern_graph_destroy(g);
         return kern__err(KERN_ERR_NOMEM, "kern_graph_create: out of memory");
     }
@@ -1518,6 +1537,7 @@ KERN_API kern_status kern_graph_weight(kern_graph *g, const char *name, const ke
     if ((st = kern__g_weight_data(g, op, name, t, flags, &data, &owned)) != KERN_OK) return st;
     v = kern__g_new_val(g, name, KERN_GRAPH_VAL_WEIGHT, t->dtype, t->ndim, t->shape);
     g->vals[v].aux = (int32_t)g->n_w;
+    memset(&g->w[g->n_w], 0, sizeof g->w[g->n_w]);
     g->w[g->n_w].val = v;
     g->w[g->n_w].data = data;
     g->w[g->n_w].owned = owned;
@@ -2464,10 +2484,15 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
             if (!d->inputs[i])
                 return kern__err(KERN_ERR_ARG, "kern_graph: node '%s' (concat): input %d is absent",
                                  c->name, i);
-    for (a = 0; a < KERN__GA_COUNT; a++)
-        if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
-            return kern__err(KERN_ERR_ARG, "kern_graph: node '%s': attribute '%s' does not apply to op '%s'",
-                             c->name, kern__gattrs[a].name, kern_graph_op_name(d->op));
+    {
+        static const kern_graph_attrs zero; /* most nodes have no attributes */
+        if (memcmp(&d->attrs, &zero, sizeof zero) != 0)
+            for (a = 0; a < KERN__GA_COUNT; a++)
+                if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
+                    return kern__err(KERN_ERR_ARG,
+                                     "kern_graph: node '%s': attribute '%s' does not apply to op '%s'",
+                                     c->name, kern__gattrs[a].name, kern_graph_op_name(d->op));
+    }
     if (d->n_outputs < 0 || d->n_outputs > od->max_out)
         return kern__err(KERN_ERR_ARG, "kern_graph: node '%s' (%s): n_outputs=%d (at most %d)",
                          c->name, kern_graph_op_name(d->op), d->n_outputs, od->max_out);
@@ -2488,8 +2513,8 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
 
 /* The name of output o of a node being added. */
 static void kern__g_out_name(const kern_graph_node_desc *d, int o, char *buf, size_t size) {
-    if (o == 0) snprintf(buf, size, "%s", d->name);
-    else if (d->output_names[o]) snprintf(buf, size, "%s", d->output_names[o]);
+    if (o == 0) kern__g_copy_str(buf, size, d->name);
+    else if (d->output_names[o]) kern__g_copy_str(buf, size, d->output_names[o]);
     else snprintf(buf, size, "%s:%d", d->name, o);
 }
 
@@ -3819,6 +3844,7 @@ typedef struct kern__gex {
     const kern_tensor *yt;  /* y itself: its data pointer */
     int64_t poff[KERN_GRAPH_MAX_INPUTS]; /* concat: element offset of each part in y */
     int n_x;
+    int8_t sa, sb;          /* kern__gx_flat: input is a single value */
     float f0;
     int64_t units, inner;
     int64_t limit;          /* embedding: table rows */
@@ -3828,6 +3854,7 @@ typedef struct kern__gex {
 typedef struct kern__gistep {
     kern__gex e;
     int par;                /* split over threads */
+    int seg_par;            /* at a segment's first step: some step splits */
     int64_t chunks;
     double flops, bytes;
 } kern__gistep;
@@ -3843,6 +3870,7 @@ typedef struct kern__ginst {
     int valid;
     uint64_t stamp;
     int64_t sv[KERN_GRAPH_MAX_SYMBOLS];
+    int64_t *exv;           /* value of every dim expression */
     kern_tensor *T;         /* per value */
     kern__gistep *is;       /* per step */
     kern__gpatch *patch;
@@ -3864,6 +3892,10 @@ typedef struct kern__gbinder {
     int64_t c;
 } kern__gbinder;
 
+typedef struct kern__gwskey {
+    int64_t v[24];
+} kern__gwskey;
+
 struct kern_graph_plan {
     kern_ctx *ctx;
     kern_graph *src;
@@ -3884,6 +3916,10 @@ struct kern_graph_plan {
     int64_t n_allocs, cap_allocs;
     void *gemm_ws;
     size_t gemm_ws_size;
+    int gemm_ws_sized;       /* set once the bound's GEMM workspace is known */
+    kern__gwskey wsc_key[32]; /* workspace answers by shape (plan time) */
+    size_t wsc_val[32];
+    int n_wsc;
     float *scratch;
     size_t scratch_floats;   /* per thread */
     int n_threads;
@@ -3939,11 +3975,16 @@ static kern_status kern__g_clone(const kern_graph *s, kern_graph *d) {
     kern_ctx *ctx = s->ctx;
     memset(d, 0, sizeof *d);
     d->ctx = ctx;
+/* copies n entries into a block with room for a quarter more (the passes
+ * add a few values and nodes); no zeroing: every slot used is written */
 #define KERN__GCL(f, n, cap, T)                                               \
     do {                                                                      \
         if (s->n > 0) {                                                       \
-            if (!kern__g_grow(ctx, (void **)&d->f, &d->cap, s->n, sizeof(T))) goto nomem; \
+            int64_t c_ = s->n + s->n / 4 + 16;                                \
+            d->f = (T *)kern__alloc(ctx, (size_t)c_ * sizeof(T));             \
+            if (!d->f) goto nomem;                                            \
             memcpy(d->f, s->f, (size_t)s->n * sizeof(T));                     \
+            d->cap = c_;                                                      \
         }                                                                     \
         d->n = s->n;                                                          \
     } while (0)
@@ -4007,32 +4048,44 @@ static kern_status kern__gw_add(kern_graph *w, const kern_graph_node_desc *d, in
 /* A fresh name "<base>.<tag>N" unused in w. */
 static void kern__gw_fresh(const kern_graph *w, const char *base, const char *tag, char *buf,
                            size_t size) {
+    size_t lb = strlen(base), lt = strlen(tag), k;
     int i;
+    if (lb > 90) lb = 90;
+    if (size < lb + lt + 24) { /* callers pass >= 128 bytes */
+        if (size) buf[0] = 0;
+        return;
+    }
+    memcpy(buf, base, lb);
+    buf[lb] = '.';
+    memcpy(buf + lb + 1, tag, lt);
+    k = lb + 1 + lt;
     for (i = 0;; i++) {
-        snprintf(buf, size, "%.90s.%s%d", base, tag, i);
+        char d[16];
+        int nd = 0, v = i;
+        do {
+            d[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        {
+            int q;
+            for (q = 0; q < nd; q++) buf[k + (size_t)q] = d[nd - 1 - q];
+            buf[k + (size_t)nd] = 0;
+        }
         if (!kern__g_lookup(w, buf)) return;
     }
-}
-
-/* Replaces every use of value a (node inputs, graph outputs) by b. */
-static void kern__gw_replace(kern_graph *w, kern_graph_val a, kern_graph_val b) {
-    int64_t i;
-    int k;
-    for (i = 0; i < w->n_nodes; i++) {
-        kern__gnode *n = &w->nodes[i];
-        if (n->dead) continue;
-        for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
-            if (n->in[k] == a) n->in[k] = b;
-    }
-    for (i = 0; i < w->n_outputs; i++)
-        if (w->outputs[i] == a) w->outputs[i] = b;
 }
 
 /* Appends to a node's "fused" description. */
 static void kern__gw_note(kern_graph *w, kern__gnode *n, const char *what) {
     char buf[400];
     uint32_t off;
-    snprintf(buf, sizeof buf, "%s%s%s", n->fused ? w->str + n->fused : "", n->fused ? "+" : "", what);
+    size_t a = n->fused ? strlen(w->str + n->fused) : 0, b = strlen(what);
+    if (a + b + 2 > sizeof buf) return;
+    if (a) {
+        memcpy(buf, w->str + n->fused, a);
+        buf[a++] = '+';
+    }
+    memcpy(buf + a, what, b + 1);
     if (kern__g_intern(w, buf, &off)) n->fused = off;
 }
 
@@ -4475,6 +4528,51 @@ static void kern__gx_map(const kern__gex *e, int64_t lo, int64_t hi, float *scr)
     }
 }
 
+/* The common case, f32 everywhere, y contiguous, each input contiguous
+ * with y's shape or a single value: one flat loop over elements (units =
+ * elements). The dispatch-bound tiny nodes land here. */
+static void kern__gx_flat(const kern__gex *e, int64_t lo, int64_t hi, float *scr) {
+    const float *a = (const float *)e->x[0]->data;
+    const float *b = e->n_x > 1 ? (const float *)e->x[1]->data : NULL;
+    float *y = (float *)e->yt->data;
+    int64_t i, n = hi - lo;
+    (void)scr;
+    y += lo;
+    if (!e->sa) a += lo;
+    if (b && !e->sb) b += lo;
+    switch (e->op) {
+    case KERN_GRAPH_OP_ADD:
+        if (e->sb) { float c = b[0]; for (i = 0; i < n; i++) y[i] = a[i] + c; }
+        else if (e->sa) { float c = a[0]; for (i = 0; i < n; i++) y[i] = c + b[i]; }
+        else for (i = 0; i < n; i++) y[i] = a[i] + b[i];
+        return;
+    case KERN_GRAPH_OP_MUL:
+        if (e->sb) { float c = b[0]; for (i = 0; i < n; i++) y[i] = a[i] * c; }
+        else if (e->sa) { float c = a[0]; for (i = 0; i < n; i++) y[i] = c * b[i]; }
+        else for (i = 0; i < n; i++) y[i] = a[i] * b[i];
+        return;
+    case KERN_GRAPH_OP_SUB:
+        if (e->sb) { float c = b[0]; for (i = 0; i < n; i++) y[i] = a[i] - c; }
+        else if (e->sa) { float c = a[0]; for (i = 0; i < n; i++) y[i] = c - b[i]; }
+        else for (i = 0; i < n; i++) y[i] = a[i] - b[i];
+        return;
+    case KERN_GRAPH_OP_DIV:
+        if (e->sb) { float c = b[0]; for (i = 0; i < n; i++) y[i] = a[i] / c; }
+        else if (e->sa) { float c = a[0]; for (i = 0; i < n; i++) y[i] = c / b[i]; }
+        else for (i = 0; i < n; i++) y[i] = a[i] / b[i];
+        return;
+    default: {
+        /* unary ops (a is never a broadcast scalar here) */
+        int64_t j;
+        for (j = 0; j < n; j += KERN__GX_BLK) {
+            int64_t m = n - j < KERN__GX_BLK ? n - j : KERN__GX_BLK;
+            kern__gx_apply(e->op, e->f0, a + j, NULL, y + j, m);
+        }
+        return;
+    }
+    }
+}
+
 /* copies / casts involving integer dtypes (elementwise, same shape) */
 static void kern__gx_map_int(const kern__gex *e, int64_t lo, int64_t hi, float *scr) {
     const kern_tensor *y = &e->yv, *a = &e->b0;
@@ -4817,8 +4915,36 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
 #undef KERN__GT
 }
 
-/* Scratch kern_gemm needs for a linear/matmul step (0 if none or unknown). */
+/* Scratch kern_gemm needs for a linear/matmul step (0 if none or unknown).
+ * Layers repeat: the answer is cached per (op, shapes, strides, flags). */
+static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T);
 static size_t kern__gfam_gemm_ws(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T) {
+    const kern__gnode *n = &p->w.nodes[st->node];
+    kern__gwskey k;
+    int i, j = 0, d;
+    size_t bytes;
+    memset(&k, 0, sizeof k);
+    k.v[j++] = n->op;
+    k.v[j++] = (n->a.trans_a << 4) | (n->a.trans_b << 3) | ((st->pb != NULL) << 2) |
+               ((n->in[2] != 0) << 1) | (n->in[3] != 0);
+    k.v[j++] = n->a.act;
+    for (i = 0; i < 2; i++) {
+        const kern_tensor *t = &T[i == 0 ? n->in[0] : n->out[0]];
+        k.v[j++] = t->ndim | (int64_t)t->dtype << 8;
+        for (d = 0; d < t->ndim && j < 22; d++) k.v[j++] = t->shape[d] * 1000003 + t->stride[d];
+    }
+    if (j < 23) k.v[j++] = n->in[1] ? T[n->in[1]].shape[0] * 1000003 + T[n->in[1]].shape[T[n->in[1]].ndim - 1] : 0;
+    for (i = 0; i < p->n_wsc; i++)
+        if (memcmp(&p->wsc_key[i], &k, sizeof k) == 0) return p->wsc_val[i];
+    bytes = kern__gfam_gemm_ws_q(p, st, T);
+    if (p->n_wsc < (int)(sizeof p->wsc_val / sizeof p->wsc_val[0])) {
+        p->wsc_key[p->n_wsc] = k;
+        p->wsc_val[p->n_wsc++] = bytes;
+    }
+    return bytes;
+}
+
+static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T) {
     const kern__gnode *n = &p->w.nodes[st->node];
     kern__glin la;
     kern_gemm_params gp;
@@ -5142,9 +5268,9 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
             break;
         case KERN_GRAPH_VAL_WEIGHT: {
             const kern__gweight *wt = &w->w[w->vals[i].aux];
-            p->pv[i].storage = KERN__GS_WEIGHT;
+            p->pv[i].storage = wt->owned == 2 ? KERN__GS_PLAN : KERN__GS_WEIGHT;
             p->pv[i].ptr = wt->data;
-            if (!wt->data) {
+            if (!wt->data && wt->owned != 2) {
                 st = kern__err(KERN_ERR_ARG,
                                "kern_graph_plan_create: weight '%s' has no data (bind it with "
                                "kern_graph_bind_weight or kern_graph_bind_safetensors)",
@@ -5177,11 +5303,6 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
         }
         default: break;
         }
-    }
-    for (i = 0; i < w->n_w; i++) { /* merged weights made by the passes */
-        kern_graph_val v = w->w[i].val;
-        if (p->pv[v].live && p->pv[v].storage == KERN__GS_WEIGHT && w->w[i].owned == 2)
-            p->pv[v].storage = KERN__GS_PLAN;
     }
 
     /* steps and views (at the bound) */
@@ -5403,6 +5524,38 @@ done:
 
 /* ============================================================ instances */
 
+/* Shape of v from exv[] (every expression's value under the binding). */
+static kern_status kern__gp_shape_ev(const kern_graph *w, kern_graph_val v, const int64_t *exv,
+                                     kern_tensor *t) {
+    const kern__gval *x = &w->vals[v];
+    int i;
+    int64_t s = 1;
+    t->dtype = x->dtype;
+    t->ndim = x->ndim;
+    for (i = x->ndim - 1; i >= 0; i--) {
+        int64_t d = x->dims[i];
+        if (kern__gx_is_expr(d)) d = exv[kern__gx_index(d)];
+        if (d < 0) {
+            char s1[64];
+            return kern__err(KERN_ERR_SHAPE, "kern_graph: value '%s': dim %d (%s) is %s under this binding",
+                             w->str + x->name, i, kern_graph_dim_str(w, x->dims[i], s1, sizeof s1),
+                             d == -1 && kern__gx_is_expr(x->dims[i]) ? "too large or negative" : "negative");
+        }
+        t->shape[i] = d;
+        t->stride[i] = s;
+        s *= d > 0 ? d : 1;
+    }
+    for (i = x->ndim; i < KERN_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
+    return KERN_OK;
+}
+
+static size_t kern__gp_bytes_fast(const kern_tensor *t) {
+    int64_t n = 1;
+    int i;
+    for (i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return (((size_t)n * kern_dtype_size(t->dtype)) + 63) & ~(size_t)63;
+}
+
 /* Resolves every value's tensor and every step for one binding. */
 static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const int64_t *sv) {
     kern_graph *w = &p->w;
@@ -5410,24 +5563,29 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
     int64_t i, s;
     int k;
     kern_status st;
-    /* per-value byte offset from the root of input/output roots (-1 = none) */
-    int64_t *bo = (int64_t *)(void *)I->patch; /* reuse: filled before the patch list */
+    int64_t *exv = I->exv;
     I->valid = 0;
     I->n_patch = 0;
     memcpy(I->sv, sv, sizeof I->sv);
-    (void)bo;
+    /* every expression once (-1 marks an overflow or a negative value) */
+    for (i = 0; i < w->n_ex; i++) {
+        int bad = 0;
+        exv[i] = kern__gx_eval(w, kern__gx_handle(i), sv, &bad);
+        if (bad || exv[i] < 0) exv[i] = -1;
+    }
     /* roots */
     for (i = 1; i < w->n_vals; i++) {
         kern__gpv *v = &p->pv[i];
         if (!v->live || v->view) continue;
-        if ((st = kern__gp_shape(w, (kern_graph_val)i, sv, &T[i])) != KERN_OK) return st;
+        if ((st = kern__gp_shape_ev(w, (kern_graph_val)i, exv, &T[i])) != KERN_OK) return st;
+        T[i].data = NULL;
         switch (v->storage) {
         case KERN__GS_ARENA: case KERN__GS_OUTPUT:
-            if (kern__gp_bytes(&T[i]) > v->bytes)
+            if (v->checked && kern__gp_bytes_fast(&T[i]) > v->bytes)
                 return kern__err(KERN_ERR_SHAPE,
                                  "kern_graph_run: value '%s' needs %zu bytes under this binding, "
                                  "more than the %zu planned at the bound",
-                                 w->str + w->vals[i].name, kern__gp_bytes(&T[i]), v->bytes);
+                                 w->str + w->vals[i].name, kern__gp_bytes_fast(&T[i]), v->bytes);
             T[i].data = p->arena ? (char *)p->arena + v->off : NULL;
             if (v->storage == KERN__GS_OUTPUT) {
                 I->patch[I->n_patch].v = (int32_t)i;
@@ -5459,7 +5617,7 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
             kern_tensor shp, yv;
             int64_t eoff;
             int32_t root = p->pv[o].root;
-            if ((st = kern__gp_shape(w, o, sv, &shp)) != KERN_OK) return st;
+            if ((st = kern__gp_shape_ev(w, o, exv, &shp)) != KERN_OK) return st;
             if (n->op == KERN_GRAPH_OP_SLICE) {
                 int bad = 0, a = (int)(n->a.axis < 0 ? n->a.axis + x->ndim : n->a.axis);
                 start = kern__gx_eval(w, n->a.start, sv, &bad);
@@ -5502,13 +5660,19 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
         kern__gistep *is = &I->is[s];
         kern__gex *e = &is->e;
         kern_graph_val y = n->out[0];
-        memset(is, 0, sizeof *is);
-        kern__g_cost(p, stp, T, &is->flops, &is->bytes);
+        is->par = 0;
+        is->chunks = 1;
+        is->flops = is->bytes = 0;
+        if (p->prm.profile) kern__g_cost(p, stp, T, &is->flops, &is->bytes);
         if (stp->cls == KERN__GC_FAMILY) {
-            size_t ws = kern__gfam_gemm_ws(p, stp, T);
-            if (ws > I->gemm_ws) I->gemm_ws = ws;
+            /* the GEMM workspace is sized once, at the bound (plan time) */
+            if (!p->gemm_ws_sized) {
+                size_t ws = kern__gfam_gemm_ws(p, stp, T);
+                if (ws > I->gemm_ws) I->gemm_ws = ws;
+            }
             continue;
         }
+        memset(e, 0, sizeof *e);
         e->op = n->op;
         e->yt = &T[y];
         e->yv = T[y];
@@ -5580,6 +5744,27 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
             e->fn = kern__gx_map;
             e->f0 = n->op == KERN_GRAPH_OP_SCALE ? (n->a.alpha_set ? n->a.alpha : 1.0f)
                     : n->op == KERN_GRAPH_OP_POW ? n->a.exponent : 0.0f;
+            {
+                /* the flat path: f32, y contiguous, inputs contiguous like y
+                 * or single values (not for a scalar first operand of a
+                 * unary op: y would not have its shape) */
+                const kern_tensor *b = e->n_x > 1 ? &T[n->in[1]] : NULL;
+                int64_t ny = kern_tensor_numel(&T[y]);
+                int ok = T[y].dtype == KERN_F32 && a->dtype == KERN_F32 &&
+                         (!b || b->dtype == KERN_F32) && kern_tensor_is_contiguous(&T[y]);
+                int ea = ok && kern_tensor_numel(a) == ny && kern_tensor_is_contiguous(a) &&
+                         a->ndim == T[y].ndim;
+                int eb = ok && b && kern_tensor_numel(b) == ny && kern_tensor_is_contiguous(b) &&
+                         b->ndim == T[y].ndim;
+                int sa1 = ok && b && kern_tensor_numel(a) == 1, sb1 = ok && b && kern_tensor_numel(b) == 1;
+                if (ok && (ea || sa1) && (!b || eb || sb1) && !(sa1 && sb1 && ny != 1)) {
+                    e->fn = kern__gx_flat;
+                    e->sa = (int8_t)(sa1 && !ea);
+                    e->sb = (int8_t)(b && sb1 && !eb);
+                    e->units = ny;
+                    e->inner = 1;
+                }
+            }
             break;
         }
         }
@@ -5591,6 +5776,10 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
                          : (e->units < 4 * p->n_threads ? e->units : 4 * p->n_threads);
         }
     }
+    for (s = p->n_steps - 1; s >= 0; s--) /* per segment: does any step split? */
+        if (p->steps[s].cls == KERN__GC_EXEC)
+            I->is[s].seg_par = I->is[s].par ||
+                               (s + 1 < p->steps[s].seg_end && I->is[s + 1].seg_par);
     I->valid = 1;
     return KERN_OK;
 }
@@ -5691,12 +5880,11 @@ static void kern__gp_region_task(void *arg, int64_t task, int thread) {
 
 static void kern__gp_segment(kern_graph_plan *p, kern__ginst *I, int64_t a, int64_t b) {
     int64_t s;
-    int par = 0;
-    if (p->n_threads > 1)
-        for (s = a; s < b && !par; s++) par = I->is[s].par;
-    if (!par) {
+    if (!I->is[a].seg_par) {
         if (!p->prm.profile) {
-            for (s = a; s < b; s++) I->is[s].e.fn(&I->is[s].e, 0, I->is[s].e.units, p->scratch);
+            kern__gistep *is = I->is;
+            float *scr = p->scratch;
+            for (s = a; s < b; s++) is[s].e.fn(&is[s].e, 0, is[s].e.units, scr);
         } else {
             for (s = a; s < b; s++) {
                 double t0 = kern__g_now();
@@ -5724,7 +5912,8 @@ static void kern__gp_segment(kern_graph_plan *p, kern__ginst *I, int64_t a, int6
 
 static kern_status kern__gp_exec(kern_graph_plan *p, kern__ginst *I) {
     int64_t s = 0;
-    void *ws = I->gemm_ws && I->gemm_ws <= p->gemm_ws_size ? p->gemm_ws : NULL;
+    void *ws = p->gemm_ws;
+    (void)I;
     p->err = 0;
     while (s < p->n_steps) {
         const kern__gstep *st = &p->steps[s];
@@ -5748,6 +5937,10 @@ static kern_status kern__gp_exec(kern_graph_plan *p, kern__ginst *I) {
         } else {
             double t0 = p->prm.profile ? kern__g_now() : 0;
             kern_status r = kern__gfam_run(p, st, I->T, ws, p->gemm_ws_size);
+            if (r == KERN_ERR_ARG && ws && (st->op == KERN_GRAPH_OP_LINEAR || st->op == KERN_GRAPH_OP_MATMUL))
+                /* this binding needs more GEMM scratch than the bound did:
+                 * the context's (grown once) */
+                r = kern__gfam_run(p, st, I->T, NULL, 0);
             if (r) {
                 char m[512];
                 const kern__gnode *n = &p->w.nodes[st->node];
@@ -5879,17 +6072,6 @@ KERN_API void kern_graph_plan_free(kern_graph_plan *p) {
     kern__free(ctx, p->allocs);
     if (p->arena_owned) kern__free(ctx, p->arena);
     kern__free(ctx, p->gemm_ws);
-    kern__free(ctx, p->scratch);
-    if (p->inst)
-        for (i = 0; i < p->n_inst; i++) {
-            kern__free(ctx, p->inst[i].T);
-            kern__free(ctx, p->inst[i].is);
-            kern__free(ctx, p->inst[i].patch);
-        }
-    kern__free(ctx, p->inst);
-    kern__free(ctx, p->ctr);
-    kern__free(ctx, p->prof_s);
-    kern__free(ctx, p->prof_calls);
     kern__free(ctx, p->report);
     kern__free(ctx, p->order);
     kern__free(ctx, p->node_step);
@@ -5914,6 +6096,24 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
     kern_graph *w = &p->w;
     int64_t s;
     kern_status st;
+    /* weights the passes merged: their sources' rows, concatenated */
+    for (s = 0; s < w->n_w; s++) {
+        kern__gweight *mw = &w->w[s];
+        const kern__gval *x = &w->vals[mw->val];
+        size_t es = kern_dtype_size(x->dtype), row = es * (size_t)(x->ndim > 1 ? x->dims[1] : 1);
+        size_t off = 0;
+        int k;
+        if (mw->owned != 2 || mw->data || !p->pv[mw->val].live) continue;
+        mw->data = kern__alloc(p->ctx, (size_t)x->dims[0] * row + 1);
+        if (!mw->data) return kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory merging weights");
+        for (k = 0; k < mw->n_src; k++) {
+            const kern__gval *sv = &w->vals[mw->src[k]];
+            size_t bytes = (size_t)sv->dims[0] * row;
+            memcpy((char *)mw->data + off, w->w[sv->aux].data, bytes);
+            off += bytes;
+        }
+        p->pv[mw->val].ptr = mw->data;
+    }
     for (s = 0; s < p->n_steps; s++) {
         kern__gstep *stp = &p->steps[s];
         const kern__gnode *n = &w->nodes[stp->node];
@@ -6020,26 +6220,50 @@ KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
     if ((st = kern__gp_outputs(p)) != KERN_OK) goto fail;
     if ((st = kern__gp_structure(p)) != KERN_OK) goto fail;
     t1 = kern__g_now();
-    if ((st = kern__gp_prepack(p)) != KERN_OK) goto fail;
+    {
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        if ((st = kern__gp_prepack(p)) != KERN_OK) goto fail;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        p->stats.prepack_cpu_seconds = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    }
     p->stats.prepack_seconds = kern__g_now() - t1;
     /* run-time memory, all allocated here */
     p->n_inst = prm.cache_size ? prm.cache_size : 4;
-    p->inst = (kern__ginst *)kern__alloc(ctx, (size_t)p->n_inst * sizeof(kern__ginst));
-    p->scratch = (float *)kern__alloc(ctx, (size_t)p->n_threads * p->scratch_floats * sizeof(float));
-    p->ctr = (kern__gctr *)kern__alloc(ctx, (size_t)(p->n_steps + 1) * sizeof(kern__gctr));
-    p->prof_s = (double *)kern__alloc(ctx, (size_t)(p->n_steps + 1) * sizeof(double));
-    p->prof_calls = (int64_t *)kern__alloc(ctx, (size_t)(p->n_steps + 1) * sizeof(int64_t));
-    if (!p->inst || !p->scratch || !p->ctr || !p->prof_s || !p->prof_calls) goto nomem;
-    memset(p->inst, 0, (size_t)p->n_inst * sizeof(kern__ginst));
-    memset(p->prof_s, 0, (size_t)(p->n_steps + 1) * sizeof(double));
-    memset(p->prof_calls, 0, (size_t)(p->n_steps + 1) * sizeof(int64_t));
-    for (i = 0; i < p->n_inst; i++) {
-        kern__ginst *I = &p->inst[i];
-        I->T = (kern_tensor *)kern__alloc(ctx, (size_t)p->w.n_vals * sizeof(kern_tensor));
-        I->is = (kern__gistep *)kern__alloc(ctx, (size_t)(p->n_steps + 1) * sizeof(kern__gistep));
-        I->patch = (kern__gpatch *)kern__alloc(ctx, (size_t)p->w.n_vals * sizeof(kern__gpatch));
-        if (!I->T || !I->is || !I->patch) goto nomem;
-        memset(I->T, 0, (size_t)p->w.n_vals * sizeof(kern_tensor));
+    {
+        /* everything a run uses, in one block (instances are touched only
+         * when a binding first needs them) */
+        size_t nv = (size_t)p->w.n_vals, ns = (size_t)p->n_steps + 1, ne = (size_t)p->w.n_ex + 1;
+        size_t per = nv * sizeof(kern_tensor) + ns * sizeof(kern__gistep) + nv * sizeof(kern__gpatch) +
+                     ne * sizeof(int64_t);
+        size_t fixed = (size_t)p->n_inst * sizeof(kern__ginst) + ns * sizeof(kern__gctr) +
+                       ns * (sizeof(double) + sizeof(int64_t)) +
+                       (size_t)p->n_threads * p->scratch_floats * sizeof(float) + 8 * 64;
+        char *m;
+        per = (per + 63) & ~(size_t)63;
+        m = (char *)kern__gp_alloc(p, fixed + (size_t)p->n_inst * per);
+        if (!m) goto nomem;
+#define KERN__GTAKE(ptr, T, n)                                                \
+        do {                                                                  \
+            ptr = (T *)(void *)m;                                             \
+            m += (((n) * sizeof(T)) + 63) & ~(size_t)63;                      \
+        } while (0)
+        KERN__GTAKE(p->ctr, kern__gctr, ns);
+        KERN__GTAKE(p->inst, kern__ginst, (size_t)p->n_inst);
+        KERN__GTAKE(p->prof_s, double, ns);
+        KERN__GTAKE(p->prof_calls, int64_t, ns);
+        KERN__GTAKE(p->scratch, float, (size_t)p->n_threads * p->scratch_floats);
+        memset(p->inst, 0, (size_t)p->n_inst * sizeof(kern__ginst));
+        memset(p->prof_s, 0, ns * sizeof(double));
+        memset(p->prof_calls, 0, ns * sizeof(int64_t));
+        for (i = 0; i < p->n_inst; i++) {
+            kern__ginst *I = &p->inst[i];
+            KERN__GTAKE(I->T, kern_tensor, nv);
+            KERN__GTAKE(I->is, kern__gistep, ns);
+            KERN__GTAKE(I->patch, kern__gpatch, nv);
+            KERN__GTAKE(I->exv, int64_t, ne);
+        }
+#undef KERN__GTAKE
     }
     if (!prm.external_arena && p->arena_bytes) {
         p->arena = kern__alloc(ctx, p->arena_bytes);
@@ -6057,6 +6281,7 @@ KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
             p->gemm_ws = kern__alloc(ctx, p->gemm_ws_size);
             if (!p->gemm_ws) goto nomem;
         }
+        p->gemm_ws_sized = 1;
         if (!p->arena) I->valid = 0; /* rebuilt with the arena's address */
     }
     p->stats.plan_seconds = kern__g_now() - t0;
@@ -6127,7 +6352,7 @@ typedef struct kern__gpx {
     int32_t *cstart; /* value -> first entry in cons */
     int32_t *cons;   /* node index of each (value, consumer) pair */
     int32_t *is_out; /* graph output count per value */
-    int64_t n_cap;
+    int64_t n_vals;  /* values when the lists were built */
     int fused;
 } kern__gpx;
 
@@ -6165,17 +6390,21 @@ static kern_status kern__gpx_refresh(kern__gpx *x) {
         kern__free(x->p->ctx, fill);
     }
     for (i = 0; i < w->n_outputs; i++) x->is_out[w->outputs[i]]++;
+    x->n_vals = w->n_vals;
     return KERN_OK;
 nomem:
     return kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory in a pass");
 }
 
 static int kern__gpx_nuses(const kern__gpx *x, kern_graph_val v) {
+    if (v >= x->n_vals) return 0; /* made after the lists were built */
     return x->cstart[v + 1] - x->cstart[v] + x->is_out[v];
 }
 /* distinct consumer nodes of v (+ graph outputs) */
 static int kern__gpx_nconsumers(const kern__gpx *x, kern_graph_val v) {
-    int c, k, n = x->is_out[v];
+    int c, k, n;
+    if (v >= x->n_vals) return 0;
+    n = x->is_out[v];
     for (c = x->cstart[v]; c < x->cstart[v + 1]; c++) {
         int dup = 0;
         for (k = x->cstart[v]; k < c; k++) dup |= x->cons[k] == x->cons[c];
@@ -6185,8 +6414,12 @@ static int kern__gpx_nconsumers(const kern__gpx *x, kern_graph_val v) {
 }
 /* the only consumer of v (NULL if v has other uses or is an output) */
 static kern__gnode *kern__gpx_single(const kern__gpx *x, kern_graph_val v) {
+    kern__gnode *n;
     if (!v || kern__gpx_nuses(x, v) != 1 || x->is_out[v]) return NULL;
-    return &x->w->nodes[x->cons[x->cstart[v]]];
+    n = &x->w->nodes[x->cons[x->cstart[v]]];
+    /* the lists are refreshed between passes, not after every rewrite: a
+     * consumer a rewrite removed is no answer */
+    return n->dead ? NULL : n;
 }
 /* producer of v if it is a live node of op `op` (op 0 = any) */
 static kern__gnode *kern__gpx_prod(const kern__gpx *x, kern_graph_val v, kern_graph_op op) {
@@ -6872,7 +7105,9 @@ static kern_status kern__gpx_absorb(kern__gpx *x, kern__gnode *n, kern__gnode *c
     c->dead = 1;
     kern__gw_note(w, n, what);
     x->fused++;
-    return kern__gpx_refresh(x);
+    /* consumer lists stay valid for this pass: c's output keeps its
+     * consumers, c's other input changes consumer (c -> n) but not count */
+    return KERN_OK;
 }
 
 static kern_status kern__gpx_epilogue(kern__gpx *x) {
@@ -6990,9 +7225,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
         if (ng < 2 || wa->kind != KERN_GRAPH_VAL_WEIGHT) continue;
         {
             /* the merged weight (and bias), owned by the plan */
-            int64_t ntot = 0, k = wa->dims[1], off = 0;
-            size_t es = kern_dtype_size(wa->dtype), bes = has_bias ? kern_dtype_size(w->vals[a->in[2]].dtype) : 0;
-            char *wm, *bm = NULL;
+            int64_t ntot = 0, k = wa->dims[1];
             kern_tensor wt;
             kern_graph_val wv, bv = 0, merged, outs[KERN_GRAPH_MAX_OUTPUTS];
             char nm[KERN__G_NAME_MAX + 1], lst[300];
@@ -7008,43 +7241,50 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
                     (has_bias && !w->w[w->vals[w->nodes[grp[g]].in[2]].aux].data))
                     break;
             if (g < ng) continue; /* unbound weights: planning reports them */
-            wm = (char *)kern__alloc(x->p->ctx, (size_t)(ntot * k) * es);
-            if (has_bias) bm = (char *)kern__alloc(x->p->ctx, (size_t)ntot * bes);
-            if (!wm || (has_bias && !bm)) {
-                kern__free(x->p->ctx, wm);
-                kern__free(x->p->ctx, bm);
-                return kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory merging weights");
-            }
             lst[0] = 0;
             for (g = 0; g < ng; g++) {
                 const kern__gnode *b = &w->nodes[grp[g]];
-                int64_t nb = w->vals[b->in[1]].dims[0];
-                memcpy(wm + (size_t)(off * k) * es, w->w[w->vals[b->in[1]].aux].data, (size_t)(nb * k) * es);
-                if (has_bias) memcpy(bm + (size_t)off * bes, w->w[w->vals[b->in[2]].aux].data, (size_t)nb * bes);
-                off += nb;
                 snprintf(lst + strlen(lst), sizeof lst - strlen(lst), "%s'%s'", g ? ", " : "",
                          kern__gpx_name(x, b));
                 if (b->pos < minpos) minpos = b->pos;
             }
+            /* the merged weight (and bias) are declared here and filled when
+             * the plan prepares its weights (prepack time) */
             kern__gw_fresh(w, aname, "merged_weight", nm, sizeof nm);
-            memset(&wt, 0, sizeof wt);
             {
                 int64_t sh[2];
+                memset(&wt, 0, sizeof wt);
                 sh[0] = ntot;
                 sh[1] = k;
-                kern_tensor_init(&wt, wm, wa->dtype, 2, sh);
+                wt.dtype = wa->dtype;
+                wt.ndim = 2;
+                wt.shape[0] = sh[0];
+                wt.shape[1] = sh[1];
             }
             st = kern_graph_weight(w, nm, &wt, KERN_GRAPH_BORROW, &wv);
-            if (st) { kern__free(x->p->ctx, wm); kern__free(x->p->ctx, bm); return st; }
+            if (st) return st;
             w->n_ent--;
-            w->w[w->vals[wv].aux].owned = 2; /* freed with the plan */
+            {
+                kern__gweight *mw = &w->w[w->vals[wv].aux];
+                mw->owned = 2;
+                mw->n_src = ng;
+                for (g = 0; g < ng; g++) mw->src[g] = w->nodes[grp[g]].in[1];
+            }
             if (has_bias) {
                 kern__gw_fresh(w, aname, "merged_bias", nm, sizeof nm);
-                wt = kern_tensor_1d(bm, w->vals[a_bias].dtype, ntot);
+                memset(&wt, 0, sizeof wt);
+                wt.dtype = w->vals[a_bias].dtype;
+                wt.ndim = 1;
+                wt.shape[0] = ntot;
                 st = kern_graph_weight(w, nm, &wt, KERN_GRAPH_BORROW, &bv);
-                if (st) { kern__free(x->p->ctx, bm); return st; }
+                if (st) return st;
                 w->n_ent--;
-                w->w[w->vals[bv].aux].owned = 2;
+                {
+                    kern__gweight *mb = &w->w[w->vals[bv].aux];
+                    mb->owned = 2;
+                    mb->n_src = ng;
+                    for (g = 0; g < ng; g++) mb->src[g] = w->nodes[grp[g]].in[2];
+                }
             }
             memset(&d, 0, sizeof d);
             kern__gw_fresh(w, aname, "merged", nm, sizeof nm);
@@ -7080,15 +7320,23 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
                 snprintf(what, sizeof what, "merged %s", lst);
                 kern__gw_note(w, &w->nodes[w->vals[merged].node], what);
             }
-            for (g = 0; g < ng; g++) {
+            for (g = 0; g < ng; g++) { /* consumers from the lists (valid: built before) */
                 kern__gnode *b = &w->nodes[grp[g]];
-                kern__gw_replace(w, b->out[0], outs[g]);
+                kern_graph_val ov = b->out[0];
+                int c2, k2;
+                for (c2 = x->cstart[ov]; c2 < x->cstart[ov + 1]; c2++) {
+                    kern__gnode *q = &w->nodes[x->cons[c2]];
+                    for (k2 = 0; k2 < KERN_GRAPH_MAX_INPUTS; k2++)
+                        if (q->in[k2] == ov) q->in[k2] = outs[g];
+                }
+                if (x->is_out[ov])
+                    for (k2 = 0; k2 < w->n_outputs; k2++)
+                        if (w->outputs[k2] == ov) w->outputs[k2] = outs[g];
                 b->dead = 1;
             }
             x->fused++;
             kern__gp_log(x->p, "fuse: %d linears reading '%s' (%s) -> one GEMM '%s' [%lld outputs]", ng,
                          kern__g_vname(w, xin), lst, kern__g_vname(w, merged), (long long)ntot);
-            if ((st = kern__gpx_refresh(x)) != KERN_OK) return st;
         }
     }
     return KERN_OK;
@@ -7097,7 +7345,6 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
 static kern_status kern__gpx_residual_norm(kern__gpx *x) {
     kern_graph *w = x->w;
     int64_t i;
-    kern_status st;
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *n = &w->nodes[i], *ad;
         kern_graph_val s;
@@ -7128,7 +7375,6 @@ static kern_status kern__gpx_residual_norm(kern__gpx *x) {
         x->fused++;
         kern__gp_log(x->p, "fuse: add '%s' + %s '%s'%s", kern__g_vname(w, s), kern_graph_op_name(n->op),
                      kern__gpx_name(x, n), n->n_out > 1 ? " (the sum is its second output)" : "");
-        if ((st = kern__gpx_refresh(x)) != KERN_OK) return st;
     }
     return KERN_OK;
 }
@@ -7136,7 +7382,6 @@ static kern_status kern__gpx_residual_norm(kern__gpx *x) {
 static kern_status kern__gpx_norm_act(kern__gpx *x) {
     kern_graph *w = x->w;
     int64_t i;
-    kern_status st;
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *n = &w->nodes[i], *c;
         if (n->dead || (n->op != KERN_GRAPH_OP_LAYER_NORM && n->op != KERN_GRAPH_OP_RMS_NORM) || n->a.act)
@@ -7154,7 +7399,6 @@ static kern_status kern__gpx_norm_act(kern__gpx *x) {
         x->fused++;
         kern__gp_log(x->p, "fuse: %s '%s' + %s", kern_graph_op_name(n->op), kern__gpx_name(x, n),
                      kern_act_name(n->a.act));
-        if ((st = kern__gpx_refresh(x)) != KERN_OK) return st;
     }
     return KERN_OK;
 }
@@ -7181,12 +7425,18 @@ static kern_status kern__g_passes(kern_graph_plan *p) {
     }
     if (p->prm.quantize || p->prm.sparsify)
         if ((st = kern__gpx_transforms(&x)) != KERN_OK) goto done;
-    if (!(dis & KERN_GRAPH_PASS_EPILOGUE))
+    if (!(dis & KERN_GRAPH_PASS_EPILOGUE)) {
         if ((st = kern__gpx_epilogue(&x)) != KERN_OK) goto done;
-    if (!(dis & KERN_GRAPH_PASS_QKV))
+        if ((st = kern__gpx_refresh(&x)) != KERN_OK) goto done;
+    }
+    if (!(dis & KERN_GRAPH_PASS_QKV)) {
         if ((st = kern__gpx_qkv(&x)) != KERN_OK) goto done;
-    if (!(dis & KERN_GRAPH_PASS_RESIDUAL_NORM))
+        if ((st = kern__gpx_refresh(&x)) != KERN_OK) goto done;
+    }
+    if (!(dis & KERN_GRAPH_PASS_RESIDUAL_NORM)) {
         if ((st = kern__gpx_residual_norm(&x)) != KERN_OK) goto done;
+        if ((st = kern__gpx_refresh(&x)) != KERN_OK) goto done;
+    }
     if (!(dis & KERN_GRAPH_PASS_NORM_ACT))
         if ((st = kern__gpx_norm_act(&x)) != KERN_OK) goto done;
     if (!(dis & KERN_GRAPH_PASS_DCE)) {
