@@ -2027,4 +2027,274 @@ KT_TEST(graph_fuzz_regressions) {
     }
 }
 
+/* Every family op through the graph gives the same bits as the direct
+ * call with the same parameters (the executor adds nothing but views). */
+KT_TEST(graph_family_ops_match_direct_calls) {
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    kt_rng r = kt_rng_make(18);
+    kern_graph *g;
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    int variant;
+    /* sdpa with every option, GQA 4/2, both causal alignments */
+    for (variant = 0; variant < 3; variant++) {
+        int64_t B = 2, Hq = 4, Hkv = 2, Lq = 5, Lk = 9, D = 8;
+        float *q = (float *)malloc(4 * B * Hq * Lq * D), *k = (float *)malloc(4 * B * Hkv * Lk * D);
+        float *v = (float *)malloc(4 * B * Hkv * Lk * D), *want = (float *)malloc(4 * B * Hq * Lq * D);
+        float *mask = (float *)malloc(4 * Lq * Lk);
+        int32_t klens[2] = {7, 9};
+        kern_graph_val vq, vk, vv, vm, vl, y;
+        kern_graph_node_desc d;
+        kern_tensor tq, tk, tv, tm, tl, to, in[5], out;
+        kern_sdpa_params sp;
+        int64_t i;
+        kt_fill_normal(&r, q, KERN_F32, B * Hq * Lq * D, 1);
+        kt_fill_normal(&r, k, KERN_F32, B * Hkv * Lk * D, 1);
+        kt_fill_normal(&r, v, KERN_F32, B * Hkv * Lk * D, 1);
+        for (i = 0; i < Lq * Lk; i++) mask[i] = (float)kt_uniform(&r, -1, 0);
+        KT_OK(kern_graph_create(NULL, &g));
+        kern_graph_input_s(g, "q", KERN_F32, "[B,4,Q,8]", &vq);
+        kern_graph_input_s(g, "k", KERN_F32, "[B,2,K,8]", &vk);
+        kern_graph_input_s(g, "v", KERN_F32, "[B,2,K,8]", &vv);
+        kern_graph_input_s(g, "mask", KERN_F32, "[Q,K]", &vm);
+        kern_graph_input_s(g, "k_lens", KERN_I32, "[B]", &vl);
+        memset(&d, 0, sizeof d);
+        d.op = KERN_GRAPH_OP_SDPA;
+        d.name = "att";
+        d.inputs[0] = vq; d.inputs[1] = vk; d.inputs[2] = vv; d.inputs[3] = vm; d.inputs[4] = vl;
+        d.attrs.enable_gqa = 1;
+        d.attrs.is_causal = variant == 0;
+        d.attrs.causal_bottom_right = variant == 1;
+        d.attrs.scale = 0.3f;
+        d.attrs.softcap = variant == 2 ? 5.0f : 0.0f;
+        d.attrs.window_set = variant == 2;
+        d.attrs.window_left = 3;
+        d.attrs.window_right = 1;
+        KT_OK(kern_graph_add(g, &d, &y));
+        KT_OK(kern_graph_output(g, y));
+        tg_roundtrip(g);
+        memset(&pp, 0, sizeof pp);
+        pp.bind = "B=2,Q=8,K=16";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        tq = kern_tensor_4d(q, KERN_F32, B, Hq, Lq, D);
+        tk = kern_tensor_4d(k, KERN_F32, B, Hkv, Lk, D);
+        tv = kern_tensor_4d(v, KERN_F32, B, Hkv, Lk, D);
+        tm = kern_tensor_2d(mask, KERN_F32, Lq, Lk);
+        tl = kern_tensor_1d(klens, KERN_I32, B);
+        to = kern_tensor_4d(want, KERN_F32, B, Hq, Lq, D);
+        memset(&sp, 0, sizeof sp);
+        sp.attn_mask = &tm;
+        sp.k_lens = &tl;
+        sp.enable_gqa = 1;
+        sp.is_causal = variant == 0;
+        sp.causal_bottom_right = variant == 1;
+        sp.scale = 0.3f;
+        sp.softcap = variant == 2 ? 5.0f : 0.0f;
+        sp.has_window = variant == 2;
+        sp.window_left = 3;
+        sp.window_right = 1;
+        KT_OK(kern_sdpa(ctx, &tq, &tk, &tv, &to, &sp));
+        in[0] = tq; in[1] = tk; in[2] = tv; in[3] = tm; in[4] = tl;
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, in, 5, &out, 1));
+        kt_context("sdpa variant %d", variant);
+        kt_assert_bytes_equal("sdpa", out.data, want, (size_t)(4 * B * Hq * Lq * D));
+        kern_graph_plan_free(p);
+        kern_graph_destroy(g);
+        free(q); free(k); free(v); free(want); free(mask);
+    }
+    kt_context("");
+    /* qlinear with an i8 weight + scales, bias, residual, gelu; the same
+     * weight as f32 quantized at plan time; 2:4 sparse with pruning;
+     * quantize_per_token */
+    {
+        int64_t M = 7, K = 32, N = 24, i;
+        float *x = (float *)malloc(4 * M * K), *res = (float *)malloc(4 * M * N), *bias = (float *)malloc(4 * N);
+        float *wf = (float *)malloc(4 * N * K), *sc = (float *)malloc(4 * N), *want = (float *)malloc(4 * M * N);
+        int8_t *wq = (int8_t *)malloc(N * K), *xq = (int8_t *)malloc(M * K);
+        float *xs = (float *)malloc(4 * M);
+        kern_graph_val vx, vr, y1, y2, y3, q2[2], wv, sv, bv, wfv;
+        kern_tensor tx, tr, tb, twq, tsc, twf, out[5];
+        kern_qweight *qw = NULL;
+        kern_qlinear_params qp;
+        kt_fill_normal(&r, x, KERN_F32, M * K, 1);
+        kt_fill_normal(&r, res, KERN_F32, M * N, 1);
+        kt_fill_normal(&r, bias, KERN_F32, N, 0.3);
+        kt_fill_normal(&r, wf, KERN_F32, N * K, 0.2);
+        for (i = 0; i < N * K; i++) wq[i] = (int8_t)kt_randint(&r, -127, 128);
+        for (i = 0; i < N; i++) sc[i] = (float)kt_uniform(&r, 0.001, 0.01);
+        tx = kern_tensor_2d(x, KERN_F32, M, K);
+        tr = kern_tensor_2d(res, KERN_F32, M, N);
+        tb = kern_tensor_1d(bias, KERN_F32, N);
+        twq = kern_tensor_2d(wq, KERN_I8, N, K);
+        tsc = kern_tensor_1d(sc, KERN_F32, N);
+        twf = kern_tensor_2d(wf, KERN_F32, N, K);
+        KT_OK(kern_graph_create(NULL, &g));
+        kern_graph_input_s(g, "x", KERN_F32, "[M,32]", &vx);
+        kern_graph_input_s(g, "res", KERN_F32, "[M,24]", &vr);
+        KT_OK(kern_graph_weight(g, "wq", &twq, 0, &wv));
+        KT_OK(kern_graph_weight(g, "wq.scales", &tsc, 0, &sv));
+        KT_OK(kern_graph_weight(g, "bias", &tb, 0, &bv));
+        KT_OK(kern_graph_weight(g, "wf", &twf, 0, &wfv));
+        {
+            kern_graph_node_desc d;
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_QLINEAR;
+            d.name = "q8";
+            d.inputs[0] = vx; d.inputs[1] = wv; d.inputs[2] = sv; d.inputs[3] = bv; d.inputs[4] = vr;
+            d.attrs.act = KERN_ACT_GELU;
+            KT_OK(kern_graph_add(g, &d, &y1));
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_QLINEAR;
+            d.name = "qf";
+            d.inputs[0] = vx; d.inputs[1] = wfv; d.inputs[3] = bv;
+            KT_OK(kern_graph_add(g, &d, &y2));
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_SPARSE24_LINEAR;
+            d.name = "s24";
+            d.inputs[0] = vx; d.inputs[1] = wfv; d.inputs[2] = bv;
+            d.attrs.prune = 1;
+            d.attrs.act = KERN_ACT_GELU_TANH;
+            KT_OK(kern_graph_add(g, &d, &y3));
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_QUANTIZE_PER_TOKEN;
+            d.name = "xq";
+            d.inputs[0] = vx;
+            d.output_names[1] = "xq.scales";
+            KT_OK(kern_graph_add(g, &d, q2));
+        }
+        kern_graph_output(g, y1);
+        kern_graph_output(g, y2);
+        kern_graph_output(g, y3);
+        kern_graph_output(g, q2[0]);
+        kern_graph_output(g, q2[1]);
+        tg_roundtrip(g);
+        memset(&pp, 0, sizeof pp);
+        pp.bind = "M=16";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        KT_REQUIRE(p != NULL);
+        {
+            kern_tensor in[2];
+            in[0] = tx;
+            in[1] = tr;
+            memset(out, 0, sizeof out);
+            KT_OK(kern_graph_run(p, in, 2, out, 5));
+        }
+        /* direct calls */
+        KT_OK(kern_qweight_pack_int8(ctx, &twq, &tsc, &qw, NULL));
+        memset(&qp, 0, sizeof qp);
+        qp.act = KERN_QLINEAR_GELU_ERF;
+        qp.residual = &tr;
+        {
+            kern_tensor tw = kern_tensor_2d(want, KERN_F32, M, N);
+            KT_OK(kern_qlinear(ctx, &tx, qw, &tb, &tw, &qp));
+            kt_assert_bytes_equal("qlinear i8", out[0].data, want, (size_t)(4 * M * N));
+            kern_qweight_free(ctx, qw);
+            KT_OK(kern_qweight_pack(ctx, &twf, &qw, NULL));
+            memset(&qp, 0, sizeof qp);
+            KT_OK(kern_qlinear(ctx, &tx, qw, &tb, &tw, &qp));
+            kt_assert_bytes_equal("qlinear f32 weight", out[1].data, want, (size_t)(4 * M * N));
+            kern_qweight_free(ctx, qw);
+        }
+        {
+            float *pr = (float *)malloc(4 * N * K);
+            kern_tensor tpr = kern_tensor_2d(pr, KERN_F32, N, K), tw = kern_tensor_2d(want, KERN_F32, M, N);
+            kern_sparse24 sw;
+            kern_sparse24_linear_params sp;
+            memset(&sw, 0, sizeof sw);
+            KT_OK(kern_sparse24_prune(ctx, &twf, &tpr, NULL));
+            KT_OK(kern_sparse24_compress(ctx, &tpr, NULL, &sw));
+            memset(&sp, 0, sizeof sp);
+            sp.act = KERN_SPARSE24_ACT_GELU_TANH;
+            KT_OK(kern_sparse24_linear(ctx, &tx, &sw, &tb, &tw, &sp));
+            kt_assert_bytes_equal("sparse24_linear", out[2].data, want, (size_t)(4 * M * N));
+            kern_sparse24_free(ctx, &sw);
+            free(pr);
+        }
+        {
+            kern_tensor txq = kern_tensor_2d(xq, KERN_I8, M, K), txs = kern_tensor_2d(xs, KERN_F32, M, 1);
+            KT_OK(kern_quantize_per_token(ctx, &tx, &txq, &txs, NULL));
+            kt_assert_bytes_equal("quantize xq", out[3].data, xq, (size_t)(M * K));
+            kt_assert_bytes_equal("quantize scales", out[4].data, xs, (size_t)(4 * M));
+        }
+        kern_graph_plan_free(p);
+        kern_graph_destroy(g);
+        free(x); free(res); free(bias); free(wf); free(sc); free(want); free(wq); free(xq); free(xs);
+    }
+    /* views, concat, cast, expand, softmax, reduce: against plain loops */
+    {
+        int64_t A = 3, Bd = 4, i, j;
+        float x[12], *o;
+        kern_graph_val vx, t, c, e, cs, sm, rd;
+        kern_graph_attrs a;
+        kern_tensor in, out[4];
+        for (i = 0; i < 12; i++) x[i] = (float)i - 5.5f;
+        KT_OK(kern_graph_create(NULL, &g));
+        kern_graph_input_s(g, "x", KERN_F32, "[3,4]", &vx);
+        a = tg_attrs();
+        a.axis = 0;
+        a.axis2 = 1;
+        t = tg_node(g, KERN_GRAPH_OP_TRANSPOSE, "t", vx, 0, 0, &a); /* [4,3] */
+        a = tg_attrs();
+        a.axis = 1;
+        {
+            kern_graph_node_desc d;
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_CONCAT;
+            d.name = "cat";
+            d.inputs[0] = t;
+            d.inputs[1] = t;
+            d.attrs = a;
+            KT_OK(kern_graph_add(g, &d, &c)); /* [4,6] */
+        }
+        a = tg_attrs();
+        a.dtype = KERN_BF16;
+        cs = tg_node(g, KERN_GRAPH_OP_CAST, "cs", c, 0, 0, &a);
+        a = tg_attrs();
+        a.n_shape = 3;
+        a.shape[0] = 2;
+        a.shape[1] = 3;
+        a.shape[2] = 4;
+        {
+            kern_graph_val r3;
+            kern_graph_attrs a2 = tg_attrs();
+            a2.n_shape = 3;
+            a2.shape[0] = 1; a2.shape[1] = 3; a2.shape[2] = 4;
+            r3 = tg_reshape(g, "r3", vx, 3, a2.shape);
+            e = tg_node(g, KERN_GRAPH_OP_EXPAND, "ex", r3, 0, 0, &a); /* [2,3,4] */
+        }
+        sm = tg_node(g, KERN_GRAPH_OP_SOFTMAX, "sm", t, 0, 0, NULL);
+        rd = tg_node(g, KERN_GRAPH_OP_REDUCE_SUM, "rd", t, 0, 0, NULL);
+        kern_graph_output(g, cs);
+        kern_graph_output(g, e);
+        kern_graph_output(g, sm);
+        kern_graph_output(g, rd);
+        tg_roundtrip(g);
+        memset(&pp, 0, sizeof pp);
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        KT_REQUIRE(p != NULL);
+        in = kern_tensor_2d(x, KERN_F32, A, Bd);
+        memset(out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, &in, 1, out, 4));
+        for (i = 0; i < 4; i++)
+            for (j = 0; j < 6; j++) {
+                uint16_t h = ((const uint16_t *)out[0].data)[i * 6 + j];
+                KT_CHECK(h == kern_f32_to_bf16(x[(j % 3) * 4 + i]), "cat/cast [%d,%d]", (int)i, (int)j);
+            }
+        o = (float *)out[1].data;
+        for (i = 0; i < 24; i++) KT_CHECK(o[i] == x[i % 12], "expand %d", (int)i);
+        o = (float *)out[2].data;
+        for (i = 0; i < 4; i++) {
+            double m = -1e30, sum = 0;
+            for (j = 0; j < 3; j++) m = x[j * 4 + i] > m ? x[j * 4 + i] : m;
+            for (j = 0; j < 3; j++) sum += exp(x[j * 4 + i] - m);
+            for (j = 0; j < 3; j++)
+                KT_CHECK(fabs(o[i * 3 + j] - exp(x[j * 4 + i] - m) / sum) < 1e-6, "softmax [%d,%d]", (int)i, (int)j);
+            KT_CHECK(fabs(((float *)out[3].data)[i] - (x[i] + x[4 + i] + x[8 + i])) < 1e-5, "reduce %d", (int)i);
+        }
+        kern_graph_plan_free(p);
+        kern_graph_destroy(g);
+    }
+}
+
 KT_MAIN()
