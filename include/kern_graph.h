@@ -2485,8 +2485,11 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
                 return kern__err(KERN_ERR_ARG, "kern_graph: node '%s' (concat): input %d is absent",
                                  c->name, i);
     {
-        static const kern_graph_attrs zero; /* most nodes have no attributes */
-        if (memcmp(&d->attrs, &zero, sizeof zero) != 0)
+        /* most nodes have no attributes: skip the per-attribute checks */
+        const unsigned char *ab = (const unsigned char *)&d->attrs;
+        size_t q, nz = 0;
+        for (q = 0; q < sizeof d->attrs && !nz; q++) nz = ab[q];
+        if (nz)
             for (a = 0; a < KERN__GA_COUNT; a++)
                 if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
                     return kern__err(KERN_ERR_ARG,
