@@ -988,6 +988,10 @@ static int kern__gx_mono_mul(uint64_t a, uint64_t b, uint64_t *r) {
 static kern_status kern__gx_mul(kern_graph *g, int64_t a, int64_t b, int64_t *r) {
     kern__gexpr x, y, z;
     int i, j;
+    if (a == 1 || b == 1) { /* the common case in shape products */
+        *r = a == 1 ? b : a;
+        return KERN_OK;
+    }
     if (!kern__gx_is_expr(a) && !kern__gx_is_expr(b)) {
         if (kern_mul_overflow_i64(a, b, r)) return kern__gx_err_complex();
         return kern__gx_fix_neg(g, r);
@@ -2451,7 +2455,9 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
                                       kern__ginf *c) {
     const kern__gopdef *od;
     int i, a;
-    memset(c, 0, sizeof *c);
+    /* (the output descriptions are written by the op's inference) */
+    memset(c->in, 0, sizeof c->in);
+    c->n_in = 0;
     c->g = g;
     c->op = d->op;
     c->name = d->name ? d->name : "?";
@@ -2486,10 +2492,8 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
                                  c->name, i);
     {
         /* most nodes have no attributes: skip the per-attribute checks */
-        const unsigned char *ab = (const unsigned char *)&d->attrs;
-        size_t q, nz = 0;
-        for (q = 0; q < sizeof d->attrs && !nz; q++) nz = ab[q];
-        if (nz)
+        static const unsigned char zero[sizeof(kern_graph_attrs)] = {0};
+        if (memcmp(&d->attrs, zero, sizeof zero) != 0)
             for (a = 0; a < KERN__GA_COUNT; a++)
                 if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
                     return kern__err(KERN_ERR_ARG,
@@ -5151,24 +5155,28 @@ static size_t kern__g_maxlive(kern_ctx *ctx, int64_t n, const size_t *size, cons
 
 /* ======================================================= plan creation */
 
-/* Concrete shape of value v under symbol values sv. */
-static kern_status kern__gp_shape(const kern_graph *w, kern_graph_val v, const int64_t *sv,
-                                  kern_tensor *t) {
+/* Shape of v from exv[] (every expression's value under the binding). */
+static kern_status kern__gp_shape_ev(const kern_graph *w, kern_graph_val v, const int64_t *exv,
+                                     kern_tensor *t) {
     const kern__gval *x = &w->vals[v];
-    int i, bad = 0;
-    memset(t, 0, sizeof *t);
+    int i;
+    int64_t s = 1;
     t->dtype = x->dtype;
     t->ndim = x->ndim;
-    for (i = 0; i < x->ndim; i++) {
-        t->shape[i] = kern__gx_eval(w, x->dims[i], sv, &bad);
-        if (bad || t->shape[i] < 0) {
+    for (i = x->ndim - 1; i >= 0; i--) {
+        int64_t d = x->dims[i];
+        if (kern__gx_is_expr(d)) d = exv[kern__gx_index(d)];
+        if (d < 0) {
             char s1[64];
             return kern__err(KERN_ERR_SHAPE, "kern_graph: value '%s': dim %d (%s) is %s under this binding",
                              w->str + x->name, i, kern_graph_dim_str(w, x->dims[i], s1, sizeof s1),
-                             bad ? "too large" : "negative");
+                             d == -1 && kern__gx_is_expr(x->dims[i]) ? "too large or negative" : "negative");
         }
+        t->shape[i] = d;
+        t->stride[i] = s;
+        s *= d > 0 ? d : 1;
     }
-    kern__g_contig(t);
+    for (i = x->ndim; i < KERN_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
     return KERN_OK;
 }
 
@@ -5218,7 +5226,7 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
     int32_t *parent = NULL;
     size_t *bsize = NULL, *boff = NULL;
     int32_t *bfirst = NULL, *blast = NULL, *bid = NULL;
-    int64_t nb = 0;
+    int64_t nb = 0, *exb = NULL;
     int inplace = !(p->prm.disable & KERN_GRAPH_PASS_INPLACE) && !p->prm.keep_intermediates;
 
     /* live nodes in order */
@@ -5256,13 +5264,20 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
             if (n->in[k]) p->pv[n->in[k]].live = 1;
         for (k = 0; k < n->n_out; k++) p->pv[n->out[k]].live = 1;
     }
+    exb = (int64_t *)kern__alloc(ctx, (size_t)(w->n_ex + 1) * sizeof(int64_t));
+    if (!exb) goto nomem;
+    for (i = 0; i < w->n_ex; i++) {
+        int bad = 0;
+        exb[i] = kern__gx_eval(w, kern__gx_handle(i), p->bound, &bad);
+        if (bad || exb[i] < 0) exb[i] = -1;
+    }
     for (i = 1; i < w->n_vals; i++) {
         p->pv[i].root = (int32_t)i;
         p->pv[i].group = (int32_t)i;
         parent[i] = (int32_t)i;
         vstep[i] = -1;
         if (!p->pv[i].live) continue;
-        if ((st = kern__gp_shape(w, (kern_graph_val)i, p->bound, &TB[i])) != KERN_OK) goto fail;
+        if ((st = kern__gp_shape_ev(w, (kern_graph_val)i, exb, &TB[i])) != KERN_OK) goto fail;
         p->pv[i].bytes = kern__gp_bytes(&TB[i]);
         switch (w->vals[i].kind) {
         case KERN_GRAPH_VAL_INPUT:
@@ -5514,6 +5529,7 @@ nomem:
     st = kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory");
 fail:
 done:
+    kern__free(ctx, exb);
     kern__free(ctx, TB);
     kern__free(ctx, vstep);
     kern__free(ctx, parent);
@@ -5526,31 +5542,6 @@ done:
 }
 
 /* ============================================================ instances */
-
-/* Shape of v from exv[] (every expression's value under the binding). */
-static kern_status kern__gp_shape_ev(const kern_graph *w, kern_graph_val v, const int64_t *exv,
-                                     kern_tensor *t) {
-    const kern__gval *x = &w->vals[v];
-    int i;
-    int64_t s = 1;
-    t->dtype = x->dtype;
-    t->ndim = x->ndim;
-    for (i = x->ndim - 1; i >= 0; i--) {
-        int64_t d = x->dims[i];
-        if (kern__gx_is_expr(d)) d = exv[kern__gx_index(d)];
-        if (d < 0) {
-            char s1[64];
-            return kern__err(KERN_ERR_SHAPE, "kern_graph: value '%s': dim %d (%s) is %s under this binding",
-                             w->str + x->name, i, kern_graph_dim_str(w, x->dims[i], s1, sizeof s1),
-                             d == -1 && kern__gx_is_expr(x->dims[i]) ? "too large or negative" : "negative");
-        }
-        t->shape[i] = d;
-        t->stride[i] = s;
-        s *= d > 0 ? d : 1;
-    }
-    for (i = x->ndim; i < KERN_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
-    return KERN_OK;
-}
 
 static size_t kern__gp_bytes_fast(const kern_tensor *t) {
     int64_t n = 1;
@@ -7212,9 +7203,12 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
         if (a->dead || a->op != KERN_GRAPH_OP_LINEAR) continue;
         wa = &w->vals[a->in[1]];
         has_bias = a->in[2] != 0;
-        for (j = i; j < w->n_nodes && ng < KERN_GRAPH_MAX_OUTPUTS; j++) {
-            kern__gnode *b = &w->nodes[j];
+        /* the other readers of x, from the consumer lists (in node order) */
+        for (j = a->in[0] < x->n_vals ? x->cstart[a->in[0]] : 0;
+             a->in[0] < x->n_vals && j < x->cstart[a->in[0] + 1] && ng < KERN_GRAPH_MAX_OUTPUTS; j++) {
+            kern__gnode *b = &w->nodes[x->cons[j]];
             const kern__gval *wb;
+            if (x->cons[j] < i || (j > x->cstart[a->in[0]] && x->cons[j] == x->cons[j - 1])) continue;
             if (b->dead || b->op != KERN_GRAPH_OP_LINEAR || b->in[0] != a->in[0]) continue;
             wb = &w->vals[b->in[1]];
             if (wb->kind != KERN_GRAPH_VAL_WEIGHT || wb->dtype != wa->dtype || wb->dims[1] != wa->dims[1] ||
@@ -7223,7 +7217,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
                 (has_bias && (w->vals[b->in[2]].kind != KERN_GRAPH_VAL_WEIGHT ||
                               w->vals[b->in[2]].dtype != w->vals[a->in[2]].dtype)))
                 continue;
-            grp[ng++] = (int32_t)j;
+            grp[ng++] = x->cons[j];
         }
         if (ng < 2 || wa->kind != KERN_GRAPH_VAL_WEIGHT) continue;
         {
