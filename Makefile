@@ -36,9 +36,9 @@ BENCH_LIBS += -ldnnl
 endif
 
 .PHONY: all test asan ubsan compile-check bench bench-build peers cuda test-cuda \
-        deps install amalgamate clean help examples fuzz-graph
+        deps install amalgamate clean help examples
 
-all: $(TESTS) $(EXAMPLES) build/examples/amalgamated build/kern-run
+all: $(TESTS) $(EXAMPLES) build/examples/amalgamated
 
 help:
 	@echo "make deps bench   install what a fresh machine needs, run the benchmark suite with peers"
@@ -63,11 +63,6 @@ build/ubsan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
 
-# The graph runner: IR + safetensors in, profile (and outputs) out.
-build/kern-run: tools/kern_run.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
-
 build/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
@@ -83,7 +78,7 @@ dist/kern.h: gen/amalgamate.py $(HEADERS)
 	$(PYTHON) gen/amalgamate.py -o $@
 
 test: all
-	@tests/run $(TESTS) build/examples/amalgamated tests/kern_run_check.sh
+	@tests/run $(TESTS) build/examples/amalgamated
 
 asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run $(ASAN_TESTS)
@@ -93,23 +88,6 @@ ubsan: $(UBSAN_TESTS)
 
 compile-check:
 	@tests/compile_check.sh
-
-# libFuzzer harnesses of the graph IR reader and the safetensors reader:
-# make fuzz-graph FUZZ_SECONDS=60 (each; the corpus grows in place). Needs
-# clang with -fsanitize=fuzzer.
-FUZZ_CC      ?= clang
-FUZZ_SECONDS ?= 20
-FUZZ_GRAPH   := build/fuzz/fuzz_ir build/fuzz/fuzz_safetensors
-build/fuzz/fuzz_ir: tests/fuzz/fuzz_ir.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(FUZZ_CC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -Iinclude -Ikernels $< -o $@ -lm -lpthread
-build/fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c include/kern_base.h include/kern_safetensors.h
-	@mkdir -p $(@D)
-	$(FUZZ_CC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -Iinclude $< -o $@ -lm -lpthread
-fuzz-graph: $(FUZZ_GRAPH)
-	@for f in $(FUZZ_GRAPH); do n=$$(basename $$f); echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n 2>&1 | \
-	  grep -E "stat::number_of_executed_units|ERROR|contract broken|SUMMARY" || exit 1; done
 
 build/bench/kbench_shim.o: bench/kbench_shim.cc bench/kbench.h
 	@mkdir -p $(@D)
