@@ -123,12 +123,12 @@ static void run_kern_impl(kbench_state *st, const gcase *c, int packed) {
     tres = kern_tensor_2d(cur.res, KERN_F32, c->M, c->N);
     memset(&p, 0, sizeof p);
     if (c->epi) {
-        p.bias = &tbias;
-        p.act = KERN_GEMM_ACT_GELU_ERF;
-        p.residual = &tres;
+        p.epilogue.bias = &tbias;
+        p.epilogue.act = KERN_ACT_GELU;
+        p.epilogue.residual = &tres;
     }
     if (packed) {
-        if (!cur.pb && kern_gemm_pack_b(ctx, &tb, 0, &cur.pb) != KERN_OK) {
+        if (!cur.pb && kern_gemm_pack_b(ctx, &tb, &cur.pb, NULL) != KERN_OK) {
             kbench_skip(st, kern_last_error());
             return;
         }

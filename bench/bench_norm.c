@@ -166,7 +166,7 @@ static void run(kbench_state *st, void *user, int unfused) {
         while (kbench_next(st)) {
             if (c->op == OP_LN_GELU) {
                 s |= kern_norm(ctx, &x, &z, &fp_plain);
-                s |= kern_gelu(ctx, &z, &y, KERN_GELU_ERF);
+                s |= kern_gelu(ctx, &z, &y, KERN_ACT_GELU);
             } else {
                 s |= kern_add(ctx, &x, &r, &h);
                 s |= kern_norm(ctx, &h, &y, &fp_plain);
@@ -181,7 +181,7 @@ static void run(kbench_state *st, void *user, int unfused) {
         p.act = KERN_ACT_NONE;
         while (kbench_next(st)) {
             if (c->op == OP_LN_GELU) {
-                s |= kern_gelu_backward(ctx, &dy, &z, &dz, KERN_GELU_ERF);
+                s |= kern_gelu_backward(ctx, &dy, &z, &dz, KERN_ACT_GELU);
                 s |= kern_norm_backward(ctx, &dz, &x, &dx, &p);
             } else {
                 s |= kern_norm_backward(ctx, &dy, &h, &dz, &p);

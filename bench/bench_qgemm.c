@@ -140,6 +140,7 @@ static void run_kern(kbench_state *st, void *user) {
     const qcase *c = (const qcase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
     kern_tensor tx, ty, tb;
+    kern_qlinear_params qp;
     if (!setup_case(c)) {
         kbench_skip(st, "allocation or packing failed");
         return;
@@ -149,11 +150,13 @@ static void run_kern(kbench_state *st, void *user) {
     tx = kern_tensor_2d(cur.x, KERN_F32, c->M, c->K);
     ty = kern_tensor_2d(cur.y, KERN_F32, c->M, c->N);
     tb = kern_tensor_1d(cur.bias, KERN_F32, c->N);
-    if (kern_qlinear(ctx, &tx, cur.qw, &tb, &ty, NULL) != KERN_OK) {
+    memset(&qp, 0, sizeof qp);
+    qp.epilogue.bias = &tb;
+    if (kern_qlinear(ctx, &tx, cur.qw, &ty, &qp) != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;
     }
-    while (kbench_next(st)) kern_qlinear(ctx, &tx, cur.qw, &tb, &ty, NULL);
+    while (kbench_next(st)) kern_qlinear(ctx, &tx, cur.qw, &ty, &qp);
     kbench_use(cur.y);
     set_work(st, c, (double)c->N * (double)c->K);
 }
@@ -169,11 +172,11 @@ static void run_kern_int_mm(kbench_state *st, void *user) {
     ta = kern_tensor_2d(cur.xq8, KERN_I8, c->M, c->K);
     tb = kern_tensor_2d(cur.wkn8, KERN_I8, c->K, c->N);
     tc = kern_tensor_2d(cur.c32, KERN_I32, c->M, c->N);
-    if (kern_gemm_s8s8s32(ctx, &ta, &tb, &tc) != KERN_OK) {
+    if (kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL) != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;
     }
-    while (kbench_next(st)) kern_gemm_s8s8s32(ctx, &ta, &tb, &tc);
+    while (kbench_next(st)) kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL);
     kbench_use(cur.c32);
     set_work(st, c, (double)c->N * (double)c->K);
 }
@@ -189,7 +192,10 @@ static void run_kern_f32(kbench_state *st, void *user) {
     }
     if (!cur.pw) {
         tw = kern_tensor_2d(cur.w, KERN_F32, c->N, c->K);
-        if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pw) != KERN_OK) {
+        kern_gemm_pack_params pp;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(NULL, &tw, &cur.pw, &pp) != KERN_OK) {
             kbench_skip(st, kern_last_error());
             return;
         }
@@ -198,7 +204,7 @@ static void run_kern_f32(kbench_state *st, void *user) {
     ty = kern_tensor_2d(cur.y, KERN_F32, c->M, c->N);
     tb = kern_tensor_1d(cur.bias, KERN_F32, c->N);
     memset(&p, 0, sizeof p);
-    p.bias = &tb;
+    p.epilogue.bias = &tb;
     p.packed_b = cur.pw;
     if (kern_gemm(ctx, &tx, NULL, &ty, &p) != KERN_OK) {
         kbench_skip(st, kern_last_error());

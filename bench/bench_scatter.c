@@ -188,14 +188,14 @@ static void run(kbench_state *st, void *user) {
         }
         while (kbench_next(st))
             if (kern_scatter_reduce_planned(ctx, &g->plan, &self, &src, (kern_reduce)c->red, 1,
-                                            &out, NULL) != KERN_OK) {
+                                            &out, NULL, NULL) != KERN_OK) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
     } else {
         while (kbench_next(st))
             if (kern_scatter_reduce(ctx, &self, 0, &idx, &src, (kern_reduce)c->red, 1, &out,
-                                    NULL) != KERN_OK) {
+                                    NULL, NULL) != KERN_OK) {
                 kbench_skip(st, kern_last_error());
                 return;
             }

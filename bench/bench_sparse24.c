@@ -50,7 +50,7 @@ static scase scases[] = {
 static struct {
     const scase *c;
     void *x, *w, *y;
-    kern_sparse24 sw;
+    kern_sparse24 *sw;
 #ifdef KERN_GEMM_IMPLEMENTED
     kern_gemm_packed_b *pb;
 #endif
@@ -66,7 +66,7 @@ static void release_case(void) {
     free(cur.x);
     free(cur.w);
     free(cur.y);
-    kern_sparse24_free(NULL, &cur.sw);
+    kern_sparse24_free(NULL, cur.sw);
 #ifdef KERN_GEMM_IMPLEMENTED
     kern_gemm_packed_b_free(NULL, cur.pb);
 #endif
@@ -90,9 +90,14 @@ static int setup_case(const scase *c) {
     tw = kern_tensor_2d(cur.w, c->dt, N, K);
     /* the same pruned weight for every impl */
     if (kern_sparse24_prune(NULL, &tw, &tw, NULL) != KERN_OK) return 0;
-    if (kern_sparse24_compress(NULL, &tw, NULL, &cur.sw) != KERN_OK) return 0;
+    if (kern_sparse24_compress(NULL, &tw, &cur.sw, NULL) != KERN_OK) return 0;
 #ifdef KERN_GEMM_IMPLEMENTED
-    if (kern_gemm_pack_b(NULL, &tw, 1, &cur.pb) != KERN_OK) cur.pb = NULL;
+    {
+        kern_gemm_pack_params pp;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(NULL, &tw, &cur.pb, &pp) != KERN_OK) cur.pb = NULL;
+    }
 #endif
     return 1;
 }
@@ -114,13 +119,17 @@ static void run_kern(kbench_state *st, void *user) {
     }
     tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
     ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
-    if (kern_sparse24_linear(ctx, &tx, &cur.sw, NULL, &ty, NULL) != KERN_OK) {
+    if (kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL) != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;
     }
-    while (kbench_next(st)) kern_sparse24_linear(ctx, &tx, &cur.sw, NULL, &ty, NULL);
+    while (kbench_next(st)) kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL);
     kbench_use(cur.y);
-    set_work(st, c, (double)cur.sw.bytes);
+    {
+        kern_sparse24_info info;
+        kern_sparse24_get_info(cur.sw, &info);
+        set_work(st, c, (double)info.bytes);
+    }
 }
 
 static void run_kern_dense(kbench_state *st, void *user) {

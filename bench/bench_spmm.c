@@ -134,7 +134,7 @@ static void run(kbench_state *st, void *user) {
         while (kbench_next(st)) naive_spmm(&g->a, b->x, b->y, b->F, (kern_reduce)c->red);
     } else {
         while (kbench_next(st))
-            if (kern_spmm_reduce(ctx, &g->a, &x, &y, (kern_reduce)c->red, NULL) != KERN_OK) {
+            if (kern_spmm_reduce(ctx, &g->a, &x, &y, (kern_reduce)c->red, NULL, NULL) != KERN_OK) {
                 kbench_skip(st, kern_last_error());
                 return;
             }

@@ -137,6 +137,11 @@ KERN_API const char *kern_act_name(kern_act act);
 
 /* ------------------------------------------------------------------ tensors */
 
+/* A view of memory kern does not own. `data` is `void *` so one struct
+ * serves inputs and outputs; kern never writes through a view it takes as
+ * an input (every `const kern_tensor *` argument or params field documented
+ * as an input), so wrapping read-only memory (a `const float *` weight, a
+ * mapped file) is safe: the constructors below take `const void *`. */
 typedef struct kern_tensor {
     void *data;
     kern_dtype dtype;
@@ -145,37 +150,67 @@ typedef struct kern_tensor {
     int64_t stride[KERN_MAX_DIMS]; /* in elements; 0 = broadcast */
 } kern_tensor;
 
+/* Drops const from a data pointer (the view's field is void *; see above)
+ * without a cast-qual warning in C or C++. */
+#ifdef __cplusplus
+#define KERN__UNCONST(p) const_cast<void *>(static_cast<const void *>(p))
+#else
+#define KERN__UNCONST(p) ((void *)(uintptr_t)(const void *)(p))
+#endif
+
+/* The constructors store the data pointer without reading through it: tell
+ * GCC (>= 11), so wrapping a not yet written output buffer does not warn
+ * "may be used uninitialized" through the const parameter. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define KERN__NO_ACCESS(i) __attribute__((access(none, i)))
+#else
+#define KERN__NO_ACCESS(i)
+#endif
+
 /* Contiguous row-major view. Validates ndim, sizes and byte-size overflow;
  * on error *t is left untouched. */
-KERN_API kern_status kern_tensor_init(kern_tensor *t, void *data, kern_dtype dt,
-                                      int ndim, const int64_t *shape);
+KERN_API kern_status kern_tensor_init(kern_tensor *t, const void *data,
+                                      kern_dtype dt, int ndim,
+                                      const int64_t *shape) KERN__NO_ACCESS(2);
 /* Strided view; stride may be NULL for contiguous. */
-KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
+KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, const void *data,
                                               kern_dtype dt, int ndim,
                                               const int64_t *shape,
-                                              const int64_t *stride);
+                                              const int64_t *stride)
+    KERN__NO_ACCESS(2);
 /* Unchecked convenience constructors for the common ranks (contiguous). */
-static inline kern_tensor kern_tensor_1d(void *d, kern_dtype dt, int64_t n0) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_1d(const void *d, kern_dtype dt,
+                                         int64_t n0) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 1;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 1;
     t.shape[0] = n0; t.stride[0] = 1;
     return t;
 }
-static inline kern_tensor kern_tensor_2d(void *d, kern_dtype dt, int64_t n0,
-                                         int64_t n1) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_2d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 2;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 2;
     t.shape[0] = n0; t.shape[1] = n1;
     t.stride[0] = n1; t.stride[1] = 1;
     return t;
 }
-static inline kern_tensor kern_tensor_4d(void *d, kern_dtype dt, int64_t n0,
-                                         int64_t n1, int64_t n2, int64_t n3) {
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_3d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1, int64_t n2) {
     kern_tensor t;
     memset(&t, 0, sizeof t);
-    t.data = d; t.dtype = dt; t.ndim = 4;
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 3;
+    t.shape[0] = n0; t.shape[1] = n1; t.shape[2] = n2;
+    t.stride[2] = 1; t.stride[1] = n2; t.stride[0] = n1 * n2;
+    return t;
+}
+KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_4d(const void *d, kern_dtype dt,
+                                         int64_t n0, int64_t n1, int64_t n2,
+                                         int64_t n3) {
+    kern_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = KERN__UNCONST(d); t.dtype = dt; t.ndim = 4;
     t.shape[0] = n0; t.shape[1] = n1; t.shape[2] = n2; t.shape[3] = n3;
     t.stride[3] = 1; t.stride[2] = n3; t.stride[1] = n2 * n3;
     t.stride[0] = n1 * n2 * n3;
@@ -210,6 +245,32 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
                                               const char *name);
 /* Writes "[2,3,4]" into buf (always NUL-terminated). Returns buf. */
 KERN_API char *kern_shape_str(const kern_tensor *t, char *buf, size_t size);
+
+/* ---------------------------------------------------------------- epilogue */
+
+/* The one fused epilogue of the linear ops (kern_gemm, kern_qlinear,
+ * kern_sparse24_linear), embedded in their params as `epilogue`:
+ *
+ *     out = out_scale * ( act(acc + bias) + residual )
+ *
+ * where acc is the op's linear result (gemm: alpha op(A) op(B) + beta C;
+ * qlinear: the dequantized int8 product; sparse24: x W^T, times the
+ * per-channel scale of an i8 weight). Zero-initialised = no epilogue.
+ * A family that does not implement an option yet rejects it with
+ * KERN_ERR_UNSUPPORTED naming it (see each header and docs/api.md). */
+typedef struct kern_epilogue {
+    const kern_tensor *bias;     /* NULL, or 1-D [N] ([M] with bias_per_row) */
+    int bias_per_row;            /* nonzero: one bias value per output row */
+    kern_act act;                /* KERN_ACT_NONE (0) = identity */
+    const kern_tensor *residual; /* NULL, or broadcastable to the output;
+                                    may be exactly the output view where the
+                                    family says so */
+    float out_scale;             /* 0 = 1 (a zero scale would only give
+                                    zeros, so 0 is free to mean "default") */
+} kern_epilogue;
+
+/* Resolves the defaults in place: out_scale 0 becomes 1. NULL is ignored. */
+KERN_API void kern_epilogue_defaults(kern_epilogue *e);
 
 /* Overflow-safe arithmetic: return 1 on overflow (result unspecified). */
 static inline int kern_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) {
@@ -406,23 +467,57 @@ KERN_API uint32_t kern_cpu_features(void);
 /* Writes e.g. "avx2 fma f16c avx512f ..." (NUL-terminated); returns buf. */
 KERN_API char *kern_cpu_features_str(uint32_t features, char *buf, size_t size);
 
-/* ISA levels: what a context may use. A cap lowers the level for tests. */
+/* ISA levels: what a context may use. Each level grants an exact feature
+ * set (cumulative within its chain); a level is available iff the CPU has
+ * every feature it grants. A context capped at a level uses exactly that
+ * level's features, so every path a machine can run is selectable (e.g.
+ * capping at KERN_ISA_AVX512 on an AVX512-BF16 machine runs the non-BF16
+ * bf16 paths; KERN_ISA_AVX2 on an AVX-VNNI machine the plain AVX2 int8
+ * path). The order below is the order of kern_isa_list.
+ *   SCALAR        portable C, no features
+ *   AVX2          avx2 fma f16c
+ *   AVX2_VNNI     AVX2 + avxvnni
+ *   AVX512        AVX2 + avx512f avx512bw avx512vl avx512dq
+ *   AVX512_VNNI   AVX512 + avx512vnni
+ *   AVX512_BF16   AVX512_VNNI + avx512bf16
+ *   NEON          neon (AArch64 Advanced SIMD)
+ *   NEON_DOT      NEON + dotprod
+ *   NEON_BF16     NEON_DOT + bf16 (+ fp16 when the CPU has it) */
 typedef enum kern_isa {
     KERN_ISA_AUTO = 0, /* the best this CPU has */
-    KERN_ISA_SCALAR,   /* portable C only */
-    KERN_ISA_AVX2,     /* x86: AVX2 + FMA + F16C (and AVX-VNNI if present) */
-    KERN_ISA_AVX512,   /* x86: AVX-512 F/BW/VL/DQ (+VNNI, +BF16 if present) */
-    KERN_ISA_NEON,     /* AArch64: NEON (+dot product, +bf16 if present) */
+    KERN_ISA_SCALAR,
+    KERN_ISA_AVX2,
+    KERN_ISA_AVX2_VNNI,
+    KERN_ISA_AVX512,
+    KERN_ISA_AVX512_VNNI,
+    KERN_ISA_AVX512_BF16,
+    KERN_ISA_NEON,
+    KERN_ISA_NEON_DOT,
+    KERN_ISA_NEON_BF16,
     KERN_ISA_COUNT
 } kern_isa;
+/* "scalar", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "avx512_bf16",
+ * "neon", "neon_dot", "neon_bf16" ("auto"; "invalid" otherwise). */
 KERN_API const char *kern_isa_name(kern_isa isa);
-/* Feature mask an ISA level grants on this CPU (0 if the CPU lacks the
- * level's base features; KERN_ISA_SCALAR grants 0 and is always
- * available). */
+/* The KERN_CPU_* features the level needs (independent of this CPU; 0 for
+ * SCALAR; for AUTO the best level's). */
+KERN_API uint32_t kern_isa_required(kern_isa isa);
+/* Feature mask the level grants on this CPU: exactly kern_isa_required(isa)
+ * when the CPU has all of it, else 0 (KERN_ISA_SCALAR grants 0 and is
+ * always available). */
 KERN_API uint32_t kern_isa_features(kern_isa isa);
 KERN_API int kern_isa_available(kern_isa isa);
-/* The best level this CPU supports. */
+/* The best (last in kern_isa_list order) level this CPU supports. */
 KERN_API kern_isa kern_isa_best(void);
+/* Every level of this CPU family (x86 or AArch64; SCALAR only elsewhere or
+ * under KERN_NO_SIMD), SCALAR first, into out[0..]; returns how many.
+ * `cap` bounds the array (KERN_ISA_COUNT is always enough). With
+ * available_only, the levels the CPU lacks are left out. For a level the
+ * CPU lacks, kern_isa_missing names the missing features. */
+KERN_API int kern_isa_list(kern_isa *out, int cap, int available_only);
+/* Writes the features the level needs but this CPU lacks ("avx512bf16",
+ * "" if none) into buf (always NUL-terminated); returns buf. */
+KERN_API char *kern_isa_missing(kern_isa isa, char *buf, size_t size);
 
 /* ------------------------------------------------------------------ context */
 
@@ -508,6 +603,32 @@ KERN_API void kern__free(kern_ctx *ctx, void *ptr);
  * kern__workspace on this context; NULL on allocation failure. Call only
  * between kern__op_begin/end, outside tasks. */
 KERN_API void *kern__workspace(kern_ctx *ctx, size_t size);
+/* Caller workspaces (the `workspace`, `workspace_size` fields of an op's
+ * params). An op that declares its scratch as `shared` bytes (what it asks
+ * of kern__workspace, at most) and `per_thread` bytes (what it asks of
+ * kern__reserve_thread_scratch, at most) needs
+ * kern__op_workspace_bytes(ctx, shared, per_thread) bytes of caller memory:
+ * 64 bytes of alignment slack, the shared block and one block per context
+ * thread, each rounded up to 64 (0 when both are 0; SIZE_MAX on overflow).
+ * kern__op_workspace (between kern__op_begin/end) checks `size` against
+ * that (KERN_ERR_ARG naming `op` when too small) and, when mem is not
+ * NULL, serves the op's kern__workspace / kern__reserve_thread_scratch /
+ * kern__thread_scratch calls from mem until kern__op_end (a request above
+ * the declared sizes then fails as an allocation failure would). mem NULL:
+ * the context's own scratch, nothing changes. */
+KERN_API size_t kern__op_workspace_bytes(const kern_ctx *ctx, size_t shared,
+                                         size_t per_thread);
+KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem,
+                                        size_t size, size_t shared,
+                                        size_t per_thread);
+/* The family-independent checks of a kern_epilogue (NULL = none): act must
+ * be a kern_act value (else KERN_ERR_ARG); an act outside `acts` (a mask
+ * of 1u << KERN_ACT_*), bias_per_row without `per_row_ok` or an out_scale
+ * other than 0 and 1 without `out_scale_ok` give KERN_ERR_UNSUPPORTED.
+ * Messages name `op` and params.epilogue.<field>. */
+KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
+                                          unsigned acts, int per_row_ok,
+                                          int out_scale_ok);
 /* Ensures every thread slot has at least `size` bytes of scratch. Call
  * before kern_parallel_for; then tasks fetch theirs with
  * kern__thread_scratch. Slots are 64-byte aligned and never share a cache
@@ -674,6 +795,44 @@ KERN_API const char *kern_act_name(kern_act act) {
     }
 }
 
+KERN_API void kern_epilogue_defaults(kern_epilogue *e) {
+    if (e && e->out_scale == 0.0f) e->out_scale = 1.0f;
+}
+
+KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
+                                          unsigned acts, int per_row_ok,
+                                          int out_scale_ok) {
+    int a;
+    char list[64];
+    size_t n = 0;
+    if (!e) return KERN_OK;
+    a = (int)e->act;
+    if (a < 0 || a >= (int)KERN_ACT_COUNT)
+        return kern__err(KERN_ERR_ARG, "%s: params.epilogue.act=%d is not a kern_act", op, a);
+    if (!(acts & (1u << a))) {
+        int i;
+        list[0] = 0;
+        for (i = 0; i < (int)KERN_ACT_COUNT; i++)
+            if ((acts & (1u << i)) && n < sizeof list) {
+                int w = snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
+                                 kern_act_name((kern_act)i));
+                if (w > 0) n += (size_t)w;
+            }
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.act=%s is not supported by this op (it "
+                         "supports %s)", op, kern_act_name(e->act), list);
+    }
+    if (e->bias_per_row && !per_row_ok)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.bias_per_row is not supported by this op "
+                         "(only a per-column bias [N])", op);
+    if (!out_scale_ok && e->out_scale != 0.0f && e->out_scale != 1.0f)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.out_scale=%g is not supported by this op "
+                         "(only 0 or 1)", op, (double)e->out_scale);
+    return KERN_OK;
+}
+
 KERN_API int kern_dtype_is_float(kern_dtype dt) {
     return dt == KERN_F32 || dt == KERN_F16 || dt == KERN_BF16;
 }
@@ -789,22 +948,22 @@ KERN_API kern_status kern_tensor_check(const kern_tensor *t, const char *op,
     return kern__tensor_check(t, op, name, 0);
 }
 
-KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
-                                              kern_dtype dt, int ndim,
-                                              const int64_t *shape,
-                                              const int64_t *stride) {
+KERN__NO_ACCESS(2)
+static kern_status kern__tensor_init(kern_tensor *t, const void *data,
+                                    kern_dtype dt, int ndim, const int64_t *shape,
+                                    const int64_t *stride, const char *op) {
     kern_tensor tmp;
     int i;
     kern_status st;
-    if (!t) return kern__err(KERN_ERR_ARG, "kern_tensor_init: t is NULL");
+    if (!t) return kern__err(KERN_ERR_ARG, "%s: t is NULL", op);
     if (ndim < 0 || ndim > KERN_MAX_DIMS)
-        return kern__err(KERN_ERR_ARG, "kern_tensor_init: ndim=%d is outside 0..%d",
+        return kern__err(KERN_ERR_ARG, "%s: ndim=%d is outside 0..%d", op,
                          ndim, KERN_MAX_DIMS);
     if (ndim > 0 && !shape)
-        return kern__err(KERN_ERR_ARG, "kern_tensor_init: shape is NULL with ndim=%d",
+        return kern__err(KERN_ERR_ARG, "%s: shape is NULL with ndim=%d", op,
                          ndim);
     memset(&tmp, 0, sizeof tmp);
-    tmp.data = data;
+    tmp.data = KERN__UNCONST(data);
     tmp.dtype = dt;
     tmp.ndim = ndim;
     for (i = 0; i < ndim; i++) tmp.shape[i] = shape[i];
@@ -816,24 +975,33 @@ KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, void *data,
             tmp.stride[i] = s;
             if (tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s))
                 return kern__err(KERN_ERR_SHAPE,
-                                 "kern_tensor_init: shape[%d]=%lld makes the "
+                                 "%s: shape[%d]=%lld makes the "
                                  "element count overflow int64",
-                                 i, (long long)tmp.shape[i]);
+                                 op, i, (long long)tmp.shape[i]);
             if (tmp.shape[i] < 0)
                 return kern__err(KERN_ERR_SHAPE,
-                                 "kern_tensor_init: shape[%d]=%lld is negative", i,
+                                 "%s: shape[%d]=%lld is negative", op, i,
                                  (long long)tmp.shape[i]);
         }
     }
-    st = kern_tensor_check(&tmp, "kern_tensor_init", "tensor");
+    st = kern_tensor_check(&tmp, op, "tensor");
     if (st != KERN_OK) return st;
     *t = tmp;
     return KERN_OK;
 }
 
-KERN_API kern_status kern_tensor_init(kern_tensor *t, void *data, kern_dtype dt,
-                                      int ndim, const int64_t *shape) {
-    return kern_tensor_init_strided(t, data, dt, ndim, shape, NULL);
+KERN_API kern_status kern_tensor_init_strided(kern_tensor *t, const void *data,
+                                              kern_dtype dt, int ndim,
+                                              const int64_t *shape,
+                                              const int64_t *stride) {
+    return kern__tensor_init(t, data, dt, ndim, shape, stride,
+                             "kern_tensor_init_strided");
+}
+
+KERN_API kern_status kern_tensor_init(kern_tensor *t, const void *data,
+                                      kern_dtype dt, int ndim,
+                                      const int64_t *shape) {
+    return kern__tensor_init(t, data, dt, ndim, shape, NULL, "kern_tensor_init");
 }
 
 KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
@@ -1014,8 +1182,13 @@ KERN_API const char *kern_isa_name(kern_isa isa) {
     case KERN_ISA_AUTO: return "auto";
     case KERN_ISA_SCALAR: return "scalar";
     case KERN_ISA_AVX2: return "avx2";
+    case KERN_ISA_AVX2_VNNI: return "avx2_vnni";
     case KERN_ISA_AVX512: return "avx512";
+    case KERN_ISA_AVX512_VNNI: return "avx512_vnni";
+    case KERN_ISA_AVX512_BF16: return "avx512_bf16";
     case KERN_ISA_NEON: return "neon";
+    case KERN_ISA_NEON_DOT: return "neon_dot";
+    case KERN_ISA_NEON_BF16: return "neon_bf16";
     default: return "invalid";
     }
 }
@@ -1025,26 +1198,32 @@ KERN_API const char *kern_isa_name(kern_isa isa) {
     (KERN__AVX2_BASE | KERN_CPU_AVX512F | KERN_CPU_AVX512BW |                  \
      KERN_CPU_AVX512VL | KERN_CPU_AVX512DQ)
 
-KERN_API uint32_t kern_isa_features(kern_isa isa) {
-    uint32_t f = kern_cpu_features();
+KERN_API uint32_t kern_isa_required(kern_isa isa) {
     switch (isa) {
     case KERN_ISA_SCALAR: return 0;
-    case KERN_ISA_AVX2:
-        if ((f & KERN__AVX2_BASE) != KERN__AVX2_BASE) return 0;
-        return f & (KERN__AVX2_BASE | KERN_CPU_AVXVNNI);
-    case KERN_ISA_AVX512:
-        if ((f & KERN__AVX512_BASE) != KERN__AVX512_BASE) return 0;
-        return f & (KERN__AVX512_BASE | KERN_CPU_AVXVNNI | KERN_CPU_AVX512VNNI |
-                    KERN_CPU_AVX512BF16 | KERN_CPU_AMX_TILE | KERN_CPU_AMX_INT8 |
-                    KERN_CPU_AMX_BF16);
-    case KERN_ISA_NEON:
-        return (f & KERN_CPU_NEON) ? (f & (KERN_CPU_NEON | KERN_CPU_NEON_DOT |
-                                           KERN_CPU_NEON_BF16 |
-                                           KERN_CPU_NEON_FP16))
-                                   : 0;
-    case KERN_ISA_AUTO: return kern_isa_features(kern_isa_best());
+    case KERN_ISA_AVX2: return KERN__AVX2_BASE;
+    case KERN_ISA_AVX2_VNNI: return KERN__AVX2_BASE | KERN_CPU_AVXVNNI;
+    case KERN_ISA_AVX512: return KERN__AVX512_BASE;
+    case KERN_ISA_AVX512_VNNI: return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI;
+    case KERN_ISA_AVX512_BF16:
+        return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI | KERN_CPU_AVX512BF16;
+    case KERN_ISA_NEON: return KERN_CPU_NEON;
+    case KERN_ISA_NEON_DOT: return KERN_CPU_NEON | KERN_CPU_NEON_DOT;
+    case KERN_ISA_NEON_BF16: return KERN_CPU_NEON | KERN_CPU_NEON_DOT | KERN_CPU_NEON_BF16;
+    case KERN_ISA_AUTO: return kern_isa_required(kern_isa_best());
     default: return 0;
     }
+}
+
+KERN_API uint32_t kern_isa_features(kern_isa isa) {
+    uint32_t f = kern_cpu_features(), need;
+    if (isa == KERN_ISA_AUTO) isa = kern_isa_best();
+    if (isa <= KERN_ISA_SCALAR || isa >= KERN_ISA_COUNT) return 0;
+    need = kern_isa_required(isa);
+    if ((f & need) != need) return 0;
+    /* fp16 arithmetic comes with the bf16 level when the CPU has it */
+    if (isa == KERN_ISA_NEON_BF16) need |= f & KERN_CPU_NEON_FP16;
+    return need;
 }
 
 KERN_API int kern_isa_available(kern_isa isa) {
@@ -1053,11 +1232,46 @@ KERN_API int kern_isa_available(kern_isa isa) {
     return kern_isa_features(isa) != 0;
 }
 
+/* The levels of the family this build targets, in order. */
+static int kern__isa_family(kern_isa *out) {
+    int n = 0, i;
+    out[n++] = KERN_ISA_SCALAR;
+#ifdef KERN_X86
+    for (i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512_BF16; i++) out[n++] = (kern_isa)i;
+#endif
+#ifdef KERN_NEON
+    for (i = KERN_ISA_NEON; i <= KERN_ISA_NEON_BF16; i++) out[n++] = (kern_isa)i;
+#endif
+    (void)i;
+    return n;
+}
+
 KERN_API kern_isa kern_isa_best(void) {
-    if (kern_isa_available(KERN_ISA_AVX512)) return KERN_ISA_AVX512;
-    if (kern_isa_available(KERN_ISA_AVX2)) return KERN_ISA_AVX2;
-    if (kern_isa_available(KERN_ISA_NEON)) return KERN_ISA_NEON;
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern__isa_family(all), i;
+    for (i = n - 1; i > 0; i--)
+        if (kern_isa_available(all[i])) return all[i];
     return KERN_ISA_SCALAR;
+}
+
+KERN_API int kern_isa_list(kern_isa *out, int cap, int available_only) {
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern__isa_family(all), i, k = 0;
+    if (!out || cap <= 0) return 0;
+    for (i = 0; i < n && k < cap; i++)
+        if (!available_only || kern_isa_available(all[i])) out[k++] = all[i];
+    return k;
+}
+
+KERN_API char *kern_isa_missing(kern_isa isa, char *buf, size_t size) {
+    uint32_t need = (isa <= KERN_ISA_AUTO || isa >= KERN_ISA_COUNT) ? 0 : kern_isa_required(isa);
+    if (!buf || size == 0) return buf;
+    need &= ~kern_cpu_features();
+    if (!need) {
+        buf[0] = 0;
+        return buf;
+    }
+    return kern_cpu_features_str(need, buf, size);
 }
 
 /* ------------------------------------------------------------ thread pool */
@@ -1116,6 +1330,9 @@ struct kern_ctx {
     kern__slot *slots;
     void *workspace;
     size_t workspace_size;
+    /* the running op's caller workspace (kern__op_workspace), or NULL */
+    char *op_ws;
+    size_t op_ws_shared, op_ws_thread;
 };
 
 static KERN__TLS const kern__frame *kern__tls_frame;
@@ -1528,11 +1745,13 @@ KERN_API kern_status kern__op_begin(kern_ctx **pctx, const char *op) {
 
 KERN_API void kern__op_end(kern_ctx *ctx) {
     if (!ctx) return;
+    ctx->op_ws = NULL;
     kern__tls_frame = ctx->op_frame.prev;
     pthread_mutex_unlock(&ctx->op_lock);
 }
 
 KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
+    if (ctx->op_ws) return size <= ctx->op_ws_shared ? ctx->op_ws : NULL;
     if (size <= ctx->workspace_size && ctx->workspace) return ctx->workspace;
     if (size > (size_t)-1 - 4095) return NULL;
     kern__free(ctx, ctx->workspace);
@@ -1545,6 +1764,12 @@ KERN_API void *kern__workspace(kern_ctx *ctx, size_t size) {
 
 KERN_API kern_status kern__reserve_thread_scratch(kern_ctx *ctx, size_t size) {
     int i;
+    if (ctx->op_ws) {
+        if (size <= ctx->op_ws_thread) return KERN_OK;
+        return kern__err(KERN_ERR_NOMEM,
+                         "kern: %zu bytes of thread scratch exceed the %zu the "
+                         "caller workspace holds per thread", size, ctx->op_ws_thread);
+    }
     if (size > (size_t)-1 - 63)
         return kern__err(KERN_ERR_NOMEM,
                          "kern: cannot allocate %zu bytes of thread scratch", size);
@@ -1566,7 +1791,40 @@ KERN_API kern_status kern__reserve_thread_scratch(kern_ctx *ctx, size_t size) {
 
 KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread) {
     if (thread < 0 || thread >= ctx->n_threads) return NULL;
+    if (ctx->op_ws)
+        return ctx->op_ws + ctx->op_ws_shared + (size_t)thread * ctx->op_ws_thread;
     return ctx->slots[thread].ptr;
+}
+
+static size_t kern__al64_size(size_t n) {
+    return n > (size_t)-1 - 63 ? (size_t)-1 : (n + 63) & ~(size_t)63;
+}
+
+KERN_API size_t kern__op_workspace_bytes(const kern_ctx *ctx, size_t shared,
+                                         size_t per_thread) {
+    size_t s = kern__al64_size(shared), t = kern__al64_size(per_thread);
+    size_t nt = (size_t)(ctx->n_threads > 0 ? ctx->n_threads : 1), total;
+    if (shared == 0 && per_thread == 0) return 0;
+    if (s == (size_t)-1 || t == (size_t)-1) return (size_t)-1;
+    if (t != 0 && nt > ((size_t)-1 - 64 - s) / t) return (size_t)-1;
+    total = 64 + s + nt * t;
+    return total;
+}
+
+KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem,
+                                        size_t size, size_t shared,
+                                        size_t per_thread) {
+    size_t need = kern__op_workspace_bytes(ctx, shared, per_thread);
+    if (!mem) return KERN_OK;
+    if (size < need)
+        return kern__err(KERN_ERR_ARG,
+                         "%s: params.workspace_size=%zu but this call needs %zu bytes "
+                         "(see its _workspace_size function)", op, size, need);
+    if (need == 0) return KERN_OK;
+    ctx->op_ws = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    ctx->op_ws_shared = kern__al64_size(shared);
+    ctx->op_ws_thread = kern__al64_size(per_thread);
+    return KERN_OK;
 }
 /* ----------------------------------------------------- array conversions */
 
@@ -2012,6 +2270,2167 @@ KERN_API kern_status kern_convert(kern_ctx *ctx, kern_dtype s, const void *src,
     }
     return kern_parallel_for(ctx, n_tasks, kern__cvt_task, &job);
 }
+
+/* ======================================================================
+ * Internal math layer (kern__ names; not a stable public API).
+ *
+ * One set of functions shared by every family, named by contract and ISA:
+ * kern__s_NAME(float) is the scalar twin of kern__v_NAME__avx2(__m256),
+ * kern__v_NAME__avx512(__m512) and kern__v_NAME__neon(float32x4_t). The
+ * bodies are written once in gen/templates/kern_math.c.in and expanded
+ * below by gen/kern_tmpl.py (make gen), so every ISA runs the same
+ * operations in the same order: each is a correctly rounded IEEE operation
+ * (add, sub, mul, div, fma), a min/max defined as x86 does (min(a, b) =
+ * a < b ? a : b: the second operand for NaN), a compare/select, an integer
+ * or bit operation, or an exact table lookup. The scalar twin therefore
+ * returns the same bits as every vector version for every input (NaN
+ * results are NaN; their payload is not specified), which is what makes a
+ * fused epilogue and the standalone op bit-identical, tails included. This
+ * needs IEEE f32 arithmetic without contraction of separate multiplies and
+ * adds: every V_MUL goes through an empty asm barrier, so -ffp-contract=fast
+ * (GCC's default outside ISO C modes) cannot fuse it; -ffast-math breaks the
+ * guarantee.
+ *
+ * Accuracy over the whole f32 range: max error in ulps of the exact result
+ * (2^-149 below 2^-126; the gradients, which cross zero, in ulps of their
+ * largest term), over all 2^32 inputs against a double reference
+ * (tests/math_sweep.c, AVX2 = every ISA); tests/test_math.c asserts the
+ * bound column on 2^20 sampled inputs plus special values on every ISA the
+ * machine runs. Details and speed: docs/internals.md.
+ *
+ *   function        all 2^32   bound    specials
+ *   exp             1.046      1.1      exp(-Inf) = 0, overflow Inf,
+ *                                       subnormal results rounded once
+ *   exp2            0.898      1.1      as exp
+ *   exp2_neg        0.843      1.1      for x >= -126; below, |err| <=
+ *                                       0.71 * 2^-126 (flushes to 0 below
+ *                                       -126.5); exp2(-Inf) = 0; x <= 127
+ *   erf             1.055      1.1      erf(+-0) = +-0, erf(+-Inf) = +-1
+ *   tanh            1.456      2        tanh(-0) = -0, +-Inf -> +-1
+ *   sigmoid         2.402      2.5      +-Inf -> 1 / 0
+ *   silu            3.141      3.5      silu(-0) = -0, silu(-Inf) = NaN
+ *   silu_grad       4.848      5        +-Inf -> NaN (torch)
+ *   gelu            3.511      4        x Phi(x) to the underflow (no
+ *                                       cancellation for x < 0); gelu(-0)
+ *                                       = -0, gelu(x <= -14.4) = -0,
+ *                                       gelu(+Inf) = Inf, gelu(-Inf) = NaN
+ *   gelu_grad       3.751      4        +-Inf -> NaN (torch)
+ *   gelu_tanh       2.467 for |2u| <= 1, 213.9 at x = -10.04: bound
+ *                   3 + 2.6 |2u| (2u = 2 sqrt(2/pi)(x + 0.044715 x^3) is
+ *                   rounded in f32 and its error is amplified by |2u| for
+ *                   x < 0); x sigmoid(2u) without cancellation
+ *   gelu_tanh_grad  2.973 for |2u| <= 1, 209.0 overall: bound 3.5 +
+ *                   2.6 |2u|; 1 for x >= 1e19 up to FLT_MAX, 0 for
+ *                   x <= -1e19, +-Inf -> NaN (torch)
+ *   relu            exact               relu(-0) = -0, NaN -> NaN
+ *   NaN in gives NaN out everywhere.
+ * ====================================================================== */
+
+#include <math.h>
+
+/* Keeps the compiler from fusing a multiply into a following add. */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__x86_64__) || defined(__i386__)
+#define KERN__FBARRIER(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define KERN__FBARRIER(v) __asm__("" : "+w"(v))
+#else
+#define KERN__FBARRIER(v) ((void)0)
+#endif
+#define KERN__AINLINE static inline __attribute__((always_inline))
+#else
+#define KERN__FBARRIER(v) ((void)0)
+#define KERN__AINLINE static inline
+#endif
+
+/* ---- scalar vocabulary (the twins' operations) ---- */
+static inline float kern__s_mul(float a, float b) {
+    float r = a * b;
+    KERN__FBARRIER(r);
+    return r;
+}
+static inline float kern__s_fma(float a, float b, float c) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_fmaf(a, b, c);
+#else
+    return fmaf(a, b, c);
+#endif
+}
+static inline float kern__s_sqrt(float a) { return sqrtf(a); }
+static inline float kern__s_min(float a, float b) { return a < b ? a : b; }
+static inline float kern__s_max(float a, float b) { return a > b ? a : b; }
+static inline float kern__s_abs(float a) { return kern__bits_f32(kern__f32_bits(a) & 0x7fffffffu); }
+static inline float kern__s_andf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) & kern__f32_bits(b));
+}
+static inline float kern__s_orf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) | kern__f32_bits(b));
+}
+static inline float kern__s_xorf(float a, float b) {
+    return kern__bits_f32(kern__f32_bits(a) ^ kern__f32_bits(b));
+}
+static inline int32_t kern__s_iadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t kern__s_isub(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+static inline int32_t kern__s_ishl(int32_t a, int n) { return (int32_t)((uint32_t)a << n); }
+static inline int32_t kern__s_isrl(int32_t a, int n) { return (int32_t)((uint32_t)a >> n); }
+static inline int32_t kern__s_isra(int32_t a, int n) {
+    return a >= 0 ? a >> n : (int32_t)~(~(uint32_t)a >> n);
+}
+/* Round to nearest even for |a| < 2^22 (the callers clamp first). */
+static inline int32_t kern__s_cvtn(float a) {
+    return (int32_t)((a + 12582912.0f) - 12582912.0f);
+}
+/* Truncation like cvttps2dq: out of range and NaN give INT32_MIN. */
+static inline int32_t kern__s_cvtt(float a) {
+    return (a > -2147483648.0f && a < 2147483648.0f) ? (int32_t)a : INT32_MIN;
+}
+
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static inline __m256 kern__mul__avx2(__m256 a, __m256 b) {
+    __m256 r = _mm256_mul_ps(a, b);
+    KERN__FBARRIER(r);
+    return r;
+}
+KERN_TARGET_AVX512 static inline __m512 kern__mul__avx512(__m512 a, __m512 b) {
+    __m512 r = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(r));
+    return r;
+}
+KERN_TARGET_AVX2 static inline __m256i kern__tailmask__avx2(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/* n floats (0 <= n <= 8), the rest 0; nothing past p + n is read. */
+KERN_TARGET_AVX2 static inline __m256 kern__loadn__avx2(const float *p, int n) {
+    return _mm256_maskload_ps(p, kern__tailmask__avx2(n));
+}
+KERN_TARGET_AVX2 static inline void kern__storen__avx2(float *p, __m256 v, int n) {
+    _mm256_maskstore_ps(p, kern__tailmask__avx2(n), v);
+}
+KERN_TARGET_AVX512 static inline __mmask16 kern__tailmask__avx512(int n) {
+    return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+}
+KERN_TARGET_AVX512 static inline __m512 kern__loadn__avx512(const float *p, int n) {
+    return _mm512_maskz_loadu_ps(kern__tailmask__avx512(n), p);
+}
+KERN_TARGET_AVX512 static inline void kern__storen__avx512(float *p, __m512 v, int n) {
+    _mm512_mask_storeu_ps(p, kern__tailmask__avx512(n), v);
+}
+#endif
+#ifdef KERN_NEON
+static inline float32x4_t kern__mul__neon(float32x4_t a, float32x4_t b) {
+    float32x4_t r = vmulq_f32(a, b);
+    KERN__FBARRIER(r);
+    return r;
+}
+static inline float32x4_t kern__min__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcltq_f32(a, b), a, b);
+}
+static inline float32x4_t kern__max__neon(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+/* tab[k & 7] per lane (tbl over 32 bytes). */
+static inline float32x4_t kern__lut8__neon(const float *tab, int32x4_t k) {
+    uint8x16x2_t t;
+    uint32x4_t i = vandq_u32(vreinterpretq_u32_s32(k), vdupq_n_u32(7u));
+    t.val[0] = vreinterpretq_u8_f32(vld1q_f32(tab));
+    t.val[1] = vreinterpretq_u8_f32(vld1q_f32(tab + 4));
+    i = vaddq_u32(vmulq_n_u32(i, 0x04040404u), vdupq_n_u32(0x03020100u));
+    return vreinterpretq_f32_u8(vqtbl2q_u8(t, vreinterpretq_u8_u32(i)));
+}
+static inline float32x4_t kern__loadn__neon(const float *p, int n) {
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (n >= 4) return vld1q_f32(p);
+    memcpy(t, p, sizeof(float) * (size_t)(n > 0 ? n : 0));
+    return vld1q_f32(t);
+}
+static inline void kern__storen__neon(float *p, float32x4_t v, int n) {
+    float t[4];
+    if (n >= 4) {
+        vst1q_f32(p, v);
+        return;
+    }
+    vst1q_f32(t, v);
+    memcpy(p, t, sizeof(float) * (size_t)(n > 0 ? n : 0));
+}
+#endif
+
+/* ---- dtype load / store with tails (f32, bf16, f16 <-> f32 lanes) ----
+ * kern__v_load_f32__ISA(p, dt, n): n elements of dtype dt at p (n >= VW:
+ * a full vector; 0 <= n < VW: the first n, the rest 0, nothing past p + n
+ * read) as f32, exactly as kern_bf16_to_f32 / kern_f16_to_f32.
+ * kern__v_store_f32__ISA(p, dt, v, n, nt): the first min(n, VW) lanes
+ * stored, rounded to nearest even as kern_f32_to_bf16 / kern_f32_to_f16;
+ * nt = non-temporal for full vectors (p then aligned to the store width:
+ * 4 VW bytes for f32, 2 VW for bf16/f16; call kern__nt_fence() after the
+ * last one). kern__s_load_f32 / kern__s_store_f32 are the one-element
+ * twins (n is ignored). */
+KERN__AINLINE float kern__s_load_f32(const void *p, kern_dtype dt, int n) {
+    (void)n;
+    if (dt == KERN_F32) return *(const float *)p;
+    if (dt == KERN_BF16) return kern_bf16_to_f32(*(const uint16_t *)p);
+    return kern_f16_to_f32(*(const uint16_t *)p);
+}
+KERN__AINLINE void kern__s_store_f32(void *p, kern_dtype dt, float v, int n, int nt) {
+    (void)n;
+    (void)nt;
+    if (dt == KERN_F32) *(float *)p = v;
+    else if (dt == KERN_BF16) *(uint16_t *)p = kern_f32_to_bf16(v);
+    else *(uint16_t *)p = kern_f32_to_f16(v);
+}
+static inline void kern__nt_fence(void) {
+#ifdef KERN_X86
+    _mm_sfence();
+#endif
+}
+#ifdef KERN_X86
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_load_f32__avx2(const void *p, kern_dtype dt, int n) {
+    __m128i h;
+    if (dt == KERN_F32)
+        return n >= 8 ? _mm256_loadu_ps((const float *)p) : kern__loadn__avx2((const float *)p, n);
+    if (n >= 8) {
+        h = _mm_loadu_si128((const __m128i *)p);
+    } else {
+        uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        memcpy(t, p, 2 * (size_t)(n > 0 ? n : 0));
+        h = _mm_loadu_si128((const __m128i *)(const void *)t);
+    }
+    if (dt == KERN_BF16) return _mm256_castsi256_ps(kern__bf16x8_f32__avx2(h));
+    return _mm256_cvtph_ps(h);
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_store_f32__avx2(void *p, kern_dtype dt, __m256 v, int n,
+                                                           int nt) {
+    __m128i h;
+    if (dt == KERN_F32) {
+        if (n < 8) kern__storen__avx2((float *)p, v, n);
+        else if (nt) _mm256_stream_ps((float *)p, v);
+        else _mm256_storeu_ps((float *)p, v);
+        return;
+    }
+    h = dt == KERN_BF16 ? kern__f32x8_bf16__avx2(_mm256_castps_si256(v))
+                        : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    if (n >= 8) {
+        if (nt) _mm_stream_si128((__m128i *)p, h);
+        else _mm_storeu_si128((__m128i *)p, h);
+    } else {
+        uint16_t t[8];
+        _mm_storeu_si128((__m128i *)(void *)t, h);
+        memcpy(p, t, 2 * (size_t)(n > 0 ? n : 0));
+    }
+}
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_load_f32__avx512(const void *p, kern_dtype dt, int n) {
+    __mmask16 m = kern__tailmask__avx512(n < 0 ? 0 : n);
+    __m256i h;
+    if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, p);
+    h = _mm256_maskz_loadu_epi16(m, p);
+    if (dt == KERN_BF16) return _mm512_castsi512_ps(kern__bf16x16_f32__avx512(h));
+    return _mm512_cvtph_ps(h);
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_store_f32__avx512(void *p, kern_dtype dt, __m512 v,
+                                                               int n, int nt) {
+    __mmask16 m = kern__tailmask__avx512(n < 0 ? 0 : n);
+    __m256i h;
+    if (dt == KERN_F32) {
+        if (n >= 16 && nt) _mm512_stream_ps((float *)p, v);
+        else _mm512_mask_storeu_ps(p, m, v);
+        return;
+    }
+    h = dt == KERN_BF16 ? kern__f32x16_bf16__avx512(_mm512_castps_si512(v))
+                        : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    if (n >= 16 && nt) _mm256_stream_si256((__m256i *)p, h);
+    else _mm256_mask_storeu_epi16(p, m, h);
+}
+#endif
+#ifdef KERN_NEON
+static inline float32x4_t kern__v_load_f32__neon(const void *p, kern_dtype dt, int n) {
+    uint16x4_t h;
+    if (dt == KERN_F32) return kern__loadn__neon((const float *)p, n);
+    if (n >= 4) {
+        h = vld1_u16((const uint16_t *)p);
+    } else {
+        uint16_t t[4] = {0, 0, 0, 0};
+        memcpy(t, p, 2 * (size_t)(n > 0 ? n : 0));
+        h = vld1_u16(t);
+    }
+    if (dt == KERN_BF16) {
+        uint32x4_t v = vshll_n_u16(h, 16);
+        uint32x4_t nan = vcgtq_u32(vandq_u32(v, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+        return vreinterpretq_f32_u32(vorrq_u32(v, vandq_u32(nan, vdupq_n_u32(0x00400000u))));
+    }
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+static inline void kern__v_store_f32__neon(void *p, kern_dtype dt, float32x4_t v, int n, int nt) {
+    uint16x4_t h;
+    (void)nt;
+    if (dt == KERN_F32) {
+        kern__storen__neon((float *)p, v, n);
+        return;
+    }
+    if (dt == KERN_BF16) {
+        uint32x4_t u = vreinterpretq_u32_f32(v);
+        uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+        uint32x4_t rnd = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fffu), vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1))));
+        h = vshrn_n_u32(vbslq_u32(nan, vorrq_u32(u, vdupq_n_u32(0x00400000u)), rnd), 16);
+    } else {
+        h = vreinterpret_u16_f16(vcvt_f16_f32(v));
+    }
+    if (n >= 4) {
+        vst1_u16((uint16_t *)p, h);
+    } else {
+        uint16_t t[4];
+        vst1_u16(t, h);
+        memcpy(p, t, 2 * (size_t)(n > 0 ? n : 0));
+    }
+}
+#endif
+
+/* ---- helpers of V_HMAX / V_STOREB ---- */
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static inline float kern__hmax__avx2(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+/* low bytes of 8 int32 lanes (values in 0..255 or -128..127) */
+KERN_TARGET_AVX2 static inline void kern__storeb__avx2(uint8_t *p, __m256i r, int n) {
+    __m128i b;
+    r = _mm256_shuffle_epi8(r, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                -1, -1, -1, -1));
+    b = _mm_unpacklo_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    if (n >= 8) {
+        _mm_storel_epi64((__m128i *)(void *)p, b);
+    } else {
+        uint8_t t[8];
+        _mm_storel_epi64((__m128i *)(void *)t, b);
+        memcpy(p, t, (size_t)(n > 0 ? n : 0));
+    }
+}
+KERN_TARGET_AVX512 static inline void kern__storeb__avx512(uint8_t *p, __m512i r, int n) {
+    _mm_mask_storeu_epi8(p, kern__tailmask__avx512(n < 0 ? 0 : n), _mm512_cvtepi32_epi8(r));
+}
+#endif
+#ifdef KERN_NEON
+static inline void kern__storeb__neon(uint8_t *p, int32x4_t r, int n) {
+    uint8_t t[8];
+    uint16x4_t h = vmovn_u32(vreinterpretq_u32_s32(r));
+    vst1_u8(t, vmovn_u16(vcombine_u16(h, h)));
+    memcpy(p, t, (size_t)(n >= 4 ? 4 : (n > 0 ? n : 0)));
+}
+#endif
+
+/* ---- the one GEMM epilogue ----
+ * For element (i, j) of the output, with acc the f32 accumulator the
+ * family computed (alpha folds in a scalar scale such as GEMM's alpha):
+ *     v = alpha * acc
+ *     v = fma(beta, src[i, j - src_j0], v)          if src (beta * C)
+ *     v = v + bias[per_row ? i : j]                  if bias
+ *     v = act(v)                                     (kern_act)
+ *     v = v + res[i, j]                              if res
+ *     v = v * out_scale
+ *     dst[i, j - dst_j0] = v rounded to dst_dt (nearest even)
+ * in that order with those roundings on every ISA (so a family's fused
+ * epilogue gives the bits of the unfused ops that compute the same
+ * sequence, e.g. kern__s_act). Operands are f32 / bf16 / f16 with any
+ * element strides (unit column stride is the fast path; 0 broadcasts);
+ * res may be dst itself (same elements: each vector is read before it is
+ * written), other overlaps are undefined. The public kern_epilogue (bias,
+ * bias_per_row, act, residual, out_scale) fills bias / act / res /
+ * out_scale; the family fills alpha, src and dst. */
+typedef struct kern__epi {
+    float alpha;
+    const char *src; /* NULL: no beta * C term */
+    kern_dtype src_dt;
+    int64_t src_rs, src_cs, src_j0;
+    float beta;
+    const char *bias; /* NULL: none */
+    kern_dtype bias_dt;
+    int64_t bias_st;
+    int bias_per_row;
+    kern_act act;
+    const char *res; /* NULL: none */
+    kern_dtype res_dt;
+    int64_t res_rs, res_cs;
+    float out_scale;
+    char *dst;
+    kern_dtype dst_dt;
+    int64_t dst_rs, dst_cs, dst_j0;
+    int nt; /* non-temporal full-vector stores (unit dst_cs, rows aligned) */
+} kern__epi;
+
+/* alpha = out_scale = 1, nothing added, act none; dst to be set. */
+static inline void kern__epi_init(kern__epi *e) {
+    memset(e, 0, sizeof *e);
+    e->alpha = 1.0f;
+    e->out_scale = 1.0f;
+    e->act = KERN_ACT_NONE;
+}
+/* bias: a 1-D view ([N], or [M] with per_row); residual: a 2-D (or
+ * broadcast) view of the [M, N] output, NULL for none. */
+static inline void kern__epi_set_bias(kern__epi *e, const kern_tensor *bias, int per_row) {
+    e->bias = bias ? (const char *)bias->data : NULL;
+    e->bias_dt = bias ? bias->dtype : KERN_F32;
+    e->bias_st = bias && bias->ndim > 0 ? bias->stride[bias->ndim - 1] : 0;
+    e->bias_per_row = per_row;
+}
+static inline void kern__epi_set_residual(kern__epi *e, const kern_tensor *res) {
+    e->res = res ? (const char *)res->data : NULL;
+    e->res_dt = res ? res->dtype : KERN_F32;
+    e->res_rs = res && res->ndim >= 2 ? res->stride[res->ndim - 2] : 0;
+    e->res_cs = res && res->ndim >= 1 ? res->stride[res->ndim - 1] : 0;
+}
+
+/* ---- the one int8 quantization rule ----
+ * Symmetric: scale = absmax / 127 over the finite values (1 when absmax
+ * is 0; FLT_MIN when smaller, so 1/scale is finite), inv = 1 / scale,
+ *     q = clamp(rne(v * inv), -127, 127),  NaN -> 0, +-Inf -> +-127.
+ * Asymmetric (u8, zero point zp): scale = (max - min) / 255 likewise,
+ *     q = clamp(rne(v * inv) + zp, 0, 255).
+ * kern__v_quant_row__ISA applies it to a row; kern__v_absmax__ISA finds the
+ * range. Every ISA gives the same codes (rne is exact). */
+static inline float kern__quant_scale_div(float range, float div) {
+    float s = range / div;
+    if (range == 0.0f) return 1.0f;
+    if (s < 1.17549435e-38f) s = 1.17549435e-38f; /* FLT_MIN */
+    return s;
+}
+static inline float kern__quant_scale(float absmax) { return kern__quant_scale_div(absmax, 127.0f); }
+
+/* ---- constants and tables (fitted by gen/math_fit.py) ---- */
+#define KERN__M_LOG2E 0x1.715476p+0f     /* RN(log2 e) */
+#define KERN__M_LN2HI 0x1.62e430p-1f     /* RN(ln 2) */
+#define KERN__M_LN2LO -0x1.05c610p-29f   /* RN(ln 2 - LN2HI) */
+#define KERN__M_MAGIC 12582912.0f         /* 1.5 * 2^23: x + MAGIC rounds x */
+#define KERN__M_MAGIC191 12583103.0f      /* MAGIC + 191: exponent bias 127 + 64 */
+#define KERN__M_MAGIC127 12583039.0f      /* MAGIC + 127 */
+#define KERN__M_TWOM64 0x1p-64f          /* 2^-64 */
+#define KERN__M_INV_SQRT_2PI 0x1.988454p-2f
+#define KERN__M_GT_C1 0x1.988454p+0f    /* 2 sqrt(2/pi) */
+#define KERN__M_GT_C2 0x1.2444f2p-4f    /* 2 sqrt(2/pi) 0.044715 */
+#define KERN__M_GT_C2X3 0x1.b6676cp-3f  /* 6 sqrt(2/pi) 0.044715 */
+#define KERN__M_GELU_LO -3.0f             /* below: the exp(-x^2/2) g(|x|) form */
+#define KERN__M_GELU_HI 5.9f              /* above: Phi(x) = 1 exactly */
+#define KERN__M_GELU_NEG_SCALE 0x1.555556p+0f /* 4/3: index of [-3, 0) */
+#define KERN__M_GELU_POS_SCALE 0x1.555556p-1f /* 2/3: index of [0, 6) */
+#define KERN__M_MILLS_AMAX 16.5f
+#define KERN__M_EXP_LO -104.0f /* exp: below the result rounds to 0 */
+#define KERN__M_EXP_HI 89.0f   /* above: Inf */
+#define KERN__M_EXPNEG_LO -132.5f /* exp of y <= 0: below, the scale is exactly 0 */
+/* exp(r) = 1 + r + r^2 P(r), |r| <= ln2/2 (0.82 ulp in f32); 2^f = 1 + f Q(f),
+ * |f| <= 1/2 (0.69 ulp); tanh(x) = x + x s T(s), s = x^2, |x| < 0.625. */
+#define KERN__M_EXP_P0 5.000000000e-01f
+#define KERN__M_EXP_P1 1.666657031e-01f
+#define KERN__M_EXP_P2 4.166686535e-02f
+#define KERN__M_EXP_P3 8.364181966e-03f
+#define KERN__M_EXP_P4 1.390170772e-03f
+#define KERN__M_EXP2_Q0 6.931471825e-01f
+#define KERN__M_EXP2_Q1 2.402264923e-01f
+#define KERN__M_EXP2_Q2 5.550357327e-02f
+#define KERN__M_EXP2_Q3 9.618237615e-03f
+#define KERN__M_EXP2_Q4 1.339073526e-03f
+#define KERN__M_EXP2_Q5 1.540350204e-04f
+#define KERN__M_TANH_T0 -3.333332837e-01f
+#define KERN__M_TANH_T1 1.333277076e-01f
+#define KERN__M_TANH_T2 -5.385095254e-02f
+#define KERN__M_TANH_T3 2.099734917e-02f
+#define KERN__M_TANH_T4 -6.096931640e-03f
+/* GELU: Phi(x) = P(X <= x) on 8 intervals anchored at their left end A:
+ * Phi(x) = C0 + t (C1 + t (... C8)), t = x - A[k], k = floor(4/3 (x + 3))
+ * on [-3, 0), 4 + floor(2/3 x) on [0, 6). Anchoring at the left end keeps
+ * the rounding of C0 relative to the smallest value of the interval, so
+ * the negative side holds its relative accuracy (1.67 ulp in f32 over
+ * every interval; C0 of [0, 1.5) is exactly 1/2 and the last interval
+ * gives exactly 1 at the clamp 5.9). */
+static const float kern__m_gelu_tab[10][8] = {
+    /* A    */ {-3.000000000e+00f, -2.250000000e+00f, -1.500000000e+00f, -7.500000000e-01f, 0.000000000e+00f, 1.500000000e+00f, 3.000000000e+00f, 4.500000000e+00f},
+    /* C0   */ {1.349898055e-03f, 1.222447306e-02f, 6.680720299e-02f, 2.266273499e-01f, 5.000000000e-01f, 9.331927896e-01f, 9.986500740e-01f, 9.999966025e-01f},
+    /* C1   */ {4.431848414e-03f, 3.173965216e-02f, 1.295175999e-01f, 3.011374176e-01f, 3.989430368e-01f, 1.295173317e-01f, 4.431832582e-03f, 1.598389645e-05f},
+    /* C2   */ {6.647720467e-03f, 3.570627421e-02f, 9.713485837e-02f, 1.129308790e-01f, -1.534294825e-05f, -9.712762386e-02f, -6.638421677e-03f, -3.599656338e-05f},
+    /* C3   */ {5.910061765e-03f, 2.150509320e-02f, 2.704128623e-02f, -2.203128487e-02f, -6.638623774e-02f, 2.689088322e-02f, 5.837813951e-03f, 5.137228436e-05f},
+    /* C4   */ {3.317562863e-03f, 6.037719548e-03f, -6.469360087e-03f, -2.245554700e-02f, -3.206771216e-04f, 6.426263135e-03f, -3.113066079e-03f, -5.127704935e-05f},
+    /* C5   */ {1.128936652e-03f, -1.329652296e-04f, -4.516549408e-03f, -1.729973243e-03f, 1.045185886e-02f, -6.598627195e-03f, 8.067222079e-04f, 3.647174526e-05f},
+    /* C6   */ {7.449830446e-05f, -1.551365713e-03f, -3.104822943e-03f, 5.791673437e-03f, -2.686710504e-04f, 1.501728897e-03f, 9.614173177e-05f, -1.765873822e-05f},
+    /* C7   */ {-5.199677980e-05f, 1.872914290e-04f, 2.839949448e-03f, -2.071726136e-03f, -1.325950143e-03f, 2.933481483e-05f, -1.294447720e-04f, 5.160652108e-06f},
+    /* C8   */ {-5.872985275e-05f, -6.952208787e-05f, -7.211990887e-04f, 5.170103977e-04f, 2.667455119e-04f, -4.173915295e-05f, 2.665098873e-05f, -6.776084547e-07f},
+};
+/* GELU tail, x < -3: Phi(x) = exp(-x^2/2) g(a), a = -x, with the Mills
+ * ratio form g(a) = exp(a^2/2) Q(a) (smooth, ~ 1/(a sqrt(2 pi))) fitted on
+ * [3,4), [4,6), [6,8), [8,12), [12,16.5] (row (bits(a) >> 22) & 7, center
+ * CEN, degree 7, 1.0 ulp in f32). */
+static const float kern__m_mills_tab[9][8] = {
+    /* CEN  */ {3.500000000e+00f, 3.500000000e+00f, 5.000000000e+00f, 7.000000000e+00f, 1.000000000e+01f, 1.425000000e+01f, 1.425000000e+01f, 1.425000000e+01f},
+    /* G0   */ {1.063451543e-01f, 1.063451543e-01f, 7.691930234e-02f, 5.589348078e-02f, 3.950669244e-02f, 2.786006965e-02f, 2.786006965e-02f, 2.786006965e-02f},
+    /* G1   */ {-2.673424222e-02f, -2.673424222e-02f, -1.434575580e-02f, -7.687903475e-03f, -3.875339404e-03f, -1.936294138e-03f, -1.936294138e-03f, -1.936294138e-03f},
+    /* G2   */ {6.387654692e-03f, 6.387654692e-03f, 2.595278434e-03f, 1.039080904e-03f, 3.766547889e-04f, 1.339393202e-04f, 1.339393202e-04f, 1.339393202e-04f},
+    /* G3   */ {-1.459153602e-03f, -1.459153602e-03f, -4.564804549e-04f, -1.381154725e-04f, -3.627979095e-05f, -9.221839719e-06f, -9.221839719e-06f, -9.221839719e-06f},
+    /* G4   */ {3.201083164e-04f, 3.201083164e-04f, 7.814452692e-05f, 1.806193177e-05f, 3.458237870e-06f, 6.315621022e-07f, 6.315621022e-07f, 6.315621022e-07f},
+    /* G5   */ {-6.771655899e-05f, -6.771655899e-05f, -1.306929971e-05f, -2.327146603e-06f, -3.274278413e-07f, -4.308930457e-08f, -4.308930457e-08f, -4.308930457e-08f},
+    /* G6   */ {1.413263362e-05f, 1.413263362e-05f, 2.250060788e-06f, 3.050622297e-07f, 3.302809759e-08f, 3.069179355e-09f, 3.069179355e-09f, 3.069179355e-09f},
+    /* G7   */ {-2.795552746e-06f, -2.795552746e-06f, -3.581249359e-07f, -3.811975091e-08f, -3.068248100e-09f, -2.073603650e-10f, -2.073603650e-10f, -2.073603650e-10f},
+};
+/* erf on [0, 4): k = floor(2|x|), t = |x| - CEN_k, erf(|x|) = C0_k + t E_k +
+ * t^2 Q_k(t) (E_0 = 1, C0_0 = 0: relative accuracy down to subnormals; for
+ * k > 0 E_k = 0 and C0_k = erf(CEN_k) rounded first so the fit absorbs it),
+ * Q_k of degree 6 fitted at Chebyshev nodes; 1.06 ulp over every f32. */
+static const float kern__m_erf_tab[10][8] = {
+    /* CEN */ {0.0f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f},
+    /* C0 */ {0.0f, 0.711155653f, 0.92290014f, 0.986671686f, 0.998537302f,
+              0.999899387f, 0.999995708f, 0.999999881f},
+    /* E  */ {1.0f},
+    /* Q0 */ {1.283791810e-01f, 6.429310441e-01f, 2.365211248e-01f, 5.277499557e-02f,
+              7.142318878e-03f, 5.862772814e-04f, 2.918902283e-05f, 8.814314469e-07f},
+    /* Q1 */ {-1.526091751e-06f, -4.822038114e-01f, -2.956550121e-01f, -9.236053377e-02f,
+              -1.607554965e-02f, -1.614937792e-03f, -9.810509073e-05f, -1.726850769e-06f},
+    /* Q2 */ {-3.760786355e-01f, 2.678855695e-02f, 1.675358415e-01f, 9.015733749e-02f,
+              2.172453143e-02f, 2.760384232e-03f, 1.958112698e-04f, 7.969994840e-06f},
+    /* Q3 */ {-5.544511368e-04f, 1.509167701e-01f, -5.992406048e-03f, -4.792079702e-02f,
+              -1.885819063e-02f, -3.143775510e-03f, -1.481104264e-04f, -8.116546815e-05f},
+    /* Q4 */ {1.158386245e-01f, -5.322370678e-02f, -4.718513787e-02f, 6.619999185e-03f,
+              1.065944601e-02f, 2.756165108e-03f, 3.136723535e-04f, 1.834070645e-05f},
+    /* Q5 */ {-7.936138660e-03f, -2.915494889e-02f, 1.910836063e-02f, 7.079086732e-03f,
+              -5.233601667e-03f, -2.883156529e-03f, -1.746387803e-03f, 6.980282487e-04f},
+    /* Q6 */ {-1.802313328e-02f, 1.794599555e-02f, 3.732174402e-03f, -5.947053432e-03f,
+              -7.159141242e-04f, 6.369662588e-04f, 1.731987140e-04f, 1.704738133e-05f}};
+#define KERN__ERF_XMAX 3.99999976f /* the float below 4 */
+
+/* BEGIN GENERATED kern_tmpl.py: kern_math isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN__AINLINE float kern__s_expneg_core(float y, float ylo, int has_lo) {
+    float nf, n, r, r2, q, p;
+    y = kern__s_max((KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = kern__s_fma(y, (KERN__M_LOG2E), (KERN__M_MAGIC191));
+    n = ((nf) - ((KERN__M_MAGIC191)));
+    r = kern__s_fma(n, (-KERN__M_LN2HI), y); /* exact */
+    r = kern__s_fma(n, (-KERN__M_LN2LO), r);
+    if (has_lo) r = ((r) + (ylo));
+    r2 = kern__s_mul(r, r);
+    q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P2));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P1));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P0));
+    p = ((kern__s_fma(q, r2, r)) + ((1.0f)));
+    return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* exponent field 191 + n */
+}
+KERN__AINLINE float kern__s_expneg_ps(float y) { return kern__s_expneg_core(y, y, 0); }
+KERN__AINLINE float kern__s_expneg_ps_lo(float y, float ylo) {
+    return kern__s_expneg_core(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN__AINLINE float kern__s_expneg_apply(float m, float ps) {
+    return kern__s_mul(kern__s_mul(m, ps), (KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN__AINLINE float kern__s_expneg(float y) {
+    return kern__s_mul(kern__s_expneg_ps(y), (KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN__AINLINE float kern__s_scale2(float p, float n, float nf) {
+    int32_t ni = kern__s_isub(((int32_t)kern__f32_bits(nf)), ((int32_t)(0x4B400000)));
+    int32_t n1 = kern__s_isra(ni, 1);
+    int32_t n2 = kern__s_isub(ni, n1);
+    float s1 = kern__bits_f32((uint32_t)(kern__s_ishl(kern__s_iadd(n1, ((int32_t)(127))), 23)));
+    float s2 = kern__bits_f32((uint32_t)(kern__s_ishl(kern__s_iadd(n2, ((int32_t)(127))), 23)));
+    (void)n;
+    return kern__s_mul(kern__s_mul(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN__AINLINE float kern__s_exp(float x) {
+    float nf, n, r, r2, q, p;
+    x = kern__s_min((KERN__M_EXP_HI), kern__s_max((KERN__M_EXP_LO), x));
+    nf = kern__s_fma(x, (KERN__M_LOG2E), (KERN__M_MAGIC));
+    n = ((nf) - ((KERN__M_MAGIC)));
+    r = kern__s_fma(n, (-KERN__M_LN2HI), x);
+    r = kern__s_fma(n, (-KERN__M_LN2LO), r);
+    r2 = kern__s_mul(r, r);
+    q = kern__s_fma((KERN__M_EXP_P4), r, (KERN__M_EXP_P3));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P2));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P1));
+    q = kern__s_fma(q, r, (KERN__M_EXP_P0));
+    p = ((kern__s_fma(q, r2, r)) + ((1.0f)));
+    return kern__s_scale2(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN__AINLINE float kern__s_exp2_poly(float f) {
+    float q = kern__s_fma((KERN__M_EXP2_Q5), f, (KERN__M_EXP2_Q4));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q3));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q2));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q1));
+    q = kern__s_fma(q, f, (KERN__M_EXP2_Q0));
+    return kern__s_fma(q, f, (1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN__AINLINE float kern__s_exp2(float x) {
+    float nf, n;
+    x = kern__s_min((128.0f), kern__s_max((-151.0f), x));
+    nf = ((x) + ((KERN__M_MAGIC)));
+    n = ((nf) - ((KERN__M_MAGIC)));
+    return kern__s_scale2(kern__s_exp2_poly(((x) - (n))), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN__AINLINE float kern__s_exp2_neg(float x) {
+    float y = kern__s_max((-127.0f), x);
+    float nf = ((y) + ((KERN__M_MAGIC127)));
+    float n = ((nf) - ((KERN__M_MAGIC127)));
+    float p = kern__s_exp2_poly(((y) - (n)));
+    return kern__s_mul(p, kern__bits_f32((uint32_t)(kern__s_ishl(((int32_t)kern__f32_bits(nf)), 23)))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN__AINLINE float kern__s_erf(float x) {
+    float ax = kern__s_min((3.99999976f), kern__s_abs(x));
+    int32_t k = kern__s_cvtt(((ax) + (ax)));
+    float t = ((ax) - (((kern__m_erf_tab[0])[(k) & 7])));
+    float q = ((kern__m_erf_tab[9])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[8])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_erf_tab[3])[(k) & 7]));
+    q = kern__s_fma(t, q, kern__s_fma(t, ((kern__m_erf_tab[2])[(k) & 7]), ((kern__m_erf_tab[1])[(k) & 7])));
+    return kern__s_orf(q, kern__s_andf(x, (-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN__AINLINE float kern__s_tanh(float x) {
+    float ax = kern__s_abs(x), s = kern__s_mul(x, x), q, w, l;
+    int small = ((ax) < ((0.625f)));
+    q = kern__s_fma((KERN__M_TANH_T4), s, (KERN__M_TANH_T3));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T2));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T1));
+    q = kern__s_fma(q, s, (KERN__M_TANH_T0));
+    q = kern__s_fma(ax, kern__s_mul(q, s), ax);
+    w = kern__s_expneg(kern__s_mul(ax, (-2.0f)));
+    l = (((1.0f)) - (((((w) + (w))) / (((w) + ((1.0f)))))));
+    return kern__s_orf(((small) ? (q) : (l)), kern__s_andf(x, (-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN__AINLINE float kern__s_sigmoid(float x) {
+    float w = kern__s_expneg(kern__s_orf(x, (-0.0f)));
+    float num = ((((x) >= (0.0f))) ? ((1.0f)) : (w));
+    return ((num) / ((((1.0f)) + (w))));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN__AINLINE float kern__s_silu(float x) {
+    float ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
+    float w = kern__s_mul(ps, (KERN__M_TWOM64));
+    float q = ((x) / ((((1.0f)) + (w))));
+    return ((((x) < (0.0f))) ? (kern__s_expneg_apply(q, ps)) : (q));
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN__AINLINE float kern__s_silu_grad(float x) {
+    float ps, w, i, xc, m, e;
+    int neg = ((x) < (0.0f));
+    ps = kern__s_expneg_ps(kern__s_orf(x, (-0.0f)));
+    w = kern__s_mul(ps, (KERN__M_TWOM64));
+    i = (((1.0f)) / ((((1.0f)) + (w))));
+    xc = kern__s_min((140.0f), kern__s_max((-140.0f), x));
+    m = ((neg) ? (kern__s_mul(i, kern__s_fma(xc, i, (1.0f)))) : (kern__s_mul(kern__s_mul(xc, i), i)));
+    m = ((m) + (((x) - (x)))); /* NaN for +-Inf */
+    e = kern__s_expneg_apply(m, ps);
+    return ((neg) ? (e) : (((i) + (e))));
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN__AINLINE float kern__s_gelu_phi(float x) {
+    float xc = kern__s_min((KERN__M_GELU_HI), kern__s_max((KERN__M_GELU_LO), x));
+    float sc = ((((x) < (0.0f))) ? ((KERN__M_GELU_NEG_SCALE)) : ((KERN__M_GELU_POS_SCALE)));
+    int32_t k = kern__s_cvtt(kern__s_fma(xc, sc, (4.0f)));
+    float t = ((xc) - (((kern__m_gelu_tab[0])[(k) & 7])));
+    float q = ((kern__m_gelu_tab[9])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[8])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[3])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_gelu_tab[2])[(k) & 7]));
+    return kern__s_fma(q, t, ((kern__m_gelu_tab[1])[(k) & 7]));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN__AINLINE float kern__s_gelu_mills(float a) {
+    int32_t k = kern__s_isrl(((int32_t)kern__f32_bits(a)), 22);
+    float t = ((a) - (((kern__m_mills_tab[0])[(k) & 7])));
+    float q = ((kern__m_mills_tab[8])[(k) & 7]);
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[7])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[6])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[5])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[4])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[3])[(k) & 7]));
+    q = kern__s_fma(q, t, ((kern__m_mills_tab[2])[(k) & 7]));
+    return kern__s_fma(q, t, ((kern__m_mills_tab[1])[(k) & 7]));
+}
+KERN__AINLINE float kern__s_gauss_ps(float a) {
+    float hi = kern__s_mul(a, a);
+    float lo = kern__s_fma(a, a, -(hi));
+    return kern__s_expneg_ps_lo(kern__s_mul(hi, (-0.5f)), kern__s_mul(lo, (-0.5f)));
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN__AINLINE float kern__s_gelu(float x) {
+    float r = kern__s_mul(x, kern__s_gelu_phi(x));
+    int tail = ((x) < ((KERN__M_GELU_LO)));
+    if ((tail)) {
+        float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
+        float ps = kern__s_gauss_ps(a);
+        r = ((tail) ? (kern__s_expneg_apply(kern__s_mul(x, kern__s_gelu_mills(a)), ps)) : (r));
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN__AINLINE float kern__s_gelu_grad(float x) {
+    float a = kern__s_min((KERN__M_MILLS_AMAX), kern__s_abs(x));
+    int tail = ((x) < ((KERN__M_GELU_LO)));
+    float ps = kern__s_gauss_ps(a);
+    float r = ((kern__s_gelu_phi(x)) + (kern__s_expneg_apply(kern__s_mul(x, (KERN__M_INV_SQRT_2PI)), ps)));
+    if ((tail)) {
+        float m = kern__s_fma(x, (KERN__M_INV_SQRT_2PI), kern__s_gelu_mills(a));
+        r = ((tail) ? (kern__s_expneg_apply(m, ps)) : (r));
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN__AINLINE float kern__s_gelu_tanh(float x) {
+    float v = kern__s_mul(x, kern__s_fma(kern__s_mul(x, x), (KERN__M_GT_C2), (KERN__M_GT_C1)));
+    float ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
+    float w = kern__s_mul(ps, (KERN__M_TWOM64));
+    float q = ((x) / ((((1.0f)) + (w))));
+    return ((((x) < (0.0f))) ? (kern__s_expneg_apply(q, ps)) : (q));
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN__AINLINE float kern__s_gelu_tanh_grad(float x) {
+    float x2 = kern__s_mul(x, x);
+    float v = kern__s_mul(x, kern__s_fma(x2, (KERN__M_GT_C2), (KERN__M_GT_C1)));
+    float xc = kern__s_min((64.0f), kern__s_max((-64.0f), x));
+    float xd = kern__s_mul(xc, kern__s_fma(kern__s_mul(xc, xc), (KERN__M_GT_C2X3), (KERN__M_GT_C1)));
+    float ps, w, i, m, e;
+    int neg = ((x) < (0.0f));
+    ps = kern__s_expneg_ps(kern__s_orf(v, (-0.0f)));
+    w = kern__s_mul(ps, (KERN__M_TWOM64));
+    i = (((1.0f)) / ((((1.0f)) + (w))));
+    m = ((neg) ? (kern__s_mul(i, kern__s_fma(xd, i, (1.0f)))) : (kern__s_mul(kern__s_mul(xd, i), i)));
+    m = ((m) + (((x) - (x)))); /* NaN for +-Inf */
+    e = kern__s_expneg_apply(m, ps);
+    return ((neg) ? (e) : (((i) + (e))));
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN__AINLINE float kern__s_relu(float x) { return kern__s_max(0.0f, x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN__AINLINE float kern__s_act(float x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__s_gelu(x);
+    case KERN_ACT_GELU_TANH: return kern__s_gelu_tanh(x);
+    case KERN_ACT_RELU: return kern__s_relu(x);
+    case KERN_ACT_SILU: return kern__s_silu(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN__AINLINE float kern__s_act_grad(float x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__s_gelu_grad(x);
+    case KERN_ACT_GELU_TANH: return kern__s_gelu_tanh_grad(x);
+    case KERN_ACT_RELU: return ((((x) > (0.0f))) ? ((1.0f)) : (0.0f));
+    case KERN_ACT_SILU: return kern__s_silu_grad(x);
+    default: return (1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+static inline void kern__s_act_row(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 1 <= n; i += 1) (*(float *)(y + i) = (kern__s_act((*(const float *)(x + i)), A))); \
+        if (i < n) (*(float *)(y + i) = (kern__s_act((*(const float *)(x + i)), A))); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_core__avx2(__m256 y, __m256 ylo, int has_lo) {
+    __m256 nf, n, r, r2, q, p;
+    y = _mm256_max_ps(_mm256_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = _mm256_fmadd_ps(y, _mm256_set1_ps(KERN__M_LOG2E), _mm256_set1_ps(KERN__M_MAGIC191));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC191));
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2HI), y); /* exact */
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2LO), r);
+    if (has_lo) r = _mm256_add_ps(r, ylo);
+    r2 = kern__mul__avx2(r, r);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP_P4), r, _mm256_set1_ps(KERN__M_EXP_P3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P2));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P1));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P0));
+    p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
+    return kern__mul__avx2(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23))); /* exponent field 191 + n */
+}
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_ps__avx2(__m256 y) { return kern__v_expneg_core__avx2(y, y, 0); }
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_ps_lo__avx2(__m256 y, __m256 ylo) {
+    return kern__v_expneg_core__avx2(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg_apply__avx2(__m256 m, __m256 ps) {
+    return kern__mul__avx2(kern__mul__avx2(m, ps), _mm256_set1_ps(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_expneg__avx2(__m256 y) {
+    return kern__mul__avx2(kern__v_expneg_ps__avx2(y), _mm256_set1_ps(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_scale2__avx2(__m256 p, __m256 n, __m256 nf) {
+    __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(nf), _mm256_set1_epi32(0x4B400000));
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    (void)n;
+    return kern__mul__avx2(kern__mul__avx2(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp__avx2(__m256 x) {
+    __m256 nf, n, r, r2, q, p;
+    x = _mm256_min_ps(_mm256_set1_ps(KERN__M_EXP_HI), _mm256_max_ps(_mm256_set1_ps(KERN__M_EXP_LO), x));
+    nf = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN__M_LOG2E), _mm256_set1_ps(KERN__M_MAGIC));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC));
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN__M_LN2LO), r);
+    r2 = kern__mul__avx2(r, r);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP_P4), r, _mm256_set1_ps(KERN__M_EXP_P3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P2));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P1));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(KERN__M_EXP_P0));
+    p = _mm256_add_ps(_mm256_fmadd_ps(q, r2, r), _mm256_set1_ps(1.0f));
+    return kern__v_scale2__avx2(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2_poly__avx2(__m256 f) {
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_EXP2_Q5), f, _mm256_set1_ps(KERN__M_EXP2_Q4));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q3));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q2));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q1));
+    q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(KERN__M_EXP2_Q0));
+    return _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2__avx2(__m256 x) {
+    __m256 nf, n;
+    x = _mm256_min_ps(_mm256_set1_ps(128.0f), _mm256_max_ps(_mm256_set1_ps(-151.0f), x));
+    nf = _mm256_add_ps(x, _mm256_set1_ps(KERN__M_MAGIC));
+    n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC));
+    return kern__v_scale2__avx2(kern__v_exp2_poly__avx2(_mm256_sub_ps(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_exp2_neg__avx2(__m256 x) {
+    __m256 y = _mm256_max_ps(_mm256_set1_ps(-127.0f), x);
+    __m256 nf = _mm256_add_ps(y, _mm256_set1_ps(KERN__M_MAGIC127));
+    __m256 n = _mm256_sub_ps(nf, _mm256_set1_ps(KERN__M_MAGIC127));
+    __m256 p = kern__v_exp2_poly__avx2(_mm256_sub_ps(y, n));
+    return kern__mul__avx2(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_erf__avx2(__m256 x) {
+    __m256 ax = _mm256_min_ps(_mm256_set1_ps(3.99999976f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+    __m256i k = _mm256_cvttps_epi32(_mm256_add_ps(ax, ax));
+    __m256 t = _mm256_sub_ps(ax, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[9]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[8]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[3]), k));
+    q = _mm256_fmadd_ps(t, q, _mm256_fmadd_ps(t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[2]), k), _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_erf_tab[1]), k)));
+    return _mm256_or_ps(q, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_tanh__avx2(__m256 x) {
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), s = kern__mul__avx2(x, x), q, w, l;
+    __m256 small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    q = _mm256_fmadd_ps(_mm256_set1_ps(KERN__M_TANH_T4), s, _mm256_set1_ps(KERN__M_TANH_T3));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T2));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T1));
+    q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(KERN__M_TANH_T0));
+    q = _mm256_fmadd_ps(ax, kern__mul__avx2(q, s), ax);
+    w = kern__v_expneg__avx2(kern__mul__avx2(ax, _mm256_set1_ps(-2.0f)));
+    l = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_add_ps(w, w), _mm256_add_ps(w, _mm256_set1_ps(1.0f))));
+    return _mm256_or_ps(_mm256_blendv_ps(l, q, small), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sigmoid__avx2(__m256 x) {
+    __m256 w = kern__v_expneg__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    __m256 num = _mm256_blendv_ps(w, _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+    return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu__avx2(__m256 x) {
+    __m256 ps = kern__v_expneg_ps__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    __m256 w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    __m256 q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, ps), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_silu_grad__avx2(__m256 x) {
+    __m256 ps, w, i, xc, m, e;
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    ps = kern__v_expneg_ps__avx2(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    xc = _mm256_min_ps(_mm256_set1_ps(140.0f), _mm256_max_ps(_mm256_set1_ps(-140.0f), x));
+    m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xc, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xc, i, _mm256_set1_ps(1.0f))), neg);
+    m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx2(m, ps);
+    return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_phi__avx2(__m256 x) {
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(KERN__M_GELU_HI), _mm256_max_ps(_mm256_set1_ps(KERN__M_GELU_LO), x));
+    __m256 sc = _mm256_blendv_ps(_mm256_set1_ps(KERN__M_GELU_POS_SCALE), _mm256_set1_ps(KERN__M_GELU_NEG_SCALE), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    __m256i k = _mm256_cvttps_epi32(_mm256_fmadd_ps(xc, sc, _mm256_set1_ps(4.0f)));
+    __m256 t = _mm256_sub_ps(xc, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[9]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[8]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[3]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[2]), k));
+    return _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_gelu_tab[1]), k));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_mills__avx2(__m256 a) {
+    __m256i k = _mm256_srli_epi32(_mm256_castps_si256(a), 22);
+    __m256 t = _mm256_sub_ps(a, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[0]), k));
+    __m256 q = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[8]), k);
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[7]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[6]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[5]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[4]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[3]), k));
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[2]), k));
+    return _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(kern__m_mills_tab[1]), k));
+}
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gauss_ps__avx2(__m256 a) {
+    __m256 hi = kern__mul__avx2(a, a);
+    __m256 lo = _mm256_fmsub_ps(a, a, hi);
+    return kern__v_expneg_ps_lo__avx2(kern__mul__avx2(hi, _mm256_set1_ps(-0.5f)), kern__mul__avx2(lo, _mm256_set1_ps(-0.5f)));
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu__avx2(__m256 x) {
+    __m256 r = kern__mul__avx2(x, kern__v_gelu_phi__avx2(x));
+    __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    if ((_mm256_movemask_ps(tail) != 0)) {
+        __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+        __m256 ps = kern__v_gauss_ps__avx2(a);
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(kern__mul__avx2(x, kern__v_gelu_mills__avx2(a)), ps), tail);
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_grad__avx2(__m256 x) {
+    __m256 a = _mm256_min_ps(_mm256_set1_ps(KERN__M_MILLS_AMAX), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+    __m256 tail = _mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    __m256 ps = kern__v_gauss_ps__avx2(a);
+    __m256 r = _mm256_add_ps(kern__v_gelu_phi__avx2(x), kern__v_expneg_apply__avx2(kern__mul__avx2(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI)), ps));
+    if ((_mm256_movemask_ps(tail) != 0)) {
+        __m256 m = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx2(a));
+        r = _mm256_blendv_ps(r, kern__v_expneg_apply__avx2(m, ps), tail);
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh__avx2(__m256 x) {
+    __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(kern__mul__avx2(x, x), _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 ps = kern__v_expneg_ps__avx2(_mm256_or_ps(v, _mm256_set1_ps(-0.0f)));
+    __m256 w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    __m256 q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    return _mm256_blendv_ps(q, kern__v_expneg_apply__avx2(q, ps), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_gelu_tanh_grad__avx2(__m256 x) {
+    __m256 x2 = kern__mul__avx2(x, x);
+    __m256 v = kern__mul__avx2(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(KERN__M_GT_C2), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(64.0f), _mm256_max_ps(_mm256_set1_ps(-64.0f), x));
+    __m256 xd = kern__mul__avx2(xc, _mm256_fmadd_ps(kern__mul__avx2(xc, xc), _mm256_set1_ps(KERN__M_GT_C2X3), _mm256_set1_ps(KERN__M_GT_C1)));
+    __m256 ps, w, i, m, e;
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    ps = kern__v_expneg_ps__avx2(_mm256_or_ps(v, _mm256_set1_ps(-0.0f)));
+    w = kern__mul__avx2(ps, _mm256_set1_ps(KERN__M_TWOM64));
+    i = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), w));
+    m = _mm256_blendv_ps(kern__mul__avx2(kern__mul__avx2(xd, i), i), kern__mul__avx2(i, _mm256_fmadd_ps(xd, i, _mm256_set1_ps(1.0f))), neg);
+    m = _mm256_add_ps(m, _mm256_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx2(m, ps);
+    return _mm256_blendv_ps(_mm256_add_ps(i, e), e, neg);
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_relu__avx2(__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_act__avx2(__m256 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__avx2(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__avx2(x);
+    case KERN_ACT_RELU: return kern__v_relu__avx2(x);
+    case KERN_ACT_SILU: return kern__v_silu__avx2(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_act_grad__avx2(__m256 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__avx2(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__avx2(x);
+    case KERN_ACT_RELU: return _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case KERN_ACT_SILU: return kern__v_silu_grad__avx2(x);
+    default: return _mm256_set1_ps(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+KERN_TARGET_AVX2 static inline void kern__v_act_row__avx2(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, kern__v_act__avx2(_mm256_loadu_ps(x + i), A)); \
+        if (i < n) kern__storen__avx2(y + i, kern__v_act__avx2(kern__loadn__avx2(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+/* ---- avx512 ---- */
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_core__avx512(__m512 y, __m512 ylo, int has_lo) {
+    __m512 nf, n, r, r2, q, p;
+    y = _mm512_max_ps(_mm512_set1_ps(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = _mm512_fmadd_ps(y, _mm512_set1_ps(KERN__M_LOG2E), _mm512_set1_ps(KERN__M_MAGIC191));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC191));
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2HI), y); /* exact */
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2LO), r);
+    if (has_lo) r = _mm512_add_ps(r, ylo);
+    r2 = kern__mul__avx512(r, r);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP_P4), r, _mm512_set1_ps(KERN__M_EXP_P3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P0));
+    p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
+    return kern__mul__avx512(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23))); /* exponent field 191 + n */
+}
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_ps__avx512(__m512 y) { return kern__v_expneg_core__avx512(y, y, 0); }
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_ps_lo__avx512(__m512 y, __m512 ylo) {
+    return kern__v_expneg_core__avx512(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg_apply__avx512(__m512 m, __m512 ps) {
+    return kern__mul__avx512(kern__mul__avx512(m, ps), _mm512_set1_ps(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_expneg__avx512(__m512 y) {
+    return kern__mul__avx512(kern__v_expneg_ps__avx512(y), _mm512_set1_ps(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_scale2__avx512(__m512 p, __m512 n, __m512 nf) {
+    (void)nf;
+    return _mm512_scalef_ps(p, n); /* the same single rounding */
+}
+
+/* e^x over the whole f32 range. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp__avx512(__m512 x) {
+    __m512 nf, n, r, r2, q, p;
+    x = _mm512_min_ps(_mm512_set1_ps(KERN__M_EXP_HI), _mm512_max_ps(_mm512_set1_ps(KERN__M_EXP_LO), x));
+    nf = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_LOG2E), _mm512_set1_ps(KERN__M_MAGIC));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC));
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN__M_LN2LO), r);
+    r2 = kern__mul__avx512(r, r);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP_P4), r, _mm512_set1_ps(KERN__M_EXP_P3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(KERN__M_EXP_P0));
+    p = _mm512_add_ps(_mm512_fmadd_ps(q, r2, r), _mm512_set1_ps(1.0f));
+    return kern__v_scale2__avx512(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2_poly__avx512(__m512 f) {
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_EXP2_Q5), f, _mm512_set1_ps(KERN__M_EXP2_Q4));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q3));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q2));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q1));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(KERN__M_EXP2_Q0));
+    return _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+}
+/* 2^x over the whole f32 range. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2__avx512(__m512 x) {
+    __m512 nf, n;
+    x = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-151.0f), x));
+    nf = _mm512_add_ps(x, _mm512_set1_ps(KERN__M_MAGIC));
+    n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC));
+    return kern__v_scale2__avx512(kern__v_exp2_poly__avx512(_mm512_sub_ps(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2_neg__avx512(__m512 x) {
+    __m512 y = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
+    __m512 nf = _mm512_add_ps(y, _mm512_set1_ps(KERN__M_MAGIC127));
+    __m512 n = _mm512_sub_ps(nf, _mm512_set1_ps(KERN__M_MAGIC127));
+    __m512 p = kern__v_exp2_poly__avx512(_mm512_sub_ps(y, n));
+    return kern__mul__avx512(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_erf__avx512(__m512 x) {
+    __m512 ax = _mm512_min_ps(_mm512_set1_ps(3.99999976f), _mm512_abs_ps(x));
+    __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(ax, ax));
+    __m512 t = _mm512_sub_ps(ax, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[3]))));
+    q = _mm512_fmadd_ps(t, q, _mm512_fmadd_ps(t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[2]))), _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[1])))));
+    return _mm512_or_ps(q, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_tanh__avx512(__m512 x) {
+    __m512 ax = _mm512_abs_ps(x), s = kern__mul__avx512(x, x), q, w, l;
+    __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    q = _mm512_fmadd_ps(_mm512_set1_ps(KERN__M_TANH_T4), s, _mm512_set1_ps(KERN__M_TANH_T3));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T2));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T1));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(KERN__M_TANH_T0));
+    q = _mm512_fmadd_ps(ax, kern__mul__avx512(q, s), ax);
+    w = kern__v_expneg__avx512(kern__mul__avx512(ax, _mm512_set1_ps(-2.0f)));
+    l = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_add_ps(w, w), _mm512_add_ps(w, _mm512_set1_ps(1.0f))));
+    return _mm512_or_ps(_mm512_mask_blend_ps(small, l, q), _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sigmoid__avx512(__m512 x) {
+    __m512 w = kern__v_expneg__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+    __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), w, _mm512_set1_ps(1.0f));
+    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu__avx512(__m512 x) {
+    __m512 ps = kern__v_expneg_ps__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+    __m512 w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, ps));
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_silu_grad__avx512(__m512 x) {
+    __m512 ps, w, i, xc, m, e;
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    ps = kern__v_expneg_ps__avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+    w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    xc = _mm512_min_ps(_mm512_set1_ps(140.0f), _mm512_max_ps(_mm512_set1_ps(-140.0f), x));
+    m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xc, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xc, i, _mm512_set1_ps(1.0f))));
+    m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx512(m, ps);
+    return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_phi__avx512(__m512 x) {
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(KERN__M_GELU_HI), _mm512_max_ps(_mm512_set1_ps(KERN__M_GELU_LO), x));
+    __m512 sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_set1_ps(KERN__M_GELU_POS_SCALE), _mm512_set1_ps(KERN__M_GELU_NEG_SCALE));
+    __m512i k = _mm512_cvttps_epi32(_mm512_fmadd_ps(xc, sc, _mm512_set1_ps(4.0f)));
+    __m512 t = _mm512_sub_ps(xc, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[1]))));
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_mills__avx512(__m512 a) {
+    __m512i k = _mm512_srli_epi32(_mm512_castps_si512(a), 22);
+    __m512 t = _mm512_sub_ps(a, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[8])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[1]))));
+}
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gauss_ps__avx512(__m512 a) {
+    __m512 hi = kern__mul__avx512(a, a);
+    __m512 lo = _mm512_fmsub_ps(a, a, hi);
+    return kern__v_expneg_ps_lo__avx512(kern__mul__avx512(hi, _mm512_set1_ps(-0.5f)), kern__mul__avx512(lo, _mm512_set1_ps(-0.5f)));
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu__avx512(__m512 x) {
+    __m512 r = kern__mul__avx512(x, kern__v_gelu_phi__avx512(x));
+    __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    if (((tail) != 0)) {
+        __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x));
+        __m512 ps = kern__v_gauss_ps__avx512(a);
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(kern__mul__avx512(x, kern__v_gelu_mills__avx512(a)), ps));
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_grad__avx512(__m512 x) {
+    __m512 a = _mm512_min_ps(_mm512_set1_ps(KERN__M_MILLS_AMAX), _mm512_abs_ps(x));
+    __mmask16 tail = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ);
+    __m512 ps = kern__v_gauss_ps__avx512(a);
+    __m512 r = _mm512_add_ps(kern__v_gelu_phi__avx512(x), kern__v_expneg_apply__avx512(kern__mul__avx512(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI)), ps));
+    if (((tail) != 0)) {
+        __m512 m = _mm512_fmadd_ps(x, _mm512_set1_ps(KERN__M_INV_SQRT_2PI), kern__v_gelu_mills__avx512(a));
+        r = _mm512_mask_blend_ps(tail, r, kern__v_expneg_apply__avx512(m, ps));
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh__avx512(__m512 x) {
+    __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(kern__mul__avx512(x, x), _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 ps = kern__v_expneg_ps__avx512(_mm512_or_ps(v, _mm512_set1_ps(-0.0f)));
+    __m512 w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), q, kern__v_expneg_apply__avx512(q, ps));
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_tanh_grad__avx512(__m512 x) {
+    __m512 x2 = kern__mul__avx512(x, x);
+    __m512 v = kern__mul__avx512(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(KERN__M_GT_C2), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(64.0f), _mm512_max_ps(_mm512_set1_ps(-64.0f), x));
+    __m512 xd = kern__mul__avx512(xc, _mm512_fmadd_ps(kern__mul__avx512(xc, xc), _mm512_set1_ps(KERN__M_GT_C2X3), _mm512_set1_ps(KERN__M_GT_C1)));
+    __m512 ps, w, i, m, e;
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    ps = kern__v_expneg_ps__avx512(_mm512_or_ps(v, _mm512_set1_ps(-0.0f)));
+    w = kern__mul__avx512(ps, _mm512_set1_ps(KERN__M_TWOM64));
+    i = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), w));
+    m = _mm512_mask_blend_ps(neg, kern__mul__avx512(kern__mul__avx512(xd, i), i), kern__mul__avx512(i, _mm512_fmadd_ps(xd, i, _mm512_set1_ps(1.0f))));
+    m = _mm512_add_ps(m, _mm512_sub_ps(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__avx512(m, ps);
+    return _mm512_mask_blend_ps(neg, _mm512_add_ps(i, e), e);
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_relu__avx512(__m512 x) { return _mm512_max_ps(_mm512_setzero_ps(), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_act__avx512(__m512 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__avx512(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__avx512(x);
+    case KERN_ACT_RELU: return kern__v_relu__avx512(x);
+    case KERN_ACT_SILU: return kern__v_silu__avx512(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_act_grad__avx512(__m512 x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__avx512(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__avx512(x);
+    case KERN_ACT_RELU: return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_setzero_ps(), _mm512_set1_ps(1.0f));
+    case KERN_ACT_SILU: return kern__v_silu_grad__avx512(x);
+    default: return _mm512_set1_ps(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+KERN_TARGET_AVX512 static inline void kern__v_act_row__avx512(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, kern__v_act__avx512(_mm512_loadu_ps(x + i), A)); \
+        if (i < n) kern__storen__avx512(y + i, kern__v_act__avx512(kern__loadn__avx512(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* exp(y) for y <= 0 as ps * 2^-64, ps = p 2^(n+64) (exact: a power of two
+ * times p). The caller forms (m ps) 2^-64, so m exp(y) is rounded at most
+ * twice and correctly scaled into the subnormal range; ps is exactly 0 for
+ * y < ~-132.4 (then m exp(y) = +-0 for finite m and NaN for infinite m).
+ * The _lo form adds ylo, a small correction, to the reduced argument
+ * (y + ylo is the argument to better than f32). */
+KERN__AINLINE float32x4_t kern__v_expneg_core__neon(float32x4_t y, float32x4_t ylo, int has_lo) {
+    float32x4_t nf, n, r, r2, q, p;
+    y = kern__max__neon(vdupq_n_f32(KERN__M_EXPNEG_LO), y); /* NaN passes (second operand) */
+    nf = vfmaq_f32(vdupq_n_f32(KERN__M_MAGIC191), y, vdupq_n_f32(KERN__M_LOG2E));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC191));
+    r = vfmaq_f32(y, n, vdupq_n_f32(-KERN__M_LN2HI)); /* exact */
+    r = vfmaq_f32(r, n, vdupq_n_f32(-KERN__M_LN2LO));
+    if (has_lo) r = vaddq_f32(r, ylo);
+    r2 = kern__mul__neon(r, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P3), vdupq_n_f32(KERN__M_EXP_P4), r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P2), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P1), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P0), q, r);
+    p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
+    return kern__mul__neon(p, vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23))); /* exponent field 191 + n */
+}
+KERN__AINLINE float32x4_t kern__v_expneg_ps__neon(float32x4_t y) { return kern__v_expneg_core__neon(y, y, 0); }
+KERN__AINLINE float32x4_t kern__v_expneg_ps_lo__neon(float32x4_t y, float32x4_t ylo) {
+    return kern__v_expneg_core__neon(y, ylo, 1);
+}
+/* (m ps) 2^-64 = m exp(y). */
+KERN__AINLINE float32x4_t kern__v_expneg_apply__neon(float32x4_t m, float32x4_t ps) {
+    return kern__mul__neon(kern__mul__neon(m, ps), vdupq_n_f32(KERN__M_TWOM64));
+}
+/* exp(y), y <= 0. */
+KERN__AINLINE float32x4_t kern__v_expneg__neon(float32x4_t y) {
+    return kern__mul__neon(kern__v_expneg_ps__neon(y), vdupq_n_f32(KERN__M_TWOM64));
+}
+
+/* p 2^n for integer n in [-152, 128] (n as a float and as the bits of
+ * nf = n + MAGIC), rounded once: the first factor keeps p 2^n1 normal. */
+KERN__AINLINE float32x4_t kern__v_scale2__neon(float32x4_t p, float32x4_t n, float32x4_t nf) {
+    int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(nf), vdupq_n_s32(0x4B400000));
+    int32x4_t n1 = vshrq_n_s32(ni, 1);
+    int32x4_t n2 = vsubq_s32(ni, n1);
+    float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    (void)n;
+    return kern__mul__neon(kern__mul__neon(p, s1), s2);
+}
+
+/* e^x over the whole f32 range. */
+KERN__AINLINE float32x4_t kern__v_exp__neon(float32x4_t x) {
+    float32x4_t nf, n, r, r2, q, p;
+    x = kern__min__neon(vdupq_n_f32(KERN__M_EXP_HI), kern__max__neon(vdupq_n_f32(KERN__M_EXP_LO), x));
+    nf = vfmaq_f32(vdupq_n_f32(KERN__M_MAGIC), x, vdupq_n_f32(KERN__M_LOG2E));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC));
+    r = vfmaq_f32(x, n, vdupq_n_f32(-KERN__M_LN2HI));
+    r = vfmaq_f32(r, n, vdupq_n_f32(-KERN__M_LN2LO));
+    r2 = kern__mul__neon(r, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P3), vdupq_n_f32(KERN__M_EXP_P4), r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P2), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P1), q, r);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP_P0), q, r);
+    p = vaddq_f32(vfmaq_f32(r, q, r2), vdupq_n_f32(1.0f));
+    return kern__v_scale2__neon(p, n, nf);
+}
+
+/* 2^f, |f| <= 1/2. */
+KERN__AINLINE float32x4_t kern__v_exp2_poly__neon(float32x4_t f) {
+    float32x4_t q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q4), vdupq_n_f32(KERN__M_EXP2_Q5), f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q3), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q2), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q1), q, f);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_EXP2_Q0), q, f);
+    return vfmaq_f32(vdupq_n_f32(1.0f), q, f);
+}
+/* 2^x over the whole f32 range. */
+KERN__AINLINE float32x4_t kern__v_exp2__neon(float32x4_t x) {
+    float32x4_t nf, n;
+    x = kern__min__neon(vdupq_n_f32(128.0f), kern__max__neon(vdupq_n_f32(-151.0f), x));
+    nf = vaddq_f32(x, vdupq_n_f32(KERN__M_MAGIC));
+    n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC));
+    return kern__v_scale2__neon(kern__v_exp2_poly__neon(vsubq_f32(x, n)), n, nf);
+}
+/* 2^x for softmax (x <= 127; after max subtraction x <= 0): one exponent
+ * field scale, results below 2^-126.5 flush to 0 and exp2(-Inf) = 0. */
+KERN__AINLINE float32x4_t kern__v_exp2_neg__neon(float32x4_t x) {
+    float32x4_t y = kern__max__neon(vdupq_n_f32(-127.0f), x);
+    float32x4_t nf = vaddq_f32(y, vdupq_n_f32(KERN__M_MAGIC127));
+    float32x4_t n = vsubq_f32(nf, vdupq_n_f32(KERN__M_MAGIC127));
+    float32x4_t p = kern__v_exp2_poly__neon(vsubq_f32(y, n));
+    return kern__mul__neon(p, vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(nf), 23))); /* 2^n, 0 for n = -127 */
+}
+
+/* erf: 8 intervals of width 1/2 on [0, 4) (kern__m_erf_tab), sign or-ed
+ * back, |x| clamped to the float below 4 where the last interval gives 1. */
+KERN__AINLINE float32x4_t kern__v_erf__neon(float32x4_t x) {
+    float32x4_t ax = kern__min__neon(vdupq_n_f32(3.99999976f), vabsq_f32(x));
+    int32x4_t k = vcvtq_s32_f32(vaddq_f32(ax, ax));
+    float32x4_t t = vsubq_f32(ax, kern__lut8__neon(kern__m_erf_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_erf_tab[9], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[8], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[3], k), q, t);
+    q = vfmaq_f32(vfmaq_f32(kern__lut8__neon(kern__m_erf_tab[1], k), t, kern__lut8__neon(kern__m_erf_tab[2], k)), t, q);
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(q), vreinterpretq_u32_f32(vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))))));
+}
+
+/* tanh: |x| + |x| s T(s) below 0.625, else 1 - 2w/(1 + w), w = exp(-2|x|);
+ * the sign of x or-ed back last (tanh(-0) = -0). */
+KERN__AINLINE float32x4_t kern__v_tanh__neon(float32x4_t x) {
+    float32x4_t ax = vabsq_f32(x), s = kern__mul__neon(x, x), q, w, l;
+    uint32x4_t small = vcltq_f32(ax, vdupq_n_f32(0.625f));
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T3), vdupq_n_f32(KERN__M_TANH_T4), s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T2), q, s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T1), q, s);
+    q = vfmaq_f32(vdupq_n_f32(KERN__M_TANH_T0), q, s);
+    q = vfmaq_f32(ax, ax, kern__mul__neon(q, s));
+    w = kern__v_expneg__neon(kern__mul__neon(ax, vdupq_n_f32(-2.0f)));
+    l = vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vaddq_f32(w, w), vaddq_f32(w, vdupq_n_f32(1.0f))));
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(vbslq_f32(small, q, l)), vreinterpretq_u32_f32(vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))))));
+}
+
+/* sigmoid(x) = (x >= 0 ? 1 : w) / (1 + w), w = exp(-|x|). */
+KERN__AINLINE float32x4_t kern__v_sigmoid__neon(float32x4_t x) {
+    float32x4_t w = kern__v_expneg__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    float32x4_t num = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f), w);
+    return vdivq_f32(num, vaddq_f32(vdupq_n_f32(1.0f), w));
+}
+
+/* silu(x) = x sigmoid(x): q = x / (1 + w), and for x < 0 q w with the
+ * exponent applied last (subnormal results rounded once). */
+KERN__AINLINE float32x4_t kern__v_silu__neon(float32x4_t x) {
+    float32x4_t ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    float32x4_t w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    float32x4_t q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, ps), q);
+}
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), d = 1 + w, i = 1/d:
+ * x >= 0: i + (x i i) w;  x < 0: (i (1 + x i)) w. x is clamped where w is
+ * already 0 so the multipliers stay finite; +-Inf give NaN (torch). */
+KERN__AINLINE float32x4_t kern__v_silu_grad__neon(float32x4_t x) {
+    float32x4_t ps, w, i, xc, m, e;
+    uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+    ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(x), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
+    xc = kern__min__neon(vdupq_n_f32(140.0f), kern__max__neon(vdupq_n_f32(-140.0f), x));
+    m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xc, i)), kern__mul__neon(kern__mul__neon(xc, i), i));
+    m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__neon(m, ps);
+    return vbslq_f32(neg, e, vaddq_f32(i, e));
+}
+
+/* Phi(x) for x >= -3 (table, kern__m_gelu_tab); x is clamped to 5.9,
+ * where Phi rounds to 1. */
+KERN__AINLINE float32x4_t kern__v_gelu_phi__neon(float32x4_t x) {
+    float32x4_t xc = kern__min__neon(vdupq_n_f32(KERN__M_GELU_HI), kern__max__neon(vdupq_n_f32(KERN__M_GELU_LO), x));
+    float32x4_t sc = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(KERN__M_GELU_NEG_SCALE), vdupq_n_f32(KERN__M_GELU_POS_SCALE));
+    int32x4_t k = vcvtq_s32_f32(vfmaq_f32(vdupq_n_f32(4.0f), xc, sc));
+    float32x4_t t = vsubq_f32(xc, kern__lut8__neon(kern__m_gelu_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_gelu_tab[9], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[8], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[3], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[2], k), q, t);
+    return vfmaq_f32(kern__lut8__neon(kern__m_gelu_tab[1], k), q, t);
+}
+/* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
+ * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
+KERN__AINLINE float32x4_t kern__v_gelu_mills__neon(float32x4_t a) {
+    int32x4_t k = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(vreinterpretq_s32_f32(a)), 22));
+    float32x4_t t = vsubq_f32(a, kern__lut8__neon(kern__m_mills_tab[0], k));
+    float32x4_t q = kern__lut8__neon(kern__m_mills_tab[8], k);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[7], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[6], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[5], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[4], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[3], k), q, t);
+    q = vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[2], k), q, t);
+    return vfmaq_f32(kern__lut8__neon(kern__m_mills_tab[1], k), q, t);
+}
+KERN__AINLINE float32x4_t kern__v_gauss_ps__neon(float32x4_t a) {
+    float32x4_t hi = kern__mul__neon(a, a);
+    float32x4_t lo = vnegq_f32(vfmsq_f32(hi, a, a));
+    return kern__v_expneg_ps_lo__neon(kern__mul__neon(hi, vdupq_n_f32(-0.5f)), kern__mul__neon(lo, vdupq_n_f32(-0.5f)));
+}
+
+/* GELU (erf): x Phi(x). x >= -3: x times the table Phi; x < -3 (rare in
+ * practice: a vector computes it only when one of its lanes needs it):
+ * ((x g(a)) exp(-x^2/2)), relative accuracy down to the underflow. */
+KERN__AINLINE float32x4_t kern__v_gelu__neon(float32x4_t x) {
+    float32x4_t r = kern__mul__neon(x, kern__v_gelu_phi__neon(x));
+    uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
+    if ((vmaxvq_u32(tail) != 0)) {
+        float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x));
+        float32x4_t ps = kern__v_gauss_ps__neon(a);
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(kern__mul__neon(x, kern__v_gelu_mills__neon(a)), ps), r);
+    }
+    return r;
+}
+/* GELU (erf) gradient: Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi);
+ * for x < -3 (g(a) + x/sqrt(2 pi)) exp(-x^2/2) in one piece. */
+KERN__AINLINE float32x4_t kern__v_gelu_grad__neon(float32x4_t x) {
+    float32x4_t a = kern__min__neon(vdupq_n_f32(KERN__M_MILLS_AMAX), vabsq_f32(x));
+    uint32x4_t tail = vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO));
+    float32x4_t ps = kern__v_gauss_ps__neon(a);
+    float32x4_t r = vaddq_f32(kern__v_gelu_phi__neon(x), kern__v_expneg_apply__neon(kern__mul__neon(x, vdupq_n_f32(KERN__M_INV_SQRT_2PI)), ps));
+    if ((vmaxvq_u32(tail) != 0)) {
+        float32x4_t m = vfmaq_f32(kern__v_gelu_mills__neon(a), x, vdupq_n_f32(KERN__M_INV_SQRT_2PI));
+        r = vbslq_f32(tail, kern__v_expneg_apply__neon(m, ps), r);
+    }
+    return r;
+}
+
+/* GELU (tanh): x sigmoid(v), v = 2u = x (C1 + C2 x^2): q = x / (1 + w),
+ * w = exp(-|v|), and for x < 0 q w with the exponent applied last. */
+KERN__AINLINE float32x4_t kern__v_gelu_tanh__neon(float32x4_t x) {
+    float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(x, x), vdupq_n_f32(KERN__M_GT_C2)));
+    float32x4_t ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    float32x4_t w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    float32x4_t q = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), w));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), kern__v_expneg_apply__neon(q, ps), q);
+}
+/* Its gradient: sigmoid(v) + x sigmoid(v) (1 - sigmoid(v)) v',
+ * v' = C1 + 3 C2 x^2; as silu_grad with x v' in place of x (x clamped to
+ * +-64 in the multipliers: w is 0 long before, so |x| up to FLT_MAX stays
+ * finite; +-Inf give NaN as torch). */
+KERN__AINLINE float32x4_t kern__v_gelu_tanh_grad__neon(float32x4_t x) {
+    float32x4_t x2 = kern__mul__neon(x, x);
+    float32x4_t v = kern__mul__neon(x, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), x2, vdupq_n_f32(KERN__M_GT_C2)));
+    float32x4_t xc = kern__min__neon(vdupq_n_f32(64.0f), kern__max__neon(vdupq_n_f32(-64.0f), x));
+    float32x4_t xd = kern__mul__neon(xc, vfmaq_f32(vdupq_n_f32(KERN__M_GT_C1), kern__mul__neon(xc, xc), vdupq_n_f32(KERN__M_GT_C2X3)));
+    float32x4_t ps, w, i, m, e;
+    uint32x4_t neg = vcltq_f32(x, vdupq_n_f32(0.0f));
+    ps = kern__v_expneg_ps__neon(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), vreinterpretq_u32_f32(vdupq_n_f32(-0.0f)))));
+    w = kern__mul__neon(ps, vdupq_n_f32(KERN__M_TWOM64));
+    i = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), w));
+    m = vbslq_f32(neg, kern__mul__neon(i, vfmaq_f32(vdupq_n_f32(1.0f), xd, i)), kern__mul__neon(kern__mul__neon(xd, i), i));
+    m = vaddq_f32(m, vsubq_f32(x, x)); /* NaN for +-Inf */
+    e = kern__v_expneg_apply__neon(m, ps);
+    return vbslq_f32(neg, e, vaddq_f32(i, e));
+}
+
+/* relu: max(x, 0) with NaN kept (second operand) and relu(-0) = -0. */
+KERN__AINLINE float32x4_t kern__v_relu__neon(float32x4_t x) { return kern__max__neon(vdupq_n_f32(0.0f), x); }
+
+/* The activation of the shared kern_act vocabulary. With a constant act
+ * (see KERN__ACT_DISPATCH) the switch folds away. */
+KERN__AINLINE float32x4_t kern__v_act__neon(float32x4_t x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu__neon(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh__neon(x);
+    case KERN_ACT_RELU: return kern__v_relu__neon(x);
+    case KERN_ACT_SILU: return kern__v_silu__neon(x);
+    default: return x;
+    }
+}
+/* d act / dx (KERN_ACT_NONE: 1; RELU: 1 for x > 0, else 0). */
+KERN__AINLINE float32x4_t kern__v_act_grad__neon(float32x4_t x, kern_act act) {
+    switch (act) {
+    case KERN_ACT_GELU: return kern__v_gelu_grad__neon(x);
+    case KERN_ACT_GELU_TANH: return kern__v_gelu_tanh_grad__neon(x);
+    case KERN_ACT_RELU: return vbslq_f32(vcgtq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(1.0f), vdupq_n_f32(0.0f));
+    case KERN_ACT_SILU: return kern__v_silu_grad__neon(x);
+    default: return vdupq_n_f32(1.0f);
+    }
+}
+
+/* y[i] = act(x[i]) for n floats (x == y allowed); the tail is a masked
+ * vector, so every element gets the same bits as the scalar twin. */
+static inline void kern__v_act_row__neon(const float *x, float *y, int64_t n, kern_act act) {
+    int64_t i = 0;
+    switch (act) {
+#define KERN__ACT_ROW_CASE(A)                                                  \
+    case A:                                                                    \
+        for (; i + 4 <= n; i += 4) vst1q_f32(y + i, kern__v_act__neon(vld1q_f32(x + i), A)); \
+        if (i < n) kern__storen__neon(y + i, kern__v_act__neon(kern__loadn__neon(x + i, (int)(n - i)), A), (int)(n - i)); \
+        break;
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_GELU_TANH)
+    KERN__ACT_ROW_CASE(KERN_ACT_RELU)
+    KERN__ACT_ROW_CASE(KERN_ACT_SILU)
+#undef KERN__ACT_ROW_CASE
+    default:
+        if (x != y) memmove(y, x, sizeof(float) * (size_t)n);
+        break;
+    }
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
+
+/* Hoists the activation switch out of a hot loop: CALL(A) is expanded once
+ * per activation with A a constant, e.g.
+ *     #define ROW(A) my_row__avx2(x, y, n, A);
+ *     KERN__ACT_DISPATCH(act, ROW)
+ * where my_row__avx2 is always_inline and calls kern__v_act__avx2(v, A). */
+#define KERN__ACT_DISPATCH(act, CALL)                                         \
+    switch (act) {                                                            \
+    case KERN_ACT_GELU: CALL(KERN_ACT_GELU) break;                            \
+    case KERN_ACT_GELU_TANH: CALL(KERN_ACT_GELU_TANH) break;                  \
+    case KERN_ACT_RELU: CALL(KERN_ACT_RELU) break;                            \
+    case KERN_ACT_SILU: CALL(KERN_ACT_SILU) break;                            \
+    default: CALL(KERN_ACT_NONE) break;                                       \
+    }
+
+/* BEGIN GENERATED kern_tmpl.py: kern_epi isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* 1-wide operand access with any element stride (unit: the fast path). */
+KERN__AINLINE float kern__s_ld_strided(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__s_load_f32(p, dt, n);
+    {
+        float t[1];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 1; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return (*(const float *)(t));
+    }
+}
+KERN__AINLINE void kern__s_st_strided(char *p, kern_dtype dt, int64_t cs, float v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__s_store_f32(p, dt, v, n, nt);
+    } else {
+        float t[1];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        (*(float *)(t) = (v));
+        for (k = 0; k < n && k < 1; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN__AINLINE void kern__s_epi_row_act(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const float va = (e->alpha), vb = (e->beta), vo = (e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    float brow = 0.0f;
+    int j;
+    if (e->bias && e->bias_per_row) brow = (kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 1) {
+        const int nn = n - j < 1 ? n - j : 1;
+        const int64_t gj = j0 + j;
+        float v = kern__s_mul(va, nn == 1 ? (*(const float *)(acc + j)) : (*(const float *)(acc + j)));
+        if (e->src)
+            v = kern__s_fma(vb, kern__s_ld_strided(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = ((v) + (e->bias_per_row ? brow
+                                         : kern__s_ld_strided(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn)));
+        v = kern__s_act(v, act);
+        if (e->res)
+            v = ((v) + (kern__s_ld_strided(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn)));
+        v = kern__s_mul(v, vo);
+        kern__s_st_strided(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 1);
+    }
+}
+/* One output row. */
+static inline void kern__s_epi_row(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__s_epi_row_act(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+static inline void kern__s_epi_tile(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__s_epi_row_act(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+static inline float kern__s_absmax(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    float m = 0.0f;
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float a = kern__s_abs(kern__s_load_f32(p + i * es, dt, nn));
+        int fin = ((a) < ((INFINITY)));
+        m = kern__s_max(m, ((fin) ? (a) : (0.0f)));
+        if (!(fin)) bad += ((!(fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return (m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+static inline void kern__s_quant_row(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const float vinv = (inv), flo = ((float)(lo - zp)), fhi = ((float)(hi - zp));
+    const int32_t vzp = ((int32_t)(zp));
+    int64_t i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float v = kern__s_mul(kern__s_load_f32(p + i * es, dt, nn), vinv);
+        v = ((((v) == (v))) ? (v) : (0.0f));
+        v = kern__s_min(fhi, kern__s_max(flo, v));
+        (*(uint8_t *)(q + i) = (uint8_t)(kern__s_iadd(kern__s_cvtn(v), vzp)));
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+static inline float kern__s_quant_row_s8(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__s_absmax(x, dt, n, NULL));
+    kern__s_quant_row(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* 8-wide operand access with any element stride (unit: the fast path). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_ld_strided__avx2(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__avx2(p, dt, n);
+    {
+        float t[8];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 8; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return _mm256_loadu_ps(t);
+    }
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_st_strided__avx2(char *p, kern_dtype dt, int64_t cs, __m256 v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__avx2(p, dt, v, n, nt);
+    } else {
+        float t[8];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        _mm256_storeu_ps(t, v);
+        for (k = 0; k < n && k < 8; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_row_act__avx2(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const __m256 va = _mm256_set1_ps(e->alpha), vb = _mm256_set1_ps(e->beta), vo = _mm256_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    __m256 brow = _mm256_setzero_ps();
+    int j;
+    if (e->bias && e->bias_per_row) brow = _mm256_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 8) {
+        const int nn = n - j < 8 ? n - j : 8;
+        const int64_t gj = j0 + j;
+        __m256 v = kern__mul__avx2(va, nn == 8 ? _mm256_loadu_ps(acc + j) : kern__loadn__avx2(acc + j, nn));
+        if (e->src)
+            v = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = _mm256_add_ps(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__avx2(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__avx2(v, act);
+        if (e->res)
+            v = _mm256_add_ps(v, kern__v_ld_strided__avx2(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__avx2(v, vo);
+        kern__v_st_strided__avx2(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 8);
+    }
+}
+/* One output row. */
+KERN_TARGET_AVX2 static inline void kern__v_epi_row__avx2(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx2(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+KERN_TARGET_AVX2 static inline void kern__v_epi_tile__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx2(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+KERN_TARGET_AVX2 static inline float kern__v_absmax__avx2(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m256 m = _mm256_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), kern__v_load_f32__avx2(p + i * es, dt, nn));
+        __m256 fin = _mm256_cmp_ps(a, _mm256_set1_ps(INFINITY), _CMP_LT_OQ);
+        m = _mm256_max_ps(m, _mm256_blendv_ps(_mm256_setzero_ps(), a, fin));
+        if (!(_mm256_movemask_ps(fin) == 0xff)) bad += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_xor_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return kern__hmax__avx2(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+KERN_TARGET_AVX2 static inline void kern__v_quant_row__avx2(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const __m256 vinv = _mm256_set1_ps(inv), flo = _mm256_set1_ps((float)(lo - zp)), fhi = _mm256_set1_ps((float)(hi - zp));
+    const __m256i vzp = _mm256_set1_epi32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 v = kern__mul__avx2(kern__v_load_f32__avx2(p + i * es, dt, nn), vinv);
+        v = _mm256_blendv_ps(_mm256_setzero_ps(), v, _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
+        v = _mm256_min_ps(fhi, _mm256_max_ps(flo, v));
+        kern__storeb__avx2(q + i, _mm256_add_epi32(_mm256_cvtps_epi32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+KERN_TARGET_AVX2 static inline float kern__v_quant_row_s8__avx2(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__avx2(x, dt, n, NULL));
+    kern__v_quant_row__avx2(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+/* ---- avx512 ---- */
+/* 16-wide operand access with any element stride (unit: the fast path). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_ld_strided__avx512(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__avx512(p, dt, n);
+    {
+        float t[16];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 16; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return _mm512_loadu_ps(t);
+    }
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_st_strided__avx512(char *p, kern_dtype dt, int64_t cs, __m512 v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__avx512(p, dt, v, n, nt);
+    } else {
+        float t[16];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        _mm512_storeu_ps(t, v);
+        for (k = 0; k < n && k < 16; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_row_act__avx512(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const __m512 va = _mm512_set1_ps(e->alpha), vb = _mm512_set1_ps(e->beta), vo = _mm512_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    __m512 brow = _mm512_setzero_ps();
+    int j;
+    if (e->bias && e->bias_per_row) brow = _mm512_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 16) {
+        const int nn = n - j < 16 ? n - j : 16;
+        const int64_t gj = j0 + j;
+        __m512 v = kern__mul__avx512(va, nn == 16 ? _mm512_loadu_ps(acc + j) : kern__loadn__avx512(acc + j, nn));
+        if (e->src)
+            v = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn), v);
+        if (e->bias)
+            v = _mm512_add_ps(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__avx512(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__avx512(v, act);
+        if (e->res)
+            v = _mm512_add_ps(v, kern__v_ld_strided__avx512(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__avx512(v, vo);
+        kern__v_st_strided__avx512(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 16);
+    }
+}
+/* One output row. */
+KERN_TARGET_AVX512 static inline void kern__v_epi_row__avx512(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx512(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+KERN_TARGET_AVX512 static inline void kern__v_epi_tile__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx512(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+KERN_TARGET_AVX512 static inline float kern__v_absmax__avx512(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m512 m = _mm512_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 16) {
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 a = _mm512_abs_ps(kern__v_load_f32__avx512(p + i * es, dt, nn));
+        __mmask16 fin = _mm512_cmp_ps_mask(a, _mm512_set1_ps(INFINITY), _CMP_LT_OQ);
+        m = _mm512_max_ps(m, _mm512_mask_blend_ps(fin, _mm512_setzero_ps(), a));
+        if (!((fin) == 0xffff)) bad += __builtin_popcount((unsigned)((__mmask16)~(fin))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return _mm512_reduce_max_ps(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+KERN_TARGET_AVX512 static inline void kern__v_quant_row__avx512(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const __m512 vinv = _mm512_set1_ps(inv), flo = _mm512_set1_ps((float)(lo - zp)), fhi = _mm512_set1_ps((float)(hi - zp));
+    const __m512i vzp = _mm512_set1_epi32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 16) {
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 v = kern__mul__avx512(kern__v_load_f32__avx512(p + i * es, dt, nn), vinv);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ), _mm512_setzero_ps(), v);
+        v = _mm512_min_ps(fhi, _mm512_max_ps(flo, v));
+        kern__storeb__avx512(q + i, _mm512_add_epi32(_mm512_cvtps_epi32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+KERN_TARGET_AVX512 static inline float kern__v_quant_row_s8__avx512(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__avx512(x, dt, n, NULL));
+    kern__v_quant_row__avx512(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* 4-wide operand access with any element stride (unit: the fast path). */
+KERN__AINLINE float32x4_t kern__v_ld_strided__neon(const char *p, kern_dtype dt, int64_t cs, int n) {
+    if (cs == 1 || n <= 1) return kern__v_load_f32__neon(p, dt, n);
+    {
+        float t[4];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        for (k = 0; k < 4; k++) t[k] = k < n ? kern__s_load_f32(p + k * cs * es, dt, 1) : 0.0f;
+        return vld1q_f32(t);
+    }
+}
+KERN__AINLINE void kern__v_st_strided__neon(char *p, kern_dtype dt, int64_t cs, float32x4_t v, int n, int nt) {
+    if (cs == 1 || n <= 1) {
+        kern__v_store_f32__neon(p, dt, v, n, nt);
+    } else {
+        float t[4];
+        int64_t es = (int64_t)kern_dtype_size(dt);
+        int k;
+        vst1q_f32(t, v);
+        for (k = 0; k < n && k < 4; k++) kern__s_store_f32(p + k * cs * es, dt, t[k], 1, 0);
+    }
+}
+
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
+ * with the activation a constant after inlining. */
+KERN__AINLINE void kern__v_epi_row_act__neon(const kern__epi *e, int64_t i, int64_t j0,
+                                                     const float *acc, int n, kern_act act) {
+    const float32x4_t va = vdupq_n_f32(e->alpha), vb = vdupq_n_f32(e->beta), vo = vdupq_n_f32(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    float32x4_t brow = vdupq_n_f32(0.0f);
+    int j;
+    if (e->bias && e->bias_per_row) brow = vdupq_n_f32(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
+    for (j = 0; j < n; j += 4) {
+        const int nn = n - j < 4 ? n - j : 4;
+        const int64_t gj = j0 + j;
+        float32x4_t v = kern__mul__neon(va, nn == 4 ? vld1q_f32(acc + j) : kern__loadn__neon(acc + j, nn));
+        if (e->src)
+            v = vfmaq_f32(v, vb, kern__v_ld_strided__neon(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
+                                                  e->src_dt, e->src_cs, nn));
+        if (e->bias)
+            v = vaddq_f32(v, e->bias_per_row ? brow
+                                         : kern__v_ld_strided__neon(e->bias + gj * e->bias_st * bsz, e->bias_dt,
+                                                                   e->bias_st, nn));
+        v = kern__v_act__neon(v, act);
+        if (e->res)
+            v = vaddq_f32(v, kern__v_ld_strided__neon(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
+                                                 e->res_cs, nn));
+        v = kern__mul__neon(v, vo);
+        kern__v_st_strided__neon(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
+                                e->dst_cs, v, nn, e->nt && nn == 4);
+    }
+}
+/* One output row. */
+static inline void kern__v_epi_row__neon(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
+                                                 int n) {
+#define KERN__EPI_ROW(A) kern__v_epi_row_act__neon(e, i, j0, acc, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
+#undef KERN__EPI_ROW
+}
+/* The m x n top-left corner of tile t (row stride ldt) to output rows
+ * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
+static inline void kern__v_epi_tile__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                  int64_t ldt, int m, int n) {
+    int r;
+#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__neon(e, i0 + r, j0, t + r * ldt, n, A);
+    KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
+#undef KERN__EPI_TILE
+}
+
+/* max |v| over the finite values of n elements (0 if none); *nonfinite
+ * (may be NULL) gets the count of the others. Exact on every ISA. */
+static inline float kern__v_absmax__neon(const void *x, kern_dtype dt, int64_t n, int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    float32x4_t m = vdupq_n_f32(0.0f);
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t a = vabsq_f32(kern__v_load_f32__neon(p + i * es, dt, nn));
+        uint32x4_t fin = vcltq_f32(a, vdupq_n_f32(INFINITY));
+        m = kern__max__neon(m, vbslq_f32(fin, a, vdupq_n_f32(0.0f)));
+        if (!(vminvq_u32(fin) != 0)) bad += ((int)vaddvq_u32(vshrq_n_u32(vmvnq_u32(fin), 31))); /* lanes past nn load as 0 */
+    }
+    if (nonfinite) *nonfinite = bad;
+    return vmaxvq_f32(m);
+}
+/* q[k] = clamp(rne(x[k] * inv), lo - zp, hi - zp) + zp as bytes, NaN -> zp
+ * (the rule above: lo, hi = -127, 127, zp = 0 symmetric; 0, 255 u8). */
+static inline void kern__v_quant_row__neon(const void *x, kern_dtype dt, int64_t n, float inv, int zp,
+                                                   int lo, int hi, uint8_t *q) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const float32x4_t vinv = vdupq_n_f32(inv), flo = vdupq_n_f32((float)(lo - zp)), fhi = vdupq_n_f32((float)(hi - zp));
+    const int32x4_t vzp = vdupq_n_s32(zp);
+    int64_t i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t v = kern__mul__neon(kern__v_load_f32__neon(p + i * es, dt, nn), vinv);
+        v = vbslq_f32(vceqq_f32(v, v), v, vdupq_n_f32(0.0f));
+        v = kern__min__neon(fhi, kern__max__neon(flo, v));
+        kern__storeb__neon(q + i, vaddq_s32(vcvtnq_s32_f32(v), vzp), nn);
+    }
+}
+/* The symmetric rule on one row: codes into q, returns the scale. */
+static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int64_t n, int8_t *q) {
+    float s = kern__quant_scale(kern__v_absmax__neon(x, dt, n, NULL));
+    kern__v_quant_row__neon(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+    return s;
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
 
 #ifdef __cplusplus
 }

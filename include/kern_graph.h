@@ -3833,8 +3833,7 @@ typedef struct kern__gstep {
     int8_t copy;     /* a reshape run as a copy */
     kern_gemm_packed_b *pb;
     kern_qweight *qw;
-    kern_sparse24 sw;
-    int has_sw;
+    kern_sparse24 *sw;
     int32_t seg_end; /* exec steps: one past the last step of its segment */
 } kern__gstep;
 
@@ -4763,16 +4762,6 @@ static void kern__gx_concat(const kern__gex *e, int64_t lo, int64_t hi, float *s
  * Every call into a kernel family is here, one case per op: adapting to a
  * family's new signature is local to this function. */
 
-static kern_gemm_act kern__g_gemm_act(kern_act a) {
-    switch (a) {
-    case KERN_ACT_GELU: return KERN_GEMM_ACT_GELU_ERF;
-    case KERN_ACT_GELU_TANH: return KERN_GEMM_ACT_GELU_TANH;
-    case KERN_ACT_RELU: return KERN_GEMM_ACT_RELU;
-    case KERN_ACT_SILU: return KERN_GEMM_ACT_SILU;
-    default: return KERN_GEMM_ACT_NONE;
-    }
-}
-
 /* The operands of a linear as kern_gemm takes them: x and y flattened to
  * 2-D when their leading dims collapse (one GEMM of M = rows instead of a
  * batch of small ones), residual likewise. */
@@ -4810,10 +4799,10 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->trans_b = n->op == KERN_GRAPH_OP_MATMUL ? n->a.trans_b : 1;
     gp->alpha_set = n->a.alpha_set;
     gp->alpha = n->a.alpha;
-    gp->bias = n->in[2] ? &T[n->in[2]] : NULL;
-    gp->act = kern__g_gemm_act(n->a.act);
-    gp->residual = la->resp;
-    gp->out_scale = n->a.out_scale;
+    gp->epilogue.bias = n->in[2] ? &T[n->in[2]] : NULL;
+    gp->epilogue.act = n->a.act;
+    gp->epilogue.residual = la->resp;
+    gp->epilogue.out_scale = n->a.out_scale;
     gp->packed_b = st->pb;
 }
 
@@ -4849,7 +4838,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         sp.scale = n->a.scale;
         sp.enable_gqa = n->a.enable_gqa;
         sp.softcap = n->a.softcap;
-        sp.has_window = n->a.window_set;
+        sp.window_set = n->a.window_set;
         sp.window_left = n->a.window_left;
         sp.window_right = n->a.window_right;
         return kern_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp);
@@ -4863,8 +4852,8 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         np.bias = KERN__GT(2);
         np.residual = KERN__GT(3);
         np.residual_out = n->n_out > 1 ? &T[n->out[1]] : NULL;
-        np.eps = n->a.eps_set ? n->a.eps : 1e-5f;
-        np.eps_zero = n->a.eps_set && n->a.eps == 0;
+        np.eps = n->a.eps;
+        np.eps_set = n->a.eps_set;
         return kern_norm(ctx, KERN__GT(0), y, &np);
     }
     case KERN_GRAPH_OP_QLINEAR: {
@@ -4873,10 +4862,10 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         kern__g_lin_args(KERN__GT(0), y, KERN__GT(4), &la);
         if (la.x.ndim != 2) return kern__err(KERN_ERR_LAYOUT, "x does not flatten to 2-D");
         memset(&qp, 0, sizeof qp);
-        qp.act = n->a.act == KERN_ACT_GELU ? KERN_QLINEAR_GELU_ERF
-                 : n->a.act == KERN_ACT_GELU_TANH ? KERN_QLINEAR_GELU_TANH : KERN_QLINEAR_ACT_NONE;
-        qp.residual = la.resp;
-        return kern_qlinear(ctx, &la.x, st->qw, KERN__GT(3), &la.y, &qp);
+        qp.epilogue.bias = KERN__GT(3);
+        qp.epilogue.act = n->a.act;
+        qp.epilogue.residual = la.resp;
+        return kern_qlinear(ctx, &la.x, st->qw, &la.y, &qp);
     }
     case KERN_GRAPH_OP_QUANTIZE_PER_TOKEN:
         return kern_quantize_per_token(ctx, KERN__GT(0), y, &T[n->out[1]], NULL);
@@ -4886,17 +4875,16 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         kern__g_lin_args(KERN__GT(0), y, KERN__GT(3), &la);
         if (la.x.ndim != 2) return kern__err(KERN_ERR_LAYOUT, "x does not flatten to 2-D");
         memset(&sp, 0, sizeof sp);
-        sp.act = n->a.act == KERN_ACT_GELU ? KERN_SPARSE24_ACT_GELU
-                 : n->a.act == KERN_ACT_GELU_TANH ? KERN_SPARSE24_ACT_GELU_TANH
-                                                  : KERN_SPARSE24_ACT_NONE;
-        sp.residual = la.resp;
-        return kern_sparse24_linear(ctx, &la.x, &st->sw, KERN__GT(2), &la.y, &sp);
+        sp.epilogue.bias = KERN__GT(2);
+        sp.epilogue.act = n->a.act;
+        sp.epilogue.residual = la.resp;
+        return kern_sparse24_linear(ctx, &la.x, st->sw, &la.y, &sp);
     }
     case KERN_GRAPH_OP_SCATTER_REDUCE: {
         const kern_tensor *self = KERN__GT(0);
         int dim = (int)(n->a.axis < 0 ? n->a.axis + self->ndim : n->a.axis);
         return kern_scatter_reduce(ctx, self, dim, KERN__GT(1), KERN__GT(2), n->a.reduce,
-                                   n->a.include_self, y, NULL);
+                                   n->a.include_self, y, NULL, NULL);
     }
     case KERN_GRAPH_OP_SPMM_REDUCE: {
         kern_csr a;
@@ -4914,7 +4902,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         a.values = val ? val->data : NULL;
         a.index_dtype = rp->dtype;
         a.value_dtype = val ? val->dtype : KERN_F32;
-        return kern_spmm_reduce(ctx, &a, x, y, n->a.reduce, NULL);
+        return kern_spmm_reduce(ctx, &a, x, y, n->a.reduce, NULL, NULL);
     }
     default:
         return kern__err(KERN_ERR_UNSUPPORTED, "op %s has no family call", kern_graph_op_name(n->op));
@@ -6060,7 +6048,7 @@ KERN_API void kern_graph_plan_free(kern_graph_plan *p) {
         for (i = 0; i < p->n_steps; i++) {
             kern_gemm_packed_b_free(ctx, p->steps[i].pb);
             kern_qweight_free(ctx, p->steps[i].qw);
-            if (p->steps[i].has_sw) kern_sparse24_free(ctx, &p->steps[i].sw);
+            kern_sparse24_free(ctx, p->steps[i].sw);
         }
     for (i = 0; i < p->n_allocs; i++) kern__free(ctx, p->allocs[i]);
     kern__free(ctx, p->allocs);
@@ -6116,7 +6104,10 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
         const char *nm = kern__g_vname(w, n->out[0]);
         if (n->op == KERN_GRAPH_OP_LINEAR && is_w && !(p->prm.disable & KERN_GRAPH_PASS_PREPACK)) {
             kern_tensor wt = kern__gp_wview(p, wv);
-            st = kern_gemm_pack_b(p->ctx, &wt, 1, &stp->pb);
+            kern_gemm_pack_params pp;
+            memset(&pp, 0, sizeof pp);
+            pp.trans_b = 1;
+            st = kern_gemm_pack_b(p->ctx, &wt, &stp->pb, &pp);
             if (st) goto wrap;
             p->stats.packed_bytes += (size_t)wt.shape[0] * (size_t)wt.shape[1] *
                                      (wt.dtype == KERN_BF16 ? 2 : 4);
@@ -6140,7 +6131,10 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 st = kern_qweight_pack(p->ctx, &wt, &stp->qw, NULL);
             }
             if (st) goto wrap;
-            p->stats.packed_bytes += stp->qw->data_bytes + (size_t)stp->qw->n * 8;
+            {
+                kern_qweight_info qi;
+                if (kern_qweight_get_info(stp->qw, &qi) == KERN_OK) p->stats.packed_bytes += qi.bytes;
+            }
         } else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) {
             kern_tensor wt, pr;
             void *tmp = NULL;
@@ -6158,14 +6152,16 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 pr = wt;
                 pr.data = tmp;
                 st = kern_sparse24_prune(p->ctx, &wt, &pr, NULL);
-                if (!st) st = kern_sparse24_compress(p->ctx, &pr, NULL, &stp->sw);
+                if (!st) st = kern_sparse24_compress(p->ctx, &pr, &stp->sw, NULL);
                 kern__free(p->ctx, tmp);
             } else {
-                st = kern_sparse24_compress(p->ctx, &wt, NULL, &stp->sw);
+                st = kern_sparse24_compress(p->ctx, &wt, &stp->sw, NULL);
             }
             if (st) goto wrap;
-            stp->has_sw = 1;
-            p->stats.packed_bytes += stp->sw.bytes;
+            {
+                kern_sparse24_info si;
+                if (kern_sparse24_get_info(stp->sw, &si) == KERN_OK) p->stats.packed_bytes += si.bytes;
+            }
         }
         continue;
     wrap: {

@@ -27,30 +27,38 @@
  * Params (zero-initialise; zero = default):
  *   trans_a, trans_b     0 = as stored
  *   alpha_set, alpha     alpha_set = 0 means alpha = 1 (alpha = 0 is a real
- *                        value, hence the flag)
+ *                        value, hence the flag: with alpha_set, alpha is
+ *                        used as given)
  *   beta                 0 = C is write-only
- *   bias, bias_per_row   NULL = none
- *   act                  KERN_GEMM_ACT_NONE (0), _RELU, _GELU_ERF,
- *                        _GELU_TANH, _SILU
- *   residual             NULL = none
- *   out_scale            0 = 1.0 (a zero scale is not expressible; it would
- *                        only produce zeros)
+ *   epilogue             kern_base.h's kern_epilogue, every option supported:
+ *     .bias, .bias_per_row   NULL = none
+ *     .act                 kern_act: KERN_ACT_NONE (0), _GELU, _GELU_TANH,
+ *                          _RELU, _SILU
+ *     .residual            NULL = none. It may not be c itself
+ *                          (KERN_ERR_UNSUPPORTED: c is written in k passes;
+ *                          for c += op(a) op(b) use beta = 1)
+ *     .out_scale           0 = 1.0 (a zero scale is not expressible; it would
+ *                          only produce zeros)
  *   packed_b             a B prepacked by kern_gemm_pack_b; then b must be
  *                        NULL and the packed B is used for every batch
  *   workspace, workspace_size   caller scratch of at least
  *                        kern_gemm_workspace_size() bytes; NULL = the
  *                        context's reusable scratch
+ *   kern_gemm_params_defaults(&p) shows the resolved values.
  *
- * Prepacking: kern_gemm_pack_b(ctx, b, trans_b, &pb) packs a 2-D weight once
- * (b is [K,N], or [N,K] with trans_b) into the panel layout the kernels
- * stream (f32 and f16 weights become f32 panels, bf16 stays bf16 in k-pairs),
- * for any M and any ISA level. Free it with kern_gemm_packed_b_free(ctx, pb)
- * using a context with the same allocator.
+ * Prepacking: kern_gemm_pack_b(ctx, b, &pb, &pack_params) packs a 2-D
+ * weight once (b is [K,N], or [N,K] with pack_params.trans_b) into the panel
+ * layout the kernels stream (f32 and f16 weights become f32 panels, bf16
+ * stays bf16 in k-pairs), for any M and any ISA level.
+ * kern_gemm_packed_b_get_info tells its shape, dtypes and bytes. Free it
+ * with kern_gemm_packed_b_free(ctx, pb) using a context with the same
+ * allocator.
  *
  * Errors (nothing is written on error; the message names the operands):
  *   KERN_ERR_ARG    NULL a/c/params pointers, b given together with
  *                   packed_b (or neither), C overlapping A, B, bias or
  *                   residual, a too small workspace, a bad act value
+ *   KERN_ERR_UNSUPPORTED  epilogue.residual that is c itself
  *   KERN_ERR_SHAPE  ndim < 2, inner dimensions that disagree, batch dims
  *                   that do not broadcast, c with the wrong shape, bias of
  *                   the wrong length, residual that does not broadcast to c,
@@ -73,13 +81,16 @@
  *     kern_tensor b = kern_tensor_1d(bp, KERN_F32, N);
  *     kern_tensor y = kern_tensor_2d(yp, KERN_F32, T, N);
  *     kern_gemm_params p = {0};
- *     p.trans_b = 1; p.bias = &b; p.act = KERN_GEMM_ACT_GELU_ERF;
+ *     p.trans_b = 1; p.epilogue.bias = &b; p.epilogue.act = KERN_ACT_GELU;
  *     if (kern_gemm(NULL, &x, &w, &y, &p) != KERN_OK) puts(kern_last_error());
  *
  *     // the same weight prepacked once, reused for every call:
- *     kern_gemm_packed_b *pw;
- *     kern_gemm_pack_b(NULL, &w, 1, &pw);
+ *     kern_gemm_packed_b *pw = NULL;
+ *     kern_gemm_pack_params pp = {0};
+ *     pp.trans_b = 1;
+ *     if (kern_gemm_pack_b(NULL, &w, &pw, &pp) != KERN_OK) puts(kern_last_error());
  *     p.packed_b = pw;
+ *     p.trans_b = 0; // ignored with packed_b: the packed B is op(B) already
  *     kern_gemm(NULL, &x, NULL, &y, &p);
  *     kern_gemm_packed_b_free(NULL, pw);
  */
@@ -92,33 +103,40 @@
 extern "C" {
 #endif
 
-typedef enum kern_gemm_act {
-    KERN_GEMM_ACT_NONE = 0,
-    KERN_GEMM_ACT_RELU,
-    KERN_GEMM_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
-    KERN_GEMM_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    KERN_GEMM_ACT_SILU,      /* x * sigmoid(x) */
-    KERN_GEMM_ACT_COUNT
-} kern_gemm_act;
-
 /* Opaque prepacked B (see kern_gemm_pack_b). */
 typedef struct kern_gemm_packed_b kern_gemm_packed_b;
 
 typedef struct kern_gemm_params {
     int trans_a;   /* nonzero: a is [..., K, M] */
     int trans_b;   /* nonzero: b is [..., N, K] */
-    int alpha_set; /* 0: alpha = 1 */
+    int alpha_set; /* 0: alpha = 1; nonzero: alpha as given, 0 included */
     float alpha;
     float beta; /* 0: C is not read */
-    const kern_tensor *bias; /* NULL, or 1-D [N] ([M] with bias_per_row) */
-    int bias_per_row;
-    kern_gemm_act act;
-    const kern_tensor *residual; /* NULL, or broadcastable to c */
-    float out_scale;             /* 0 = 1 */
+    kern_epilogue epilogue; /* bias, act, residual, out_scale (kern_base.h) */
     const kern_gemm_packed_b *packed_b; /* with b = NULL */
     void *workspace;                    /* optional caller scratch */
     size_t workspace_size;
 } kern_gemm_params;
+
+/* Options of kern_gemm_pack_b; zero = defaults. */
+typedef struct kern_gemm_pack_params {
+    int trans_b; /* nonzero: b is [N, K] (a torch Linear weight) */
+} kern_gemm_pack_params;
+
+/* What kern_gemm_packed_b_get_info reports. */
+typedef struct kern_gemm_packed_b_info {
+    int64_t k, n;          /* the logical B is [K, N] */
+    kern_dtype dtype;      /* the dtype it was packed from (a must match) */
+    kern_dtype panel_dtype; /* KERN_F32 (f32/f16 sources) or KERN_BF16 */
+    size_t bytes;          /* memory held, handle included */
+    /* The panel layout does not depend on the ISA: any context (any ISA
+     * level, any thread count) can use the handle. */
+} kern_gemm_packed_b_info;
+
+/* Resolves the defaults in place: alpha 1 with alpha_set = 1 when
+ * alpha_set is 0, epilogue.out_scale 0 -> 1. beta 0 is a real value (C is
+ * not read) and stays. NULL is ignored. */
+KERN_API void kern_gemm_params_defaults(kern_gemm_params *p);
 
 /* C = out_scale * (act(alpha op(A) op(B) + beta C + bias) + residual). */
 KERN_API kern_status kern_gemm(kern_ctx *ctx, const kern_tensor *a,
@@ -131,16 +149,18 @@ KERN_API kern_status kern_gemm_workspace_size(kern_ctx *ctx, const kern_tensor *
                                               const kern_tensor *c,
                                               const kern_gemm_params *params,
                                               size_t *bytes);
-/* Packs a 2-D B ([K,N], or [N,K] with trans_b; f32/bf16/f16, any strides).
- * *out is allocated with the context's allocator. */
+/* Packs a 2-D B ([K,N], or [N,K] with params->trans_b; f32/bf16/f16, any
+ * strides). *out is allocated with the context's allocator; params may be
+ * NULL. */
 KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
-                                      int trans_b, kern_gemm_packed_b **out);
-/* Frees a packed B (NULL is ignored). */
+                                      kern_gemm_packed_b **out,
+                                      const kern_gemm_pack_params *params);
+/* Frees a packed B (NULL is ignored) with the allocator of ctx (NULL = the
+ * default context): pass a context with the allocator that packed it. */
 KERN_API void kern_gemm_packed_b_free(kern_ctx *ctx, kern_gemm_packed_b *p);
-/* K, N and the source dtype of a packed B (any pointer may be NULL). */
-KERN_API kern_status kern_gemm_packed_b_info(const kern_gemm_packed_b *p,
-                                             int64_t *k, int64_t *n,
-                                             kern_dtype *dtype);
+/* Shape, dtypes and bytes of a packed B. */
+KERN_API kern_status kern_gemm_packed_b_get_info(const kern_gemm_packed_b *p,
+                                                 kern_gemm_packed_b_info *out);
 
 #ifdef __cplusplus
 }
@@ -319,14 +339,14 @@ static void kern__gemm_stf(char *p, kern_dtype dt, int64_t i, float v) {
 /* The scalar path uses libm (erfcf, expf): relative error <= 2e-6. */
 static float kern__gemm_act_ref(int act, float x) {
     switch (act) {
-    case KERN_GEMM_ACT_RELU: return x < 0.0f ? 0.0f : x;
-    case KERN_GEMM_ACT_GELU_ERF: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case KERN_GEMM_ACT_GELU_TANH: {
+    case KERN_ACT_RELU: return x < 0.0f ? 0.0f : x;
+    case KERN_ACT_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case KERN_ACT_GELU_TANH: {
         /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): no cancellation for x < 0 */
         float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
         return x / (1.0f + expf(-2.0f * u));
     }
-    case KERN_GEMM_ACT_SILU: return x / (1.0f + expf(-x));
+    case KERN_ACT_SILU: return x / (1.0f + expf(-x));
     default: return x;
     }
 }
@@ -483,8 +503,8 @@ KERN_TARGET_AVX2 static inline __m256 kern__gemm_exp__avx2(__m256 x) {
 KERN_TARGET_AVX2 static inline __m256 kern__gemm_act__avx2(int act, __m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
     switch (act) {
-    case KERN_GEMM_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
-    case KERN_GEMM_ACT_GELU_ERF: {
+    case KERN_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
+    case KERN_ACT_GELU: {
         __m256 z = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
         __m256 s, p, w, h, f;
         z = _mm256_min_ps(_mm256_set1_ps(10.0f), _mm256_mul_ps(z, _mm256_set1_ps(0.70710678118654752f)));
@@ -505,14 +525,14 @@ KERN_TARGET_AVX2 static inline __m256 kern__gemm_act__avx2(int act, __m256 x) {
                              _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
         return _mm256_mul_ps(x, f);
     }
-    case KERN_GEMM_ACT_GELU_TANH: {
+    case KERN_ACT_GELU_TANH: {
         /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)) */
         __m256 x2 = _mm256_mul_ps(x, x);
         __m256 u2 = _mm256_mul_ps(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
                                                      _mm256_set1_ps(-2.0f * 0.79788456080286536f)));
         return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(u2)));
     }
-    case KERN_GEMM_ACT_SILU:
+    case KERN_ACT_SILU:
         return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(
                                                        _mm256_sub_ps(_mm256_setzero_ps(), x))));
     default: return x;
@@ -694,8 +714,8 @@ KERN_TARGET_AVX512 static inline __m512 kern__gemm_rcp__avx512(__m512 d) {
 KERN_TARGET_AVX512 static inline __m512 kern__gemm_act__avx512(int act, __m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
     switch (act) {
-    case KERN_GEMM_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
-    case KERN_GEMM_ACT_GELU_ERF: {
+    case KERN_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
+    case KERN_ACT_GELU: {
         __m512 z = _mm512_min_ps(_mm512_set1_ps(10.0f),
                                  _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f)));
         __m512 s = kern__gemm_rcp__avx512(_mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), one));
@@ -715,14 +735,14 @@ KERN_TARGET_AVX512 static inline __m512 kern__gemm_act__avx512(int act, __m512 x
         ge = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
         return _mm512_mul_ps(x, _mm512_mask_blend_ps(ge, h, _mm512_sub_ps(one, h)));
     }
-    case KERN_GEMM_ACT_GELU_TANH: {
+    case KERN_ACT_GELU_TANH: {
         __m512 x2 = _mm512_mul_ps(x, x);
         __m512 u2 = _mm512_mul_ps(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
                                                      _mm512_set1_ps(-2.0f * 0.79788456080286536f)));
         return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
                                     one, kern__gemm_exp__avx512(_mm512_min_ps(_mm512_set1_ps(88.0f), u2)))));
     }
-    case KERN_GEMM_ACT_SILU:
+    case KERN_ACT_SILU:
         return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
                                     one, kern__gemm_exp__avx512(_mm512_min_ps(
                                              _mm512_set1_ps(88.0f), _mm512_sub_ps(_mm512_setzero_ps(), x))))));
@@ -1636,7 +1656,7 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
             j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
                         (!e->src || (e->src == e->dst && e->src_scale == 1.0f &&
                                      e->src_rs == e->dst_rs && e->src_j0 == e->dst_j0)) &&
-                        (!e->final || (!f->bias && f->act == KERN_GEMM_ACT_NONE && !f->res &&
+                        (!e->final || (!f->bias && f->act == KERN_ACT_NONE && !f->res &&
                                        f->out_scale == 1.0f));
             for (ic = 0; ic < j->M; ic += mcs) {
                 j->ic = ic;
@@ -1699,6 +1719,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     kern_gemm_params p;
     kern_status st;
     const kern_gemm_packed_b *pb;
+    const kern_epilogue *e = &p.epilogue;
     kern__gemm_job *j = &pl->proto;
     int64_t M, N, K, Kb, i;
     int nd, d;
@@ -1732,8 +1753,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (pb && pb->dtype != a->dtype)
         return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but packed_b was packed from %s", op,
                          kern_dtype_name(a->dtype), kern_dtype_name(pb->dtype));
-    if ((int)p.act < 0 || p.act >= KERN_GEMM_ACT_COUNT)
-        return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_gemm_act", op, (int)p.act);
+    if ((st = kern__epilogue_check(&p.epilogue, op, ~0u, 1, 1)) != KERN_OK) return st;
     /* shapes */
     M = a->shape[a->ndim - (p.trans_a ? 1 : 2)];
     K = a->shape[a->ndim - (p.trans_a ? 2 : 1)];
@@ -1799,30 +1819,39 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
                              "%s: c.stride[%d]=0 with c.shape[%d]=%lld (outputs would alias)", op,
                              d, d, (long long)c->shape[d]);
     /* epilogue operands */
-    if (p.bias) {
-        const kern_tensor *bt = p.bias;
-        int64_t want = p.bias_per_row ? M : N;
+    if (e->bias) {
+        const kern_tensor *bt = e->bias;
+        int64_t want = e->bias_per_row ? M : N;
         if ((st = kern_tensor_check(bt, op, "bias")) != KERN_OK) return st;
         if ((st = kern__gemm_float_dt(bt, op, "bias")) != KERN_OK) return st;
         if (bt->ndim != 1 || bt->shape[0] != want)
             return kern__err(KERN_ERR_SHAPE, "%s: bias.shape=%s but %s needs [%lld]", op,
                              kern_shape_str(bt, s1, sizeof s1),
-                             p.bias_per_row ? "bias_per_row" : "a per-column bias", (long long)want);
+                             e->bias_per_row ? "bias_per_row" : "a per-column bias", (long long)want);
         if (kern_tensors_overlap(bt, c))
             return kern__err(KERN_ERR_ARG, "%s: c overlaps bias", op);
     }
-    if (p.residual) {
+    if (e->residual) {
         kern_tensor rv;
-        if ((st = kern_tensor_check(p.residual, op, "residual")) != KERN_OK) return st;
-        if ((st = kern__gemm_float_dt(p.residual, op, "residual")) != KERN_OK) return st;
-        if ((st = kern_tensor_broadcast_to(p.residual, c->ndim, c->shape, &rv, op, "residual")) !=
+        const kern_tensor *rt = e->residual;
+        if ((st = kern_tensor_check(rt, op, "residual")) != KERN_OK) return st;
+        if ((st = kern__gemm_float_dt(rt, op, "residual")) != KERN_OK) return st;
+        if ((st = kern_tensor_broadcast_to(rt, c->ndim, c->shape, &rv, op, "residual")) !=
             KERN_OK)
             return st;
-        if (kern_tensors_overlap(p.residual, c))
+        if (rt->data == c->data && rt->dtype == c->dtype && rt->ndim == c->ndim &&
+            !memcmp(rt->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim) &&
+            !memcmp(rt->stride, c->stride, sizeof(int64_t) * (size_t)c->ndim) &&
+            kern_tensor_numel(c) > 0)
+            return kern__err(KERN_ERR_UNSUPPORTED,
+                             "%s: params.epilogue.residual is c itself, which kern_gemm does not "
+                             "support yet (c is written in k passes; for c += op(a) op(b) use "
+                             "beta = 1)", op);
+        if (kern_tensors_overlap(rt, c))
             return kern__err(KERN_ERR_ARG, "%s: c overlaps residual", op);
         for (d = 0; d < nd; d++) pl->sr[d] = rv.stride[d];
-        j->fin.res = (const char *)p.residual->data;
-        j->fin.res_dt = p.residual->dtype;
+        j->fin.res = (const char *)rt->data;
+        j->fin.res_dt = rt->dtype;
         j->fin.res_rs = rv.stride[nd];
         j->fin.res_cs = rv.stride[nd + 1];
     }
@@ -1853,14 +1882,14 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     j->beta = p.beta;
     j->fin.alpha = p.alpha_set ? p.alpha : 1.0f;
     j->fin.final = 1;
-    if (p.bias) {
-        j->fin.bias = (const char *)p.bias->data;
-        j->fin.bias_dt = p.bias->dtype;
-        j->fin.bias_st = p.bias->stride[0];
-        j->fin.bias_per_row = p.bias_per_row != 0;
+    if (e->bias) {
+        j->fin.bias = (const char *)e->bias->data;
+        j->fin.bias_dt = e->bias->dtype;
+        j->fin.bias_st = e->bias->stride[0];
+        j->fin.bias_per_row = e->bias_per_row != 0;
     }
-    j->fin.act = (int)p.act;
-    j->fin.out_scale = p.out_scale != 0.0f ? p.out_scale : 1.0f;
+    j->fin.act = (int)e->act;
+    j->fin.out_scale = e->out_scale != 0.0f ? e->out_scale : 1.0f;
     j->fin.dst = j->c;
     j->fin.dst_dt = c->dtype;
     j->fin.dst_rs = j->c_rs;
@@ -1901,7 +1930,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
         pl->sc[d] = c->stride[d];
         pl->nbatch *= c->shape[d];
     }
-    pl->res_es = p.residual ? (int64_t)kern_dtype_size(p.residual->dtype) : 0;
+    pl->res_es = e->residual ? (int64_t)kern_dtype_size(e->residual->dtype) : 0;
     /* scratch */
     pl->item_bytes = kern__gemm_item_bytes(j, kern_ctx_threads(ctx)) + 64;
     {
@@ -2027,9 +2056,11 @@ static void kern__gemm_packb_task(void *arg, int64_t task, int thread) {
              pj->k_st, nw, pb->k, pb->fmt);
 }
 
-KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b, int trans_b,
-                                      kern_gemm_packed_b **out) {
+KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                      kern_gemm_packed_b **out,
+                                      const kern_gemm_pack_params *params) {
     kern_status st;
+    int trans_b = params ? params->trans_b != 0 : 0;
     kern_gemm_packed_b *pb;
     kern__gemm_kset ks;
     kern__gemm_pjob pj;
@@ -2089,14 +2120,29 @@ KERN_API void kern_gemm_packed_b_free(kern_ctx *ctx, kern_gemm_packed_b *p) {
     kern__free(ctx, p);
 }
 
-KERN_API kern_status kern_gemm_packed_b_info(const kern_gemm_packed_b *p, int64_t *k,
-                                             int64_t *n, kern_dtype *dtype) {
+KERN_API kern_status kern_gemm_packed_b_get_info(const kern_gemm_packed_b *p,
+                                                 kern_gemm_packed_b_info *out) {
+    size_t bytes;
+    if (!out) return kern__err(KERN_ERR_ARG, "kern_gemm_packed_b_get_info: out is NULL");
     if (!p || p->magic != KERN__GEMM_MAGIC)
-        return kern__err(KERN_ERR_ARG, "kern_gemm_packed_b_info: p is not a packed B");
-    if (k) *k = p->k;
-    if (n) *n = p->n;
-    if (dtype) *dtype = p->dtype;
+        return kern__err(KERN_ERR_ARG, "kern_gemm_packed_b_get_info: p is not a packed B");
+    bytes = (size_t)(p->npanels * p->ks * KERN__GEMM_PW * 4);
+    memset(out, 0, sizeof *out);
+    out->k = p->k;
+    out->n = p->n;
+    out->dtype = p->dtype;
+    out->panel_dtype = p->fmt == KERN__GEMM_FMT_PAIR ? KERN_BF16 : KERN_F32;
+    out->bytes = sizeof *p + (bytes ? bytes : 64);
     return KERN_OK;
+}
+
+KERN_API void kern_gemm_params_defaults(kern_gemm_params *p) {
+    if (!p) return;
+    if (!p->alpha_set) {
+        p->alpha = 1.0f;
+        p->alpha_set = 1;
+    }
+    kern_epilogue_defaults(&p->epilogue);
 }
 
 #ifdef __cplusplus

@@ -70,15 +70,27 @@
  *
  * PARAMS (zero-initialise; zero = default)
  *   norm: KERN_NORM_LAYER (0, default) or KERN_NORM_RMS.
- *   act:  KERN_ACT_NONE (0), KERN_ACT_GELU (erf), KERN_ACT_GELU_TANH.
- *   eps:  0 means 1e-5; set eps_zero = 1 (with eps = 0) for a true zero.
- *         Negative, NaN or infinite eps is KERN_ERR_ARG.
+ *   act:  KERN_ACT_NONE (0), KERN_ACT_GELU (erf), KERN_ACT_GELU_TANH
+ *         (kern_base.h's kern_act; RELU and SILU are KERN_ERR_UNSUPPORTED
+ *         here for now).
+ *   eps, eps_set: eps 0 means 1e-5 unless eps_set, which makes eps be used
+ *         as given, 0 included. Negative, NaN or infinite eps is
+ *         KERN_ERR_ARG. kern_norm_params_defaults(&p) shows the resolved
+ *         value.
+ *   workspace, workspace_size: NULL = the context's reusable scratch; else
+ *         caller memory of at least kern_norm_workspace_size() bytes
+ *         (kern_norm_backward_workspace_size() for the backward), from
+ *         which the call takes all its scratch (shared and per-thread).
  *   mean output with RMSNorm: KERN_ERR_ARG (RMSNorm has no mean).
+ *   kern_gelu / kern_bias_gelu / kern_gelu_backward take a kern_act:
+ *         KERN_ACT_GELU or KERN_ACT_GELU_TANH, anything else KERN_ERR_ARG.
  *
  * ERRORS (nothing is written on error; kern_last_error() names the function,
  * the argument and the values)
  *   KERN_ERR_ARG     NULL x/out, bad enum, bad eps, overlapping outputs,
- *                    mean with RMSNorm, dweight without weight
+ *                    mean with RMSNorm, dweight without weight, a caller
+ *                    workspace smaller than the _workspace_size
+ *   KERN_ERR_UNSUPPORTED  params.act RELU or SILU (no kernel yet)
  *   KERN_ERR_SHAPE   out/residual/residual_out/dout/dx shapes differ from
  *                    x's (e.g. rows mismatch), weight/bias not [H], mean/
  *                    rstd without `rows` elements
@@ -119,11 +131,6 @@ typedef enum kern_norm_kind {
 
 /* kern_act (KERN_ACT_NONE, _GELU, _GELU_TANH here) is kern_base.h's. */
 
-typedef enum kern_gelu_approx {
-    KERN_GELU_ERF = 0, /* default: torch approximate='none' */
-    KERN_GELU_TANH = 1 /* torch approximate='tanh' */
-} kern_gelu_approx;
-
 typedef struct kern_norm_params {
     kern_norm_kind norm;
     kern_act act;
@@ -133,8 +140,10 @@ typedef struct kern_norm_params {
     const kern_tensor *residual_out; /* output x + residual, x's shape, or NULL */
     const kern_tensor *mean;         /* output f32 [rows] or NULL (LayerNorm only) */
     const kern_tensor *rstd;         /* output f32 [rows] or NULL */
-    float eps;                       /* 0 = 1e-5 unless eps_zero */
-    int eps_zero;                    /* nonzero: eps is exactly 0 (eps must be 0) */
+    float eps;                       /* 0 = 1e-5 unless eps_set */
+    int eps_set;                     /* nonzero: eps is used as given, 0 included */
+    void *workspace;                 /* optional caller scratch of at least */
+    size_t workspace_size;           /* kern_norm_workspace_size() bytes */
 } kern_norm_params;
 
 typedef struct kern_norm_backward_params {
@@ -149,14 +158,30 @@ typedef struct kern_norm_backward_params {
     const kern_tensor *dweight;   /* optional output [H] (needs weight) */
     const kern_tensor *dbias;     /* optional output [H] (needs bias) */
     float eps;                    /* as in the forward (when recomputing) */
-    int eps_zero;
+    int eps_set;                  /* as in the forward */
+    void *workspace;              /* optional caller scratch of at least */
+    size_t workspace_size;        /* kern_norm_backward_workspace_size() */
 } kern_norm_backward_params;
+
+/* Resolves the defaults in place (eps 0 without eps_set becomes 1e-5, then
+ * eps_set = 1); the other fields' zeros are their defaults already
+ * (LayerNorm, no activation, no optional tensors, the context's scratch).
+ * NULL is ignored. */
+KERN_API void kern_norm_params_defaults(kern_norm_params *p);
+KERN_API void kern_norm_backward_params_defaults(kern_norm_backward_params *p);
 
 /* out = act(norm(x + residual) * weight + bias); see the top of the file.
  * params may be NULL (plain LayerNorm, eps 1e-5). */
 KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x,
                                const kern_tensor *out,
                                const kern_norm_params *params);
+/* Scratch bytes kern_norm takes for these operands on this context (its
+ * thread count): the size params.workspace must have. Validates like
+ * kern_norm; params->workspace is ignored. */
+KERN_API kern_status kern_norm_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                              const kern_tensor *out,
+                                              const kern_norm_params *params,
+                                              size_t *bytes);
 
 /* dx = d kern_norm / d h, where h is the forward's normalized input (x, or
  * x + residual = residual_out). dout has x's shape; dx too. */
@@ -164,23 +189,28 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
                                         const kern_tensor *x,
                                         const kern_tensor *dx,
                                         const kern_norm_backward_params *params);
+/* Scratch bytes kern_norm_backward takes (see kern_norm_workspace_size). */
+KERN_API kern_status kern_norm_backward_workspace_size(
+    kern_ctx *ctx, const kern_tensor *dout, const kern_tensor *x,
+    const kern_tensor *dx, const kern_norm_backward_params *params, size_t *bytes);
 
-/* out = gelu(x), any float dtypes, same shape. */
+/* out = gelu(x), any float dtypes, same shape. act: KERN_ACT_GELU (erf,
+ * torch approximate='none') or KERN_ACT_GELU_TANH (approximate='tanh');
+ * any other value is KERN_ERR_ARG. */
 KERN_API kern_status kern_gelu(kern_ctx *ctx, const kern_tensor *x,
-                               const kern_tensor *out,
-                               kern_gelu_approx approximate);
+                               const kern_tensor *out, kern_act act);
 
-/* out = gelu(x + bias), bias [H] broadcast over rows (NULL = no bias). */
+/* out = gelu(x + bias), bias [H] broadcast over rows (NULL = no bias); act
+ * as in kern_gelu. A bias that is not f32 is converted once into H floats
+ * of the context's scratch. */
 KERN_API kern_status kern_bias_gelu(kern_ctx *ctx, const kern_tensor *x,
                                     const kern_tensor *bias,
-                                    const kern_tensor *out,
-                                    kern_gelu_approx approximate);
+                                    const kern_tensor *out, kern_act act);
 
-/* dx = dout * gelu'(x) (torch gelu_backward). */
+/* dx = dout * gelu'(x) (torch gelu_backward); act as in kern_gelu. */
 KERN_API kern_status kern_gelu_backward(kern_ctx *ctx, const kern_tensor *dout,
                                         const kern_tensor *x,
-                                        const kern_tensor *dx,
-                                        kern_gelu_approx approximate);
+                                        const kern_tensor *dx, kern_act act);
 
 /* out = a + b (same shapes, any float dtypes, computed in f32). */
 KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a,
@@ -2171,13 +2201,23 @@ static kern_status kern__norm_check_stats(const kern_tensor *t, const char *op, 
     return KERN_OK;
 }
 
-static kern_status kern__norm_check_eps(const char *op, float eps, int eps_zero, float *out) {
+static kern_status kern__norm_check_eps(const char *op, float eps, int eps_set, float *out) {
     if (eps != eps || eps < 0.0f || eps > 3.4028234e38f)
         return kern__err(KERN_ERR_ARG, "%s: eps=%g must be finite and >= 0", op, (double)eps);
-    if (eps_zero && eps != 0.0f)
-        return kern__err(KERN_ERR_ARG, "%s: eps_zero is set but eps=%g (must be 0)", op, (double)eps);
-    *out = eps_zero ? 0.0f : eps == 0.0f ? 1e-5f : eps;
+    *out = eps_set || eps != 0.0f ? eps : 1e-5f;
     return KERN_OK;
+}
+
+KERN_API void kern_norm_params_defaults(kern_norm_params *p) {
+    if (!p) return;
+    if (!p->eps_set && p->eps == 0.0f) p->eps = 1e-5f;
+    p->eps_set = 1;
+}
+
+KERN_API void kern_norm_backward_params_defaults(kern_norm_backward_params *p) {
+    if (!p) return;
+    if (!p->eps_set && p->eps == 0.0f) p->eps = 1e-5f;
+    p->eps_set = 1;
 }
 
 static int kern__norm_same_view(const kern_tensor *a, const kern_tensor *b) {
@@ -2265,16 +2305,14 @@ static void kern__norm_fwd_task(void *arg, int64_t task, int thread) {
     kern__norm_fence(a->nt);
 }
 
-KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *out,
-                               const kern_norm_params *params) {
-    static const char *op = "kern_norm";
+/* Validates kern_norm's operands (writes nothing): *eps, *rows, *H. */
+static kern_status kern__norm_fwd_check(const char *op, const kern_tensor *x,
+                                        const kern_tensor *out, const kern_norm_params *pp,
+                                        float *eps, int64_t *rows_out, int64_t *H_out) {
     kern_norm_params p;
     kern_status st;
-    kern__norm_fwd a;
-    int64_t H, rows = 0, Hp;
-    float eps;
-    uint32_t f;
-    if (params) p = *params;
+    int64_t H, rows = 0;
+    if (pp) p = *pp;
     else memset(&p, 0, sizeof p);
     if (!x || !out) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "out");
     if ((st = kern__norm_check_rowt(x, op, "x", NULL, NULL)) != KERN_OK) return st;
@@ -2290,13 +2328,17 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
     if (p.bias && (st = kern__norm_check_vec(p.bias, op, "bias", H)) != KERN_OK) return st;
     if ((int)p.norm != KERN_NORM_LAYER && (int)p.norm != KERN_NORM_RMS)
         return kern__err(KERN_ERR_ARG, "%s: params.norm=%d is not a kern_norm_kind", op, (int)p.norm);
-    if ((int)p.act < KERN_ACT_NONE || (int)p.act > KERN_ACT_GELU_TANH)
+    if ((int)p.act < KERN_ACT_NONE || (int)p.act >= KERN_ACT_COUNT)
         return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_act", op, (int)p.act);
+    if ((int)p.act > KERN_ACT_GELU_TANH)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.act=%s is not supported by this op (it supports none, "
+                         "gelu, gelu_tanh)", op, kern_act_name(p.act));
     if (p.mean && p.norm == KERN_NORM_RMS)
         return kern__err(KERN_ERR_ARG, "%s: mean was given but RMSNorm has no mean (pass rstd only)", op);
     if (p.mean && (st = kern__norm_check_stats(p.mean, op, "mean", rows)) != KERN_OK) return st;
     if (p.rstd && (st = kern__norm_check_stats(p.rstd, op, "rstd", rows)) != KERN_OK) return st;
-    if ((st = kern__norm_check_eps(op, p.eps, p.eps_zero, &eps)) != KERN_OK) return st;
+    if ((st = kern__norm_check_eps(op, p.eps, p.eps_set, eps)) != KERN_OK) return st;
     {
         const kern_tensor *outs[4], *ins[4];
         const char *on[4] = {"out", "residual_out", "mean", "rstd"};
@@ -2305,7 +2347,55 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         ins[0] = x; ins[1] = p.residual; ins[2] = p.weight; ins[3] = p.bias;
         if ((st = kern__norm_check_alias(op, outs, on, 4, ins, in, 4)) != KERN_OK) return st;
     }
+    *rows_out = rows;
+    *H_out = H;
+    return KERN_OK;
+}
+
+/* kern_norm's scratch: 2 Hp floats shared (weight and bias as f32), Hp per
+ * thread (the row held in f32). */
+static void kern__norm_fwd_scratch(int64_t rows, int64_t H, size_t *shared, size_t *thread) {
+    int64_t Hp = (H + 15) & ~(int64_t)15;
+    *shared = rows > 0 && H > 0 ? (size_t)(2 * Hp) * sizeof(float) : 0;
+    *thread = rows > 0 && H > 0 ? (size_t)Hp * sizeof(float) : 0;
+}
+
+KERN_API kern_status kern_norm_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                              const kern_tensor *out,
+                                              const kern_norm_params *params, size_t *bytes) {
+    static const char *op = "kern_norm_workspace_size";
+    kern_status st;
+    int64_t H, rows;
+    float eps;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__norm_fwd_check(op, x, out, params, &eps, &rows, &H)) != KERN_OK) return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__norm_fwd_scratch(rows, H, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *out,
+                               const kern_norm_params *params) {
+    static const char *op = "kern_norm";
+    kern_norm_params p;
+    kern_status st;
+    kern__norm_fwd a;
+    int64_t H, rows = 0, Hp;
+    float eps;
+    uint32_t f;
+    size_t sh, th;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__norm_fwd_check(op, x, out, &p, &eps, &rows, &H)) != KERN_OK) return st;
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__norm_fwd_scratch(rows, H, &sh, &th);
+    if ((st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th)) != KERN_OK) {
+        kern__op_end(ctx);
+        return st;
+    }
     Hp = (H + 15) & ~(int64_t)15;
     if (rows > 0 && H == 0) { /* PyTorch: mean 0, rstd NaN */
         int64_t r;
@@ -2431,17 +2521,15 @@ static void kern__norm_bwd_reduce_task(void *arg, int64_t task, int thread) {
     }
 }
 
-KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
+/* Validates kern_norm_backward's operands (writes nothing). */
+static kern_status kern__norm_bwd_check(const char *op, const kern_tensor *dout,
                                         const kern_tensor *x, const kern_tensor *dx,
-                                        const kern_norm_backward_params *params) {
-    static const char *op = "kern_norm_backward";
+                                        const kern_norm_backward_params *pp, float *eps,
+                                        int64_t *rows_out, int64_t *H_out) {
     kern_norm_backward_params p;
     kern_status st;
-    kern__norm_bwd a;
-    int64_t H, rows = 0, Hp, ntasks;
-    float eps;
-    uint32_t f;
-    if (params) p = *params;
+    int64_t H, rows = 0;
+    if (pp) p = *pp;
     else memset(&p, 0, sizeof p);
     if (!dout || !x || !dx)
         return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !dout ? "dout" : !x ? "x" : "dx");
@@ -2458,8 +2546,12 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
     if (p.dbias && (st = kern__norm_check_vec(p.dbias, op, "dbias", H)) != KERN_OK) return st;
     if ((int)p.norm != KERN_NORM_LAYER && (int)p.norm != KERN_NORM_RMS)
         return kern__err(KERN_ERR_ARG, "%s: params.norm=%d is not a kern_norm_kind", op, (int)p.norm);
-    if ((int)p.act < KERN_ACT_NONE || (int)p.act > KERN_ACT_GELU_TANH)
+    if ((int)p.act < KERN_ACT_NONE || (int)p.act >= KERN_ACT_COUNT)
         return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_act", op, (int)p.act);
+    if ((int)p.act > KERN_ACT_GELU_TANH)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.act=%s is not supported by this op (it supports none, "
+                         "gelu, gelu_tanh)", op, kern_act_name(p.act));
     if (p.dweight && !p.weight)
         return kern__err(KERN_ERR_ARG, "%s: dweight was given but weight is NULL", op);
     if (p.dbias && !p.bias)
@@ -2471,7 +2563,7 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
                          op, p.mean ? "rstd" : "mean");
     if (p.mean && (st = kern__norm_check_stats(p.mean, op, "mean", rows)) != KERN_OK) return st;
     if (p.rstd && (st = kern__norm_check_stats(p.rstd, op, "rstd", rows)) != KERN_OK) return st;
-    if ((st = kern__norm_check_eps(op, p.eps, p.eps_zero, &eps)) != KERN_OK) return st;
+    if ((st = kern__norm_check_eps(op, p.eps, p.eps_set, eps)) != KERN_OK) return st;
     {
         const kern_tensor *outs[3], *ins[7];
         const char *on[3] = {"dx", "dweight", "dbias"};
@@ -2481,7 +2573,79 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
         ins[5] = p.mean; ins[6] = p.rstd;
         if ((st = kern__norm_check_alias(op, outs, on, 3, ins, in, 7)) != KERN_OK) return st;
     }
+    *rows_out = rows;
+    *H_out = H;
+    return KERN_OK;
+}
+
+/* Rows per task and, with dweight/dbias, the number of fixed row blocks
+ * whose partial sums are reduced in order. */
+static void kern__norm_bwd_blocks(int64_t rows, int64_t H, int partials, int64_t *rpt,
+                                  int64_t *nblk) {
+    if (partials) {
+        /* fixed row blocks, independent of the thread count */
+        *nblk = rows < 64 ? rows : 64;
+        *rpt = (rows + *nblk - 1) / *nblk;
+        *nblk = (rows + *rpt - 1) / *rpt;
+    } else {
+        *rpt = H >= 16384 ? 1 : 16384 / H;
+        *nblk = 0;
+    }
+}
+
+/* kern_norm_backward's scratch: weight and bias as f32 (2 Hp floats) and
+ * the block partials of dweight / dbias (nblk Hp floats each) shared; 2 Hp
+ * floats per thread. */
+static void kern__norm_bwd_scratch(int64_t rows, int64_t H, const kern_norm_backward_params *p,
+                                   size_t *shared, size_t *thread) {
+    int64_t Hp = (H + 15) & ~(int64_t)15, rpt, nblk, nfl;
+    int dw = p && p->dweight, db = p && p->dbias;
+    *shared = *thread = 0;
+    if (rows == 0 || H == 0) return;
+    kern__norm_bwd_blocks(rows, H, dw || db, &rpt, &nblk);
+    nfl = 2 * Hp + (dw ? nblk * Hp : 0) + (db ? nblk * Hp : 0);
+    *shared = (size_t)nfl * sizeof(float);
+    *thread = (size_t)(2 * Hp) * sizeof(float);
+}
+
+KERN_API kern_status kern_norm_backward_workspace_size(kern_ctx *ctx, const kern_tensor *dout,
+                                                       const kern_tensor *x, const kern_tensor *dx,
+                                                       const kern_norm_backward_params *params,
+                                                       size_t *bytes) {
+    static const char *op = "kern_norm_backward_workspace_size";
+    kern_status st;
+    int64_t H, rows;
+    float eps;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__norm_bwd_check(op, dout, x, dx, params, &eps, &rows, &H)) != KERN_OK) return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__norm_bwd_scratch(rows, H, params, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
+                                        const kern_tensor *x, const kern_tensor *dx,
+                                        const kern_norm_backward_params *params) {
+    static const char *op = "kern_norm_backward";
+    kern_norm_backward_params p;
+    kern_status st;
+    kern__norm_bwd a;
+    int64_t H, rows = 0, Hp, ntasks;
+    float eps;
+    uint32_t f;
+    size_t sh, th;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__norm_bwd_check(op, dout, x, dx, &p, &eps, &rows, &H)) != KERN_OK) return st;
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__norm_bwd_scratch(rows, H, &p, &sh, &th);
+    if ((st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th)) != KERN_OK) {
+        kern__op_end(ctx);
+        return st;
+    }
     Hp = (H + 15) & ~(int64_t)15;
     memset(&a, 0, sizeof a);
     if (rows == 0 || H == 0) { /* empty: dweight/dbias are sums over nothing */
@@ -2493,14 +2657,7 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
         kern__op_end(ctx);
         return KERN_OK;
     }
-    if (p.dweight || p.dbias) {
-        /* fixed row blocks, independent of the thread count */
-        a.nblk = rows < 64 ? rows : 64;
-        a.rpt = (rows + a.nblk - 1) / a.nblk;
-        a.nblk = (rows + a.rpt - 1) / a.rpt;
-    } else {
-        a.rpt = H >= 16384 ? 1 : 16384 / H;
-    }
+    kern__norm_bwd_blocks(rows, H, p.dweight || p.dbias, &a.rpt, &a.nblk);
     ntasks = (rows + a.rpt - 1) / a.rpt;
     {
         int64_t nfl = 2 * Hp + (p.dweight ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
@@ -2581,7 +2738,7 @@ static void kern__norm_ew_task(void *arg, int64_t task, int thread) {
 static kern_status kern__norm_ew_run(kern_ctx *ctx, const char *op, int ewop, const kern_tensor *a,
                                  const char *aname, const kern_tensor *b, const char *bname,
                                  const kern_tensor *bias, const kern_tensor *o, const char *oname,
-                                 int approximate) {
+                                 int act) {
     kern_status st;
     kern__norm_ew e;
     int64_t H, rows = 0;
@@ -2594,8 +2751,9 @@ static kern_status kern__norm_ew_run(kern_ctx *ctx, const char *op, int ewop, co
     H = a->shape[a->ndim - 1];
     if ((st = kern__norm_rows(a, op, &rows)) != KERN_OK) return st;
     if (bias && (st = kern__norm_check_vec(bias, op, "bias", H)) != KERN_OK) return st;
-    if (approximate != KERN_GELU_ERF && approximate != KERN_GELU_TANH)
-        return kern__err(KERN_ERR_ARG, "%s: approximate=%d is not a kern_gelu_approx", op, approximate);
+    if (act != (int)KERN_ACT_GELU && act != (int)KERN_ACT_GELU_TANH)
+        return kern__err(KERN_ERR_ARG, "%s: act=%d (%s) must be KERN_ACT_GELU or KERN_ACT_GELU_TANH",
+                         op, act, kern_act_name((kern_act)act));
     {
         const kern_tensor *outs[1], *ins[3];
         const char *on[1], *in[3];
@@ -2627,7 +2785,7 @@ static kern_status kern__norm_ew_run(kern_ctx *ctx, const char *op, int ewop, co
     e.H = H;
     e.rows = rows;
     e.op = ewop;
-    e.tanh_form = approximate == KERN_GELU_TANH;
+    e.tanh_form = act == (int)KERN_ACT_GELU_TANH;
     e.nt = kern__norm_bytes(o) >= KERN_NORM_NT_BYTES;
     if (H > 2 * KERN__NORM_EW_SEG) {
         e.seg = KERN__NORM_EW_SEG;
@@ -2656,25 +2814,25 @@ static kern_status kern__norm_ew_run(kern_ctx *ctx, const char *op, int ewop, co
 }
 
 KERN_API kern_status kern_gelu(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *out,
-                               kern_gelu_approx approximate) {
+                               kern_act act) {
     return kern__norm_ew_run(ctx, "kern_gelu", KERN__NORM_EW_GELU, x, "x", NULL, "", NULL, out, "out",
-                         (int)approximate);
+                         (int)act);
 }
 KERN_API kern_status kern_bias_gelu(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *bias,
-                                    const kern_tensor *out, kern_gelu_approx approximate) {
+                                    const kern_tensor *out, kern_act act) {
     return kern__norm_ew_run(ctx, "kern_bias_gelu", KERN__NORM_EW_GELU, x, "x", NULL, "", bias, out,
-                         "out", (int)approximate);
+                         "out", (int)act);
 }
 KERN_API kern_status kern_gelu_backward(kern_ctx *ctx, const kern_tensor *dout,
                                         const kern_tensor *x, const kern_tensor *dx,
-                                        kern_gelu_approx approximate) {
+                                        kern_act act) {
     return kern__norm_ew_run(ctx, "kern_gelu_backward", KERN__NORM_EW_GELU_BWD, dout, "dout", x, "x",
-                         NULL, dx, "dx", (int)approximate);
+                         NULL, dx, "dx", (int)act);
 }
 KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
                               const kern_tensor *out) {
     return kern__norm_ew_run(ctx, "kern_add", KERN__NORM_EW_ADD, a, "a", b, "b", NULL, out, "out",
-                         KERN_GELU_ERF);
+                         (int)KERN_ACT_GELU);
 }
 
 #ifdef __cplusplus

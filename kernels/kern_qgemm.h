@@ -10,7 +10,10 @@
  *   while it is packed for the GEMM (kern_qlinear), the int8 x int8 products
  *   are summed exactly in int32, and the epilogue computes
  *       y[m,n] = act(acc[m,n] * s_x[m] * s_w[n] + bias[n]) + residual[m,n]
- *   in f32 (act: none, GELU erf, GELU tanh), stored as f32 or bf16. This is
+ *   in f32 (params.epilogue, kern_base.h's kern_epilogue: act none, GELU
+ *   erf or GELU tanh; bias per column; residual), stored as f32 or bf16.
+ *   RELU / SILU, bias_per_row and an out_scale other than 0 or 1 are
+ *   KERN_ERR_UNSUPPORTED for now (the int8 epilogue lacks them). This is
  *   torch.ao.nn.quantized.dynamic.Linear / torchao's
  *   int8_dynamic_activation_int8_weight numerics with symmetric per-token
  *   activations (torch's quantize_per_tensor_dynamic uses an asymmetric u8
@@ -73,7 +76,20 @@
  *   KERN_ERR_LAYOUT    last dim not unit stride (x, y, residual), negative
  *                      strides, self-overlapping outputs
  *   KERN_ERR_UNSUPPORTED a packed weight from another ISA path or format
- *                      version (detected by its tag)
+ *                      version (detected by its tag); epilogue options the
+ *                      int8 epilogue lacks (see above)
+ *   A caller workspace (params.workspace) smaller than the op's
+ *   _workspace_size is KERN_ERR_ARG.
+ *
+ * Handles and params
+ *   kern_qweight is opaque: kern_qweight_get_info gives N, K, the path it
+ *   was packed for, the format version and its bytes. Pack, then free:
+ *   kern_qweight_pack(ctx, w, &qw, params) ... kern_qweight_free(ctx, qw).
+ *   kern_qweight_params_defaults(ctx, &p) resolves isa 0 to the context's
+ *   path; kern_qlinear_params_defaults resolves epilogue.out_scale.
+ *   kern_qlinear, kern_quantize_per_token and kern_gemm_s8s8s32 take an
+ *   optional caller workspace (params.workspace / workspace_size, NULL =
+ *   the context's scratch) of at least their _workspace_size bytes.
  *   KERN_ERR_NOMEM     allocation failures
  *
  * Example
@@ -83,9 +99,10 @@
  *     kern_tensor y = kern_tensor_2d(ydata, KERN_F32, M, N);
  *     kern_tensor b = kern_tensor_1d(bdata, KERN_F32, N);
  *     kern_qlinear_params p = {0};
- *     p.act = KERN_QLINEAR_GELU_TANH;
+ *     p.epilogue.bias = &b;
+ *     p.epilogue.act = KERN_ACT_GELU_TANH;
  *     if (kern_qweight_pack(ctx, &w, &qw, NULL) != KERN_OK ||
- *         kern_qlinear(ctx, &x, qw, &b, &y, &p) != KERN_OK)
+ *         kern_qlinear(ctx, &x, qw, &y, &p) != KERN_OK)
  *         puts(kern_last_error());
  *     kern_qweight_free(ctx, qw);
  */
@@ -121,20 +138,23 @@ KERN_API kern_qgemm_isa kern_qgemm_isa_for(const kern_ctx *ctx);
 /* "scalar", "avx2", "avxvnni", "avx512vnni", "neon-dot" ("invalid"). */
 KERN_API const char *kern_qgemm_isa_name(kern_qgemm_isa isa);
 
-/* A packed int8 weight. Read-only for users; made by kern_qweight_pack,
+/* An opaque packed int8 weight: made by kern_qweight_pack,
  * kern_qweight_pack_int8 or kern_qweight_deserialize (one allocation from
- * the context's allocator), released by kern_qweight_free. */
-typedef struct kern_qweight {
-    int64_t n, k;          /* logical shape [N, K] */
-    kern_qgemm_isa isa;    /* the path it was packed for */
-    uint32_t version;      /* KERN_QWEIGHT_VERSION */
-    int64_t k4;            /* ceil(K / 4) */
-    int64_t n_panels;      /* ceil(N / 32) */
-    float *scales;         /* [N] per-channel scales */
-    int32_t *colsum;       /* [N] sum over k of wq[n, k] */
-    int8_t *data;          /* n_panels * k4 * 128 bytes, 64-byte aligned */
-    size_t data_bytes;
-} kern_qweight;
+ * the context's allocator), described by kern_qweight_get_info, released by
+ * kern_qweight_free. */
+typedef struct kern_qweight kern_qweight;
+
+/* What kern_qweight_get_info reports. */
+typedef struct kern_qweight_info {
+    int64_t n, k;        /* logical shape [N, K] */
+    kern_dtype dtype;    /* KERN_I8 (values), with f32 per-channel scales */
+    kern_qgemm_isa isa;  /* the path it was packed for: kern_qlinear runs it
+                            only on a context that selects this path */
+    uint32_t version;    /* KERN_QWEIGHT_VERSION */
+    size_t data_bytes;   /* the packed panels: ceil(N/32) ceil(K/4) 128 */
+    size_t bytes;        /* the whole allocation (header, scales, colsums,
+                            panels) */
+} kern_qweight_info;
 
 typedef struct kern_qweight_params {
     /* Path to pack for; KERN_QGEMM_ISA_NONE (0) = the one ctx selects. A
@@ -142,6 +162,10 @@ typedef struct kern_qweight_params {
      * another machine) but kern_qlinear rejects it. */
     kern_qgemm_isa isa;
 } kern_qweight_params;
+
+/* Resolves the defaults in place: isa 0 becomes kern_qgemm_isa_for(ctx)
+ * (NULL ctx = the default context). NULL p is ignored. */
+KERN_API void kern_qweight_params_defaults(const kern_ctx *ctx, kern_qweight_params *p);
 
 /* w [N, K] f32/bf16 (any non-negative strides) -> *out. Rejects non-finite
  * weights (KERN_ERR_ARG naming the first one), K > KERN_QGEMM_MAX_K.
@@ -158,6 +182,8 @@ KERN_API kern_status kern_qweight_pack_int8(kern_ctx *ctx, const kern_tensor *wq
 /* Frees with the allocator of ctx (NULL = default context); pass a context
  * with the same allocator as the one that made qw. NULL qw is ignored. */
 KERN_API void kern_qweight_free(kern_ctx *ctx, kern_qweight *qw);
+/* Shape, path, format version and bytes of a packed weight. */
+KERN_API kern_status kern_qweight_get_info(const kern_qweight *qw, kern_qweight_info *out);
 /* The int8 values [N, K] (i8, any strides) and/or scales [N] (f32); either
  * output may be NULL. */
 KERN_API kern_status kern_qweight_unpack(const kern_qweight *qw,
@@ -187,12 +213,16 @@ KERN_API kern_status kern_qweight_serialize(const kern_qweight *qw, void *buf,
 KERN_API kern_status kern_qweight_deserialize(kern_ctx *ctx, const void *buf,
                                               size_t size, kern_qweight **out);
 
+/* Options of kern_quantize_per_token; NULL or zero = defaults (every
+ * field's zero is its own default: nothing to resolve). */
 typedef struct kern_quant_params {
     int asymmetric;  /* 0: symmetric s8 [-127,127], xq KERN_I8;
                         1: asymmetric u8 [0,255] with a zero point, xq KERN_U8 */
     int per_tensor;  /* 0: one scale per row; 1: one for the whole tensor */
     const kern_tensor *zero_points; /* asymmetric only: i32, numel = number
                                        of scales */
+    void *workspace;                /* optional caller scratch of at least */
+    size_t workspace_size;          /* kern_quantize_per_token_workspace_size() */
 } kern_quant_params;
 
 /* x [..., K] f32/bf16 (any non-negative strides) -> xq (same shape, i8 or
@@ -203,31 +233,53 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
                                              const kern_tensor *xq,
                                              const kern_tensor *scales,
                                              const kern_quant_params *params);
+/* Scratch bytes kern_quantize_per_token takes on this context (validates
+ * like it; params->workspace is ignored). */
+KERN_API kern_status kern_quantize_per_token_workspace_size(
+    kern_ctx *ctx, const kern_tensor *x, const kern_tensor *xq,
+    const kern_tensor *scales, const kern_quant_params *params, size_t *bytes);
+
+/* Options of kern_gemm_s8s8s32; NULL or zero = defaults. */
+typedef struct kern_gemm_s8s8s32_params {
+    void *workspace;       /* optional caller scratch of at least */
+    size_t workspace_size; /* kern_gemm_s8s8s32_workspace_size() bytes */
+} kern_gemm_s8s8s32_params;
 
 /* c = a . b exactly in int32 (torch._int_mm): a [M,K] i8, b [K,N] i8,
- * c [M,N] i32. K <= KERN_QGEMM_MAX_K. */
+ * c [M,N] i32. K <= KERN_QGEMM_MAX_K. params may be NULL. */
 KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
-                                       const kern_tensor *b, const kern_tensor *c);
-
-typedef enum kern_qlinear_act {
-    KERN_QLINEAR_ACT_NONE = 0,
-    KERN_QLINEAR_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
-    KERN_QLINEAR_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
-    KERN_QLINEAR_ACT_COUNT
-} kern_qlinear_act;
+                                       const kern_tensor *b, const kern_tensor *c,
+                                       const kern_gemm_s8s8s32_params *params);
+KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
+                                                      const kern_tensor *b,
+                                                      const kern_tensor *c, size_t *bytes);
 
 typedef struct kern_qlinear_params {
-    kern_qlinear_act act;
-    const kern_tensor *residual; /* optional, shape of y, f32/bf16; may be y */
+    /* kern_base.h's epilogue: bias [N] f32/bf16 (any stride), act NONE /
+     * GELU / GELU_TANH, residual of y's shape, f32/bf16, may be y itself.
+     * bias_per_row, an out_scale other than 0 or 1 and the RELU / SILU
+     * activations are KERN_ERR_UNSUPPORTED for now. */
+    kern_epilogue epilogue;
+    void *workspace;       /* optional caller scratch of at least */
+    size_t workspace_size; /* kern_qlinear_workspace_size() bytes */
 } kern_qlinear_params;
 
-/* y = act(quant(x) . qw^T dequantized + bias) + residual. bias may be NULL
- * ([N] f32/bf16), params may be NULL. qw must be packed for the path ctx
+/* Resolves the defaults in place (epilogue.out_scale 0 -> 1). */
+KERN_API void kern_qlinear_params_defaults(kern_qlinear_params *p);
+
+/* y = act(quant(x) . qw^T dequantized + bias) + residual (the epilogue of
+ * params). params may be NULL. qw must be packed for the path ctx
  * selects. */
 KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x,
-                                  const kern_qweight *qw, const kern_tensor *bias,
-                                  const kern_tensor *y,
+                                  const kern_qweight *qw, const kern_tensor *y,
                                   const kern_qlinear_params *params);
+/* Scratch bytes kern_qlinear takes on this context (validates like it,
+ * including the packed path; params->workspace is ignored). */
+KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                 const kern_qweight *qw,
+                                                 const kern_tensor *y,
+                                                 const kern_qlinear_params *params,
+                                                 size_t *bytes);
 
 #ifdef __cplusplus
 }
@@ -239,6 +291,19 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x,
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_QGEMM_IMPLEMENTED)
 #define KERN_QGEMM_IMPLEMENTED
+
+/* The packed weight (opaque in the public half). */
+struct kern_qweight {
+    int64_t n, k;          /* logical shape [N, K] */
+    kern_qgemm_isa isa;    /* the path it was packed for */
+    uint32_t version;      /* KERN_QWEIGHT_VERSION */
+    int64_t k4;            /* ceil(K / 4) */
+    int64_t n_panels;      /* ceil(N / 32) */
+    float *scales;         /* [N] per-channel scales */
+    int32_t *colsum;       /* [N] sum over k of wq[n, k] */
+    int8_t *data;          /* n_panels * k4 * 128 bytes, 64-byte aligned */
+    size_t data_bytes;
+};
 
 #include <float.h>
 #ifdef KERN_X86
@@ -656,8 +721,8 @@ typedef struct kern__qg_epi {
 } kern__qg_epi;
 
 static inline float kern__qg_act(int act, float v) {
-    if (act == KERN_QLINEAR_GELU_ERF) return kern__qg_gelu_erf(v);
-    if (act == KERN_QLINEAR_GELU_TANH) return kern__qg_gelu_tanh(v);
+    if (act == KERN_ACT_GELU) return kern__qg_gelu_erf(v);
+    if (act == KERN_ACT_GELU_TANH) return kern__qg_gelu_tanh(v);
     return v;
 }
 
@@ -710,7 +775,7 @@ KERN_TARGET_AVX512 static inline __m512 kern__qg_exp__avx512(__m512 x) {
     return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 KERN_TARGET_AVX512 static inline __m512 kern__qg_act__avx512(int act, __m512 x) {
-    if (act == KERN_QLINEAR_GELU_ERF) {
+    if (act == KERN_ACT_GELU) {
         __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
         __m512 a = _mm512_castsi512_ps(
             _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(0x7fffffff)));
@@ -731,7 +796,7 @@ KERN_TARGET_AVX512 static inline __m512 kern__qg_act__avx512(int act, __m512 x) 
         return _mm512_mask_blend_ps(neg, _mm512_mul_ps(hx, _mm512_sub_ps(_mm512_set1_ps(2.0f), w)),
                                     _mm512_mul_ps(hx, w));
     }
-    if (act == KERN_QLINEAR_GELU_TANH) {
+    if (act == KERN_ACT_GELU_TANH) {
         __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
         __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
                                  _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(0.044715f), x3)));
@@ -803,7 +868,7 @@ KERN_TARGET_AVX2 static inline __m256 kern__qg_exp__avx2(__m256 x) {
     return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
 }
 KERN_TARGET_AVX2 static inline __m256 kern__qg_act__avx2(int act, __m256 x) {
-    if (act == KERN_QLINEAR_GELU_ERF) {
+    if (act == KERN_ACT_GELU) {
         __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
         __m256 a = _mm256_castsi256_ps(
             _mm256_and_si256(_mm256_castps_si256(z), _mm256_set1_epi32(0x7fffffff)));
@@ -823,7 +888,7 @@ KERN_TARGET_AVX2 static inline __m256 kern__qg_act__avx2(int act, __m256 x) {
                                 _mm256_mul_ps(hx, w),
                                 _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
     }
-    if (act == KERN_QLINEAR_GELU_TANH) {
+    if (act == KERN_ACT_GELU_TANH) {
         __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
         __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
                                  _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(0.044715f), x3)));
@@ -1504,6 +1569,28 @@ KERN_API void kern_qweight_free(kern_ctx *ctx, kern_qweight *qw) {
     kern__free(ctx, qw);
 }
 
+KERN_API kern_status kern_qweight_get_info(const kern_qweight *qw, kern_qweight_info *out) {
+    const char *op = "kern_qweight_get_info";
+    if (!qw) return kern__err(KERN_ERR_ARG, "%s: qw is NULL", op);
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    memset(out, 0, sizeof *out);
+    out->n = qw->n;
+    out->k = qw->k;
+    out->dtype = KERN_I8;
+    out->isa = qw->isa;
+    out->version = qw->version;
+    out->data_bytes = qw->data_bytes;
+    /* the one allocation of kern__qg_alloc_qw */
+    out->bytes = kern__qg_round64(sizeof(kern_qweight)) + 2 * kern__qg_round64((size_t)qw->n * 4) +
+                 qw->data_bytes;
+    return KERN_OK;
+}
+
+KERN_API void kern_qweight_params_defaults(const kern_ctx *ctx, kern_qweight_params *p) {
+    if (!p) return;
+    if (p->isa == KERN_QGEMM_ISA_NONE) p->isa = kern_qgemm_isa_for(ctx);
+}
+
 static int8_t kern__qg_qw_at(const kern_qweight *qw, int64_t n, int64_t k) {
     return qw->data[(n / KERN_QGEMM_NR) * qw->k4 * 128 + (k / 4) * 128 +
                     (n % KERN_QGEMM_NR) * 4 + (k % 4)];
@@ -1807,16 +1894,16 @@ static void kern__qg_q_write_task(void *arg, int64_t t, int thread) {
     for (m = m0; m < m1; m++) kern__qg_qrow_write(jb, m, jb->t_inv, jb->t_zp, tmp);
 }
 
-KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x,
-                                             const kern_tensor *xq, const kern_tensor *scales,
-                                             const kern_quant_params *params) {
-    const char *op = "kern_quantize_per_token";
+/* Validates kern_quantize_per_token's operands (writes nothing). */
+static kern_status kern__qg_quant_check(const char *op, const kern_tensor *x,
+                                        const kern_tensor *xq, const kern_tensor *scales,
+                                        const kern_quant_params *pp, int64_t *rows_out,
+                                        int64_t *k_out) {
     kern_quant_params p;
-    kern__qg_qjob jb;
     kern_status st;
-    int64_t rows, k, nsc, ntask;
+    int64_t rows, k, nsc;
     int d;
-    if (params) p = *params;
+    if (pp) p = *pp;
     else memset(&p, 0, sizeof p);
     st = kern_tensor_check(x, op, "x");
     if (!st) st = kern_tensor_check(xq, op, "xq");
@@ -1875,6 +1962,56 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
             kern_tensors_overlap(z, scales))
             return kern__err(KERN_ERR_ARG, "%s: zero_points overlaps another argument", op);
     }
+    *rows_out = rows;
+    *k_out = k;
+    return KERN_OK;
+}
+
+/* ~64 KiB of input per task */
+static int64_t kern__qg_quant_rows_per_task(int64_t k) { return (65536 / (k > 0 ? k : 1)) + 1; }
+
+/* Scratch: one row of codes per thread; per tensor, the (min, max) pair of
+ * every task shared. */
+static void kern__qg_quant_scratch(int64_t rows, int64_t k, int per_tensor, size_t *shared,
+                                   size_t *thread) {
+    int64_t rpt = kern__qg_quant_rows_per_task(k), ntask = (rows + rpt - 1) / rpt;
+    *shared = rows > 0 && per_tensor ? (size_t)ntask * 2 * sizeof(float) : 0;
+    *thread = rows > 0 ? (size_t)k + 64 : 0;
+}
+
+KERN_API kern_status kern_quantize_per_token_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                            const kern_tensor *xq,
+                                                            const kern_tensor *scales,
+                                                            const kern_quant_params *params,
+                                                            size_t *bytes) {
+    const char *op = "kern_quantize_per_token_workspace_size";
+    kern_status st;
+    int64_t rows, k;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    st = kern__qg_quant_check(op, x, xq, scales, params, &rows, &k);
+    if (st) return st;
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    kern__qg_quant_scratch(rows, k, params && params->per_tensor, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x,
+                                             const kern_tensor *xq, const kern_tensor *scales,
+                                             const kern_quant_params *params) {
+    const char *op = "kern_quantize_per_token";
+    kern_quant_params p;
+    kern__qg_qjob jb;
+    kern_status st;
+    int64_t rows, k, ntask;
+    size_t sh, th;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    st = kern__qg_quant_check(op, x, xq, scales, &p, &rows, &k);
+    if (st) return st;
     if (rows == 0) {
         if (p.per_tensor) { /* no values: scale 1, zero point 0 */
             ((float *)scales->data)[0] = 1.0f;
@@ -1884,6 +2021,12 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
     }
     st = kern__op_begin(&ctx, op);
     if (st) return st;
+    kern__qg_quant_scratch(rows, k, p.per_tensor, &sh, &th);
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
+    if (st) {
+        kern__op_end(ctx);
+        return st;
+    }
     memset(&jb, 0, sizeof jb);
     jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
     jb.ctx = ctx;
@@ -1894,8 +2037,7 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
     jb.asym = p.asymmetric != 0;
     jb.rows = rows;
     jb.k = k;
-    /* ~64 KiB of input per task */
-    jb.rows_per_task = (65536 / (k > 0 ? k : 1)) + 1;
+    jb.rows_per_task = kern__qg_quant_rows_per_task(k);
     ntask = (rows + jb.rows_per_task - 1) / jb.rows_per_task;
     st = kern__reserve_thread_scratch(ctx, (size_t)k + 64);
     if (!st && !p.per_tensor) {
@@ -2093,13 +2235,11 @@ static kern_status kern__qg_check_2d_int(const kern_tensor *t, kern_dtype dt, co
     return KERN_OK;
 }
 
-KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
-                                       const kern_tensor *b, const kern_tensor *c) {
-    const char *op = "kern_gemm_s8s8s32";
-    kern__qg_gjob jb;
+/* Validates kern_gemm_s8s8s32's operands (writes nothing). */
+static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const kern_tensor *b,
+                                     const kern_tensor *c) {
     kern_status st;
-    int64_t M, N, K, bbytes, abytes, cbytes;
-    char *ws;
+    int64_t M, N, K;
     st = kern__qg_check_2d_int(a, KERN_I8, op, "a");
     if (!st) st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
     if (!st) st = kern__qg_check_2d_int(c, KERN_I32, op, "c");
@@ -2123,11 +2263,71 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     if (kern_tensors_overlap(c, a) || kern_tensors_overlap(c, b))
         return kern__err(KERN_ERR_ARG, "%s: c overlaps %s", op,
                          kern_tensors_overlap(c, a) ? "a" : "b");
+    return KERN_OK;
+}
+
+/* Scratch of kern_gemm_s8s8s32 on the path `ops`: the packed B, its column
+ * sums and the packed A shared; per thread the larger of a row of codes and
+ * an int32 tile. */
+static void kern__qg_s8_scratch(const kern__qg_ops *ops, int64_t M, int64_t N, int64_t K,
+                                size_t *shared, size_t *thread) {
+    int64_t k4 = (K + 3) / 4, n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
+    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt);
+    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
+    if (M == 0 || N == 0) {
+        *shared = *thread = 0;
+        return;
+    }
+    *shared = kern__qg_round64((size_t)(n_np * k4 * 128)) + kern__qg_round64((size_t)N * 4) +
+              kern__qg_round64((size_t)(M * a_row_bytes)) + 64;
+    *thread = s1 > s2 ? s1 : s2;
+}
+
+KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
+                                                      const kern_tensor *b,
+                                                      const kern_tensor *c, size_t *bytes) {
+    const char *op = "kern_gemm_s8s8s32_workspace_size";
+    kern_status st;
+    kern__qg_ops ops;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    st = kern__qg_s8_check(op, a, b, c);
+    if (st) return st;
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    kern__qg_s8_scratch(&ops, a->shape[0], b->shape[1], a->shape[1], &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
+                                       const kern_tensor *b, const kern_tensor *c,
+                                       const kern_gemm_s8s8s32_params *params) {
+    const char *op = "kern_gemm_s8s8s32";
+    kern__qg_gjob jb;
+    kern_status st;
+    int64_t M, N, K, bbytes, abytes, cbytes;
+    size_t sh, th;
+    char *ws;
+    st = kern__qg_s8_check(op, a, b, c);
+    if (st) return st;
+    M = a->shape[0];
+    K = a->shape[1];
+    N = b->shape[1];
     if (M == 0 || N == 0) return KERN_OK;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
     memset(&jb, 0, sizeof jb);
     jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    kern__qg_s8_scratch(&jb.ops, M, N, K, &sh, &th);
+    st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
+                            params ? params->workspace_size : 0, sh, th);
+    if (st) {
+        kern__op_end(ctx);
+        return st;
+    }
     jb.ctx = ctx;
     jb.a = a;
     jb.b = b;
@@ -2187,20 +2387,19 @@ static kern_status kern__qg_check_act(const kern_tensor *t, const char *op, cons
     return KERN_OK;
 }
 
-KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
-                                  const kern_tensor *bias, const kern_tensor *y,
-                                  const kern_qlinear_params *params) {
-    const char *op = "kern_qlinear";
+/* Validates kern_qlinear's operands except the packed path (writes
+ * nothing). */
+static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
+                                          const kern_qweight *qw, const kern_tensor *y,
+                                          const kern_qlinear_params *pp) {
     kern_qlinear_params p;
-    kern__qg_gjob jb;
+    const kern_tensor *bias;
     kern_status st;
-    kern_qgemm_isa want;
-    int64_t M, N, K, chunk_panels, max_rows, abytes, sbytes, wbytes;
-    char *ws;
-    float *bias32 = NULL;
+    int64_t N, K;
     int d;
-    if (params) p = *params;
+    if (pp) p = *pp;
     else memset(&p, 0, sizeof p);
+    bias = p.epilogue.bias;
     if (!qw) return kern__err(KERN_ERR_ARG, "%s: qw is NULL", op);
     if (qw->version != KERN_QWEIGHT_VERSION)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: qw has format version %u, want %u", op,
@@ -2230,6 +2429,10 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
         return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements (a zero stride?)", op);
     if (kern_tensors_overlap(x, y))
         return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
+    st = kern__epilogue_check(&p.epilogue, op,
+                              1u << KERN_ACT_NONE | 1u << KERN_ACT_GELU | 1u << KERN_ACT_GELU_TANH,
+                              0, 0);
+    if (st) return st;
     if (bias) {
         st = kern_tensor_check(bias, op, "bias");
         if (!st) st = kern__qg_nonneg(bias, op, "bias");
@@ -2242,11 +2445,8 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
         if (kern_tensors_overlap(bias, y))
             return kern__err(KERN_ERR_ARG, "%s: bias overlaps y", op);
     }
-    if ((int)p.act < 0 || p.act >= KERN_QLINEAR_ACT_COUNT)
-        return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_qlinear_act", op,
-                         (int)p.act);
-    if (p.residual) {
-        const kern_tensor *r = p.residual;
+    if (p.epilogue.residual) {
+        const kern_tensor *r = p.epilogue.residual;
         st = kern__qg_check_act(r, op, "residual");
         if (st) return st;
         if (r->ndim != y->ndim)
@@ -2260,22 +2460,119 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
             return kern__err(KERN_ERR_ARG,
                              "%s: residual overlaps y without being exactly y", op);
     }
-    M = kern__qg_rows(x);
-    st = kern__op_begin(&ctx, op);
-    if (st) return st;
-    want = kern_qgemm_isa_for(ctx);
-    if (qw->isa != want) {
-        kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* Rows of x quantized and packed per chunk (at most ~16 MiB of packed
+ * activations): whole panels of the path's tile height. */
+static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_ops *ops, int64_t a_row_bytes,
+                                             int64_t n_mpanels) {
+    int64_t max_rows = KERN__QG_CHUNK_BYTES / a_row_bytes, chunk_panels;
+    chunk_panels = max_rows / ops->mr_max;
+    if (chunk_panels < 1) chunk_panels = 1;
+    if (chunk_panels > n_mpanels) chunk_panels = n_mpanels;
+    return chunk_panels;
+}
+
+/* Scratch of kern_qlinear on the path `ops`: one chunk of packed
+ * activations and their scales, the bias as f32 shared; per thread the
+ * larger of a row of codes and an int32 tile. */
+static void kern__qg_qlinear_scratch(const kern__qg_ops *ops, int64_t M, int64_t N, int64_t K,
+                                     int has_bias, size_t *shared, size_t *thread) {
+    int64_t k4 = (K + 3) / 4, a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt), max_rows;
+    kern__qg_mpan mp;
+    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
+    if (M == 0) {
+        *shared = *thread = 0;
+        return;
+    }
+    mp = kern__qg_mpan_make(M, ops->mr_max);
+    max_rows = (int64_t)ops->mr_max * kern__qg_qlinear_chunk_panels(ops, a_row_bytes, mp.n);
+    *shared = kern__qg_round64((size_t)(max_rows * a_row_bytes)) +
+              kern__qg_round64((size_t)max_rows * 4) +
+              (has_bias ? kern__qg_round64((size_t)N * 4) : 0);
+    *thread = s1 > s2 ? s1 : s2;
+}
+
+/* The packed weight must be for the path ctx selects. */
+static kern_status kern__qg_qlinear_isa(const char *op, const kern_ctx *ctx,
+                                        const kern_qweight *qw) {
+    kern_qgemm_isa want = kern_qgemm_isa_for(ctx);
+    if (qw->isa != want)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: qw was packed for %s but the context selects %s; repack it", op,
                          kern_qgemm_isa_name(qw->isa), kern_qgemm_isa_name(want));
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                 const kern_qweight *qw, const kern_tensor *y,
+                                                 const kern_qlinear_params *params,
+                                                 size_t *bytes) {
+    const char *op = "kern_qlinear_workspace_size";
+    kern_status st;
+    kern__qg_ops ops;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    st = kern__qg_qlinear_check(op, x, qw, y, params);
+    if (st) return st;
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    st = kern__qg_qlinear_isa(op, ctx, qw);
+    if (!st) {
+        ops = kern__qg_get_ops(qw->isa);
+        kern__qg_qlinear_scratch(&ops, kern__qg_rows(x), qw->n, qw->k,
+                                 params && params->epilogue.bias, &sh, &th);
+        *bytes = kern__op_workspace_bytes(ctx, sh, th);
     }
+    kern__op_end(ctx);
+    return st;
+}
+
+KERN_API void kern_qlinear_params_defaults(kern_qlinear_params *p) {
+    if (p) kern_epilogue_defaults(&p->epilogue);
+}
+
+KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
+                                  const kern_tensor *y, const kern_qlinear_params *params) {
+    const char *op = "kern_qlinear";
+    kern_qlinear_params p;
+    kern__qg_gjob jb;
+    kern_status st;
+    kern_qgemm_isa want;
+    int64_t M, N, K, chunk_panels, max_rows, abytes, sbytes, wbytes;
+    const kern_tensor *bias;
+    char *ws;
+    float *bias32 = NULL;
+    size_t sh, th;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    bias = p.epilogue.bias;
+    st = kern__qg_qlinear_check(op, x, qw, y, &p);
+    if (st) return st;
+    K = x->shape[x->ndim - 1];
+    N = y->shape[y->ndim - 1];
+    M = kern__qg_rows(x);
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    st = kern__qg_qlinear_isa(op, ctx, qw);
+    if (st) {
+        kern__op_end(ctx);
+        return st;
+    }
+    want = qw->isa;
     if (M == 0) {
         kern__op_end(ctx);
         return KERN_OK;
     }
     memset(&jb, 0, sizeof jb);
     jb.ops = kern__qg_get_ops(want);
+    kern__qg_qlinear_scratch(&jb.ops, M, N, K, bias != NULL, &sh, &th);
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
+    if (st) {
+        kern__op_end(ctx);
+        return st;
+    }
     jb.ctx = ctx;
     jb.x = x;
     jb.bdata = qw->data;
@@ -2288,10 +2585,7 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
     jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.ops.a_fmt);
     /* x is quantized and packed in chunks of at most ~16 MiB of packed
      * activations; each chunk is two parallel phases (quantize-pack, GEMM) */
-    max_rows = KERN__QG_CHUNK_BYTES / jb.a_row_bytes;
-    chunk_panels = max_rows / jb.ops.mr_max;
-    if (chunk_panels < 1) chunk_panels = 1;
-    if (chunk_panels > jb.mp.n) chunk_panels = jb.mp.n;
+    chunk_panels = kern__qg_qlinear_chunk_panels(&jb.ops, jb.a_row_bytes, jb.mp.n);
     max_rows = (int64_t)jb.ops.mr_max * chunk_panels;
     abytes = (int64_t)kern__qg_round64((size_t)(max_rows * jb.a_row_bytes));
     sbytes = (int64_t)kern__qg_round64((size_t)max_rows * 4);
@@ -2313,12 +2607,12 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
     jb.epi.colsum = qw->colsum;
     jb.epi.comp = jb.ops.a_fmt == KERN__QG_A_U8;
     jb.epi.bias = bias32;
-    jb.epi.act = (int)p.act;
+    jb.epi.act = (int)p.epilogue.act;
     jb.epi.y = y;
-    jb.epi.res = p.residual;
+    jb.epi.res = p.epilogue.residual;
     jb.epi.n = N;
     jb.epi.y_flat = kern__qg_flat_rows(y);
-    jb.epi.res_flat = p.residual ? kern__qg_flat_rows(p.residual) : 0;
+    jb.epi.res_flat = p.epilogue.residual ? kern__qg_flat_rows(p.epilogue.residual) : 0;
     jb.x_flat = kern__qg_flat_rows(x);
     {
         size_t s1 = (size_t)(jb.k4 * 4 + 64);

@@ -4,7 +4,7 @@
  *
  * WHAT IT COMPUTES
  *   kern_scatter_reduce(ctx, self, dim, index, src, reduce, include_self,
- *                       out, arg_out)
+ *                       out, arg_out, params)
  *     PyTorch torch.Tensor.scatter_reduce(dim, index, src, reduce,
  *     include_self) (out-of-place; out may be the very same view as self for
  *     the in-place scatter_reduce_). For a 3-D tensor and dim = 0:
@@ -96,6 +96,15 @@
  *                   a 0-dim tensor.
  *   KERN_ERR_NOMEM  scratch allocation failed.
  *
+ * PARAMS (kern_scatter_params, NULL or zero-initialised = defaults)
+ *   workspace, workspace_size: NULL = the context's reusable scratch; else
+ *   caller memory of at least kern_scatter_reduce_workspace_size() (or
+ *   kern_scatter_reduce_planned_workspace_size()) bytes, from which the
+ *   call takes all its scratch (smaller: KERN_ERR_ARG). The size depends on
+ *   the context (threads, deterministic flag: they choose the strategy).
+ *   kern_scatter_plan_init and kern_gather take no caller workspace
+ *   (plan_init uses the context's scratch for its histogram; gather none).
+ *
  * EXAMPLE (a GNN mean aggregation: x_i = mean over edges j->i of msg_e)
  *     // msg [E, F] f32, dst [E] i64, agg [N, F] f32 (self = zeros)
  *     kern_tensor s = kern_tensor_2d(zeros, KERN_F32, N, F);
@@ -103,7 +112,7 @@
  *     kern_tensor m = kern_tensor_2d(msg, KERN_F32, E, F);
  *     kern_tensor o = kern_tensor_2d(agg, KERN_F32, N, F);
  *     if (kern_scatter_reduce(ctx, &s, 0, &i, &m, KERN_REDUCE_MEAN, 0, &o,
- *                             NULL) != KERN_OK) puts(kern_last_error());
+ *                             NULL, NULL) != KERN_OK) puts(kern_last_error());
  */
 #ifndef KERN_SCATTER_H
 #define KERN_SCATTER_H
@@ -128,12 +137,29 @@ typedef enum kern_reduce {
 /* "sum", "prod", "mean", "amax", "amin" ("invalid" otherwise). */
 KERN_API const char *kern_reduce_name(kern_reduce r);
 
-/* See the top of the file. arg_out may be NULL. */
+/* Options of kern_scatter_reduce and kern_scatter_reduce_planned; zero (or
+ * a NULL pointer) = defaults. Every field's zero is its default: nothing to
+ * resolve. */
+typedef struct kern_scatter_params {
+    void *workspace;       /* optional caller scratch of at least the call's */
+    size_t workspace_size; /* *_workspace_size bytes; NULL = the context's */
+} kern_scatter_params;
+
+/* See the top of the file. arg_out and params may be NULL. */
 KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
                                          int dim, const kern_tensor *index,
                                          const kern_tensor *src, kern_reduce reduce,
                                          int include_self, const kern_tensor *out,
-                                         const kern_tensor *arg_out);
+                                         const kern_tensor *arg_out,
+                                         const kern_scatter_params *params);
+/* Scratch bytes kern_scatter_reduce takes on this context (its thread
+ * count and deterministic flag choose the strategy) for these operands.
+ * Validates the arguments like kern_scatter_reduce except the index
+ * values. */
+KERN_API kern_status kern_scatter_reduce_workspace_size(
+    kern_ctx *ctx, const kern_tensor *self, int dim, const kern_tensor *index,
+    const kern_tensor *src, kern_reduce reduce, int include_self, const kern_tensor *out,
+    const kern_tensor *arg_out, size_t *bytes);
 
 /* PyTorch gather. src/out: any kern dtype (the same); index i32/i64. */
 KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
@@ -168,7 +194,12 @@ KERN_API kern_status kern_scatter_reduce_planned(kern_ctx *ctx,
                                                  const kern_tensor *src,
                                                  kern_reduce reduce, int include_self,
                                                  const kern_tensor *out,
-                                                 const kern_tensor *arg_out);
+                                                 const kern_tensor *arg_out,
+                                                 const kern_scatter_params *params);
+KERN_API kern_status kern_scatter_reduce_planned_workspace_size(
+    kern_ctx *ctx, const kern_scatter_plan *plan, const kern_tensor *self,
+    const kern_tensor *src, kern_reduce reduce, int include_self, const kern_tensor *out,
+    const kern_tensor *arg_out, size_t *bytes);
 
 #ifndef KERN_SCATTER_STREAM_MAX_BYTES
 #define KERN_SCATTER_STREAM_MAX_BYTES ((size_t)1 << 30)
@@ -1055,9 +1086,14 @@ static void kern__sc_split_rows(const void *rowptr, int is64, int64_t N, int64_t
 
 /* Runs the row-gather engine; J->rowptr/ids set. Uses thread scratch and
  * a small bounds array from `bounds_mem` (n_tasks + 1 entries). */
+/* Per-thread scratch of the row engines: one accumulator row and one arg
+ * row (stream combine and row gather alike). */
+static size_t kern__sc_row_scratch(const kern__sc_job *J) {
+    return (size_t)((J->F * (int64_t)J->accsz + 63) & ~(int64_t)63) + (size_t)J->F * 4 + 64;
+}
+
 static kern_status kern__sc_run_gather(kern__sc_job *J, int64_t *bounds_mem, int64_t ntasks) {
-    size_t tmp = (size_t)((J->F * (int64_t)J->accsz + 63) & ~(int64_t)63) +
-                 (size_t)J->F * 4 + 64;
+    size_t tmp = kern__sc_row_scratch(J);
     kern_status st = kern__reserve_thread_scratch(J->ctx, tmp);
     if (st != KERN_OK) return st;
     kern__sc_split_rows(J->rowptr, J->rowptr64, J->N, ntasks, bounds_mem);
@@ -1471,32 +1507,58 @@ static void kern__sc_job_rows(kern__sc_job *J, kern_ctx *ctx, const kern_tensor 
     J->sentinel = (int32_t)E;
 }
 
-/* The fast path: index (1-D view, length E, element stride idx_s). */
-static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tensor *index1d) {
+/* The fast path's strategy and scratch (a function of the shapes and the
+ * context only). Sets J->P and J->direct0. */
+typedef struct kern__sc_fplan {
+    int csr;               /* counting sort + row gather, else stream */
+    size_t accb, pab, cntb; /* stream: partial outputs, arg partials, counts */
+    size_t shared, thread; /* kern__workspace / thread scratch bytes */
+} kern__sc_fplan;
+
+static void kern__sc_fast_plan(kern_ctx *ctx, kern__sc_job *J, kern__sc_fplan *pl) {
     const int T = kern_ctx_threads(ctx);
     int64_t N = J->N, E = J->E, F = J->F;
     int P = T;
-    size_t accb, pab, cntb, total;
-    int64_t nb;
-    kern_status st;
-    J->idx = index1d->data;
-    J->idx64 = index1d->dtype == KERN_I64;
-    J->idx_s = index1d->stride[0];
+    size_t total;
+    memset(pl, 0, sizeof *pl);
     if (E < 4096 || (double)E * (double)F < 262144.0) P = 1;
     if (P > E) P = E > 0 ? (int)E : 1;
     while (E / P >= INT32_MAX) P++;
     J->P = P;
     J->direct0 = J->dt == KERN_F32 || J->dt == KERN_I64;
-    accb = (size_t)(P - J->direct0) * (size_t)N * (size_t)F * J->accsz;
-    pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
-    cntb = (size_t)P * (size_t)N * sizeof(int32_t);
-    total = ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63) + cntb + 64 * 8;
+    pl->accb = (size_t)(P - J->direct0) * (size_t)N * (size_t)F * J->accsz;
+    pl->pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
+    pl->cntb = (size_t)P * (size_t)N * sizeof(int32_t);
+    total = ((pl->accb + 63) & ~(size_t)63) + ((pl->pab + 63) & ~(size_t)63) + pl->cntb + 64 * 8;
+    pl->thread = kern__sc_row_scratch(J);
     /* Measured (docs/scatter.md): with 2+ threads the partial outputs of
      * a low-degree graph fall out of L3 and the csr strategy's row gathers
      * scale better; high-degree (power-law) graphs keep hot rows cached
      * and stream wins. One thread: stream always. */
-    if (kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES ||
-        (P > 1 && E < (int64_t)KERN__SC_CSR_DEGREE * N)) {
+    pl->csr = kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES ||
+              (P > 1 && E < (int64_t)KERN__SC_CSR_DEGREE * N);
+    if (pl->csr) {
+        int64_t nt = kern__sc_gather_ntasks(ctx, N);
+        size_t rpb = (size_t)(N + 1) * 8, pb = (size_t)E * (E > INT32_MAX ? 8 : 4);
+        size_t hb = (size_t)kern__sc_sort_parts(ctx, E) * (size_t)N * 8;
+        pl->shared = rpb + pb + hb + (size_t)(nt + 1) * 8 + 256;
+    } else {
+        pl->shared = total;
+    }
+}
+
+/* The fast path: index (1-D view, length E, element stride idx_s). */
+static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tensor *index1d,
+                                 const kern__sc_fplan *pl) {
+    const int T = kern_ctx_threads(ctx);
+    int64_t N = J->N, E = J->E;
+    size_t accb = pl->accb, pab = pl->pab;
+    int64_t nb;
+    kern_status st;
+    J->idx = index1d->data;
+    J->idx64 = index1d->dtype == KERN_I64;
+    J->idx_s = index1d->stride[0];
+    if (pl->csr) {
         /* csr strategy: counting sort, then row gather */
         kern__sc_sort S;
         int64_t nt = kern__sc_gather_ntasks(ctx, N);
@@ -1504,9 +1566,9 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         char *w;
         int SP = kern__sc_sort_parts(ctx, E);
         hb = (size_t)SP * (size_t)N * 8;
-        w = (char *)kern__workspace(ctx, rpb + pb + hb + (size_t)(nt + 1) * 8 + 256);
+        w = (char *)kern__workspace(ctx, pl->shared);
         if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 rpb + pb + hb);
+                                 pl->shared);
         memset(&S, 0, sizeof S);
         S.key = J->idx; S.key64 = J->idx64; S.key_s = J->idx_s; S.E = E; S.N = N; S.P = SP;
         S.rowptr = (int64_t *)w;
@@ -1519,12 +1581,11 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         return kern__sc_run_gather(J, (int64_t *)((char *)S.hist + ((hb + 63) & ~(size_t)63)), nt);
     }
     {
-        char *w = (char *)kern__workspace(ctx, total);
+        char *w = (char *)kern__workspace(ctx, pl->shared);
         int64_t bounds[1];
-        size_t tmp = (size_t)((F * (int64_t)J->accsz + 63) & ~(int64_t)63) + (size_t)F * 4 + 64;
         if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 total);
-        if ((st = kern__reserve_thread_scratch(ctx, tmp)) != KERN_OK) return st;
+                                 pl->shared);
+        if ((st = kern__reserve_thread_scratch(ctx, pl->thread)) != KERN_OK) return st;
         J->acc = w;
         J->pa = J->arg ? (int32_t *)(w + ((accb + 63) & ~(size_t)63)) : NULL;
         J->cnt = (int32_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
@@ -1535,7 +1596,7 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
             C.n = (int64_t)T * 4 < N ? (int64_t)T * 4 : N;
             if ((st = kern_parallel_for(ctx, C.n, kern__sc_precopy_task, &C)) != KERN_OK) return st;
         }
-        if ((st = kern_parallel_for(ctx, P, kern__sc_stream_task, J)) != KERN_OK) return st;
+        if ((st = kern_parallel_for(ctx, J->P, kern__sc_stream_task, J)) != KERN_OK) return st;
         nb = (int64_t)T * 8;
         if (nb > N) nb = N;
         if (nb < 1) nb = 1;
@@ -1545,11 +1606,14 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
     }
 }
 
-KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self, int dim,
+/* Validates kern_scatter_reduce's arguments except the index values
+ * (writes nothing): *idx is the index as used (the GNN form expanded),
+ * *dim_out the resolved dim, *fast whether the GNN fast path runs. */
+static kern_status kern__sc_reduce_check(const char *op, const kern_tensor *self, int dim,
                                          const kern_tensor *index, const kern_tensor *src,
-                                         kern_reduce reduce, int include_self,
-                                         const kern_tensor *out, const kern_tensor *arg_out) {
-    static const char *op = "kern_scatter_reduce";
+                                         kern_reduce reduce, const kern_tensor *out,
+                                         const kern_tensor *arg_out, kern_tensor *idx_out,
+                                         int *dim_out, int *fast_out) {
     kern_status st;
     kern_tensor idx;
     int nd, d, fast;
@@ -1595,7 +1659,80 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
            kern__sc_rows_ok(out) && (!arg_out || kern__sc_rows_ok(arg_out)) &&
            (nd == 1 || (idx.shape[1] == self->shape[1] &&
                         (idx.stride[1] == 0 || idx.shape[1] <= 1)));
+    *idx_out = idx;
+    *dim_out = dim;
+    *fast_out = fast;
+    return KERN_OK;
+}
+
+/* The scratch of a checked kern_scatter_reduce on ctx (the fast path's
+ * strategy plan, or the general path's per-thread line buffers). */
+static void kern__sc_reduce_scratch(kern_ctx *ctx, const kern_tensor *self, int dim,
+                                    const kern_tensor *idx, const kern_tensor *src,
+                                    kern_reduce reduce, int include_self, const kern_tensor *out,
+                                    const kern_tensor *arg_out, int fast, kern__sc_job *J,
+                                    kern__sc_fplan *pl, size_t *shared, size_t *thread) {
+    int d;
+    *shared = *thread = 0;
+    memset(pl, 0, sizeof *pl);
+    if (fast) {
+        kern__sc_job_rows(J, ctx, self, src, reduce, include_self, out, arg_out, idx->shape[0]);
+        if (J->N == 0 || J->F == 0) return;
+        kern__sc_fast_plan(ctx, J, pl);
+        *shared = pl->shared;
+        *thread = pl->thread;
+    } else {
+        int64_t L = idx->shape[dim], nlines = 1;
+        for (d = 0; d < self->ndim; d++) nlines *= d == dim ? 1 : idx->shape[d];
+        if (L > 0 && nlines > 0) *thread = (size_t)L * 16 + 64;
+    }
+}
+
+KERN_API kern_status kern_scatter_reduce_workspace_size(
+    kern_ctx *ctx, const kern_tensor *self, int dim, const kern_tensor *index,
+    const kern_tensor *src, kern_reduce reduce, int include_self, const kern_tensor *out,
+    const kern_tensor *arg_out, size_t *bytes) {
+    static const char *op = "kern_scatter_reduce_workspace_size";
+    kern_status st;
+    kern_tensor idx;
+    kern__sc_job J;
+    kern__sc_fplan pl;
+    size_t sh, th;
+    int fast;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__sc_reduce_check(op, self, dim, index, src, reduce, out, arg_out, &idx, &dim,
+                                    &fast)) != KERN_OK)
+        return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sc_reduce_scratch(ctx, self, dim, &idx, src, reduce, include_self, out, arg_out, fast,
+                            &J, &pl, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self, int dim,
+                                         const kern_tensor *index, const kern_tensor *src,
+                                         kern_reduce reduce, int include_self,
+                                         const kern_tensor *out, const kern_tensor *arg_out,
+                                         const kern_scatter_params *params) {
+    static const char *op = "kern_scatter_reduce";
+    kern_status st;
+    kern_tensor idx;
+    kern__sc_job J;
+    kern__sc_fplan pl;
+    size_t sh, th;
+    int nd, d, fast;
+    if ((st = kern__sc_reduce_check(op, self, dim, index, src, reduce, out, arg_out, &idx, &dim,
+                                    &fast)) != KERN_OK)
+        return st;
+    nd = self->ndim;
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sc_reduce_scratch(ctx, self, dim, &idx, src, reduce, include_self, out, arg_out, fast,
+                            &J, &pl, &sh, &th);
+    st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
+                            params ? params->workspace_size : 0, sh, th);
+    if (st != KERN_OK) goto done;
     /* index values: the 1-D form is checked once, not F times */
     if (fast) {
         kern_tensor i1 = idx;
@@ -1606,12 +1743,10 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
     }
     if (st != KERN_OK) goto done;
     if (fast) {
-        kern__sc_job J;
         kern_tensor i1 = idx;
         i1.ndim = 1;
-        kern__sc_job_rows(&J, ctx, self, src, reduce, include_self, out, arg_out, idx.shape[0]);
         if (J.N == 0 || J.F == 0) { st = KERN_OK; goto done; }
-        st = kern__sc_fast(ctx, &J, &i1);
+        st = kern__sc_fast(ctx, &J, &i1, &pl);
     } else {
         kern__sc_gen G;
         kern__sc_fill Fl;
@@ -1639,7 +1774,7 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
         Fl.ntasks = numel < 65536 ? 1 : (int64_t)kern_ctx_threads(ctx) * 4;
         if (numel > 0) kern_parallel_for(ctx, Fl.ntasks, kern__sc_fill_task, &Fl);
         if (G.L > 0 && G.nlines > 0) {
-            st = kern__reserve_thread_scratch(ctx, (size_t)G.L * 16 + 64);
+            st = kern__reserve_thread_scratch(ctx, th);
             if (st != KERN_OK) goto done;
             G.ntasks = G.nlines < (int64_t)kern_ctx_threads(ctx) * 8
                            ? G.nlines : (int64_t)kern_ctx_threads(ctx) * 8;
@@ -1714,14 +1849,12 @@ KERN_API kern_status kern_scatter_plan_init(kern_ctx *ctx, const kern_tensor *in
     return st;
 }
 
-KERN_API kern_status kern_scatter_reduce_planned(kern_ctx *ctx, const kern_scatter_plan *plan,
-                                                 const kern_tensor *self,
-                                                 const kern_tensor *src, kern_reduce reduce,
-                                                 int include_self, const kern_tensor *out,
-                                                 const kern_tensor *arg_out) {
-    static const char *op = "kern_scatter_reduce_planned";
+/* Validates kern_scatter_reduce_planned's arguments (writes nothing). */
+static kern_status kern__sc_planned_check(const char *op, const kern_scatter_plan *plan,
+                                          const kern_tensor *self, const kern_tensor *src,
+                                          kern_reduce reduce, const kern_tensor *out,
+                                          const kern_tensor *arg_out) {
     kern_status st;
-    kern__sc_job J;
     if (!plan || plan->magic != KERN__SC_MAGIC)
         return kern__err(KERN_ERR_ARG, "%s: plan is NULL or not initialised by "
                                        "kern_scatter_plan_init", op);
@@ -1744,11 +1877,58 @@ KERN_API kern_status kern_scatter_reduce_planned(kern_ctx *ctx, const kern_scatt
     if (!kern__sc_rows_ok(self) || !kern__sc_rows_ok(src) || !kern__sc_rows_ok(out) ||
         (arg_out && !kern__sc_rows_ok(arg_out)))
         return kern__err(KERN_ERR_LAYOUT, "%s: the feature dim must have unit stride", op);
+    return KERN_OK;
+}
+
+/* A planned call's scratch: the task bounds shared, the row engine's
+ * per-thread rows. */
+static void kern__sc_planned_scratch(kern_ctx *ctx, const kern__sc_job *J, size_t *shared,
+                                     size_t *thread) {
+    *shared = *thread = 0;
+    if (J->N == 0 || J->F == 0) return;
+    *shared = (size_t)(kern__sc_gather_ntasks(ctx, J->N) + 1) * 8;
+    *thread = kern__sc_row_scratch(J);
+}
+
+KERN_API kern_status kern_scatter_reduce_planned_workspace_size(
+    kern_ctx *ctx, const kern_scatter_plan *plan, const kern_tensor *self,
+    const kern_tensor *src, kern_reduce reduce, int include_self, const kern_tensor *out,
+    const kern_tensor *arg_out, size_t *bytes) {
+    static const char *op = "kern_scatter_reduce_planned_workspace_size";
+    kern_status st;
+    kern__sc_job J;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__sc_planned_check(op, plan, self, src, reduce, out, arg_out)) != KERN_OK)
+        return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
     kern__sc_job_rows(&J, ctx, self, src, reduce, include_self, out, arg_out, plan->n_edges);
-    if (J.N > 0 && J.F > 0) {
+    kern__sc_planned_scratch(ctx, &J, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_scatter_reduce_planned(kern_ctx *ctx, const kern_scatter_plan *plan,
+                                                 const kern_tensor *self,
+                                                 const kern_tensor *src, kern_reduce reduce,
+                                                 int include_self, const kern_tensor *out,
+                                                 const kern_tensor *arg_out,
+                                                 const kern_scatter_params *params) {
+    static const char *op = "kern_scatter_reduce_planned";
+    kern_status st;
+    kern__sc_job J;
+    size_t sh, th;
+    if ((st = kern__sc_planned_check(op, plan, self, src, reduce, out, arg_out)) != KERN_OK)
+        return st;
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sc_job_rows(&J, ctx, self, src, reduce, include_self, out, arg_out, plan->n_edges);
+    kern__sc_planned_scratch(ctx, &J, &sh, &th);
+    st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
+                            params ? params->workspace_size : 0, sh, th);
+    if (st == KERN_OK && J.N > 0 && J.F > 0) {
         int64_t nt = kern__sc_gather_ntasks(ctx, J.N);
-        int64_t *b = (int64_t *)kern__workspace(ctx, (size_t)(nt + 1) * 8);
+        int64_t *b = (int64_t *)kern__workspace(ctx, sh);
         if (!b) {
             st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate task bounds", op);
         } else {

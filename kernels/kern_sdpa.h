@@ -24,7 +24,9 @@
  *   Accumulation is f32; outputs are written in the input dtype.
  *
  * SEMANTICS OF THE OPTIONS (kern_sdpa_params, zero-initialised = defaults)
- *   scale        0 = 1/sqrt(D).
+ *   scale, scale_set  scale 0 = 1/sqrt(D) unless scale_set, which makes
+ *                scale be used as given, 0 included (PyTorch's scale=0.0).
+ *                kern_sdpa_params_defaults(&p, D) shows the resolved value.
  *   attn_mask    NULL = none. KERN_BOOL (true = attend) or f32/f16/bf16
  *                (added to the scores), broadcast to [B, Hq, Lq, Lk] with
  *                numpy rules through strides (e.g. [Lq,Lk], [B,1,Lq,Lk],
@@ -36,7 +38,7 @@
  *                of that batch entry (k_lens[b], the varlen sequence length,
  *                or Lk) and Lq_b likewise. Implies causal; wins over
  *                is_causal when both are set.
- *   has_window   0 = no sliding window. Nonzero: key j is visible to query i
+ *   window_set   0 = no sliding window. Nonzero: key j is visible to query i
  *                iff i + off - window_left <= j <= i + off + window_right,
  *                with off = 0 (top-left) or Lk_b - Lq_b when
  *                causal_bottom_right is set; window_left/right = -1 means
@@ -55,6 +57,11 @@
  *                masked (padded batches, KV caches). Dense entry points only.
  *   lse          NULL = not written. f32 output: log(sum_j exp(s_ij)) of the
  *                masked, capped scores (before dropout), in natural log.
+ *   workspace, workspace_size  NULL = the context's reusable scratch; else
+ *                caller memory of at least the entry point's
+ *                *_workspace_size bytes (kern_sdpa_workspace_size, ..._varlen_,
+ *                ..._backward_, ..._varlen_backward_), from which the call
+ *                takes all its scratch; smaller is KERN_ERR_ARG.
  *   A row with no visible key gives zeros in out and -inf in lse (and zero
  *   gradients), never NaN.
  *   NaN: a NaN in q row i makes out row i (and lse i) NaN. A NaN in key j
@@ -78,7 +85,8 @@
  * ERRORS (nothing is written on error; kern_last_error() names the argument)
  *   KERN_ERR_ARG     NULL q/k/v/out/..., dropout_p outside [0,1), window
  *                    < -1, non-finite or negative scale/softcap, outputs
- *                    that overlap inputs or each other.
+ *                    that overlap inputs or each other, a caller workspace
+ *                    smaller than the *_workspace_size.
  *   KERN_ERR_SHAPE   ndim, B/H/L/D mismatches between q, k, v, out (and
  *                    dout, dq, dk, dv, lse), Hq not a multiple of Hkv, Hq !=
  *                    Hkv without enable_gqa, D = 0, a mask that does not
@@ -103,7 +111,7 @@
  *   [-0.5, 0.5] (max relative error 1.1e-7, i.e. about 1 f32 ulp; tested),
  *   exact 0 for -inf, NaN kept; the scalar path uses libm exp2f.
  *
- * SCRATCH AND THREADS
+ * SCRATCH AND THREADS (kern_sdpa_workspace_size & co. give the exact bytes)
  *   Forward: per-thread scratch of about (4 panels x 32 rows x (D + Dv) + 64
  *   keys x (D + 2 Dv)) x 4 bytes; decode-shaped problems (few query rows
  *   per kv head) split the key range into a shape-dependent number of parts
@@ -120,8 +128,7 @@
  *     kern_tensor k = kern_tensor_4d(kp, KERN_F32, 1, 2, 128, 64);
  *     kern_tensor v = kern_tensor_4d(vp, KERN_F32, 1, 2, 128, 64);
  *     kern_tensor o = kern_tensor_4d(op, KERN_F32, 1, 8, 128, 64);
- *     kern_sdpa_params p;
- *     memset(&p, 0, sizeof p);
+ *     kern_sdpa_params p = {0};             // C++: kern_sdpa_params p{};
  *     p.is_causal = 1;
  *     p.enable_gqa = 1;
  *     if (kern_sdpa(NULL, &q, &k, &v, &o, &p) != KERN_OK)
@@ -140,22 +147,65 @@ typedef struct kern_sdpa_params {
     const kern_tensor *attn_mask; /* NULL = none; bool or additive float */
     int is_causal;                /* top-left causal (PyTorch) */
     int causal_bottom_right;      /* bottom-right causal (FlashAttention) */
-    float scale;                  /* 0 = 1/sqrt(D) */
+    float scale;                  /* 0 = 1/sqrt(D) unless scale_set */
+    int scale_set;                /* nonzero: scale is used as given, 0 included */
     int enable_gqa;               /* allow Hq = G * Hkv */
     float dropout_p;              /* [0, 1); 0 = no dropout */
     uint64_t seed, offset;        /* dropout generator key and offset */
-    int has_window;               /* 0 = no sliding window */
-    int64_t window_left, window_right; /* with has_window; -1 = unbounded */
+    int window_set;               /* 0 = no sliding window */
+    int64_t window_left, window_right; /* with window_set; -1 = unbounded */
     float softcap;                /* 0 = none */
     const kern_tensor *k_lens;    /* NULL = all keys; [B] i32/i64 */
     const kern_tensor *lse;       /* NULL = none; f32 output (forward) */
+    void *workspace;              /* optional caller scratch (host memory for
+                                     kern_sdpa*, device memory for the CUDA
+                                     entry points) of at least the call's
+                                     *_workspace_size bytes; NULL = the
+                                     context's scratch */
+    size_t workspace_size;
 } kern_sdpa_params;
+
+/* Resolves the defaults in place for queries of head dim `head_dim`: scale
+ * 0 without scale_set becomes 1/sqrt(head_dim) (computed as the kernels
+ * do), then scale_set = 1; with head_dim <= 0 the scale is left alone. The
+ * other fields' zeros are their defaults already (no mask, not causal, no
+ * GQA, no dropout, no window, no softcap, all keys, no lse, the context's
+ * scratch). NULL is ignored. */
+KERN_API void kern_sdpa_params_defaults(kern_sdpa_params *p, int64_t head_dim);
 
 /* Forward. params may be NULL (all defaults). */
 KERN_API kern_status kern_sdpa(kern_ctx *ctx, const kern_tensor *q,
                                const kern_tensor *k, const kern_tensor *v,
                                const kern_tensor *out,
                                const kern_sdpa_params *params);
+
+/* Scratch bytes each entry point takes on this context (its thread count
+ * and ISA level) for these operands: the size params->workspace must have
+ * (0 when the call needs none). Each validates like its entry point;
+ * params->workspace is ignored. */
+KERN_API kern_status kern_sdpa_workspace_size(kern_ctx *ctx, const kern_tensor *q,
+                                              const kern_tensor *k,
+                                              const kern_tensor *v,
+                                              const kern_tensor *out,
+                                              const kern_sdpa_params *params,
+                                              size_t *bytes);
+KERN_API kern_status kern_sdpa_varlen_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *cu_seqlens_q,
+    const kern_tensor *cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    const kern_sdpa_params *params, size_t *bytes);
+KERN_API kern_status kern_sdpa_backward_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *dout, const kern_tensor *lse,
+    const kern_tensor *dq, const kern_tensor *dk, const kern_tensor *dv,
+    const kern_sdpa_params *params, size_t *bytes);
+KERN_API kern_status kern_sdpa_varlen_backward_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *dout, const kern_tensor *lse,
+    const kern_tensor *dq, const kern_tensor *dk, const kern_tensor *dv,
+    const kern_tensor *cu_seqlens_q, const kern_tensor *cu_seqlens_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, const kern_sdpa_params *params,
+    size_t *bytes);
 
 /* Forward over packed sequences: sequence s has queries
  * [cu_seqlens_q[s], cu_seqlens_q[s+1]) and keys [cu_seqlens_k[s],
@@ -2339,7 +2389,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             return kern__err(KERN_ERR_LAYOUT, "%s: cu_seqlens_q/k must be contiguous (strides %lld, %lld)",
                              op, (long long)cuq->stride[0], (long long)cuk->stride[0]);
     }
-    P->scale = pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)D);
+    P->scale = pp->scale_set || pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)D);
     P->softcap = pp->softcap;
     P->dropout_p = pp->dropout_p;
     P->drop_thr = kern_dropout_threshold(pp->dropout_p);
@@ -2347,7 +2397,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     P->offset = pp->offset;
     P->causal = pp->is_causal || pp->causal_bottom_right;
     P->bottom_right = pp->causal_bottom_right != 0;
-    P->window = pp->has_window != 0;
+    P->window = pp->window_set != 0;
     P->wl = pp->window_left;
     P->wr = pp->window_right;
     (void)maxq;
@@ -2355,14 +2405,18 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     return KERN_OK;
 }
 
-static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P) {
+/* The forward's partition (query panels, key splits) and its scratch: the
+ * per-thread tiles and, with split keys, the partial results shared.
+ * Returns 0 for an empty problem (nothing to do, no scratch). */
+static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd *fp,
+                               size_t *shared, size_t *thread) {
     kern__sdpa_fwd f;
     kern__sdpa_fscr sc;
     size_t scr;
     int64_t R = P->Lq * P->G, base, nkb;
-    kern_status st;
     memset(&f, 0, sizeof f);
-    if (P->B == 0 || P->Hq == 0 || P->Lq == 0) return KERN_OK;
+    *shared = *thread = 0;
+    if (P->B == 0 || P->Hq == 0 || P->Lq == 0) return 0;
     kern__sdpa_pick(ctx, &P->isa);
     P->bf16_native = P->dt == KERN_BF16 && P->isa.mk16 && (P->D % 2) == 0;
     f.p = P;
@@ -2392,16 +2446,29 @@ static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P) {
         /* rows path: q rows [R][D16] and O [R][Dv] fit in the panel areas */
     }
     if ((size_t)(2 * P->Dv + 64) * 4 > scr) scr = (size_t)(2 * P->Dv + 64) * 4;
-    if ((st = kern__reserve_thread_scratch(ctx, scr))) return st;
+    *thread = scr;
+    if (f.nsplit > 1) *shared = (size_t)(base * f.nsplit * f.rows_cap * (P->Dv + 2)) * 4;
+    *fp = f;
+    return 1;
+}
+
+static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P, const char *op,
+                                      const kern_sdpa_params *pp) {
+    kern__sdpa_fwd f;
+    size_t shared, thread;
+    kern_status st;
+    if (!kern__sdpa_fwd_plan(ctx, P, &f, &shared, &thread)) return KERN_OK;
+    if ((st = kern__op_workspace(ctx, op, pp->workspace, pp->workspace_size, shared, thread)))
+        return st;
+    if ((st = kern__reserve_thread_scratch(ctx, thread))) return st;
     if (f.nsplit > 1) {
-        size_t bytes = (size_t)(base * f.nsplit * f.rows_cap * (P->Dv + 2)) * 4;
-        f.part = (float *)kern__workspace(ctx, bytes);
+        f.part = (float *)kern__workspace(ctx, shared);
         if (!f.part)
-            return kern__err(KERN_ERR_NOMEM, "kern_sdpa: cannot allocate %zu bytes of workspace",
-                             bytes);
+            return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of workspace", op,
+                             shared);
     }
     kern_parallel_for(ctx, f.ntasks, kern__sdpa_fwd_task, &f);
-    if (f.nsplit > 1) kern_parallel_for(ctx, base, kern__sdpa_combine_task, &f);
+    if (f.nsplit > 1) kern_parallel_for(ctx, f.ntasks / f.nsplit, kern__sdpa_combine_task, &f);
     return KERN_OK;
 }
 
@@ -2418,7 +2485,7 @@ KERN_API kern_status kern_sdpa(kern_ctx *ctx, const kern_tensor *q, const kern_t
     if ((st = kern__op_begin(&ctx, "kern_sdpa"))) return st;
     st = kern__sdpa_setup(&P, "kern_sdpa", 0, 0, q, k, v, out, NULL, NULL, NULL, NULL, NULL,
                           NULL, NULL, 0, 0, params);
-    if (st == KERN_OK) st = kern__sdpa_forward(ctx, &P);
+    if (st == KERN_OK) st = kern__sdpa_forward(ctx, &P, "kern_sdpa", params);
     kern__op_end(ctx);
     return st;
 }
@@ -2438,7 +2505,7 @@ KERN_API kern_status kern_sdpa_varlen(kern_ctx *ctx, const kern_tensor *q, const
     if ((st = kern__op_begin(&ctx, "kern_sdpa_varlen"))) return st;
     st = kern__sdpa_setup(&P, "kern_sdpa_varlen", 1, 0, q, k, v, out, NULL, NULL, NULL, NULL,
                           NULL, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params);
-    if (st == KERN_OK) st = kern__sdpa_forward(ctx, &P);
+    if (st == KERN_OK) st = kern__sdpa_forward(ctx, &P, "kern_sdpa_varlen", params);
     kern__op_end(ctx);
     return st;
 }
@@ -2686,15 +2753,17 @@ static void kern__sdpa_bwd_final(void *arg, int64_t t, int thread) {
     }
 }
 
-static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P) {
+/* The backward's partition (key ranges) and its scratch: the f32 dk/dv
+ * accumulators, the partial dq of every key range, delta and lse shared;
+ * per-thread tiles. Returns 0 for an empty problem. */
+static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd *wp,
+                               size_t *shared, size_t *thread) {
     kern__sdpa_bwd w;
     kern__sdpa_bscr sc;
-    size_t scr, bytes;
     int64_t nkb, base, Tq, Tk;
-    kern_status st;
-    char *ws;
     memset(&w, 0, sizeof w);
-    if (P->B == 0 || P->Hq == 0) return KERN_OK;
+    *shared = *thread = 0;
+    if (P->B == 0 || P->Hq == 0) return 0;
     kern__sdpa_pick(ctx, &P->isa);
     w.p = P;
     w.ctx = ctx;
@@ -2715,13 +2784,27 @@ static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P) {
     if (w.nchunk < 1) w.nchunk = 1;
     w.chunk = ((nkb + w.nchunk - 1) / w.nchunk) * KERN__SDPA_BK;
     if (w.chunk == 0) w.chunk = KERN__SDPA_BK;
-    scr = kern__sdpa_bscr_carve(P, NULL, &sc);
-    if ((st = kern__reserve_thread_scratch(ctx, scr))) return st;
-    bytes = (size_t)(w.nkrows * (P->D + P->Dv) + w.nchunk * w.nqrows * P->D + 2 * w.nqrows + 64) * 4;
-    ws = (char *)kern__workspace(ctx, bytes);
+    *thread = kern__sdpa_bscr_carve(P, NULL, &sc);
+    *shared = (size_t)(w.nkrows * (P->D + P->Dv) + w.nchunk * w.nqrows * P->D + 2 * w.nqrows + 64) * 4;
+    *wp = w;
+    return 1;
+}
+
+static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P, const char *op,
+                                       const kern_sdpa_params *pp) {
+    kern__sdpa_bwd w;
+    size_t shared, thread;
+    kern_status st;
+    char *ws;
+    int64_t base;
+    if (!kern__sdpa_bwd_plan(ctx, P, &w, &shared, &thread)) return KERN_OK;
+    if ((st = kern__op_workspace(ctx, op, pp->workspace, pp->workspace_size, shared, thread)))
+        return st;
+    if ((st = kern__reserve_thread_scratch(ctx, thread))) return st;
+    ws = (char *)kern__workspace(ctx, shared);
     if (!ws)
-        return kern__err(KERN_ERR_NOMEM, "kern_sdpa_backward: cannot allocate %zu bytes of workspace",
-                         bytes);
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of workspace", op, shared);
+    base = P->B * P->Hkv;
     w.dkacc = (float *)ws;
     w.dvacc = w.dkacc + w.nkrows * P->D;
     w.dqacc = w.dvacc + w.nkrows * P->Dv;
@@ -2748,7 +2831,7 @@ KERN_API kern_status kern_sdpa_backward(kern_ctx *ctx, const kern_tensor *q, con
     if ((st = kern__op_begin(&ctx, "kern_sdpa_backward"))) return st;
     st = kern__sdpa_setup(&P, "kern_sdpa_backward", 0, 1, q, k, v, out, dout, lse, dq, dk, dv,
                           NULL, NULL, 0, 0, params);
-    if (st == KERN_OK) st = kern__sdpa_backward(ctx, &P);
+    if (st == KERN_OK) st = kern__sdpa_backward(ctx, &P, "kern_sdpa_backward", params);
     kern__op_end(ctx);
     return st;
 }
@@ -2769,9 +2852,93 @@ KERN_API kern_status kern_sdpa_varlen_backward(
     if ((st = kern__op_begin(&ctx, "kern_sdpa_varlen_backward"))) return st;
     st = kern__sdpa_setup(&P, "kern_sdpa_varlen_backward", 1, 1, q, k, v, out, dout, lse, dq, dk,
                           dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, params);
-    if (st == KERN_OK) st = kern__sdpa_backward(ctx, &P);
+    if (st == KERN_OK) st = kern__sdpa_backward(ctx, &P, "kern_sdpa_varlen_backward", params);
     kern__op_end(ctx);
     return st;
+}
+
+/* ----------------------------------------------------- workspace sizes */
+
+static kern_status kern__sdpa_ws_size(kern_ctx *ctx, const char *op, int varlen, int bwd,
+                                      const kern_tensor *q, const kern_tensor *k,
+                                      const kern_tensor *v, const kern_tensor *out,
+                                      const kern_tensor *dout, const kern_tensor *lse,
+                                      const kern_tensor *dq, const kern_tensor *dk,
+                                      const kern_tensor *dv, const kern_tensor *cuq,
+                                      const kern_tensor *cuk, int64_t maxq, int64_t maxk,
+                                      const kern_sdpa_params *params, size_t *bytes) {
+    kern_sdpa_params def;
+    kern__sdpa_prob P;
+    kern_status st;
+    size_t shared = 0, thread = 0;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if (!params) {
+        memset(&def, 0, sizeof def);
+        params = &def;
+    }
+    if ((st = kern__op_begin(&ctx, op))) return st;
+    st = kern__sdpa_setup(&P, op, varlen, bwd, q, k, v, out, dout, lse, dq, dk, dv, cuq, cuk,
+                          maxq, maxk, params);
+    if (st == KERN_OK) {
+        if (bwd) {
+            kern__sdpa_bwd w;
+            kern__sdpa_bwd_plan(ctx, &P, &w, &shared, &thread);
+        } else {
+            kern__sdpa_fwd f;
+            kern__sdpa_fwd_plan(ctx, &P, &f, &shared, &thread);
+        }
+        *bytes = kern__op_workspace_bytes(ctx, shared, thread);
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+KERN_API kern_status kern_sdpa_workspace_size(kern_ctx *ctx, const kern_tensor *q,
+                                              const kern_tensor *k, const kern_tensor *v,
+                                              const kern_tensor *out,
+                                              const kern_sdpa_params *params, size_t *bytes) {
+    return kern__sdpa_ws_size(ctx, "kern_sdpa_workspace_size", 0, 0, q, k, v, out, NULL, NULL,
+                              NULL, NULL, NULL, NULL, NULL, 0, 0, params, bytes);
+}
+
+KERN_API kern_status kern_sdpa_varlen_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *cu_seqlens_q, const kern_tensor *cu_seqlens_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, const kern_sdpa_params *params,
+    size_t *bytes) {
+    return kern__sdpa_ws_size(ctx, "kern_sdpa_varlen_workspace_size", 1, 0, q, k, v, out, NULL,
+                              NULL, NULL, NULL, NULL, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                              max_seqlen_k, params, bytes);
+}
+
+KERN_API kern_status kern_sdpa_backward_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *dout, const kern_tensor *lse,
+    const kern_tensor *dq, const kern_tensor *dk, const kern_tensor *dv,
+    const kern_sdpa_params *params, size_t *bytes) {
+    return kern__sdpa_ws_size(ctx, "kern_sdpa_backward_workspace_size", 0, 1, q, k, v, out,
+                              dout, lse, dq, dk, dv, NULL, NULL, 0, 0, params, bytes);
+}
+
+KERN_API kern_status kern_sdpa_varlen_backward_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+    const kern_tensor *out, const kern_tensor *dout, const kern_tensor *lse,
+    const kern_tensor *dq, const kern_tensor *dk, const kern_tensor *dv,
+    const kern_tensor *cu_seqlens_q, const kern_tensor *cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, const kern_sdpa_params *params, size_t *bytes) {
+    return kern__sdpa_ws_size(ctx, "kern_sdpa_varlen_backward_workspace_size", 1, 1, q, k, v,
+                              out, dout, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q, max_seqlen_k, params, bytes);
+}
+
+KERN_API void kern_sdpa_params_defaults(kern_sdpa_params *p, int64_t head_dim) {
+    if (!p) return;
+    if (!p->scale_set && p->scale == 0.0f && head_dim > 0) {
+        p->scale = 1.0f / sqrtf((float)head_dim);
+        p->scale_set = 1;
+    } else if (p->scale != 0.0f) {
+        p->scale_set = 1;
+    }
 }
 
 

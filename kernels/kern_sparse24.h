@@ -22,8 +22,9 @@
  *       (so a NaN is kept; among NaNs the lower index wins). -0.0 and +0.0
  *       are equal magnitudes. w and out: [N,K], same dtype (f32, bf16, f16,
  *       i8), any strides; out may be exactly w (in place).
- *   kern_sparse24_compress(ctx, w, &p, &sw)    w [N,K] already 2:4 ->
- *       compressed. A group with more than 2 nonzeros is KERN_ERR_ARG naming
+ *   kern_sparse24_compress(ctx, w, &sw, &p)    w [N,K] already 2:4 -> an
+ *       opaque compressed handle (kern_sparse24 *, one allocation from the
+ *       context's allocator; left untouched on error). A group with more than 2 nonzeros is KERN_ERR_ARG naming
  *       the first such row and group; a group with fewer than 2 keeps
  *       explicit zeros (at the positions PyTorch picks, see METADATA).
  *       "Nonzero" is bitwise: +0.0 and -0.0 are zero, NaN is nonzero.
@@ -35,18 +36,23 @@
  *       (same dtype as sw; i8 values are not rescaled). Exact round trip:
  *       every kept value comes back bit for bit, every other element is
  *       +0.0 (a -0.0 at a dropped position comes back as +0.0).
- *   kern_sparse24_free(ctx, &sw)               frees (same allocator as the
+ *   kern_sparse24_free(ctx, sw)                frees (same allocator as the
  *       ctx that created it; NULL ctx = the default context).
+ *   kern_sparse24_get_info(sw, &info)          shape, dtype, bytes.
  *   kern_sparse24_export(ctx, sw, values, meta, &p) /
- *   kern_sparse24_import(ctx, values, meta, &p, &sw)
+ *   kern_sparse24_import(ctx, values, meta, &sw, &p)
  *       the (values, metadata) pair PyTorch's `to_sparse_semi_structured`
  *       uses with its CUTLASS backend (layout below).
- *   kern_sparse24_linear(ctx, x, sw, bias, y, &p)
- *       x [M,K] f32 or bf16, y [M,N] f32 or bf16, bias NULL or [N] (f32 or
- *       bf16, any stride), p.residual NULL or [M,N] (f32 or bf16; may be
- *       exactly y). p.act: NONE, GELU (erf) or GELU_TANH. The epilogue is
+ *   kern_sparse24_linear(ctx, x, sw, y, &p)
+ *       x [M,K] f32 or bf16, y [M,N] f32 or bf16; p.epilogue (kern_base.h's
+ *       kern_epilogue): bias NULL or [N] (f32 or bf16, any stride),
+ *       residual NULL or [M,N] (f32 or bf16; may be exactly y), act NONE,
+ *       GELU (erf) or GELU_TANH. The epilogue is
  *       y = act(acc * scale[n] + bias[n]) + residual[m,n] (scale only for
- *       i8 weights), as kern_gemm's. Dtypes: f32 weights need f32 x; bf16
+ *       i8 weights), as kern_gemm's. RELU / SILU, bias_per_row and an
+ *       out_scale other than 0 or 1 are KERN_ERR_UNSUPPORTED for now.
+ *       p.workspace / workspace_size: optional caller scratch of at least
+ *       kern_sparse24_linear_workspace_size() bytes (NULL = the context's). Dtypes: f32 weights need f32 x; bf16
  *       weights need bf16 x (products through vdpbf16ps where the CPU has
  *       AVX512-BF16, otherwise exact bf16->f32 and f32 FMAs); i8 weights take
  *       f32 or bf16 x (weight-only quantization: int8 storage, f32 compute,
@@ -109,11 +115,13 @@
  *                   weights to quantize, y overlapping x/bias/residual
  *                   (residual == y exactly is allowed).
  *   KERN_ERR_SHAPE  K % 4 != 0 without p.pad_k, ranks, mismatched shapes,
- *                   x's K != sw->k, meta/values buffers of the wrong size
+ *                   x's K != the weight's k, meta/values buffers of the wrong size
  *                   ("too small"), CUTLASS layout with N or K not aligned.
  *   KERN_ERR_DTYPE  unsupported dtypes or combinations.
  *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear.
+ *   KERN_ERR_UNSUPPORTED  epilogue options the 2:4 epilogue lacks (above).
  *   KERN_ERR_NOMEM  allocation failure.
+ *   A caller workspace smaller than the _workspace_size is KERN_ERR_ARG.
  *
  * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
  *   M > 16 ("weight stationary", lanes over m): x is transposed once per
@@ -135,18 +143,21 @@
  *
  * EXAMPLE
  *     kern_tensor w = kern_tensor_2d(wdata, KERN_F32, N, K);
- *     kern_sparse24 sw;
+ *     kern_sparse24 *sw = NULL;
  *     kern_sparse24_params sp = {0};
  *     kern_sparse24_linear_params lp = {0};
  *     kern_tensor x = kern_tensor_2d(xdata, KERN_F32, M, K);
  *     kern_tensor y = kern_tensor_2d(ydata, KERN_F32, M, N);
  *     kern_tensor b = kern_tensor_1d(bias, KERN_F32, N);
  *     kern_sparse24_prune(ctx, &w, &w, &sp);          // in place
- *     if (kern_sparse24_compress(ctx, &w, &sp, &sw) != KERN_OK)
- *         puts(kern_last_error());
- *     lp.act = KERN_SPARSE24_ACT_GELU;
- *     kern_sparse24_linear(ctx, &x, &sw, &b, &y, &lp);
- *     kern_sparse24_free(ctx, &sw);
+ *     if (kern_sparse24_compress(ctx, &w, &sw, &sp) != KERN_OK) {
+ *         puts(kern_last_error());                   // sw is still NULL
+ *     } else {
+ *         lp.epilogue.bias = &b;
+ *         lp.epilogue.act = KERN_ACT_GELU;
+ *         kern_sparse24_linear(ctx, &x, sw, &y, &lp);
+ *         kern_sparse24_free(ctx, sw);
+ *     }
  */
 #ifndef KERN_SPARSE24_H
 #define KERN_SPARSE24_H
@@ -162,13 +173,8 @@ typedef enum kern_sparse24_meta_layout {
     KERN_SPARSE24_META_ROWMAJOR     /* the same words, not reordered */
 } kern_sparse24_meta_layout;
 
-typedef enum kern_sparse24_act {
-    KERN_SPARSE24_ACT_NONE = 0,
-    KERN_SPARSE24_ACT_GELU,      /* 0.5 x (1 + erf(x / sqrt 2)) */
-    KERN_SPARSE24_ACT_GELU_TANH  /* PyTorch gelu(approximate="tanh") */
-} kern_sparse24_act;
-
-/* Options of prune / compress / export / import; zero = defaults. */
+/* Options of prune / compress / export / import; zero = defaults (every
+ * field's zero is its own default, except k: 0 = 2 * values.shape[1]). */
 typedef struct kern_sparse24_params {
     int pad_k;                 /* nonzero: accept K % 4 != 0, the last group
                                   is zero-padded (prune, compress, import) */
@@ -181,34 +187,52 @@ typedef struct kern_sparse24_params {
                                   smaller only with pad_k */
 } kern_sparse24_params;
 
-/* A compressed weight. Fields are read-only for users; zero-initialise
- * before compress/import (on error it is left untouched). */
-typedef struct kern_sparse24 {
-    kern_dtype dtype;   /* F32, BF16, F16 or I8 */
-    int64_t n, k;       /* dense shape [n, k] */
-    int64_t k_padded;   /* k rounded up to 4 */
-    int64_t n_tiles;    /* ceil(n / 16) */
-    void *values;       /* tiled, see STORAGE */
-    uint8_t *meta;      /* tiled 4-bit codes, see STORAGE */
-    float *scales;      /* I8: n_tiles*16 per-channel scales; else NULL */
-    size_t bytes;       /* bytes allocated */
-} kern_sparse24;
+/* An opaque compressed weight: made by kern_sparse24_compress or
+ * kern_sparse24_import (one allocation from the context's allocator),
+ * described by kern_sparse24_get_info, released by kern_sparse24_free. */
+typedef struct kern_sparse24 kern_sparse24;
+
+/* What kern_sparse24_get_info reports. */
+typedef struct kern_sparse24_info {
+    int64_t n, k;        /* dense shape [N, K] */
+    int64_t k_padded;    /* K rounded up to 4 */
+    kern_dtype dtype;    /* F32, BF16, F16 or I8 values */
+    int has_scales;      /* I8: per-channel f32 scales */
+    size_t bytes;        /* the whole allocation */
+    /* The storage layout does not depend on the ISA: any context (any ISA
+     * level, any thread count) can use the handle. */
+} kern_sparse24_info;
 
 typedef struct kern_sparse24_linear_params {
-    kern_sparse24_act act;
-    const kern_tensor *residual; /* NULL or [M,N] added after act */
+    /* kern_base.h's epilogue: bias [N] f32/bf16 (any stride), act NONE /
+     * GELU / GELU_TANH, residual [M,N] f32/bf16 (may be y itself).
+     * bias_per_row, an out_scale other than 0 or 1 and the RELU / SILU
+     * activations are KERN_ERR_UNSUPPORTED for now. */
+    kern_epilogue epilogue;
+    void *workspace;       /* optional caller scratch of at least */
+    size_t workspace_size; /* kern_sparse24_linear_workspace_size() bytes */
 } kern_sparse24_linear_params;
+
+/* Resolves the defaults in place (epilogue.out_scale 0 -> 1). */
+KERN_API void kern_sparse24_linear_params_defaults(kern_sparse24_linear_params *p);
 
 KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
                                          const kern_tensor *out,
                                          const kern_sparse24_params *p);
+/* w [N,K], 2:4 already -> *sw (allocated with ctx's allocator; left
+ * untouched on error). p may be NULL. */
 KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
-                                            const kern_sparse24_params *p,
-                                            kern_sparse24 *sw);
+                                            kern_sparse24 **sw,
+                                            const kern_sparse24_params *p);
 KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx,
                                               const kern_sparse24 *sw,
                                               const kern_tensor *out);
+/* Frees with the allocator of ctx (NULL = the default context): pass a
+ * context with the allocator that made sw. NULL sw is ignored. */
 KERN_API void kern_sparse24_free(kern_ctx *ctx, kern_sparse24 *sw);
+/* Shape, dtype and bytes of a compressed weight. */
+KERN_API kern_status kern_sparse24_get_info(const kern_sparse24 *sw,
+                                            kern_sparse24_info *out);
 /* values: [N, Kp/2] in sw->dtype; meta: u8 [N, 2C] (bytes of 16-bit words)
  * or, for i8 values, i32 [N, C]; C = Kp/16 (Kp/32 for i8) words per row for
  * META_CUTLASS, the ceiling of that for META_ROWMAJOR. */
@@ -218,13 +242,18 @@ KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw
                                           const kern_sparse24_params *p);
 KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *values,
                                           const kern_tensor *meta,
-                                          const kern_sparse24_params *p,
-                                          kern_sparse24 *sw);
+                                          kern_sparse24 **sw,
+                                          const kern_sparse24_params *p);
+/* y = act(x W^T scale + bias) + residual (p->epilogue); p may be NULL. */
 KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                                           const kern_sparse24 *sw,
-                                          const kern_tensor *bias,
                                           const kern_tensor *y,
                                           const kern_sparse24_linear_params *p);
+/* Scratch bytes kern_sparse24_linear takes on this context (validates like
+ * it; p->workspace is ignored). */
+KERN_API kern_status kern_sparse24_linear_workspace_size(
+    kern_ctx *ctx, const kern_tensor *x, const kern_sparse24 *sw, const kern_tensor *y,
+    const kern_sparse24_linear_params *p, size_t *bytes);
 
 #ifdef __cplusplus
 }
@@ -236,6 +265,19 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_SPARSE24_IMPLEMENTED)
 #define KERN_SPARSE24_IMPLEMENTED
+
+/* The compressed weight (opaque in the public half); one allocation: this
+ * header, then values, meta and scales. */
+struct kern_sparse24 {
+    kern_dtype dtype;   /* F32, BF16, F16 or I8 */
+    int64_t n, k;       /* dense shape [n, k] */
+    int64_t k_padded;   /* k rounded up to 4 */
+    int64_t n_tiles;    /* ceil(n / 16) */
+    void *values;       /* tiled, see STORAGE */
+    uint8_t *meta;      /* tiled 4-bit codes, see STORAGE */
+    float *scales;      /* I8: n_tiles*16 per-channel scales; else NULL */
+    size_t bytes;       /* bytes allocated, header included */
+};
 
 #include <math.h>
 #ifdef KERN_X86
@@ -367,12 +409,14 @@ static kern_status kern__sp24_check_2d(const kern_tensor *t, const char *op,
     return KERN_OK;
 }
 
-/* Allocates the storage of an [n, k] weight; fills padding rows. */
+/* Allocates an [n, k] weight (handle and storage in one block); fills the
+ * padding rows. */
 static kern_status kern__sp24_alloc(kern_ctx *ctx, kern_dtype dt, int64_t n, int64_t k,
-                                    kern_sparse24 *o, const char *op) {
+                                    kern_sparse24 **out, const char *op) {
     int64_t kp = (k + 3) & ~(int64_t)3, G = kp / 4, nt = (n + 15) / 16;
-    size_t vb, mb, sb, total;
+    size_t hb = (sizeof(kern_sparse24) + 63) & ~(size_t)63, vb, mb, sb, total;
     char *base;
+    kern_sparse24 *o;
     int64_t tg, l;
     if (G > INT64_MAX / 32 / nt / 4)
         return kern__err(KERN_ERR_SHAPE, "%s: [%lld,%lld] is too large", op,
@@ -381,21 +425,22 @@ static kern_status kern__sp24_alloc(kern_ctx *ctx, kern_dtype dt, int64_t n, int
     vb = (vb + 63) & ~(size_t)63;
     mb = ((size_t)(nt * G * 8) + 63) & ~(size_t)63;
     sb = dt == KERN_I8 ? (size_t)nt * 16 * sizeof(float) : 0;
-    total = vb + mb + sb;
+    total = hb + vb + mb + sb;
     base = (char *)kern__alloc(ctx, total);
     if (!base)
         return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, total);
     memset(base, 0, total);
-    memset(o, 0, sizeof *o);
+    o = (kern_sparse24 *)(void *)base;
     o->dtype = dt;
     o->n = n;
     o->k = k;
     o->k_padded = kp;
     o->n_tiles = nt;
-    o->values = base;
-    o->meta = (uint8_t *)(base + vb);
-    o->scales = dt == KERN_I8 ? (float *)(base + vb + mb) : NULL;
+    o->values = base + hb;
+    o->meta = (uint8_t *)(base + hb + vb);
+    o->scales = dt == KERN_I8 ? (float *)(void *)(base + hb + vb + mb) : NULL;
     o->bytes = total;
+    *out = o;
     /* padding rows: code 0x4, zero values, scale 1 */
     for (tg = 0; tg < nt * G; tg++)
         for (l = 0; l < 16; l++)
@@ -471,10 +516,10 @@ KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
 /* ---------------------------------------------------------- compress */
 
 KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
-                                            const kern_sparse24_params *p,
-                                            kern_sparse24 *sw) {
+                                            kern_sparse24 **sw,
+                                            const kern_sparse24_params *p) {
     static const char *op = "kern_sparse24_compress";
-    kern_sparse24 o;
+    kern_sparse24 *o = NULL;
     kern_status s;
     int64_t N, K, G, n, g;
     int pad = p ? p->pad_k : 0;
@@ -551,9 +596,9 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 if (v > amax) amax = v;
             }
             scale = amax > 0 ? amax / 127.0f : 1.0f;
-            o.scales[n] = scale;
+            o->scales[n] = scale;
         } else if (st == KERN_I8) {
-            o.scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
+            o->scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
                              : 1.0f;
         }
         for (g = 0; g < G; g++) {
@@ -563,10 +608,10 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
             for (i = 0; i < r; i++)
                 if (kern__sp24_nz(w->dtype, kern__sp24_at(w, n, 4 * g + i))) mask |= 1u << i;
             code = (unsigned)kern__sp24_code_from_mask(mask);
-            kern__sp24_set_code(o.meta, tg, l, code);
+            kern__sp24_set_code(o->meta, tg, l, code);
             for (j = 0; j < 2; j++) {
                 int idx = (int)(j ? code >> 2 : code & 3u);
-                char *dst = (char *)o.values + kern__sp24_voff(st, tg, l, j) * kern__sp24_esize(st);
+                char *dst = (char *)o->values + kern__sp24_voff(st, tg, l, j) * kern__sp24_esize(st);
                 if (idx >= r) continue; /* zero padding */
                 if (qt == KERN_I8) {
                     float v = kern__sp24_tof(w->dtype, kern__sp24_at(w, n, 4 * g + idx));
@@ -587,8 +632,26 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
 KERN_API void kern_sparse24_free(kern_ctx *ctx, kern_sparse24 *sw) {
     if (!sw) return;
     if (!ctx) ctx = kern_default_ctx();
-    kern__free(ctx, sw->values);
-    memset(sw, 0, sizeof *sw);
+    kern__free(ctx, sw);
+}
+
+KERN_API kern_status kern_sparse24_get_info(const kern_sparse24 *sw, kern_sparse24_info *out) {
+    static const char *op = "kern_sparse24_get_info";
+    kern_status s;
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    if ((s = kern__sp24_check_sw(sw, op))) return s;
+    memset(out, 0, sizeof *out);
+    out->n = sw->n;
+    out->k = sw->k;
+    out->k_padded = sw->k_padded;
+    out->dtype = sw->dtype;
+    out->has_scales = sw->scales != NULL;
+    out->bytes = sw->bytes;
+    return KERN_OK;
+}
+
+KERN_API void kern_sparse24_linear_params_defaults(kern_sparse24_linear_params *p) {
+    if (p) kern_epilogue_defaults(&p->epilogue);
 }
 
 KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx, const kern_sparse24 *sw,
@@ -770,10 +833,10 @@ KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw
 
 KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *values,
                                           const kern_tensor *meta,
-                                          const kern_sparse24_params *p,
-                                          kern_sparse24 *sw) {
+                                          kern_sparse24 **sw,
+                                          const kern_sparse24_params *p) {
     static const char *op = "kern_sparse24_import";
-    kern_sparse24 o;
+    kern_sparse24 *o = NULL;
     kern_status s;
     int q, wide, layout = p ? (int)p->meta_layout : 0;
     int64_t N, K, Kp, C, n, g, G;
@@ -838,16 +901,16 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
     es = kern_dtype_size(values->dtype);
     for (n = 0; n < N; n++) {
         int l = (int)(n % 16);
-        if (o.scales)
-            o.scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
+        if (o->scales)
+            o->scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
                              : 1.0f;
         for (g = 0; g < G; g++) {
             int64_t tg = (n / 16) * G + g;
             unsigned code = (kern__sp24_meta_get(meta, n, g / q, N, layout, wide) >> (4 * (g % q))) & 15u;
             int j;
-            kern__sp24_set_code(o.meta, tg, l, code);
+            kern__sp24_set_code(o->meta, tg, l, code);
             for (j = 0; j < 2; j++)
-                memcpy((char *)o.values + kern__sp24_voff(o.dtype, tg, l, j) * (int64_t)es,
+                memcpy((char *)o->values + kern__sp24_voff(o->dtype, tg, l, j) * (int64_t)es,
                        kern__sp24_at(values, n, 2 * g + j), es);
         }
     }
@@ -882,7 +945,7 @@ enum { KERN__SP24_PATH_SCALAR = 0, KERN__SP24_PATH_AVX2, KERN__SP24_PATH_AVX512,
        KERN__SP24_PATH_NEON };
 
 static float kern__sp24_gelu(float v, int act) {
-    if (act == KERN_SPARSE24_ACT_GELU)
+    if (act == KERN_ACT_GELU)
         return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
 }
@@ -1747,17 +1810,14 @@ static kern_status kern__sp24_check_rows(const kern_tensor *t, const char *op,
     return KERN_OK;
 }
 
-KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
-                                          const kern_sparse24 *sw, const kern_tensor *bias,
-                                          const kern_tensor *y,
-                                          const kern_sparse24_linear_params *p) {
-    static const char *op = "kern_sparse24_linear";
-    kern__sp24_job J;
+/* Validates kern_sparse24_linear's operands (writes nothing). */
+static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
+                                           const kern_sparse24 *sw, const kern_tensor *y,
+                                           const kern_sparse24_linear_params *p) {
+    const kern_tensor *bias = p ? p->epilogue.bias : NULL;
+    const kern_tensor *res = p ? p->epilogue.residual : NULL;
     kern_status s;
-    const kern_tensor *res = p ? p->residual : NULL;
-    int act = p ? (int)p->act : 0;
-    uint32_t f;
-    int64_t M, N, K, n_tasks;
+    int64_t M, N, K;
     if ((s = kern__sp24_check_sw(sw, op))) return s;
     if (!x) return kern__err(KERN_ERR_ARG, "%s: x is NULL", op);
     if (!y) return kern__err(KERN_ERR_ARG, "%s: y is NULL", op);
@@ -1779,9 +1839,11 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                          (long long)x->shape[1], (long long)K);
     if ((s = kern__sp24_check_rows(x, op, "x", M, K))) return s;
     if ((s = kern__sp24_check_rows(y, op, "y", M, N))) return s;
-    if (act != KERN_SPARSE24_ACT_NONE && act != KERN_SPARSE24_ACT_GELU &&
-        act != KERN_SPARSE24_ACT_GELU_TANH)
-        return kern__err(KERN_ERR_ARG, "%s: act=%d is not a kern_sparse24_act", op, act);
+    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op,
+                                  1u << KERN_ACT_NONE | 1u << KERN_ACT_GELU |
+                                      1u << KERN_ACT_GELU_TANH,
+                                  0, 0)))
+        return s;
     if (bias) {
         if ((s = kern_tensor_check(bias, op, "bias"))) return s;
         if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
@@ -1800,91 +1862,173 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                              "== y is allowed)", op);
     }
     if (kern_tensors_overlap(x, y)) return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
-    if (M == 0) return KERN_OK;
-    if ((s = kern__op_begin(&ctx, op))) return s;
+    return KERN_OK;
+}
 
-    memset(&J, 0, sizeof J);
-    J.sw = sw;
-    J.ctx = ctx;
-    J.M = M; J.N = N; J.K = K; J.Kp = sw->k_padded; J.G = sw->k_padded / 4;
-    J.x = (const char *)x->data; J.ldx = x->stride[0]; J.xdt = x->dtype;
-    J.y = (char *)y->data; J.ldy = y->stride[0]; J.ydt = y->dtype;
-    if (bias) { J.bias = (const char *)bias->data; J.bstride = bias->stride[0]; J.bdt = bias->dtype; }
-    if (res) { J.res = (const char *)res->data; J.ldr = res->stride[0]; J.rdt = res->dtype; }
-    J.act = act;
-    f = kern_ctx_features(ctx);
-    J.path = KERN__SP24_PATH_SCALAR;
+/* How a call runs (chosen from the context, before any scratch is taken). */
+typedef struct kern__sp24_lplan {
+    int kind;          /* 0 scalar, 1 small-M (weight streaming), 2 large-M */
+    int copy_x;        /* small-M: x is copied (converted, padded, de-aliased) */
+    int64_t ldw;       /* small-M copy: row stride of the copy */
+    kern_dtype want;   /* small-M: the dtype the small kernels read */
+    int64_t n_tasks;
+    size_t shared;     /* kern__workspace bytes */
+    size_t thread;     /* kern__reserve_thread_scratch bytes */
+} kern__sp24_lplan;
+
+/* Fills J's path and blocking for ctx, and the plan with its scratch. */
+static void kern__sp24_linear_plan(kern__sp24_job *J, kern_ctx *ctx, kern__sp24_lplan *L) {
+    const kern_sparse24 *sw = J->sw;
+    int64_t M = J->M, K = J->K;
+    uint32_t f = kern_ctx_features(ctx);
+    memset(L, 0, sizeof *L);
+    J->path = KERN__SP24_PATH_SCALAR;
 #ifdef KERN_X86
-    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) J.path = KERN__SP24_PATH_AVX512;
-    else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) J.path = KERN__SP24_PATH_AVX2;
-    J.bf16dot = J.path == KERN__SP24_PATH_AVX512 && (f & KERN_CPU_AVX512BF16) &&
-                sw->dtype == KERN_BF16;
+    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) J->path = KERN__SP24_PATH_AVX512;
+    else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) J->path = KERN__SP24_PATH_AVX2;
+    J->bf16dot = J->path == KERN__SP24_PATH_AVX512 && (f & KERN_CPU_AVX512BF16) &&
+                 sw->dtype == KERN_BF16;
 #endif
 #ifdef KERN_NEON
-    if ((f & KERN_CPU_NEON) && sw->dtype == KERN_F32) J.path = KERN__SP24_PATH_NEON;
+    if ((f & KERN_CPU_NEON) && sw->dtype == KERN_F32) J->path = KERN__SP24_PATH_NEON;
 #endif
-
-    if (J.path == KERN__SP24_PATH_SCALAR) {
-        n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
-        s = kern__reserve_thread_scratch(ctx, (size_t)J.Kp * sizeof(float));
-        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_scalar, &J);
-    } else if (M <= KERN__SP24_SMALL_M || J.path == KERN__SP24_PATH_NEON) {
-        /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns */
-        kern_dtype want = J.bf16dot ? KERN_BF16 : KERN_F32;
-        n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
-        /* the kernels read all M rows at the same column: a row stride that
+    (void)f;
+    if (J->path == KERN__SP24_PATH_SCALAR) {
+        L->kind = 0;
+        L->n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
+        L->thread = (size_t)J->Kp * sizeof(float);
+    } else if (M <= KERN__SP24_SMALL_M || J->path == KERN__SP24_PATH_NEON) {
+        /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns.
+         * The kernels read all M rows at the same column: a row stride that
          * is a multiple of 1 KiB puts them in a few L1 sets (K = 4096: all in
          * one), so such an x is copied with one extra cache line per row */
-        int alias = M > 2 && (J.ldx * (int64_t)kern_dtype_size(want)) % 1024 == 0;
-        int64_t ldw = J.Kp + (alias ? 64 / (int64_t)kern_dtype_size(want) : 0);
-        if (x->dtype == want && K % 4 == 0 && !alias) {
+        kern_dtype want = J->bf16dot ? KERN_BF16 : KERN_F32;
+        int alias = M > 2 && (J->ldx * (int64_t)kern_dtype_size(want)) % 1024 == 0;
+        L->kind = 1;
+        L->want = want;
+        L->n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
+        L->ldw = J->Kp + (alias ? 64 / (int64_t)kern_dtype_size(want) : 0);
+        L->copy_x = !(J->xdt == want && K % 4 == 0 && !alias);
+        if (L->copy_x) L->shared = (size_t)(M * L->ldw) * kern_dtype_size(want);
+    } else {
+#ifdef KERN_X86
+        int64_t n_nc, want_tasks = 4 * (int64_t)kern_ctx_threads(ctx);
+        size_t slab;
+        L->kind = 2;
+        J->mr = J->path == KERN__SP24_PATH_AVX512 ? 64 : 32;
+        J->n_ms = (M + J->mr - 1) / J->mr;
+        /* tiles per task: up to LM_NT, fewer when that leaves threads idle
+         * (the split over n never changes the results) */
+        J->nt = KERN__SP24_LM_NT;
+        while (J->nt > 4 && J->n_ms * ((sw->n_tiles + J->nt - 1) / J->nt) < want_tasks)
+            J->nt /= 2;
+        n_nc = (sw->n_tiles + J->nt - 1) / J->nt;
+        J->xp_stride = J->bf16dot ? J->G * KERN__SP24_NSLOT * 64 : J->Kp * J->mr;
+        J->scratch_yt = (size_t)J->nt * 16 * (size_t)J->mr * sizeof(float);
+        slab = (!J->bf16dot && sw->dtype != KERN_F32)
+                   ? (size_t)J->nt * KERN__SP24_LM_KG * 32 * sizeof(float) : 0;
+        L->n_tasks = n_nc * J->n_ms;
+        L->shared = (size_t)(J->n_ms * J->xp_stride) * 4;
+        L->thread = J->scratch_yt + slab;
+#endif
+    }
+}
+
+/* The job of a validated call (everything but the path). */
+static void kern__sp24_linear_job(kern__sp24_job *J, const kern_tensor *x,
+                                  const kern_sparse24 *sw, const kern_tensor *y,
+                                  const kern_sparse24_linear_params *p, kern_ctx *ctx) {
+    const kern_tensor *bias = p ? p->epilogue.bias : NULL;
+    const kern_tensor *res = p ? p->epilogue.residual : NULL;
+    memset(J, 0, sizeof *J);
+    J->sw = sw;
+    J->ctx = ctx;
+    J->M = x->shape[0]; J->N = sw->n; J->K = sw->k; J->Kp = sw->k_padded; J->G = sw->k_padded / 4;
+    J->x = (const char *)x->data; J->ldx = x->stride[0]; J->xdt = x->dtype;
+    J->y = (char *)y->data; J->ldy = y->stride[0]; J->ydt = y->dtype;
+    if (bias) { J->bias = (const char *)bias->data; J->bstride = bias->stride[0]; J->bdt = bias->dtype; }
+    if (res) { J->res = (const char *)res->data; J->ldr = res->stride[0]; J->rdt = res->dtype; }
+    J->act = p ? (int)p->epilogue.act : 0;
+}
+
+KERN_API kern_status kern_sparse24_linear_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                         const kern_sparse24 *sw,
+                                                         const kern_tensor *y,
+                                                         const kern_sparse24_linear_params *p,
+                                                         size_t *bytes) {
+    static const char *op = "kern_sparse24_linear_workspace_size";
+    kern__sp24_job J;
+    kern__sp24_lplan L;
+    kern_status s;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((s = kern__sp24_linear_check(op, x, sw, y, p))) return s;
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    *bytes = 0;
+    if (x->shape[0] > 0) {
+        kern__sp24_linear_job(&J, x, sw, y, p, ctx);
+        kern__sp24_linear_plan(&J, ctx, &L);
+        *bytes = kern__op_workspace_bytes(ctx, L.shared, L.thread);
+    }
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
+                                          const kern_sparse24 *sw, const kern_tensor *y,
+                                          const kern_sparse24_linear_params *p) {
+    static const char *op = "kern_sparse24_linear";
+    kern__sp24_job J;
+    kern__sp24_lplan L;
+    kern_status s;
+    if ((s = kern__sp24_linear_check(op, x, sw, y, p))) return s;
+    if (x->shape[0] == 0) return KERN_OK;
+    if ((s = kern__op_begin(&ctx, op))) return s;
+    kern__sp24_linear_job(&J, x, sw, y, p, ctx);
+    kern__sp24_linear_plan(&J, ctx, &L);
+    s = kern__op_workspace(ctx, op, p ? p->workspace : NULL, p ? p->workspace_size : 0,
+                           L.shared, L.thread);
+    if (s) {
+        kern__op_end(ctx);
+        return s;
+    }
+    if (L.kind == 0) {
+        s = kern__reserve_thread_scratch(ctx, L.thread);
+        if (!s) s = kern_parallel_for(ctx, L.n_tasks, kern__sp24_task_scalar, &J);
+    } else if (L.kind == 1) {
+        if (!L.copy_x) {
             J.xs = x->data;
             J.ldxs = x->stride[0];
         } else {
-            size_t xes = kern_dtype_size(want);
-            char *ws = (char *)kern__workspace(ctx, (size_t)(M * ldw) * xes);
-            int64_t m, k;
+            char *ws = (char *)kern__workspace(ctx, L.shared);
+            int64_t m, k, ldw = L.ldw;
             if (!ws) {
                 s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate the x workspace", op);
             } else {
-                for (m = 0; m < M; m++) {
+                for (m = 0; m < J.M; m++) {
                     const char *xr = J.x + m * J.ldx * (int64_t)kern_dtype_size(J.xdt);
                     for (k = 0; k < J.Kp; k++) {
-                        if (want == KERN_F32)
+                        if (L.want == KERN_F32)
                             ((float *)ws)[m * ldw + k] =
-                                k < K ? kern__sp24_tof(J.xdt, xr + k * (int64_t)kern_dtype_size(J.xdt)) : 0.0f;
+                                k < J.K ? kern__sp24_tof(J.xdt, xr + k * (int64_t)kern_dtype_size(J.xdt)) : 0.0f;
                         else
-                            ((uint16_t *)ws)[m * ldw + k] = k < K ? ((const uint16_t *)xr)[k] : (uint16_t)0;
+                            ((uint16_t *)ws)[m * ldw + k] = k < J.K ? ((const uint16_t *)xr)[k] : (uint16_t)0;
                     }
                 }
                 J.xs = ws;
                 J.ldxs = ldw;
             }
         }
-        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_small, &J);
+        if (!s) s = kern_parallel_for(ctx, L.n_tasks, kern__sp24_task_small, &J);
     } else {
 #ifdef KERN_X86
-        int64_t n_nc, want_tasks = 4 * (int64_t)kern_ctx_threads(ctx);
-        size_t slab, xpb;
-        J.mr = J.path == KERN__SP24_PATH_AVX512 ? 64 : 32;
-        J.n_ms = (M + J.mr - 1) / J.mr;
-        /* tiles per task: up to LM_NT, fewer when that leaves threads idle
-         * (the split over n never changes the results) */
-        J.nt = KERN__SP24_LM_NT;
-        while (J.nt > 4 && J.n_ms * ((sw->n_tiles + J.nt - 1) / J.nt) < want_tasks) J.nt /= 2;
-        n_nc = (sw->n_tiles + J.nt - 1) / J.nt;
-        J.xp_stride = J.bf16dot ? J.G * KERN__SP24_NSLOT * 64 : J.Kp * J.mr;
-        xpb = (size_t)(J.n_ms * J.xp_stride) * 4;
-        J.scratch_yt = (size_t)J.nt * 16 * (size_t)J.mr * sizeof(float);
-        slab = (!J.bf16dot && sw->dtype != KERN_F32)
-                   ? (size_t)J.nt * KERN__SP24_LM_KG * 32 * sizeof(float) : 0;
-        n_tasks = n_nc * J.n_ms;
-        J.xp = kern__workspace(ctx, xpb);
-        if (!J.xp) s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes for x panels", op, xpb);
-        if (!s) s = kern__reserve_thread_scratch(ctx, J.scratch_yt + slab);
+        J.xp = kern__workspace(ctx, L.shared);
+        if (!J.xp)
+            s = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes for x panels", op,
+                          L.shared);
+        if (!s) s = kern__reserve_thread_scratch(ctx, L.thread);
         if (!s) s = kern_parallel_for(ctx, J.n_ms, J.bf16dot ? kern__sp24_task_pack_xt6
                                                               : kern__sp24_task_pack_xt, &J);
-        if (!s) s = kern_parallel_for(ctx, n_tasks, kern__sp24_task_large, &J);
+        if (!s) s = kern_parallel_for(ctx, L.n_tasks, kern__sp24_task_large, &J);
 #endif
     }
     kern__op_end(ctx);

@@ -4,7 +4,7 @@
  * kern_scatter.h (its row engine and counting sort).
  *
  * WHAT IT COMPUTES
- *   kern_spmm_reduce(ctx, a, dense, out, reduce, arg_out)
+ *   kern_spmm_reduce(ctx, a, dense, out, reduce, arg_out, params)
  *     PyTorch torch.sparse.mm(a, dense, reduce) for a CSR matrix a
  *     [nrows x ncols] (torch._sparse_mm_reduce_impl, the CPU kernel):
  *       out[i, f] = reduce over k in row i of  values[k] * dense[col[k], f]
@@ -21,7 +21,7 @@
  *     Every output row is computed by one thread in CSR order: the same bits
  *     for any thread count and every reduce.
  *   kern_spmm_reduce_backward(ctx, a, dense, grad_out, reduce, arg_out,
- *                             grad_dense, grad_values)
+ *                             grad_dense, grad_values, params)
  *     Gradients of kern_spmm_reduce as PyTorch defines them:
  *       sum/mean: grad_dense = a^T (rows scaled by 1/nnz for mean) @
  *                 grad_out; grad_values[k] = <grad_out[i], dense[col[k]]>
@@ -69,18 +69,24 @@
  *   KERN_ERR_LAYOUT a feature dim without unit stride.
  *   KERN_ERR_UNSUPPORTED arg_out with nnz >= 2^31 - 1.
  *
+ * PARAMS (kern_spmm_params, NULL or zero-initialised = defaults)
+ *   workspace, workspace_size: NULL = the context's reusable scratch; else
+ *   caller memory of at least kern_spmm_reduce_workspace_size() /
+ *   kern_spmm_reduce_backward_workspace_size() bytes (smaller: KERN_ERR_ARG).
+ *   The CSR utilities (coo_to_csr, transpose) use the context's scratch.
+ *
  * EXAMPLE (one GNN layer's max aggregation and its backward)
  *     kern_csr a;  // a.nrows = a.ncols = N, rowptr/col i64, values NULL
  *     ...
  *     kern_tensor x = kern_tensor_2d(xbuf, KERN_F32, N, F);
  *     kern_tensor y = kern_tensor_2d(ybuf, KERN_F32, N, F);
  *     kern_tensor arg = kern_tensor_2d(argbuf, KERN_I64, N, F);
- *     kern_spmm_reduce(ctx, &a, &x, &y, KERN_REDUCE_AMAX, &arg);
+ *     kern_spmm_reduce(ctx, &a, &x, &y, KERN_REDUCE_AMAX, &arg, NULL);
  *     ...
  *     kern_tensor gy = kern_tensor_2d(gybuf, KERN_F32, N, F);
  *     kern_tensor gx = kern_tensor_2d(gxbuf, KERN_F32, N, F);
  *     kern_spmm_reduce_backward(ctx, &a, &x, &gy, KERN_REDUCE_AMAX, &arg,
- *                               &gx, NULL);
+ *                               &gx, NULL, NULL);
  */
 #ifndef KERN_SPMM_H
 #define KERN_SPMM_H
@@ -134,9 +140,25 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
 KERN_API kern_status kern_csr_transpose(kern_ctx *ctx, const kern_csr *a, kern_csr *out,
                                         void *perm);
 
+/* Options of kern_spmm_reduce and kern_spmm_reduce_backward; zero (or a
+ * NULL pointer) = defaults, every field's zero being its default. */
+typedef struct kern_spmm_params {
+    void *workspace;       /* optional caller scratch of at least the call's */
+    size_t workspace_size; /* *_workspace_size bytes; NULL = the context's */
+} kern_spmm_params;
+
 KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
                                       const kern_tensor *dense, const kern_tensor *out,
-                                      kern_reduce reduce, const kern_tensor *arg_out);
+                                      kern_reduce reduce, const kern_tensor *arg_out,
+                                      const kern_spmm_params *params);
+/* Scratch bytes kern_spmm_reduce takes on this context for these operands
+ * (validates the arguments, not the CSR's index values). */
+KERN_API kern_status kern_spmm_reduce_workspace_size(kern_ctx *ctx, const kern_csr *a,
+                                                     const kern_tensor *dense,
+                                                     const kern_tensor *out,
+                                                     kern_reduce reduce,
+                                                     const kern_tensor *arg_out,
+                                                     size_t *bytes);
 
 KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
                                                const kern_tensor *dense,
@@ -144,7 +166,12 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
                                                kern_reduce reduce,
                                                const kern_tensor *arg_out,
                                                const kern_tensor *grad_dense,
-                                               const kern_tensor *grad_values);
+                                               const kern_tensor *grad_values,
+                                               const kern_spmm_params *params);
+KERN_API kern_status kern_spmm_reduce_backward_workspace_size(
+    kern_ctx *ctx, const kern_csr *a, const kern_tensor *dense, const kern_tensor *grad_out,
+    kern_reduce reduce, const kern_tensor *arg_out, const kern_tensor *grad_dense,
+    const kern_tensor *grad_values, size_t *bytes);
 
 #ifdef __cplusplus
 }
@@ -600,10 +627,20 @@ static kern_status kern__sp_check_reduce(kern_reduce reduce, const char *op) {
                      (int)reduce, kern_reduce_name(reduce));
 }
 
-KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
+/* Per-thread scratch of the row engine with f32 accumulators. */
+static size_t kern__sp_row_scratch(int64_t F) {
+    kern__sc_job J;
+    memset(&J, 0, sizeof J);
+    J.F = F;
+    J.accsz = 4;
+    return kern__sc_row_scratch(&J);
+}
+
+/* Validates kern_spmm_reduce's arguments except the CSR's index values
+ * (writes nothing). */
+static kern_status kern__sp_fwd_check(const char *op, const kern_csr *a,
                                       const kern_tensor *dense, const kern_tensor *out,
                                       kern_reduce reduce, const kern_tensor *arg_out) {
-    static const char *op = "kern_spmm_reduce";
     kern_status st;
     int64_t F;
     if (!a) return kern__err(KERN_ERR_ARG, "%s: csr is NULL", op);
@@ -625,12 +662,55 @@ KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
             return kern__err(KERN_ERR_ARG, "%s: arg_out overlaps out or dense", op);
     }
     if (kern_tensors_overlap(out, dense)) return kern__err(KERN_ERR_ARG, "%s: out overlaps dense", op);
+    return KERN_OK;
+}
+
+/* The forward's scratch: the task bounds shared, the row engine's rows
+ * per thread. */
+static void kern__sp_fwd_scratch(kern_ctx *ctx, const kern_csr *a, int64_t F, size_t *shared,
+                                 size_t *thread) {
+    *shared = *thread = 0;
+    if (a->nrows <= 0 || F <= 0) return;
+    *shared = (size_t)(kern__sc_gather_ntasks(ctx, a->nrows) + 1) * 8;
+    *thread = kern__sp_row_scratch(F);
+}
+
+KERN_API kern_status kern_spmm_reduce_workspace_size(kern_ctx *ctx, const kern_csr *a,
+                                                     const kern_tensor *dense,
+                                                     const kern_tensor *out, kern_reduce reduce,
+                                                     const kern_tensor *arg_out, size_t *bytes) {
+    static const char *op = "kern_spmm_reduce_workspace_size";
+    kern_status st;
+    size_t sh, th;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__sp_fwd_check(op, a, dense, out, reduce, arg_out)) != KERN_OK) return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sp_fwd_scratch(ctx, a, dense->shape[1], &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
+                                      const kern_tensor *dense, const kern_tensor *out,
+                                      kern_reduce reduce, const kern_tensor *arg_out,
+                                      const kern_spmm_params *params) {
+    static const char *op = "kern_spmm_reduce";
+    kern_status st;
+    int64_t F;
+    size_t sh, th;
+    if ((st = kern__sp_fwd_check(op, a, dense, out, reduce, arg_out)) != KERN_OK) return st;
+    F = dense->shape[1];
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sp_fwd_scratch(ctx, a, F, &sh, &th);
+    if ((st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
+                                 params ? params->workspace_size : 0, sh, th)) != KERN_OK)
+        goto done;
     if ((st = kern__sp_validate(ctx, a, NULL, op)) != KERN_OK) goto done;
     if (a->nrows > 0 && F > 0) {
         kern__sc_job J;
         int64_t nt = kern__sc_gather_ntasks(ctx, a->nrows);
-        int64_t *b = (int64_t *)kern__workspace(ctx, (size_t)(nt + 1) * 8);
+        int64_t *b = (int64_t *)kern__workspace(ctx, sh);
         if (!b) {
             st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate task bounds", op);
             goto done;
@@ -755,18 +835,16 @@ static void kern__sp_gd_arg_task(void *p, int64_t t, int thread) {
     }
 }
 
-KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
-                                               const kern_tensor *dense,
-                                               const kern_tensor *grad_out,
-                                               kern_reduce reduce,
-                                               const kern_tensor *arg_out,
-                                               const kern_tensor *grad_dense,
-                                               const kern_tensor *grad_values) {
-    static const char *op = "kern_spmm_reduce_backward";
+/* Validates kern_spmm_reduce_backward's arguments except the CSR's index
+ * values (writes nothing). */
+static kern_status kern__sp_bwd_check(const char *op, const kern_csr *a,
+                                      const kern_tensor *dense, const kern_tensor *grad_out,
+                                      kern_reduce reduce, const kern_tensor *arg_out,
+                                      const kern_tensor *grad_dense,
+                                      const kern_tensor *grad_values) {
     kern_status st;
     int64_t F;
     int minmax;
-    kern__sp_bjob B;
     if (!a) return kern__err(KERN_ERR_ARG, "%s: csr is NULL", op);
     if ((st = kern__sp_check_reduce(reduce, op)) != KERN_OK) return st;
     if ((st = kern__sp_check_dense(dense, op, "dense", -1, 0, KERN_DTYPE_NONE)) != KERN_OK)
@@ -806,7 +884,65 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
             (arg_out && kern_tensors_overlap(grad_values, arg_out)))
             return kern__err(KERN_ERR_ARG, "%s: grad_values overlaps another tensor", op);
     }
+    return KERN_OK;
+}
+
+/* The backward's scratch: for grad_dense, the transpose of a, the
+ * per-entry weights and the task bounds shared, and the row engine's (sum,
+ * mean) or one f32 row's (amax, amin) scratch per thread. grad_values
+ * takes none. */
+static void kern__sp_bwd_scratch(kern_ctx *ctx, const kern_csr *a, int64_t F, int minmax,
+                                 const kern_tensor *grad_dense, size_t *shared, size_t *thread) {
+    *shared = *thread = 0;
+    if (!grad_dense || a->ncols <= 0 || F <= 0) return;
+    *shared = kern__sp_transpose_bytes(ctx, a) + ((size_t)a->nnz * 4 + 64) +
+              (size_t)(kern__sc_gather_ntasks(ctx, a->ncols) + 1) * 8 + 64;
+    *thread = minmax ? (size_t)F * 4 + 64 : kern__sp_row_scratch(F);
+}
+
+KERN_API kern_status kern_spmm_reduce_backward_workspace_size(
+    kern_ctx *ctx, const kern_csr *a, const kern_tensor *dense, const kern_tensor *grad_out,
+    kern_reduce reduce, const kern_tensor *arg_out, const kern_tensor *grad_dense,
+    const kern_tensor *grad_values, size_t *bytes) {
+    static const char *op = "kern_spmm_reduce_backward_workspace_size";
+    kern_status st;
+    size_t sh, th;
+    int minmax = reduce == KERN_REDUCE_AMAX || reduce == KERN_REDUCE_AMIN;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__sp_bwd_check(op, a, dense, grad_out, reduce, arg_out, grad_dense,
+                                 grad_values)) != KERN_OK)
+        return st;
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sp_bwd_scratch(ctx, a, dense->shape[1], minmax, grad_dense, &sh, &th);
+    *bytes = kern__op_workspace_bytes(ctx, sh, th);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
+                                               const kern_tensor *dense,
+                                               const kern_tensor *grad_out,
+                                               kern_reduce reduce,
+                                               const kern_tensor *arg_out,
+                                               const kern_tensor *grad_dense,
+                                               const kern_tensor *grad_values,
+                                               const kern_spmm_params *params) {
+    static const char *op = "kern_spmm_reduce_backward";
+    kern_status st;
+    int64_t F;
+    int minmax;
+    kern__sp_bjob B;
+    size_t sh, th;
+    if ((st = kern__sp_bwd_check(op, a, dense, grad_out, reduce, arg_out, grad_dense,
+                                 grad_values)) != KERN_OK)
+        return st;
+    F = dense->shape[1];
+    minmax = reduce == KERN_REDUCE_AMAX || reduce == KERN_REDUCE_AMIN;
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__sp_bwd_scratch(ctx, a, F, minmax, grad_dense, &sh, &th);
+    if ((st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
+                                 params ? params->workspace_size : 0, sh, th)) != KERN_OK)
+        goto done;
     if ((st = kern__sp_validate(ctx, a, NULL, op)) != KERN_OK) goto done;
     memset(&B, 0, sizeof B);
     B.a = a; B.is64 = a->index_dtype == KERN_I64; B.minmax = minmax;
@@ -824,7 +960,7 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
          * workspace; the task bounds after them */
         size_t tb = kern__sp_transpose_bytes(ctx, a), wb = (size_t)a->nnz * 4 + 64;
         int64_t nt = kern__sc_gather_ntasks(ctx, a->ncols);
-        char *w = (char *)kern__workspace(ctx, tb + wb + (size_t)(nt + 1) * 8 + 64);
+        char *w = (char *)kern__workspace(ctx, sh);
         int64_t *rowptrT, *posT, *rowT, *bounds;
         float *wT;
         if (!w) {
@@ -860,7 +996,7 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
             B.gd = (char *)grad_dense->data;
             B.gd_rs = grad_dense->stride[0] * (int64_t)B.es;
             B.rowptrT = rowptrT; B.posT = posT; B.rowT = rowT;
-            if ((st = kern__reserve_thread_scratch(ctx, (size_t)F * 4 + 64)) != KERN_OK) goto done;
+            if ((st = kern__reserve_thread_scratch(ctx, th)) != KERN_OK) goto done;
             kern__sc_split_rows(rowptrT, 1, a->ncols, nt, bounds);
             B.bounds = bounds;
             if ((st = kern_parallel_for(ctx, nt, kern__sp_gd_arg_task, &B)) != KERN_OK) goto done;

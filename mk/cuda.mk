@@ -14,7 +14,7 @@
 
 CUDA_HOME ?= /usr/local/cuda
 
-SDPA_CUDA_DEPS := kernels/cuda/kern_sdpa.cuh include/kern_base.h
+SDPA_CUDA_DEPS := kernels/cuda/kern_sdpa.cuh kernels/kern_sdpa.h include/kern_base.h
 
 build/tests/test_sdpa_cuda_emu: tests/cuda/test_sdpa_cuda.cu kernels/cuda/kern_cuda_emu.cuh $(SDPA_CUDA_DEPS) tests/kt.h
 	@mkdir -p $(@D)

@@ -34,6 +34,30 @@ for h in $headers; do
     done
   done
 done
+# const-friendly views: read-only data wraps without casts, as C and as C++
+cat > build/cc/constviews_use.c <<'EOF_CV'
+#include "kern.h"
+int kern_cc_constviews(void);
+int kern_cc_constviews(void) {
+    static const float w[24] = {0};
+    const void *vp = w;
+    const int64_t shape[3] = {2, 3, 4};
+    kern_tensor t1 = kern_tensor_1d(w, KERN_F32, 24);
+    kern_tensor t2 = kern_tensor_2d(w, KERN_F32, 6, 4);
+    kern_tensor t3 = kern_tensor_3d(w, KERN_F32, 2, 3, 4);
+    kern_tensor t4 = kern_tensor_4d(vp, KERN_F32, 1, 2, 3, 4);
+    kern_tensor t5, t6;
+    kern_gemm_params gp;
+    kern_status s;
+    memset(&gp, 0, sizeof gp);
+    s = kern_tensor_init(&t5, w, KERN_F32, 3, shape);
+    if (s == KERN_OK) s = kern_tensor_init_strided(&t6, w, KERN_F32, 3, shape, NULL);
+    gp.epilogue.bias = &t1;
+    gp.epilogue.act = KERN_ACT_GELU;
+    return (int)s + t2.ndim + t3.ndim + t4.ndim + (gp.epilogue.bias != NULL);
+}
+EOF_CV
+for cm in $compilers; do echo "constviews use ${cm%%:*} ${cm##*:}" >> $jobs; done
 n=$(wc -l < $jobs)
 fail=$(xargs -P "${JOBS:-2}" -L 1 "$0" --one < $jobs | tee build/cc/log.txt | grep -c '^FAIL ')
 grep -v '^$' build/cc/log.txt

@@ -412,15 +412,28 @@ static KT__UNUSED kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int determinist
 }
 static KT__UNUSED kern_ctx *kt_ctx(int threads, kern_isa isa) { return kt_ctx_ex(threads, isa, 0); }
 
-/* The ISA levels this CPU has, best last, for KT_FOR_EACH_ISA. */
-static KT__UNUSED int kt_isas(kern_isa *out) {
-    int n = 0;
-    out[n++] = KERN_ISA_SCALAR;
-    if (kern_isa_available(KERN_ISA_AVX2)) out[n++] = KERN_ISA_AVX2;
-    if (kern_isa_available(KERN_ISA_AVX512)) out[n++] = KERN_ISA_AVX512;
-    if (kern_isa_available(KERN_ISA_NEON)) out[n++] = KERN_ISA_NEON;
-    return n;
+/* Every ISA level of this build's CPU family that the machine runs, in
+ * kern_isa_list order (SCALAR first, best last); out needs KERN_ISA_COUNT
+ * entries. The levels the machine lacks are reported once per test binary
+ * as "not run: <level> (cpu lacks <features>)", never skipped silently. */
+static int kt__isa_reported;
+static KT__UNUSED int kt_isa_levels(kern_isa *out) {
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i, k = 0;
+    for (i = 0; i < n; i++) {
+        if (kern_isa_available(all[i])) {
+            out[k++] = all[i];
+        } else if (!kt__isa_reported) {
+            char miss[128];
+            printf("not run: %s (cpu lacks %s)\n", kern_isa_name(all[i]),
+                   kern_isa_missing(all[i], miss, sizeof miss));
+        }
+    }
+    kt__isa_reported = 1;
+    return k;
 }
+/* The ISA levels this CPU has, best last, for KT_FOR_EACH_ISA. */
+static KT__UNUSED int kt_isas(kern_isa *out) { return kt_isa_levels(out); }
 /* for each available ISA level: `isa` is the level, `ctx` a context capped
  * to it with `threads` threads. Sets the failure context to the ISA name. */
 #define KT_FOR_EACH_ISA(isa, ctx, threads)                                    \

@@ -495,7 +495,7 @@ KT_TEST(convert_errors) {
 
 /* The kernel's view of the CPU flags (it also masks what the OS does not
  * enable), to cross-check cpuid + xgetbv. */
-static int cpuinfo_flag(const char *flag, int *have_file) {
+static KT__UNUSED int cpuinfo_flag(const char *flag, int *have_file) {
     FILE *fp = fopen("/proc/cpuinfo", "r");
     char line[8192];
     int found = 0;
@@ -551,21 +551,65 @@ KT_TEST(isa_levels_and_caps) {
     KT_CHECK(kern_isa_features(KERN_ISA_SCALAR) == 0);
     KT_CHECK(!kern_isa_available((kern_isa)42) && !kern_isa_available((kern_isa)-3));
     KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX512), "avx512"));
+    KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX2_VNNI), "avx2_vnni"));
+    KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX512_BF16), "avx512_bf16"));
+    KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_NEON_DOT), "neon_dot"));
     KT_CHECK(!strcmp(kern_isa_name((kern_isa)42), "invalid"));
     KT_CHECK(kern_isa_available(best) && best != KERN_ISA_AUTO);
+    KT_CHECK(kern_isa_features(KERN_ISA_AUTO) == kern_isa_features(best));
+    {   /* every level grants exactly its required set, or nothing */
+        int i;
+        uint32_t f = kern_cpu_features();
+        for (i = KERN_ISA_SCALAR; i < KERN_ISA_COUNT; i++) {
+            kern_isa l = (kern_isa)i;
+            uint32_t need = kern_isa_required(l), got = kern_isa_features(l);
+            if (l == KERN_ISA_NEON_BF16) got &= ~(uint32_t)KERN_CPU_NEON_FP16;
+            KT_CHECK(got == (((f & need) == need) ? need : 0u), "%s", kern_isa_name(l));
+            KT_CHECK(kern_isa_available(l) == (l == KERN_ISA_SCALAR || (f & need) == need), "%s",
+                     kern_isa_name(l));
+        }
+        /* chains are cumulative */
+        KT_CHECK((kern_isa_required(KERN_ISA_AVX2_VNNI) & kern_isa_required(KERN_ISA_AVX2)) ==
+                 kern_isa_required(KERN_ISA_AVX2));
+        KT_CHECK((kern_isa_required(KERN_ISA_AVX512) & kern_isa_required(KERN_ISA_AVX2)) ==
+                 kern_isa_required(KERN_ISA_AVX2));
+        KT_CHECK(!(kern_isa_required(KERN_ISA_AVX512) & KERN_CPU_AVXVNNI));
+        KT_CHECK((kern_isa_required(KERN_ISA_AVX512_BF16) & kern_isa_required(KERN_ISA_AVX512_VNNI)) ==
+                 kern_isa_required(KERN_ISA_AVX512_VNNI));
+        KT_CHECK(kern_isa_required(KERN_ISA_AVX512_BF16) & KERN_CPU_AVX512BF16);
+        KT_CHECK((kern_isa_required(KERN_ISA_NEON_BF16) & kern_isa_required(KERN_ISA_NEON_DOT)) ==
+                 kern_isa_required(KERN_ISA_NEON_DOT));
+    }
+    {   /* kern_isa_list: SCALAR first, best last among the available ones */
+        kern_isa all[KERN_ISA_COUNT], av[KERN_ISA_COUNT];
+        char miss[128];
+        int n = kern_isa_list(all, KERN_ISA_COUNT, 0), na = kern_isa_list(av, KERN_ISA_COUNT, 1), i;
+        KT_CHECK(n >= 1 && all[0] == KERN_ISA_SCALAR && na >= 1 && av[0] == KERN_ISA_SCALAR);
+        KT_CHECK(av[na - 1] == best, "%s", kern_isa_name(av[na - 1]));
+        KT_CHECK(kern_isa_list(all, 1, 0) == 1 && kern_isa_list(NULL, 4, 0) == 0);
+        for (i = 0; i < n; i++) {
+            kern_isa_missing(all[i], miss, sizeof miss);
+            KT_CHECK((miss[0] == 0) == kern_isa_available(all[i]), "%s: '%s'", kern_isa_name(all[i]), miss);
+        }
+        KT_CHECK(!strcmp(kern_isa_missing(KERN_ISA_SCALAR, miss, sizeof miss), ""));
+#if defined(__x86_64__) && !defined(KERN_NO_SIMD)
+        KT_CHECK(n == 6);
+#endif
+    }
 #if defined(__x86_64__) && !defined(KERN_NO_SIMD)
     {
         uint32_t f = kern_cpu_features();
         if ((f & (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) ==
             (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) {
             KT_CHECK(kern_isa_available(KERN_ISA_AVX2));
-            KT_CHECK(!(kern_isa_features(KERN_ISA_AVX2) & (KERN_CPU_AVX512F | KERN_CPU_AVX512VNNI)));
+            KT_CHECK(kern_isa_features(KERN_ISA_AVX2) == (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C));
         }
         if (f & KERN_CPU_AVX512F) {
-            KT_CHECK(best == KERN_ISA_AVX512);
+            KT_CHECK(best >= KERN_ISA_AVX512);
             KT_CHECK(kern_isa_features(KERN_ISA_AVX512) & KERN_CPU_AVX512BW);
-            KT_CHECK(!!(kern_isa_features(KERN_ISA_AVX512) & KERN_CPU_AVX512BF16) ==
-                     !!(f & KERN_CPU_AVX512BF16));
+            KT_CHECK(!(kern_isa_features(KERN_ISA_AVX512) & (KERN_CPU_AVX512BF16 | KERN_CPU_AVX512VNNI)));
+            KT_CHECK(kern_isa_available(KERN_ISA_AVX512_BF16) == !!(f & KERN_CPU_AVX512BF16) ||
+                     !(f & KERN_CPU_AVX512VNNI));
         }
         KT_CHECK(!kern_isa_available(KERN_ISA_NEON));
     }
@@ -576,7 +620,8 @@ KT_TEST(isa_levels_and_caps) {
             KT_CHECK(kern_ctx_isa(ctx) == isa);
             KT_CHECK(cf == kern_isa_features(isa), "%s", kern_isa_name(isa));
             if (isa == KERN_ISA_SCALAR) KT_CHECK(cf == 0);
-            if (isa == KERN_ISA_AVX2) KT_CHECK(!(cf & KERN_CPU_AVX512F));
+            if (isa == KERN_ISA_AVX2) KT_CHECK(!(cf & (KERN_CPU_AVX512F | KERN_CPU_AVXVNNI)));
+            if (isa == KERN_ISA_AVX512) KT_CHECK(!(cf & (KERN_CPU_AVX512BF16 | KERN_CPU_AVX512VNNI)));
         }
     }
     {   /* kern_ctx_set_isa_cap */

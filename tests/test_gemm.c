@@ -7,13 +7,19 @@
 
 static double ref_act(int act, double x) {
     switch (act) {
-    case KERN_GEMM_ACT_RELU: return x < 0 ? 0 : x;
-    case KERN_GEMM_ACT_GELU_ERF: return 0.5 * x * erfc(-x / sqrt(2.0));
-    case KERN_GEMM_ACT_GELU_TANH:
+    case KERN_ACT_RELU: return x < 0 ? 0 : x;
+    case KERN_ACT_GELU: return 0.5 * x * erfc(-x / sqrt(2.0));
+    case KERN_ACT_GELU_TANH:
         return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    case KERN_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
+    case KERN_ACT_SILU: return x / (1.0 + exp(-x));
     default: return x;
     }
+}
+
+/* Pack params with trans_b = tb. */
+static const kern_gemm_pack_params *pk(int tb) {
+    static kern_gemm_pack_params p[2] = {{0}, {1}};
+    return &p[tb != 0];
 }
 
 /* A 2-D strided operand. */
@@ -28,7 +34,7 @@ static double mget(const mat *m, int64_t i, int64_t j) { return kt_get(m->p, m->
 /* out[i*N + j] = out_scale * (act(alpha sum_k opA(i,k) opB(k,j) + beta C(i,j) + bias) + res) */
 static void ref_gemm(int64_t M, int64_t N, int64_t K, const mat *A, const mat *B, const mat *C,
                      const kern_gemm_params *p, const mat *bias, const mat *res, double *out) {
-    double alpha = p->alpha_set ? p->alpha : 1.0, scale = p->out_scale != 0 ? p->out_scale : 1.0;
+    double alpha = p->alpha_set ? p->alpha : 1.0, scale = p->epilogue.out_scale != 0 ? p->epilogue.out_scale : 1.0;
     int64_t i, j, k;
     for (i = 0; i < M; i++)
         for (j = 0; j < N; j++) {
@@ -36,8 +42,8 @@ static void ref_gemm(int64_t M, int64_t N, int64_t K, const mat *A, const mat *B
             for (k = 0; k < K; k++) s += mget(A, i, k) * mget(B, k, j);
             x = alpha * s;
             if (p->beta != 0) x += (double)p->beta * mget(C, i, j);
-            if (bias) x += p->bias_per_row ? mget(bias, i, 0) : mget(bias, j, 0);
-            x = ref_act(p->act, x);
+            if (bias) x += p->epilogue.bias_per_row ? mget(bias, i, 0) : mget(bias, j, 0);
+            x = ref_act(p->epilogue.act, x);
             if (res) x += mget(res, i, j);
             out[i * N + j] = x * scale;
         }
@@ -114,8 +120,8 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
     p.alpha_set = g->alpha_set;
     p.alpha = g->alpha;
     p.beta = g->beta;
-    p.act = (kern_gemm_act)g->act;
-    p.out_scale = g->out_scale;
+    p.epilogue.act = (kern_act)g->act;
+    p.epilogue.out_scale = g->out_scale;
     {
         int64_t sa[2], sb[2], sc[2], sha[2], shb[2], shc[2];
         sha[0] = ar; sha[1] = ac; sa[0] = lda; sa[1] = 1;
@@ -134,8 +140,8 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
         bias = kt_alloc((size_t)(bl * st + 1) * bes, "bias");
         kt_fill_normal(&r, bias, g->bias_dt, bl * st + 1, 1.0);
         KT_OK(kern_tensor_init_strided(&tbias, bias, g->bias_dt, 1, &bl, &st));
-        p.bias = &tbias;
-        p.bias_per_row = g->bias_per_row;
+        p.epilogue.bias = &tbias;
+        p.epilogue.bias_per_row = g->bias_per_row;
         mbias.p = bias; mbias.dt = g->bias_dt; mbias.rs = st; mbias.cs = 0;
     }
     if (g->use_res) {
@@ -147,13 +153,13 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
         kt_fill_normal(&r, res, g->res_dt, rn, 1.0);
         shr[0] = M; shr[1] = N; sr[0] = 1; sr[1] = M + 2;
         KT_OK(kern_tensor_init_strided(&tres, res, g->res_dt, 2, shr, sr));
-        p.residual = &tres;
+        p.epilogue.residual = &tres;
         mres.p = res; mres.dt = g->res_dt; mres.rs = 1; mres.cs = M + 2;
     }
     ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL, g->use_res ? &mres : NULL,
              want);
     if (g->packed) {
-        KT_OK(kern_gemm_pack_b(ctx, &tb, g->tb, &pb));
+        KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, pk(g->tb)));
         p.packed_b = pb;
         KT_OK(kern_gemm(ctx, &ta, NULL, &tc, &p));
     } else {
@@ -270,7 +276,7 @@ KT_TEST(epilogues) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         int act, combo, s;
         for (s = 0; s < 2; s++)
-            for (act = 0; act < KERN_GEMM_ACT_COUNT; act++)
+            for (act = 0; act < KERN_ACT_COUNT; act++)
                 for (combo = 0; combo < 6; combo++) {
                     gcase g = s == 0 ? gc_default(37, 45, 70) : gc_default(3, 77, 400);
                     g.act = act;
@@ -332,7 +338,7 @@ KT_TEST(strides) {
             g.bias_per_row = s & 1;
             g.bias_stride = 2;
             g.use_res = 1;
-            g.act = KERN_GEMM_ACT_SILU;
+            g.act = KERN_ACT_SILU;
             g.beta = s == 6 ? 1.0f : 0.0f;
             g.c_dt = s == 4 ? KERN_BF16 : KERN_F32;
             kt_context("isa=%s s=%d", kern_isa_name(isa), s);
@@ -358,7 +364,7 @@ KT_TEST(packed_b) {
                     g.tb = (mi + ni) & 1;
                     g.packed = 1;
                     g.use_bias = ni == 2;
-                    g.act = ni == 3 ? KERN_GEMM_ACT_GELU_TANH : 0;
+                    g.act = ni == 3 ? KERN_ACT_GELU_TANH : 0;
                     g.beta = mi == 4 ? 1.0f : 0.0f;
                     kt_context("isa=%s dt=%s M=%lld N=%lld K=%lld tb=%d", kern_isa_name(isa),
                                kern_dtype_name(g.in_dt), (long long)g.M, (long long)g.N,
@@ -378,7 +384,7 @@ KT_TEST(small_m_streaming) {
             g.pad_b = 11;
             g.ta = m == 7;
             g.use_bias = m & 1;
-            g.act = m % KERN_GEMM_ACT_COUNT;
+            g.act = m % KERN_ACT_COUNT;
             kt_context("isa=%s M=%lld N=%lld K=%lld", kern_isa_name(isa), (long long)g.M,
                        (long long)g.N, (long long)g.K);
             run_case(ctx, &g, NULL);
@@ -403,7 +409,7 @@ KT_TEST(packed_b_cross_isa) {
         kt_fill_normal(&r, B, dts[d], K * N, 0.1);
         for (x = 0; x < n; x++) {
             kern_gemm_packed_b *pb = NULL;
-            KT_OK(kern_gemm_pack_b(kt_ctx(1, isas[x]), &tb, 0, &pb));
+            KT_OK(kern_gemm_pack_b(kt_ctx(1, isas[x]), &tb, &pb, pk(0)));
             for (y = 0; y < n; y++) {
                 kern_gemm_params p;
                 kern_ctx *cy = kt_ctx(1, isas[y]);
@@ -447,7 +453,7 @@ KT_TEST(threads_identical) {
                 g.c_dt = v == 2 ? KERN_BF16 : KERN_F32;
                 g.packed = v == 1;
                 g.use_bias = 1;
-                g.act = KERN_GEMM_ACT_GELU_ERF;
+                g.act = KERN_ACT_GELU;
                 kt_context("isa=%s s=%d v=%d", kern_isa_name(isa), s, v);
                 run_case(ctx1, &g, r1);
                 run_case(ctx2, &g, r2);
@@ -486,7 +492,7 @@ static void run_batched(kern_ctx *ctx, int64_t B0, int64_t B1, int64_t M, int64_
     KT_OK(kern_tensor_init(&tc, C, KERN_F32, 4, shc));
     KT_OK(kern_tensor_init(&tr, R, KERN_F32, 3, shr));
     memset(&p, 0, sizeof p);
-    p.residual = &tr;
+    p.epilogue.residual = &tr;
     if (b_mode == 0) {
         shb[0] = B1; shb[1] = K; shb[2] = N;
         KT_OK(kern_tensor_init(&tb, Bm, KERN_F32, 3, shb));
@@ -496,7 +502,7 @@ static void run_batched(kern_ctx *ctx, int64_t B0, int64_t B1, int64_t M, int64_
     } else if (b_mode == 2) {
         shb[0] = K; shb[1] = N;
         KT_OK(kern_tensor_init(&tb, Bm, KERN_F32, 2, shb));
-        KT_OK(kern_gemm_pack_b(ctx, &tb, 0, &pb));
+        KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, pk(0)));
         p.packed_b = pb;
     } else {
         shb[0] = B0; shb[1] = B1; shb[2] = K; shb[3] = N;
@@ -561,10 +567,10 @@ KT_TEST(activation_accuracy) {
     x[4] = -88.0f;
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         int act;
-        for (act = 1; act < KERN_GEMM_ACT_COUNT; act++) {
+        for (act = 1; act < KERN_ACT_COUNT; act++) {
             kern_gemm_params p;
             memset(&p, 0, sizeof p);
-            p.act = (kern_gemm_act)act;
+            p.epilogue.act = (kern_act)act;
             for (i = 0; i < n; i++) w[i] = ref_act(act, x[i]);
             kt_context("isa=%s act=%d", kern_isa_name(isa), act);
             KT_OK(kern_gemm(ctx, &tx, &t1, &ty, &p));
@@ -582,7 +588,7 @@ KT_TEST(empty_and_k0) {
         gcase g = gc_default(5, 7, 0);
         g.beta = 0.5f;
         g.use_bias = 1;
-        g.act = KERN_GEMM_ACT_RELU;
+        g.act = KERN_ACT_RELU;
         run_case(ctx, &g, NULL);
         g.M = 40;
         run_case(ctx, &g, NULL);
@@ -700,20 +706,23 @@ KT_TEST(errors) {
     }
     /* bias */
     t = kern_tensor_1d(bias, KERN_F32, 7);
-    p.bias = &t;
+    p.epilogue.bias = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "bias.shape=[7]");
-    p.bias = NULL;
+    p.epilogue.bias = NULL;
     /* residual that does not broadcast */
     t = kern_tensor_2d(bias, KERN_F32, 1, 7);
-    p.residual = &t;
+    p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "residual");
-    p.residual = &tc;
+    p.epilogue.residual = &tc;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_UNSUPPORTED, "residual is c itself");
+    t = kern_tensor_2d(C + 1, KERN_F32, 1, 5);
+    p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
-    p.residual = NULL;
+    p.epilogue.residual = NULL;
     /* act */
-    p.act = (kern_gemm_act)99;
-    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "params.act=99");
-    p.act = KERN_GEMM_ACT_NONE;
+    p.epilogue.act = (kern_act)99;
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "params.epilogue.act=99");
+    p.epilogue.act = KERN_ACT_NONE;
     /* c with a zero stride */
     t = tc;
     t.stride[0] = 0;
@@ -725,8 +734,8 @@ KT_TEST(errors) {
     /* packed B: wrong K, wrong dtype, b given too */
     {
         kern_tensor b6 = kern_tensor_2d(B, KERN_F32, 5, 4); /* K = 5 */
-        KT_OK(kern_gemm_pack_b(ctx, &b6, 0, &pb));
-        KT_OK(kern_gemm_pack_b(ctx, &tbh, 0, &pbh));
+        KT_OK(kern_gemm_pack_b(ctx, &b6, &pb, pk(0)));
+        KT_OK(kern_gemm_pack_b(ctx, &tbh, &pbh, pk(0)));
         p.packed_b = pb;
         KT_ERROR(kern_gemm(ctx, &ta, NULL, &tc, &p), KERN_ERR_SHAPE, "packed_b has K=5");
         p.packed_b = pbh;
@@ -734,11 +743,11 @@ KT_TEST(errors) {
         KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "b must be NULL");
         p.packed_b = NULL;
     }
-    KT_ERROR(kern_gemm_pack_b(ctx, &ta, 0, NULL), KERN_ERR_ARG, "out is NULL");
+    KT_ERROR(kern_gemm_pack_b(ctx, &ta, NULL, pk(0)), KERN_ERR_ARG, "out is NULL");
     t = kern_tensor_1d(A, KERN_F32, 4);
     {
         kern_gemm_packed_b *x = NULL;
-        KT_ERROR(kern_gemm_pack_b(ctx, &t, 0, &x), KERN_ERR_SHAPE, "b has 1 dims");
+        KT_ERROR(kern_gemm_pack_b(ctx, &t, &x, pk(0)), KERN_ERR_SHAPE, "b has 1 dims");
         KT_CHECK(x == NULL, "out written on error");
     }
     KT_ERROR(kern_gemm_workspace_size(ctx, &ta, &tb, &tc, &p, NULL), KERN_ERR_ARG, "bytes is NULL");

@@ -724,7 +724,7 @@ static void tg_bert_direct(kern_ctx *ctx, kern_graph *g, const tg_bert *c, int64
             b1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, H);
             memset(&gp, 0, sizeof gp);
             gp.trans_b = 1;
-            gp.bias = &b1;
+            gp.epilogue.bias = &b1;
             KT_OK(kern_gemm(ctx, &th, &w2, &y, &gp));
         }
         {
@@ -753,7 +753,7 @@ static void tg_bert_direct(kern_ctx *ctx, kern_graph *g, const tg_bert *c, int64
             b1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, H);
             memset(&gp, 0, sizeof gp);
             gp.trans_b = 1;
-            gp.bias = &b1;
+            gp.epilogue.bias = &b1;
             KT_OK(kern_gemm(ctx, &ta, &w2, &ty, &gp));
             snprintf(nm, sizeof nm, "encoder.layer.%d.attention.output.LayerNorm.weight", l);
             g1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, H);
@@ -774,15 +774,15 @@ static void tg_bert_direct(kern_ctx *ctx, kern_graph *g, const tg_bert *c, int64
             b1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, c->inter);
             memset(&gp, 0, sizeof gp);
             gp.trans_b = 1;
-            gp.bias = &b1;
-            gp.act = KERN_GEMM_ACT_GELU_ERF;
+            gp.epilogue.bias = &b1;
+            gp.epilogue.act = KERN_ACT_GELU;
             KT_OK(kern_gemm(ctx, &th1, &w2, &ti, &gp));
             snprintf(nm, sizeof nm, "encoder.layer.%d.output.dense.weight", l);
             w2 = kern_tensor_2d(tg_wdata(g, nm), KERN_F32, H, c->inter);
             snprintf(nm, sizeof nm, "encoder.layer.%d.output.dense.bias", l);
             b1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, H);
-            gp.act = KERN_GEMM_ACT_NONE;
-            gp.bias = &b1;
+            gp.epilogue.act = KERN_ACT_NONE;
+            gp.epilogue.bias = &b1;
             KT_OK(kern_gemm(ctx, &ti, &w2, &ty, &gp));
             snprintf(nm, sizeof nm, "encoder.layer.%d.output.LayerNorm.weight", l);
             g1 = kern_tensor_1d(tg_wdata(g, nm), KERN_F32, H);
@@ -2090,7 +2090,7 @@ KT_TEST(graph_family_ops_match_direct_calls) {
         sp.causal_bottom_right = variant == 1;
         sp.scale = 0.3f;
         sp.softcap = variant == 2 ? 5.0f : 0.0f;
-        sp.has_window = variant == 2;
+        sp.window_set = variant == 2;
         sp.window_left = 3;
         sp.window_right = 1;
         KT_OK(kern_sdpa(ctx, &tq, &tk, &tv, &to, &sp));
@@ -2183,32 +2183,34 @@ KT_TEST(graph_family_ops_match_direct_calls) {
         /* direct calls */
         KT_OK(kern_qweight_pack_int8(ctx, &twq, &tsc, &qw, NULL));
         memset(&qp, 0, sizeof qp);
-        qp.act = KERN_QLINEAR_GELU_ERF;
-        qp.residual = &tr;
+        qp.epilogue.bias = &tb;
+        qp.epilogue.act = KERN_ACT_GELU;
+        qp.epilogue.residual = &tr;
         {
             kern_tensor tw = kern_tensor_2d(want, KERN_F32, M, N);
-            KT_OK(kern_qlinear(ctx, &tx, qw, &tb, &tw, &qp));
+            KT_OK(kern_qlinear(ctx, &tx, qw, &tw, &qp));
             kt_assert_bytes_equal("qlinear i8", out[0].data, want, (size_t)(4 * M * N));
             kern_qweight_free(ctx, qw);
             KT_OK(kern_qweight_pack(ctx, &twf, &qw, NULL));
             memset(&qp, 0, sizeof qp);
-            KT_OK(kern_qlinear(ctx, &tx, qw, &tb, &tw, &qp));
+            qp.epilogue.bias = &tb;
+            KT_OK(kern_qlinear(ctx, &tx, qw, &tw, &qp));
             kt_assert_bytes_equal("qlinear f32 weight", out[1].data, want, (size_t)(4 * M * N));
             kern_qweight_free(ctx, qw);
         }
         {
             float *pr = (float *)malloc(4 * N * K);
             kern_tensor tpr = kern_tensor_2d(pr, KERN_F32, N, K), tw = kern_tensor_2d(want, KERN_F32, M, N);
-            kern_sparse24 sw;
+            kern_sparse24 *sw = NULL;
             kern_sparse24_linear_params sp;
-            memset(&sw, 0, sizeof sw);
             KT_OK(kern_sparse24_prune(ctx, &twf, &tpr, NULL));
-            KT_OK(kern_sparse24_compress(ctx, &tpr, NULL, &sw));
+            KT_OK(kern_sparse24_compress(ctx, &tpr, &sw, NULL));
             memset(&sp, 0, sizeof sp);
-            sp.act = KERN_SPARSE24_ACT_GELU_TANH;
-            KT_OK(kern_sparse24_linear(ctx, &tx, &sw, &tb, &tw, &sp));
+            sp.epilogue.bias = &tb;
+            sp.epilogue.act = KERN_ACT_GELU_TANH;
+            KT_OK(kern_sparse24_linear(ctx, &tx, sw, &tw, &sp));
             kt_assert_bytes_equal("sparse24_linear", out[2].data, want, (size_t)(4 * M * N));
-            kern_sparse24_free(ctx, &sw);
+            kern_sparse24_free(ctx, sw);
             free(pr);
         }
         {

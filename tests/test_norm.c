@@ -212,7 +212,7 @@ typedef struct fcase {
     int residual, weight, bias, rout, stats, act, rms;
     int64_t pad_x, pad_r, pad_o, pad_ro; /* extra row stride */
     float eps;
-    int eps_zero;
+    int eps_set;
 } fcase;
 
 /* Double reference of one row. */
@@ -257,7 +257,7 @@ static int run_fwd(kern_ctx *ctx, const fcase *c, double xscale, double xoff, vo
     kern_tensor xt, rt, ot, rot, wt, bt, mt, st;
     kern_norm_params p;
     int ok = 1;
-    double eps = c->eps_zero ? 0.0 : c->eps == 0 ? 1e-5 : c->eps;
+    double eps = c->eps_set || c->eps != 0 ? c->eps : 1e-5;
     memset(&p, 0, sizeof p);
     tb_fill(&g, &x, xscale, xoff);
     res = tb_make(c->rdt, R, H, H + c->pad_r, "residual");
@@ -271,7 +271,7 @@ static int run_fwd(kern_ctx *ctx, const fcase *c, double xscale, double xoff, vo
     p.norm = c->rms ? KERN_NORM_RMS : KERN_NORM_LAYER;
     p.act = (kern_act)c->act;
     p.eps = c->eps;
-    p.eps_zero = c->eps_zero;
+    p.eps_set = c->eps_set;
     if (c->residual) p.residual = &rt;
     if (c->rout) p.residual_out = &rot;
     if (c->weight) {
@@ -495,7 +495,7 @@ KT_TEST(forward_eps) {
         kt_context("%s eps", fc_str(&c, isa, 1));
         run_fwd(ctx, &c, 0.3, 0.0, NULL);
         c.eps = 0.0f;
-        c.eps_zero = 1;
+        c.eps_set = 1;
         run_fwd(ctx, &c, 0.3, 0.0, NULL);
         c.rms = 1;
         run_fwd(ctx, &c, 0.3, 0.0, NULL);
@@ -945,9 +945,9 @@ KT_TEST(gelu_ops) {
                     }
                 kt_context("[%s op=%d approx=%d R=%lld H=%lld a=%s b=%s o=%s]", kern_isa_name(isa), op, approx,
                            (long long)R, (long long)H, kern_dtype_name(adt), kern_dtype_name(bdt), kern_dtype_name(odt));
-                if (op == 0) KT_OK(kern_gelu(ctx, &at, &ot, (kern_gelu_approx)approx));
-                else if (op == 1) KT_OK(kern_bias_gelu(ctx, &at, &biast, &ot, (kern_gelu_approx)approx));
-                else if (op == 2) KT_OK(kern_gelu_backward(ctx, &at, &bt, &ot, (kern_gelu_approx)approx));
+                if (op == 0) KT_OK(kern_gelu(ctx, &at, &ot, approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU));
+                else if (op == 1) KT_OK(kern_bias_gelu(ctx, &at, &biast, &ot, approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU));
+                else if (op == 2) KT_OK(kern_gelu_backward(ctx, &at, &bt, &ot, approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU));
                 else KT_OK(kern_add(ctx, &at, &bt, &ot));
                 tb_check("elementwise out", &o, want, kt_tol_scaled(odt, odt == KERN_F32 ? 2.0 : 1.0));
                 kt_free(a.p); kt_free(b.p); kt_free(o.p); kt_free(bias);
@@ -959,8 +959,8 @@ KT_TEST(gelu_ops) {
             float *x = (float *)kt_alloc(4 * (size_t)n, "x"), *y = (float *)kt_alloc(4 * (size_t)n, "y");
             kern_tensor xt = kern_tensor_1d(x, KERN_F32, n), yt = kern_tensor_1d(y, KERN_F32, n);
             for (j = 0; j < n; j++) x[j] = (float)(4 * kt_normal(&g));
-            KT_OK(kern_gelu(ctx, &xt, &yt, KERN_GELU_ERF));
-            KT_OK(kern_bias_gelu(ctx, &xt, NULL, &xt, KERN_GELU_ERF));
+            KT_OK(kern_gelu(ctx, &xt, &yt, KERN_ACT_GELU));
+            KT_OK(kern_bias_gelu(ctx, &xt, NULL, &xt, KERN_ACT_GELU));
             kt_assert_bytes_equal("gelu in place", x, y, 4 * (size_t)n);
             kt_free(x); kt_free(y);
         }
@@ -978,8 +978,8 @@ KT_TEST(gelu_special_values) {
         in[5] = -30.0f; in[6] = -100.0f; in[7] = 30.0f;
         for (k = 0; k < 8; k++) one[k] = 1.0f;
         for (approx = 0; approx < 2; approx++) {
-            KT_OK(kern_gelu(ctx, &it, &ot, (kern_gelu_approx)approx));
-            KT_OK(kern_gelu_backward(ctx, &onet, &it, &gt, (kern_gelu_approx)approx));
+            KT_OK(kern_gelu(ctx, &it, &ot, approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU));
+            KT_OK(kern_gelu_backward(ctx, &onet, &it, &gt, approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU));
             /* Infinities follow the formula as in PyTorch: GELU(-Inf) and
              * gelu'(+-Inf) are NaN */
             KT_CHECK(out[0] == 0 && out[1] == 0 && out[2] == INFINITY && isnan(out[4]) &&
@@ -1071,8 +1071,8 @@ KT_TEST(errors) {
     KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "eps=nan");
     FULLP(); p.eps = INFINITY;
     KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "eps=inf");
-    FULLP(); p.eps = 1e-3f; p.eps_zero = 1;
-    KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "eps_zero is set but eps=0.001");
+    FULLP(); p.eps = -1e-3f; p.eps_set = 1;
+    KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "eps=-0.001 must be finite and >= 0");
     UNTOUCHED();
     /* RMSNorm: bias supported, mean rejected */
     FULLP(); p.norm = KERN_NORM_RMS; SNAP();
@@ -1149,12 +1149,13 @@ KT_TEST(errors) {
     /* elementwise */
     SNAP();
     bad = kern_tensor_2d(o, KERN_F32, 4, 5);
-    KT_ERROR(kern_gelu(ctx, &xt, &bad, KERN_GELU_ERF), KERN_ERR_SHAPE, "kern_gelu: out.shape[1]=5 but x.shape[1]=6");
-    KT_ERROR(kern_gelu(ctx, &xt, &ot, (kern_gelu_approx)3), KERN_ERR_ARG, "approximate=3");
+    KT_ERROR(kern_gelu(ctx, &xt, &bad, KERN_ACT_GELU), KERN_ERR_SHAPE, "kern_gelu: out.shape[1]=5 but x.shape[1]=6");
+    KT_ERROR(kern_gelu(ctx, &xt, &ot, KERN_ACT_RELU), KERN_ERR_ARG, "act=3 (relu) must be KERN_ACT_GELU or KERN_ACT_GELU_TANH");
+    KT_ERROR(kern_gelu(ctx, &xt, &ot, KERN_ACT_NONE), KERN_ERR_ARG, "act=0 (none)");
     bad = kern_tensor_1d(b, KERN_F32, 5);
-    KT_ERROR(kern_bias_gelu(ctx, &xt, &bad, &ot, KERN_GELU_ERF), KERN_ERR_SHAPE, "kern_bias_gelu: bias has shape [5]");
+    KT_ERROR(kern_bias_gelu(ctx, &xt, &bad, &ot, KERN_ACT_GELU), KERN_ERR_SHAPE, "kern_bias_gelu: bias has shape [5]");
     bad = kern_tensor_2d(r, KERN_F32, 4, 5);
-    KT_ERROR(kern_gelu_backward(ctx, &xt, &bad, &ot, KERN_GELU_ERF), KERN_ERR_SHAPE, "x.shape[1]=5 but dout.shape[1]=6");
+    KT_ERROR(kern_gelu_backward(ctx, &xt, &bad, &ot, KERN_ACT_GELU), KERN_ERR_SHAPE, "x.shape[1]=5 but dout.shape[1]=6");
     KT_ERROR(kern_add(ctx, &xt, NULL, &ot), KERN_ERR_ARG, "kern_add: b is NULL");
     UNTOUCHED();
 #undef SNAP

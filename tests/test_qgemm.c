@@ -6,6 +6,17 @@
 #include "kern_qgemm.h"
 #include "kt.h"
 
+/* kern_qlinear with the bias given apart (most cases below vary it). */
+static kern_status qlin(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
+                        const kern_tensor *bias, const kern_tensor *y,
+                        const kern_qlinear_params *p) {
+    kern_qlinear_params q;
+    if (p) q = *p;
+    else memset(&q, 0, sizeof q);
+    q.epilogue.bias = bias;
+    return kern_qlinear(ctx, x, qw, y, &q);
+}
+
 #include <float.h>
 
 static const int64_t G[16] = {1, 3, 4, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 255, 1000};
@@ -320,7 +331,7 @@ static void check_gemm(kern_ctx *ctx, kern_ctx *ctx2, int64_t M, int64_t N, int6
         kern_tensor_init_strided(&tc, c, KERN_I32, 2, sh, st);
     }
     kt_poison(c, (size_t)(M * ldc) * 4);
-    KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc));
+    KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL));
     for (i = 0; i < M && bad < 3; i++)
         for (j = 0; j < N; j++) {
             int64_t s = 0;
@@ -336,7 +347,7 @@ static void check_gemm(kern_ctx *ctx, kern_ctx *ctx2, int64_t M, int64_t N, int6
     if (ctx2) {
         tc.data = c2;
         kt_poison(c2, (size_t)(M * ldc) * 4);
-        KT_OK(kern_gemm_s8s8s32(ctx2, &ta, &tb, &tc));
+        KT_OK(kern_gemm_s8s8s32(ctx2, &ta, &tb, &tc, NULL));
         kt_assert_bytes_equal("1 vs 2 threads", c, c2, (size_t)(M * ldc) * 4);
     }
     kt_free(a);
@@ -387,11 +398,11 @@ KT_TEST(gemm_s8s8s32_extremes) {
     KT_FOR_EACH_ISA(isa, ctx, 2) {
         memset(b, 0x80, (size_t)(K * N));
         kt_poison(c, (size_t)(M * N) * 4);
-        KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc));
+        KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL));
         for (i = 0; i < M * N; i++)
             KT_CHECK(c[i] == 2147467264, "%s: c[%lld]=%d", kern_isa_name(isa), (long long)i, c[i]);
         memset(b, 0x7f, (size_t)(K * N));
-        KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc));
+        KT_OK(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL));
         for (i = 0; i < M * N; i++)
             KT_CHECK(c[i] == -2130690176, "%s: c[%lld]=%d", kern_isa_name(isa), (long long)i, c[i]);
     }
@@ -412,21 +423,21 @@ KT_TEST(gemm_s8s8s32_errors) {
     memset(b, 1, sizeof b);
     memset(c, 0x22, sizeof c);
     bad = kern_tensor_2d(b, KERN_I8, 3, 4);
-    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &bad, &tc), KERN_ERR_SHAPE, "a.shape[1]=4 but b.shape[0]=3");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &bad, &tc, NULL), KERN_ERR_SHAPE, "a.shape[1]=4 but b.shape[0]=3");
     bad = kern_tensor_2d(c, KERN_I32, 3, 4);
-    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad), KERN_ERR_SHAPE, "c.shape=[3,4]");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad, NULL), KERN_ERR_SHAPE, "c.shape=[3,4]");
     bad = kern_tensor_2d(c, KERN_F32, 3, 3);
-    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad), KERN_ERR_DTYPE, "c.dtype=f32");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad, NULL), KERN_ERR_DTYPE, "c.dtype=f32");
     bad = tc;
     bad.stride[0] = 0;
-    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad), KERN_ERR_LAYOUT, "overlapping");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &bad, NULL), KERN_ERR_LAYOUT, "overlapping");
     bad = kern_tensor_2d(c, KERN_I8, 3, 4); /* a aliasing c */
-    KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, &tb, &tc), KERN_ERR_ARG, "c overlaps a");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, &tb, &tc, NULL), KERN_ERR_ARG, "c overlaps a");
     bad = kern_tensor_2d(big, KERN_I8, 1, KERN_QGEMM_MAX_K + 1);
     bad2 = kern_tensor_2d(big, KERN_I8, KERN_QGEMM_MAX_K + 1, 1);
     {
         kern_tensor c1 = kern_tensor_2d(c, KERN_I32, 1, 1);
-        KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, &bad2, &c1), KERN_ERR_SHAPE, "K=131072 exceeds");
+        KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, &bad2, &c1, NULL), KERN_ERR_SHAPE, "K=131072 exceeds");
     }
     for (i = 0; i < 16; i++) KT_CHECK(c[i] == 0x22222222, "c written on error");
     kt_free(big);
@@ -578,8 +589,8 @@ KT_TEST(qweight_pack_errors) {
 enum { RES_NONE = 0, RES_SEP = 1, RES_INPLACE = 2 };
 
 static double ref_act(int act, double v) {
-    if (act == KERN_QLINEAR_GELU_ERF) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    if (act == KERN_QLINEAR_GELU_TANH)
+    if (act == KERN_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    if (act == KERN_ACT_GELU_TANH)
         return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     return v;
 }
@@ -624,17 +635,17 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
     if (!qw) goto out;
     KT_OK(kern_qweight_unpack(qw, &tu, &tus));
     memset(&p, 0, sizeof p);
-    p.act = (kern_qlinear_act)c->act;
+    p.epilogue.act = (kern_act)c->act;
     if (c->res == RES_SEP) {
         memcpy(res, resv, (size_t)(M * N) * kern_dtype_size(rdt));
         tr = kern_tensor_2d(res, rdt, M, N);
-        p.residual = &tr;
+        p.epilogue.residual = &tr;
     } else if (c->res == RES_INPLACE) {
-        p.residual = &ty;
+        p.epilogue.residual = &ty;
     }
     if (c->res == RES_INPLACE) memcpy(y, resv, (size_t)(M * N) * ysz);
     else kt_poison(y, (size_t)(M * N) * ysz);
-    KT_OK(kern_qlinear(ctx, &tx, qw, bias ? &tb : NULL, &ty, &p));
+    KT_OK(qlin(ctx, &tx, qw, bias ? &tb : NULL, &ty, &p));
     for (m = 0; m < M; m++) {
         float sx;
         for (i = 0; i < K; i++) xf[i] = (float)kt_get(x, c->xdt, m * K + i);
@@ -669,7 +680,7 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
         ty.data = y2;
         if (c->res == RES_INPLACE) memcpy(y2, resv, (size_t)(M * N) * ysz);
         else kt_poison(y2, (size_t)(M * N) * ysz);
-        KT_OK(kern_qlinear(ctx2, &tx, qw, bias ? &tb : NULL, &ty, &p));
+        KT_OK(qlin(ctx2, &tx, qw, bias ? &tb : NULL, &ty, &p));
         kt_assert_bytes_equal("1 vs 2 threads", y, y2, (size_t)(M * N) * ysz);
     }
 out:
@@ -774,9 +785,9 @@ KT_TEST(qlinear_batched_strided) {
         KT_REQUIRE(qw != NULL);
         KT_OK(kern_qweight_unpack(qw, &tu, &tus));
         memset(&p, 0, sizeof p);
-        p.residual = &tr;
+        p.epilogue.residual = &tr;
         kt_poison(yb, (size_t)(B * T * (N + 3)) * 4);
-        KT_OK(kern_qlinear(ctx, &tx, qw, NULL, &ty, &p));
+        KT_OK(qlin(ctx, &tx, qw, NULL, &ty, &p));
         for (b = 0; b < B; b++)
             for (t = 0; t < T; t++) {
                 int8_t xq[64];
@@ -839,8 +850,8 @@ KT_TEST(qlinear_serialize_round_trip) {
         KT_CHECK(memcmp(qw2->data, qw->data, qw->data_bytes) == 0 &&
                  memcmp(qw2->scales, qw->scales, (size_t)N * 4) == 0 &&
                  memcmp(qw2->colsum, qw->colsum, (size_t)N * 4) == 0, "round trip");
-        KT_OK(kern_qlinear(ctx, &tx, qw, NULL, &ty1, NULL));
-        KT_OK(kern_qlinear(ctx, &tx, qw2, NULL, &ty2, NULL));
+        KT_OK(qlin(ctx, &tx, qw, NULL, &ty1, NULL));
+        KT_OK(qlin(ctx, &tx, qw2, NULL, &ty2, NULL));
         kt_assert_bytes_equal("qlinear after round trip", y1, y2, (size_t)(M * N) * 4);
         /* version and ISA tags are rejected, not crashed on */
         memcpy(bad, buf, sz);
@@ -882,7 +893,7 @@ KT_TEST(qlinear_serialize_round_trip) {
         if (qw2) {
             KT_CHECK(qw2->isa == pp.isa);
             kt_poison(y2, (size_t)(M * N) * 4);
-            KT_ERROR(kern_qlinear(ctx, &tx, qw2, NULL, &ty2, NULL), KERN_ERR_UNSUPPORTED, "packed for");
+            KT_ERROR(qlin(ctx, &tx, qw2, NULL, &ty2, NULL), KERN_ERR_UNSUPPORTED, "packed for");
             for (i = 0; i < M * N; i++) KT_CHECK(isnan(y2[i]), "y written on error");
             kern_qweight_free(ctx, qw2);
         }
@@ -915,51 +926,51 @@ KT_TEST(qlinear_errors) {
     kt_poison(y, sizeof y);
     memset(&p, 0, sizeof p);
     bad = kern_tensor_2d(x, KERN_F32, 4, 11);
-    KT_ERROR(kern_qlinear(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_SHAPE, "x.shape[1]=11 but qw.k=12");
+    KT_ERROR(qlin(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_SHAPE, "x.shape[1]=11 but qw.k=12");
     bad = kern_tensor_2d(y, KERN_F32, 4, 9);
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_SHAPE, "y.shape[1]=9 but qw.n=8");
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_SHAPE, "y.shape[1]=9 but qw.n=8");
     bad = kern_tensor_2d(y, KERN_F32, 3, 8);
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_SHAPE, "y.shape[0]=3");
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_SHAPE, "y.shape[0]=3");
     bad = kern_tensor_1d(b, KERN_F32, 7);
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, &bad, &ty, NULL), KERN_ERR_SHAPE, "bias must be [8]");
+    KT_ERROR(qlin(ctx, &tx, qw, &bad, &ty, NULL), KERN_ERR_SHAPE, "bias must be [8]");
     bad = kern_tensor_1d(b, KERN_I32, 8);
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, &bad, &ty, NULL), KERN_ERR_DTYPE, "bias.dtype=i32");
+    KT_ERROR(qlin(ctx, &tx, qw, &bad, &ty, NULL), KERN_ERR_DTYPE, "bias.dtype=i32");
     bad = kern_tensor_2d(y, KERN_F16, 4, 8);
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_DTYPE, "y.dtype=f16");
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_DTYPE, "y.dtype=f16");
     bad = tx;
     bad.stride[1] = 2;
     bad.stride[0] = 24;
-    KT_ERROR(kern_qlinear(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_LAYOUT, "last dim must be unit");
+    KT_ERROR(qlin(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_LAYOUT, "last dim must be unit");
     bad = ty;
     bad.stride[0] = 0;
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_LAYOUT, "overlapping");
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_LAYOUT, "overlapping");
     bad = tx;
     bad.stride[0] = -12;
-    KT_ERROR(kern_qlinear(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_LAYOUT, "x.stride[0]=-12 is negative");
+    KT_ERROR(qlin(ctx, &bad, qw, NULL, &ty, NULL), KERN_ERR_LAYOUT, "x.stride[0]=-12 is negative");
     bad = kern_tensor_2d(x + 4, KERN_F32, 4, 8); /* y overlapping x */
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_ARG, "y overlaps x");
-    p.act = (kern_qlinear_act)7;
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_ARG, "params.act=7");
-    p.act = KERN_QLINEAR_ACT_NONE;
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &bad, NULL), KERN_ERR_ARG, "y overlaps x");
+    p.epilogue.act = (kern_act)7;
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_ARG, "params.epilogue.act=7");
+    p.epilogue.act = KERN_ACT_NONE;
     bad = kern_tensor_2d(y + 1, KERN_F32, 4, 8); /* residual partially overlapping y */
-    p.residual = &bad;
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_ARG, "residual overlaps y");
+    p.epilogue.residual = &bad;
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_ARG, "residual overlaps y");
     bad2 = kern_tensor_2d(r, KERN_F32, 4, 7);
-    p.residual = &bad2;
-    KT_ERROR(kern_qlinear(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_SHAPE, "residual.shape[1]=7");
-    p.residual = NULL;
-    KT_ERROR(kern_qlinear(ctx, &tx, NULL, NULL, &ty, NULL), KERN_ERR_ARG, "qw is NULL");
+    p.epilogue.residual = &bad2;
+    KT_ERROR(qlin(ctx, &tx, qw, NULL, &ty, &p), KERN_ERR_SHAPE, "residual.shape[1]=7");
+    p.epilogue.residual = NULL;
+    KT_ERROR(qlin(ctx, &tx, NULL, NULL, &ty, NULL), KERN_ERR_ARG, "qw is NULL");
     copy = *qw;
     copy.version = 2;
-    KT_ERROR(kern_qlinear(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "format version 2");
+    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "format version 2");
     copy = *qw;
     copy.isa = KERN_QGEMM_ISA_NEON_DOT;
-    KT_ERROR(kern_qlinear(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "packed for neon-dot");
+    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "packed for neon-dot");
     for (i = 0; i < 4 * 8 + 8; i++) KT_CHECK(isnan(y[i]), "y[%d] written on error", i);
     /* valid call with every optional argument, for the record */
-    p.residual = &tr;
-    p.act = KERN_QLINEAR_GELU_ERF;
-    KT_OK(kern_qlinear(ctx, &tx, qw, &tb, &ty, &p));
+    p.epilogue.residual = &tr;
+    p.epilogue.act = KERN_ACT_GELU;
+    KT_OK(qlin(ctx, &tx, qw, &tb, &ty, &p));
     kern_qweight_free(ctx, qw);
 }
 
@@ -994,7 +1005,7 @@ static double qlinear_sqnr(kern_ctx *ctx, int64_t M, int64_t N, int64_t K, int h
         }
     db = -1;
     if (kern_qweight_pack(ctx, &tw, &qw, NULL) == KERN_OK &&
-        kern_qlinear(ctx, &tx, qw, NULL, &ty, NULL) == KERN_OK)
+        qlin(ctx, &tx, qw, NULL, &ty, NULL) == KERN_OK)
         db = sqnr_db(ref, y, M * N);
     kern_qweight_free(ctx, qw);
     free(x);

@@ -227,7 +227,7 @@ static void run_fast_case(kern_ctx *ctx, int64_t N, int64_t E, int64_t F, kern_d
     tie.shape[1] = F;
     tie.stride[1] = 0;
     KT_OK(kern_scatter_reduce(ctx, &ts, 0, expanded ? &tie : &ti, &tsrc, red, incl, &to,
-                              arg ? &ta : NULL));
+                              arg ? &ta : NULL, NULL));
     ref_scatter(&ts, 0, &tie, &tsrc, red, incl, want, arg ? wantarg : NULL);
     read_rm(&to, got);
     kt_assert_close("out", out, dt, want, N * F, red_tol(dt, red, max_count(&ti, N)));
@@ -338,9 +338,9 @@ KT_TEST(scatter_threads_identical) {
             int incl = k & 1, mm = red == KERN_REDUCE_AMAX || red == KERN_REDUCE_AMIN;
             kt_context("det=%d %s incl=%d", det, kern_reduce_name(red), incl);
             KT_OK(kern_scatter_reduce(kt_ctx_ex(1, KERN_ISA_AUTO, det), &ts, 0, &ti, &tsrc, red,
-                                      incl, &t1, mm ? &ta1 : NULL));
+                                      incl, &t1, mm ? &ta1 : NULL, NULL));
             KT_OK(kern_scatter_reduce(kt_ctx_ex(2, KERN_ISA_AUTO, det), &ts, 0, &ti, &tsrc, red,
-                                      incl, &t2, mm ? &ta2 : NULL));
+                                      incl, &t2, mm ? &ta2 : NULL, NULL));
             if (mm || det) {
                 kt_assert_bytes_equal("out 1 vs 2 threads", o1, o2, (size_t)(N * F) * 4);
                 if (mm) kt_assert_bytes_equal("arg 1 vs 2 threads", a1, a2, (size_t)(N * F) * 8);
@@ -386,7 +386,7 @@ KT_TEST(scatter_nan_inf) {
                 for (i = 0; i < 4; i++) w[i] = want[k / 2][k & 1][i];
                 kt_context("isa=%s det=%d %s incl=%d", kern_isa_name(isa), det,
                            kern_reduce_name(red), incl);
-                KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, red, incl, &to, mm ? &ta : NULL));
+                KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, red, incl, &to, mm ? &ta : NULL, NULL));
                 kt_assert_close("out", out, KERN_F32, w, 4, kt_tol(KERN_F32));
                 if (mm) {
                     /* row 0: the NaN at 0; row 1: amax incl -> self (5),
@@ -405,7 +405,7 @@ KT_TEST(scatter_nan_inf) {
         float s2[4] = {NAN, 2, 3, 4}, sv[5] = {1, 2, 3, 4, 5};
         double w[4] = {NAN, 4, 5, 4};
         kern_tensor t2 = kern_tensor_1d(s2, KERN_F32, 4), tv = kern_tensor_1d(sv, KERN_F32, 5);
-        KT_OK(kern_scatter_reduce(NULL, &t2, 0, &ti, &tv, KERN_REDUCE_AMAX, 1, &to, NULL));
+        KT_OK(kern_scatter_reduce(NULL, &t2, 0, &ti, &tv, KERN_REDUCE_AMAX, 1, &to, NULL, NULL));
         kt_assert_close("self nan amax", out, KERN_F32, w, 4, kt_tol(KERN_F32));
     }
 }
@@ -416,10 +416,10 @@ KT_TEST(scatter_int_mean_floor) {
     int64_t idxv[5] = {0, 0, 1, 1, 2};
     kern_tensor ts = kern_tensor_1d(self, KERN_I32, 4), to = kern_tensor_1d(out, KERN_I32, 4);
     kern_tensor tsrc = kern_tensor_1d(src, KERN_I32, 5), ti = kern_tensor_1d(idxv, KERN_I64, 5);
-    KT_OK(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_MEAN, 1, &to, NULL));
+    KT_OK(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_MEAN, 1, &to, NULL, NULL));
     KT_CHECK(out[0] == 1 && out[1] == 5 && out[2] == 8 && out[3] == 10, "%d %d %d %d", out[0],
              out[1], out[2], out[3]);
-    KT_OK(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_MEAN, 0, &to, NULL));
+    KT_OK(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_MEAN, 0, &to, NULL, NULL));
     KT_CHECK(out[0] == -4 && out[1] == 3 && out[2] == 7 && out[3] == 10, "%d %d %d %d", out[0],
              out[1], out[2], out[3]);
 }
@@ -435,15 +435,15 @@ KT_TEST(scatter_arg_ties) {
     int det;
     for (det = 0; det < 2; det++) {
         kern_ctx *ctx = kt_ctx_ex(2, KERN_ISA_AUTO, det);
-        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMAX, 1, &to, &ta));
+        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMAX, 1, &to, &ta, NULL));
         /* row 0 feature 0: 3 first at edge 0; feature 1: 7 ties self -> 4 */
         KT_CHECK(out[0] == 3 && out[1] == 7 && arg[0] == 0 && arg[1] == 4, "%g %g %d %d", out[0],
                  out[1], arg[0], arg[1]);
         KT_CHECK(out[2] == 3 && out[3] == 1 && arg[2] == 3 && arg[3] == 3, "%g %g %d %d", out[2],
                  out[3], arg[2], arg[3]);
-        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMAX, 0, &to, &ta));
+        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMAX, 0, &to, &ta, NULL));
         KT_CHECK(arg[0] == 0 && arg[1] == 0, "%d %d", arg[0], arg[1]);
-        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMIN, 0, &to, &ta));
+        KT_OK(kern_scatter_reduce(ctx, &ts, 0, &ti, &tsrc, KERN_REDUCE_AMIN, 0, &to, &ta, NULL));
         KT_CHECK(out[0] == 2 && arg[0] == 2 && out[1] == 7 && arg[1] == 0, "%g %d %g %d", out[0],
                  arg[0], out[1], arg[1]);
     }
@@ -501,7 +501,7 @@ KT_TEST(scatter_general_3d) {
                 kt_context("dim=%d %s incl=%d %s idx=%s threads=%d", dim, kern_reduce_name(red),
                            incl, kern_dtype_name(dt), kern_dtype_name(it), th);
                 KT_OK(kern_scatter_reduce(ctx, &ts, dim, &ti, &tsrc, red, incl, &to,
-                                          mm ? &ta : NULL));
+                                          mm ? &ta : NULL, NULL));
                 ref_scatter(&ts, dd, &ti, &tsrc, red, incl, want, mm ? wantarg : NULL);
                 read_rm(&to, got);
                 kt_assert_close("out", out, dt, want, 120, red_tol(dt, red, 7));
@@ -548,7 +548,7 @@ KT_TEST(scatter_strided_inplace) {
         }
         kt_context("%s incl=%d", kern_reduce_name(red), incl);
         KT_OK(kern_scatter_reduce(kt_ctx(2, KERN_ISA_AUTO), &ts, 0, &ti, &tsrc, red, incl, &ts,
-                                  NULL));
+                                  NULL, NULL));
         for (i = 0; i < N; i++)
             for (j = 0; j < F; j++) full[i * F + j] = buf[i * LD + j];
         {
@@ -595,9 +595,9 @@ KT_TEST(scatter_planned) {
         int incl = k & 1, mm = red == KERN_REDUCE_AMAX || red == KERN_REDUCE_AMIN;
         kt_context("%s incl=%d", kern_reduce_name(red), incl);
         KT_OK(kern_scatter_reduce(kt_ctx_ex(1, KERN_ISA_AUTO, 1), &ts, 0, &ti, &tsrc, red, incl,
-                                  &t1, mm ? &ta1 : NULL));
+                                  &t1, mm ? &ta1 : NULL, NULL));
         KT_OK(kern_scatter_reduce_planned(kt_ctx(2, KERN_ISA_AUTO), &plan, &ts, &tsrc, red, incl,
-                                          &t2, mm ? &ta2 : NULL));
+                                          &t2, mm ? &ta2 : NULL, NULL));
         kt_assert_bytes_equal("planned vs csr", o1, o2, (size_t)(N * F) * 4);
         if (mm) kt_assert_bytes_equal("planned arg", a1, a2, (size_t)(N * F) * 4);
     }
@@ -709,58 +709,58 @@ KT_TEST(scatter_errors) {
     memcpy(outsave, out, sizeof out);
     /* index out of range / negative: position and value named */
     idx[2] = 3;
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_INDEX, "index[2]=3 is out of range [0, 3)");
     idx[2] = -1;
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_INDEX, "index[2]=-1");
     {
         int64_t i3[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0}, s3[2] = {3, 4};
         kern_tensor t3;
         KT_OK(kern_tensor_init(&t3, i3, KERN_I64, 2, s3));
-        KT_ERROR(kern_scatter_reduce(NULL, &ts, 1, &t3, &tsrc, KERN_REDUCE_AMAX, 0, &to, NULL),
+        KT_ERROR(kern_scatter_reduce(NULL, &ts, 1, &t3, &tsrc, KERN_REDUCE_AMAX, 0, &to, NULL, NULL),
                  KERN_ERR_INDEX, "index[2,2]=9 is out of range [0, 4)");
     }
     idx[2] = 2;
     kt_assert_bytes_equal("out untouched", out, outsave, sizeof out);
     /* index dtype */
     bad = kern_tensor_1d(fidx, KERN_F32, 3);
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &bad, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &bad, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_DTYPE, "index.dtype=f32 is not an integer type");
     /* index larger than src */
     bad = kern_tensor_1d(idx, KERN_I64, 4);
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &bad, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &bad, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_SHAPE, "index.shape[0]=4 > src.shape[0]=3");
     {
         int64_t s3[3] = {3, 4, 1};
         kern_tensor t3;
         KT_OK(kern_tensor_init(&t3, idx, KERN_I64, 3, s3));
-        KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &t3, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+        KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &t3, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
                  KERN_ERR_SHAPE, "index has 3 dims but self has 2");
     }
     /* out shape, src dtype, reduce, dim, arg_out misuse, aliasing */
     bad = kern_tensor_2d(out, KERN_F32, 2, 4);
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &bad, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &bad, NULL, NULL),
              KERN_ERR_SHAPE, "out.shape=[2,4] but self.shape=[3,4]");
     bad = kern_tensor_2d(src, KERN_I32, 3, 4);
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &bad, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &bad, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_DTYPE, "src.dtype=i32 but self.dtype=f32");
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_INVALID, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_INVALID, 1, &to, NULL, NULL),
              KERN_ERR_ARG, "reduce=0");
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 2, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 2, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_ARG, "dim=2 is out of range");
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, &ta),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, &ta, NULL),
              KERN_ERR_ARG, "arg_out is only defined for amax/amin");
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &tsrc, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &tsrc, NULL, NULL),
              KERN_ERR_ARG, "out overlaps src");
-    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, NULL, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, NULL, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
              KERN_ERR_ARG, "index is NULL");
     kt_assert_bytes_equal("out untouched", out, outsave, sizeof out);
     /* planned: plan not initialised */
     {
         kern_scatter_plan p;
         memset(&p, 0, sizeof p);
-        KT_ERROR(kern_scatter_reduce_planned(NULL, &p, &ts, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL),
+        KT_ERROR(kern_scatter_reduce_planned(NULL, &p, &ts, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
                  KERN_ERR_ARG, "not initialised");
         KT_ERROR(kern_scatter_plan_init(NULL, &ti, 3, NULL, 0, &p), KERN_ERR_ARG, "the plan needs");
         idx[1] = 7;

@@ -169,7 +169,7 @@ static kern_sdpa_params tc_params(const tcase *c, tdata *d) {
     p.dropout_p = c->dropout;
     p.seed = 0x1234567890abcdefull;
     p.offset = 77;
-    p.has_window = c->window;
+    p.window_set = c->window;
     p.window_left = c->wl;
     p.window_right = c->wr;
     p.softcap = c->softcap;
@@ -1172,7 +1172,7 @@ KT_TEST(errors_forward) {
     p.dropout_p = NAN;
     FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "dropout_p");
     p = tc_params(&c, &d);
-    p.has_window = 1;
+    p.window_set = 1;
     p.window_left = -2;
     FWD_ERR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "window_left=-2");
     p = tc_params(&c, &d);

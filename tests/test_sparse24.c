@@ -5,6 +5,17 @@
 #include "kern_sparse24.h"
 #include "kt.h"
 
+/* kern_sparse24_linear with the bias given apart (most cases vary it). */
+static kern_status lin(kern_ctx *ctx, const kern_tensor *x, const kern_sparse24 *sw,
+                       const kern_tensor *bias, const kern_tensor *y,
+                       const kern_sparse24_linear_params *p) {
+    kern_sparse24_linear_params q;
+    if (p) q = *p;
+    else memset(&q, 0, sizeof q);
+    q.epilogue.bias = bias;
+    return kern_sparse24_linear(ctx, x, sw, y, &q);
+}
+
 /* ------------------------------------------------------- references */
 
 /* Magnitude rank for the reference prune: NaN above everything. */
@@ -41,8 +52,8 @@ static void ref_prune(kern_dtype dt, const void *w, void *out, int64_t N, int64_
 }
 
 static double gelu_ref(double v, int act) {
-    if (act == KERN_SPARSE24_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    if (act == KERN_SPARSE24_ACT_GELU_TANH)
+    if (act == KERN_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    if (act == KERN_ACT_GELU_TANH)
         return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     return v;
 }
@@ -168,10 +179,10 @@ KT_TEST(compress_roundtrip) {
             size_t es = kern_dtype_size(dt), bytes = (size_t)(N * K) * es;
             char *w = (char *)kt_alloc(bytes, "w"), *back = (char *)kt_alloc(bytes, "back");
             kern_tensor tw = kern_tensor_2d(w, dt, N, K), tb = kern_tensor_2d(back, dt, N, K);
-            kern_sparse24 sw;
+            kern_sparse24 *sw = NULL;
             kern_sparse24_params p;
             memset(&p, 0, sizeof p);
-            memset(&sw, 0, sizeof sw);
+            sw = NULL;
             p.pad_k = K % 4 != 0;
             kt_context("%s [%lld,%lld]", kern_dtype_name(dt), (long long)N, (long long)K);
             make_sparse_w(&r, dt, w, N, K);
@@ -185,11 +196,11 @@ KT_TEST(compress_roundtrip) {
                         kt_set(w, dt, i, -0.0);
                     }
             }
-            KT_OK(kern_sparse24_compress(NULL, &tw, &p, &sw));
-            KT_REQUIRE(sw.values != NULL);
-            KT_CHECK(sw.n == N && sw.k == K && sw.dtype == dt, "sw header");
+            KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
+            KT_REQUIRE(sw->values != NULL);
+            KT_CHECK(sw->n == N && sw->k == K && sw->dtype == dt, "sw header");
             kt_poison(back, bytes);
-            KT_OK(kern_sparse24_decompress(NULL, &sw, &tb));
+            KT_OK(kern_sparse24_decompress(NULL, sw, &tb));
             for (i = 0; i < N * K; i++) {
                 int wz = !kern__sp24_nz(dt, w + i * es);
                 if (wz) KT_CHECK(!kern__sp24_nz(dt, back + i * es), "elem %lld not zero", (long long)i);
@@ -205,8 +216,7 @@ KT_TEST(compress_roundtrip) {
                     KT_CHECK(z || memcmp(w + i * es, back + i * es, es) == 0,
                              "elem %lld is neither +0 nor w's bits", (long long)i);
                 }
-            kern_sparse24_free(NULL, &sw);
-            KT_CHECK(sw.values == NULL, "free clears");
+            kern_sparse24_free(NULL, sw);
             kt_free(w);
             kt_free(back);
         }
@@ -221,26 +231,26 @@ KT_TEST(compress_codes_for_few_nonzeros) {
     float vals[16];
     kern_tensor tw = kern_tensor_2d(w, KERN_F32, 1, 32);
     kern_tensor tv = kern_tensor_2d(vals, KERN_F32, 1, 16), tm = kern_tensor_2d(meta, KERN_U8, 1, 4);
-    kern_sparse24 sw;
+    kern_sparse24 *sw = NULL;
     kern_sparse24_params p;
     float wantv[16] = {0, 0, 1, 0, 2, 0, 3, 0, 0, 4, 5, 6, 7, 8, 0, 0};
     int i;
-    memset(&sw, 0, sizeof sw);
+    sw = NULL;
     memset(&p, 0, sizeof p);
     p.meta_layout = KERN_SPARSE24_META_ROWMAJOR;
-    KT_OK(kern_sparse24_compress(NULL, &tw, NULL, &sw));
-    KT_OK(kern_sparse24_export(NULL, &sw, &tv, &tm, &p));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, NULL));
+    KT_OK(kern_sparse24_export(NULL, sw, &tv, &tm, &p));
     /* word 0 = codes E,8,9,E -> 0xE98E; word 1 = E,C,D,E -> 0xEDCE */
     KT_CHECK(meta[0] == 0x8E && meta[1] == 0xE9, "word0 %02x%02x", meta[1], meta[0]);
     KT_CHECK(meta[2] == 0xCE && meta[3] == 0xED, "word1 %02x%02x", meta[3], meta[2]);
     for (i = 0; i < 16; i++) KT_CHECK(vals[i] == wantv[i], "vals[%d]=%g want %g", i, vals[i], wantv[i]);
-    kern_sparse24_free(NULL, &sw);
+    kern_sparse24_free(NULL, sw);
 }
 
 KT_TEST(compress_errors) {
     float w[3 * 12];
     kern_tensor tw = kern_tensor_2d(w, KERN_F32, 3, 12);
-    kern_sparse24 sw, keep;
+    kern_sparse24 *sw = NULL, *keep;
     kern_sparse24_params p;
     int i;
     memset(&p, 0, sizeof p);
@@ -249,32 +259,32 @@ KT_TEST(compress_errors) {
     w[2 * 12 + 8 + 2] = 5.0f;  /* row 2 group 2: also bad, but later */
     memset(&sw, 0x3c, sizeof sw);
     keep = sw;
-    KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, &sw), KERN_ERR_ARG, "row 2 group 1");
+    KT_ERROR(kern_sparse24_compress(NULL, &tw, &sw, &p), KERN_ERR_ARG, "row 2 group 1");
     KT_CHECK(memcmp(&sw, &keep, sizeof sw) == 0, "sw untouched");
     w[2 * 12 + 4 + 3] = 0.0f;
     w[2 * 12 + 8 + 2] = -0.0f; /* -0 is a zero */
     w[1] = NAN;                /* NaN counts as a nonzero, 2 in group 0: ok */
-    memset(&sw, 0, sizeof sw);
-    KT_OK(kern_sparse24_compress(NULL, &tw, &p, &sw));
-    kern_sparse24_free(NULL, &sw);
+    sw = NULL;
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
+    kern_sparse24_free(NULL, sw);
     w[2] = 3.0f; /* row 0 group 0: 1, NaN, 3 */
-    KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, &sw), KERN_ERR_ARG, "row 0 group 0");
+    KT_ERROR(kern_sparse24_compress(NULL, &tw, &sw, &p), KERN_ERR_ARG, "row 0 group 0");
     w[2] = 0.0f;
     {
         kern_tensor t10 = kern_tensor_2d(w, KERN_F32, 3, 10), ti = kern_tensor_2d(w, KERN_I32, 3, 12);
         kern_tensor sc = kern_tensor_1d(w, KERN_F32, 3);
-        memset(&sw, 0, sizeof sw);
-        KT_ERROR(kern_sparse24_compress(NULL, &t10, &p, &sw), KERN_ERR_SHAPE, "multiple of 4");
-        KT_ERROR(kern_sparse24_compress(NULL, &ti, &p, &sw), KERN_ERR_DTYPE, "w.dtype");
-        KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, NULL), KERN_ERR_ARG, "sw");
+        sw = NULL;
+        KT_ERROR(kern_sparse24_compress(NULL, &t10, &sw, &p), KERN_ERR_SHAPE, "multiple of 4");
+        KT_ERROR(kern_sparse24_compress(NULL, &ti, &sw, &p), KERN_ERR_DTYPE, "w.dtype");
+        KT_ERROR(kern_sparse24_compress(NULL, &tw, NULL, &p), KERN_ERR_ARG, "sw");
         p.quantize = KERN_I8; /* w has a NaN */
-        KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, &sw), KERN_ERR_ARG, "not finite");
+        KT_ERROR(kern_sparse24_compress(NULL, &tw, &sw, &p), KERN_ERR_ARG, "not finite");
         p.quantize = KERN_F16;
-        KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, &sw), KERN_ERR_DTYPE, "quantize");
+        KT_ERROR(kern_sparse24_compress(NULL, &tw, &sw, &p), KERN_ERR_DTYPE, "quantize");
         p.quantize = KERN_DTYPE_NONE;
         p.scales = &sc;
-        KT_ERROR(kern_sparse24_compress(NULL, &tw, &p, &sw), KERN_ERR_ARG, "scales");
-        KT_CHECK(sw.values == NULL, "sw untouched");
+        KT_ERROR(kern_sparse24_compress(NULL, &tw, &sw, &p), KERN_ERR_ARG, "scales");
+        KT_CHECK(sw == NULL, "sw untouched");
     }
 }
 
@@ -284,28 +294,28 @@ KT_TEST(compress_quantize) {
     float *w = (float *)kt_alloc((size_t)(N * K) * 4, "w");
     int8_t *q = (int8_t *)kt_alloc((size_t)(N * K), "q");
     kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K), tq = kern_tensor_2d(q, KERN_I8, N, K);
-    kern_sparse24 sw;
+    kern_sparse24 *sw = NULL;
     kern_sparse24_params p;
-    memset(&sw, 0, sizeof sw);
+    sw = NULL;
     memset(&p, 0, sizeof p);
     make_sparse_w(&r, KERN_F32, w, N, K);
     for (k = 0; k < K; k++) w[3 * K + k] = 0.0f; /* an all-zero row: scale 1 */
     p.quantize = KERN_I8;
-    KT_OK(kern_sparse24_compress(NULL, &tw, &p, &sw));
-    KT_REQUIRE(sw.dtype == KERN_I8 && sw.scales != NULL);
-    KT_OK(kern_sparse24_decompress(NULL, &sw, &tq));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
+    KT_REQUIRE(sw->dtype == KERN_I8 && sw->scales != NULL);
+    KT_OK(kern_sparse24_decompress(NULL, sw, &tq));
     for (n = 0; n < N; n++) {
         float amax = 0, s;
         for (k = 0; k < K; k++) amax = fabsf(w[n * K + k]) > amax ? fabsf(w[n * K + k]) : amax;
         s = amax > 0 ? amax / 127.0f : 1.0f;
-        KT_CHECK(sw.scales[n] == s, "scale[%lld]=%g want %g", (long long)n, sw.scales[n], s);
+        KT_CHECK(sw->scales[n] == s, "scale[%lld]=%g want %g", (long long)n, sw->scales[n], s);
         for (k = 0; k < K; k++) {
             int want = (int)rint((double)(w[n * K + k] / s));
             KT_CHECK(q[n * K + k] == want, "q[%lld,%lld]=%d want %d", (long long)n, (long long)k,
                      q[n * K + k], want);
         }
     }
-    kern_sparse24_free(NULL, &sw);
+    kern_sparse24_free(NULL, sw);
     kt_free(w);
     kt_free(q);
 }
@@ -361,19 +371,19 @@ KT_TEST(meta_export_hand_vectors) {
     unsigned char meta[32 * 4];
     kern_tensor tw = kern_tensor_2d(w, KERN_BF16, 32, 32);
     kern_tensor tv = kern_tensor_2d(vals, KERN_BF16, 32, 16), tm = kern_tensor_2d(meta, KERN_U8, 32, 4);
-    kern_sparse24 sw;
+    kern_sparse24 *sw = NULL;
     int r, g;
     memset(w, 0, sizeof w);
-    memset(&sw, 0, sizeof sw);
+    sw = NULL;
     for (r = 0; r < 32; r++)
         for (g = 0; g < 8; g++) {
             unsigned c = codes[(r + g) % 6];
             w[r * 32 + 4 * g + (c & 3)] = kern_f32_to_bf16((float)(r + 1));
             w[r * 32 + 4 * g + (c >> 2)] = kern_f32_to_bf16((float)-(g + 1));
         }
-    KT_OK(kern_sparse24_compress(NULL, &tw, NULL, &sw));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, NULL));
     kt_poison(meta, sizeof meta);
-    KT_OK(kern_sparse24_export(NULL, &sw, &tv, &tm, NULL));
+    KT_OK(kern_sparse24_export(NULL, sw, &tv, &tm, NULL));
     {
         /* row 0 word 0: groups 0..3 -> codes 4,8,C,9 -> 0x9C84 at position 0.
          * row 1 word 0: codes 8,C,9,D -> 0xD9C8 at position 8.
@@ -392,7 +402,7 @@ KT_TEST(meta_export_hand_vectors) {
         KT_CHECK(kern_bf16_to_f32(vals[16]) == 2.0f && kern_bf16_to_f32(vals[17]) == -1.0f,
                  "values row 1: %g %g", kern_bf16_to_f32(vals[16]), kern_bf16_to_f32(vals[17]));
     }
-    kern_sparse24_free(NULL, &sw);
+    kern_sparse24_free(NULL, sw);
 }
 
 /* PyTorch 2.15's sparse_semi_structured_from_dense_cutlass (the CUTLASS
@@ -449,14 +459,14 @@ KT_TEST(meta_matches_pytorch) {
         kern_tensor tw = kern_tensor_2d(dense, dt, N, K), tb = kern_tensor_2d(back, dt, N, K);
         kern_tensor tv = kern_tensor_2d(vals, dt, N, K / 2);
         kern_tensor tm = d ? kern_tensor_2d(meta, KERN_I32, N, C) : kern_tensor_2d(meta, KERN_U8, N, 2 * C);
-        kern_sparse24 sw, sw2;
+        kern_sparse24 *sw = NULL, *sw2 = NULL;
         double sum = 0;
-        memset(&sw, 0, sizeof sw);
-        memset(&sw2, 0, sizeof sw2);
+        sw = NULL;
+        sw2 = NULL;
         kt_context("%s", kern_dtype_name(dt));
         interop_dense(dt, N, K, dense);
-        KT_OK(kern_sparse24_compress(NULL, &tw, NULL, &sw));
-        KT_OK(kern_sparse24_export(NULL, &sw, &tv, &tm, NULL));
+        KT_OK(kern_sparse24_compress(NULL, &tw, &sw, NULL));
+        KT_OK(kern_sparse24_export(NULL, sw, &tv, &tm, NULL));
         if (d) KT_CHECK(memcmp(meta, torch_meta_i8, sizeof torch_meta_i8) == 0, "i32 meta differs from PyTorch's");
         else KT_CHECK(memcmp(meta, torch_meta_bf16, sizeof torch_meta_bf16) == 0, "i16 meta differs from PyTorch's");
         for (i = 0; i < N * K / 2; i++) sum += (i + 1) * kt_get(vals, dt, i);
@@ -464,11 +474,11 @@ KT_TEST(meta_matches_pytorch) {
         /* PyTorch's words imported give back the dense weight */
         if (d) memcpy(meta, torch_meta_i8, sizeof torch_meta_i8);
         else memcpy(meta, torch_meta_bf16, sizeof torch_meta_bf16);
-        KT_OK(kern_sparse24_import(NULL, &tv, &tm, NULL, &sw2));
-        KT_OK(kern_sparse24_decompress(NULL, &sw2, &tb));
+        KT_OK(kern_sparse24_import(NULL, &tv, &tm, &sw2, NULL));
+        KT_OK(kern_sparse24_decompress(NULL, sw2, &tb));
         KT_CHECK(memcmp(dense, back, (size_t)(N * K) * kern_dtype_size(dt)) == 0, "import of PyTorch's meta");
-        kern_sparse24_free(NULL, &sw);
-        kern_sparse24_free(NULL, &sw2);
+        kern_sparse24_free(NULL, sw);
+        kern_sparse24_free(NULL, sw2);
     }
 }
 
@@ -492,26 +502,28 @@ KT_TEST(meta_export_import_roundtrip) {
             kern_tensor tv = kern_tensor_2d(vals, dt, N, K / 2);
             kern_tensor tm = wide ? kern_tensor_2d(meta, KERN_I32, N, C) : kern_tensor_2d(meta, KERN_U8, N, 2 * C);
             kern_tensor tsc = kern_tensor_1d(sc, KERN_F32, N);
-            kern_sparse24 sw, sw2;
+            kern_sparse24 *sw = NULL, *sw2 = NULL;
             kern_sparse24_params p;
             int64_t i;
-            memset(&sw, 0, sizeof sw);
-            memset(&sw2, 0, sizeof sw2);
+            sw = NULL;
+            sw2 = NULL;
             memset(&p, 0, sizeof p);
             p.meta_layout = lay ? KERN_SPARSE24_META_ROWMAJOR : KERN_SPARSE24_META_CUTLASS;
             kt_context("%s layout %d", kern_dtype_name(dt), lay);
             for (i = 0; i < N; i++) sc[i] = (float)(i + 1) * 0.25f;
             make_sparse_w(&r, dt, w, N, K);
             if (wide) p.scales = &tsc;
-            KT_OK(kern_sparse24_compress(NULL, &tw, &p, &sw));
+            KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
             kt_poison(meta, (size_t)(N * C) * 4);
-            KT_OK(kern_sparse24_export(NULL, &sw, &tv, &tm, &p));
-            KT_OK(kern_sparse24_import(NULL, &tv, &tm, &p, &sw2));
-            KT_REQUIRE(sw2.values != NULL);
-            KT_CHECK(sw2.bytes == sw.bytes && memcmp(sw2.values, sw.values, sw.bytes) == 0,
+            KT_OK(kern_sparse24_export(NULL, sw, &tv, &tm, &p));
+            KT_OK(kern_sparse24_import(NULL, &tv, &tm, &sw2, &p));
+            KT_REQUIRE(sw2->values != NULL);
+            KT_CHECK(sw2->bytes == sw->bytes &&
+                         memcmp(sw2->values, sw->values,
+                                sw->bytes - (size_t)((char *)sw->values - (char *)sw)) == 0,
                      "imported storage differs");
             kt_poison(back, (size_t)(N * K) * es);
-            KT_OK(kern_sparse24_decompress(NULL, &sw2, &tb));
+            KT_OK(kern_sparse24_decompress(NULL, sw2, &tb));
             for (i = 0; i < N * K; i++)
                 KT_CHECK(memcmp(w + i * es, back + i * es, es) == 0 ||
                              (!kern__sp24_nz(dt, w + i * es) && !kern__sp24_nz(dt, back + i * es)),
@@ -519,33 +531,33 @@ KT_TEST(meta_export_import_roundtrip) {
             /* errors: too small meta, wrong dtype, bad code, CUTLASS alignment */
             {
                 kern_tensor small = tm;
-                kern_sparse24 sw3;
-                memset(&sw3, 0, sizeof sw3);
+                kern_sparse24 *sw3 = NULL;
+                sw3 = NULL;
                 small.shape[1] -= 1;
-                KT_ERROR(kern_sparse24_import(NULL, &tv, &small, &p, &sw3), KERN_ERR_SHAPE, "too small");
-                KT_ERROR(kern_sparse24_export(NULL, &sw, &tv, &small, &p), KERN_ERR_SHAPE, "too small");
+                KT_ERROR(kern_sparse24_import(NULL, &tv, &small, &sw3, &p), KERN_ERR_SHAPE, "too small");
+                KT_ERROR(kern_sparse24_export(NULL, sw, &tv, &small, &p), KERN_ERR_SHAPE, "too small");
                 small = tm;
                 small.dtype = wide ? KERN_U8 : KERN_I32;
-                KT_ERROR(kern_sparse24_import(NULL, &tv, &small, &p, &sw3), KERN_ERR_DTYPE, "meta.dtype");
+                KT_ERROR(kern_sparse24_import(NULL, &tv, &small, &sw3, &p), KERN_ERR_DTYPE, "meta.dtype");
                 if (!lay) {
                     /* a code with first index >= second: word 0 of row 0 (pos 0) */
                     unsigned char save = (unsigned char)meta[0];
                     meta[0] = (char)((save & 0xF0) | 0x6); /* (2,1) */
-                    KT_ERROR(kern_sparse24_import(NULL, &tv, &tm, &p, &sw3), KERN_ERR_ARG, "row 0 group 0");
+                    KT_ERROR(kern_sparse24_import(NULL, &tv, &tm, &sw3, &p), KERN_ERR_ARG, "row 0 group 0");
                     meta[0] = (char)save;
                     small = tm;
                     small.shape[0] = wide ? 8 : 16; /* N not aligned */
                     {
                         kern_tensor tv2 = tv;
                         tv2.shape[0] = small.shape[0];
-                        KT_ERROR(kern_sparse24_import(NULL, &tv2, &small, &p, &sw3), KERN_ERR_SHAPE,
+                        KT_ERROR(kern_sparse24_import(NULL, &tv2, &small, &sw3, &p), KERN_ERR_SHAPE,
                                  "CUTLASS");
                     }
                 }
-                KT_CHECK(sw3.values == NULL, "sw3 untouched");
+                KT_CHECK(sw3 == NULL, "sw3 untouched");
             }
-            kern_sparse24_free(NULL, &sw);
-            kern_sparse24_free(NULL, &sw2);
+            kern_sparse24_free(NULL, sw);
+            kern_sparse24_free(NULL, sw2);
             kt_free(w); kt_free(back); kt_free(vals); kt_free(meta); kt_free(sc);
         }
 }
@@ -578,10 +590,10 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
     kern_tensor tw = kern_tensor_2d(w, wst, N, K), tx = kern_tensor_2d(x, c->xdt, M, K);
     kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tr = kern_tensor_2d(res, c->ydt, M, N);
     kern_tensor tb = kern_tensor_1d(bias, KERN_F32, N), tsc = kern_tensor_1d(sc, KERN_F32, N);
-    kern_sparse24 sw;
+    kern_sparse24 *sw = NULL;
     kern_sparse24_params sp;
     kern_sparse24_linear_params lp;
-    memset(&sw, 0, sizeof sw);
+    sw = NULL;
     memset(&sp, 0, sizeof sp);
     memset(&lp, 0, sizeof lp);
     tx.stride[0] = ldx;
@@ -595,7 +607,7 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
     for (i = 0; i < N; i++) sc[i] = (float)kt_uniform(&r, 0.001, 0.02);
     if (wst == KERN_I8) sp.scales = &tsc;
     sp.pad_k = K % 4 != 0;
-    if (kern_sparse24_compress(ctx, &tw, &sp, &sw) != KERN_OK) {
+    if (kern_sparse24_compress(ctx, &tw, &sw, &sp) != KERN_OK) {
         KT_CHECK(0, "compress failed: %s", kern_last_error());
         goto done;
     }
@@ -613,9 +625,9 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
             want[i * N + j] = a;
         }
     kt_poison(y, (size_t)(M * ldy) * yes);
-    lp.act = (kern_sparse24_act)c->act;
-    lp.residual = res ? &tr : NULL;
-    KT_OK(kern_sparse24_linear(ctx, &tx, &sw, bias ? &tb : NULL, &ty, &lp));
+    lp.epilogue.act = (kern_act)c->act;
+    lp.epilogue.residual = res ? &tr : NULL;
+    KT_OK(lin(ctx, &tx, sw, bias ? &tb : NULL, &ty, &lp));
     {
         /* f32 accumulation over K/2 products: scale the per-dtype tolerance
          * by sqrt(K) (random-walk growth of the rounding error) */
@@ -629,7 +641,7 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
         }
     }
     memcpy(copy, y, (size_t)(M * ldy) * yes);
-    kern_sparse24_free(ctx, &sw);
+    kern_sparse24_free(ctx, sw);
 done:
     kt_free(w); kt_free(x); kt_free(y); kt_free(res); kt_free(bias); kt_free(sc);
     free(want);
@@ -656,7 +668,7 @@ static void run_grid(kern_dtype wdt, kern_dtype xdt, kern_dtype ydt, uint64_t sa
         if (c.K == 4096 && c.M * c.N > 64 * 64) c.M = 17; /* keep the long cases cheap */
         c.wdt = wdt; c.xdt = xdt; c.ydt = ydt;
         c.bias = idx % 3 != 0;
-        c.act = idx % 4 == 1 ? KERN_SPARSE24_ACT_GELU : idx % 4 == 3 ? KERN_SPARSE24_ACT_GELU_TANH : 0;
+        c.act = idx % 4 == 1 ? KERN_ACT_GELU : idx % 4 == 3 ? KERN_ACT_GELU_TANH : 0;
         c.res = idx % 5 >= 3;
         c.strided = idx % 2;
         {
@@ -742,28 +754,28 @@ KT_TEST(linear_residual_in_place) {
     float *y = (float *)kt_alloc((size_t)(M * N) * 4, "y"), *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0");
     kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K), tx = kern_tensor_2d(x, KERN_F32, M, K);
     kern_tensor ty = kern_tensor_2d(y, KERN_F32, M, N), ty0 = kern_tensor_2d(y0, KERN_F32, M, N);
-    kern_sparse24 sw;
+    kern_sparse24 *sw = NULL;
     kern_sparse24_linear_params lp;
     kt_rng r = kt_rng_make(5);
-    memset(&sw, 0, sizeof sw);
+    sw = NULL;
     memset(&lp, 0, sizeof lp);
     make_sparse_w(&r, KERN_F32, w, N, K);
     kt_fill_normal(&r, x, KERN_F32, M * K, 1.0);
     kt_fill_normal(&r, y, KERN_F32, M * N, 1.0);
     memcpy(y0, y, (size_t)(M * N) * 4);
-    KT_OK(kern_sparse24_compress(NULL, &tw, NULL, &sw));
-    lp.residual = &ty;
-    KT_OK(kern_sparse24_linear(NULL, &tx, &sw, NULL, &ty, &lp));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, NULL));
+    lp.epilogue.residual = &ty;
+    KT_OK(lin(NULL, &tx, sw, NULL, &ty, &lp));
     {
         float *plain = (float *)malloc((size_t)(M * N) * 4);
         kern_tensor tp = kern_tensor_2d(plain, KERN_F32, M, N);
-        lp.residual = NULL;
-        KT_OK(kern_sparse24_linear(NULL, &tx, &sw, NULL, &tp, &lp));
+        lp.epilogue.residual = NULL;
+        KT_OK(lin(NULL, &tx, sw, NULL, &tp, &lp));
         for (i = 0; i < M * N; i++) KT_CHECK(y[i] == plain[i] + y0[i], "y[%lld]", (long long)i);
         free(plain);
     }
     (void)ty0;
-    kern_sparse24_free(NULL, &sw);
+    kern_sparse24_free(NULL, sw);
     kt_free(w); kt_free(x); kt_free(y); kt_free(y0);
 }
 
@@ -773,22 +785,22 @@ KT_TEST(linear_errors) {
     uint16_t xb[4 * 8];
     kern_tensor tw = kern_tensor_2d(w, KERN_F32, N, K), tx = kern_tensor_2d(x, KERN_F32, M, K);
     kern_tensor ty = kern_tensor_2d(y, KERN_F32, M, N), txb = kern_tensor_2d(xb, KERN_BF16, M, K);
-    kern_sparse24 sw, sw16, empty;
+    kern_sparse24 *sw = NULL, *sw16 = NULL, empty;
     kern_sparse24_linear_params lp;
     int i;
-    memset(&sw, 0, sizeof sw);
-    memset(&sw16, 0, sizeof sw16);
+    sw = NULL;
+    sw16 = NULL;
     memset(&empty, 0, sizeof empty);
     memset(&lp, 0, sizeof lp);
     for (i = 0; i < 16 * 8; i++) w[i] = i % 4 < 2 ? 1.0f : 0.0f;
     for (i = 0; i < 40; i++) x[i] = 1.0f;
     memset(xb, 0, sizeof xb);
-    KT_OK(kern_sparse24_compress(NULL, &tw, NULL, &sw));
+    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, NULL));
     {
         uint16_t w16[16 * 8];
         kern_tensor t16 = kern_tensor_2d(w16, KERN_F16, N, K);
         for (i = 0; i < 16 * 8; i++) w16[i] = i % 4 < 2 ? 0x3c00 : 0;
-        KT_OK(kern_sparse24_compress(NULL, &t16, NULL, &sw16));
+        KT_OK(kern_sparse24_compress(NULL, &t16, &sw16, NULL));
     }
     kt_poison(y, sizeof y);
     memcpy(keep, y, sizeof y);
@@ -799,26 +811,26 @@ KT_TEST(linear_errors) {
         kern_tensor y8 = kern_tensor_2d(y, KERN_I8, M, N);
         xs.stride[1] = 2;
         xs.stride[0] = 16;
-        lp.act = (kern_sparse24_act)9;
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, NULL, &ty, &lp), KERN_ERR_ARG, "act=9");
-        lp.act = KERN_SPARSE24_ACT_NONE;
-        KT_ERROR(kern_sparse24_linear(NULL, &xk, &sw, NULL, &ty, &lp), KERN_ERR_SHAPE, "x.shape[1]=12");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, NULL, &yn, &lp), KERN_ERR_SHAPE, "y.shape");
-        KT_ERROR(kern_sparse24_linear(NULL, &txb, &sw, NULL, &ty, &lp), KERN_ERR_DTYPE, "x.dtype=bf16");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw16, NULL, &ty, &lp), KERN_ERR_DTYPE, "f16");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, NULL, &y8, &lp), KERN_ERR_DTYPE, "y.dtype");
-        KT_ERROR(kern_sparse24_linear(NULL, &xs, &sw, NULL, &ty, &lp), KERN_ERR_LAYOUT, "x.stride[1]");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &empty, NULL, &ty, &lp), KERN_ERR_ARG, "not a valid");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, NULL, NULL, &ty, &lp), KERN_ERR_ARG, "sw is NULL");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, &bias, &ty, &lp), KERN_ERR_SHAPE, "bias");
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, NULL, &ov, &lp), KERN_ERR_ARG, "overlaps x");
-        lp.residual = &res;
-        KT_ERROR(kern_sparse24_linear(NULL, &tx, &sw, NULL, &ty, &lp), KERN_ERR_ARG, "residual");
-        lp.residual = NULL;
+        lp.epilogue.act = (kern_act)9;
+        KT_ERROR(lin(NULL, &tx, sw, NULL, &ty, &lp), KERN_ERR_ARG, "params.epilogue.act=9");
+        lp.epilogue.act = KERN_ACT_NONE;
+        KT_ERROR(lin(NULL, &xk, sw, NULL, &ty, &lp), KERN_ERR_SHAPE, "x.shape[1]=12");
+        KT_ERROR(lin(NULL, &tx, sw, NULL, &yn, &lp), KERN_ERR_SHAPE, "y.shape");
+        KT_ERROR(lin(NULL, &txb, sw, NULL, &ty, &lp), KERN_ERR_DTYPE, "x.dtype=bf16");
+        KT_ERROR(lin(NULL, &tx, sw16, NULL, &ty, &lp), KERN_ERR_DTYPE, "f16");
+        KT_ERROR(lin(NULL, &tx, sw, NULL, &y8, &lp), KERN_ERR_DTYPE, "y.dtype");
+        KT_ERROR(lin(NULL, &xs, sw, NULL, &ty, &lp), KERN_ERR_LAYOUT, "x.stride[1]");
+        KT_ERROR(lin(NULL, &tx, &empty, NULL, &ty, &lp), KERN_ERR_ARG, "not a valid");
+        KT_ERROR(lin(NULL, &tx, NULL, NULL, &ty, &lp), KERN_ERR_ARG, "sw is NULL");
+        KT_ERROR(lin(NULL, &tx, sw, &bias, &ty, &lp), KERN_ERR_SHAPE, "bias");
+        KT_ERROR(lin(NULL, &tx, sw, NULL, &ov, &lp), KERN_ERR_ARG, "overlaps x");
+        lp.epilogue.residual = &res;
+        KT_ERROR(lin(NULL, &tx, sw, NULL, &ty, &lp), KERN_ERR_ARG, "residual");
+        lp.epilogue.residual = NULL;
     }
     kt_assert_bytes_equal("y untouched", y, keep, sizeof y);
-    kern_sparse24_free(NULL, &sw);
-    kern_sparse24_free(NULL, &sw16);
+    kern_sparse24_free(NULL, sw);
+    kern_sparse24_free(NULL, sw16);
 }
 
 KT_MAIN()

@@ -134,7 +134,7 @@ static void run_case(kern_ctx *ctx, int64_t N, int64_t E, int64_t F, int power, 
     }
     kt_poison(y, (size_t)(N * F) * es);
     if (arg) kt_poison(arg, (size_t)(N * F) * kern_dtype_size(argdt));
-    KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, red, arg ? &ta : NULL));
+    KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, red, arg ? &ta : NULL, NULL));
     ref_spmm(&a, x, dt, F, red, want, wantarg);
     kt_assert_close("out", y, dt, want, N * F, kt_tol_scaled(dt, mm ? 1.0 : f));
     if (arg)
@@ -212,7 +212,7 @@ KT_TEST(spmm_dense_reference) {
                 want[i * F + f] = m && deg[i] ? s / (double)deg[i] : s;
             }
         KT_OK(kern_spmm_reduce(kt_ctx(2, KERN_ISA_AUTO), &a, &tx, &ty,
-                               m ? KERN_REDUCE_MEAN : KERN_REDUCE_SUM, NULL));
+                               m ? KERN_REDUCE_MEAN : KERN_REDUCE_SUM, NULL, NULL));
         kt_assert_close(m ? "mean" : "sum", y, KERN_F32, want, N * F,
                         kt_tol_scaled(KERN_F32, 2.0 * sqrt((double)max_row(&a) + 1)));
     }
@@ -240,7 +240,7 @@ static void golden(kern_ctx *ctx) {
     a.nrows = 3; a.ncols = 3; a.nnz = 5; a.rowptr = crow; a.col = col; a.values = val;
     a.index_dtype = KERN_I64; a.value_dtype = KERN_F32;
     for (k = 0; k < 4; k++) {
-        KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, RED4[k], NULL));
+        KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, RED4[k], NULL, NULL));
         kt_assert_close(kern_reduce_name(RED4[k]), y, KERN_F32, want[k], 6, kt_tol(KERN_F32));
     }
     /* arg_out: torch's _sparse_mm_reduce_impl */
@@ -254,22 +254,22 @@ static void golden(kern_ctx *ctx) {
         kern_tensor tx2 = kern_tensor_2d(x2, KERN_F32, 3, 2), tx3 = kern_tensor_2d(x3, KERN_F32, 3, 2);
         kern_tensor ta = kern_tensor_2d(arg, KERN_I64, 3, 2);
         a.col = col2;
-        KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta));
+        KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta, NULL));
         kt_assert_close("amax nan", y, KERN_F32, w2, 6, kt_tol(KERN_F32));
         KT_CHECK(memcmp(arg, a2, sizeof arg) == 0, "arg %lld %lld %lld %lld", (long long)arg[0],
                  (long long)arg[1], (long long)arg[4], (long long)arg[5]);
-        KT_OK(kern_spmm_reduce(ctx, &a, &tx3, &ty, KERN_REDUCE_AMAX, &ta));
+        KT_OK(kern_spmm_reduce(ctx, &a, &tx3, &ty, KERN_REDUCE_AMAX, &ta, NULL));
         kt_assert_close("amax", y, KERN_F32, w3, 6, kt_tol(KERN_F32));
         KT_CHECK(memcmp(arg, a3, sizeof arg) == 0, "arg");
-        KT_OK(kern_spmm_reduce(ctx, &a, &tx3, &ty, KERN_REDUCE_AMIN, &ta));
+        KT_OK(kern_spmm_reduce(ctx, &a, &tx3, &ty, KERN_REDUCE_AMIN, &ta, NULL));
         kt_assert_close("amin", y, KERN_F32, w4, 6, kt_tol(KERN_F32));
         KT_CHECK(memcmp(arg, a4, sizeof arg) == 0, "arg");
         /* NaN then a larger value: still NaN; two NaNs: arg at the last */
         {
             float x4[6] = {NAN, NAN, 1, 1, NAN, 7};
-            KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta));
+            KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta, NULL));
             tx2.data = x4;
-            KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta));
+            KT_OK(kern_spmm_reduce(ctx, &a, &tx2, &ty, KERN_REDUCE_AMAX, &ta, NULL));
             /* row 0: entries 0 (col 0: nan, nan) then 1 (col 2: 2*nan, 2*7) */
             KT_CHECK(y[0] != y[0] && arg[0] == 1 && y[1] != y[1] && arg[1] == 0,
                      "%g %lld %g %lld", y[0], (long long)arg[0], y[1], (long long)arg[1]);
@@ -300,8 +300,8 @@ KT_TEST(spmm_threads_identical) {
     for (k = 0; k < 4; k++) {
         int mm = k >= 2;
         kt_context("%s", kern_reduce_name(RED4[k]));
-        KT_OK(kern_spmm_reduce(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &t1, RED4[k], mm ? &ta1 : NULL));
-        KT_OK(kern_spmm_reduce(kt_ctx(2, KERN_ISA_AUTO), &a, &tx, &t2, RED4[k], mm ? &ta2 : NULL));
+        KT_OK(kern_spmm_reduce(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &t1, RED4[k], mm ? &ta1 : NULL, NULL));
+        KT_OK(kern_spmm_reduce(kt_ctx(2, KERN_ISA_AUTO), &a, &tx, &t2, RED4[k], mm ? &ta2 : NULL, NULL));
         kt_assert_bytes_equal("out", y1, y2, (size_t)(N * F) * 4);
         if (mm) kt_assert_bytes_equal("arg", a1, a2, (size_t)(N * F) * 4);
     }
@@ -342,7 +342,7 @@ static double loss(kern_ctx *ctx, const kern_csr *a, float *x, const float *g, f
     kern_tensor tx = kern_tensor_2d(x, KERN_F32, a->ncols, F), ty = kern_tensor_2d(y, KERN_F32, a->nrows, F);
     double L = 0;
     int64_t i;
-    KT_OK(kern_spmm_reduce(ctx, a, &tx, &ty, red, NULL));
+    KT_OK(kern_spmm_reduce(ctx, a, &tx, &ty, red, NULL, NULL));
     for (i = 0; i < a->nrows * F; i++) L += (double)g[i] * y[i];
     return L;
 }
@@ -373,11 +373,11 @@ KT_TEST(spmm_backward) {
                                kern_reduce_name(RED4[k]), big);
                     kt_fill_normal(&r, x, KERN_F32, N * F, 1.0);
                     kt_fill_normal(&r, g, KERN_F32, N * F, 1.0);
-                    KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, RED4[k], mm ? &ta : NULL));
+                    KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, RED4[k], mm ? &ta : NULL, NULL));
                     kt_poison(gd, (size_t)(N * F) * 4);
                     kt_poison(gv, (size_t)a.nnz * 4);
                     KT_OK(kern_spmm_reduce_backward(ctx, &a, &tx, &tg, RED4[k], mm ? &ta : NULL, &tgd,
-                                                    &tgv));
+                                                    &tgv, NULL));
                     ref_backward(&a, x, g, F, RED4[k], arg, wgd, wgv);
                     kt_assert_close("grad_dense", gd, KERN_F32, wgd, N * F,
                                     kt_tol_scaled(KERN_F32, 2.0 * sqrt((double)E)));
@@ -576,36 +576,36 @@ KT_TEST(spmm_errors) {
     kt_poison(y, sizeof y);
     memcpy(ysave, y, sizeof y);
     col[2] = 3;
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL), KERN_ERR_INDEX,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_INDEX,
              "csr.col[2]=3 is out of range [0, 3) (row 1)");
     col[2] = 1;
     rp[2] = 0;
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL), KERN_ERR_ARG,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_ARG,
              "rowptr[2]=0 < rowptr[1]=1");
     rp[2] = 3;
     bad = kern_tensor_2d(x, KERN_F32, 2, 3);
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &bad, &ty, KERN_REDUCE_SUM, NULL), KERN_ERR_SHAPE,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &bad, &ty, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_SHAPE,
              "dense.shape[0]=2 but csr.ncols=3");
     bad = kern_tensor_2d(y, KERN_BF16, 3, 2);
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &bad, KERN_REDUCE_SUM, NULL), KERN_ERR_DTYPE,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &bad, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_DTYPE,
              "out.dtype=bf16 but dense.dtype=f32");
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_PROD, NULL), KERN_ERR_ARG,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_PROD, NULL, NULL), KERN_ERR_ARG,
              "is not sum, mean, amax or amin");
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, &ta), KERN_ERR_ARG,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, &ta, NULL), KERN_ERR_ARG,
              "arg_out is only defined for amax/amin");
-    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &tx, KERN_REDUCE_SUM, NULL), KERN_ERR_ARG,
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &tx, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_ARG,
              "out overlaps dense");
     {
         int64_t sh[2] = {3, 2}, st[2] = {1, 3};
         KT_OK(kern_tensor_init_strided(&bad, y, KERN_F32, 2, sh, st));
-        KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &bad, KERN_REDUCE_SUM, NULL), KERN_ERR_LAYOUT,
+        KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &bad, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_LAYOUT,
                  "unit stride");
     }
     kt_assert_bytes_equal("out untouched", y, ysave, sizeof y);
-    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &ty, KERN_REDUCE_AMAX, NULL, &tgd, &tgv),
+    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &ty, KERN_REDUCE_AMAX, NULL, &tgd, &tgv, NULL),
              KERN_ERR_ARG, "needs the forward's arg_out");
     bad = kern_tensor_1d(gv, KERN_F32, 3);
-    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL, &tgd, &bad),
+    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL, &tgd, &bad, NULL),
              KERN_ERR_SHAPE, "grad_values must be [nnz=4]");
 }
 

@@ -195,9 +195,9 @@ int main(int argc, char **argv) {
         tl.ndim = 3;
         kern_cuda_sdpa_params p;
         memset(&p, 0, sizeof p);
-        p.is_causal = c.causal;
-        p.enable_gqa = c.Hq != c.Hkv;
-        p.lse = &tl;
+        p.sdpa.is_causal = c.causal;
+        p.sdpa.enable_gqa = c.Hq != c.Hkv;
+        p.sdpa.lse = &tl;
         /* workspace allocated once, outside the timed region */
         size_t wsf = 0, wsb = 0;
         void *ws = NULL;
@@ -208,8 +208,8 @@ int main(int argc, char **argv) {
         }
         if (wsb > wsf && c.bwd) wsf = wsb;
         if (wsf) CK(cudaMalloc(&ws, wsf));
-        p.workspace = ws;
-        p.workspace_size = wsf;
+        p.sdpa.workspace = ws;
+        p.sdpa.workspace_size = wsf;
         kern_status s = kern_cuda_sdpa(st, &tq, &tk, &tv, &to, &p);
         if (s != KERN_OK) {
             printf("{\"family\": \"sdpa_cuda\", \"case\": \"%s\", \"threads\": 1, \"impl\": \"kern\", "

@@ -31,21 +31,27 @@
  *   of 8 elements (cp.async moves 16-byte chunks); other views take a slower
  *   element-wise load path with the same results.
  *
- * OPTIONS: kern_cuda_sdpa_params. Its first fields are those of
- *   kern_sdpa_params (kernels/kern_sdpa.h) with the same names, order and
- *   meaning (see that header): attn_mask (bool: true = attend, or
- *   f32/f16/bf16 additive; broadcast to [B,Hq,Lq,Lk] through strides, device
- *   memory), is_causal (top-left), causal_bottom_right (j <= i + Lk_b - Lq_b),
- *   scale (0 = 1/sqrt(D)), enable_gqa (Hq = G*Hkv, head h uses kv head h/G),
+ * OPTIONS: kern_cuda_sdpa_params. Its first member, sdpa, IS the CPU
+ *   kernel's kern_sdpa_params (kernels/kern_sdpa.h, included by this
+ *   header), with the same meaning (see that header): attn_mask (bool: true
+ *   = attend, or f32/f16/bf16 additive; broadcast to [B,Hq,Lq,Lk] through
+ *   strides, device memory), is_causal (top-left), causal_bottom_right
+ *   (j <= i + Lk_b - Lq_b), scale / scale_set (0 = 1/sqrt(D) unless
+ *   scale_set), enable_gqa (Hq = G*Hkv, head h uses kv head h/G),
  *   dropout_p / seed / offset (mask kern_dropout_keep(seed, offset,
  *   ((b*Hq + h)*Lq + i)*Lk + j, kern_dropout_threshold(p)) of kern_base.h,
  *   bit-identical to the CPU kernel; varlen: b = sequence, Lq/Lk =
- *   max_seqlen_q/k), has_window / window_left / window_right (-1 =
+ *   max_seqlen_q/k), window_set / window_left / window_right (-1 =
  *   unbounded), softcap (s = softcap*tanh(s/softcap) before the mask),
- *   k_lens ([B] i32/i64 on the device), lse (f32 output).
+ *   k_lens ([B] i32/i64 on the device), lse (f32 output), and
+ *   workspace / workspace_size, here device scratch for split-KV and
+ *   backward: NULL = cudaMallocAsync/cudaFreeAsync on the stream;
+ *   kern_cuda_sdpa_workspace_size() says how much is needed (256-byte
+ *   aligned). A kern_sdpa_params set up for the CPU call works unchanged:
+ *   cp.sdpa = p.
  *   A row with no visible key gives zeros in out, -inf in lse and zero
  *   gradients.
- *   CUDA-only fields after them (zero = default):
+ *   CUDA-only fields after it (zero = default):
  *   deterministic  backward only. 0: dq accumulated with f32 atomicAdd from
  *                  the key-block programs (fast; run-to-run bits may
  *                  differ). Nonzero: no atomics anywhere; a second kernel
@@ -55,9 +61,6 @@
  *                  problems (few query blocks, long keys: the key range is
  *                  cut into parts computed by separate blocks and merged by
  *                  a combine kernel); 1 = never split; n > 1 = n parts.
- *   workspace, workspace_size  device scratch for split-KV and backward;
- *                  NULL = cudaMallocAsync/cudaFreeAsync on the stream.
- *                  kern_cuda_sdpa_workspace_size() says how much is needed.
  *
  * DIFFERENCES FROM THE CPU KERNEL (the values live on the device, and
  *   reading them back would stall the stream): k_lens and cu_seqlens values
@@ -94,7 +97,8 @@
  * BUILD: one translation unit compiled by nvcc (-std=c++17, sm_80/sm_90)
  *   defines KERN_IMPLEMENTATION before including this header; C files
  *   include it for the declarations (the header is C outside nvcc, even
- *   with KERN_IMPLEMENTATION defined) and link that object with -lcudart
+ *   with KERN_IMPLEMENTATION defined; it brings kern_sdpa.h's declarations,
+ *   never its implementation) and link that object with -lcudart
  *   (or -lcudart_static -lstdc++ -ldl -lrt -lpthread). The nvcc unit also
  *   implements kern_base.h; if another unit of the program already does,
  *   define KERN_BASE_IMPLEMENTED next to KERN_IMPLEMENTATION in the nvcc
@@ -109,8 +113,8 @@
  *     kern_tensor o = kern_tensor_4d(d_o, KERN_F16, 2, 16, 1024, 128);
  *     kern_cuda_sdpa_params p;
  *     memset(&p, 0, sizeof p);
- *     p.is_causal = 1;
- *     p.enable_gqa = 1;
+ *     p.sdpa.is_causal = 1;
+ *     p.sdpa.enable_gqa = 1;
  *     if (kern_cuda_sdpa(stream, &q, &k, &v, &o, &p) != KERN_OK)
  *         fprintf(stderr, "%s\n", kern_last_error());
  */
@@ -118,30 +122,29 @@
 #define KERN_CUDA_SDPA_CUH
 
 #include "kern_base.h"
+/* kern_sdpa_params comes from the CPU header. Declarations only: the CPU
+ * kernel's implementation is not part of a CUDA translation unit (include
+ * kern_sdpa.h again after this header, or in another unit, for it). */
+#if defined(KERN_IMPLEMENTATION) && !defined(KERN_SDPA_H)
+#pragma push_macro("KERN_IMPLEMENTATION")
+#undef KERN_IMPLEMENTATION
+#include "kern_sdpa.h"
+#pragma pop_macro("KERN_IMPLEMENTATION")
+#else
+#include "kern_sdpa.h"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct kern_cuda_sdpa_params {
-    /* --- the fields of kern_sdpa_params, same order and meaning --- */
-    const kern_tensor *attn_mask; /* NULL = none; bool or additive float */
-    int is_causal;                /* top-left causal (PyTorch) */
-    int causal_bottom_right;      /* bottom-right causal (FlashAttention) */
-    float scale;                  /* 0 = 1/sqrt(D) */
-    int enable_gqa;               /* allow Hq = G * Hkv */
-    float dropout_p;              /* [0, 1); 0 = no dropout */
-    uint64_t seed, offset;        /* dropout generator key and offset */
-    int has_window;               /* 0 = no sliding window */
-    int64_t window_left, window_right; /* with has_window; -1 = unbounded */
-    float softcap;                /* 0 = none */
-    const kern_tensor *k_lens;    /* NULL = all keys; [B] i32/i64 */
-    const kern_tensor *lse;       /* NULL = none; f32 output (forward) */
+    kern_sdpa_params sdpa; /* the options of kern_sdpa, same meaning (see
+                              kernels/kern_sdpa.h); sdpa.workspace is device
+                              memory here (NULL = cudaMallocAsync) */
     /* --- CUDA only --- */
-    int deterministic;            /* backward: no atomics in dq */
-    int num_splits;               /* forward split-KV: 0 auto, 1 off, n */
-    void *workspace;              /* device scratch; NULL = allocate */
-    size_t workspace_size;        /* bytes at workspace */
+    int deterministic;     /* backward: no atomics in dq */
+    int num_splits;        /* forward split-KV: 0 auto, 1 off, n */
 } kern_cuda_sdpa_params;
 
 /* Forward. params may be NULL (all defaults). */
@@ -1616,8 +1619,8 @@ static kern_status kern__cu_check_overlap(const char *fn, const kern_tensor *a, 
  * instantiation. */
 static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, int *hd) {
     const char *fn = c.fn;
-    const kern_cuda_sdpa_params *p = c.p;
-    kern_cuda_sdpa_params defaults;
+    const kern_sdpa_params *p = c.p ? &c.p->sdpa : NULL;
+    kern_sdpa_params defaults;
     kern__cu_args a;
     kern_status st;
     const int nd = c.varlen ? 3 : 4;
@@ -1750,7 +1753,7 @@ static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, 
     if (!(p->softcap >= 0.f) || isinf(p->softcap))
         return kern__err(KERN_ERR_ARG, "%s: softcap=%g must be finite and >= 0 (0 = none)", fn,
                          (double)p->softcap);
-    if (p->has_window && (p->window_left < -1 || p->window_right < -1))
+    if (p->window_set && (p->window_left < -1 || p->window_right < -1))
         return kern__err(KERN_ERR_ARG, "%s: window_left=%lld, window_right=%lld must be >= -1", fn,
                          (long long)p->window_left, (long long)p->window_right);
     if (p->attn_mask) {
@@ -1904,10 +1907,10 @@ static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, 
         }
     }
     a.causal = p->causal_bottom_right ? 2 : p->is_causal ? 1 : 0;
-    a.window = p->has_window != 0;
+    a.window = p->window_set != 0;
     a.wl = p->window_left;
     a.wr = p->window_right;
-    a.scale = p->scale > 0.f ? p->scale : (float)(1.0 / sqrt((double)D));
+    a.scale = p->scale_set || p->scale > 0.f ? p->scale : (float)(1.0 / sqrt((double)D));
     a.scale_log2 = a.scale * KERN__CU_LOG2E;
     a.softcap = p->softcap;
     a.dropout = p->dropout_p > 0.f;
@@ -2020,16 +2023,17 @@ static kern_status kern__cu_get_ws(const char *fn, const kern_cuda_sdpa_params *
     *ws = NULL;
     *owned = 0;
     if (need == 0) return KERN_OK;
-    if (p && p->workspace) {
+    if (p && p->sdpa.workspace) {
         kern_status st;
-        if (p->workspace_size < need)
+        void *w = p->sdpa.workspace;
+        if (p->sdpa.workspace_size < need)
             return kern__err(KERN_ERR_ARG, "%s: workspace_size=%zu but this call needs %zu bytes", fn,
-                             p->workspace_size, need);
-        if ((uintptr_t)p->workspace % 256)
-            return kern__err(KERN_ERR_ARG, "%s: workspace %p is not 256-byte aligned", fn, p->workspace);
-        st = kern__cu_check_device(fn, p->workspace, "workspace");
+                             p->sdpa.workspace_size, need);
+        if ((uintptr_t)w % 256)
+            return kern__err(KERN_ERR_ARG, "%s: workspace %p is not 256-byte aligned", fn, w);
+        st = kern__cu_check_device(fn, w, "workspace");
         if (st != KERN_OK) return st;
-        *ws = p->workspace;
+        *ws = w;
         return KERN_OK;
     }
     cudaError_t e = cudaMallocAsync(ws, need, stream);

@@ -291,19 +291,19 @@ static void problem_init(problem &P, const cfg &c) {
         }
     }
     memset(&P.p, 0, sizeof P.p);
-    P.p.is_causal = c.causal == 1;
-    P.p.causal_bottom_right = c.causal == 2;
-    P.p.has_window = c.window;
-    P.p.window_left = c.wl;
-    P.p.window_right = c.wr;
-    P.p.softcap = c.softcap;
-    P.p.scale = c.scale;
-    P.p.dropout_p = c.dropout_p;
-    P.p.seed = c.seed;
-    P.p.offset = c.offset;
-    P.p.enable_gqa = c.Hq != c.Hkv;
+    P.p.sdpa.is_causal = c.causal == 1;
+    P.p.sdpa.causal_bottom_right = c.causal == 2;
+    P.p.sdpa.window_set = c.window;
+    P.p.sdpa.window_left = c.wl;
+    P.p.sdpa.window_right = c.wr;
+    P.p.sdpa.softcap = c.softcap;
+    P.p.sdpa.scale = c.scale;
+    P.p.sdpa.dropout_p = c.dropout_p;
+    P.p.sdpa.seed = c.seed;
+    P.p.sdpa.offset = c.offset;
+    P.p.sdpa.enable_gqa = c.Hq != c.Hkv;
     P.p.num_splits = c.splits;
-    P.p.lse = c.lse ? &P.tlse : NULL;
+    P.p.sdpa.lse = c.lse ? &P.tlse : NULL;
     if (c.mask) {
         int64_t shape[4], stride[4];
         int nd;
@@ -341,7 +341,7 @@ static void problem_init(problem &P, const cfg &c) {
         }
         P.mask.upload();
         P.tmask = view(P.mask.d, mdt, nd, shape, stride);
-        P.p.attn_mask = &P.tmask;
+        P.p.sdpa.attn_mask = &P.tmask;
     }
     if (!c.klens.empty()) {
         int64_t shape[1] = {(int64_t)c.klens.size()}, stride[1] = {1};
@@ -349,7 +349,7 @@ static void problem_init(problem &P, const cfg &c) {
         for (size_t s = 0; s < c.klens.size(); s++) ((int64_t *)P.klens.h.data())[s] = c.klens[s];
         P.klens.upload();
         P.tklens = view(P.klens.d, KERN_I64, 1, shape, stride);
-        P.p.k_lens = &P.tklens;
+        P.p.sdpa.k_lens = &P.tklens;
     }
     if (varlen) {
         int64_t shape[1] = {P.nseq + 1}, stride[1] = {1};
@@ -1037,7 +1037,7 @@ KT_TEST(errors_forward) {
     t = k; t.shape[1] = 1; /* GQA without the flag */
     kern_tensor t2 = v; t2.shape[1] = 1;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &t, &t2, &o, &p), KERN_ERR_SHAPE, "enable_gqa");
-    p.enable_gqa = 1;
+    p.sdpa.enable_gqa = 1;
     {
         kern_tensor q3 = q, o3 = o;
         q3.shape[1] = 3; q3.shape[0] = 1; o3.shape[1] = 3; o3.shape[0] = 1;
@@ -1046,7 +1046,7 @@ KT_TEST(errors_forward) {
         q3.stride[1] = o3.stride[1] = 8; /* fits in the buffers */
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q3, &k3, &v3, &o3, &p), KERN_ERR_SHAPE, "not a multiple");
     }
-    p.enable_gqa = 0;
+    p.sdpa.enable_gqa = 0;
     t = q; t.stride[3] = 2;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &t, &k, &v, &o, &p), KERN_ERR_LAYOUT, "unit stride");
     t = q; t.shape[3] = 300; t.stride[2] = 300; t.stride[1] = 0; t.stride[0] = 0;
@@ -1061,21 +1061,21 @@ KT_TEST(errors_forward) {
     const float bad_p[3] = {1.0f, -0.1f, NAN};
     for (int i = 0; i < 3; i++) {
         kern_cuda_sdpa_params p2 = p;
-        p2.dropout_p = bad_p[i];
+        p2.sdpa.dropout_p = bad_p[i];
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "dropout_p");
     }
     {
         kern_cuda_sdpa_params p2 = p;
-        p2.scale = -1.f;
+        p2.sdpa.scale = -1.f;
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "scale");
-        p2.scale = INFINITY;
+        p2.sdpa.scale = INFINITY;
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "scale");
-        p2.scale = 0;
-        p2.softcap = NAN;
+        p2.sdpa.scale = 0;
+        p2.sdpa.softcap = NAN;
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "softcap");
-        p2.softcap = 0;
-        p2.has_window = 1;
-        p2.window_left = -2;
+        p2.sdpa.softcap = 0;
+        p2.sdpa.window_set = 1;
+        p2.sdpa.window_left = -2;
         EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "window_left=-2");
     }
     /* mask, k_lens, lse */
@@ -1083,7 +1083,7 @@ KT_TEST(errors_forward) {
     mb.make(8 * 8 * 4);
     kern_tensor m = kern_tensor_2d(mb.d, KERN_I32, 8, 8);
     kern_cuda_sdpa_params p2 = p;
-    p2.attn_mask = &m;
+    p2.sdpa.attn_mask = &m;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_DTYPE, "attn_mask.dtype=i32");
     m = kern_tensor_2d(mb.d, KERN_BOOL, 3, 8);
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_SHAPE, "does not broadcast");
@@ -1092,14 +1092,14 @@ KT_TEST(errors_forward) {
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_ARG, "attn_mask");
     p2 = p;
     kern_tensor kl = kern_tensor_1d(mb.d, KERN_F32, 1);
-    p2.k_lens = &kl;
+    p2.sdpa.k_lens = &kl;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_DTYPE, "k_lens.dtype=f32");
     kl = kern_tensor_1d(mb.d, KERN_I32, 2);
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_SHAPE, "k_lens.shape[0]=2");
     p2 = p;
     kern_tensor l2 = P.tlse;
     l2.dtype = KERN_F16;
-    p2.lse = &l2;
+    p2.sdpa.lse = &l2;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_DTYPE, "lse.dtype=f16");
     l2 = P.tlse;
     l2.shape[2] = 3;
@@ -1140,7 +1140,7 @@ KT_TEST(errors_backward_varlen) {
                                        &P.tdv, &p),
                KERN_ERR_DTYPE, "dq.dtype=bf16");
     /* varlen: views [T, H, D] */
-    p.lse = NULL;
+    p.sdpa.lse = NULL;
     dbuf cu;
     cu.make(64);
     int32_t h3[3] = {0, 4, 8};
@@ -1158,7 +1158,7 @@ KT_TEST(errors_backward_varlen) {
     ck = cq;
     kern_tensor kl = kern_tensor_1d(cu.d, KERN_I32, 2);
     kern_cuda_sdpa_params p2 = p;
-    p2.k_lens = &kl;
+    p2.sdpa.k_lens = &kl;
     EXPECT_ERR(kern_cuda_sdpa_varlen(NULL, &q3, &k3, &v3, &o3, &cq, &ck, 4, 4, &p2), KERN_ERR_UNSUPPORTED,
                "varlen");
     EXPECT_ERR(kern_cuda_sdpa_varlen(NULL, &q3, &k3, &v3, &o3, &cq, &ck, -1, 4, &p), KERN_ERR_ARG,
@@ -1214,17 +1214,17 @@ KT_TEST(workspace_and_stream) {
     ws.make(need > needb ? need : needb);
     cudaStream_t s;
     KT_REQUIRE(cudaStreamCreate(&s) == cudaSuccess, "stream");
-    P.p.workspace = ws.d;
-    P.p.workspace_size = 16;
+    P.p.sdpa.workspace = ws.d;
+    P.p.sdpa.workspace_size = 16;
     EXPECT_ERR(kern_cuda_sdpa(s, &P.tq, &P.tk, &P.tv, &P.to, &P.p), KERN_ERR_ARG, "workspace_size=16");
-    P.p.workspace_size = need;
+    P.p.sdpa.workspace_size = need;
     KT_OK(kern_cuda_sdpa(s, &P.tq, &P.tk, &P.tv, &P.to, &P.p));
     cudaStreamSynchronize(s);
     std::vector<double> want, wlse;
     ref_forward(P, want, wlse);
     std::vector<uint16_t> got = gather(P, P.o, P.Lo_, 1);
     kt_assert_close("out", got.data(), c.dt, want.data(), (int64_t)want.size(), kt_tol_scaled(c.dt, 4));
-    P.p.workspace_size = needb;
+    P.p.sdpa.workspace_size = needb;
     KT_OK(kern_cuda_sdpa_backward(s, &P.tq, &P.tk, &P.tv, &P.to, &P.tdout, &P.tlse, &P.tdq, &P.tdk, &P.tdv, &P.p));
     cudaStreamSynchronize(s);
     std::vector<double> wdq, wdk, wdv;

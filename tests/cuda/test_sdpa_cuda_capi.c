@@ -33,9 +33,9 @@ KT_TEST(capi_errors_without_device_memory) {
     memset(ho, 0x7A, sizeof ho);
     KT_ERROR(kern_cuda_sdpa(NULL, NULL, &q, &q, &o, &p), KERN_ERR_ARG, "q is NULL");
     KT_ERROR(kern_cuda_sdpa(NULL, &f, &f, &f, &f, &p), KERN_ERR_DTYPE, "f16 or bf16");
-    p.dropout_p = 1.0f;
+    p.sdpa.dropout_p = 1.0f;
     KT_ERROR(kern_cuda_sdpa(NULL, &q, &q, &q, &o, &p), KERN_ERR_ARG, "dropout_p");
-    p.dropout_p = 0.f;
+    p.sdpa.dropout_p = 0.f;
     q.shape[3] = 300;
     KT_ERROR(kern_cuda_sdpa(NULL, &q, &q, &q, &q, &p), KERN_ERR_UNSUPPORTED, "up to 256");
     KT_CHECK(ho[0] == 0x7A7A, "out written on error");
@@ -90,8 +90,8 @@ KT_TEST(capi_forward) {
     v = kern_tensor_4d(dv, KERN_F16, B, HKV, L, D);
     o = kern_tensor_4d(dout, KERN_F16, B, HQ, L, D);
     memset(&p, 0, sizeof p);
-    p.is_causal = 1;
-    p.enable_gqa = 1;
+    p.sdpa.is_causal = 1;
+    p.sdpa.enable_gqa = 1;
     st = kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p);
     KT_CHECK(st == KERN_OK, "%s", kern_last_error());
     KT_CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
