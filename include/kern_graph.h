@@ -88,10 +88,11 @@
  *   beside the max-live lower bound and the sum of all intermediates) is
  *   allocated by the plan unless params.external_arena is set (then pass
  *   your own with kern_graph_plan_set_arena). kern_graph_run allocates
- *   nothing itself; kernel families without a workspace parameter may grow
- *   the context's scratch on their first call with a larger shape, so run
- *   once at the bound to reach a steady state. The graph (and borrowed
- *   weights) must outlive its plans.
+ *   nothing: the family calls take their scratch from one workspace the
+ *   plan sizes at the bound, except scatter_reduce and spmm_reduce (sized
+ *   by their index data) and a smaller binding that needs more scratch
+ *   than the bound, which use the context's scratch (grown once, then
+ *   reused). The graph (and borrowed weights) must outlive its plans.
  *
  * THREADS
  *   Kernel-family nodes call the families' public entry points, which use
@@ -3881,7 +3882,7 @@ typedef struct kern__ginst {
     kern__gistep *is;       /* per step */
     kern__gpatch *patch;
     int64_t n_patch;
-    size_t gemm_ws;         /* largest gemm workspace this binding needs */
+    size_t fam_ws;          /* largest family workspace this binding needs */
 } kern__ginst;
 
 typedef struct kern__gctr { /* per-step counters of the parallel region */
@@ -3920,9 +3921,9 @@ struct kern_graph_plan {
     int arena_owned, arena_set;
     void **allocs;           /* plan-owned blocks (constants, merged weights) */
     int64_t n_allocs, cap_allocs;
-    void *gemm_ws;
-    size_t gemm_ws_size;
-    int gemm_ws_sized;       /* set once the bound's GEMM workspace is known */
+    void *fam_ws;
+    size_t fam_ws_size;
+    int fam_ws_sized;        /* set once the bound's family workspace is known */
     kern__gwskey wsc_key[32]; /* workspace answers by shape (plan time) */
     size_t wsc_val[32];
     int n_wsc;
@@ -4806,12 +4807,34 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->packed_b = st->pb;
 }
 
+/* Runs one family step with the plan's workspace (ws, ws_size; NULL = the
+ * context's scratch). With query != NULL it runs nothing and writes the
+ * scratch bytes the call would take instead (0 when the op takes no
+ * caller workspace); operands without memory yet (graph inputs and
+ * outputs at plan time) get distinct, never-dereferenced addresses, since
+ * the sizes depend on shapes only. Linear/matmul are sized by
+ * kern__gfam_gemm_ws (cached per shape). */
 static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T,
-                                  void *ws, size_t ws_size) {
+                                  void *ws, size_t ws_size, size_t *query) {
     const kern__gnode *n = &p->w.nodes[st->node];
     kern_ctx *ctx = p->ctx;
-#define KERN__GT(k) (n->in[k] ? &T[n->in[k]] : NULL)
-    const kern_tensor *y = &T[n->out[0]];
+    const kern_tensor *in_[KERN_GRAPH_MAX_INPUTS], *y = &T[n->out[0]];
+    const kern_tensor *y1 = n->n_out > 1 ? &T[n->out[1]] : NULL;
+    kern_tensor loc[KERN_GRAPH_MAX_INPUTS + 2];
+    int k;
+#define KERN__GT(k) (in_[k])
+    for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++) in_[k] = n->in[k] ? &T[n->in[k]] : NULL;
+    if (query) {
+        *query = 0;
+        for (k = 0; k < KERN_GRAPH_MAX_INPUTS + 2; k++) {
+            const kern_tensor **tp = k < KERN_GRAPH_MAX_INPUTS ? &in_[k]
+                                     : k == KERN_GRAPH_MAX_INPUTS ? &y : &y1;
+            if (!*tp || (*tp)->data) continue;
+            loc[k] = **tp;
+            loc[k].data = (void *)(uintptr_t)(((uint64_t)k + 1) << 40);
+            *tp = &loc[k];
+        }
+    }
     switch (n->op) {
     case KERN_GRAPH_OP_LINEAR: case KERN_GRAPH_OP_MATMUL: {
         kern__glin la;
@@ -4823,6 +4846,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             la.y = *y;
             la.resp = KERN__GT(3);
         }
+        if (query) return KERN_OK; /* sized by kern__gfam_gemm_ws */
         kern__g_gemm_params(n, st, T, &la, &gp);
         gp.workspace = ws;
         gp.workspace_size = ws ? ws_size : 0;
@@ -4841,6 +4865,12 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         sp.window_set = n->a.window_set;
         sp.window_left = n->a.window_left;
         sp.window_right = n->a.window_right;
+        if (query) {
+            sp.k_lens = NULL; /* its values are checked; the size does not depend on it */
+            return kern_sdpa_workspace_size(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp, query);
+        }
+        sp.workspace = ws;
+        sp.workspace_size = ws ? ws_size : 0;
         return kern_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp);
     }
     case KERN_GRAPH_OP_LAYER_NORM: case KERN_GRAPH_OP_RMS_NORM: {
@@ -4851,9 +4881,12 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         np.weight = KERN__GT(1);
         np.bias = KERN__GT(2);
         np.residual = KERN__GT(3);
-        np.residual_out = n->n_out > 1 ? &T[n->out[1]] : NULL;
+        np.residual_out = y1;
         np.eps = n->a.eps;
         np.eps_set = n->a.eps_set;
+        if (query) return kern_norm_workspace_size(ctx, KERN__GT(0), y, &np, query);
+        np.workspace = ws;
+        np.workspace_size = ws ? ws_size : 0;
         return kern_norm(ctx, KERN__GT(0), y, &np);
     }
     case KERN_GRAPH_OP_QLINEAR: {
@@ -4865,10 +4898,20 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         qp.epilogue.bias = KERN__GT(3);
         qp.epilogue.act = n->a.act;
         qp.epilogue.residual = la.resp;
+        if (query) return kern_qlinear_workspace_size(ctx, &la.x, st->qw, &la.y, &qp, query);
+        qp.workspace = ws;
+        qp.workspace_size = ws ? ws_size : 0;
         return kern_qlinear(ctx, &la.x, st->qw, &la.y, &qp);
     }
     case KERN_GRAPH_OP_QUANTIZE_PER_TOKEN:
-        return kern_quantize_per_token(ctx, KERN__GT(0), y, &T[n->out[1]], NULL);
+    {
+        kern_quant_params qp;
+        memset(&qp, 0, sizeof qp);
+        if (query) return kern_quantize_per_token_workspace_size(ctx, KERN__GT(0), y, y1, &qp, query);
+        qp.workspace = ws;
+        qp.workspace_size = ws ? ws_size : 0;
+        return kern_quantize_per_token(ctx, KERN__GT(0), y, y1, &qp);
+    }
     case KERN_GRAPH_OP_SPARSE24_LINEAR: {
         kern__glin la;
         kern_sparse24_linear_params sp;
@@ -4878,10 +4921,16 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         sp.epilogue.bias = KERN__GT(2);
         sp.epilogue.act = n->a.act;
         sp.epilogue.residual = la.resp;
+        if (query) return kern_sparse24_linear_workspace_size(ctx, &la.x, st->sw, &la.y, &sp, query);
+        sp.workspace = ws;
+        sp.workspace_size = ws ? ws_size : 0;
         return kern_sparse24_linear(ctx, &la.x, st->sw, &la.y, &sp);
     }
     case KERN_GRAPH_OP_SCATTER_REDUCE: {
+        /* scatter and spmm keep the context's scratch: their sizes come from
+         * the index data, which a plan does not have */
         const kern_tensor *self = KERN__GT(0);
+        if (query) return KERN_OK;
         int dim = (int)(n->a.axis < 0 ? n->a.axis + self->ndim : n->a.axis);
         return kern_scatter_reduce(ctx, self, dim, KERN__GT(1), KERN__GT(2), n->a.reduce,
                                    n->a.include_self, y, NULL, NULL);
@@ -4890,6 +4939,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         kern_csr a;
         const kern_tensor *rp = KERN__GT(0), *col = KERN__GT(1), *val = KERN__GT(2);
         const kern_tensor *x = KERN__GT(3);
+        if (query) return KERN_OK;
         if (!kern_tensor_is_contiguous(rp) || !kern_tensor_is_contiguous(col) ||
             (val && !kern_tensor_is_contiguous(val)))
             return kern__err(KERN_ERR_LAYOUT, "rowptr, col and values must be contiguous");
@@ -4910,14 +4960,20 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
 #undef KERN__GT
 }
 
-/* Scratch kern_gemm needs for a linear/matmul step (0 if none or unknown).
- * Layers repeat: the answer is cached per (op, shapes, strides, flags). */
+/* Scratch a family step needs (0 if none or unknown). Linear/matmul:
+ * layers repeat, so the answer is cached per (op, shapes, strides, flags);
+ * the other families answer from their _workspace_size. */
 static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T);
-static size_t kern__gfam_gemm_ws(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T) {
+static size_t kern__gfam_ws(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T) {
     const kern__gnode *n = &p->w.nodes[st->node];
     kern__gwskey k;
     int i, j = 0, d;
     size_t bytes;
+    if (n->op != KERN_GRAPH_OP_LINEAR && n->op != KERN_GRAPH_OP_MATMUL) {
+        bytes = 0;
+        if (kern__gfam_run(p, st, T, NULL, 0, &bytes)) return 0;
+        return bytes;
+    }
     memset(&k, 0, sizeof k);
     k.v[j++] = n->op;
     k.v[j++] = (n->a.trans_a << 4) | (n->a.trans_b << 3) | ((st->pb != NULL) << 2) |
@@ -5635,7 +5691,7 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
         }
     }
     /* steps */
-    I->gemm_ws = 0;
+    I->fam_ws = 0;
     for (s = 0; s < p->n_steps; s++) {
         const kern__gstep *stp = &p->steps[s];
         const kern__gnode *n = &w->nodes[stp->node];
@@ -5647,10 +5703,10 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
         is->flops = is->bytes = 0;
         if (p->prm.profile) kern__g_cost(p, stp, T, &is->flops, &is->bytes);
         if (stp->cls == KERN__GC_FAMILY) {
-            /* the GEMM workspace is sized once, at the bound (plan time) */
-            if (!p->gemm_ws_sized) {
-                size_t ws = kern__gfam_gemm_ws(p, stp, T);
-                if (ws > I->gemm_ws) I->gemm_ws = ws;
+            /* the family workspace is sized once, at the bound (plan time) */
+            if (!p->fam_ws_sized) {
+                size_t ws = kern__gfam_ws(p, stp, T);
+                if (ws > I->fam_ws) I->fam_ws = ws;
             }
             continue;
         }
@@ -5894,7 +5950,7 @@ static void kern__gp_segment(kern_graph_plan *p, kern__ginst *I, int64_t a, int6
 
 static kern_status kern__gp_exec(kern_graph_plan *p, kern__ginst *I) {
     int64_t s = 0;
-    void *ws = p->gemm_ws;
+    void *ws = p->fam_ws;
     (void)I;
     p->err = 0;
     while (s < p->n_steps) {
@@ -5918,11 +5974,12 @@ static kern_status kern__gp_exec(kern_graph_plan *p, kern__ginst *I) {
             s = st->seg_end;
         } else {
             double t0 = p->prm.profile ? kern__g_now() : 0;
-            kern_status r = kern__gfam_run(p, st, I->T, ws, p->gemm_ws_size);
-            if (r == KERN_ERR_ARG && ws && (st->op == KERN_GRAPH_OP_LINEAR || st->op == KERN_GRAPH_OP_MATMUL))
-                /* this binding needs more GEMM scratch than the bound did:
-                 * the context's (grown once) */
-                r = kern__gfam_run(p, st, I->T, NULL, 0);
+            kern_status r = kern__gfam_run(p, st, I->T, ws, p->fam_ws_size, NULL);
+            if (r == KERN_ERR_ARG && ws)
+                /* this binding needs more scratch than the bound did (the
+                 * call rejected the workspace and wrote nothing): the
+                 * context's, grown once */
+                r = kern__gfam_run(p, st, I->T, NULL, 0, NULL);
             if (r) {
                 char m[512];
                 const kern__gnode *n = &p->w.nodes[st->node];
@@ -6053,7 +6110,7 @@ KERN_API void kern_graph_plan_free(kern_graph_plan *p) {
     for (i = 0; i < p->n_allocs; i++) kern__free(ctx, p->allocs[i]);
     kern__free(ctx, p->allocs);
     if (p->arena_owned) kern__free(ctx, p->arena);
-    kern__free(ctx, p->gemm_ws);
+    kern__free(ctx, p->fam_ws);
     kern__free(ctx, p->report);
     kern__free(ctx, p->order);
     kern__free(ctx, p->node_step);
@@ -6261,17 +6318,17 @@ KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
         p->arena_owned = 1;
         p->arena_set = 1;
     }
-    /* the binding at the bound checks every op once and sizes the gemm
-     * workspace */
+    /* the binding at the bound checks every op once and sizes the family
+     * workspace (one block, shared by the steps, which run one at a time) */
     {
         kern__ginst *I;
         if ((st = kern__gp_inst(p, p->bound, &I)) != KERN_OK) goto fail;
-        if (I->gemm_ws) {
-            p->gemm_ws_size = I->gemm_ws;
-            p->gemm_ws = kern__alloc(ctx, p->gemm_ws_size);
-            if (!p->gemm_ws) goto nomem;
+        if (I->fam_ws) {
+            p->fam_ws_size = I->fam_ws;
+            p->fam_ws = kern__alloc(ctx, p->fam_ws_size);
+            if (!p->fam_ws) goto nomem;
         }
-        p->gemm_ws_sized = 1;
+        p->fam_ws_sized = 1;
         if (!p->arena) I->valid = 0; /* rebuilt with the arena's address */
     }
     p->stats.plan_seconds = kern__g_now() - t0;
