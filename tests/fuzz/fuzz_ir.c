@@ -10,8 +10,9 @@
  *   - when its weights are small, the graph is planned with every symbol
  *     bound to 3 and zero weights, and run on zero inputs: every call
  *     returns a status, nothing crashes, nothing leaks.
- * Build: make fuzz-graph (clang -fsanitize=fuzzer,address,undefined).
- * Without libFuzzer, -DKERN_FUZZ_MAIN gives a main that runs the files
+ * Build: make fuzz FUZZERS=ir (clang -fsanitize=fuzzer,address,undefined).
+ * Without libFuzzer, -DKF_REPLAY (the corpus replay of make test) or
+ * -DKERN_FUZZ_MAIN gives a main that runs the files
  * named on the command line. */
 #define KERN_IMPLEMENTATION
 #include "kern.h"
@@ -176,19 +177,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef KERN_FUZZ_MAIN
-int main(int argc, char **argv) {
-    int i;
-    for (i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        char buf[1 << 16];
-        size_t n;
-        if (!f) continue;
-        n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
-    }
-    printf("[fuzz_ir] %d inputs ok\n", argc - 1);
-    return 0;
-}
+#if defined(KF_REPLAY) || defined(KERN_FUZZ_MAIN)
+#include "fz_replay.h"
 #endif

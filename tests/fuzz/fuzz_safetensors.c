@@ -7,7 +7,8 @@
  *     byte read: ASan sees any overrun), sum to the data section, and the
  *     tensors kern has dtypes for serialize and parse back to the same
  *     names, dtypes, shapes and bytes.
- * Build: make fuzz-graph. -DKERN_FUZZ_MAIN gives a file-running main. */
+ * Build: make fuzz FUZZERS=safetensors. -DKF_REPLAY (the corpus replay of
+ * make test) or -DKERN_FUZZ_MAIN gives a file-running main. */
 #define KERN_IMPLEMENTATION
 #include "kern_safetensors.h"
 
@@ -123,19 +124,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef KERN_FUZZ_MAIN
-int main(int argc, char **argv) {
-    int i;
-    for (i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        static unsigned char buf[1 << 20];
-        size_t n;
-        if (!f) continue;
-        n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, n);
-    }
-    printf("[fuzz_safetensors] %d inputs ok\n", argc - 1);
-    return 0;
-}
+#if defined(KF_REPLAY) || defined(KERN_FUZZ_MAIN)
+#include "fz_replay.h"
 #endif
