@@ -64,146 +64,37 @@ static int tb_check(const char *what, const tbuf *b, const double *want, kt_tol_
     return ok;
 }
 
-static double gelu_ref(double x, int tanh_form) { return kern__norm_gelu_d(x, tanh_form); }
-static double gelu_grad_ref(double x, int tanh_form) { return kern__norm_gelu_grad_d(x, tanh_form); }
-static double act_ref(double y, int act) { return act ? gelu_ref(y, act == KERN_ACT_GELU_TANH) : y; }
-
-/* ---------------------------------------------------- ulp accounting */
-
-/* |got - ref| in units of the f32 ulp at ref (subnormal ulp below 2^-126);
- * a result that must overflow (|ref| beyond the f32 range) must be Inf. */
-static double ulp_err(float got, double ref) {
-    double a = fabs(ref), ulp;
-    int e;
-    if (isnan(ref)) return isnan(got) ? 0.0 : 1e30;
-    if (isnan(got)) return 1e30;
-    if (a >= (double)FLT_MAX * (1.0 + ldexp(1.0, -25)) || isinf(ref))
-        return (isinf(got) && (got > 0) == (ref > 0)) ? 0.0 : 1e30;
-    if (isinf(got)) return 1e30;
-    if (a == 0) return got == 0 ? 0.0 : fabs((double)got) / ldexp(1.0, -149);
-    frexp(a, &e); /* a in [2^(e-1), 2^e) */
-    ulp = ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
-    return fabs((double)got - ref) / ulp;
-}
-
-/* ≥ 10^6 inputs: every 4093rd bit pattern over all of f32 (both signs,
- * subnormals, Inf, NaN), 2^18 uniform points in [-lo, lo], and specials. */
-static float *math_inputs(int64_t *n, double range) {
-    int64_t cap = 1100000 + 270000, k = 0;
-    float *x = (float *)malloc(sizeof(float) * (size_t)cap);
-    uint64_t u;
-    kt_rng g = kt_rng_make(7);
-    static const float sp[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 0.5f, -0.5f, 3.9192f, 4.0f,
-                               -4.0f, 88.72f, -87.33f, -103.9f, 1.0f, 10.0f, 0.625f, -0.625f};
-    for (u = 0; u < 0x100000000ull && k < cap; u += 4093) x[k++] = kern__bits_f32((uint32_t)u);
-    x[k++] = kern__bits_f32(0x7f800000u);
-    x[k++] = kern__bits_f32(0xff800000u);
-    x[k++] = kern__bits_f32(0x7fc00000u);
-    x[k++] = kern__bits_f32(0xffc00001u);
-    for (u = 0; u < sizeof sp / sizeof sp[0]; u++) x[k++] = sp[u];
-    while (k < cap) x[k++] = (float)kt_uniform(&g, -range, range);
-    *n = k;
-    return x;
-}
-
-typedef void (*math_arr_fn)(const float *x, float *y, int64_t n);
-static void erf_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_erf(x[i]);
-}
-static void exp_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_exp(x[i]);
-}
-static void tanh_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_tanh(x[i]);
-}
-#ifdef KERN_X86
-#define MATH_ARR(name, isa, V, W, LD, ST)                                                         \
-    KERN_TARGET_##isa static void name##_arr_##isa(const float *x, float *y, int64_t n) {         \
-        int64_t i;                                                                                \
-        float t[W];                                                                               \
-        for (i = 0; i + W <= n; i += W) ST(y + i, kern__math_##name##__##isa##_l(LD(x + i)));     \
-        for (; i < n; i++) {                                                                      \
-            int k;                                                                                \
-            for (k = 0; k < W; k++) t[k] = x[i];                                                  \
-            ST(t, kern__math_##name##__##isa##_l(LD(t)));                                         \
-            y[i] = t[0];                                                                          \
-        }                                                                                         \
+/* Double references of every kern_act and its derivative (the GELUs in
+ * forms that keep relative accuracy for negative x). */
+static double sigmoid_ref(double v) { return v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v)); }
+static double act_ref(double x, int act) {
+    double v;
+    switch (act) {
+    case KERN_ACT_GELU: return 0.5 * x * erfc(-x * 0.70710678118654752);
+    case KERN_ACT_GELU_TANH:
+        v = 2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        return x * sigmoid_ref(v);
+    case KERN_ACT_RELU: return x > 0 ? x : 0.0;
+    case KERN_ACT_SILU: return x * sigmoid_ref(x);
+    default: return x;
     }
-#define kern__math_erf__AVX512_l kern__math_erf__avx512
-#define kern__math_exp__AVX512_l kern__math_exp__avx512
-#define kern__math_tanh__AVX512_l kern__math_tanh__avx512
-#define kern__math_erf__AVX2_l kern__math_erf__avx2
-#define kern__math_exp__AVX2_l kern__math_exp__avx2
-#define kern__math_tanh__AVX2_l kern__math_tanh__avx2
-MATH_ARR(erf, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(exp, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(tanh, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(erf, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-MATH_ARR(exp, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-MATH_ARR(tanh, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-#endif
-
-/* Returns the max ulp error of fn against ref over the inputs; lo/hi limit
- * the checked range (others only need NaN/Inf/sign sanity). */
-static double math_max_ulp(math_arr_fn fn, double (*ref)(double), const float *x, float *y,
-                           int64_t n, double lo, double hi, double *worst_x) {
-    int64_t i;
-    double worst = 0;
-    fn(x, y, n);
-    for (i = 0; i < n; i++) {
-        double r, e;
-        if (!(x[i] >= lo && x[i] <= hi) && !isnan(x[i])) continue;
-        r = ref((double)x[i]);
-        e = ulp_err(y[i], r);
-        if (signbit(x[i]) != signbit(y[i]) && ref == erf && !isnan(x[i])) e = 1e30; /* erf(-0) = -0 */
-        if (e > worst) {
-            worst = e;
-            *worst_x = x[i];
-        }
+}
+static double act_grad_ref(double x, int act) {
+    double v, s;
+    switch (act) {
+    case KERN_ACT_GELU:
+        return 0.5 * erfc(-x * 0.70710678118654752) + x * exp(-0.5 * x * x) * 0.3989422804014327;
+    case KERN_ACT_GELU_TANH:
+        v = 2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        s = sigmoid_ref(v);
+        return s + x * s * (1.0 - s) * 2.0 * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+    case KERN_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+    case KERN_ACT_SILU:
+        s = sigmoid_ref(x);
+        return s * (1.0 + x * (1.0 - s));
+    default: return 1.0;
     }
-    return worst;
 }
-
-static void check_math(const char *name, math_arr_fn fn, double (*ref)(double), double lo,
-                       double hi, double bound) {
-    int64_t n;
-    float *x = math_inputs(&n, hi < 12 ? hi : 12), *y = (float *)malloc(sizeof(float) * (size_t)n);
-    double wx = 0, w;
-    KT_REQUIRE(n >= 1000000, "only %lld points", (long long)n);
-    w = math_max_ulp(fn, ref, x, y, n, lo, hi, &wx);
-    KT_CHECK(w <= bound, "%s: max error %.3f ulp at x=%.9g (bound %.1f)", name, w, wx, bound);
-    if (getenv("KT_VERBOSE")) printf("     %s: max %.3f ulp over %lld points\n", name, w, (long long)n);
-    free(x);
-    free(y);
-}
-
-KT_TEST(math_erf_2ulp_all_f32) {
-    check_math("erf scalar", erf_arr_scalar, erf, -INFINITY, INFINITY, 2.0);
-#ifdef KERN_X86
-    if (kern_isa_available(KERN_ISA_AVX512)) check_math("erf avx512", erf_arr_AVX512, erf, -INFINITY, INFINITY, 2.0);
-    if (kern_isa_available(KERN_ISA_AVX2)) check_math("erf avx2", erf_arr_AVX2, erf, -INFINITY, INFINITY, 2.0);
-#endif
-}
-KT_TEST(math_exp_tanh_accuracy) {
-    /* exp: normal results within 2 ulp; the subnormal range is checked in
-     * absolute terms by ulp_err's 2^-149 floor. */
-    check_math("exp scalar", exp_arr_scalar, exp, -INFINITY, INFINITY, 1.0);
-    check_math("tanh scalar", tanh_arr_scalar, tanh, -INFINITY, INFINITY, 1.0);
-#ifdef KERN_X86
-    if (kern_isa_available(KERN_ISA_AVX512)) {
-        check_math("exp avx512", exp_arr_AVX512, exp, -INFINITY, INFINITY, 2.0);
-        check_math("tanh avx512", tanh_arr_AVX512, tanh, -INFINITY, INFINITY, 2.0);
-    }
-    if (kern_isa_available(KERN_ISA_AVX2)) {
-        check_math("exp avx2", exp_arr_AVX2, exp, -87.3, INFINITY, 2.0);
-        check_math("tanh avx2", tanh_arr_AVX2, tanh, -INFINITY, INFINITY, 2.0);
-    }
-#endif
-}
-
 /* ------------------------------------------------------ forward tests */
 
 typedef struct fcase {
@@ -659,7 +550,7 @@ static void ref_bwd(const bcase *c, const tbuf *x, const tbuf *dy, const tbuf *d
         for (j = 0; j < H; j++) {
             double dz = tb_get(dy, r, j);
             xh[j] = (tb_get(x, r, j) - m) * rs;
-            if (c->act) dz *= gelu_grad_ref(xh[j] * (w ? w[j] : 1.0) + (b ? b[j] : 0.0), c->act == KERN_ACT_GELU_TANH);
+            if (c->act) dz *= act_grad_ref(xh[j] * (w ? w[j] : 1.0) + (b ? b[j] : 0.0), c->act);
             dw[j] += dz * xh[j];
             db[j] += dz;
             g[j] = dz * (w ? w[j] : 1.0);
@@ -925,7 +816,7 @@ KT_TEST(gelu_ops) {
                 kern_dtype adt = kDT[kt_randint(&g, 0, 3)], bdt = kDT[kt_randint(&g, 0, 3)];
                 kern_dtype odt = kDT[kt_randint(&g, 0, 3)];
                 int op = k & 3, approx = (k >> 2) & 1; /* 0 gelu, 1 bias_gelu, 2 gelu_backward, 3 add */
-                int64_t pad = (int64_t)kt_randint(&g, 0, 5);
+                int64_t pad = (int64_t)kt_randint(&g, 0, 3);
                 tbuf a = tb_make(adt, R, H, H + pad, "a"), b = tb_make(bdt, R, H, H, "b");
                 tbuf o = tb_make(odt, R, H, H + 2 * pad, "o");
                 float *bias = (float *)kt_alloc(sizeof(float) * (size_t)H, "bias");
@@ -938,9 +829,10 @@ KT_TEST(gelu_ops) {
                     for (j = 0; j < H; j++) {
                         double va = tb_get(&a, r, j), vb = tb_get(&b, r, j);
                         double *wv = &want[r * H + j];
-                        if (op == 0) *wv = gelu_ref(va, approx);
-                        else if (op == 1) *wv = gelu_ref((double)(float)(va + bias[j]), approx);
-                        else if (op == 2) *wv = va * gelu_grad_ref(vb, approx);
+                        int act = approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU;
+                        if (op == 0) *wv = act_ref(va, act);
+                        else if (op == 1) *wv = act_ref((double)(float)(va + bias[j]), act);
+                        else if (op == 2) *wv = va * act_grad_ref(vb, act);
                         else *wv = (float)(va + vb);
                     }
                 kt_context("[%s op=%d approx=%d R=%lld H=%lld a=%s b=%s o=%s]", kern_isa_name(isa), op, approx,
