@@ -1,5 +1,6 @@
-/* kern_norm.h — fused residual add + LayerNorm / RMSNorm + affine + GELU,
- * forward and backward; GELU alone, bias + GELU, and its backward.
+/* kern_norm.h — fused residual add + LayerNorm / RMSNorm + affine +
+ * activation, forward and backward; the activation ops alone (every
+ * kern_act, with an optional bias), their backward, and the add alone.
  * Part of kern, an embeddable header-only C kernel library.
  *
  * WHAT IT COMPUTES
@@ -14,9 +15,8 @@
  *     norm = RMSNorm:    h * rstd,  rstd = 1/sqrt(mean(h^2) + eps), as
  *                        torch.nn.functional.rms_norm (which has no bias; a
  *                        bias is supported here and simply added).
- *     act  = none, GELU (erf; torch gelu approximate='none') or GELU tanh
- *            (torch approximate='tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x +
- *            0.044715 x^3)))).
+ *     act  = any kern_act: none, GELU (erf; torch gelu approximate='none'),
+ *            GELU tanh (approximate='tanh'), ReLU, SiLU (torch silu).
  *   kern_norm_backward:  dx (and optionally dweight, dbias) of kern_norm,
  *                        activation included, given dout and the forward's
  *                        normalized input h (= residual_out when a residual
@@ -25,28 +25,35 @@
  *                        residual_out from elsewhere) is added to dx.
  *                        dweight/dbias are reduced over rows in a fixed order:
  *                        the same bits for any thread count.
- *   kern_gelu, kern_bias_gelu (out = gelu(x + bias), the GEMM-epilogue op
- *   when it cannot be fused), kern_gelu_backward (dx = dout * gelu'(x)),
- *   kern_add (out = a + b; the residual add alone, a building block and the
- *   unfused baseline of the benchmarks).
+ *   kern_activation:     out = act(x + bias), every kern_act, bias optional:
+ *                        the unfused form of every fused activation (kern_norm,
+ *                        the GEMM epilogue), bit-identical to it;
+ *                        kern_activation_backward: dx = dout * act'(x).
+ *   kern_gelu, kern_bias_gelu, kern_gelu_backward: the same restricted to
+ *   the two GELUs; kern_add (out = a + b; the residual add alone, a building
+ *   block and the unfused baseline of the benchmarks).
  *
  * NUMERICS
- *   All arithmetic is f32 (the scalar path uses double). Row statistics use
- *   a corrected two-pass scheme on the row held in cache: pass 1 gives an
- *   approximate mean m~, pass 2 sums d = h - m~ and d^2, so
- *   mean = m~ + sum(d)/H and var = sum(d^2)/H - (sum(d)/H)^2 (Chan, Golub,
- *   LeVeque); a row of 1e4 + N(0,1) keeps mean and rstd within 1e-6
- *   relative, and the output is normalized as (h - m~ - sum(d)/H) * rstd so
- *   the f32 rounding of a large mean does not leak into the output.
- *   The residual sum h = x + residual is formed in f32 and normalized
- *   unrounded (residual_out stores it rounded to its dtype).
- *   Vector GELU uses kern's own erf (<= 2 ulp over all f32; measured max
- *   1.06 ulp by an exhaustive sweep, see the kern__math_* helpers in the
- *   implementation) and exp (<= 2 ulp, measured 0.99); GELU tanh is evaluated as x * sigmoid(2u), which equals
- *   0.5 x (1 + tanh u) exactly in real arithmetic and keeps relative accuracy
- *   for negative x (PyTorch's f32 formula rounds tanh u to -1 there).
- *   Infinities follow the formulas, as in PyTorch: GELU(+Inf) = +Inf,
- *   GELU(-Inf) = NaN, gelu'(+-Inf) = NaN; NaN propagates.
+ *   All arithmetic is f32. Row statistics use a corrected two-pass scheme on
+ *   the row held in cache: pass 1 gives an approximate mean m~, pass 2 sums
+ *   d = h - m~ and d^2, so mean = m~ + sum(d)/H and var = sum(d^2)/H -
+ *   (sum(d)/H)^2 (Chan, Golub, LeVeque); the per-lane f32 partial sums are
+ *   added into a double every 64 terms, so the error does not grow with H.
+ *   A row of 1e4 + N(0,1) keeps mean and rstd within 1e-6 relative, and the
+ *   output is normalized as (h - m~ - sum(d)/H) * rstd so the f32 rounding
+ *   of a large mean does not leak into the output. The residual sum
+ *   h = x + residual is formed in f32 and normalized unrounded
+ *   (residual_out stores it rounded to its dtype).
+ *   The activations and their gradients are kern_base.h's shared math
+ *   (docs/internals.md: GELU <= 4 ulp over all f32 with relative accuracy
+ *   for negative x, GELU tanh as x * sigmoid(2u), SiLU <= 3.5 ulp; the
+ *   same bits on every ISA). A fused activation gives the bits of the
+ *   unfused ops: kern_norm with act == kern_norm (f32 out) then
+ *   kern_activation(act), on every ISA (tested). Infinities follow the
+ *   formulas, as in PyTorch: GELU(+Inf) = +Inf, GELU(-Inf) = NaN,
+ *   gelu'(+-Inf) = NaN; NaN propagates. ReLU's gradient is 1 for x > 0,
+ *   else 0, applied as dout * act'(x) (so a NaN / Inf dout at x <= 0 gives
+ *   NaN, where torch's threshold_backward gives 0).
  *
  * LAYOUTS
  *   x, residual, out, residual_out (and dout, dx, dresidual): f32, bf16 or
@@ -70,9 +77,8 @@
  *
  * PARAMS (zero-initialise; zero = default)
  *   norm: KERN_NORM_LAYER (0, default) or KERN_NORM_RMS.
- *   act:  KERN_ACT_NONE (0), KERN_ACT_GELU (erf), KERN_ACT_GELU_TANH
- *         (kern_base.h's kern_act; RELU and SILU are KERN_ERR_UNSUPPORTED
- *         here for now).
+ *   act:  any kern_act (kern_base.h): KERN_ACT_NONE (0), _GELU, _GELU_TANH,
+ *         _RELU, _SILU.
  *   eps, eps_set: eps 0 means 1e-5 unless eps_set, which makes eps be used
  *         as given, 0 included. Negative, NaN or infinite eps is
  *         KERN_ERR_ARG. kern_norm_params_defaults(&p) shows the resolved
@@ -82,15 +88,15 @@
  *         (kern_norm_backward_workspace_size() for the backward), from
  *         which the call takes all its scratch (shared and per-thread).
  *   mean output with RMSNorm: KERN_ERR_ARG (RMSNorm has no mean).
- *   kern_gelu / kern_bias_gelu / kern_gelu_backward take a kern_act:
- *         KERN_ACT_GELU or KERN_ACT_GELU_TANH, anything else KERN_ERR_ARG.
+ *   kern_activation / kern_activation_backward take any kern_act;
+ *         kern_gelu / kern_bias_gelu / kern_gelu_backward KERN_ACT_GELU or
+ *         KERN_ACT_GELU_TANH; other values are KERN_ERR_ARG.
  *
  * ERRORS (nothing is written on error; kern_last_error() names the function,
  * the argument and the values)
  *   KERN_ERR_ARG     NULL x/out, bad enum, bad eps, overlapping outputs,
  *                    mean with RMSNorm, dweight without weight, a caller
  *                    workspace smaller than the _workspace_size
- *   KERN_ERR_UNSUPPORTED  params.act RELU or SILU (no kernel yet)
  *   KERN_ERR_SHAPE   out/residual/residual_out/dout/dx shapes differ from
  *                    x's (e.g. rows mismatch), weight/bias not [H], mean/
  *                    rstd without `rows` elements
@@ -99,8 +105,14 @@
  *                    contiguous, negative strides
  *   KERN_ERR_NOMEM   scratch could not be allocated
  *
- * ISA PATHS (run-time dispatch from kern_ctx_features): AVX-512 (F/BW/VL/
- * DQ), AVX2+FMA+F16C, AArch64 NEON, portable scalar (double arithmetic).
+ * ISA PATHS: one const table of row kernels per ISA level, picked from
+ * kern_ctx_isa(ctx): AVX-512 (F/BW/VL/DQ; also the VNNI / BF16 levels),
+ * AVX2+FMA+F16C (also AVX2_VNNI), AArch64 NEON (also NEON_DOT / NEON_BF16),
+ * scalar. The row kernels are written once in
+ * gen/templates/kern_norm_rows.c.in and expanded for each ISA by
+ * gen/kern_tmpl.py into the generated region below (make gen; make
+ * gen-check fails on a hand edit): the scalar path is the one-lane
+ * expansion of the same template.
  *
  * EXAMPLE
  *     // h = x + r (kept for the next block), y = GELU(LayerNorm(h)*w + b)
@@ -129,7 +141,7 @@ typedef enum kern_norm_kind {
     KERN_NORM_RMS = 1
 } kern_norm_kind;
 
-/* kern_act (KERN_ACT_NONE, _GELU, _GELU_TANH here) is kern_base.h's. */
+/* kern_act (every value supported here) is kern_base.h's. */
 
 typedef struct kern_norm_params {
     kern_norm_kind norm;
@@ -193,6 +205,24 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
 KERN_API kern_status kern_norm_backward_workspace_size(
     kern_ctx *ctx, const kern_tensor *dout, const kern_tensor *x,
     const kern_tensor *dx, const kern_norm_backward_params *params, size_t *bytes);
+
+/* out = act(x + bias) for every kern_act (KERN_ACT_NONE: x + bias, i.e. a
+ * copy / dtype conversion without bias): the unfused form of every fused
+ * activation, the same bits (kern_norm, kern_gemm's epilogue, ...). x and
+ * out: any float dtypes, the same shape, last dim unit stride; bias [H]
+ * broadcast over rows, any float dtype, or NULL (a bias that is not f32 is
+ * converted once into H floats of the context's scratch); out may be x
+ * itself. A value outside kern_act is KERN_ERR_ARG. */
+KERN_API kern_status kern_activation(kern_ctx *ctx, const kern_tensor *x,
+                                     const kern_tensor *bias, const kern_tensor *out,
+                                     kern_act act);
+
+/* dx = dout * act'(x) for every kern_act (NONE: dx = dout; RELU: act' is 1
+ * for x > 0, else 0), the gradient kern_norm_backward applies in its fused
+ * form. */
+KERN_API kern_status kern_activation_backward(kern_ctx *ctx, const kern_tensor *dout,
+                                              const kern_tensor *x, const kern_tensor *dx,
+                                              kern_act act);
 
 /* out = gelu(x), any float dtypes, same shape. act: KERN_ACT_GELU (erf,
  * torch approximate='none') or KERN_ACT_GELU_TANH (approximate='tanh');
@@ -2376,10 +2406,6 @@ static kern_status kern__norm_check_kind_act(const char *op, kern_norm_kind norm
         return kern__err(KERN_ERR_ARG, "%s: params.norm=%d is not a kern_norm_kind", op, (int)norm);
     if ((int)act < KERN_ACT_NONE || (int)act >= KERN_ACT_COUNT)
         return kern__err(KERN_ERR_ARG, "%s: params.act=%d is not a kern_act", op, (int)act);
-    if ((int)act > KERN_ACT_GELU_TANH)
-        return kern__err(KERN_ERR_UNSUPPORTED,
-                         "%s: params.act=%s is not supported by this op (it supports none, "
-                         "gelu, gelu_tanh)", op, kern_act_name(act));
     return KERN_OK;
 }
 
@@ -2988,7 +3014,20 @@ static kern__norm_ew_args kern__norm_ew_args_make(const char *op, int ewop, cons
     return g;
 }
 
-/* The GELU ops: the activation ops restricted to the two GELUs. */
+KERN_API kern_status kern_activation(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *bias,
+                                     const kern_tensor *out, kern_act act) {
+    kern__norm_ew_args g =
+        kern__norm_ew_args_make("kern_activation", KERN__NORM_EW_ACT, x, "x", NULL, "", bias, out, "out", act);
+    return kern__norm_ew_run(ctx, &g);
+}
+KERN_API kern_status kern_activation_backward(kern_ctx *ctx, const kern_tensor *dout, const kern_tensor *x,
+                                              const kern_tensor *dx, kern_act act) {
+    kern__norm_ew_args g = kern__norm_ew_args_make("kern_activation_backward", KERN__NORM_EW_ACT_BWD, dout,
+                                                   "dout", x, "x", NULL, dx, "dx", act);
+    return kern__norm_ew_run(ctx, &g);
+}
+
+/* The GELU ops: kern_activation(_backward) restricted to the two GELUs. */
 static kern_status kern__norm_gelu_run(kern_ctx *ctx, kern__norm_ew_args *g) {
     g->gelu_only = 1;
     return kern__norm_ew_run(ctx, g);

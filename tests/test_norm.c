@@ -95,6 +95,9 @@ static double act_grad_ref(double x, int act) {
     default: return 1.0;
     }
 }
+static const kern_act kActs[5] = {KERN_ACT_NONE, KERN_ACT_GELU, KERN_ACT_GELU_TANH, KERN_ACT_RELU,
+                                  KERN_ACT_SILU};
+
 /* ------------------------------------------------------ forward tests */
 
 typedef struct fcase {
@@ -295,7 +298,7 @@ KT_TEST(forward_grid) {
                         c.rout = (int)kt_randint(&g, 0, 2);
                         c.stats = (int)kt_randint(&g, 0, 2);
                         c.rms = (int)kt_randint(&g, 0, 2);
-                        c.act = (int)kt_randint(&g, 0, 3);
+                        c.act = (int)kt_randint(&g, 0, 5);
                         fc_dtypes(&c, &g);
                         if (k == 8) c.xdt = c.rdt = c.odt = c.rodt = c.wdt = c.bdt = KERN_BF16;
                         if (k == 9) c.xdt = c.rdt = c.odt = c.rodt = c.wdt = c.bdt = KERN_F16;
@@ -325,7 +328,7 @@ KT_TEST(forward_all_dtype_mixes) {
                     for (d = 0; d < 3; d++) {
                         fcase c = fc_base(5, 67);
                         c.residual = c.weight = c.bias = c.rout = c.stats = 1;
-                        c.act = (a + b + c2 + d) % 3;
+                        c.act = (a + b + c2 + d) % 5;
                         c.rms = (a + d) & 1;
                         c.xdt = kDT[a]; c.rdt = kDT[b]; c.odt = kDT[c2]; c.rodt = kDT[d];
                         c.wdt = kDT[kt_randint(&g, 0, 3)];
@@ -678,7 +681,7 @@ KT_TEST(backward_grid) {
                     case 2: c.weight = c.bias = 0; c.saved = 1; break;
                     case 3: c.act = KERN_ACT_GELU_TANH; c.saved = 1; c.pad = 5; break;
                     default:
-                        c.act = (int)kt_randint(&g, 0, 3);
+                        c.act = (int)kt_randint(&g, 0, 5);
                         c.rms = (int)kt_randint(&g, 0, 2);
                         c.saved = (int)kt_randint(&g, 0, 2);
                         c.dres = (int)kt_randint(&g, 0, 2);
@@ -716,6 +719,80 @@ KT_TEST(backward_deterministic_threads) {
     }
 }
 
+/* dbias without dweight (the partials of each are their own). */
+KT_TEST(backward_dbias_alone) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        bcase c = bc_base(70, 100);
+        c.weight = c.bias = c.db = 1;
+        c.act = KERN_ACT_GELU;
+        kt_context("%s", bc_str(&c, isa));
+        if (!run_bwd(ctx, &c, NULL, NULL)) return;
+        c.act = KERN_ACT_SILU;
+        c.saved = 1;
+        if (!run_bwd(ctx, &c, NULL, NULL)) return;
+    }
+}
+
+/* ------------------------------------------ fused == unfused, bit for bit */
+
+/* kern_norm with an activation gives the bits of kern_norm without it (f32
+ * output) followed by kern_activation (and kern_gelu for the GELUs): the
+ * fused pass applies the shared kern__v_act to the same f32 value. Inputs
+ * reach below -3 (GELU's tail form) and far past the tails of every act,
+ * rows have vector tails, outputs are f32 / bf16 / f16. */
+static void fused_unfused_case(kern_ctx *ctx, kern_isa isa, kern_act act, kern_dtype odt, int64_t R,
+                               int64_t H, int rms) {
+    kt_rng g = kt_rng_make((uint64_t)(R * 1000 + H + act));
+    size_t n = (size_t)(R * H);
+    float *x = (float *)kt_alloc(4 * n, "x"), *r = (float *)kt_alloc(4 * n, "r");
+    float *w = (float *)kt_alloc(4 * (size_t)H, "w"), *b = (float *)kt_alloc(4 * (size_t)H, "b");
+    float *t = (float *)kt_alloc(4 * n, "t");
+    void *o1 = kt_alloc(4 * n, "fused"), *o2 = kt_alloc(4 * n, "unfused");
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, R, H), rt = kern_tensor_2d(r, KERN_F32, R, H);
+    kern_tensor wt = kern_tensor_1d(w, KERN_F32, H), bt = kern_tensor_1d(b, KERN_F32, H);
+    kern_tensor tt = kern_tensor_2d(t, KERN_F32, R, H);
+    kern_tensor o1t = kern_tensor_2d(o1, odt, R, H), o2t = kern_tensor_2d(o2, odt, R, H);
+    kern_norm_params p;
+    size_t ob = n * kern_dtype_size(odt);
+    int64_t j;
+    kt_fill_normal(&g, x, KERN_F32, R * H, 1.0);
+    kt_fill_normal(&g, r, KERN_F32, R * H, 1.0);
+    for (j = 0; j < H; j++) {
+        w[j] = (float)(3.0 * kt_normal(&g));
+        b[j] = (float)(2.0 * kt_normal(&g));
+    }
+    memset(&p, 0, sizeof p);
+    p.norm = rms ? KERN_NORM_RMS : KERN_NORM_LAYER;
+    p.residual = &rt;
+    p.weight = &wt;
+    p.bias = &bt;
+    kt_context("[%s act=%s out=%s R=%lld H=%lld %s]", kern_isa_name(isa), kern_act_name(act),
+               kern_dtype_name(odt), (long long)R, (long long)H, rms ? "rms" : "ln");
+    p.act = act;
+    KT_OK(kern_norm(ctx, &xt, &o1t, &p));
+    p.act = KERN_ACT_NONE;
+    KT_OK(kern_norm(ctx, &xt, &tt, &p));
+    KT_OK(kern_activation(ctx, &tt, NULL, &o2t, act));
+    kt_assert_bytes_equal("kern_norm(act) vs kern_norm + kern_activation", o1, o2, ob);
+    if (act == KERN_ACT_GELU || act == KERN_ACT_GELU_TANH) {
+        kt_poison(o2, ob);
+        KT_OK(kern_gelu(ctx, &tt, &o2t, act));
+        kt_assert_bytes_equal("kern_norm(act) vs kern_norm + kern_gelu", o1, o2, ob);
+    }
+    kt_free(x); kt_free(r); kt_free(w); kt_free(b); kt_free(t); kt_free(o1); kt_free(o2);
+}
+KT_TEST(fused_equals_unfused) {
+    static const kern_dtype odts[3] = {KERN_F32, KERN_BF16, KERN_F16};
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int a, d;
+        for (a = 0; a < 5; a++)
+            for (d = 0; d < 3; d++) {
+                fused_unfused_case(ctx, isa, kActs[a], odts[d], 9, 67, a & 1);
+                fused_unfused_case(ctx, isa, kActs[a], odts[d], 3, 1000, 0);
+            }
+    }
+}
+
 /* Finite differences on tiny shapes: (a) central differences of the
  * double reference forward (step 1e-5) must match our backward within the
  * f32 tolerance; (b) central differences through our own f32 forward
@@ -735,9 +812,10 @@ static double fd_loss(const double *x, const double *w, const double *b, const d
 KT_TEST(backward_finite_differences) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         int cfg;
-        for (cfg = 0; cfg < 4; cfg++) {
+        for (cfg = 0; cfg < 5; cfg++) {
             int64_t R = 2, H = 5, i, j;
-            int rms = cfg & 1, act = cfg == 3 ? KERN_ACT_GELU_TANH : cfg >= 1 ? KERN_ACT_GELU : 0;
+            int rms = cfg & 1;
+            int act = cfg == 4 ? KERN_ACT_SILU : cfg == 3 ? KERN_ACT_GELU_TANH : cfg >= 1 ? KERN_ACT_GELU : 0;
             float xf[10], dyf[10], wf[5], bf[5], dxf[10], dwf[5], dbf[5], of[10];
             double x[10], dy[10], w[5], b[5];
             kern_tensor xt = kern_tensor_2d(xf, KERN_F32, R, H), dyt = kern_tensor_2d(dyf, KERN_F32, R, H);
@@ -886,6 +964,111 @@ KT_TEST(gelu_special_values) {
     }
 }
 
+/* kern_activation / kern_activation_backward: every kern_act, dtype mixes,
+ * a bias of each dtype or none, against the double references. */
+KT_TEST(activation_ops) {
+    static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {7, 100}, {2, 20000}, {5, 513}};
+    kt_rng g = kt_rng_make(6);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        size_t si;
+        int a, bwd;
+        for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (a = 0; a < 5; a++)
+                for (bwd = 0; bwd < 2; bwd++) {
+                    int64_t R = shapes[si][0], H = shapes[si][1], r, j;
+                    kern_act act = kActs[a];
+                    kern_dtype xdt = kDT[kt_randint(&g, 0, 3)], ddt = kDT[kt_randint(&g, 0, 3)];
+                    kern_dtype odt = kDT[kt_randint(&g, 0, 3)], bdt = kDT[kt_randint(&g, 0, 3)];
+                    int use_bias = !bwd && kt_randint(&g, 0, 2);
+                    tbuf x = tb_make(xdt, R, H, H + kt_randint(&g, 0, 4), "x"), d = tb_make(ddt, R, H, H, "dout");
+                    tbuf o = tb_make(odt, R, H, H + kt_randint(&g, 0, 4), "out");
+                    void *bias = kt_alloc((size_t)H * 4, "bias");
+                    double *want = (double *)malloc(sizeof(double) * (size_t)(R * H));
+                    kern_tensor xt = tb_t(&x), dt = tb_t(&d), ot = tb_t(&o), bt = kern_tensor_1d(bias, bdt, H);
+                    tb_fill(&g, &x, 3.0, 0.0);
+                    tb_fill(&g, &d, 1.0, 0.0);
+                    for (j = 0; j < H; j++) kt_set(bias, bdt, j, kt_normal(&g));
+                    for (r = 0; r < R; r++)
+                        for (j = 0; j < H; j++) {
+                            double v = tb_get(&x, r, j);
+                            if (bwd) want[r * H + j] = tb_get(&d, r, j) * act_grad_ref(v, act);
+                            else want[r * H + j] = act_ref(use_bias ? (double)(float)(v + kt_get(bias, bdt, j)) : v, act);
+                        }
+                    kt_context("[%s %s act=%s R=%lld H=%lld x=%s dout=%s out=%s bias=%s]", kern_isa_name(isa),
+                               bwd ? "backward" : "forward", kern_act_name(act), (long long)R, (long long)H,
+                               kern_dtype_name(xdt), kern_dtype_name(ddt), kern_dtype_name(odt),
+                               use_bias ? kern_dtype_name(bdt) : "none");
+                    if (bwd) KT_OK(kern_activation_backward(ctx, &dt, &xt, &ot, act));
+                    else KT_OK(kern_activation(ctx, &xt, use_bias ? &bt : NULL, &ot, act));
+                    tb_check("activation out", &o, want, kt_tol_scaled(odt, odt == KERN_F32 ? 2.0 : 1.0));
+                    kt_free(x.p); kt_free(d.p); kt_free(o.p); kt_free(bias);
+                    free(want);
+                }
+        {
+            /* in place; NONE is a copy; the GELU ops are the activation op */
+            int64_t n = 999, j;
+            float *x = (float *)kt_alloc(4 * (size_t)n, "x"), *y = (float *)kt_alloc(4 * (size_t)n, "y");
+            float *z = (float *)kt_alloc(4 * (size_t)n, "z");
+            kern_tensor xt = kern_tensor_1d(x, KERN_F32, n), yt = kern_tensor_1d(y, KERN_F32, n);
+            kern_tensor zt = kern_tensor_1d(z, KERN_F32, n);
+            for (j = 0; j < n; j++) x[j] = (float)(4 * kt_normal(&g));
+            KT_OK(kern_activation(ctx, &xt, NULL, &yt, KERN_ACT_NONE));
+            kt_assert_bytes_equal("activation none = copy", x, y, 4 * (size_t)n);
+            KT_OK(kern_activation_backward(ctx, &xt, &yt, &zt, KERN_ACT_NONE));
+            kt_assert_bytes_equal("activation_backward none = dout", x, z, 4 * (size_t)n);
+            KT_OK(kern_gelu_backward(ctx, &xt, &yt, &zt, KERN_ACT_GELU));
+            KT_OK(kern_activation_backward(ctx, &xt, &yt, &yt, KERN_ACT_GELU));
+            kt_assert_bytes_equal("gelu_backward = activation_backward(gelu)", z, y, 4 * (size_t)n);
+            KT_OK(kern_gelu(ctx, &xt, &yt, KERN_ACT_GELU_TANH));
+            KT_OK(kern_activation(ctx, &xt, NULL, &xt, KERN_ACT_GELU_TANH));
+            kt_assert_bytes_equal("activation in place = gelu", x, y, 4 * (size_t)n);
+            kt_free(x); kt_free(y); kt_free(z);
+        }
+    }
+}
+
+/* Special values of the new activations: relu keeps NaN and -0, silu and
+ * its gradient follow the formulas at +-Inf as PyTorch. */
+KT_TEST(activation_special_values) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        float in[6] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -100.0f}, out[6], gr[6], one[6];
+        kern_tensor it = kern_tensor_1d(in, KERN_F32, 6), ot = kern_tensor_1d(out, KERN_F32, 6);
+        kern_tensor gt = kern_tensor_1d(gr, KERN_F32, 6), onet = kern_tensor_1d(one, KERN_F32, 6);
+        int k;
+        for (k = 0; k < 6; k++) one[k] = 1.0f;
+        KT_OK(kern_activation(ctx, &it, NULL, &ot, KERN_ACT_RELU));
+        KT_CHECK(out[0] == 0 && !signbit(out[0]) && out[1] == 0 && signbit(out[1]) && out[2] == INFINITY &&
+                     out[3] == 0 && isnan(out[4]) && out[5] == 0,
+                 "%s relu: %g %g %g %g %g %g", kern_isa_name(isa), out[0], out[1], out[2], out[3], out[4], out[5]);
+        KT_OK(kern_activation_backward(ctx, &onet, &it, &gt, KERN_ACT_RELU));
+        KT_CHECK(gr[0] == 0 && gr[1] == 0 && gr[2] == 1 && gr[3] == 0 && gr[5] == 0,
+                 "%s relu': %g %g %g %g %g", kern_isa_name(isa), gr[0], gr[1], gr[2], gr[3], gr[5]);
+        KT_OK(kern_activation(ctx, &it, NULL, &ot, KERN_ACT_SILU));
+        KT_CHECK(out[0] == 0 && signbit(out[1]) && out[2] == INFINITY && isnan(out[3]) && isnan(out[4]) &&
+                     out[5] <= 0 && out[5] > -1e-40f,
+                 "%s silu: %g %g %g %g %g %g", kern_isa_name(isa), out[0], out[1], out[2], out[3], out[4], out[5]);
+        KT_OK(kern_activation_backward(ctx, &onet, &it, &gt, KERN_ACT_SILU));
+        KT_CHECK(gr[0] == 0.5f && gr[1] == 0.5f && isnan(gr[2]) && isnan(gr[3]) && isnan(gr[4]) &&
+                     fabsf(gr[5]) < 1e-40f,
+                 "%s silu': %g %g %g %g %g %g", kern_isa_name(isa), gr[0], gr[1], gr[2], gr[3], gr[4], gr[5]);
+    }
+}
+
+/* Each ISA level the machine runs reaches its own table (norm has one
+ * body per base level: VNNI / BF16 / dot levels share it). */
+KT_TEST(dispatch_table_per_level) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        const char *want = "scalar";
+        if (isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI) want = "avx2";
+        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) want = "avx512";
+        if (isa == KERN_ISA_NEON || isa == KERN_ISA_NEON_DOT || isa == KERN_ISA_NEON_BF16) want = "neon";
+        KT_CHECK(kern_ctx_isa(ctx) == isa, "context level %s, asked %s", kern_isa_name(kern_ctx_isa(ctx)),
+                 kern_isa_name(isa));
+        KT_CHECK(!strcmp(kern__norm_fns_for(kern_ctx_isa(ctx))->name, want), "%s: table %s, want %s",
+                 kern_isa_name(isa), kern__norm_fns_for(kern_ctx_isa(ctx))->name, want);
+    }
+}
+
 /* --------------------------------------------------------- bad input */
 
 KT_TEST(errors) {
@@ -972,6 +1155,11 @@ KT_TEST(errors) {
     UNTOUCHED();
     p.mean = NULL;
     KT_OK(kern_norm(ctx, &xt, &ot, &p));
+    /* every kern_act is supported */
+    FULLP(); p.mean = NULL; p.rstd = NULL; p.act = KERN_ACT_RELU;
+    KT_OK(kern_norm(ctx, &xt, &ot, &p));
+    p.act = KERN_ACT_SILU;
+    KT_OK(kern_norm(ctx, &xt, &ot, &p));
     /* enums */
     FULLP(); p.act = (kern_act)7; SNAP();
     KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "params.act=7");
@@ -1049,6 +1237,14 @@ KT_TEST(errors) {
     bad = kern_tensor_2d(r, KERN_F32, 4, 5);
     KT_ERROR(kern_gelu_backward(ctx, &xt, &bad, &ot, KERN_ACT_GELU), KERN_ERR_SHAPE, "x.shape[1]=5 but dout.shape[1]=6");
     KT_ERROR(kern_add(ctx, &xt, NULL, &ot), KERN_ERR_ARG, "kern_add: b is NULL");
+    KT_ERROR(kern_activation(ctx, NULL, NULL, &ot, KERN_ACT_RELU), KERN_ERR_ARG, "kern_activation: x is NULL");
+    KT_ERROR(kern_activation(ctx, &xt, NULL, &ot, (kern_act)7), KERN_ERR_ARG, "kern_activation: act=7 is not a kern_act");
+    bad = kern_tensor_1d(b, KERN_F32, 5);
+    KT_ERROR(kern_activation(ctx, &xt, &bad, &ot, KERN_ACT_SILU), KERN_ERR_SHAPE, "kern_activation: bias has shape [5]");
+    bad = kern_tensor_2d(r, KERN_F32, 4, 5);
+    KT_ERROR(kern_activation_backward(ctx, &xt, &bad, &ot, KERN_ACT_RELU), KERN_ERR_SHAPE,
+             "kern_activation_backward: x.shape[1]=5 but dout.shape[1]=6");
+    KT_ERROR(kern_activation_backward(ctx, &xt, &rt, &ot, (kern_act)-1), KERN_ERR_ARG, "act=-1 is not a kern_act");
     UNTOUCHED();
 #undef SNAP
 #undef UNTOUCHED
