@@ -385,6 +385,12 @@ struct kern__norm_ew {
     void (*seg_fn)(const kern__norm_ew *e, const void *p, const void *q, void *o,
                    const float *bias, int64_t n);
 };
+/* A rarely taken function, kept out of the loops that call it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KERN__NORM_COLD __attribute__((noinline, cold))
+#else
+#define KERN__NORM_COLD
+#endif
 /* Bytes per element of a float dtype (the row kernels' strides). */
 static inline int64_t kern__norm_es(kern_dtype dt) { return dt == KERN_F32 ? 4 : 2; }
 /* Row sums: each lane of a vector accumulator takes at most this many
@@ -514,6 +520,20 @@ static void kern__s_norm_xstats(const float *x, int64_t H, int rms, float eps, f
     }
 }
 
+/* The activation of the row kernels: kern__s_act's bits. GELU (erf)
+ * keeps the shared function's fast check inline (x Phi(x) when no lane is
+ * below -3) and calls the whole shared kern__v_gelu out of line for a
+ * vector that has such a lane: inlined, that rare form's registers pushed
+ * the loops' constants out of registers (LayerNorm + GELU 9-15% slower on
+ * AVX2 than the former private form). */
+KERN__NORM_COLD static float kern__s_norm_gelu_tail(float x) { return kern__s_gelu(x); }
+KERN__AINLINE float kern__s_norm_act(float x, const kern_act act) {
+    if (act == KERN_ACT_GELU) {
+        if ((((x) < ((KERN__M_GELU_LO))))) return kern__s_norm_gelu_tail(x);
+        return kern__s_mul(x, kern__s_gelu_phi(x));
+    }
+    return kern__s_act(x, act);
+}
 /* ---- forward ---- */
 
 /* Pass A, specialized on (x dtype, residual dtype or none, rms): h = x (+ r)
@@ -597,32 +617,62 @@ static void kern__s_norm_fa_dt(const void *x, kern_dtype xdt, const void *r, ker
 }
 
 /* Pass C, specialized on (out dtype, act): y = act(((h - s) rstd - c rstd)
- * w + b), the activation the shared kern__v_act (so kern_norm followed by
+ * w + b), the activation kern__v_act's bits (so kern_norm followed by
  * kern_activation gives the same bits); w and b are always arrays (ones /
- * zeros when absent). */
-KERN__AINLINE void kern__s_norm_fc(const float *h, void *o, const kern_dtype odt, const kern_act act,
-                                                 const int64_t H, const float s, const float rstd, const float nb,
-                                                 const float *w, const float *b, const int nt,
-                                                 const kern__norm_pf *pf) {
+ * zeros when absent). With an activation and a bf16 / f16 output, y goes
+ * to the f32 row ys first (it may be h itself) and is converted in a
+ * second loop: the activation's and the rounding's constants together do
+ * not fit the 16 vector registers of AVX2, and the compiler rebuilt the
+ * rounding constants every vector (LayerNorm + GELU bf16 15% slower). */
+KERN__AINLINE void kern__s_norm_fc(const float *h, float *ys, void *o, const kern_dtype odt,
+                                                 const kern_act act, const int64_t H, const float s,
+                                                 const float rstd, const float nb, const float *w, const float *b,
+                                                 const int nt, const kern__norm_pf *pf) {
     const float vs = (s), vr = (rstd), vnb = (nb);
+    const int split = act != KERN_ACT_NONE && odt != KERN_F32;
     int64_t i = 0;
+    /* two vectors a step, except for GELU (erf), whose long chains the
+     * core overlaps better one vector a step (AVX2: 1.56 vs 1.93 us for a
+     * 1x4096 f32 row without activation, 4.96 vs 4.80 us with GELU) */
+    for (; act != KERN_ACT_GELU && i + 2 * 1 <= H; i += 2 * 1) {
+        float y0 = kern__s_fma((((*(const float *)(h + i))) - (vs)), vr, vnb);
+        float y1 = kern__s_fma((((*(const float *)(h + i + 1))) - (vs)), vr, vnb);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
+        y0 = kern__s_fma(y0, (*(const float *)(w + i)), (*(const float *)(b + i)));
+        y1 = kern__s_fma(y1, (*(const float *)(w + i + 1)), (*(const float *)(b + i + 1)));
+        y0 = kern__s_act(y0, act);
+        y1 = kern__s_act(y1, act);
+        if (split) {
+            (*(float *)(ys + i) = (y0));
+            (*(float *)(ys + i + 1) = (y1));
+        } else {
+            kern__s_norm_st(o, odt, i, 1, y0, nt);
+            kern__s_norm_st(o, odt, i + 1, 1, y1, nt);
+        }
+    }
     for (; i + 1 <= H; i += 1) {
         float y = kern__s_fma((((*(const float *)(h + i))) - (vs)), vr, vnb);
         if (!(i & 15)) kern__norm_prefetch(pf, i);
-        y = kern__s_fma(y, (*(const float *)(w + i)), (*(const float *)(b + i)));
-        kern__s_norm_st(o, odt, i, 1, kern__s_act(y, act), nt);
+        y = kern__s_norm_act(kern__s_fma(y, (*(const float *)(w + i)), (*(const float *)(b + i))), act);
+        if (split) (*(float *)(ys + i) = (y));
+        else kern__s_norm_st(o, odt, i, 1, y, nt);
     }
     if (i < H) {
         const int n = (int)(H - i);
         float y = kern__s_fma((((*(const float *)(h + i))) - (vs)), vr, vnb);
-        y = kern__s_fma(y, (*(const float *)(w + i)), (*(const float *)(b + i)));
-        kern__s_norm_st(o, odt, i, n, kern__s_act(y, act), nt);
+        y = kern__s_norm_act(kern__s_fma(y, (*(const float *)(w + i)), (*(const float *)(b + i))), act);
+        if (split) (*(float *)(ys + i) = (y));
+        else kern__s_norm_st(o, odt, i, n, y, nt);
+    }
+    if (split) {
+        for (i = 0; i + 1 <= H; i += 1) kern__s_norm_st(o, odt, i, 1, (*(const float *)(ys + i)), nt);
+        if (i < H) kern__s_norm_st(o, odt, i, H - i, (*(const float *)(ys + i)), nt);
     }
 }
 /* Pass C for the output dtype and activation of the op. */
-static void kern__s_norm_fc_dt(const kern__norm_fwd *a, const float *h, void *o, float s, float rstd,
-                                             float nb, const kern__norm_pf *pf) {
-#define KERN__NORM_FC(OD, A) kern__s_norm_fc(h, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
+static void kern__s_norm_fc_dt(const kern__norm_fwd *a, const float *h, float *ys, void *o, float s,
+                                             float rstd, float nb, const kern__norm_pf *pf) {
+#define KERN__NORM_FC(OD, A) kern__s_norm_fc(h, ys, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
 #define KERN__NORM_FC_F32(A) KERN__NORM_FC(KERN_F32, A)
 #define KERN__NORM_FC_BF16(A) KERN__NORM_FC(KERN_BF16, A)
 #define KERN__NORM_FC_F16(A) KERN__NORM_FC(KERN_F16, A)
@@ -692,7 +742,7 @@ static void kern__s_norm_fwd_row(const kern__norm_fwd *a, const void *x, const v
         *shift = (float)((double)s + cd);
     }
     if (a->rstd) a->rstd[row] = rstd;
-    kern__s_norm_fc_dt(a, h, o, s, rstd, -c * rstd, pf);
+    kern__s_norm_fc_dt(a, h, sc, o, s, rstd, -c * rstd, pf);
 }
 
 /* ---- backward ---- */
@@ -838,7 +888,7 @@ KERN__AINLINE void kern__s_norm_ew_act(const kern__norm_ew *e, const void *p, vo
         const int64_t m = n - i < 1 ? n - i : 1;
         float v = kern__s_norm_ld(p, e->a.dt, i, m);
         if (bias) v = ((v) + (m == 1 ? (*(const float *)(bias + i)) : (*(const float *)(bias + i))));
-        kern__s_norm_st(o, e->o.dt, i, m, kern__s_act(v, act), e->nt);
+        kern__s_norm_st(o, e->o.dt, i, m, kern__s_norm_act(v, act), e->nt);
     }
 }
 /* out = p act'(q) (the backward: p = dout, q = x). */
@@ -985,6 +1035,20 @@ KERN_TARGET_AVX2 static void kern__v_norm_xstats__avx2(const float *x, int64_t H
     }
 }
 
+/* The activation of the row kernels: kern__v_act__avx2's bits. GELU (erf)
+ * keeps the shared function's fast check inline (x Phi(x) when no lane is
+ * below -3) and calls the whole shared kern__v_gelu out of line for a
+ * vector that has such a lane: inlined, that rare form's registers pushed
+ * the loops' constants out of registers (LayerNorm + GELU 9-15% slower on
+ * AVX2 than the former private form). */
+KERN_TARGET_AVX2 KERN__NORM_COLD static __m256 kern__v_norm_gelu_tail__avx2(__m256 x) { return kern__v_gelu__avx2(x); }
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_norm_act__avx2(__m256 x, const kern_act act) {
+    if (act == KERN_ACT_GELU) {
+        if ((_mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ)) != 0)) return kern__v_norm_gelu_tail__avx2(x);
+        return kern__mul__avx2(x, kern__v_gelu_phi__avx2(x));
+    }
+    return kern__v_act__avx2(x, act);
+}
 /* ---- forward ---- */
 
 /* Pass A, specialized on (x dtype, residual dtype or none, rms): h = x (+ r)
@@ -1068,32 +1132,63 @@ KERN_TARGET_AVX2 static void kern__v_norm_fa_dt__avx2(const void *x, kern_dtype 
 }
 
 /* Pass C, specialized on (out dtype, act): y = act(((h - s) rstd - c rstd)
- * w + b), the activation the shared kern__v_act (so kern_norm followed by
+ * w + b), the activation kern__v_act's bits (so kern_norm followed by
  * kern_activation gives the same bits); w and b are always arrays (ones /
- * zeros when absent). */
-KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_fc__avx2(const float *h, void *o, const kern_dtype odt, const kern_act act,
-                                                 const int64_t H, const float s, const float rstd, const float nb,
-                                                 const float *w, const float *b, const int nt,
-                                                 const kern__norm_pf *pf) {
+ * zeros when absent). With an activation and a bf16 / f16 output, y goes
+ * to the f32 row ys first (it may be h itself) and is converted in a
+ * second loop: the activation's and the rounding's constants together do
+ * not fit the 16 vector registers of AVX2, and the compiler rebuilt the
+ * rounding constants every vector (LayerNorm + GELU bf16 15% slower). */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_fc__avx2(const float *h, float *ys, void *o, const kern_dtype odt,
+                                                 const kern_act act, const int64_t H, const float s,
+                                                 const float rstd, const float nb, const float *w, const float *b,
+                                                 const int nt, const kern__norm_pf *pf) {
     const __m256 vs = _mm256_set1_ps(s), vr = _mm256_set1_ps(rstd), vnb = _mm256_set1_ps(nb);
+    const int split = act != KERN_ACT_NONE && odt != KERN_F32;
     int64_t i = 0;
+    /* two vectors a step, except for GELU (erf), whose long chains the
+     * core overlaps better one vector a step (AVX2: 1.56 vs 1.93 us for a
+     * 1x4096 f32 row without activation, 4.96 vs 4.80 us with GELU) */
+    for (; act != KERN_ACT_GELU && i + 2 * 8 <= H; i += 2 * 8) {
+        __m256 y0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i), vs), vr, vnb);
+        __m256 y1 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i + 8), vs), vr, vnb);
+        kern__norm_prefetch(pf, i);
+        kern__norm_prefetch(pf, i + 8);
+        y0 = _mm256_fmadd_ps(y0, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
+        y1 = _mm256_fmadd_ps(y1, _mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(b + i + 8));
+        y0 = kern__v_act__avx2(y0, act);
+        y1 = kern__v_act__avx2(y1, act);
+        if (split) {
+            _mm256_storeu_ps(ys + i, y0);
+            _mm256_storeu_ps(ys + i + 8, y1);
+        } else {
+            kern__v_norm_st__avx2(o, odt, i, 8, y0, nt);
+            kern__v_norm_st__avx2(o, odt, i + 8, 8, y1, nt);
+        }
+    }
     for (; i + 8 <= H; i += 8) {
         __m256 y = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i), vs), vr, vnb);
         kern__norm_prefetch(pf, i);
-        y = _mm256_fmadd_ps(y, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
-        kern__v_norm_st__avx2(o, odt, i, 8, kern__v_act__avx2(y, act), nt);
+        y = kern__v_norm_act__avx2(_mm256_fmadd_ps(y, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i)), act);
+        if (split) _mm256_storeu_ps(ys + i, y);
+        else kern__v_norm_st__avx2(o, odt, i, 8, y, nt);
     }
     if (i < H) {
         const int n = (int)(H - i);
         __m256 y = _mm256_fmadd_ps(_mm256_sub_ps(kern__loadn__avx2(h + i, n), vs), vr, vnb);
-        y = _mm256_fmadd_ps(y, kern__loadn__avx2(w + i, n), kern__loadn__avx2(b + i, n));
-        kern__v_norm_st__avx2(o, odt, i, n, kern__v_act__avx2(y, act), nt);
+        y = kern__v_norm_act__avx2(_mm256_fmadd_ps(y, kern__loadn__avx2(w + i, n), kern__loadn__avx2(b + i, n)), act);
+        if (split) kern__storen__avx2(ys + i, y, n);
+        else kern__v_norm_st__avx2(o, odt, i, n, y, nt);
+    }
+    if (split) {
+        for (i = 0; i + 8 <= H; i += 8) kern__v_norm_st__avx2(o, odt, i, 8, _mm256_loadu_ps(ys + i), nt);
+        if (i < H) kern__v_norm_st__avx2(o, odt, i, H - i, kern__loadn__avx2(ys + i, (int)(H - i)), nt);
     }
 }
 /* Pass C for the output dtype and activation of the op. */
-KERN_TARGET_AVX2 static void kern__v_norm_fc_dt__avx2(const kern__norm_fwd *a, const float *h, void *o, float s, float rstd,
-                                             float nb, const kern__norm_pf *pf) {
-#define KERN__NORM_FC(OD, A) kern__v_norm_fc__avx2(h, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
+KERN_TARGET_AVX2 static void kern__v_norm_fc_dt__avx2(const kern__norm_fwd *a, const float *h, float *ys, void *o, float s,
+                                             float rstd, float nb, const kern__norm_pf *pf) {
+#define KERN__NORM_FC(OD, A) kern__v_norm_fc__avx2(h, ys, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
 #define KERN__NORM_FC_F32(A) KERN__NORM_FC(KERN_F32, A)
 #define KERN__NORM_FC_BF16(A) KERN__NORM_FC(KERN_BF16, A)
 #define KERN__NORM_FC_F16(A) KERN__NORM_FC(KERN_F16, A)
@@ -1163,7 +1258,7 @@ KERN_TARGET_AVX2 static void kern__v_norm_fwd_row__avx2(const kern__norm_fwd *a,
         *shift = (float)((double)s + cd);
     }
     if (a->rstd) a->rstd[row] = rstd;
-    kern__v_norm_fc_dt__avx2(a, h, o, s, rstd, -c * rstd, pf);
+    kern__v_norm_fc_dt__avx2(a, h, sc, o, s, rstd, -c * rstd, pf);
 }
 
 /* ---- backward ---- */
@@ -1309,7 +1404,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_ew_act__avx2(const kern__norm_e
         const int64_t m = n - i < 8 ? n - i : 8;
         __m256 v = kern__v_norm_ld__avx2(p, e->a.dt, i, m);
         if (bias) v = _mm256_add_ps(v, m == 8 ? _mm256_loadu_ps(bias + i) : kern__loadn__avx2(bias + i, (int)m));
-        kern__v_norm_st__avx2(o, e->o.dt, i, m, kern__v_act__avx2(v, act), e->nt);
+        kern__v_norm_st__avx2(o, e->o.dt, i, m, kern__v_norm_act__avx2(v, act), e->nt);
     }
 }
 /* out = p act'(q) (the backward: p = dout, q = x). */
@@ -1455,6 +1550,20 @@ KERN_TARGET_AVX512 static void kern__v_norm_xstats__avx512(const float *x, int64
     }
 }
 
+/* The activation of the row kernels: kern__v_act__avx512's bits. GELU (erf)
+ * keeps the shared function's fast check inline (x Phi(x) when no lane is
+ * below -3) and calls the whole shared kern__v_gelu out of line for a
+ * vector that has such a lane: inlined, that rare form's registers pushed
+ * the loops' constants out of registers (LayerNorm + GELU 9-15% slower on
+ * AVX2 than the former private form). */
+KERN_TARGET_AVX512 KERN__NORM_COLD static __m512 kern__v_norm_gelu_tail__avx512(__m512 x) { return kern__v_gelu__avx512(x); }
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_norm_act__avx512(__m512 x, const kern_act act) {
+    if (act == KERN_ACT_GELU) {
+        if (((_mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN__M_GELU_LO), _CMP_LT_OQ)) != 0)) return kern__v_norm_gelu_tail__avx512(x);
+        return kern__mul__avx512(x, kern__v_gelu_phi__avx512(x));
+    }
+    return kern__v_act__avx512(x, act);
+}
 /* ---- forward ---- */
 
 /* Pass A, specialized on (x dtype, residual dtype or none, rms): h = x (+ r)
@@ -1538,32 +1647,63 @@ KERN_TARGET_AVX512 static void kern__v_norm_fa_dt__avx512(const void *x, kern_dt
 }
 
 /* Pass C, specialized on (out dtype, act): y = act(((h - s) rstd - c rstd)
- * w + b), the activation the shared kern__v_act (so kern_norm followed by
+ * w + b), the activation kern__v_act's bits (so kern_norm followed by
  * kern_activation gives the same bits); w and b are always arrays (ones /
- * zeros when absent). */
-KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_fc__avx512(const float *h, void *o, const kern_dtype odt, const kern_act act,
-                                                 const int64_t H, const float s, const float rstd, const float nb,
-                                                 const float *w, const float *b, const int nt,
-                                                 const kern__norm_pf *pf) {
+ * zeros when absent). With an activation and a bf16 / f16 output, y goes
+ * to the f32 row ys first (it may be h itself) and is converted in a
+ * second loop: the activation's and the rounding's constants together do
+ * not fit the 16 vector registers of AVX2, and the compiler rebuilt the
+ * rounding constants every vector (LayerNorm + GELU bf16 15% slower). */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_fc__avx512(const float *h, float *ys, void *o, const kern_dtype odt,
+                                                 const kern_act act, const int64_t H, const float s,
+                                                 const float rstd, const float nb, const float *w, const float *b,
+                                                 const int nt, const kern__norm_pf *pf) {
     const __m512 vs = _mm512_set1_ps(s), vr = _mm512_set1_ps(rstd), vnb = _mm512_set1_ps(nb);
+    const int split = act != KERN_ACT_NONE && odt != KERN_F32;
     int64_t i = 0;
+    /* two vectors a step, except for GELU (erf), whose long chains the
+     * core overlaps better one vector a step (AVX2: 1.56 vs 1.93 us for a
+     * 1x4096 f32 row without activation, 4.96 vs 4.80 us with GELU) */
+    for (; act != KERN_ACT_GELU && i + 2 * 16 <= H; i += 2 * 16) {
+        __m512 y0 = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i), vs), vr, vnb);
+        __m512 y1 = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i + 16), vs), vr, vnb);
+        kern__norm_prefetch(pf, i);
+        kern__norm_prefetch(pf, i + 16);
+        y0 = _mm512_fmadd_ps(y0, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
+        y1 = _mm512_fmadd_ps(y1, _mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(b + i + 16));
+        y0 = kern__v_act__avx512(y0, act);
+        y1 = kern__v_act__avx512(y1, act);
+        if (split) {
+            _mm512_storeu_ps(ys + i, y0);
+            _mm512_storeu_ps(ys + i + 16, y1);
+        } else {
+            kern__v_norm_st__avx512(o, odt, i, 16, y0, nt);
+            kern__v_norm_st__avx512(o, odt, i + 16, 16, y1, nt);
+        }
+    }
     for (; i + 16 <= H; i += 16) {
         __m512 y = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i), vs), vr, vnb);
         kern__norm_prefetch(pf, i);
-        y = _mm512_fmadd_ps(y, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
-        kern__v_norm_st__avx512(o, odt, i, 16, kern__v_act__avx512(y, act), nt);
+        y = kern__v_norm_act__avx512(_mm512_fmadd_ps(y, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i)), act);
+        if (split) _mm512_storeu_ps(ys + i, y);
+        else kern__v_norm_st__avx512(o, odt, i, 16, y, nt);
     }
     if (i < H) {
         const int n = (int)(H - i);
         __m512 y = _mm512_fmadd_ps(_mm512_sub_ps(kern__loadn__avx512(h + i, n), vs), vr, vnb);
-        y = _mm512_fmadd_ps(y, kern__loadn__avx512(w + i, n), kern__loadn__avx512(b + i, n));
-        kern__v_norm_st__avx512(o, odt, i, n, kern__v_act__avx512(y, act), nt);
+        y = kern__v_norm_act__avx512(_mm512_fmadd_ps(y, kern__loadn__avx512(w + i, n), kern__loadn__avx512(b + i, n)), act);
+        if (split) kern__storen__avx512(ys + i, y, n);
+        else kern__v_norm_st__avx512(o, odt, i, n, y, nt);
+    }
+    if (split) {
+        for (i = 0; i + 16 <= H; i += 16) kern__v_norm_st__avx512(o, odt, i, 16, _mm512_loadu_ps(ys + i), nt);
+        if (i < H) kern__v_norm_st__avx512(o, odt, i, H - i, kern__loadn__avx512(ys + i, (int)(H - i)), nt);
     }
 }
 /* Pass C for the output dtype and activation of the op. */
-KERN_TARGET_AVX512 static void kern__v_norm_fc_dt__avx512(const kern__norm_fwd *a, const float *h, void *o, float s, float rstd,
-                                             float nb, const kern__norm_pf *pf) {
-#define KERN__NORM_FC(OD, A) kern__v_norm_fc__avx512(h, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
+KERN_TARGET_AVX512 static void kern__v_norm_fc_dt__avx512(const kern__norm_fwd *a, const float *h, float *ys, void *o, float s,
+                                             float rstd, float nb, const kern__norm_pf *pf) {
+#define KERN__NORM_FC(OD, A) kern__v_norm_fc__avx512(h, ys, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
 #define KERN__NORM_FC_F32(A) KERN__NORM_FC(KERN_F32, A)
 #define KERN__NORM_FC_BF16(A) KERN__NORM_FC(KERN_BF16, A)
 #define KERN__NORM_FC_F16(A) KERN__NORM_FC(KERN_F16, A)
@@ -1633,7 +1773,7 @@ KERN_TARGET_AVX512 static void kern__v_norm_fwd_row__avx512(const kern__norm_fwd
         *shift = (float)((double)s + cd);
     }
     if (a->rstd) a->rstd[row] = rstd;
-    kern__v_norm_fc_dt__avx512(a, h, o, s, rstd, -c * rstd, pf);
+    kern__v_norm_fc_dt__avx512(a, h, sc, o, s, rstd, -c * rstd, pf);
 }
 
 /* ---- backward ---- */
@@ -1779,7 +1919,7 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_ew_act__avx512(const kern__no
         const int64_t m = n - i < 16 ? n - i : 16;
         __m512 v = kern__v_norm_ld__avx512(p, e->a.dt, i, m);
         if (bias) v = _mm512_add_ps(v, m == 16 ? _mm512_loadu_ps(bias + i) : kern__loadn__avx512(bias + i, (int)m));
-        kern__v_norm_st__avx512(o, e->o.dt, i, m, kern__v_act__avx512(v, act), e->nt);
+        kern__v_norm_st__avx512(o, e->o.dt, i, m, kern__v_norm_act__avx512(v, act), e->nt);
     }
 }
 /* out = p act'(q) (the backward: p = dout, q = x). */
@@ -1927,6 +2067,20 @@ static void kern__v_norm_xstats__neon(const float *x, int64_t H, int rms, float 
     }
 }
 
+/* The activation of the row kernels: kern__v_act__neon's bits. GELU (erf)
+ * keeps the shared function's fast check inline (x Phi(x) when no lane is
+ * below -3) and calls the whole shared kern__v_gelu out of line for a
+ * vector that has such a lane: inlined, that rare form's registers pushed
+ * the loops' constants out of registers (LayerNorm + GELU 9-15% slower on
+ * AVX2 than the former private form). */
+KERN__NORM_COLD static float32x4_t kern__v_norm_gelu_tail__neon(float32x4_t x) { return kern__v_gelu__neon(x); }
+KERN__AINLINE float32x4_t kern__v_norm_act__neon(float32x4_t x, const kern_act act) {
+    if (act == KERN_ACT_GELU) {
+        if ((vmaxvq_u32(vcltq_f32(x, vdupq_n_f32(KERN__M_GELU_LO))) != 0)) return kern__v_norm_gelu_tail__neon(x);
+        return kern__mul__neon(x, kern__v_gelu_phi__neon(x));
+    }
+    return kern__v_act__neon(x, act);
+}
 /* ---- forward ---- */
 
 /* Pass A, specialized on (x dtype, residual dtype or none, rms): h = x (+ r)
@@ -2010,32 +2164,63 @@ static void kern__v_norm_fa_dt__neon(const void *x, kern_dtype xdt, const void *
 }
 
 /* Pass C, specialized on (out dtype, act): y = act(((h - s) rstd - c rstd)
- * w + b), the activation the shared kern__v_act (so kern_norm followed by
+ * w + b), the activation kern__v_act's bits (so kern_norm followed by
  * kern_activation gives the same bits); w and b are always arrays (ones /
- * zeros when absent). */
-KERN__AINLINE void kern__v_norm_fc__neon(const float *h, void *o, const kern_dtype odt, const kern_act act,
-                                                 const int64_t H, const float s, const float rstd, const float nb,
-                                                 const float *w, const float *b, const int nt,
-                                                 const kern__norm_pf *pf) {
+ * zeros when absent). With an activation and a bf16 / f16 output, y goes
+ * to the f32 row ys first (it may be h itself) and is converted in a
+ * second loop: the activation's and the rounding's constants together do
+ * not fit the 16 vector registers of AVX2, and the compiler rebuilt the
+ * rounding constants every vector (LayerNorm + GELU bf16 15% slower). */
+KERN__AINLINE void kern__v_norm_fc__neon(const float *h, float *ys, void *o, const kern_dtype odt,
+                                                 const kern_act act, const int64_t H, const float s,
+                                                 const float rstd, const float nb, const float *w, const float *b,
+                                                 const int nt, const kern__norm_pf *pf) {
     const float32x4_t vs = vdupq_n_f32(s), vr = vdupq_n_f32(rstd), vnb = vdupq_n_f32(nb);
+    const int split = act != KERN_ACT_NONE && odt != KERN_F32;
     int64_t i = 0;
+    /* two vectors a step, except for GELU (erf), whose long chains the
+     * core overlaps better one vector a step (AVX2: 1.56 vs 1.93 us for a
+     * 1x4096 f32 row without activation, 4.96 vs 4.80 us with GELU) */
+    for (; act != KERN_ACT_GELU && i + 2 * 4 <= H; i += 2 * 4) {
+        float32x4_t y0 = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i), vs), vr);
+        float32x4_t y1 = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i + 4), vs), vr);
+        kern__norm_prefetch(pf, i);
+        kern__norm_prefetch(pf, i + 4);
+        y0 = vfmaq_f32(vld1q_f32(b + i), y0, vld1q_f32(w + i));
+        y1 = vfmaq_f32(vld1q_f32(b + i + 4), y1, vld1q_f32(w + i + 4));
+        y0 = kern__v_act__neon(y0, act);
+        y1 = kern__v_act__neon(y1, act);
+        if (split) {
+            vst1q_f32(ys + i, y0);
+            vst1q_f32(ys + i + 4, y1);
+        } else {
+            kern__v_norm_st__neon(o, odt, i, 4, y0, nt);
+            kern__v_norm_st__neon(o, odt, i + 4, 4, y1, nt);
+        }
+    }
     for (; i + 4 <= H; i += 4) {
         float32x4_t y = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i), vs), vr);
         kern__norm_prefetch(pf, i);
-        y = vfmaq_f32(vld1q_f32(b + i), y, vld1q_f32(w + i));
-        kern__v_norm_st__neon(o, odt, i, 4, kern__v_act__neon(y, act), nt);
+        y = kern__v_norm_act__neon(vfmaq_f32(vld1q_f32(b + i), y, vld1q_f32(w + i)), act);
+        if (split) vst1q_f32(ys + i, y);
+        else kern__v_norm_st__neon(o, odt, i, 4, y, nt);
     }
     if (i < H) {
         const int n = (int)(H - i);
         float32x4_t y = vfmaq_f32(vnb, vsubq_f32(kern__loadn__neon(h + i, n), vs), vr);
-        y = vfmaq_f32(kern__loadn__neon(b + i, n), y, kern__loadn__neon(w + i, n));
-        kern__v_norm_st__neon(o, odt, i, n, kern__v_act__neon(y, act), nt);
+        y = kern__v_norm_act__neon(vfmaq_f32(kern__loadn__neon(b + i, n), y, kern__loadn__neon(w + i, n)), act);
+        if (split) kern__storen__neon(ys + i, y, n);
+        else kern__v_norm_st__neon(o, odt, i, n, y, nt);
+    }
+    if (split) {
+        for (i = 0; i + 4 <= H; i += 4) kern__v_norm_st__neon(o, odt, i, 4, vld1q_f32(ys + i), nt);
+        if (i < H) kern__v_norm_st__neon(o, odt, i, H - i, kern__loadn__neon(ys + i, (int)(H - i)), nt);
     }
 }
 /* Pass C for the output dtype and activation of the op. */
-static void kern__v_norm_fc_dt__neon(const kern__norm_fwd *a, const float *h, void *o, float s, float rstd,
-                                             float nb, const kern__norm_pf *pf) {
-#define KERN__NORM_FC(OD, A) kern__v_norm_fc__neon(h, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
+static void kern__v_norm_fc_dt__neon(const kern__norm_fwd *a, const float *h, float *ys, void *o, float s,
+                                             float rstd, float nb, const kern__norm_pf *pf) {
+#define KERN__NORM_FC(OD, A) kern__v_norm_fc__neon(h, ys, o, OD, A, a->H, s, rstd, nb, a->w, a->b, a->nt, pf);
 #define KERN__NORM_FC_F32(A) KERN__NORM_FC(KERN_F32, A)
 #define KERN__NORM_FC_BF16(A) KERN__NORM_FC(KERN_BF16, A)
 #define KERN__NORM_FC_F16(A) KERN__NORM_FC(KERN_F16, A)
@@ -2105,7 +2290,7 @@ static void kern__v_norm_fwd_row__neon(const kern__norm_fwd *a, const void *x, c
         *shift = (float)((double)s + cd);
     }
     if (a->rstd) a->rstd[row] = rstd;
-    kern__v_norm_fc_dt__neon(a, h, o, s, rstd, -c * rstd, pf);
+    kern__v_norm_fc_dt__neon(a, h, sc, o, s, rstd, -c * rstd, pf);
 }
 
 /* ---- backward ---- */
@@ -2251,7 +2436,7 @@ KERN__AINLINE void kern__v_norm_ew_act__neon(const kern__norm_ew *e, const void 
         const int64_t m = n - i < 4 ? n - i : 4;
         float32x4_t v = kern__v_norm_ld__neon(p, e->a.dt, i, m);
         if (bias) v = vaddq_f32(v, m == 4 ? vld1q_f32(bias + i) : kern__loadn__neon(bias + i, (int)m));
-        kern__v_norm_st__neon(o, e->o.dt, i, m, kern__v_act__neon(v, act), e->nt);
+        kern__v_norm_st__neon(o, e->o.dt, i, m, kern__v_norm_act__neon(v, act), e->nt);
     }
 }
 /* out = p act'(q) (the backward: p = dout, q = x). */
