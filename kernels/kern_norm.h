@@ -34,14 +34,16 @@
  *   block and the unfused baseline of the benchmarks).
  *
  * NUMERICS
- *   All arithmetic is f32. Row statistics use a corrected two-pass scheme on
- *   the row held in cache: pass 1 gives an approximate mean m~, pass 2 sums
- *   d = h - m~ and d^2, so mean = m~ + sum(d)/H and var = sum(d^2)/H -
- *   (sum(d)/H)^2 (Chan, Golub, LeVeque); the per-lane f32 partial sums are
- *   added into a double every 64 terms, so the error does not grow with H.
- *   A row of 1e4 + N(0,1) keeps mean and rstd within 1e-6 relative, and the
- *   output is normalized as (h - m~ - sum(d)/H) * rstd so the f32 rounding
- *   of a large mean does not leak into the output. The residual sum
+ *   All arithmetic is f32, on every ISA path. Row statistics are shifted
+ *   sums (Chan, Golub, LeVeque): one pass sums d = h - s and d^2 with the
+ *   shift s = the previous row's mean (a task's first row: its first
+ *   element), c = mean(d), var = mean(d^2) - c^2; when the shift was poor
+ *   (c^2 > var/4, where the subtraction would cancel) an exact second pass
+ *   over the row held in cache runs instead. The per-lane f32 partial sums
+ *   are added into a double every 64 terms, so the error does not grow with
+ *   H. A row of 1e4 + N(0,1) keeps mean and rstd within 1e-5 relative, and
+ *   the output is normalized as ((h - s) - c) * rstd so the f32 rounding of
+ *   a large mean does not leak into the output. The residual sum
  *   h = x + residual is formed in f32 and normalized unrounded
  *   (residual_out stores it rounded to its dtype).
  *   The activations and their gradients are kern_base.h's shared math
