@@ -322,7 +322,10 @@ static inline void *kern__norm_row(const kern__norm_view *v, int64_t row) {
 
 /* The next row's input streams, prefetched while the current row is being
  * normalized and written: without it the DRAM read stream idles during
- * that phase (and the hardware prefetchers restart at every 4 KiB row). */
+ * that phase (and the hardware prefetchers restart at every 4 KiB row).
+ * The row loops call it at elements i with i % 16 == 0: one call per
+ * 64 bytes of an f32 stream, every cache line of every stream (calling it
+ * every AVX2 vector was a quarter of the backward's instructions). */
 typedef struct kern__norm_pf {
     const char *p[3];
     int64_t es[3]; /* bytes per element */
@@ -649,6 +652,7 @@ KERN__AINLINE void kern__s_norm_fc(const float *h, float *ys, void *o, const ker
         float y0 = kern__s_fma((((*(const float *)(h + i))) - (vs)), vr, vnb);
         float y1 = kern__s_fma((((*(const float *)(h + i + 1))) - (vs)), vr, vnb);
         if (!(i & 15)) kern__norm_prefetch(pf, i);
+        if (!((i + 1) & 15)) kern__norm_prefetch(pf, i + 1);
         y0 = kern__s_fma(y0, (*(const float *)(w + i)), (*(const float *)(b + i)));
         y1 = kern__s_fma(y1, (*(const float *)(w + i + 1)), (*(const float *)(b + i + 1)));
         y0 = kern__s_act(y0, act);
@@ -1178,8 +1182,8 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_fc__avx2(const float *h, float 
     for (; act != KERN_ACT_GELU && i + 2 * 8 <= H; i += 2 * 8) {
         __m256 y0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i), vs), vr, vnb);
         __m256 y1 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i + 8), vs), vr, vnb);
-        kern__norm_prefetch(pf, i);
-        kern__norm_prefetch(pf, i + 8);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
+        if (!((i + 8) & 15)) kern__norm_prefetch(pf, i + 8);
         y0 = _mm256_fmadd_ps(y0, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i));
         y1 = _mm256_fmadd_ps(y1, _mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(b + i + 8));
         y0 = kern__v_act__avx2(y0, act);
@@ -1194,7 +1198,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_fc__avx2(const float *h, float 
     }
     for (; i + 8 <= H; i += 8) {
         __m256 y = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(h + i), vs), vr, vnb);
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         y = kern__v_norm_act__avx2(_mm256_fmadd_ps(y, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i)), act);
         if (split) _mm256_storeu_ps(ys + i, y);
         else kern__v_norm_st__avx2(o, odt, i, 8, y, nt);
@@ -1362,7 +1366,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__v_norm_b2__avx2(const float *x, const 
     for (; i < H; i += 8) {
         const int64_t n = H - i < 8 ? H - i : 8;
         __m256 xv, xh, t;
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         xv = n == 8 ? _mm256_loadu_ps(x + i) : kern__loadn__avx2(x + i, (int)n);
         xh = _mm256_fmadd_ps(_mm256_sub_ps(xv, vs), vr, vnb);
         t = kern__mul__avx2(_mm256_fnmadd_ps(xh, vmgx, _mm256_sub_ps(_mm256_loadu_ps(g + i), vmg)), vr);
@@ -1708,8 +1712,8 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_fc__avx512(const float *h, fl
     for (; act != KERN_ACT_GELU && i + 2 * 16 <= H; i += 2 * 16) {
         __m512 y0 = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i), vs), vr, vnb);
         __m512 y1 = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i + 16), vs), vr, vnb);
-        kern__norm_prefetch(pf, i);
-        kern__norm_prefetch(pf, i + 16);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
+        if (!((i + 16) & 15)) kern__norm_prefetch(pf, i + 16);
         y0 = _mm512_fmadd_ps(y0, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i));
         y1 = _mm512_fmadd_ps(y1, _mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(b + i + 16));
         y0 = kern__v_act__avx512(y0, act);
@@ -1724,7 +1728,7 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_fc__avx512(const float *h, fl
     }
     for (; i + 16 <= H; i += 16) {
         __m512 y = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_loadu_ps(h + i), vs), vr, vnb);
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         y = kern__v_norm_act__avx512(_mm512_fmadd_ps(y, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i)), act);
         if (split) _mm512_storeu_ps(ys + i, y);
         else kern__v_norm_st__avx512(o, odt, i, 16, y, nt);
@@ -1892,7 +1896,7 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__v_norm_b2__avx512(const float *x, co
     for (; i < H; i += 16) {
         const int64_t n = H - i < 16 ? H - i : 16;
         __m512 xv, xh, t;
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         xv = n == 16 ? _mm512_loadu_ps(x + i) : kern__loadn__avx512(x + i, (int)n);
         xh = _mm512_fmadd_ps(_mm512_sub_ps(xv, vs), vr, vnb);
         t = kern__mul__avx512(_mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(_mm512_loadu_ps(g + i), vmg)), vr);
@@ -2238,8 +2242,8 @@ KERN__AINLINE void kern__v_norm_fc__neon(const float *h, float *ys, void *o, con
     for (; act != KERN_ACT_GELU && i + 2 * 4 <= H; i += 2 * 4) {
         float32x4_t y0 = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i), vs), vr);
         float32x4_t y1 = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i + 4), vs), vr);
-        kern__norm_prefetch(pf, i);
-        kern__norm_prefetch(pf, i + 4);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
+        if (!((i + 4) & 15)) kern__norm_prefetch(pf, i + 4);
         y0 = vfmaq_f32(vld1q_f32(b + i), y0, vld1q_f32(w + i));
         y1 = vfmaq_f32(vld1q_f32(b + i + 4), y1, vld1q_f32(w + i + 4));
         y0 = kern__v_act__neon(y0, act);
@@ -2254,7 +2258,7 @@ KERN__AINLINE void kern__v_norm_fc__neon(const float *h, float *ys, void *o, con
     }
     for (; i + 4 <= H; i += 4) {
         float32x4_t y = vfmaq_f32(vnb, vsubq_f32(vld1q_f32(h + i), vs), vr);
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         y = kern__v_norm_act__neon(vfmaq_f32(vld1q_f32(b + i), y, vld1q_f32(w + i)), act);
         if (split) vst1q_f32(ys + i, y);
         else kern__v_norm_st__neon(o, odt, i, 4, y, nt);
@@ -2422,7 +2426,7 @@ KERN__AINLINE void kern__v_norm_b2__neon(const float *x, const float *g, void *d
     for (; i < H; i += 4) {
         const int64_t n = H - i < 4 ? H - i : 4;
         float32x4_t xv, xh, t;
-        kern__norm_prefetch(pf, i);
+        if (!(i & 15)) kern__norm_prefetch(pf, i);
         xv = n == 4 ? vld1q_f32(x + i) : kern__loadn__neon(x + i, (int)n);
         xh = vfmaq_f32(vnb, vsubq_f32(xv, vs), vr);
         t = kern__mul__neon(vfmsq_f32(vsubq_f32(vld1q_f32(g + i), vmg), xh, vmgx), vr);
