@@ -104,7 +104,8 @@
  *                    rstd without `rows` elements
  *   KERN_ERR_DTYPE   a non-float tensor, mean/rstd not f32
  *   KERN_ERR_LAYOUT  last dim not unit stride, weight/bias/mean/rstd not
- *                    contiguous, negative strides
+ *                    contiguous, negative strides, an output whose elements
+ *                    overlap (e.g. a zero row stride)
  *   KERN_ERR_NOMEM   scratch could not be allocated
  *
  * ISA PATHS: one const table of row kernels per ISA level, picked from
@@ -2684,6 +2685,11 @@ static kern_status kern__norm_check_alias(const char *op, const kern_tensor *con
     int i, j;
     for (i = 0; i < nout; i++) {
         if (!outs[i]) continue;
+        if (kern__tensor_self_overlap(outs[i]))
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: %s has overlapping elements (a zero or too small stride); an "
+                             "output needs distinct elements",
+                             op, onames[i]);
         for (j = 0; j < nin; j++)
             if (ins[j] && kern_tensors_overlap(outs[i], ins[j]) &&
                 !kern__norm_same_view(outs[i], ins[j]))
@@ -2797,9 +2803,12 @@ static kern_status kern__norm_fwd_check(const char *op, const kern_tensor *x, co
 /* kern_norm's scratch: 2 Hp floats shared (weight and bias as f32), Hp per
  * thread (the row held in f32). */
 static void kern__norm_fwd_scratch(int64_t rows, int64_t H, size_t *shared, size_t *thread) {
-    int64_t Hp = (H + 15) & ~(int64_t)15;
-    *shared = rows > 0 && H > 0 ? (size_t)(2 * Hp) * sizeof(float) : 0;
-    *thread = rows > 0 && H > 0 ? (size_t)Hp * sizeof(float) : 0;
+    int64_t Hp;
+    *shared = *thread = 0;
+    if (rows <= 0 || H <= 0) return;
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
+    *shared = (size_t)(2 * Hp) * sizeof(float);
+    *thread = (size_t)Hp * sizeof(float);
 }
 
 KERN_API kern_status kern_norm_workspace_size(kern_ctx *ctx, const kern_tensor *x,
@@ -2877,7 +2886,8 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         kern__op_end(ctx);
         return st;
     }
-    if (d.rows > 0 && d.H == 0) { /* PyTorch: mean 0, rstd NaN */
+    if (d.rows > 0 && d.H == 0 && (p.mean || p.rstd)) { /* PyTorch: mean 0, rstd NaN (no loop over
+                                                           rows without them: x may be [2^40, 0]) */
         int64_t r;
         for (r = 0; r < d.rows; r++) {
             if (p.mean) ((float *)p.mean->data)[r] = 0.0f;
@@ -3021,11 +3031,14 @@ static void kern__norm_bwd_blocks(int64_t rows, int64_t H, int partials, int64_t
  * floats per thread. */
 static void kern__norm_bwd_scratch(int64_t rows, int64_t H, const kern_norm_backward_params *p,
                                    size_t *shared, size_t *thread) {
-    int64_t Hp = (H + 15) & ~(int64_t)15, rpt, nblk, nfl;
-    int dw = p->dweight != NULL, db = p->dbias != NULL;
+    int64_t Hp, rpt, nblk, nfl;
+    int dw = p && p->dweight, db = p && p->dbias;
     *shared = *thread = 0;
     if (rows == 0 || H == 0) return;
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     kern__norm_bwd_blocks(rows, H, dw || db, &rpt, &nblk);
+    /* the row kernels take dweight and dbias partials each on its own
+     * (specialized on both): dbias alone needs no dweight space */
     nfl = 2 * Hp + (dw ? nblk * Hp : 0) + (db ? nblk * Hp : 0);
     *shared = (size_t)nfl * sizeof(float);
     *thread = (size_t)(2 * Hp) * sizeof(float);
@@ -3113,7 +3126,7 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
     }
     if (d.rows == 0 || d.H == 0) { /* empty: dweight/dbias are sums over nothing */
         int64_t j;
-        for (j = 0; j < d.H; j++) {
+        for (j = 0; (p.dweight || p.dbias) && j < d.H; j++) { /* (x may be [0, 2^40]) */
             if (p.dweight) kern__s_store_f32((char *)p.dweight->data + j * kern__norm_es(p.dweight->dtype),
                                              p.dweight->dtype, 0.0f, 1, 0);
             if (p.dbias) kern__s_store_f32((char *)p.dbias->data + j * kern__norm_es(p.dbias->dtype),
