@@ -30,11 +30,12 @@ if [ "$mode" = uninstall ]; then
     exit 1
   fi
   n=0
-  while read -r kind path; do
-    if [ "$kind" = f ]; then rm -f "$DESTDIR$path"; n=$((n+1)); fi
-  done < "$DESTDIR$MANIFEST"
-  dirs=$(grep '^d ' "$DESTDIR$MANIFEST" | cut -c3- | sort -r)
-  rm -f "$DESTDIR$MANIFEST"
+  dirs=$(grep '^d ' "$DESTDIR$MANIFEST" | cut -c3- | sort -r || true)
+  files=$(grep '^f ' "$DESTDIR$MANIFEST" | cut -c3- || true)
+  while IFS= read -r path; do
+    [ -n "$path" ] || continue
+    rm -f "$DESTDIR$path"; n=$((n+1))
+  done <<< "$files"
   for d in $dirs; do rmdir "$DESTDIR$d" 2>/dev/null || true; done
   echo "uninstall: removed $n files from $DESTDIR$PREFIX"
   exit 0
