@@ -8,7 +8,7 @@
 #                  including <kern/kern.h> and linked against build/libkern.a;
 #                  `make test` runs them (one summary line each).
 # make doc-check   compile every ```c block of README.md and docs/*.md
-#                  (tests/doc_check.sh); `make test` runs it too.
+#                  (tests/doc_check.py); `make test` runs it too.
 # make install PREFIX=... [DESTDIR=...] [LIBDIR=...]
 #                  headers in $(PREFIX)/include/kern/, the libraries, kern.pc
 #                  (header-only) and kern-lib.pc, the CMake package in
@@ -69,11 +69,11 @@ build/examples/%: examples/%.cpp build/libkern.a | $(STAGED_HEADERS)
 examples: $(EXAMPLES)
 
 doc-check: $(STAGED_HEADERS)
-	@tests/doc_check.sh
+	@tests/doc_check.py
 
 all: examples
 test: $(EXAMPLES) $(STAGED_HEADERS)
-TESTS += $(EXAMPLES) tests/doc_check.sh
+TESTS += $(EXAMPLES) tests/doc_check.py
 
 install: lib dist/kern.h
 	@PREFIX="$(PREFIX)" LIBDIR="$(LIBDIR)" DESTDIR="$(DESTDIR)" SOVER=$(KERN_SOVER) mk/install.sh install
