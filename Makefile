@@ -33,19 +33,20 @@ BENCH_DEFS += -DKBENCH_HAVE_DNNL
 BENCH_LIBS += -ldnnl
 endif
 
-.PHONY: all test asan ubsan compile-check bench bench-build peers cuda test-cuda \
+.PHONY: all test asan ubsan compile-check bench bench-full bench-build peers cuda test-cuda \
         deps install amalgamate clean help examples gen gen-check test-neon
 
 all: $(TESTS) build/examples/amalgamated
 
 help:
-	@echo "make deps bench   install what a fresh machine needs, run the benchmark suite with peers"
+	@echo "make deps bench   install what a fresh machine needs, run the headline benchmarks with peers"
+	@echo "make bench-full   the whole benchmark suite (all cases of every family)"
 	@echo "make test         build and run every test that needs no GPU"
 	@echo "make asan|ubsan   the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
 	@echo "make compile-check  every header as C99, C11, C++17 with gcc and clang"
 	@echo "make cuda         compile the CUDA code, tests and benchmarks (sm_80, sm_90)"
 	@echo "make test-cuda    run the CUDA tests (GPU machine)"
-	@echo "make peers        PyTorch and ONNX Runtime into bench/.venv for peer benchmarks"
+	@echo "make peers        PyTorch, ONNX Runtime, matplotlib, ... into bench/.venv (peers, charts)"
 	@echo "make amalgamate   write dist/kern.h"
 	@echo "make gen          expand gen/templates into the headers' generated regions"
 	@echo "make gen-check    fail if a generated region differs from its template"
@@ -80,7 +81,7 @@ dist/kern.h: gen/amalgamate.py $(HEADERS)
 	$(PYTHON) gen/amalgamate.py -o $@
 
 test: all
-	@tests/run $(TESTS) build/examples/amalgamated
+	@tests/run $(TESTS) build/examples/amalgamated tests/test_bench_run.py
 
 asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run $(ASAN_TESTS)
@@ -132,8 +133,10 @@ build/bench/peaks: bench/peaks.c include/kern_base.h
 bench-build: $(BENCHES) build/bench/peaks
 
 # bench/run builds each family itself, so one family that does not build
-# is reported and skipped instead of stopping the suite. BENCH_ARGS are
-# passed on (e.g. make bench BENCH_ARGS="--quick --families pool,mem").
+# is reported and skipped instead of stopping the suite. `make bench` runs
+# the headline cases (those each bench/bench_<family>.c tags with
+# kbench_headline); `make bench-full` every case. BENCH_ARGS are passed on
+# (e.g. make bench BENCH_ARGS="--quick --families pool,mem").
 # The first `make bench` on a machine installs the Python peers (make peers)
 # so the table has PyTorch and ONNX Runtime beside kern; NO_PEERS=1 skips
 # that (the peers are then reported as skipped).
@@ -143,13 +146,16 @@ endif
 bench: $(BENCH_PEERS)
 	$(PYTHON) bench/run $(BENCH_ARGS)
 
+bench-full: $(BENCH_PEERS)
+	$(PYTHON) bench/run --full $(BENCH_ARGS)
+
 bench/.venv/bin/python:
 	$(MAKE) peers
 
 peers:
 	@test -x bench/.venv/bin/python || $(PYTHON) -m venv bench/.venv
 	bench/.venv/bin/pip install --upgrade pip >/dev/null
-	bench/.venv/bin/pip install torch onnxruntime numpy scipy
+	bench/.venv/bin/pip install torch onnxruntime numpy scipy matplotlib transformers safetensors onnx
 
 deps:
 	@tests/deps.sh

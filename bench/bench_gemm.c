@@ -241,4 +241,8 @@ KBENCH_INIT(gemm) {
             if (t == 1) kbench_add("gemm", c->name, "naive", t, pk, run_naive, (void *)c);
         }
     }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("gemm", "f32/M4096/N4096/K4096");
+    kbench_headline("gemm", "f32/M16/N4096/K4096");
+    kbench_headline("gemm", "f32/M1/N4096/K4096");
 }

@@ -278,4 +278,7 @@ KBENCH_INIT(mem) {
             kbench_add("mem", cases[k].name, "naive", t, pk, run_naive, &cases[k]);
         }
     }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("mem", "convert/bf16_to_f32/n131072");
+    kbench_headline("mem", "convert/bf16_to_f32/n67108864");
 }

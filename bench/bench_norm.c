@@ -226,4 +226,7 @@ KBENCH_INIT(norm) {
                         kbench_add("norm", name, "kern_unfused", t, pk, run_unfused, c);
                     }
                 }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("norm", "fwd/res_ln/f32/R4096/H768");
+    kbench_headline("norm", "fwd/ln_gelu/f32/R4096/H768");
 }

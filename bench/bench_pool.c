@@ -84,4 +84,7 @@ KBENCH_INIT(pool) {
                        &cases[k]);
         }
     }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("pool", "tasks2");
+    kbench_headline("pool", "tasks1000");
 }

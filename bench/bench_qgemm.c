@@ -429,4 +429,7 @@ KBENCH_INIT(qgemm) {
 #endif
         }
     }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("qgemm", "int8/M2048/N4096/K4096");
+    kbench_headline("qgemm", "int8/M16/N4096/K4096");
 }

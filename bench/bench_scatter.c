@@ -228,4 +228,6 @@ KBENCH_INIT(scatter) {
                     kbench_add("scatter", name, impls[ii], t, KBENCH_PEAK_DRAM, run, c);
             }
         }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("scatter", "sum/f32/random/N100000/E1000000/F64");
 }

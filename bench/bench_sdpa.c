@@ -350,4 +350,8 @@ KBENCH_INIT(sdpa) {
         for (bi = 0; bi < 2; bi++)
             for (ki = 0; ki < 2; ki++)
                 add_case(2, bi ? 8 : 1, 32, 8, 1, ki ? 32768 : 4096, 128, dts[ti], 0);
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("sdpa", "fwd/f32/B1/H16/L2048/D128");
+    kbench_headline("sdpa", "bwd/f32/B1/H16/L2048/D128");
+    kbench_headline("sdpa", "decode/f32/B1/Hq32/Hkv8/Lk32768/D128");
 }

@@ -201,4 +201,7 @@ KBENCH_INIT(sparse24) {
 #endif
         }
     }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("sparse24", "f32/M2048/N4096/K4096");
+    kbench_headline("sparse24", "f32/M16/N4096/K4096");
 }

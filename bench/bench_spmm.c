@@ -165,4 +165,6 @@ KBENCH_INIT(spmm) {
                     kbench_add("spmm", name, ii ? "naive" : "kern", t, KBENCH_PEAK_DRAM, run, c);
             }
         }
+    /* headline cases: the default `make bench` set (docs/bench.md) */
+    kbench_headline("spmm", "sum/f32/random/N100000/E1000000/F64");
 }

@@ -19,6 +19,7 @@
  *         kbench_add("gemm", "f32/M2048/N4096/K4096", "kern", 1,
  *                    KBENCH_PEAK_F32, run_kern, &case_a);
  *         kbench_add("gemm", "f32/M2048/N4096/K4096", "openblas", 1, ...);
+ *         kbench_headline("gemm", "f32/M2048/N4096/K4096");  // default set
  *     }
  *
  * Names: Google Benchmark sees "family/impl/t<threads>/case", and the
@@ -59,6 +60,14 @@ typedef enum kbench_peak {
 /* Registers a case. Strings are copied. */
 void kbench_add(const char *family, const char *case_name, const char *impl,
                 int threads, kbench_peak peak, kbench_fn fn, void *user);
+
+/* Marks a registered case as one of its family's headline cases: the few
+ * that define the family (README's figure rows). The default `make bench`
+ * (bench/run without --full) runs only these, every impl and thread count
+ * registered under the case name, and the Python peers follow the same
+ * list. `bench_<family> --kbench_headline` prints them, one "family/case"
+ * a line, and exits. Strings are copied. */
+void kbench_headline(const char *family, const char *case_name);
 
 /* The timing loop: `while (kbench_next(st)) { work }`. Setup before the
  * loop is not timed. */

@@ -2,6 +2,7 @@
 // Benchmark to the C API in kbench.h and provides main().
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -37,6 +38,10 @@ std::map<int, kern_ctx *> &contexts() {
     static std::map<int, kern_ctx *> m;
     return m;
 }
+std::vector<std::string> &headlines() {
+    static std::vector<std::string> v;
+    return v;
+}
 }  // namespace
 
 extern "C" {
@@ -62,6 +67,10 @@ void kbench_add(const char *family, const char *case_name, const char *impl,
         })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+}
+
+void kbench_headline(const char *family, const char *case_name) {
+    headlines().push_back(std::string(family) + "/" + case_name);
 }
 
 int kbench_next(kbench_state *s) { return s->st->KeepRunning() ? 1 : 0; }
@@ -122,6 +131,13 @@ void kbench_use(const void *p) { benchmark::DoNotOptimize(p); }
 }  // extern "C"
 
 int main(int argc, char **argv) {
+    // --kbench_headline: the headline cases (bench/run's default set).
+    for (int i = 1; i < argc; i++) {
+        if (std::strcmp(argv[i], "--kbench_headline") == 0) {
+            for (const std::string &h : headlines()) std::printf("%s\n", h.c_str());
+            return 0;
+        }
+    }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -15,10 +15,11 @@ impls
 """
 import os
 import sys
+import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import emit, parse_args, set_torch_threads, timeit, wanted  # noqa: E402
+from common import emit, over_cap, parse_args, set_torch_threads, timeit, wanted  # noqa: E402
 
 FAMILY = "qgemm"
 CASES = [(2048, 4096, 4096), (512, 4096, 4096), (128, 768, 3072),
@@ -162,9 +163,20 @@ def main():
                         a8 = torch.from_numpy(np.clip(np.rint(x * 127), -127, 127).astype(np.int8))
                         b8 = torch.from_numpy(np.ascontiguousarray(wq.T))
                         with torch.inference_mode():
-                            torch._int_mm(a8, b8)
-                            sec = timeit(lambda: torch._int_mm(a8, b8), quick=args.quick)
-                        emit(FAMILY, name, t, "torch_int_mm", sec, flops, nbytes)
+                            # a few rows first: without AVX-512 VNNI torch's
+                            # CPU _int_mm is a plain loop (~1 GOP/s), minutes
+                            # a call at M=2048; over --max-call it is skipped
+                            probe = a8[:min(m, 4)].contiguous()
+                            t0 = time.perf_counter()
+                            torch._int_mm(probe, b8)
+                            why = over_cap((time.perf_counter() - t0) * m / probe.shape[0])
+                            if why is None:
+                                torch._int_mm(a8, b8)
+                                sec = timeit(lambda: torch._int_mm(a8, b8), quick=args.quick)
+                        if why is None:
+                            emit(FAMILY, name, t, "torch_int_mm", sec, flops, nbytes)
+                        else:
+                            emit(FAMILY, name, t, "torch_int_mm", skipped="torch._int_mm: " + why)
                     except Exception as e:
                         emit(FAMILY, name, t, "torch_int_mm", skipped="torch._int_mm: %s" % e)
             # --- ONNX Runtime DynamicQuantizeMatMul

@@ -40,6 +40,9 @@ def main():
     warnings.filterwarnings("ignore")
     graphs = {}
     for gname, F in CASES:
+        if not any(common.wanted(args, FAMILY, scatter.case_name(red, gname, F), impl)
+                   for red in REDUCES for impl in ("torch", "scipy")):
+            continue  # nothing of this graph and width is wanted: no setup
         if gname not in graphs:
             N, E, dst, src = scatter.make_graph(np, gname)
             order = np.argsort(dst, kind="stable")
