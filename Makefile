@@ -43,6 +43,8 @@ help:
 	@echo "make bench-full   the whole benchmark suite (all cases of every family)"
 	@echo "make test         build and run every test that needs no GPU"
 	@echo "make asan|ubsan   the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
+	@echo "make tsan         the tests under ThreadSanitizer (clang)"
+	@echo "make fuzz FUZZ_SECONDS=N  every libFuzzer target N seconds on its corpus (clang)"
 	@echo "make compile-check  every header as C99, C11, C++17 with gcc and clang"
 	@echo "make cuda         compile the CUDA code, tests and benchmarks (sm_80, sm_90)"
 	@echo "make test-cuda    run the CUDA tests (GPU machine)"

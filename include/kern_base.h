@@ -240,7 +240,8 @@ KERN__NO_ACCESS(1) static inline kern_tensor kern_tensor_4d(const void *d, kern_
 KERN_API int64_t kern_tensor_numel(const kern_tensor *t);
 /* 1 if strides are exactly row-major contiguous (size-1 dims ignored). */
 KERN_API int kern_tensor_is_contiguous(const kern_tensor *t);
-/* 1 if the last dim has unit stride (or size <= 1). */
+/* 1 if the last dim has unit stride (or size <= 1; 1 for ndim 0, 0 for an
+ * ndim outside 0..KERN_MAX_DIMS). */
 KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t);
 /* Validates a view: non-NULL, ndim in 0..KERN_MAX_DIMS, known dtype, sizes
  * >= 0, strides >= 0... (negative strides are accepted only if
@@ -250,9 +251,11 @@ KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t);
 KERN_API kern_status kern_tensor_check(const kern_tensor *t, const char *op,
                                        const char *name);
 /* Lowest and one-past-highest element offsets the view addresses (relative
- * to data, in elements). Both 0 for an empty view. Requires a checked view. */
+ * to data, in elements). Both 0 for an empty view. Requires a checked view
+ * (an unchecked one whose span overflows gives 0, 0). */
 KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi);
-/* 1 if the byte ranges the two views address overlap. */
+/* 1 if the byte ranges the two views address overlap (also 1 when a
+ * non-empty view's byte range overflows: it cannot be shown disjoint). */
 KERN_API int kern_tensors_overlap(const kern_tensor *a, const kern_tensor *b);
 /* Broadcast `t` to `ndim`/`shape` (numpy rules, aligned at the right); on
  * success *out is a view with stride 0 on broadcast dims. The message names
@@ -612,6 +615,13 @@ KERN_API kern_status kern__err(kern_status s, const char *fmt, ...)
 KERN_API kern_status kern__op_begin(kern_ctx **ctx, const char *op);
 KERN_API void kern__op_end(kern_ctx *ctx);
 
+/* 1 if two distinct index tuples of the (checked) view t address the same
+ * element: a zero stride, or strides too small for the dims they step
+ * over. Such a view cannot be an output. Conservative for interleaved
+ * layouts (dims sorted by stride must each step over the extent of the
+ * smaller ones). 0 for views of at most one element. */
+KERN_API int kern__tensor_self_overlap(const kern_tensor *t);
+
 /* Memory through the context's allocator (64-byte aligned). */
 KERN_API void *kern__alloc(kern_ctx *ctx, size_t size);
 KERN_API void kern__free(kern_ctx *ctx, void *ptr);
@@ -886,6 +896,7 @@ KERN_API int kern_tensor_is_contiguous(const kern_tensor *t) {
     int64_t expect = 1;
     int i;
     if (!t || t->ndim < 0 || t->ndim > KERN_MAX_DIMS) return 0;
+    if (kern_tensor_numel(t) == 0) return 1;
     for (i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] == 1) continue;
         if (t->shape[i] == 0) return 1;
@@ -896,7 +907,8 @@ KERN_API int kern_tensor_is_contiguous(const kern_tensor *t) {
 }
 
 KERN_API int kern_tensor_last_dim_unit(const kern_tensor *t) {
-    if (!t || t->ndim <= 0) return 1;
+    if (t && (t->ndim < 0 || t->ndim > KERN_MAX_DIMS)) return 0;
+    if (!t || t->ndim == 0) return 1;
     return t->shape[t->ndim - 1] <= 1 || t->stride[t->ndim - 1] == 1;
 }
 
@@ -983,18 +995,26 @@ static kern_status kern__tensor_init(kern_tensor *t, const void *data,
     if (stride) {
         for (i = 0; i < ndim; i++) tmp.stride[i] = stride[i];
     } else {
+        /* stride[i] = product of the later dims (size-0 dims count as 1,
+         * as in PyTorch). Only products a stride needs are formed; in an
+         * empty tensor one that overflows is never used and becomes 0. */
         int64_t s = 1;
+        int empty = 0, ovf = 0;
+        for (i = 0; i < ndim; i++) empty |= tmp.shape[i] == 0;
         for (i = ndim - 1; i >= 0; i--) {
-            tmp.stride[i] = s;
-            if (tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s))
-                return kern__err(KERN_ERR_SHAPE,
-                                 "%s: shape[%d]=%lld makes the "
-                                 "element count overflow int64",
-                                 op, i, (long long)tmp.shape[i]);
             if (tmp.shape[i] < 0)
                 return kern__err(KERN_ERR_SHAPE,
                                  "%s: shape[%d]=%lld is negative", op, i,
                                  (long long)tmp.shape[i]);
+            tmp.stride[i] = ovf ? 0 : s;
+            if (i > 0 && !ovf && tmp.shape[i] > 0 && kern_mul_overflow_i64(s, tmp.shape[i], &s)) {
+                if (!empty)
+                    return kern__err(KERN_ERR_SHAPE,
+                                     "%s: shape[%d]=%lld makes the "
+                                     "element count overflow int64",
+                                     op, i, (long long)tmp.shape[i]);
+                ovf = 1;
+            }
         }
     }
     st = kern_tensor_check(&tmp, op, "tensor");
@@ -1017,34 +1037,66 @@ KERN_API kern_status kern_tensor_init(kern_tensor *t, const void *data,
     return kern__tensor_init(t, data, dt, ndim, shape, NULL, "kern_tensor_init");
 }
 
-KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
-    int64_t l = 0, h = 0;
+/* Element span [lo, hi) of a view with numel > 0; 1 if it overflows
+ * int64 (only an invalid view does). */
+static int kern__tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t l = 0, h = 0, ext;
     int i;
-    if (kern_tensor_numel(t) <= 0) {
-        *lo = 0;
-        *hi = 0;
-        return;
-    }
     for (i = 0; i < t->ndim; i++) {
-        int64_t ext = (t->shape[i] - 1) * t->stride[i];
-        if (ext >= 0) h += ext; else l += ext;
+        if (kern_mul_overflow_i64(t->shape[i] - 1, t->stride[i], &ext) ||
+            (ext >= 0 ? kern_add_overflow_i64(h, ext, &h) : kern_add_overflow_i64(l, ext, &l)))
+            return 1;
     }
+    if (kern_add_overflow_i64(h, 1, &h)) return 1;
     *lo = l;
-    *hi = h + 1;
+    *hi = h;
+    return 0;
+}
+
+KERN_API void kern_tensor_span(const kern_tensor *t, int64_t *lo, int64_t *hi) {
+    if (kern_tensor_numel(t) <= 0 || kern__tensor_span(t, lo, hi)) {
+        *lo = 0; /* empty (or, for an unchecked view, a span that overflows) */
+        *hi = 0;
+    }
 }
 
 KERN_API int kern_tensors_overlap(const kern_tensor *a, const kern_tensor *b) {
-    int64_t alo, ahi, blo, bhi;
+    int64_t alo, ahi, blo, bhi, ea, eb;
     uintptr_t a0, a1, b0, b1;
     if (!a || !b || !a->data || !b->data) return 0;
     if (kern_tensor_numel(a) <= 0 || kern_tensor_numel(b) <= 0) return 0;
-    kern_tensor_span(a, &alo, &ahi);
-    kern_tensor_span(b, &blo, &bhi);
-    a0 = (uintptr_t)a->data + (uintptr_t)(alo * (int64_t)kern_dtype_size(a->dtype));
-    a1 = (uintptr_t)a->data + (uintptr_t)(ahi * (int64_t)kern_dtype_size(a->dtype));
-    b0 = (uintptr_t)b->data + (uintptr_t)(blo * (int64_t)kern_dtype_size(b->dtype));
-    b1 = (uintptr_t)b->data + (uintptr_t)(bhi * (int64_t)kern_dtype_size(b->dtype));
+    /* a view whose byte span overflows cannot be shown disjoint */
+    ea = (int64_t)kern_dtype_size(a->dtype);
+    eb = (int64_t)kern_dtype_size(b->dtype);
+    if (kern__tensor_span(a, &alo, &ahi) || kern__tensor_span(b, &blo, &bhi) ||
+        kern_mul_overflow_i64(alo, ea, &alo) || kern_mul_overflow_i64(ahi, ea, &ahi) ||
+        kern_mul_overflow_i64(blo, eb, &blo) || kern_mul_overflow_i64(bhi, eb, &bhi))
+        return 1;
+    a0 = (uintptr_t)a->data + (uintptr_t)alo;
+    a1 = (uintptr_t)a->data + (uintptr_t)ahi;
+    b0 = (uintptr_t)b->data + (uintptr_t)blo;
+    b1 = (uintptr_t)b->data + (uintptr_t)bhi;
     return a0 < b1 && b0 < a1;
+}
+
+KERN_API int kern__tensor_self_overlap(const kern_tensor *t) {
+    int idx[KERN_MAX_DIMS], n = 0, i, j;
+    int64_t extent = 1;
+    if (!t || kern_tensor_numel(t) <= 1) return 0;
+    for (i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1) idx[n++] = i;
+    for (i = 1; i < n; i++) /* insertion sort by stride */
+        for (j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    for (i = 0; i < n; i++) {
+        int64_t s = t->stride[idx[i]];
+        if (s < extent) return 1;
+        if (kern_mul_overflow_i64(s, t->shape[idx[i]], &extent)) return 0;
+    }
+    return 0;
 }
 
 KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
@@ -1077,6 +1129,19 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
                              "%s: target shape[%d]=%lld (broadcasting %s) is "
                              "negative",
                              op, i, (long long)shape[i], name);
+    {
+        int64_t n = 1;
+        int empty = 0, ovf = 0;
+        for (i = 0; i < ndim; i++) {
+            empty |= shape[i] == 0;
+            ovf |= kern_mul_overflow_i64(n, shape[i], &n);
+        }
+        if (ovf && !empty)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: the element count of the target shape (broadcasting %s) "
+                             "overflows int64",
+                             op, name);
+    }
     r = *t;
     r.ndim = ndim;
     for (i = 0; i < ndim; i++) {

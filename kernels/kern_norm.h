@@ -96,7 +96,8 @@
  *                    rstd without `rows` elements
  *   KERN_ERR_DTYPE   a non-float tensor, mean/rstd not f32
  *   KERN_ERR_LAYOUT  last dim not unit stride, weight/bias/mean/rstd not
- *                    contiguous, negative strides
+ *                    contiguous, negative strides, an output whose elements
+ *                    overlap (e.g. a zero row stride)
  *   KERN_ERR_NOMEM   scratch could not be allocated
  *
  * ISA PATHS (run-time dispatch from kern_ctx_features): AVX-512 (F/BW/VL/
@@ -2238,6 +2239,11 @@ static kern_status kern__norm_check_alias(const char *op, const kern_tensor *con
     int i, j;
     for (i = 0; i < nout; i++) {
         if (!outs[i]) continue;
+        if (kern__tensor_self_overlap(outs[i]))
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: %s has overlapping elements (a zero or too small stride); an "
+                             "output needs distinct elements",
+                             op, onames[i]);
         for (j = 0; j < nin; j++)
             if (ins[j] && kern_tensors_overlap(outs[i], ins[j]) &&
                 !kern__norm_same_view(outs[i], ins[j]))
@@ -2356,9 +2362,12 @@ static kern_status kern__norm_fwd_check(const char *op, const kern_tensor *x,
 /* kern_norm's scratch: 2 Hp floats shared (weight and bias as f32), Hp per
  * thread (the row held in f32). */
 static void kern__norm_fwd_scratch(int64_t rows, int64_t H, size_t *shared, size_t *thread) {
-    int64_t Hp = (H + 15) & ~(int64_t)15;
-    *shared = rows > 0 && H > 0 ? (size_t)(2 * Hp) * sizeof(float) : 0;
-    *thread = rows > 0 && H > 0 ? (size_t)Hp * sizeof(float) : 0;
+    int64_t Hp;
+    *shared = *thread = 0;
+    if (rows <= 0 || H <= 0) return;
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
+    *shared = (size_t)(2 * Hp) * sizeof(float);
+    *thread = (size_t)Hp * sizeof(float);
 }
 
 KERN_API kern_status kern_norm_workspace_size(kern_ctx *ctx, const kern_tensor *x,
@@ -2397,8 +2406,9 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         kern__op_end(ctx);
         return st;
     }
-    Hp = (H + 15) & ~(int64_t)15;
-    if (rows > 0 && H == 0) { /* PyTorch: mean 0, rstd NaN */
+    if (rows > 0 && H == 0 && (p.mean || p.rstd)) { /* PyTorch: mean 0, rstd NaN (no loop
+                                                       over rows without them: x may be
+                                                       [2^40, 0]) */
         int64_t r;
         for (r = 0; r < rows; r++) {
             if (p.mean) ((float *)p.mean->data)[r] = 0.0f;
@@ -2409,6 +2419,7 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
         kern__op_end(ctx);
         return KERN_OK;
     }
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     memset(&a, 0, sizeof a);
     {
         /* weight / bias as f32 (ones / zeros when absent: the vector loops
@@ -2599,12 +2610,15 @@ static void kern__norm_bwd_blocks(int64_t rows, int64_t H, int partials, int64_t
  * floats per thread. */
 static void kern__norm_bwd_scratch(int64_t rows, int64_t H, const kern_norm_backward_params *p,
                                    size_t *shared, size_t *thread) {
-    int64_t Hp = (H + 15) & ~(int64_t)15, rpt, nblk, nfl;
+    int64_t Hp, rpt, nblk, nfl;
     int dw = p && p->dweight, db = p && p->dbias;
     *shared = *thread = 0;
     if (rows == 0 || H == 0) return;
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     kern__norm_bwd_blocks(rows, H, dw || db, &rpt, &nblk);
-    nfl = 2 * Hp + (dw ? nblk * Hp : 0) + (db ? nblk * Hp : 0);
+    /* the row kernels accumulate dbias partials only next to dweight
+     * partials: dbias alone still takes the dweight partials' space */
+    nfl = 2 * Hp + (dw || db ? nblk * Hp : 0) + (db ? nblk * Hp : 0);
     *shared = (size_t)nfl * sizeof(float);
     *thread = (size_t)(2 * Hp) * sizeof(float);
 }
@@ -2647,21 +2661,24 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
         kern__op_end(ctx);
         return st;
     }
-    Hp = (H + 15) & ~(int64_t)15;
     memset(&a, 0, sizeof a);
     if (rows == 0 || H == 0) { /* empty: dweight/dbias are sums over nothing */
         int64_t j;
-        for (j = 0; j < H; j++) {
+        for (j = 0; (p.dweight || p.dbias) && j < H; j++) { /* (x may be [0, 2^40]) */
             if (p.dweight) kern__norm_put(p.dweight->data, p.dweight->dtype, j, 0.0f);
             if (p.dbias) kern__norm_put(p.dbias->data, p.dbias->dtype, j, 0.0f);
         }
         kern__op_end(ctx);
         return KERN_OK;
     }
+    Hp = (H + 15) & ~(int64_t)15; /* H < 2^62 here: x holds rows * H > 0 elements */
     kern__norm_bwd_blocks(rows, H, p.dweight || p.dbias, &a.rpt, &a.nblk);
     ntasks = (rows + a.rpt - 1) / a.rpt;
     {
-        int64_t nfl = 2 * Hp + (p.dweight ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
+        /* the row kernels accumulate dbias partials only next to dweight
+         * partials (part 2 = both): dbias alone still gets pw scratch */
+        const int want_pw = p.dweight || p.dbias;
+        int64_t nfl = 2 * Hp + (want_pw ? a.nblk * Hp : 0) + (p.dbias ? a.nblk * Hp : 0);
         float *ws = (float *)kern__workspace(ctx, (size_t)nfl * sizeof(float));
         if (!ws || kern__reserve_thread_scratch(ctx, (size_t)(2 * Hp) * sizeof(float)) != KERN_OK) {
             kern__op_end(ctx);
@@ -2674,8 +2691,8 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
          * absent */
         a.w = kern__norm_bwd_vec(ctx, p.weight, ws, H, Hp, 1.0f);
         a.b = kern__norm_bwd_vec(ctx, p.bias, ws + Hp, H, Hp, 0.0f);
-        a.pw = p.dweight ? ws + 2 * Hp : NULL;
-        a.pb = p.dbias ? ws + 2 * Hp + (p.dweight ? a.nblk * Hp : 0) : NULL;
+        a.pw = want_pw ? ws + 2 * Hp : NULL;
+        a.pb = p.dbias ? ws + 2 * Hp + a.nblk * Hp : NULL;
     }
     kern__norm_view_init(&a.dy, dout);
     kern__norm_view_init(&a.x, x);

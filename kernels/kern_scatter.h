@@ -92,9 +92,13 @@
  *   KERN_ERR_INDEX  an index value < 0 or >= self.shape[dim] (gather:
  *                   src.shape[dim]); the message names the first offending
  *                   position in row-major order and its value.
+ *   KERN_ERR_LAYOUT out or arg_out with overlapping elements (a zero
+ *                   stride; an output needs distinct elements); planned
+ *                   calls: a feature dim without unit stride.
  *   KERN_ERR_UNSUPPORTED  arg_out with index.shape[dim] >= 2^31 - 1, or
  *                   a 0-dim tensor.
- *   KERN_ERR_NOMEM  scratch allocation failed.
+ *   KERN_ERR_NOMEM  scratch allocation failed (also when the sizes make the
+ *                   scratch size overflow).
  *
  * PARAMS (kern_scatter_params, NULL or zero-initialised = defaults)
  *   workspace, workspace_size: NULL = the context's reusable scratch; else
@@ -268,6 +272,50 @@ static inline void kern__sc_prefetch(const void *p, int64_t bytes) {
 #else
     (void)p; (void)bytes;
 #endif
+}
+
+/* Scratch sizes: acc + n * es bytes rounded up to 64, saturating at
+ * SIZE_MAX. No allocation of SIZE_MAX bytes succeeds, so sizes that
+ * overflow become KERN_ERR_NOMEM instead of a wrapped, too small buffer. */
+static inline size_t kern__sc_sz(size_t acc, int64_t n, int64_t es) {
+    int64_t b;
+    size_t r;
+    if (acc == SIZE_MAX || n < 0 || kern_mul_overflow_i64(n, es, &b) || b > INT64_MAX - 63)
+        return SIZE_MAX;
+    r = ((size_t)b + 63) & ~(size_t)63;
+    return r > SIZE_MAX - 1 - acc ? SIZE_MAX : acc + r;
+}
+static inline size_t kern__sc_add(size_t a, size_t b) {
+    return a == SIZE_MAX || b > SIZE_MAX - 1 - a ? SIZE_MAX : a + b;
+}
+/* The NOMEM message for a scratch size from kern__sc_sz. */
+static kern_status kern__sc_nomem(const char *op, size_t bytes) {
+    if (bytes == SIZE_MAX)
+        return kern__err(KERN_ERR_NOMEM, "%s: the scratch size overflows (the sizes are too large)",
+                         op);
+    return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op, bytes);
+}
+
+/* Byte stride of dim 0 of t; 0 when the stride is never used and may be
+ * any value (e.g. 2^62) that overflows when scaled: a dim of one element,
+ * or an empty view. A non-empty checked view's strides scale safely. */
+static inline int64_t kern__sc_rsb(const kern_tensor *t, size_t es) {
+    int64_t b;
+    return t->shape[0] > 1 && !kern_mul_overflow_i64(t->stride[0], (int64_t)es, &b) ? b : 0;
+}
+
+/* KERN_ERR_LAYOUT for an output whose elements overlap (a zero stride). */
+static kern_status kern__sc_check_writable(const kern_tensor *t, const char *op,
+                                           const char *name) {
+    char sh[96], st[96];
+    kern_tensor s;
+    if (!kern__tensor_self_overlap(t)) return KERN_OK;
+    s = *t;
+    memcpy(s.shape, t->stride, sizeof s.shape);
+    return kern__err(KERN_ERR_LAYOUT,
+                     "%s: %s has overlapping elements (shape %s, strides %s); an output needs "
+                     "distinct elements",
+                     op, name, kern_shape_str(t, sh, sizeof sh), kern_shape_str(&s, st, sizeof st));
 }
 
 /* ----------------------------------------------------- row primitives
@@ -1090,7 +1138,7 @@ static void kern__sc_split_rows(const void *rowptr, int is64, int64_t N, int64_t
 /* Per-thread scratch of the row engines: one accumulator row and one arg
  * row (stream combine and row gather alike). */
 static size_t kern__sc_row_scratch(const kern__sc_job *J) {
-    return (size_t)((J->F * (int64_t)J->accsz + 63) & ~(int64_t)63) + (size_t)J->F * 4 + 64;
+    return kern__sc_sz(kern__sc_sz(64, J->F, (int64_t)J->accsz), J->F, 4);
 }
 
 static kern_status kern__sc_run_gather(kern__sc_job *J, int64_t *bounds_mem, int64_t ntasks) {
@@ -1194,13 +1242,17 @@ static void kern__sc_it_init(kern__sc_it *it, int nd, const int64_t *shape,
         }
     }
 }
+/* Steps to the next position. Offsets never leave the views (no step
+ * one past the end of a dim), so a large stride cannot overflow them. */
 static inline void kern__sc_it_next(kern__sc_it *it) {
     int d, k;
     for (d = it->nd - 1; d >= 0; d--) {
-        it->c[d]++;
-        for (k = 0; k < 3; k++) it->off[k] += it->st[k][d];
-        if (it->c[d] < it->shape[d]) return;
-        for (k = 0; k < 3; k++) it->off[k] -= it->st[k][d] * it->shape[d];
+        if (it->c[d] + 1 < it->shape[d]) {
+            it->c[d]++;
+            for (k = 0; k < 3; k++) it->off[k] += it->st[k][d];
+            return;
+        }
+        for (k = 0; k < 3; k++) it->off[k] -= it->st[k][d] * it->c[d];
         it->c[d] = 0;
     }
 }
@@ -1296,7 +1348,6 @@ static int kern__sc_rows_ok(const kern_tensor *t) {
     if (t->ndim == 1) return 1;
     return t->ndim == 2 && (t->shape[1] <= 1 || t->stride[1] == 1);
 }
-static int64_t kern__sc_row_stride(const kern_tensor *t) { return t->stride[0]; }
 static int64_t kern__sc_feat(const kern_tensor *t) { return t->ndim == 2 ? t->shape[1] : 1; }
 
 /* -------------------------------------------- general path (any dim) */
@@ -1453,6 +1504,7 @@ static kern_status kern__sc_validate_common(const char *op, const kern_tensor *s
     if (self->ndim < 1)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: 0-dim tensors are not supported", op);
     if ((st = kern__sc_same_shape(out, self, op, "out", "self")) != KERN_OK) return st;
+    if ((st = kern__sc_check_writable(out, op, "out")) != KERN_OK) return st;
     if (arg_out) {
         if ((st = kern_tensor_check(arg_out, op, "arg_out")) != KERN_OK) return st;
         if (reduce != KERN_REDUCE_AMAX && reduce != KERN_REDUCE_AMIN)
@@ -1463,6 +1515,7 @@ static kern_status kern__sc_validate_common(const char *op, const kern_tensor *s
                              kern_dtype_name(arg_out->dtype));
         if ((st = kern__sc_same_shape(arg_out, self, op, "arg_out", "self")) != KERN_OK)
             return st;
+        if ((st = kern__sc_check_writable(arg_out, op, "arg_out")) != KERN_OK) return st;
         if (kern_tensors_overlap(arg_out, out) || kern_tensors_overlap(arg_out, src) ||
             kern_tensors_overlap(arg_out, self))
             return kern__err(KERN_ERR_ARG, "%s: arg_out overlaps another tensor", op);
@@ -1495,15 +1548,15 @@ static void kern__sc_job_rows(kern__sc_job *J, kern_ctx *ctx, const kern_tensor 
     J->F = kern__sc_feat(self);
     J->E = E;
     J->self = (const char *)self->data;
-    J->self_rs = kern__sc_row_stride(self) * (int64_t)J->es;
+    J->self_rs = kern__sc_rsb(self, J->es);
     J->src = (const char *)src->data;
-    J->src_rs = kern__sc_row_stride(src) * (int64_t)J->es;
+    J->src_rs = kern__sc_rsb(src, J->es);
     J->out = (char *)out->data;
-    J->out_rs = kern__sc_row_stride(out) * (int64_t)J->es;
+    J->out_rs = kern__sc_rsb(out, J->es);
     if (arg_out) {
         J->arg = (char *)arg_out->data;
         J->arg64 = arg_out->dtype == KERN_I64;
-        J->arg_rs = kern__sc_row_stride(arg_out) * (int64_t)(J->arg64 ? 8 : 4);
+        J->arg_rs = kern__sc_rsb(arg_out, J->arg64 ? 8 : 4);
     }
     J->sentinel = (int32_t)E;
 }
@@ -1527,10 +1580,16 @@ static void kern__sc_fast_plan(kern_ctx *ctx, kern__sc_job *J, kern__sc_fplan *p
     while (E / P >= INT32_MAX) P++;
     J->P = P;
     J->direct0 = J->dt == KERN_F32 || J->dt == KERN_I64;
-    pl->accb = (size_t)(P - J->direct0) * (size_t)N * (size_t)F * J->accsz;
-    pl->pab = J->arg ? (size_t)P * (size_t)N * (size_t)F * 4 : 0;
-    pl->cntb = (size_t)P * (size_t)N * sizeof(int32_t);
-    total = ((pl->accb + 63) & ~(size_t)63) + ((pl->pab + 63) & ~(size_t)63) + pl->cntb + 64 * 8;
+    { /* N * F <= self's element count; the products with P may not fit:
+       * sizes saturate at SIZE_MAX, which no allocation gives */
+        int64_t pnf;
+        pl->accb = kern_mul_overflow_i64(P - J->direct0, N * F, &pnf)
+                       ? SIZE_MAX : kern__sc_sz(0, pnf, (int64_t)J->accsz);
+        pl->pab = !J->arg ? 0 : kern_mul_overflow_i64(P, N * F, &pnf) ? SIZE_MAX
+                                                                      : kern__sc_sz(0, pnf, 4);
+        pl->cntb = kern__sc_sz(0, N, 4 * (int64_t)P);
+        total = kern__sc_add(kern__sc_add(pl->accb, pl->pab), pl->cntb);
+    }
     pl->thread = kern__sc_row_scratch(J);
     /* Measured (docs/scatter.md): with 2+ threads the partial outputs of
      * a low-degree graph fall out of L3 and the csr strategy's row gathers
@@ -1539,10 +1598,12 @@ static void kern__sc_fast_plan(kern_ctx *ctx, kern__sc_job *J, kern__sc_fplan *p
     pl->csr = kern_ctx_deterministic(ctx) || total > KERN_SCATTER_STREAM_MAX_BYTES ||
               (P > 1 && E < (int64_t)KERN__SC_CSR_DEGREE * N);
     if (pl->csr) {
+        /* the same parts as kern__sc_fast lays out */
         int64_t nt = kern__sc_gather_ntasks(ctx, N);
-        size_t rpb = (size_t)(N + 1) * 8, pb = (size_t)E * (E > INT32_MAX ? 8 : 4);
-        size_t hb = (size_t)kern__sc_sort_parts(ctx, E) * (size_t)N * 8;
-        pl->shared = rpb + pb + hb + (size_t)(nt + 1) * 8 + 256;
+        size_t rpb = kern__sc_sz(64, N, 8) /* N + 1 entries */;
+        size_t pb = kern__sc_sz(0, E, E > INT32_MAX ? 8 : 4);
+        size_t hb = kern__sc_sz(0, N, 8 * (int64_t)kern__sc_sort_parts(ctx, E));
+        pl->shared = kern__sc_sz(kern__sc_add(kern__sc_add(rpb, pb), hb), nt + 1, 8);
     } else {
         pl->shared = total;
     }
@@ -1563,33 +1624,30 @@ static kern_status kern__sc_fast(kern_ctx *ctx, kern__sc_job *J, const kern_tens
         /* csr strategy: counting sort, then row gather */
         kern__sc_sort S;
         int64_t nt = kern__sc_gather_ntasks(ctx, N);
-        size_t rpb = (size_t)(N + 1) * 8, pb = (size_t)E * (E > INT32_MAX ? 8 : 4), hb;
-        char *w;
         int SP = kern__sc_sort_parts(ctx, E);
-        hb = (size_t)SP * (size_t)N * 8;
-        w = (char *)kern__workspace(ctx, pl->shared);
-        if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 pl->shared);
+        size_t rpb = kern__sc_sz(64, N, 8) /* N + 1 entries */;
+        size_t pb = kern__sc_sz(0, E, E > INT32_MAX ? 8 : 4), hb = kern__sc_sz(0, N, 8 * (int64_t)SP);
+        char *w = (char *)kern__workspace(ctx, pl->shared);
+        if (!w) return kern__sc_nomem("kern_scatter_reduce", pl->shared);
         memset(&S, 0, sizeof S);
         S.key = J->idx; S.key64 = J->idx64; S.key_s = J->idx_s; S.E = E; S.N = N; S.P = SP;
         S.rowptr = (int64_t *)w;
-        S.perm = w + ((rpb + 63) & ~(size_t)63);
+        S.perm = w + rpb;
         S.perm64 = E > INT32_MAX;
-        S.hist = (int64_t *)(w + ((rpb + 63) & ~(size_t)63) + ((pb + 63) & ~(size_t)63));
+        S.hist = (int64_t *)(w + rpb + pb);
         if ((st = kern__sc_counting_sort(ctx, &S)) != KERN_OK) return st;
         J->rowptr = S.rowptr; J->rowptr64 = 1;
         J->ids = S.perm; J->ids64 = S.perm64;
-        return kern__sc_run_gather(J, (int64_t *)((char *)S.hist + ((hb + 63) & ~(size_t)63)), nt);
+        return kern__sc_run_gather(J, (int64_t *)((char *)S.hist + hb), nt);
     }
     {
         char *w = (char *)kern__workspace(ctx, pl->shared);
         int64_t bounds[1];
-        if (!w) return kern__err(KERN_ERR_NOMEM, "kern_scatter_reduce: cannot allocate %zu bytes",
-                                 pl->shared);
+        if (!w) return kern__sc_nomem("kern_scatter_reduce", pl->shared);
         if ((st = kern__reserve_thread_scratch(ctx, pl->thread)) != KERN_OK) return st;
         J->acc = w;
-        J->pa = J->arg ? (int32_t *)(w + ((accb + 63) & ~(size_t)63)) : NULL;
-        J->cnt = (int32_t *)(w + ((accb + 63) & ~(size_t)63) + ((pab + 63) & ~(size_t)63));
+        J->pa = J->arg ? (int32_t *)(w + accb) : NULL;
+        J->cnt = (int32_t *)(w + accb + pab);
         J->precopied = J->direct0 && J->include_self && !J->inplace;
         if (J->precopied) {
             kern__sc_cp C;
@@ -1673,7 +1731,6 @@ static void kern__sc_reduce_scratch(kern_ctx *ctx, const kern_tensor *self, int 
                                     kern_reduce reduce, int include_self, const kern_tensor *out,
                                     const kern_tensor *arg_out, int fast, kern__sc_job *J,
                                     kern__sc_fplan *pl, size_t *shared, size_t *thread) {
-    int d;
     *shared = *thread = 0;
     memset(pl, 0, sizeof *pl);
     if (fast) {
@@ -1683,9 +1740,9 @@ static void kern__sc_reduce_scratch(kern_ctx *ctx, const kern_tensor *self, int 
         *shared = pl->shared;
         *thread = pl->thread;
     } else {
-        int64_t L = idx->shape[dim], nlines = 1;
-        for (d = 0; d < self->ndim; d++) nlines *= d == dim ? 1 : idx->shape[d];
-        if (L > 0 && nlines > 0) *thread = (size_t)L * 16 + 64;
+        /* none for an empty index (whose other dims may be anything, their
+         * product too) */
+        if (kern_tensor_numel(idx) > 0) *thread = kern__sc_sz(64, idx->shape[dim], 16);
     }
 }
 
@@ -1734,8 +1791,11 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
     if (st != KERN_OK) goto done;
-    /* index values: the 1-D form is checked once, not F times */
-    if (fast) {
+    /* index values: the 1-D form is checked once, not F times; an empty
+     * index has no values (its data may be NULL) */
+    if (kern_tensor_numel(index) == 0) {
+        st = KERN_OK;
+    } else if (fast) {
         kern_tensor i1 = idx;
         i1.ndim = 1;
         st = kern__sc_check_index(ctx, index->ndim == 1 ? index : &i1, self->shape[0], op);
@@ -1765,18 +1825,21 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
         G.self = self; G.src = src; G.out = out; G.index = &idx; G.arg = arg_out;
         G.L = idx.shape[dim];
         G.sentinel = (int32_t)(G.L < INT32_MAX ? G.L : INT32_MAX);
-        G.nlines = 1;
+        /* lines: the index shape with dim collapsed; none for an empty
+         * index (whose other dims may be anything, their product too) */
+        G.nlines = kern_tensor_numel(&idx) > 0;
         for (d = 0; d < nd; d++) {
             G.lshape[d] = d == dim ? 1 : idx.shape[d];
-            G.nlines *= G.lshape[d];
+            if (G.nlines) G.nlines *= G.lshape[d];
         }
         Fl.self = self; Fl.out = out; Fl.arg = arg_out; Fl.numel = numel;
         Fl.sentinel = G.sentinel;
         Fl.ntasks = numel < 65536 ? 1 : (int64_t)kern_ctx_threads(ctx) * 4;
+        /* scratch first: nothing is written when it cannot be had */
+        if (G.L > 0 && G.nlines > 0 && (st = kern__reserve_thread_scratch(ctx, th)) != KERN_OK)
+            goto done;
         if (numel > 0) kern_parallel_for(ctx, Fl.ntasks, kern__sc_fill_task, &Fl);
         if (G.L > 0 && G.nlines > 0) {
-            st = kern__reserve_thread_scratch(ctx, th);
-            if (st != KERN_OK) goto done;
             G.ntasks = G.nlines < (int64_t)kern_ctx_threads(ctx) * 8
                            ? G.nlines : (int64_t)kern_ctx_threads(ctx) * 8;
             st = kern_parallel_for(ctx, G.ntasks, kern__sc_gen_task, &G);
@@ -1791,9 +1854,10 @@ done:
 
 KERN_API size_t kern_scatter_plan_bytes(int64_t n_rows, int64_t n_edges) {
     int64_t a, b;
-    if (n_rows < 0 || n_edges < 0) return 0;
+    if (n_rows < 0 || n_edges < 0 || n_rows == INT64_MAX) return 0;
     if (kern_mul_overflow_i64(n_rows + 1, 8, &a)) return 0;
     if (kern_mul_overflow_i64(n_edges, n_edges > INT32_MAX ? 8 : 4, &b)) return 0;
+    if (a > INT64_MAX - 63) return 0;
     a = (a + 63) & ~(int64_t)63;
     if (kern_add_overflow_i64(a, b, &a)) return 0;
     return (size_t)a;
@@ -2060,13 +2124,16 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
             return kern__err(KERN_ERR_SHAPE, "%s: index.shape[%d]=%lld > src.shape[%d]=%lld", op,
                              d, (long long)idx.shape[d], d, (long long)src->shape[d]);
     if ((st = kern__sc_same_shape(out, &idx, op, "out", "index")) != KERN_OK) return st;
+    if ((st = kern__sc_check_writable(out, op, "out")) != KERN_OK) return st;
     if (kern_tensors_overlap(out, src) || kern_tensors_overlap(out, index))
         return kern__err(KERN_ERR_ARG, "%s: out overlaps %s", op,
                          kern_tensors_overlap(out, src) ? "src" : "index");
     fast = dim == 0 && nd == 2 && kern__sc_rows_ok(src) && kern__sc_rows_ok(out) &&
            (idx.stride[1] == 0 || idx.shape[1] <= 1);
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
-    if (fast) {
+    if (kern_tensor_numel(index) == 0) { /* no values to check (data may be NULL) */
+        st = KERN_OK;
+    } else if (fast) {
         kern_tensor i1 = idx;
         i1.ndim = 1;
         st = kern__sc_check_index(ctx, &i1, src->shape[0], op);
@@ -2084,9 +2151,9 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
         (void)f;
         if (fast) {
             G.src = (const char *)src->data;
-            G.src_rs = src->stride[0] * (int64_t)G.es;
+            G.src_rs = kern__sc_rsb(src, G.es);
             G.out = (char *)out->data;
-            G.out_rs = out->stride[0] * (int64_t)G.es;
+            G.out_rs = kern__sc_rsb(out, G.es);
             G.idx = idx.data;
             G.idx64 = idx.dtype == KERN_I64;
             G.idx_s = idx.stride[0];

@@ -26,6 +26,8 @@
  * SEMANTICS OF THE OPTIONS (kern_sdpa_params, zero-initialised = defaults)
  *   scale, scale_set  scale 0 = 1/sqrt(D) unless scale_set, which makes
  *                scale be used as given, 0 included (PyTorch's scale=0.0).
+ *                Any other finite value is used as given, negative
+ *                included (as PyTorch, which accepts any float).
  *                kern_sdpa_params_defaults(&p, D) shows the resolved value.
  *   attn_mask    NULL = none. KERN_BOOL (true = attend) or f32/f16/bf16
  *                (added to the scores), broadcast to [B, Hq, Lq, Lk] with
@@ -42,7 +44,8 @@
  *                iff i + off - window_left <= j <= i + off + window_right,
  *                with off = 0 (top-left) or Lk_b - Lq_b when
  *                causal_bottom_right is set; window_left/right = -1 means
- *                unbounded on that side (FlashAttention's window_size).
+ *                unbounded on that side (FlashAttention's window_size), and
+ *                any bound up to INT64_MAX is exact (no overflow).
  *   softcap      0 = none; > 0: s = softcap * tanh(s / softcap) applied to
  *                scale*q.k before the mask (Gemma 2, FlashAttention).
  *   enable_gqa   allows Hq = G * Hkv (query head h uses kv head h / G).
@@ -52,7 +55,10 @@
  *                offset, ((b*Hq + h)*Lq + i)*Lk + j, kern_dropout_threshold(p))
  *                (kern_base.h; Philox4x32-10), identical for any thread
  *                count, in forward and backward, and in the CUDA kernel.
- *                For varlen, b is the sequence and Lq/Lk are max_seqlen_q/k.
+ *                For varlen, b is the sequence and Lq/Lk are max_seqlen_q/k
+ *                (only here: the work depends on the actual lengths in
+ *                cu_seqlens, never on max_seqlen, which may be anything up
+ *                to INT64_MAX that is not below the longest sequence).
  *   k_lens       NULL = all keys. [B] i32/i64: keys j >= k_lens[b] are
  *                masked (padded batches, KV caches). Dense entry points only.
  *   lse          NULL = not written. f32 output: log(sum_j exp(s_ij)) of the
@@ -84,9 +90,9 @@
  *
  * ERRORS (nothing is written on error; kern_last_error() names the argument)
  *   KERN_ERR_ARG     NULL q/k/v/out/..., dropout_p outside [0,1), window
- *                    < -1, non-finite or negative scale/softcap, outputs
- *                    that overlap inputs or each other, a caller workspace
- *                    smaller than the *_workspace_size.
+ *                    < -1, a non-finite scale, a negative or non-finite
+ *                    softcap, outputs that overlap inputs or each other, a
+ *                    caller workspace smaller than the *_workspace_size.
  *   KERN_ERR_SHAPE   ndim, B/H/L/D mismatches between q, k, v, out (and
  *                    dout, dq, dk, dv, lse), Hq not a multiple of Hkv, Hq !=
  *                    Hkv without enable_gqa, D = 0, a mask that does not
@@ -94,7 +100,8 @@
  *   KERN_ERR_DTYPE   mixed or non-float q/k/v dtypes, a mask that is not
  *                    bool/f32/f16/bf16, lse not f32, k_lens / cu_seqlens not
  *                    i32/i64.
- *   KERN_ERR_LAYOUT  a non-unit last-dim stride.
+ *   KERN_ERR_LAYOUT  a non-unit last-dim stride; an output (out, lse, dq,
+ *                    dk, dv) whose elements overlap (e.g. a zero stride).
  *   KERN_ERR_INDEX   k_lens[b] < 0 or > Lk; cu_seqlens not starting at 0,
  *                    decreasing, not ending at T, or with a sequence longer
  *                    than max_seqlen.
@@ -1488,6 +1495,10 @@ static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
 /* One description for dense and varlen problems. Offsets are in elements. */
 typedef struct kern__sdpa_prob {
     int64_t B, Hq, Hkv, G, D, Dv, Lq, Lk; /* Lq/Lk: max over batch entries */
+    /* the longest actual query/key sequences: Lq/Lk for dense; varlen
+     * reads them from cu_seqlens (Lq/Lk are max_seqlen as given, used
+     * only in the dropout index), so max_seqlen never drives the work */
+    int64_t Lq_run, Lk_run;
     kern_dtype dt;
     size_t es;
     const char *q, *k, *v, *o, *dout; /* byte pointers */
@@ -1556,11 +1567,13 @@ static inline float *kern__sdpa_lse_ptr(const kern__sdpa_prob *p, int64_t base,
  * lk keys (after k_lens). */
 static inline void kern__sdpa_range(const kern__sdpa_prob *p, int64_t i, int64_t lq,
                                     int64_t lk, int64_t *lo, int64_t *hi) {
-    int64_t off = p->bottom_right ? lk - lq : 0, a = 0, z = lk;
-    if (p->causal && i + off + 1 < z) z = i + off + 1;
+    /* c = i + off is in (-lq, lk); the window bounds may be anything up to
+     * INT64_MAX, so they are compared against differences that fit */
+    int64_t c = p->bottom_right ? lk - (lq - i) : i, a = 0, z = lk;
+    if (p->causal && c + 1 < z) z = c + 1;
     if (p->window) {
-        if (p->wl >= 0 && i + off - p->wl > a) a = i + off - p->wl;
-        if (p->wr >= 0 && i + off + p->wr + 1 < z) z = i + off + p->wr + 1;
+        if (p->wl >= 0 && c > p->wl) a = c - p->wl;
+        if (p->wr >= 0 && p->wr < z - c - 1) z = c + p->wr + 1;
     }
     if (z < a) z = a;
     if (z < 0) z = a = 0;
@@ -1815,8 +1828,9 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     R = lq * p->G;
     ks0 = sp * f->chunk;
     ks1 = ks0 + f->chunk < lk ? ks0 + f->chunk : lk;
-    kp = p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es;
-    vp = p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es;
+    /* an empty k or v may have NULL data: no pointer arithmetic on it */
+    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
+    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
     krs = p->ks[2];
     vrs = p->vs[2];
     if (f->rows_path) {
@@ -1898,7 +1912,7 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
         int64_t kfs = krs, vfs = vrs;
         if (p->dt == KERN_F32) {
             kf = (const float *)kp + j0 * krs;
-            vf = (const float *)vp + j0 * vrs;
+            vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
         }
         for (pi = 0; pi < np; pi++) {
             kern__sdpa_lane *ln = sc.ln + pi * NQ;
@@ -2100,9 +2114,10 @@ static kern_status kern__sdpa_check_params(const kern_sdpa_params *pp, const cha
 /* Validates cu_seqlens (i32/i64, [nseq+1], starts at 0, non-decreasing,
  * ends at T, no sequence longer than maxlen). */
 static kern_status kern__sdpa_check_cu(const kern_tensor *cu, int64_t nseq_plus1, int64_t T,
-                                       int64_t maxlen, const char *op, const char *name) {
+                                       int64_t maxlen, const char *op, const char *name,
+                                       int64_t *longest) {
     kern_status st = kern__sdpa_need(cu, op, name);
-    int64_t s, prev = 0;
+    int64_t s, prev = 0, lmax = 0;
     if (st) return st;
     if (cu->dtype != KERN_I32 && cu->dtype != KERN_I64)
         return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want i32 or i64", op, name,
@@ -2122,12 +2137,21 @@ static kern_status kern__sdpa_check_cu(const kern_tensor *cu, int64_t nseq_plus1
             return kern__err(KERN_ERR_INDEX,
                              "%s: %s: sequence %lld has length %lld > max_seqlen %lld", op, name,
                              (long long)(s - 1), (long long)(x - prev), (long long)maxlen);
+        if (x - prev > lmax) lmax = x - prev;
         prev = x;
     }
+    *longest = lmax;
     if (prev != T)
         return kern__err(KERN_ERR_INDEX, "%s: %s[%lld]=%lld but the packed tensor has %lld rows",
                          op, name, (long long)(cu->shape[0] - 1), (long long)prev, (long long)T);
     return KERN_OK;
+}
+
+/* The stride of dim d of t as the kernels use it: 0 where it is never
+ * needed (d < 0, a dim of one element, an empty view), so that a huge
+ * stride there (any value is valid) never enters pointer arithmetic. */
+static int64_t kern__sdpa_st(const kern_tensor *t, int d) {
+    return d >= 0 && t->shape[d] > 1 && kern_tensor_numel(t) > 0 ? t->stride[d] : 0;
 }
 
 /* Common checks and problem setup. mode: 0 forward dense, 1 forward varlen,
@@ -2142,7 +2166,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
                                     const kern_sdpa_params *pp) {
     kern_status st;
     int nd = varlen ? 3 : 4, i;
-    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4];
+    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4], Lq_run = 0, Lk_run = 0;
     const char *dims = varlen ? "[T,H,D]" : "[B,H,L,D]";
     memset(P, 0, sizeof *P);
     if ((st = kern__sdpa_need(q, op, "q")) || (st = kern__sdpa_need(k, op, "k")) ||
@@ -2197,9 +2221,11 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
                              (long long)D, (long long)k->shape[2]);
         want[0] = q->shape[0]; want[1] = Hq; want[2] = Dv;
         if ((st = kern__sdpa_shape_is(out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
-        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q"))) return st;
+        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q", &Lq_run)))
+            return st;
         B = cuq->shape[0] - 1;
-        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k"))) return st;
+        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k", &Lk_run)))
+            return st;
         if (pp->attn_mask)
             return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
         if (pp->k_lens)
@@ -2213,6 +2239,8 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         Hkv = k->shape[1];
         Lk = k->shape[2];
         Dv = v->shape[3];
+        Lq_run = Lq;
+        Lk_run = Lk;
         if (k->shape[0] != B || v->shape[0] != B)
             return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
                              "v.shape[0]=%lld", op, (long long)B, (long long)k->shape[0],
@@ -2255,14 +2283,14 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             if (varlen) {
                 want[0] = Hq; want[1] = q->shape[0];
                 if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
-                P->lses[1] = L->stride[0];
-                P->lses[2] = L->stride[1];
+                P->lses[1] = kern__sdpa_st(L, 0);
+                P->lses[2] = kern__sdpa_st(L, 1);
             } else {
                 want[0] = B; want[1] = Hq; want[2] = Lq;
                 if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
-                P->lses[0] = L->stride[0];
-                P->lses[1] = L->stride[1];
-                P->lses[2] = L->stride[2];
+                P->lses[0] = kern__sdpa_st(L, 0);
+                P->lses[1] = kern__sdpa_st(L, 1);
+                P->lses[2] = kern__sdpa_st(L, 2);
             }
             P->lse = (float *)L->data;
         }
@@ -2280,6 +2308,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             return kern__err(KERN_ERR_SHAPE, "%s: attn_mask has %d dims, cannot broadcast to "
                              "[B,Hq,Lq,Lk]", op, m->ndim);
         if ((st = kern_tensor_broadcast_to(m, 4, full, &P->maskv, op, "attn_mask"))) return st;
+        for (i = 0; i < 4; i++) P->maskv.stride[i] = kern__sdpa_st(&P->maskv, i);
         P->mask = &P->maskv;
     }
     /* k_lens */
@@ -2301,7 +2330,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         }
         P->klens = kl->data;
         P->klens_dt = kl->dtype;
-        P->klens_s = kl->stride[0];
+        P->klens_s = kern__sdpa_st(kl, 0);
     }
     /* aliasing: outputs vs inputs and each other */
     {
@@ -2325,6 +2354,11 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
             if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
         }
         for (a = 0; a < no; a++) {
+            if (kern__tensor_self_overlap(ou[a]))
+                return kern__err(KERN_ERR_LAYOUT,
+                                 "%s: %s has overlapping elements (a zero or too small stride); an "
+                                 "output needs distinct elements",
+                                 op, onm[a]);
             for (c = 0; c < ni; c++)
                 if (kern_tensors_overlap(ou[a], in[c]))
                     return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a], inm[c]);
@@ -2339,6 +2373,7 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     }
     P->B = B; P->Hq = Hq; P->Hkv = Hkv; P->G = Hkv ? Hq / Hkv : 1;
     P->D = D; P->Dv = Dv; P->Lq = Lq; P->Lk = Lk;
+    P->Lq_run = Lq_run; P->Lk_run = Lk_run;
     P->dt = q->dtype;
     P->es = kern_dtype_size(q->dtype);
     P->q = (const char *)q->data;
@@ -2346,28 +2381,17 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     P->v = (const char *)v->data;
     P->o = (const char *)out->data;
     for (i = 0; i < 3; i++) {
-        if (varlen) {
-            P->qs[i] = i == 0 ? 0 : (i == 1 ? q->stride[1] : q->stride[0]);
-            P->ks[i] = i == 0 ? 0 : (i == 1 ? k->stride[1] : k->stride[0]);
-            P->vs[i] = i == 0 ? 0 : (i == 1 ? v->stride[1] : v->stride[0]);
-            P->os[i] = i == 0 ? 0 : (i == 1 ? out->stride[1] : out->stride[0]);
-            if (bwd) {
-                P->ds[i] = i == 0 ? 0 : (i == 1 ? dout->stride[1] : dout->stride[0]);
-                P->dqs[i] = i == 0 ? 0 : (i == 1 ? dq->stride[1] : dq->stride[0]);
-                P->dks[i] = i == 0 ? 0 : (i == 1 ? dk->stride[1] : dk->stride[0]);
-                P->dvs[i] = i == 0 ? 0 : (i == 1 ? dv->stride[1] : dv->stride[0]);
-            }
-        } else {
-            P->qs[i] = q->stride[i];
-            P->ks[i] = k->stride[i];
-            P->vs[i] = v->stride[i];
-            P->os[i] = out->stride[i];
-            if (bwd) {
-                P->ds[i] = dout->stride[i];
-                P->dqs[i] = dq->stride[i];
-                P->dks[i] = dk->stride[i];
-                P->dvs[i] = dv->stride[i];
-            }
+        /* [b, h, l] strides; varlen: [unused, h, token] */
+        int d = varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
+        P->qs[i] = kern__sdpa_st(q, d);
+        P->ks[i] = kern__sdpa_st(k, d);
+        P->vs[i] = kern__sdpa_st(v, d);
+        P->os[i] = kern__sdpa_st(out, d);
+        if (bwd) {
+            P->ds[i] = kern__sdpa_st(dout, d);
+            P->dqs[i] = kern__sdpa_st(dq, d);
+            P->dks[i] = kern__sdpa_st(dk, d);
+            P->dvs[i] = kern__sdpa_st(dv, d);
         }
     }
     if (bwd) {
@@ -2411,10 +2435,10 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     kern__sdpa_fwd f;
     kern__sdpa_fscr sc;
     size_t scr;
-    int64_t R = P->Lq * P->G, base, nkb;
+    int64_t R = P->Lq_run * P->G, base, nkb;
     memset(&f, 0, sizeof f);
     *shared = *thread = 0;
-    if (P->B == 0 || P->Hq == 0 || P->Lq == 0) return 0;
+    if (P->B == 0 || P->Hq == 0 || P->Lq_run == 0) return 0;
     kern__sdpa_pick(ctx, &P->isa);
     P->bf16_native = P->dt == KERN_BF16 && P->isa.mk16 && (P->D % 2) == 0;
     f.p = P;
@@ -2428,11 +2452,11 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
         f.rows_cap = KERN__SDPA_QB * KERN__SDPA_NQ;
     }
     base = P->B * P->Hkv * f.nqb;
-    nkb = (P->Lk + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
     f.nsplit = 1;
-    if (base < KERN__SDPA_SPLIT_TASKS && P->Lk >= 2 * KERN__SDPA_SPLIT_MIN_KEYS) {
+    if (base < KERN__SDPA_SPLIT_TASKS && P->Lk_run >= 2 * KERN__SDPA_SPLIT_MIN_KEYS) {
         int64_t want = (KERN__SDPA_SPLIT_TASKS + base - 1) / base;
-        int64_t maxs = P->Lk / KERN__SDPA_SPLIT_MIN_KEYS;
+        int64_t maxs = P->Lk_run / KERN__SDPA_SPLIT_MIN_KEYS;
         f.nsplit = want < maxs ? want : maxs;
         if (f.nsplit < 1) f.nsplit = 1;
     }
@@ -2603,8 +2627,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
     R = lq * p->G;
     ks0 = ch * w->chunk;
     ks1 = ks0 + w->chunk < lk ? ks0 + w->chunk : lk;
-    kp = p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es;
-    vp = p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es;
+    /* an empty k or v may have NULL data: no pointer arithmetic on it */
+    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
+    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
     krs = p->ks[2];
     vrs = p->vs[2];
     /* this task owns dk/dv rows [ks0, ks1) of (b, hk) */
@@ -2651,7 +2676,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 n = nk * NQ;
                 if (p->dt == KERN_F32) {
                     kf = (const float *)kp + j0 * krs;
-                    vf = (const float *)vp + j0 * vrs;
+                    vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
                     kfs = krs;
                     vfs = vrs;
                 } else {
@@ -2774,7 +2799,7 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
         w.nqrows = P->B * P->Hq * P->Lq;
         w.nkrows = P->B * P->Hkv * P->Lk;
     }
-    nkb = (P->Lk + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
     base = P->B * P->Hkv;
     /* key ranges per (b, hk): a function of the shape only (determinism) */
     w.nchunk = (KERN__SDPA_BWD_TASKS + base - 1) / base;
@@ -2788,6 +2813,23 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
     return 1;
 }
 
+/* The backward with no query heads (Hkv may be > 0): dk = dv = 0. */
+static void kern__sdpa_bwd_zero_kv(kern__sdpa_prob *P) {
+    int64_t b, hk, j, lq, lk, qbase, kbase;
+    for (b = 0; b < P->B; b++) {
+        kern__sdpa_seq(P, b, &lq, &lk, &qbase, &kbase);
+        if (!P->varlen) lk = P->Lk; /* every key row, k_lens aside */
+        for (hk = 0; hk < P->Hkv; hk++)
+            for (j = 0; j < lk; j++) {
+                memset(P->dk + (size_t)kern__sdpa_off(P, P->dks, kbase, hk, j) * P->es, 0,
+                       (size_t)P->D * P->es);
+                if (P->Dv > 0)
+                    memset(P->dv + (size_t)kern__sdpa_off(P, P->dvs, kbase, hk, j) * P->es, 0,
+                           (size_t)P->Dv * P->es);
+            }
+    }
+}
+
 static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P, const char *op,
                                        const kern_sdpa_params *pp) {
     kern__sdpa_bwd w;
@@ -2795,7 +2837,10 @@ static kern_status kern__sdpa_backward(kern_ctx *ctx, kern__sdpa_prob *P, const 
     kern_status st;
     char *ws;
     int64_t base;
-    if (!kern__sdpa_bwd_plan(ctx, P, &w, &shared, &thread)) return KERN_OK;
+    if (!kern__sdpa_bwd_plan(ctx, P, &w, &shared, &thread)) {
+        if (P->B > 0 && P->Hq == 0) kern__sdpa_bwd_zero_kv(P);
+        return KERN_OK;
+    }
     if ((st = kern__op_workspace(ctx, op, pp->workspace, pp->workspace_size, shared, thread)))
         return st;
     if ((st = kern__reserve_thread_scratch(ctx, thread))) return st;

@@ -30,8 +30,9 @@
  *       "Nonzero" is bitwise: +0.0 and -0.0 are zero, NaN is nonzero.
  *       p.quantize = KERN_I8 turns a float w into int8 values with one
  *       symmetric scale per output channel (scale = max|w[n,:]| / 127, 1 for
- *       an all-zero row, q = round-half-even(w / scale)); an i8 w takes its
- *       per-channel f32 scales from p.scales ([N], NULL = all 1).
+ *       an all-zero row, at least FLT_MIN, q = round-half-even(w / scale));
+ *       an i8 w takes its per-channel f32 scales from p.scales ([N], NULL =
+ *       all 1).
  *   kern_sparse24_decompress(ctx, sw, out)     back to the dense [N,K]
  *       (same dtype as sw; i8 values are not rescaled). Exact round trip:
  *       every kept value comes back bit for bit, every other element is
@@ -118,7 +119,9 @@
  *                   x's K != the weight's k, meta/values buffers of the wrong size
  *                   ("too small"), CUTLASS layout with N or K not aligned.
  *   KERN_ERR_DTYPE  unsupported dtypes or combinations.
- *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear.
+ *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear; an
+ *                   output (prune/decompress out, export values/meta, y)
+ *                   whose elements overlap (e.g. a zero stride).
  *   KERN_ERR_UNSUPPORTED  epilogue options the 2:4 epilogue lacks (above).
  *   KERN_ERR_NOMEM  allocation failure.
  *   A caller workspace smaller than the _workspace_size is KERN_ERR_ARG.
@@ -485,6 +488,10 @@ KERN_API kern_status kern_sparse24_prune(kern_ctx *ctx, const kern_tensor *w,
           w->stride[1] == out->stride[1]))
         return kern__err(KERN_ERR_ARG, "%s: out partially overlaps w (only exact "
                          "in-place is allowed)", op);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
+    if (N == 0 || K == 0) return KERN_OK; /* nothing to prune (the other dim may be huge) */
     if ((s = kern__op_begin(&ctx, op))) return s;
     es = kern_dtype_size(w->dtype);
     G = (K + 3) / 4;
@@ -597,6 +604,9 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 if (v > amax) amax = v;
             }
             scale = amax > 0 ? amax / 127.0f : 1.0f;
+            /* qgemm's rule: a scale below FLT_MIN (subnormal weights)
+             * becomes FLT_MIN; 0 would make v / scale NaN or Inf */
+            if (scale < 1.17549435e-38f) scale = 1.17549435e-38f;
             o->scales[n] = scale;
         } else if (st == KERN_I8) {
             o->scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
@@ -670,6 +680,9 @@ KERN_API kern_status kern_sparse24_decompress(kern_ctx *ctx, const kern_sparse24
         return kern__err(KERN_ERR_SHAPE, "%s: out.shape=[%lld,%lld] but sw is [%lld,%lld]",
                          op, (long long)out->shape[0], (long long)out->shape[1],
                          (long long)sw->n, (long long)sw->k);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
     if ((s = kern__op_begin(&ctx, op))) return s;
     es = kern_dtype_size(sw->dtype);
     G = sw->k_padded / 4;
@@ -803,6 +816,10 @@ KERN_API kern_status kern_sparse24_export(kern_ctx *ctx, const kern_sparse24 *sw
         return s;
     if (kern_tensors_overlap(values, meta))
         return kern__err(KERN_ERR_ARG, "%s: values and meta overlap", op);
+    if (kern__tensor_self_overlap(values) || kern__tensor_self_overlap(meta))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op,
+                         kern__tensor_self_overlap(values) ? "values" : "meta");
     if ((s = kern__op_begin(&ctx, op))) return s;
     wide = q == 8;
     es = kern_dtype_size(sw->dtype);
@@ -850,11 +867,14 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
         return kern__err(KERN_ERR_DTYPE, "%s: values.dtype=%s (f32, bf16, f16 or i8)", op,
                          kern_dtype_name(values->dtype));
     N = values->shape[0];
-    Kp = 2 * values->shape[1];
-    K = p && p->k ? p->k : Kp;
-    if (N == 0 || Kp == 0)
+    if (N == 0 || values->shape[1] == 0)
         return kern__err(KERN_ERR_SHAPE, "%s: values.shape=[%lld,%lld] is empty", op,
                          (long long)N, (long long)values->shape[1]);
+    if (values->shape[1] > INT64_MAX / 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: values.shape[1]=%lld is too large", op,
+                         (long long)values->shape[1]);
+    Kp = 2 * values->shape[1];
+    K = p && p->k ? p->k : Kp;
     if (Kp % 4 != 0)
         return kern__err(KERN_ERR_SHAPE, "%s: values.shape[1]=%lld must be even (2 values "
                          "per group of 4)", op, (long long)values->shape[1]);
@@ -1863,6 +1883,9 @@ static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
                              "== y is allowed)", op);
     }
     if (kern_tensors_overlap(x, y)) return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
+    if (kern__tensor_self_overlap(y))
+        return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements (a zero or too small "
+                         "stride); an output needs distinct elements", op);
     return KERN_OK;
 }
 

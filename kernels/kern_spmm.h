@@ -66,7 +66,12 @@
  *   KERN_ERR_DTYPE  index dtype not i32/i64, value/dense dtype unsupported,
  *                   mixed dense/out dtypes, arg_out not i32/i64.
  *   KERN_ERR_SHAPE  dense.shape[0] != ncols, out not [nrows, F], ...
- *   KERN_ERR_LAYOUT a feature dim without unit stride.
+ *   KERN_ERR_LAYOUT a feature dim without unit stride; an output with
+ *                   overlapping elements (a zero stride).
+ *   KERN_ERR_NOMEM  scratch allocation failed, or the sizes make the
+ *                   scratch size overflow (e.g. a transpose with ncols near
+ *                   2^61). COO -> CSR with summed duplicates needs O(nnz)
+ *                   scratch whatever ncols is.
  *   KERN_ERR_UNSUPPORTED arg_out with nnz >= 2^31 - 1.
  *
  * PARAMS (kern_spmm_params, NULL or zero-initialised = defaults)
@@ -378,7 +383,8 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
     int is64, sum = (flags & KERN_COO_SUM_DUPLICATES) != 0;
     kern__sc_sort S;
     char *w;
-    size_t hb, pb, rb, mb;
+    size_t hb, pb, rb, mb, total;
+    int64_t hcap = 0;
     if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
     if (nrows < 0 || ncols < 0 || nnz < 0)
         return kern__err(KERN_ERR_ARG, "%s: nrows=%lld ncols=%lld nnz=%lld must be >= 0", op,
@@ -407,19 +413,29 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
     memset(&S, 0, sizeof S);
     S.key = row; S.key64 = is64; S.key_s = 1; S.E = nnz; S.N = nrows;
     S.P = kern__sc_sort_parts(ctx, nnz);
-    hb = (size_t)S.P * (size_t)nrows * 8;
-    pb = (size_t)nnz * 8;
-    rb = (size_t)(nrows + 1) * 8;
-    mb = sum ? (size_t)ncols * 8 + (((size_t)nnz * 4 + 63) & ~(size_t)63) : 0;
-    w = (char *)kern__workspace(ctx, hb + pb + rb + mb + 256);
+    /* Summing duplicates marks the columns of the current row: a dense
+     * array over the columns when ncols is comparable to nnz, otherwise a
+     * hash table of 2^k >= 2 nnz slots, so that the work and memory are
+     * O(nnz) whatever ncols is (ncols alone must not drive either). */
+    if (sum && ncols > 4096 && (ncols - 4096) / 4 > nnz) {
+        hcap = 8;
+        while (hcap < nnz && hcap < ((int64_t)1 << 60)) hcap *= 2;
+        hcap *= 2;
+    }
+    hb = kern__sc_sz(0, nrows, 8 * (int64_t)S.P);
+    pb = kern__sc_sz(0, nnz, 8);
+    rb = kern__sc_sz(64, nrows, 8); /* nrows + 1 entries */
+    mb = !sum ? 0 : hcap ? kern__sc_sz(0, hcap, 16) : kern__sc_sz(0, ncols, 8);
+    total = kern__sc_sz(kern__sc_add(kern__sc_add(kern__sc_add(hb, pb), rb), mb), sum ? nnz : 0, 4);
+    w = total == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, total);
     if (!w) {
-        st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, hb + pb + rb + mb);
+        st = kern__sc_nomem(op, total);
         goto done;
     }
     S.hist = (int64_t *)w;
-    S.perm = w + ((hb + 63) & ~(size_t)63);
+    S.perm = w + hb;
     S.perm64 = 1;
-    S.rowptr = (int64_t *)(w + ((hb + 63) & ~(size_t)63) + ((pb + 63) & ~(size_t)63));
+    S.rowptr = (int64_t *)(w + hb + pb);
     if ((st = kern__sc_counting_sort(ctx, &S)) != KERN_OK) goto done;
     if (!sum) {
         kern__sp_gjob G;
@@ -434,23 +450,40 @@ KERN_API kern_status kern_coo_to_csr(kern_ctx *ctx, int64_t nrows, int64_t ncols
         out->value_dtype = value_dtype;
     } else {
         /* duplicates summed into their first occurrence: mark[c] = output
-         * position of column c in the current row */
-        int64_t *mark = (int64_t *)((char *)S.rowptr + ((rb + 63) & ~(size_t)63));
-        float *accv = (float *)((char *)mark + (((size_t)ncols * 8 + 63) & ~(size_t)63));
+         * position of column c in the current row (positions below the
+         * row's start are stale). Hashed: slot h holds (column, position);
+         * a stale slot counts as free, which is safe because the slots a
+         * row's probe passes over all hold entries of that row. */
+        int64_t *mark = (int64_t *)((char *)S.rowptr + rb);
+        float *accv = (float *)((char *)mark + mb);
         const int64_t *perm = (const int64_t *)S.perm;
         kern_dtype odt = values ? value_dtype : KERN_F32;
         int64_t r, k, n = 0;
-        for (k = 0; k < ncols; k++) mark[k] = -1;
+        if (hcap)
+            for (k = 0; k < hcap; k++) mark[2 * k + 1] = -1;
+        else
+            for (k = 0; k < ncols; k++) mark[k] = -1;
         kern__sp_put_ix(out->rowptr, is64, 0, 0);
         for (r = 0; r < nrows; r++) {
             int64_t start = n;
             for (k = S.rowptr[r]; k < S.rowptr[r + 1]; k++) {
-                int64_t s = perm[k], c = kern__sc_ix(col, is64, s);
+                int64_t s = perm[k], c = kern__sc_ix(col, is64, s), *m;
                 float v = values ? kern__sc_ldf(values, value_dtype, s) : 1.0f;
-                if (mark[c] >= start) {
-                    accv[mark[c]] += v;
+                if (hcap) {
+                    uint64_t h = ((uint64_t)c * 0x9e3779b97f4a7c15ull) >> 17;
+                    for (;; h++) {
+                        m = mark + 2 * (int64_t)(h & (uint64_t)(hcap - 1));
+                        if (m[1] < start || m[0] == c) break;
+                    }
+                    m[0] = c;
+                    m++;
                 } else {
-                    mark[c] = n;
+                    m = mark + c;
+                }
+                if (*m >= start) {
+                    accv[*m] += v;
+                } else {
+                    *m = n;
                     kern__sp_put_ix(out->col, is64, n, c);
                     accv[n++] = v;
                 }
@@ -494,19 +527,17 @@ static kern_status kern__sp_transpose_scratch(kern_ctx *ctx, const kern_csr *a, 
     kern__sc_sort S;
     kern__sp_rowid R;
     int64_t nt, bounds[65], *rowid;
-    size_t hb, nb = (size_t)a->nnz * 8, rb = (size_t)(a->ncols + 1) * 8;
+    size_t nb = kern__sc_sz(0, a->nnz, 8), rb = kern__sc_sz(64, a->ncols, 8);
     kern_status st;
     memset(&S, 0, sizeof S);
     S.key = a->col; S.key64 = a->index_dtype == KERN_I64; S.key_s = 1;
     S.E = a->nnz; S.N = a->ncols; S.P = kern__sc_sort_parts(ctx, a->nnz);
-    hb = (size_t)S.P * (size_t)a->ncols * 8;
     rowid = (int64_t *)w;
-    S.perm = w + ((nb + 63) & ~(size_t)63);
+    S.perm = w + nb;
     S.perm64 = 1;
-    S.rowptr = (int64_t *)(w + 2 * ((nb + 63) & ~(size_t)63));
-    *rowT = (int64_t *)(w + 2 * ((nb + 63) & ~(size_t)63) + ((rb + 63) & ~(size_t)63));
-    S.hist = (int64_t *)((char *)*rowT + ((nb + 63) & ~(size_t)63));
-    (void)hb;
+    S.rowptr = (int64_t *)(w + 2 * nb);
+    *rowT = (int64_t *)(w + 2 * nb + rb);
+    S.hist = (int64_t *)((char *)*rowT + nb);
     nt = a->nrows > 0 ? (a->nnz + a->nrows < 65536 ? 1 : (int64_t)kern_ctx_threads(ctx) * 4) : 0;
     if (nt > 64) nt = 64;
     if (nt > a->nrows) nt = a->nrows;
@@ -525,11 +556,12 @@ static kern_status kern__sp_transpose_scratch(kern_ctx *ctx, const kern_csr *a, 
     *posT = (int64_t *)S.perm;
     return KERN_OK;
 }
+/* The bytes kern__sp_transpose_scratch carves (SIZE_MAX if they overflow). */
 static size_t kern__sp_transpose_bytes(kern_ctx *ctx, const kern_csr *a) {
-    size_t nb = (((size_t)a->nnz * 8 + 63) & ~(size_t)63);
-    size_t rb = (((size_t)(a->ncols + 1) * 8 + 63) & ~(size_t)63);
-    size_t hb = (size_t)kern__sc_sort_parts(ctx, a->nnz) * (size_t)a->ncols * 8;
-    return 3 * nb + rb + hb + 256;
+    size_t nb = kern__sc_sz(0, a->nnz, 8);
+    size_t rb = kern__sc_sz(64, a->ncols, 8); /* ncols + 1 entries */
+    size_t hb = kern__sc_sz(0, a->ncols, 8 * (int64_t)kern__sc_sort_parts(ctx, a->nnz));
+    return kern__sc_add(kern__sc_add(kern__sc_add(kern__sc_add(nb, nb), nb), rb), hb);
 }
 
 KERN_API kern_status kern_csr_transpose(kern_ctx *ctx, const kern_csr *a, kern_csr *out,
@@ -547,10 +579,13 @@ KERN_API kern_status kern_csr_transpose(kern_ctx *ctx, const kern_csr *a, kern_c
                        !out->rowptr ? "rowptr" : !out->col ? "col" : "values");
         goto done;
     }
-    w = (char *)kern__workspace(ctx, kern__sp_transpose_bytes(ctx, a));
-    if (!w) {
-        st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate scratch", op);
-        goto done;
+    {
+        size_t bytes = kern__sp_transpose_bytes(ctx, a);
+        w = bytes == SIZE_MAX ? NULL : (char *)kern__workspace(ctx, bytes);
+        if (!w) {
+            st = kern__sc_nomem(op, bytes);
+            goto done;
+        }
     }
     if ((st = kern__sp_transpose_scratch(ctx, a, w, &rowptrT, &posT, &rowT)) != KERN_OK) goto done;
     is64 = a->index_dtype == KERN_I64;
@@ -652,13 +687,16 @@ static kern_status kern__sp_fwd_check(const char *op, const kern_csr *a,
         return kern__err(KERN_ERR_SHAPE, "%s: dense.shape[0]=%lld but csr.ncols=%lld", op,
                          (long long)dense->shape[0], (long long)a->ncols);
     F = dense->shape[1];
-    if ((st = kern__sp_check_dense(out, op, "out", a->nrows, F, dense->dtype)) != KERN_OK)
+    if ((st = kern__sp_check_dense(out, op, "out", a->nrows, F, dense->dtype)) != KERN_OK ||
+        (st = kern__sc_check_writable(out, op, "out")) != KERN_OK)
         return st;
     if (arg_out) {
         if (reduce != KERN_REDUCE_AMAX && reduce != KERN_REDUCE_AMIN)
             return kern__err(KERN_ERR_ARG, "%s: arg_out is only defined for amax/amin, not %s",
                              op, kern_reduce_name(reduce));
-        if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK) return st;
+        if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK ||
+            (st = kern__sc_check_writable(arg_out, op, "arg_out")) != KERN_OK)
+            return st;
         if (kern_tensors_overlap(arg_out, out) || kern_tensors_overlap(arg_out, dense))
             return kern__err(KERN_ERR_ARG, "%s: arg_out overlaps out or dense", op);
     }
@@ -728,13 +766,13 @@ KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
         J.F = F;
         J.E = a->nnz;
         J.src = (const char *)dense->data;
-        J.src_rs = dense->stride[0] * (int64_t)J.es;
+        J.src_rs = kern__sc_rsb(dense, J.es);
         J.out = (char *)out->data;
-        J.out_rs = out->stride[0] * (int64_t)J.es;
+        J.out_rs = kern__sc_rsb(out, J.es);
         if (arg_out) {
             J.arg = (char *)arg_out->data;
             J.arg64 = arg_out->dtype == KERN_I64;
-            J.arg_rs = arg_out->stride[0] * (int64_t)(J.arg64 ? 8 : 4);
+            J.arg_rs = kern__sc_rsb(arg_out, J.arg64 ? 8 : 4);
         }
         J.sentinel = (int32_t)(a->nnz < INT32_MAX ? a->nnz : INT32_MAX);
         J.rowptr = a->rowptr;
@@ -793,9 +831,10 @@ static void kern__sp_gv_task(void *p, int64_t t, int thread) {
     (void)thread;
     for (r = B->bounds[t]; r < B->bounds[t + 1]; r++) {
         int64_t s = kern__sc_ix(a->rowptr, B->is64, r), e = kern__sc_ix(a->rowptr, B->is64, r + 1);
-        const void *g = B->gout + r * B->gout_rs;
+        /* F == 0: empty rows (their data may be NULL), every gradient 0 */
+        const char *g = B->F > 0 ? B->gout + r * B->gout_rs : NULL;
         for (k = s; k < e; k++) {
-            const void *x = B->dense + kern__sc_ix(a->col, B->is64, k) * B->dense_rs;
+            const char *x = B->F > 0 ? B->dense + kern__sc_ix(a->col, B->is64, k) * B->dense_rs : NULL;
             float acc = 0.0f;
             if (B->minmax) {
                 for (f = 0; f < B->F; f++)
@@ -862,10 +901,14 @@ static kern_status kern__sp_bwd_check(const char *op, const kern_csr *a,
             return kern__err(KERN_ERR_ARG, "%s: %s needs the forward's arg_out", op,
                              kern_reduce_name(reduce));
         if ((st = kern__sp_check_arg(arg_out, op, a->nrows, F, a->nnz)) != KERN_OK) return st;
+    } else if (arg_out) {
+        return kern__err(KERN_ERR_ARG, "%s: arg_out is only defined for amax/amin, not %s", op,
+                         kern_reduce_name(reduce));
     }
     if (grad_dense) {
         if ((st = kern__sp_check_dense(grad_dense, op, "grad_dense", a->ncols, F, dense->dtype)) !=
-            KERN_OK)
+                KERN_OK ||
+            (st = kern__sc_check_writable(grad_dense, op, "grad_dense")) != KERN_OK)
             return st;
         if (kern_tensors_overlap(grad_dense, dense) || kern_tensors_overlap(grad_dense, grad_out) ||
             (arg_out && kern_tensors_overlap(grad_dense, arg_out)))
@@ -879,6 +922,7 @@ static kern_status kern__sp_bwd_check(const char *op, const kern_csr *a,
         if (grad_values->ndim != 1 || grad_values->shape[0] != a->nnz)
             return kern__err(KERN_ERR_SHAPE, "%s: grad_values must be [nnz=%lld]", op,
                              (long long)a->nnz);
+        if ((st = kern__sc_check_writable(grad_values, op, "grad_values")) != KERN_OK) return st;
         if (kern_tensors_overlap(grad_values, dense) ||
             kern_tensors_overlap(grad_values, grad_out) ||
             (grad_dense && kern_tensors_overlap(grad_values, grad_dense)) ||
@@ -896,9 +940,13 @@ static void kern__sp_bwd_scratch(kern_ctx *ctx, const kern_csr *a, int64_t F, in
                                  const kern_tensor *grad_dense, size_t *shared, size_t *thread) {
     *shared = *thread = 0;
     if (!grad_dense || a->ncols <= 0 || F <= 0) return;
-    *shared = kern__sp_transpose_bytes(ctx, a) + ((size_t)a->nnz * 4 + 64) +
-              (size_t)(kern__sc_gather_ntasks(ctx, a->ncols) + 1) * 8 + 64;
-    *thread = minmax ? (size_t)F * 4 + 64 : kern__sp_row_scratch(F);
+    /* sizes saturate at SIZE_MAX (no allocation of it succeeds); each
+     * part is a multiple of 64 bytes, so the int64 task bounds stay
+     * aligned for any nnz */
+    *shared = kern__sc_sz(kern__sc_add(kern__sp_transpose_bytes(ctx, a),
+                                       kern__sc_sz(0, a->nnz, 4)),
+                          kern__sc_gather_ntasks(ctx, a->ncols) + 1, 8);
+    *thread = minmax ? kern__sc_sz(0, F, 4) : kern__sp_row_scratch(F);
 }
 
 KERN_API kern_status kern_spmm_reduce_backward_workspace_size(
@@ -949,23 +997,23 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
     B.a = a; B.is64 = a->index_dtype == KERN_I64; B.minmax = minmax;
     B.mean = reduce == KERN_REDUCE_MEAN; B.F = F; B.dt = dense->dtype;
     B.es = kern_dtype_size(dense->dtype); B.ctx = ctx;
-    B.dense = (const char *)dense->data; B.dense_rs = dense->stride[0] * (int64_t)B.es;
-    B.gout = (const char *)grad_out->data; B.gout_rs = grad_out->stride[0] * (int64_t)B.es;
+    B.dense = (const char *)dense->data; B.dense_rs = kern__sc_rsb(dense, B.es);
+    B.gout = (const char *)grad_out->data; B.gout_rs = kern__sc_rsb(grad_out, B.es);
     if (arg_out) {
         B.arg = (const char *)arg_out->data;
         B.arg64 = arg_out->dtype == KERN_I64;
-        B.arg_rs = arg_out->stride[0] * (int64_t)(B.arg64 ? 8 : 4);
+        B.arg_rs = kern__sc_rsb(arg_out, B.arg64 ? 8 : 4);
     }
     if (grad_dense && a->ncols > 0 && F > 0) {
         /* the transpose and (sum/mean) the per-entry weights live in the
          * workspace; the task bounds after them */
-        size_t tb = kern__sp_transpose_bytes(ctx, a), wb = (size_t)a->nnz * 4 + 64;
+        size_t tb = kern__sp_transpose_bytes(ctx, a), wb = kern__sc_sz(0, a->nnz, 4);
         int64_t nt = kern__sc_gather_ntasks(ctx, a->ncols);
         char *w = (char *)kern__workspace(ctx, sh);
         int64_t *rowptrT, *posT, *rowT, *bounds;
         float *wT;
         if (!w) {
-            st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate scratch", op);
+            st = kern__sc_nomem(op, sh);
             goto done;
         }
         if ((st = kern__sp_transpose_scratch(ctx, a, w, &rowptrT, &posT, &rowT)) != KERN_OK)
@@ -989,13 +1037,13 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
             J.op = KERN__SC_ADD; J.es = B.es; J.accsz = 4; J.N = a->ncols; J.F = F;
             J.E = a->nnz; J.src = B.gout; J.src_rs = B.gout_rs;
             J.out = (char *)grad_dense->data;
-            J.out_rs = grad_dense->stride[0] * (int64_t)B.es;
+            J.out_rs = kern__sc_rsb(grad_dense, B.es);
             J.rowptr = rowptrT; J.rowptr64 = 1; J.ids = rowT; J.ids64 = 1;
             J.w = wT; J.wdt = KERN_F32; J.pos_is_k = 1; J.init_const = 1;
             if ((st = kern__sc_run_gather(&J, bounds, nt)) != KERN_OK) goto done;
         } else {
             B.gd = (char *)grad_dense->data;
-            B.gd_rs = grad_dense->stride[0] * (int64_t)B.es;
+            B.gd_rs = kern__sc_rsb(grad_dense, B.es);
             B.rowptrT = rowptrT; B.posT = posT; B.rowT = rowT;
             if ((st = kern__reserve_thread_scratch(ctx, th)) != KERN_OK) goto done;
             kern__sc_split_rows(rowptrT, 1, a->ncols, nt, bounds);

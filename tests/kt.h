@@ -444,6 +444,169 @@ static KT__UNUSED int kt_isas(kern_isa *out) { return kt_isa_levels(out); }
              kt_once_; kt_once_ = NULL)                                       \
             for (kern_ctx *ctx = kt_ctx(threads, isa); ctx; ctx = NULL)
 
+/* ----------------------------------------------------- fault injection */
+
+/* A counting allocator for kern_ctx_params.allocator that refuses the
+ * allocation at 1-based position `fail_at` (0 = none) and every request
+ * larger than `max_bytes` (0 = no cap), and tracks what is still live, so
+ * a test can check that an op returns KERN_ERR_NOMEM with its outputs
+ * untouched and that nothing leaks once the context is destroyed. Thread
+ * safe (kern allocates from the calling thread today, but need not). */
+typedef struct kt_falloc {
+    int64_t fail_at;  /* 1-based position to refuse; 0 = none */
+    size_t max_bytes; /* refuse larger requests; 0 = no cap */
+    int64_t calls;    /* allocations asked for */
+    int64_t refused;  /* allocations refused (position or cap) */
+    int64_t live;     /* allocations not freed yet */
+    int64_t bad_free; /* frees of pointers this allocator did not give */
+} kt_falloc;
+
+#define KT__FALLOC_MAGIC 0x6b74666cu
+typedef struct kt__fhdr { /* sits `align` bytes before the payload */
+    uint32_t magic;
+    uint32_t align;
+    void *base;
+} kt__fhdr;
+
+static KT__UNUSED void *kt__falloc_alloc(void *user, size_t size, size_t align) {
+    kt_falloc *fa = (kt_falloc *)user;
+    int64_t pos = __atomic_add_fetch(&fa->calls, 1, __ATOMIC_SEQ_CST);
+    void *base = NULL;
+    unsigned char *p;
+    kt__fhdr h;
+    if (align < sizeof(kt__fhdr)) align = 64;
+    if ((fa->fail_at > 0 && pos == fa->fail_at) || (fa->max_bytes && size > fa->max_bytes) ||
+        size > (size_t)-1 - 2 * align) {
+        __atomic_add_fetch(&fa->refused, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    if (posix_memalign(&base, align, size + align) != 0) {
+        __atomic_add_fetch(&fa->refused, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    p = (unsigned char *)base + align;
+    h.magic = KT__FALLOC_MAGIC;
+    h.align = (uint32_t)align;
+    h.base = base;
+    memcpy(p - sizeof h, &h, sizeof h);
+    __atomic_add_fetch(&fa->live, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+static KT__UNUSED void kt__falloc_free(void *user, void *ptr) {
+    kt_falloc *fa = (kt_falloc *)user;
+    kt__fhdr h;
+    if (!ptr) return;
+    memcpy(&h, (unsigned char *)ptr - sizeof h, sizeof h);
+    if (h.magic != KT__FALLOC_MAGIC) {
+        __atomic_add_fetch(&fa->bad_free, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    h.magic = 0;
+    memcpy((unsigned char *)ptr - sizeof h, &h, sizeof h);
+    __atomic_sub_fetch(&fa->live, 1, __ATOMIC_SEQ_CST);
+    free(h.base);
+}
+/* A fresh (uncached) context using `fa`; NULL if it cannot be made. The
+ * caller destroys it. */
+static KT__UNUSED kern_ctx *kt_ctx_falloc(int threads, kern_isa isa, int deterministic,
+                                          kt_falloc *fa) {
+    kern_ctx_params p;
+    kern_ctx *c = NULL;
+    memset(&p, 0, sizeof p);
+    p.n_threads = threads;
+    p.isa_cap = isa;
+    p.deterministic = deterministic;
+    p.allocator.alloc = kt__falloc_alloc;
+    p.allocator.free = kt__falloc_free;
+    p.allocator.user = fa;
+    if (kern_ctx_create(&p, &c) != KERN_OK) return NULL;
+    return c;
+}
+
+/* An output region whose bytes must not change when an op fails. */
+typedef struct kt_region {
+    const void *p;
+    size_t n;
+    const char *what;
+} kt_region;
+
+/* One run of an op under fault injection: returns the op's status. `arg`
+ * is the test's; on success the function releases whatever the op
+ * created (packed weights, handles) through ctx. */
+typedef kern_status (*kt_fault_fn)(kern_ctx *ctx, void *arg);
+
+/* Runs fn with a fresh context (threads, isa) whose allocator refuses
+ * allocation 1, then 2, 3, ... until fn succeeds without a refusal. After
+ * every refusal it checks: status KERN_ERR_NOMEM, a non-empty message,
+ * the `nout` output regions byte-identical to before the call, and no
+ * live allocation once the context is destroyed (also after the final
+ * success). Returns the number of allocation positions exercised, or -1
+ * after a failure (reported through KT_CHECK-style messages). */
+#define kt_fault_sweep(what, threads, isa, fn, arg, out, nout)                \
+    kt__fault_sweep(__FILE__, __LINE__, what, threads, isa, fn, arg, out, nout)
+static KT__UNUSED int kt__fault_sweep(const char *file, int line, const char *what, int threads,
+                                      kern_isa isa, kt_fault_fn fn, void *arg,
+                                      const kt_region *out, int nout) {
+    unsigned char *snap[16];
+    int64_t k;
+    int i, result = -1;
+    if (nout > 16) nout = 16;
+    for (i = 0; i < nout; i++) {
+        snap[i] = (unsigned char *)malloc(out[i].n ? out[i].n : 1);
+        if (out[i].n) memcpy(snap[i], out[i].p, out[i].n);
+    }
+    for (k = 1; k <= 100000; k++) {
+        kt_falloc fa;
+        kern_ctx *ctx;
+        kern_status st;
+        int changed = -1;
+        memset(&fa, 0, sizeof fa);
+        fa.fail_at = k;
+        ctx = kt_ctx_falloc(threads, isa, 0, &fa);
+        if (!ctx) {
+            kt__fail(file, line, "%s: cannot create a context", what);
+            break;
+        }
+        kern_clear_error();
+        st = fn(ctx, arg);
+        for (i = 0; i < nout && st != KERN_OK; i++)
+            if (out[i].n && memcmp(snap[i], out[i].p, out[i].n) != 0) changed = i;
+        kern_ctx_destroy(ctx);
+        if (fa.live != 0 || fa.bad_free != 0) {
+            kt__fail(file, line, "%s, allocation %lld refused: %lld allocations leaked, %lld bad frees",
+                     what, (long long)k, (long long)fa.live, (long long)fa.bad_free);
+            break;
+        }
+        if (st == KERN_OK && fa.refused == 0) {
+            result = (int)(k - 1);
+            break;
+        }
+        if (st == KERN_OK) { /* the op recovered from the refusal: reset the outputs */
+            for (i = 0; i < nout; i++)
+                if (out[i].n) memcpy((void *)out[i].p, snap[i], out[i].n);
+            continue;
+        }
+        if (st != KERN_ERR_NOMEM || fa.refused == 0) {
+            kt__fail(file, line, "%s, allocation %lld of %lld refused: %s (%s), want KERN_ERR_NOMEM",
+                     what, (long long)k, (long long)fa.calls, kern_status_name(st),
+                     kern_last_error());
+            break;
+        }
+        if (!kern_last_error()[0]) {
+            kt__fail(file, line, "%s, allocation %lld refused: NOMEM without a message", what,
+                     (long long)k);
+            break;
+        }
+        if (changed >= 0) {
+            kt__fail(file, line, "%s, allocation %lld refused: NOMEM but %s was written", what,
+                     (long long)k, out[changed].what ? out[changed].what : "an output");
+            break;
+        }
+    }
+    for (i = 0; i < nout; i++) free(snap[i]);
+    return result;
+}
+
 /* ---------------------------------------------------------------- main */
 
 static KT__UNUSED int kt_main(int argc, char **argv, const char *file) {

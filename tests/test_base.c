@@ -1443,4 +1443,62 @@ KT_TEST(dropout_keep_fraction) {
     }
 }
 
+/* ------------------------------------------------ hardening (issue 19) */
+
+KT_TEST(tensor_views_hardening) {
+    kern_tensor t, *h;
+    float buf[4];
+    /* last_dim_unit of an invalid ndim reads nothing past the arrays */
+    memset(&t, 0, sizeof t);
+    t.data = buf; t.dtype = KERN_F32; t.ndim = 9;
+    t.stride[0] = 1; /* what shape[8] aliased */
+    KT_CHECK(kern_tensor_last_dim_unit(&t) == 0, "ndim 9");
+    t.ndim = -1;
+    KT_CHECK(kern_tensor_last_dim_unit(&t) == 0, "ndim -1");
+    h = (kern_tensor *)kt_alloc(sizeof *h, "tensor");
+    memset(h, 0, sizeof *h);
+    h->ndim = 1000;
+    KT_CHECK(kern_tensor_last_dim_unit(h) == 0, "ndim 1000");
+    kt_free(h);
+    /* empty tensors whose other dims are huge are valid: numel 0 */
+    {
+        int64_t a[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0};
+        int64_t b[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+        int64_t c[4] = {INT64_MAX, INT64_MAX, 0, INT64_MAX};
+        KT_OK(kern_tensor_init(&t, NULL, KERN_F32, 3, a));
+        KT_CHECK(t.stride[0] == (int64_t)1 << 40 && t.stride[1] == 1 && t.stride[2] == 1,
+                 "strides %lld %lld %lld", (long long)t.stride[0], (long long)t.stride[1],
+                 (long long)t.stride[2]);
+        KT_CHECK(kern_tensor_numel(&t) == 0 && kern_tensor_is_contiguous(&t));
+        KT_OK(kern_tensor_check(&t, "kt", "a"));
+        KT_OK(kern_tensor_init(&t, NULL, KERN_BF16, 3, b));
+        KT_CHECK(kern_tensor_numel(&t) == 0 && kern_tensor_is_contiguous(&t));
+        KT_OK(kern_tensor_init(&t, buf, KERN_I64, 4, c));
+        KT_CHECK(kern_tensor_numel(&t) == 0 && kern_tensor_is_contiguous(&t));
+        KT_OK(kern_tensor_check(&t, "kt", "c"));
+    }
+    /* broadcasting to a shape whose element count overflows is an error */
+    {
+        kern_tensor one = kern_tensor_1d(buf, KERN_F32, 1), out;
+        int64_t big[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 1};
+        int64_t empty[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40};
+        KT_ERROR(kern_tensor_broadcast_to(&one, 3, big, &out, "kt_op", "x"), KERN_ERR_SHAPE,
+                 "overflows");
+        KT_OK(kern_tensor_broadcast_to(&one, 3, empty, &out, "kt_op", "x"));
+        KT_CHECK(kern_tensor_numel(&out) == 0);
+        KT_OK(kern_tensor_check(&out, "kt", "out"));
+    }
+    /* an unchecked view whose span overflows: no overflow inside, and it
+     * cannot be shown disjoint from anything (found by fuzz_csr) */
+    {
+        kern_tensor a = kern_tensor_1d(buf, KERN_F32, 2), b = kern_tensor_1d(buf + 2, KERN_F32, 2);
+        int64_t lo = 5, hi = 5;
+        KT_CHECK(!kern_tensors_overlap(&a, &b));
+        a.stride[0] = INT64_MAX;
+        KT_CHECK(kern_tensors_overlap(&a, &b) == 1 && kern_tensors_overlap(&b, &a) == 1);
+        kern_tensor_span(&a, &lo, &hi);
+        KT_CHECK(lo == 0 && hi == 0);
+    }
+}
+
 KT_MAIN()

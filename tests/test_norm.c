@@ -1163,4 +1163,77 @@ KT_TEST(errors) {
 #undef FULLP
 }
 
+/* Found by fuzz_norm (inputs in tests/fuzz/corpus/norm). */
+KT_TEST(norm_fuzz_findings) {
+    /* dbias without dweight: the row kernels wrote dweight partials
+     * through a NULL pointer (segfault on every ISA) */
+    {
+        float x[48], dy[48], dx[48], b[24], db1[24], db2[24], dw[24], ones[24];
+        int i;
+        KT_FOR_EACH_ISA(isa, ctx, 2) {
+            kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, 24), tdy = kern_tensor_2d(dy, KERN_F32, 2, 24);
+            kern_tensor tdx = kern_tensor_2d(dx, KERN_F32, 2, 24), tb = kern_tensor_1d(b, KERN_F32, 24);
+            kern_tensor tdb = kern_tensor_1d(db1, KERN_F32, 24), tdw = kern_tensor_1d(dw, KERN_F32, 24);
+            kern_tensor tw = kern_tensor_1d(ones, KERN_F32, 24);
+            kern_norm_backward_params p;
+            for (i = 0; i < 48; i++) { x[i] = (float)(i % 7) - 3; dy[i] = 0.5f * (float)(i % 3); }
+            for (i = 0; i < 24; i++) b[i] = 0.1f * (float)i;
+            memset(&p, 0, sizeof p);
+            p.bias = &tb;
+            p.dbias = &tdb;
+            p.act = KERN_ACT_GELU;
+            kt_context("%s", kern_isa_name(isa));
+            KT_OK(kern_norm_backward(ctx, &tdy, &tx, &tdx, &p));
+            /* the same dbias with a weight of ones and dweight requested */
+            for (i = 0; i < 24; i++) ones[i] = 1.0f;
+            p.weight = &tw;
+            p.dweight = &tdw;
+            tdb.data = db2;
+            KT_OK(kern_norm_backward(ctx, &tdy, &tx, &tdx, &p));
+            kt_assert_bytes_equal("dbias alone vs with dweight", db1, db2, sizeof db1);
+        }
+    }
+    /* an output whose rows overlap (row stride 0) kept only the last row */
+    {
+        float x[2] = {1, 2}, o[1] = {7};
+        int64_t sh[2] = {2, 1}, st0[2] = {0, 0};
+        kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, 1), to;
+        kern_norm_params p;
+        memset(&p, 0, sizeof p);
+        p.norm = KERN_NORM_RMS;
+        KT_OK(kern_tensor_init_strided(&to, o, KERN_F32, 2, sh, st0));
+        KT_ERROR(kern_norm(NULL, &tx, &to, &p), KERN_ERR_LAYOUT, "out has overlapping elements");
+        KT_ERROR(kern_add(NULL, &tx, &tx, &to), KERN_ERR_LAYOUT, "out has overlapping elements");
+        KT_CHECK(o[0] == 7, "out written on error");
+    }
+    /* H = 0 with 2^40 rows and no mean/rstd: nothing to do, at once (it
+     * looped over the rows) */
+    {
+        int64_t sh[2] = {(int64_t)1 << 40, 0};
+        kern_tensor x, out;
+        kern_norm_params p;
+        memset(&p, 0, sizeof p);
+        KT_OK(kern_tensor_init(&x, NULL, KERN_F32, 2, sh));
+        KT_OK(kern_tensor_init(&out, NULL, KERN_F32, 2, sh));
+        KT_OK(kern_norm(kt_ctx(1, KERN_ISA_AUTO), &x, &out, &p));
+    }
+    /* no rows and a huge H: the forward's padded H overflowed, the
+     * backward looped over H without dweight/dbias to zero */
+    {
+        int64_t sh[2] = {0, INT64_MAX - 1}, sh2[2] = {0, (int64_t)1 << 40};
+        kern_tensor x, out, dy;
+        kern_norm_params p;
+        kern_norm_backward_params bp;
+        memset(&p, 0, sizeof p);
+        memset(&bp, 0, sizeof bp);
+        KT_OK(kern_tensor_init(&x, NULL, KERN_F32, 2, sh));
+        KT_OK(kern_tensor_init(&out, NULL, KERN_F32, 2, sh));
+        KT_OK(kern_norm(kt_ctx(1, KERN_ISA_AUTO), &x, &out, &p));
+        KT_OK(kern_tensor_init(&x, NULL, KERN_F32, 2, sh2));
+        KT_OK(kern_tensor_init(&out, NULL, KERN_F32, 2, sh2));
+        KT_OK(kern_tensor_init(&dy, NULL, KERN_F32, 2, sh2));
+        KT_OK(kern_norm_backward(kt_ctx(1, KERN_ISA_AUTO), &dy, &x, &out, &bp));
+    }
+}
+
 KT_MAIN()

@@ -785,4 +785,186 @@ KT_TEST(scatter_errors) {
     kt_assert_bytes_equal("gather out untouched", out, outsave, sizeof out);
 }
 
+/* ------------------------------------------------ hardening (issue 19) */
+
+/* An index with a zero-size dim has no elements: nothing of its data may
+ * be read (NULL data crashed; a one-element buffer was read past, or gave
+ * a spurious KERN_ERR_INDEX). */
+KT_TEST(scatter_gather_empty_index_reads_nothing) {
+    int64_t *one = (int64_t *)kt_alloc(8, "one index");
+    float self[3], src[3], out[3];
+    int64_t sh3_0[2] = {3, 0}, st11[2] = {1, 1};
+    kern_tensor ts, tsrc, to, ti;
+    int variant;
+    one[0] = 99;
+    KT_OK(kern_tensor_init(&ts, self, KERN_F32, 2, sh3_0));
+    KT_OK(kern_tensor_init(&tsrc, src, KERN_F32, 2, sh3_0));
+    KT_OK(kern_tensor_init(&to, out, KERN_F32, 2, sh3_0));
+    for (variant = 0; variant < 2; variant++) {
+        /* [3, 0] with NULL data, then with one real (out of range) value */
+        KT_OK(kern_tensor_init_strided(&ti, variant ? (void *)one : NULL, KERN_I64, 2, sh3_0,
+                                       st11));
+        kt_context("index data %s", variant ? "one element" : "NULL");
+        KT_OK(kern_scatter_reduce(kt_ctx(1, KERN_ISA_AUTO), &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1,
+                                  &to, NULL, NULL));
+        KT_OK(kern_scatter_reduce(kt_ctx(2, KERN_ISA_AUTO), &ts, 0, &ti, &tsrc, KERN_REDUCE_AMAX, 0,
+                                  &to, NULL, NULL));
+        KT_OK(kern_gather(kt_ctx(1, KERN_ISA_AUTO), &tsrc, 0, &ti, &to));
+    }
+    kt_free(one);
+}
+
+/* A dim of size 1 may have any stride (2^62, INT64_MAX): scaling it to
+ * bytes or stepping past it must not overflow (UBSan reported signed
+ * overflow in the row strides and the general-path iterator). */
+KT_TEST(scatter_gather_huge_unused_strides) {
+    float self[4] = {1, 2, 3, 4}, src[8] = {5, 6, 7, 8, 9, 10, 11, 12}, out[4], g[8];
+    int64_t idx[2] = {0, 0};
+    int64_t s14[2] = {1, 4}, big[2] = {(int64_t)1 << 62, 1}, s24[2] = {2, 4};
+    kern_tensor ts, tsrc, to, ti = kern_tensor_1d(idx, KERN_I64, 2), tg;
+    double want[4], wg[8];
+    int i;
+    KT_OK(kern_tensor_init_strided(&ts, self, KERN_F32, 2, s14, big));
+    KT_OK(kern_tensor_init_strided(&to, out, KERN_F32, 2, s14, big));
+    KT_OK(kern_tensor_init(&tsrc, src, KERN_F32, 2, s24));
+    for (i = 0; i < 4; i++) want[i] = self[i] + src[i] + src[4 + i];
+    KT_OK(kern_scatter_reduce(kt_ctx(1, KERN_ISA_AUTO), &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to,
+                              NULL, NULL));
+    kt_assert_close("scatter out", out, KERN_F32, want, 4, kt_tol(KERN_F32));
+    /* gather from a one-row src with a huge row stride */
+    KT_OK(kern_tensor_init(&tg, g, KERN_F32, 2, s24));
+    KT_OK(kern_gather(kt_ctx(1, KERN_ISA_AUTO), &ts, 0, &ti, &tg));
+    for (i = 0; i < 8; i++) wg[i] = self[i % 4];
+    kt_assert_close("gather out", g, KERN_F32, wg, 8, kt_tol(KERN_F32));
+    /* general path (dim 1) over [2, 1] views whose size-1 dim has stride
+     * INT64_MAX */
+    {
+        int64_t sh21[2] = {2, 1}, stm[2] = {1, INT64_MAX}, i21[2] = {0, 0};
+        float a[2] = {1, 2}, b[2] = {10, 20}, o[2];
+        kern_tensor ta, tb, tout, tix;
+        double w2[2] = {11, 22};
+        KT_OK(kern_tensor_init_strided(&ta, a, KERN_F32, 2, sh21, stm));
+        KT_OK(kern_tensor_init_strided(&tb, b, KERN_F32, 2, sh21, stm));
+        KT_OK(kern_tensor_init_strided(&tout, o, KERN_F32, 2, sh21, stm));
+        KT_OK(kern_tensor_init_strided(&tix, i21, KERN_I64, 2, sh21, stm));
+        KT_OK(kern_scatter_reduce(kt_ctx(1, KERN_ISA_AUTO), &ta, 1, &tix, &tb, KERN_REDUCE_SUM, 1,
+                                  &tout, NULL, NULL));
+        kt_assert_close("general out", o, KERN_F32, w2, 2, kt_tol(KERN_F32));
+        KT_OK(kern_gather(kt_ctx(1, KERN_ISA_AUTO), &tb, 1, &tix, &tout));
+        w2[0] = 10; w2[1] = 20;
+        kt_assert_close("general gather", o, KERN_F32, w2, 2, kt_tol(KERN_F32));
+    }
+}
+
+KT_TEST(scatter_plan_bytes_limits) {
+    KT_CHECK(kern_scatter_plan_bytes(INT64_MAX, 0) == 0);
+    KT_CHECK(kern_scatter_plan_bytes(INT64_MAX - 1, 0) == 0);
+    KT_CHECK(kern_scatter_plan_bytes(0, INT64_MAX) == 0);
+    KT_CHECK(kern_scatter_plan_bytes(-1, 0) == 0);
+    KT_CHECK(kern_scatter_plan_bytes(3, 5) == 64 + 20, "%zu", kern_scatter_plan_bytes(3, 5));
+}
+
+/* Outputs whose elements overlap (a zero stride) cannot be written:
+ * KERN_ERR_LAYOUT, as gemm and qgemm. */
+KT_TEST(scatter_gather_reject_self_overlapping_out) {
+    float src[12], self[12], out[12], save[12];
+    int64_t idx[3] = {0, 1, 2}, sh[2] = {2, 4}, st60[2] = {6, 0}, sh34[2] = {3, 4};
+    int64_t st0[2] = {0, 1};
+    kern_tensor tsrc, ts, to, ti = kern_tensor_1d(idx, KERN_I64, 2);
+    int i;
+    for (i = 0; i < 12; i++) src[i] = self[i] = (float)i;
+    kt_poison(out, sizeof out);
+    memcpy(save, out, sizeof out);
+    KT_OK(kern_tensor_init(&tsrc, src, KERN_F32, 2, sh34));
+    KT_OK(kern_tensor_init_strided(&to, out, KERN_F32, 2, sh, st60));
+    KT_ERROR(kern_gather(NULL, &tsrc, 0, &ti, &to), KERN_ERR_LAYOUT, "out has overlapping elements");
+    KT_OK(kern_tensor_init(&ts, self, KERN_F32, 2, sh34));
+    KT_OK(kern_tensor_init_strided(&to, out, KERN_F32, 2, sh34, st0));
+    ti = kern_tensor_1d(idx, KERN_I64, 3);
+    KT_ERROR(kern_scatter_reduce(NULL, &ts, 0, &ti, &tsrc, KERN_REDUCE_SUM, 1, &to, NULL, NULL),
+             KERN_ERR_LAYOUT, "out has overlapping elements");
+    kt_assert_bytes_equal("out untouched", out, save, sizeof out);
+}
+
+/* Every op under fault injection: each refused allocation gives NOMEM
+ * with the outputs untouched and nothing leaked. The general path used to
+ * fill out = self and the arg_out sentinels before reserving its scratch. */
+typedef struct sc_fault {
+    kern_tensor self, src, idx, out, arg;
+    int dim, use_arg;
+    kern_reduce red;
+} sc_fault;
+static kern_status sc_fault_scatter(kern_ctx *ctx, void *p) {
+    sc_fault *f = (sc_fault *)p;
+    return kern_scatter_reduce(ctx, &f->self, f->dim, &f->idx, &f->src, f->red, 1, &f->out,
+                               f->use_arg ? &f->arg : NULL, NULL);
+}
+static kern_status sc_fault_gather(kern_ctx *ctx, void *p) {
+    sc_fault *f = (sc_fault *)p;
+    return kern_gather(ctx, &f->src, f->dim, &f->idx, &f->out);
+}
+KT_TEST(scatter_gather_fault_injection) {
+    enum { N = 40, F = 24, E = 300 };
+    float *self = (float *)kt_alloc(N * F * 4, "self"), *src = (float *)kt_alloc(E * F * 4, "src");
+    float *out = (float *)kt_alloc(E * F * 4, "out");
+    int64_t *idx = (int64_t *)kt_alloc(E * F * 8, "index"), *arg = (int64_t *)kt_alloc(N * F * 8, "arg");
+    kt_rng r = kt_rng_make(5);
+    sc_fault f;
+    kt_region reg[2];
+    int threads, dim, use_arg;
+    int64_t i;
+    kt_fill_normal(&r, self, KERN_F32, N * F, 1.0);
+    kt_fill_normal(&r, src, KERN_F32, E * F, 1.0);
+    for (i = 0; i < E * F; i++) idx[i] = kt_randint(&r, 0, N);
+    kt_poison(out, E * F * 4);
+    kt_poison(arg, N * F * 8);
+    reg[0].p = out; reg[0].n = E * F * 4; reg[0].what = "out";
+    reg[1].p = arg; reg[1].n = N * F * 8; reg[1].what = "arg_out";
+    memset(&f, 0, sizeof f);
+    f.self = kern_tensor_2d(self, KERN_F32, N, F);
+    f.src = kern_tensor_2d(src, KERN_F32, E, F);
+    f.out = kern_tensor_2d(out, KERN_F32, N, F);
+    f.arg = kern_tensor_2d(arg, KERN_I64, N, F);
+    for (threads = 1; threads <= 2; threads++)
+        for (dim = 0; dim < 2; dim++)
+            for (use_arg = 0; use_arg < 2; use_arg++) {
+                kt_context("%d threads, dim %d, arg %d", threads, dim, use_arg);
+                f.dim = dim;
+                f.use_arg = use_arg;
+                f.red = use_arg ? KERN_REDUCE_AMAX : KERN_REDUCE_MEAN;
+                /* dim 0: the GNN fast path (1-D index); dim 1: general */
+                f.idx = dim == 0 ? kern_tensor_1d(idx, KERN_I64, E) : kern_tensor_2d(idx, KERN_I64, N, F);
+                if (dim == 1)
+                    for (i = 0; i < N * F; i++) idx[i] = kt_randint(&r, 0, F);
+                KT_CHECK(kt_fault_sweep("scatter_reduce", threads, KERN_ISA_AUTO, sc_fault_scatter,
+                                        &f, reg, 2) >= 0);
+                if (dim == 0)
+                    for (i = 0; i < E; i++) idx[i] = kt_randint(&r, 0, N);
+            }
+    /* gather: fast and general */
+    for (dim = 0; dim < 2; dim++) {
+        f.dim = dim;
+        f.src = kern_tensor_2d(self, KERN_F32, N, F);
+        f.idx = dim == 0 ? kern_tensor_1d(idx, KERN_I64, E) : kern_tensor_2d(idx, KERN_I64, N, F);
+        f.out = dim == 0 ? kern_tensor_2d(out, KERN_F32, E, F) : kern_tensor_2d(out, KERN_F32, N, F);
+        KT_CHECK(kt_fault_sweep("gather", 2, KERN_ISA_AUTO, sc_fault_gather, &f, reg, 1) >= 0);
+    }
+    kt_free(self); kt_free(src); kt_free(out); kt_free(idx); kt_free(arg);
+}
+
+/* Found by fuzz_scatter (inputs in tests/fuzz/corpus/scatter): an empty
+ * index with huge other dims on the general path (the line count
+ * overflowed). */
+KT_TEST(scatter_fuzz_findings) {
+    int64_t sh[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40};
+    kern_tensor self, src, idx, out;
+    KT_OK(kern_tensor_init(&self, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&src, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&out, NULL, KERN_F32, 3, sh));
+    KT_OK(kern_tensor_init(&idx, NULL, KERN_I64, 3, sh));
+    KT_OK(kern_scatter_reduce(kt_ctx(1, KERN_ISA_AUTO), &self, 1, &idx, &src, KERN_REDUCE_SUM, 1,
+                              &out, NULL, NULL));
+    KT_OK(kern_gather(kt_ctx(1, KERN_ISA_AUTO), &src, 1, &idx, &out));
+}
+
 KT_MAIN()

@@ -1330,4 +1330,246 @@ KT_TEST(edge_sizes) {
     }
 }
 
+/* ------------------------------------------------ hardening (issue 19) */
+
+/* Window bounds up to INT64_MAX mean "unbounded" in effect: the result
+ * must be the bits of window -1 (the bound overflowed and gave all-zero
+ * rows). Top-left and bottom-right (negative offset when Lq > Lk), the
+ * panel and the rows paths, forward and backward. */
+KT_TEST(window_extreme_bounds) {
+    static const int64_t W[][2] = {{-1, INT64_MAX}, {INT64_MAX, -1}, {INT64_MAX, INT64_MAX},
+                                   {INT64_MAX - 3, INT64_MAX - 5}};
+    int v, w;
+    for (v = 0; v < 4; v++) {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(40 + (uint64_t)v);
+        tdata d;
+        tgrad g;
+        unsigned char *o1, *q1, *k1, *v1;
+        kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+        c.Hq = 2; c.Hkv = 1;
+        c.Lq = v & 1 ? 70 : 3;
+        c.Lk = 40;
+        c.causal = v < 2;
+        c.bottom_right = v >= 2;
+        c.window = 1;
+        c.wl = c.wr = -1;
+        td_make(&c, &d, &rng);
+        tg_make(&c, &g, &rng);
+        KT_OK(run_fwd(ctx, &c, &d));
+        KT_OK(run_bwd(ctx, &c, &d, &g));
+        o1 = (unsigned char *)malloc(d.ob);
+        q1 = (unsigned char *)malloc(g.dqb);
+        k1 = (unsigned char *)malloc(g.dkb);
+        v1 = (unsigned char *)malloc(g.dvb);
+        memcpy(o1, d.op, d.ob);
+        memcpy(q1, g.dqp, g.dqb);
+        memcpy(k1, g.dkp, g.dkb);
+        memcpy(v1, g.dvp, g.dvb);
+        for (w = 0; w < 4; w++) {
+            c.wl = W[w][0];
+            c.wr = W[w][1];
+            kt_context("Lq %lld %s, window (%lld, %lld)", (long long)c.Lq,
+                       c.bottom_right ? "bottom-right" : "top-left", (long long)c.wl,
+                       (long long)c.wr);
+            KT_OK(run_fwd(ctx, &c, &d));
+            kt_assert_bytes_equal("out", o1, d.op, d.ob);
+            KT_OK(run_bwd(ctx, &c, &d, &g));
+            kt_assert_bytes_equal("dq", q1, g.dqp, g.dqb);
+            kt_assert_bytes_equal("dk", k1, g.dkp, g.dkb);
+            kt_assert_bytes_equal("dv", v1, g.dvp, g.dvb);
+        }
+        free(o1); free(q1); free(k1); free(v1);
+        tg_free(&g);
+        td_free(&d);
+    }
+}
+
+/* A negative scale is accepted, as by PyTorch (any float scale): the
+ * softmax is over -|scale| q.k, forward and backward against the
+ * reference. */
+KT_TEST(negative_scale) {
+    int v;
+    for (v = 0; v < 3; v++) {
+        tcase c = tc_default();
+        c.Hq = 2; c.Hkv = 1; c.Lq = v == 1 ? 70 : 9; c.Lk = 33;
+        c.scale = v == 2 ? -3.0f : -0.3f;
+        c.causal = v == 2;
+        c.softcap = v == 1 ? 2.0f : 0.0f;
+        fwd_case(&c, 60 + (uint64_t)v);
+        bwd_case(&c, 60 + (uint64_t)v);
+    }
+}
+
+/* max_seqlen_q/k far above the actual lengths (up to INT64_MAX, with
+ * GQA) must not drive the work or overflow: the same bits as the exact
+ * maxima, at once. With dropout the mask index uses max_seqlen as given
+ * (documented), so only completion is checked there. */
+KT_TEST(varlen_huge_max_seqlen) {
+    static const int64_t M[] = {(int64_t)1 << 34, (int64_t)1 << 40, INT64_MAX};
+    const int64_t Tq = 4, Tk = 6, Hq = 4, Hkv = 2, D = 16;
+    int64_t cuq[3] = {0, 1, 4}, cuk[3] = {0, 2, 6}, sq[3] = {4, 4, 16}, sk[3] = {6, 2, 16};
+    int64_t sl[2] = {4, 4};
+    float *q = (float *)kt_alloc(Tq * Hq * D * 4, "q"), *k = (float *)kt_alloc(Tk * Hkv * D * 4, "k");
+    float *vv = (float *)kt_alloc(Tk * Hkv * D * 4, "v"), *o = (float *)kt_alloc(Tq * Hq * D * 4, "out");
+    float *o1 = (float *)kt_alloc(Tq * Hq * D * 4, "out1"), *l = (float *)kt_alloc(Tq * Hq * 4, "lse");
+    float *l1 = (float *)kt_alloc(Tq * Hq * 4, "lse1");
+    float *dout = (float *)kt_alloc(Tq * Hq * D * 4, "dout");
+    float *dq = (float *)kt_alloc(Tq * Hq * D * 4, "dq"), *dk = (float *)kt_alloc(Tk * Hkv * D * 4, "dk");
+    float *dv = (float *)kt_alloc(Tk * Hkv * D * 4, "dv");
+    float *dq1 = (float *)kt_alloc(Tq * Hq * D * 4, "dq1");
+    kern_tensor tq, tk, tv, to, tl, cq = kern_tensor_1d(cuq, KERN_I64, 3);
+    kern_tensor ck = kern_tensor_1d(cuk, KERN_I64, 3), tdo, tdq, tdk, tdv;
+    kern_sdpa_params p;
+    kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+    kt_rng r = kt_rng_make(9);
+    int i, j;
+    kt_fill_normal(&r, q, KERN_F32, Tq * Hq * D, 1.0);
+    kt_fill_normal(&r, k, KERN_F32, Tk * Hkv * D, 1.0);
+    kt_fill_normal(&r, vv, KERN_F32, Tk * Hkv * D, 1.0);
+    kt_fill_normal(&r, dout, KERN_F32, Tq * Hq * D, 1.0);
+    KT_OK(kern_tensor_init(&tq, q, KERN_F32, 3, sq));
+    KT_OK(kern_tensor_init(&tk, k, KERN_F32, 3, sk));
+    KT_OK(kern_tensor_init(&tv, vv, KERN_F32, 3, sk));
+    KT_OK(kern_tensor_init(&to, o, KERN_F32, 3, sq));
+    KT_OK(kern_tensor_init(&tl, l, KERN_F32, 2, sl));
+    KT_OK(kern_tensor_init(&tdo, dout, KERN_F32, 3, sq));
+    KT_OK(kern_tensor_init(&tdq, dq, KERN_F32, 3, sq));
+    KT_OK(kern_tensor_init(&tdk, dk, KERN_F32, 3, sk));
+    KT_OK(kern_tensor_init(&tdv, dv, KERN_F32, 3, sk));
+    memset(&p, 0, sizeof p);
+    p.enable_gqa = 1;
+    p.lse = &tl;
+    p.causal_bottom_right = 1;
+    KT_OK(kern_sdpa_varlen(ctx, &tq, &tk, &tv, &to, &cq, &ck, 3, 4, &p));
+    KT_OK(kern_sdpa_varlen_backward(ctx, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, &cq, &ck,
+                                    3, 4, &p));
+    memcpy(o1, o, Tq * Hq * D * 4);
+    memcpy(l1, l, Tq * Hq * 4);
+    memcpy(dq1, dq, Tq * Hq * D * 4);
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 3; j++) {
+            kt_context("max_seqlen_q=%lld max_seqlen_k=%lld", (long long)(j == 1 ? 3 : M[i]),
+                       (long long)(j == 2 ? 4 : M[i]));
+            kt_poison(o, Tq * Hq * D * 4);
+            KT_OK(kern_sdpa_varlen(ctx, &tq, &tk, &tv, &to, &cq, &ck, j == 1 ? 3 : M[i],
+                                   j == 2 ? 4 : M[i], &p));
+            kt_assert_bytes_equal("out", o1, o, Tq * Hq * D * 4);
+            kt_assert_bytes_equal("lse", l1, l, Tq * Hq * 4);
+            kt_poison(dq, Tq * Hq * D * 4);
+            KT_OK(kern_sdpa_varlen_backward(ctx, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv,
+                                            &cq, &ck, j == 1 ? 3 : M[i], j == 2 ? 4 : M[i], &p));
+            kt_assert_bytes_equal("dq", dq1, dq, Tq * Hq * D * 4);
+        }
+    p.dropout_p = 0.5f;
+    p.seed = 3;
+    KT_OK(kern_sdpa_varlen(ctx, &tq, &tk, &tv, &to, &cq, &ck, INT64_MAX, INT64_MAX, &p));
+    KT_OK(kern_sdpa_varlen_backward(ctx, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, &cq, &ck,
+                                    INT64_MAX, INT64_MAX, &p));
+    for (i = 0; i < Tq * Hq * D; i++)
+        if (!isfinite(o[i]) || !isfinite(dq[i])) {
+            KT_CHECK(isfinite(o[i]) && isfinite(dq[i]), "element %d not finite", i);
+            break;
+        }
+    kt_free(q); kt_free(k); kt_free(vv); kt_free(o); kt_free(o1); kt_free(l); kt_free(l1);
+    kt_free(dout); kt_free(dq); kt_free(dk); kt_free(dv); kt_free(dq1);
+}
+
+/* Found by fuzz_sdpa (inputs in tests/fuzz/corpus/sdpa). */
+KT_TEST(fuzz_findings) {
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    /* outputs whose elements overlap: lse with a zero head stride gave
+     * the last head's value for every head */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(70);
+        tdata d;
+        kern_sdpa_params p;
+        c.Hq = 2; c.Hkv = 1; c.Lq = 3; c.Lk = 3;
+        td_make(&c, &d, &rng);
+        p = tc_params(&c, &d);
+        d.lse.stride[1] = 0;
+        kt_poison(d.op, d.ob);
+        KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "lse has overlapping elements");
+        d.lse.stride[1] = c.Lq;
+        d.o.stride[2] = 0;
+        KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "out has overlapping elements");
+        KT_CHECK(untouched(d.op, d.ob), "out written on error");
+        td_free(&d);
+    }
+    /* Hq = 0 with Hkv > 0: the backward writes zero dk, dv (it left them) */
+    {
+        float k[12], v[6], dk[12], dv[6];
+        int64_t sq[4] = {1, 0, 3, 2}, so[4] = {1, 0, 3, 1}, sk[4] = {1, 2, 3, 2}, sv[4] = {1, 2, 3, 1};
+        int64_t sl[3] = {1, 0, 3};
+        kern_tensor tq, tk, tv, to, tl, tdo, tdq, tdk, tdv;
+        kern_sdpa_params p;
+        int i;
+        memset(&p, 0, sizeof p);
+        p.enable_gqa = 1;
+        KT_OK(kern_tensor_init(&tq, NULL, KERN_F32, 4, sq));
+        KT_OK(kern_tensor_init(&tdq, NULL, KERN_F32, 4, sq));
+        KT_OK(kern_tensor_init(&to, NULL, KERN_F32, 4, so));
+        KT_OK(kern_tensor_init(&tdo, NULL, KERN_F32, 4, so));
+        KT_OK(kern_tensor_init(&tl, NULL, KERN_F32, 3, sl));
+        KT_OK(kern_tensor_init(&tk, k, KERN_F32, 4, sk));
+        KT_OK(kern_tensor_init(&tdk, dk, KERN_F32, 4, sk));
+        KT_OK(kern_tensor_init(&tv, v, KERN_F32, 4, sv));
+        KT_OK(kern_tensor_init(&tdv, dv, KERN_F32, 4, sv));
+        for (i = 0; i < 12; i++) k[i] = 1.0f;
+        for (i = 0; i < 6; i++) v[i] = 1.0f;
+        kt_poison(dk, sizeof dk);
+        kt_poison(dv, sizeof dv);
+        KT_OK(kern_sdpa_backward(ctx, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, &p));
+        for (i = 0; i < 12; i++) KT_CHECK(dk[i] == 0.0f, "dk[%d]=%g", i, (double)dk[i]);
+        for (i = 0; i < 6; i++) KT_CHECK(dv[i] == 0.0f, "dv[%d]=%g", i, (double)dv[i]);
+    }
+    /* a size-1 dim may have any stride (INT64_MAX): the same bits as a
+     * contiguous view (a one-past step of the key loop overflowed) */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(71);
+        tdata d;
+        kern_sdpa_params p;
+        unsigned char *o1;
+        int i;
+        c.Hq = 2; c.Hkv = 1; c.Lq = 1; c.Lk = 1; c.D = 2; c.Dv = 1;
+        td_make(&c, &d, &rng);
+        p = tc_params(&c, &d);
+        o1 = (unsigned char *)malloc(d.ob);
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        memcpy(o1, d.op, d.ob);
+        for (i = 0; i < 3; i++) d.v.stride[i] = INT64_MAX;
+        d.v.stride[3] = INT64_MAX;
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        kt_assert_bytes_equal("out", o1, d.op, d.ob);
+        free(o1);
+        td_free(&d);
+    }
+    /* empty k/v (Lk = 0) and v with Dv = 0 may have NULL data */
+    {
+        tcase c = tc_default();
+        kt_rng rng = kt_rng_make(72);
+        tdata d;
+        tgrad g;
+        kern_sdpa_params p;
+        int v2;
+        for (v2 = 0; v2 < 2; v2++) {
+            c = tc_default();
+            if (v2 == 0) c.Lk = 0; else c.Dv = 0;
+            td_make(&c, &d, &rng);
+            tg_make(&c, &g, &rng);
+            p = tc_params(&c, &d);
+            if (v2 == 0) { d.k.data = NULL; d.v.data = NULL; }
+            else { d.v.data = NULL; d.o.data = NULL; }
+            KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+            if (v2 == 0) { g.dk.data = NULL; g.dv.data = NULL; }
+            else { g.dv.data = NULL; g.dout.data = NULL; }
+            KT_OK(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &g.dout, &d.lse, &g.dq, &g.dk, &g.dv, &p));
+            tg_free(&g);
+            td_free(&d);
+        }
+    }
+}
+
 KT_MAIN()

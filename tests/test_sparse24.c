@@ -833,4 +833,54 @@ KT_TEST(linear_errors) {
     kern_sparse24_free(NULL, sw16);
 }
 
+/* Found by fuzz_sparse24 (inputs in tests/fuzz/corpus/sparse24). */
+KT_TEST(sparse24_fuzz_findings) {
+    kern_sparse24_params p;
+    memset(&p, 0, sizeof p);
+    /* prune of an empty [2^40, 0] weight: nothing to do, at once (it
+     * looped over the rows) */
+    {
+        int64_t sh[2] = {(int64_t)1 << 40, 0};
+        kern_tensor w;
+        KT_OK(kern_tensor_init(&w, NULL, KERN_F32, 2, sh));
+        KT_OK(kern_sparse24_prune(NULL, &w, &w, &p));
+    }
+    /* outputs with overlapping elements */
+    {
+        float w[8] = {1, 2, 3, 4, 5, 6, 7, 8}, o[4] = {9, 9, 9, 9};
+        int64_t sh[2] = {2, 4}, st[2] = {0, 1};
+        kern_tensor tw = kern_tensor_2d(w, KERN_F32, 2, 4), to;
+        KT_OK(kern_tensor_init_strided(&to, o, KERN_F32, 2, sh, st));
+        KT_ERROR(kern_sparse24_prune(NULL, &tw, &to, &p), KERN_ERR_LAYOUT, "out has overlapping elements");
+        KT_CHECK(o[0] == 9 && o[3] == 9, "written on error");
+    }
+    /* quantizing subnormal weights: the scale is at least FLT_MIN (it was
+     * 0, making w / scale NaN and its int8 conversion undefined) */
+    {
+        float w[4] = {1e-45f, 0, 0, -1e-45f}, back[4];
+        kern_tensor tw = kern_tensor_2d(w, KERN_F32, 1, 4), tb = kern_tensor_2d(back, KERN_I8, 1, 4);
+        kern_sparse24 *sw = NULL;
+        int8_t *b8 = (int8_t *)back;
+        p.quantize = KERN_I8;
+        KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
+        KT_CHECK(sw->scales[0] == 1.17549435e-38f, "scale %g", (double)sw->scales[0]);
+        KT_OK(kern_sparse24_decompress(NULL, sw, &tb));
+        KT_CHECK(b8[0] == 0 && b8[1] == 0 && b8[2] == 0 && b8[3] == 0, "codes %d %d %d %d", b8[0],
+                 b8[1], b8[2], b8[3]);
+        kern_sparse24_free(NULL, sw);
+        p.quantize = KERN_DTYPE_NONE;
+    }
+    /* import: values.shape[1] near 2^62 (2 * shape[1] overflowed) */
+    {
+        int64_t vs[2] = {1, (int64_t)1 << 62}, ms[2] = {1, 2};
+        uint8_t meta[2] = {0x44, 0x44}, v1[1];
+        kern_tensor tv, tm;
+        kern_sparse24 *sw = NULL;
+        KT_OK(kern_tensor_init(&tv, v1, KERN_I8, 2, vs));
+        KT_OK(kern_tensor_init(&tm, meta, KERN_U8, 2, ms));
+        KT_ERROR(kern_sparse24_import(NULL, &tv, &tm, &sw, &p), KERN_ERR_SHAPE, "too large");
+        KT_CHECK(sw == NULL, "sw written on error");
+    }
+}
+
 KT_MAIN()

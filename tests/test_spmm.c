@@ -609,4 +609,178 @@ KT_TEST(spmm_errors) {
              KERN_ERR_SHAPE, "grad_values must be [nnz=4]");
 }
 
+/* ------------------------------------------------ hardening (issue 19) */
+
+/* A huge ncols with summed duplicates: the column marks must not be sized
+ * or initialised by ncols (2^61 * 8 bytes wrapped to a tiny buffer, then
+ * the init loop ran past it). O(nnz) work, the entry kept. */
+KT_TEST(coo_to_csr_huge_ncols) {
+    static const int64_t ncols[3] = {(int64_t)1 << 61, INT64_MAX, (int64_t)1 << 40};
+    int i;
+    for (i = 0; i < 3; i++) {
+        int64_t row[1] = {0}, col[1] = {5}, rp[2] = {-1, -1}, oc[1] = {-1};
+        float ov[1] = {-1};
+        kern_csr o;
+        memset(&o, 0, sizeof o);
+        o.rowptr = rp; o.col = oc; o.values = ov;
+        kt_context("ncols=%lld", (long long)ncols[i]);
+        KT_OK(kern_coo_to_csr(NULL, 1, ncols[i], 1, row, col, NULL, KERN_I64, KERN_F32,
+                              KERN_COO_SUM_DUPLICATES, &o));
+        KT_CHECK(o.nnz == 1 && rp[0] == 0 && rp[1] == 1 && oc[0] == 5 && ov[0] == 1.0f,
+                 "nnz=%lld rowptr={%lld,%lld} col=%lld value=%g", (long long)o.nnz,
+                 (long long)rp[0], (long long)rp[1], (long long)oc[0], (double)ov[0]);
+        KT_CHECK(o.ncols == ncols[i] && o.value_dtype == KERN_F32);
+    }
+}
+
+/* Summing duplicates with a column space much larger than nnz (hashed
+ * marks) gives exactly what the dense marks give. */
+KT_TEST(coo_to_csr_sum_sparse_columns_match) {
+    const int64_t N = 40, E = 2000;
+    int it_i;
+    for (it_i = 0; it_i < 2; it_i++) {
+        kern_dtype it = it_i ? KERN_I64 : KERN_I32;
+        size_t is = kern_dtype_size(it);
+        kt_rng r = kt_rng_make(31 + (uint64_t)it_i);
+        void *row = kt_alloc((size_t)E * is, "row"), *col = kt_alloc((size_t)E * is, "col");
+        float *val = (float *)kt_alloc((size_t)E * 4, "val");
+        kern_csr o[2];
+        int64_t e, big = it_i ? (int64_t)1 << 50 : INT32_MAX;
+        int w;
+        for (e = 0; e < E; e++) {
+            setix(row, it, e, kt_randint(&r, 0, N));
+            setix(col, it, e, kt_randint(&r, 0, 60) * 7);
+            val[e] = (float)kt_randint(&r, -4, 5) * 0.5f;
+        }
+        for (w = 0; w < 2; w++) {
+            memset(&o[w], 0, sizeof o[w]);
+            o[w].rowptr = kt_alloc((size_t)(N + 1) * is, "orp");
+            o[w].col = kt_alloc((size_t)E * is, "ocol");
+            o[w].values = kt_alloc((size_t)E * 4, "oval");
+            kt_context("%s ncols=%lld", kern_dtype_name(it), (long long)(w ? big : 420));
+            KT_OK(kern_coo_to_csr(kt_ctx(2, KERN_ISA_AUTO), N, w ? big : 420, E, row, col, val, it,
+                                  KERN_F32, KERN_COO_SUM_DUPLICATES, &o[w]));
+        }
+        KT_CHECK(o[0].nnz == o[1].nnz, "nnz %lld vs %lld", (long long)o[0].nnz, (long long)o[1].nnz);
+        if (o[0].nnz == o[1].nnz) {
+            kt_assert_bytes_equal("rowptr", o[0].rowptr, o[1].rowptr, (size_t)(N + 1) * is);
+            kt_assert_bytes_equal("col", o[0].col, o[1].col, (size_t)o[0].nnz * is);
+            kt_assert_bytes_equal("values", o[0].values, o[1].values, (size_t)o[0].nnz * 4);
+        }
+        for (w = 0; w < 2; w++) {
+            kt_free(o[w].rowptr); kt_free(o[w].col); kt_free(o[w].values);
+        }
+        kt_free(row); kt_free(col); kt_free(val);
+    }
+}
+
+/* Odd nnz: the backward's task bounds (int64) after nnz f32 weights must
+ * stay 8-byte aligned (UBSan reported misaligned stores). */
+KT_TEST(spmm_backward_odd_nnz_alignment) {
+    int64_t rp[3] = {0, 2, 3}, col[3] = {0, 1, 1};
+    float x[4] = {1, 2, 3, 4}, gy[4] = {1, -1, 0.5f, 2}, gd[4], gv[3];
+    double want_gd[4] = {1, -1, 1 + 0.5, -1 + 2}, want_gv[3];
+    kern_csr a;
+    kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, 2), tgy = kern_tensor_2d(gy, KERN_F32, 2, 2);
+    kern_tensor tgd = kern_tensor_2d(gd, KERN_F32, 2, 2), tgv = kern_tensor_1d(gv, KERN_F32, 3);
+    memset(&a, 0, sizeof a);
+    a.nrows = 2; a.ncols = 2; a.nnz = 3; a.rowptr = rp; a.col = col; a.index_dtype = KERN_I64;
+    want_gv[0] = 1 * 1 + -1 * 2.0;
+    want_gv[1] = 1 * 3 + -1 * 4.0;
+    want_gv[2] = 0.5 * 3 + 2 * 4.0;
+    KT_OK(kern_spmm_reduce_backward(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &tgy, KERN_REDUCE_SUM, NULL,
+                                    &tgd, &tgv, NULL));
+    kt_assert_close("grad_dense", gd, KERN_F32, want_gd, 4, kt_tol(KERN_F32));
+    kt_assert_close("grad_values", gv, KERN_F32, want_gv, 3, kt_tol(KERN_F32));
+}
+
+/* Sizes that make the scratch arithmetic wrap: the transpose of a CSR
+ * with ncols near 2^61 needs more than SIZE_MAX bytes and must say so
+ * instead of overrunning a wrapped allocation. */
+KT_TEST(csr_transpose_huge_ncols) {
+    int64_t rp[2] = {0, 0}, orp[2] = {-1, -1};
+    kern_csr a, t;
+    memset(&a, 0, sizeof a);
+    memset(&t, 0, sizeof t);
+    a.nrows = 1; a.ncols = (int64_t)1 << 61; a.nnz = 0; a.rowptr = rp;
+    a.index_dtype = KERN_I64; a.value_dtype = KERN_F32;
+    t.rowptr = orp;
+    KT_ERROR(kern_csr_transpose(NULL, &a, &t, NULL), KERN_ERR_NOMEM, "kern_csr_transpose");
+    KT_CHECK(orp[0] == -1 && orp[1] == -1, "out written on error");
+}
+
+/* Outputs with overlapping elements (stride 0) are rejected; a one-row
+ * dense with a huge row stride is fine. */
+KT_TEST(spmm_outputs_and_strides) {
+    int64_t rp[3] = {0, 2, 3}, col[3] = {0, 0, 0}, sh[2] = {2, 2}, st0[2] = {0, 1};
+    int64_t sh1[2] = {1, 2}, big[2] = {(int64_t)1 << 62, 1};
+    float x[2] = {1, 2}, y[4], save[4], gv[3], gx[2];
+    double want[4] = {2, 4, 1, 2}, wgx[2];
+    kern_csr a;
+    kern_tensor tx, ty, tgy, tgv, tgx;
+    memset(&a, 0, sizeof a);
+    a.nrows = 2; a.ncols = 1; a.nnz = 3; a.rowptr = rp; a.col = col; a.index_dtype = KERN_I64;
+    KT_OK(kern_tensor_init_strided(&tx, x, KERN_F32, 2, sh1, big));
+    KT_OK(kern_tensor_init_strided(&ty, y, KERN_F32, 2, sh, st0));
+    kt_poison(y, sizeof y);
+    memcpy(save, y, sizeof y);
+    KT_ERROR(kern_spmm_reduce(NULL, &a, &tx, &ty, KERN_REDUCE_SUM, NULL, NULL), KERN_ERR_LAYOUT,
+             "out has overlapping elements");
+    kt_assert_bytes_equal("out untouched", y, save, sizeof y);
+    KT_OK(kern_tensor_init(&ty, y, KERN_F32, 2, sh));
+    KT_OK(kern_spmm_reduce(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &ty, KERN_REDUCE_SUM, NULL, NULL));
+    kt_assert_close("out", y, KERN_F32, want, 4, kt_tol(KERN_F32));
+    /* backward: grad_values with stride 0 is rejected; the one-row dense
+     * and grad_dense with huge row strides work */
+    tgv = kern_tensor_1d(gv, KERN_F32, 3);
+    tgv.stride[0] = 0;
+    tgy = ty;
+    KT_OK(kern_tensor_init_strided(&tgx, gx, KERN_F32, 2, sh1, big));
+    KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &tgy, KERN_REDUCE_SUM, NULL, &tgx, &tgv, NULL),
+             KERN_ERR_LAYOUT, "grad_values has overlapping elements");
+    wgx[0] = y[0] + y[0] + y[2]; /* row 0 holds two entries of column 0 */
+    wgx[1] = y[1] + y[1] + y[3];
+    KT_OK(kern_spmm_reduce_backward(kt_ctx(1, KERN_ISA_AUTO), &a, &tx, &tgy, KERN_REDUCE_SUM, NULL,
+                                    &tgx, NULL, NULL));
+    kt_assert_close("grad_dense", gx, KERN_F32, wgx, 2, kt_tol(KERN_F32));
+}
+
+/* Found by fuzz_csr (their inputs are in tests/fuzz/corpus/csr). */
+KT_TEST(spmm_fuzz_findings) {
+    /* a histogram size that saturates, added to others, must stay
+     * saturated (it wrapped and the scratch pointers went below it) */
+    {
+        int64_t row[2] = {0, 1}, col[2] = {1, 0}, rp[1] = {-1}, oc[2] = {-1, -1};
+        float ov[2] = {-1, -1};
+        kern_csr o;
+        memset(&o, 0, sizeof o);
+        o.rowptr = rp; o.col = oc; o.values = ov;
+        KT_ERROR(kern_coo_to_csr(NULL, (int64_t)1 << 61, 4, 2, row, col, NULL, KERN_I64, KERN_F32,
+                                 KERN_COO_SUM_DUPLICATES, &o),
+                 KERN_ERR_NOMEM, "overflows");
+        KT_CHECK(rp[0] == -1 && oc[0] == -1 && ov[0] == -1.0f, "written on error");
+    }
+    /* backward: arg_out with sum is an error (it was used unchecked), and
+     * F = 0 with NULL data gives zero value gradients */
+    {
+        int64_t rp[3] = {0, 2, 3}, col[3] = {0, 1, 1}, arg[4], sh0[2] = {2, 0};
+        float x[4], gy[4], gv[3] = {7, 7, 7};
+        double zero[3] = {0, 0, 0};
+        kern_csr a;
+        kern_tensor tx = kern_tensor_2d(x, KERN_F32, 2, 2), tgy = kern_tensor_2d(gy, KERN_F32, 2, 2);
+        kern_tensor ta = kern_tensor_2d(arg, KERN_I64, 2, 2), tgv = kern_tensor_1d(gv, KERN_F32, 3);
+        kern_tensor ex, egy;
+        memset(&a, 0, sizeof a);
+        a.nrows = 2; a.ncols = 2; a.nnz = 3; a.rowptr = rp; a.col = col; a.index_dtype = KERN_I64;
+        ta.stride[0] = INT64_MAX; /* invalid: must be rejected, not used */
+        KT_ERROR(kern_spmm_reduce_backward(NULL, &a, &tx, &tgy, KERN_REDUCE_SUM, &ta, NULL, &tgv, NULL),
+                 KERN_ERR_ARG, "arg_out is only defined for amax/amin");
+        KT_OK(kern_tensor_init(&ex, NULL, KERN_F32, 2, sh0));
+        KT_OK(kern_tensor_init(&egy, NULL, KERN_F32, 2, sh0));
+        KT_OK(kern_spmm_reduce_backward(kt_ctx(1, KERN_ISA_AUTO), &a, &ex, &egy, KERN_REDUCE_MEAN,
+                                        NULL, NULL, &tgv, NULL));
+        kt_assert_close("grad_values", gv, KERN_F32, zero, 3, kt_tol(KERN_F32));
+    }
+}
+
 KT_MAIN()
