@@ -346,7 +346,7 @@ typedef struct kern__scatter_fns {
 
 /* element i of a row of dtype dt (f32/bf16/f16), through kern_base.h */
 static inline float kern__sc_ldf(const void *x, kern_dtype dt, int64_t i) {
-    return kern__s_load_f32((const char *)x + i * (int64_t)kern_dtype_size(dt), dt, 1);
+    return kern__s_load_f32((const char *)x + i * (dt == KERN_F32 ? 4 : 2), dt, 1);
 }
 
 /* integer primitives: int64 accumulators, wrapping arithmetic */
@@ -469,12 +469,11 @@ KERN__AINLINE float kern__s_sc_op(int op, float a, float v) {
     return ((((v) == (v))) ? (kern__s_min(v, a)) : (v));
 }
 
-/* acc = w * x (arg = pos), x in dtype dt */
-static void kern__s_sc_set(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
-                                        int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN__AINLINE void kern__s_sc_set_core(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const float vw = (w);
     const int all = ((0.0f) == (0.0f));
     int64_t i;
@@ -486,6 +485,13 @@ static void kern__s_sc_set(void *accp, const void *x, kern_dtype dt, float w, in
         else (*(float *)(acc + i) = (v));
         if (arg) kern__s_sc_argsel(arg + i, all, NULL, pos, nn);
     }
+}
+static void kern__s_sc_set(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__s_sc_set_core(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__s_sc_set_core(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__s_sc_set_core(acc, x, KERN_F16, w, n, arg, pos);
 }
 
 /* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
@@ -526,13 +532,14 @@ static void kern__s_sc_upd(int op, void *accp, const void *x, kern_dtype dt, flo
                                         int64_t n, int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
-    const float vw = (w);
-    int64_t i;
+    int64_t es, i;
+    float vw;
     if (dt == KERN_F32 && !arg) {
         kern__s_sc_upd_f32(op, acc, (const float *)x, n, w);
         return;
     }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = (w);
     for (i = 0; i < n; i += 1) {
         const int nn = n - i < 1 ? (int)(n - i) : 1;
         float v = kern__s_load_f32(xp + i * es, dt, nn);
@@ -573,20 +580,32 @@ static void kern__s_sc_merge(int op, void *accp, int32_t *arg, const void *bp,
     }
 }
 
-/* out = acc (/ div when div > 0), rounded to dtype dt */
-static void kern__s_sc_store(void *out, kern_dtype dt, const void *accp, int64_t n,
-                                          int64_t div) {
-    const float *acc = (const float *)accp;
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN__AINLINE void kern__s_sc_store_core(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
     char *o = (char *)out;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const float vd = ((float)div);
     int64_t i;
-    for (i = 0; i < n; i += 1) {
-        const int nn = n - i < 1 ? (int)(n - i) : 1;
-        float v = nn == 1 ? (*(const float *)(acc + i)) : (*(const float *)(acc + i));
+    for (i = 0; i + 1 <= n; i += 1) {
+        float v = (*(const float *)(acc + i));
+        if (div > 0) v = ((v) / (vd));
+        kern__s_store_f32(o + i * es, dt, v, 1, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float v = (*(const float *)(acc + i));
         if (div > 0) v = ((v) / (vd));
         kern__s_store_f32(o + i * es, dt, v, nn, 0);
     }
+}
+static void kern__s_sc_store(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__s_sc_store_core(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__s_sc_store_core(out, KERN_BF16, acc, n, div);
+    else kern__s_sc_store_core(out, KERN_F16, acc, n, div);
 }
 #ifdef KERN_X86
 /* ---- avx2 ---- */
@@ -616,12 +635,11 @@ KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sc_op__avx2(int op, __m256 a, __m2
     return _mm256_blendv_ps(v, _mm256_min_ps(v, a), _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
 }
 
-/* acc = w * x (arg = pos), x in dtype dt */
-KERN_TARGET_AVX2 static void kern__v_sc_set__avx2(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
-                                        int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_set_core__avx2(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m256 vw = _mm256_set1_ps(w);
     const __m256 all = _mm256_cmp_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), _CMP_EQ_OQ);
     int64_t i;
@@ -633,6 +651,13 @@ KERN_TARGET_AVX2 static void kern__v_sc_set__avx2(void *accp, const void *x, ker
         else kern__storen__avx2(acc + i, v, nn);
         if (arg) kern__v_sc_argsel__avx2(arg + i, all, NULL, pos, nn);
     }
+}
+KERN_TARGET_AVX2 static void kern__v_sc_set__avx2(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__v_sc_set_core__avx2(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__avx2(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__avx2(acc, x, KERN_F16, w, n, arg, pos);
 }
 
 /* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
@@ -673,13 +698,14 @@ KERN_TARGET_AVX2 static void kern__v_sc_upd__avx2(int op, void *accp, const void
                                         int64_t n, int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
-    const __m256 vw = _mm256_set1_ps(w);
-    int64_t i;
+    int64_t es, i;
+    __m256 vw;
     if (dt == KERN_F32 && !arg) {
         kern__v_sc_upd_f32__avx2(op, acc, (const float *)x, n, w);
         return;
     }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = _mm256_set1_ps(w);
     for (i = 0; i < n; i += 8) {
         const int nn = n - i < 8 ? (int)(n - i) : 8;
         __m256 v = kern__v_load_f32__avx2(xp + i * es, dt, nn);
@@ -720,20 +746,32 @@ KERN_TARGET_AVX2 static void kern__v_sc_merge__avx2(int op, void *accp, int32_t 
     }
 }
 
-/* out = acc (/ div when div > 0), rounded to dtype dt */
-KERN_TARGET_AVX2 static void kern__v_sc_store__avx2(void *out, kern_dtype dt, const void *accp, int64_t n,
-                                          int64_t div) {
-    const float *acc = (const float *)accp;
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_store_core__avx2(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
     char *o = (char *)out;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m256 vd = _mm256_set1_ps((float)div);
     int64_t i;
-    for (i = 0; i < n; i += 8) {
-        const int nn = n - i < 8 ? (int)(n - i) : 8;
-        __m256 v = nn == 8 ? _mm256_loadu_ps(acc + i) : kern__loadn__avx2(acc + i, nn);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(acc + i);
+        if (div > 0) v = _mm256_div_ps(v, vd);
+        kern__v_store_f32__avx2(o + i * es, dt, v, 8, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m256 v = kern__loadn__avx2(acc + i, nn);
         if (div > 0) v = _mm256_div_ps(v, vd);
         kern__v_store_f32__avx2(o + i * es, dt, v, nn, 0);
     }
+}
+KERN_TARGET_AVX2 static void kern__v_sc_store__avx2(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__v_sc_store_core__avx2(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__avx2(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__avx2(out, KERN_F16, acc, n, div);
 }
 /* ---- avx512 ---- */
 
@@ -761,12 +799,11 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sc_op__avx512(int op, __m512 a, 
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ), v, _mm512_min_ps(v, a));
 }
 
-/* acc = w * x (arg = pos), x in dtype dt */
-KERN_TARGET_AVX512 static void kern__v_sc_set__avx512(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
-                                        int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_set_core__avx512(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m512 vw = _mm512_set1_ps(w);
     const __mmask16 all = _mm512_cmp_ps_mask(_mm512_setzero_ps(), _mm512_setzero_ps(), _CMP_EQ_OQ);
     int64_t i;
@@ -778,6 +815,13 @@ KERN_TARGET_AVX512 static void kern__v_sc_set__avx512(void *accp, const void *x,
         else kern__storen__avx512(acc + i, v, nn);
         if (arg) kern__v_sc_argsel__avx512(arg + i, all, NULL, pos, nn);
     }
+}
+KERN_TARGET_AVX512 static void kern__v_sc_set__avx512(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__v_sc_set_core__avx512(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__avx512(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__avx512(acc, x, KERN_F16, w, n, arg, pos);
 }
 
 /* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
@@ -818,13 +862,14 @@ KERN_TARGET_AVX512 static void kern__v_sc_upd__avx512(int op, void *accp, const 
                                         int64_t n, int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
-    const __m512 vw = _mm512_set1_ps(w);
-    int64_t i;
+    int64_t es, i;
+    __m512 vw;
     if (dt == KERN_F32 && !arg) {
         kern__v_sc_upd_f32__avx512(op, acc, (const float *)x, n, w);
         return;
     }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = _mm512_set1_ps(w);
     for (i = 0; i < n; i += 16) {
         const int nn = n - i < 16 ? (int)(n - i) : 16;
         __m512 v = kern__v_load_f32__avx512(xp + i * es, dt, nn);
@@ -865,20 +910,32 @@ KERN_TARGET_AVX512 static void kern__v_sc_merge__avx512(int op, void *accp, int3
     }
 }
 
-/* out = acc (/ div when div > 0), rounded to dtype dt */
-KERN_TARGET_AVX512 static void kern__v_sc_store__avx512(void *out, kern_dtype dt, const void *accp, int64_t n,
-                                          int64_t div) {
-    const float *acc = (const float *)accp;
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_store_core__avx512(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
     char *o = (char *)out;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m512 vd = _mm512_set1_ps((float)div);
     int64_t i;
-    for (i = 0; i < n; i += 16) {
-        const int nn = n - i < 16 ? (int)(n - i) : 16;
-        __m512 v = nn == 16 ? _mm512_loadu_ps(acc + i) : kern__loadn__avx512(acc + i, nn);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(acc + i);
+        if (div > 0) v = _mm512_div_ps(v, vd);
+        kern__v_store_f32__avx512(o + i * es, dt, v, 16, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m512 v = kern__loadn__avx512(acc + i, nn);
         if (div > 0) v = _mm512_div_ps(v, vd);
         kern__v_store_f32__avx512(o + i * es, dt, v, nn, 0);
     }
+}
+KERN_TARGET_AVX512 static void kern__v_sc_store__avx512(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__v_sc_store_core__avx512(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__avx512(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__avx512(out, KERN_F16, acc, n, div);
 }
 #endif /* KERN_X86 */
 #ifdef KERN_NEON
@@ -911,12 +968,11 @@ KERN__AINLINE float32x4_t kern__v_sc_op__neon(int op, float32x4_t a, float32x4_t
     return vbslq_f32(vceqq_f32(v, v), kern__min__neon(v, a), v);
 }
 
-/* acc = w * x (arg = pos), x in dtype dt */
-static void kern__v_sc_set__neon(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
-                                        int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN__AINLINE void kern__v_sc_set_core__neon(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const float32x4_t vw = vdupq_n_f32(w);
     const uint32x4_t all = vceqq_f32(vdupq_n_f32(0.0f), vdupq_n_f32(0.0f));
     int64_t i;
@@ -928,6 +984,13 @@ static void kern__v_sc_set__neon(void *accp, const void *x, kern_dtype dt, float
         else kern__storen__neon(acc + i, v, nn);
         if (arg) kern__v_sc_argsel__neon(arg + i, all, NULL, pos, nn);
     }
+}
+static void kern__v_sc_set__neon(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__v_sc_set_core__neon(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__neon(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__neon(acc, x, KERN_F16, w, n, arg, pos);
 }
 
 /* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
@@ -968,13 +1031,14 @@ static void kern__v_sc_upd__neon(int op, void *accp, const void *x, kern_dtype d
                                         int64_t n, int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
     const char *xp = (const char *)x;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
-    const float32x4_t vw = vdupq_n_f32(w);
-    int64_t i;
+    int64_t es, i;
+    float32x4_t vw;
     if (dt == KERN_F32 && !arg) {
         kern__v_sc_upd_f32__neon(op, acc, (const float *)x, n, w);
         return;
     }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = vdupq_n_f32(w);
     for (i = 0; i < n; i += 4) {
         const int nn = n - i < 4 ? (int)(n - i) : 4;
         float32x4_t v = kern__v_load_f32__neon(xp + i * es, dt, nn);
@@ -1015,20 +1079,32 @@ static void kern__v_sc_merge__neon(int op, void *accp, int32_t *arg, const void 
     }
 }
 
-/* out = acc (/ div when div > 0), rounded to dtype dt */
-static void kern__v_sc_store__neon(void *out, kern_dtype dt, const void *accp, int64_t n,
-                                          int64_t div) {
-    const float *acc = (const float *)accp;
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN__AINLINE void kern__v_sc_store_core__neon(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
     char *o = (char *)out;
-    const int64_t es = (int64_t)kern_dtype_size(dt);
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const float32x4_t vd = vdupq_n_f32((float)div);
     int64_t i;
-    for (i = 0; i < n; i += 4) {
-        const int nn = n - i < 4 ? (int)(n - i) : 4;
-        float32x4_t v = nn == 4 ? vld1q_f32(acc + i) : kern__loadn__neon(acc + i, nn);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(acc + i);
+        if (div > 0) v = vdivq_f32(v, vd);
+        kern__v_store_f32__neon(o + i * es, dt, v, 4, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float32x4_t v = kern__loadn__neon(acc + i, nn);
         if (div > 0) v = vdivq_f32(v, vd);
         kern__v_store_f32__neon(o + i * es, dt, v, nn, 0);
     }
+}
+static void kern__v_sc_store__neon(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__v_sc_store_core__neon(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__neon(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__neon(out, KERN_F16, acc, n, div);
 }
 #endif /* KERN_NEON */
 /* END GENERATED */
@@ -1287,6 +1363,8 @@ static void kern__sc_gather_task(void *a, int64_t t, int thread) {
                          : NULL;
     const size_t rowbytes = (size_t)J->F * J->es;
     const int64_t srcb = J->F * (int64_t)J->es;
+    /* f32 rows without arg: the level's f32 row loop, called directly */
+    const int fastf32 = ops->upd_f32 && J->dt == KERN_F32 && !aa;
     int64_t kend = kern__sc_ix(J->rowptr, J->rowptr64, r1);
     for (r = r0; r < r1; r++) {
         int64_t s = kern__sc_ix(J->rowptr, J->rowptr64, r);
@@ -1323,6 +1401,10 @@ static void kern__sc_gather_task(void *a, int64_t t, int thread) {
                                                J->src_rs,
                                   srcb);
             if (J->w) w = kern__sc_ldf(J->w, J->wdt, k);
+            if (fastf32) {
+                ops->upd_f32(J->op, (float *)acc, (const float *)(J->src + id * J->src_rs), J->F, w);
+                continue;
+            }
             ops->upd(J->op, acc, J->src + id * J->src_rs, J->dt, w, J->F, aa,
                      (int32_t)(J->pos_is_k ? k : id));
         }

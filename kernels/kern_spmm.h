@@ -328,7 +328,7 @@ static inline void kern__sp_put_ix(void *p, int is64, int64_t i, int64_t v) {
 }
 /* element i of a row of dtype dt (f32/bf16/f16) = v, through kern_base.h */
 static inline void kern__sp_put_f(void *p, kern_dtype dt, int64_t i, float v) {
-    kern__s_store_f32((char *)p + i * (int64_t)kern_dtype_size(dt), dt, v, 1, 0);
+    kern__s_store_f32((char *)p + i * (dt == KERN_F32 ? 4 : 2), dt, v, 1, 0);
 }
 static inline void kern__sp_copy_val(void *dst, const void *src, kern_dtype dt, int64_t di,
                                      int64_t si) {
