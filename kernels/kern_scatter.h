@@ -80,6 +80,14 @@
  *   too: no gain on 2 threads when every thread scans all edges, 2x slower
  *   with per-thread edge lists (two interleaved src streams collide).
  *
+ * ISA PATHS (docs/scatter.md)
+ *   The float rows are one template (gen/templates/kern_scatter_rows.c.in)
+ *   expanded into the generated region below for scalar, AVX2, AVX-512 and
+ *   NEON; one const table per ISA level, kern__scatter_fns_for(level), the
+ *   level from the context's ISA cap. Every level gives the scalar level's
+ *   bits. Integer rows are portable C. The AVX-512 expansion and gather's
+ *   AVX-512 row copy are compiled, not run, on an AVX2-only machine.
+ *
  * ERRORS (nothing is written on error)
  *   KERN_ERR_ARG    NULL tensor, reduce not one of the five (0 is
  *                   reserved and invalid), arg_out with sum/prod/mean, dim

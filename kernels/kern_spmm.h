@@ -52,9 +52,10 @@
  * ALGORITHM
  *   Rows are split between threads by nnz + rows (binary search on rowptr),
  *   not by row count, so power-law graphs balance. Each row is reduced in
- *   registers/L1 over the feature dim (AVX-512, AVX2, scalar; NEON compile-
- *   checked) and written once; the dense rows of upcoming entries are
- *   software-prefetched 12 entries ahead.
+ *   registers/L1 over the feature dim by kern_scatter.h's row engine (its
+ *   per-level table: scalar, AVX2, AVX-512, NEON, one template, the same
+ *   bits on every level) and written once; the dense rows of upcoming
+ *   entries are software-prefetched 12 entries ahead.
  *
  * ERRORS (nothing is written on error)
  *   KERN_ERR_ARG    NULL arguments, negative sizes, a bad rowptr (names the
