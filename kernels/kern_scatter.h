@@ -80,6 +80,14 @@
  *   too: no gain on 2 threads when every thread scans all edges, 2x slower
  *   with per-thread edge lists (two interleaved src streams collide).
  *
+ * ISA PATHS (docs/scatter.md)
+ *   The float rows are one template (gen/templates/kern_scatter_rows.c.in)
+ *   expanded into the generated region below for scalar, AVX2, AVX-512 and
+ *   NEON; one const table per ISA level, kern__scatter_fns_for(level), the
+ *   level from the context's ISA cap. Every level gives the scalar level's
+ *   bits. Integer rows are portable C. The AVX-512 expansion and gather's
+ *   AVX-512 row copy are compiled, not run, on an AVX2-only machine.
+ *
  * ERRORS (nothing is written on error)
  *   KERN_ERR_ARG    NULL tensor, reduce not one of the five (0 is
  *                   reserved and invalid), arg_out with sum/prod/mean, dim
@@ -324,7 +332,8 @@ static kern_status kern__sc_check_writable(const kern_tensor *t, const char *op,
  * primitive takes the source row x in its storage dtype and a weight w
  * (spmm values; 1 for scatter), and optionally an int32 arg row that
  * records `pos` where a max/min update is taken. */
-typedef struct kern__sc_ops {
+typedef struct kern__scatter_fns {
+    const char *name;
     /* acc = w * x (arg = pos) */
     void (*set)(void *acc, const void *x, kern_dtype dt, float w, int64_t n,
                 int32_t *arg, int32_t pos);
@@ -337,93 +346,16 @@ typedef struct kern__sc_ops {
     /* out = acc (/ div when div > 0; integers floor-divide) */
     void (*store)(void *out, kern_dtype dt, const void *acc, int64_t n, int64_t div);
     size_t acc_size;
-} kern__sc_ops;
+    /* float tables: upd for f32 x without arg (the GNN hot loop); NULL for integers */
+    void (*upd_f32)(int op, float *acc, const float *x, int64_t n, float w);
+    /* gather's row copy (dtype-agnostic bytes); copy_nt: it can stream */
+    void (*copy)(char *d, const char *s, int64_t n, int nt);
+    int copy_nt;
+} kern__scatter_fns;
 
+/* element i of a row of dtype dt (f32/bf16/f16), through kern_base.h */
 static inline float kern__sc_ldf(const void *x, kern_dtype dt, int64_t i) {
-    if (dt == KERN_F32) return ((const float *)x)[i];
-    if (dt == KERN_BF16) return kern_bf16_to_f32(((const uint16_t *)x)[i]);
-    return kern_f16_to_f32(((const uint16_t *)x)[i]);
-}
-
-/* scalar float primitives (also the tails of the AVX2 path) */
-static void kern__sc_setf__scalar(void *accp, const void *x, kern_dtype dt, float w,
-                                  int64_t n, int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
-    int64_t i;
-    for (i = 0; i < n; i++) acc[i] = w * kern__sc_ldf(x, dt, i);
-    if (arg)
-        for (i = 0; i < n; i++) arg[i] = pos;
-}
-
-static void kern__sc_updf__scalar(int op, void *accp, const void *x, kern_dtype dt,
-                                  float w, int64_t n, int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
-    int64_t i;
-    switch (op) {
-    case KERN__SC_ADD:
-        for (i = 0; i < n; i++) acc[i] += w * kern__sc_ldf(x, dt, i);
-        break;
-    case KERN__SC_MUL:
-        for (i = 0; i < n; i++) acc[i] *= w * kern__sc_ldf(x, dt, i);
-        break;
-    case KERN__SC_MAX:
-        for (i = 0; i < n; i++) {
-            float v = w * kern__sc_ldf(x, dt, i);
-            if (v > acc[i] || v != v) {
-                acc[i] = v;
-                if (arg) arg[i] = pos;
-            }
-        }
-        break;
-    default:
-        for (i = 0; i < n; i++) {
-            float v = w * kern__sc_ldf(x, dt, i);
-            if (v < acc[i] || v != v) {
-                acc[i] = v;
-                if (arg) arg[i] = pos;
-            }
-        }
-        break;
-    }
-}
-
-static void kern__sc_mergef__scalar(int op, void *accp, int32_t *arg, const void *bp,
-                                    const int32_t *barg, int64_t n) {
-    float *acc = (float *)accp;
-    const float *b = (const float *)bp;
-    int64_t i;
-    for (i = 0; i < n; i++) {
-        float v = b[i];
-        switch (op) {
-        case KERN__SC_ADD: acc[i] += v; break;
-        case KERN__SC_MUL: acc[i] *= v; break;
-        case KERN__SC_MAX:
-            if (v > acc[i] || v != v) {
-                acc[i] = v;
-                if (arg) arg[i] = barg[i];
-            }
-            break;
-        default:
-            if (v < acc[i] || v != v) {
-                acc[i] = v;
-                if (arg) arg[i] = barg[i];
-            }
-            break;
-        }
-    }
-}
-
-static void kern__sc_storef__scalar(void *out, kern_dtype dt, const void *accp,
-                                    int64_t n, int64_t div) {
-    const float *acc = (const float *)accp;
-    float d = (float)div;
-    int64_t i;
-    for (i = 0; i < n; i++) {
-        float v = div > 0 ? acc[i] / d : acc[i];
-        if (dt == KERN_F32) ((float *)out)[i] = v;
-        else if (dt == KERN_BF16) ((uint16_t *)out)[i] = kern_f32_to_bf16(v);
-        else ((uint16_t *)out)[i] = kern_f32_to_f16(v);
-    }
+    return kern__s_load_f32((const char *)x + i * (dt == KERN_F32 ? 4 : 2), dt, 1);
 }
 
 /* integer primitives: int64 accumulators, wrapping arithmetic */
@@ -515,367 +447,742 @@ static void kern__sc_storei(void *out, kern_dtype dt, const void *accp, int64_t 
     }
 }
 
-static const kern__sc_ops kern__sc_ops_int = {kern__sc_seti, kern__sc_updi,
-                                              kern__sc_mergei, kern__sc_storei, 8};
-static const kern__sc_ops kern__sc_ops_f_scalar = {
-    kern__sc_setf__scalar, kern__sc_updf__scalar, kern__sc_mergef__scalar,
-    kern__sc_storef__scalar, 4};
 
-#ifdef KERN_X86
-/* ---- AVX-512: 16 lanes, masked tails (masked-off lanes never touch memory) */
-KERN_TARGET_AVX512 static inline __m512 kern__sc_ld16__avx512(const void *x, kern_dtype dt,
-                                                             int64_t i, __mmask16 m) {
-    if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, (const float *)x + i);
-    if (dt == KERN_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x + i)), 16));
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x + i));
+/* The float rows: one body per ISA from gen/templates/kern_scatter_rows.c.in
+ * (AVX2/AVX-512/NEON vectors with masked tails; the scalar expansion is the
+ * bit-exact twin). */
+/* BEGIN GENERATED kern_tmpl.py: kern_scatter_rows isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+
+/* arg[l] = src ? src[l] : pos for the lanes l < nn where u is set (the
+ * position that produced a new max/min). Exact bit moves on every ISA. */
+KERN__AINLINE void kern__s_sc_argsel(int32_t *arg, int u, const int32_t *src, int32_t pos,
+                                                  int nn) {
+    (void)nn;
+    if (u) *arg = src ? *src : pos;
 }
-KERN_TARGET_AVX512 static inline __mmask16 kern__sc_mask16(int64_t left) {
-    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+
+/* The lanes where v replaces a in a max (op = KERN__SC_MAX) or min: v
+ * strictly greater / smaller, or v NaN (so NaN propagates and ties keep the
+ * first position). */
+KERN__AINLINE int kern__s_sc_take(int op, float v, float a) {
+    return ((op == KERN__SC_MAX ? ((v) > (a)) : ((v) < (a))) | ((!(((v) == (v))))));
 }
-KERN_TARGET_AVX512 static void kern__sc_setf__avx512(void *accp, const void *x, kern_dtype dt,
-                                                    float w, int64_t n, int32_t *arg,
-                                                    int32_t pos) {
+
+/* a = op(a, v) without args: add, mul, or max/min with NaN of v kept (a NaN
+ * in a stays: kern__s_max(v, a) gives a when either is NaN). */
+KERN__AINLINE float kern__s_sc_op(int op, float a, float v) {
+    if (op == KERN__SC_ADD) return ((a) + (v));
+    if (op == KERN__SC_MUL) return kern__s_mul(a, v);
+    if (op == KERN__SC_MAX) return ((((v) == (v))) ? (kern__s_max(v, a)) : (v));
+    return ((((v) == (v))) ? (kern__s_min(v, a)) : (v));
+}
+
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN__AINLINE void kern__s_sc_set_core(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
+    const char *xp = (const char *)x;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const float vw = (w);
+    const int all = ((0.0f) == (0.0f));
+    int64_t i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float v = kern__s_load_f32(xp + i * es, dt, nn);
+        if (w != 1.0f) v = kern__s_mul(v, vw);
+        if (nn == 1) (*(float *)(acc + i) = (v));
+        else (*(float *)(acc + i) = (v));
+        if (arg) kern__s_sc_argsel(arg + i, all, NULL, pos, nn);
+    }
+}
+static void kern__s_sc_set(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__s_sc_set_core(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__s_sc_set_core(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__s_sc_set_core(acc, x, KERN_F16, w, n, arg, pos);
+}
+
+/* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
+ * usew constants after inlining */
+KERN__AINLINE void kern__s_sc_upd_f32_core(int op, int usew, float *acc, const float *xf,
+                                                        int64_t n, float w) {
+    const float vw = (w);
+    int64_t i;
+    for (i = 0; i + 1 <= n; i += 1) {
+        float v = (*(const float *)(xf + i));
+        if (usew) v = kern__s_mul(v, vw);
+        (*(float *)(acc + i) = (kern__s_sc_op(op, (*(const float *)(acc + i)), v)));
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float v = (*(const float *)(xf + i));
+        (void)nn;
+        if (usew) v = kern__s_mul(v, vw);
+        (*(float *)(acc + i) = (kern__s_sc_op(op, (*(const float *)(acc + i)), v)));
+    }
+}
+static void kern__s_sc_upd_f32(int op, float *acc, const float *xf, int64_t n, float w) {
+    const int usew = w != 1.0f;
+    switch (op) {
+    case KERN__SC_ADD:
+        if (usew) kern__s_sc_upd_f32_core(KERN__SC_ADD, 1, acc, xf, n, w);
+        else kern__s_sc_upd_f32_core(KERN__SC_ADD, 0, acc, xf, n, w);
+        break;
+    case KERN__SC_MUL: kern__s_sc_upd_f32_core(KERN__SC_MUL, usew, acc, xf, n, w); break;
+    case KERN__SC_MAX: kern__s_sc_upd_f32_core(KERN__SC_MAX, usew, acc, xf, n, w); break;
+    default: kern__s_sc_upd_f32_core(KERN__SC_MIN, usew, acc, xf, n, w); break;
+    }
+}
+
+/* acc = op(acc, w * x), x in dtype dt, arg = pos where a max/min update is
+ * taken (arg may be NULL) */
+static void kern__s_sc_upd(int op, void *accp, const void *x, kern_dtype dt, float w,
+                                        int64_t n, int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    const char *xp = (const char *)x;
+    int64_t es, i;
+    float vw;
+    if (dt == KERN_F32 && !arg) {
+        kern__s_sc_upd_f32(op, acc, (const float *)x, n, w);
+        return;
+    }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = (w);
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float v = kern__s_load_f32(xp + i * es, dt, nn);
+        float a = nn == 1 ? (*(const float *)(acc + i)) : (*(const float *)(acc + i));
+        if (w != 1.0f) v = kern__s_mul(v, vw);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__s_sc_op(op, a, v);
+        } else {
+            const int u = kern__s_sc_take(op, v, a);
+            a = ((u) ? (v) : (a));
+            if (arg) kern__s_sc_argsel(arg + i, u, NULL, pos, nn);
+        }
+        if (nn == 1) (*(float *)(acc + i) = (a));
+        else (*(float *)(acc + i) = (a));
+    }
+}
+
+/* acc = op(acc, b), b a partial accumulator row; arg takes barg where b
+ * wins a max/min (arg and barg both NULL or both set) */
+static void kern__s_sc_merge(int op, void *accp, int32_t *arg, const void *bp,
+                                          const int32_t *barg, int64_t n) {
+    float *acc = (float *)accp;
+    const float *b = (const float *)bp;
+    int64_t i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        const float v = nn == 1 ? (*(const float *)(b + i)) : (*(const float *)(b + i));
+        float a = nn == 1 ? (*(const float *)(acc + i)) : (*(const float *)(acc + i));
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__s_sc_op(op, a, v);
+        } else {
+            const int u = kern__s_sc_take(op, v, a);
+            a = ((u) ? (v) : (a));
+            if (arg) kern__s_sc_argsel(arg + i, u, barg + i, 0, nn);
+        }
+        if (nn == 1) (*(float *)(acc + i) = (a));
+        else (*(float *)(acc + i) = (a));
+    }
+}
+
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN__AINLINE void kern__s_sc_store_core(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
+    char *o = (char *)out;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const float vd = ((float)div);
+    int64_t i;
+    for (i = 0; i + 1 <= n; i += 1) {
+        float v = (*(const float *)(acc + i));
+        if (div > 0) v = ((v) / (vd));
+        kern__s_store_f32(o + i * es, dt, v, 1, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float v = (*(const float *)(acc + i));
+        if (div > 0) v = ((v) / (vd));
+        kern__s_store_f32(o + i * es, dt, v, nn, 0);
+    }
+}
+static void kern__s_sc_store(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__s_sc_store_core(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__s_sc_store_core(out, KERN_BF16, acc, n, div);
+    else kern__s_sc_store_core(out, KERN_F16, acc, n, div);
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+
+/* arg[l] = src ? src[l] : pos for the lanes l < nn where u is set (the
+ * position that produced a new max/min). Exact bit moves on every ISA. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_argsel__avx2(int32_t *arg, __m256 u, const int32_t *src, int32_t pos,
+                                                  int nn) {
+    const __m256i m = _mm256_and_si256(_mm256_castps_si256(u), kern__tailmask__avx2(nn));
+    _mm256_maskstore_epi32((int *)arg, m,
+                           src ? _mm256_maskload_epi32((const int *)src, m) : _mm256_set1_epi32(pos));
+}
+
+/* The lanes where v replaces a in a max (op = KERN__SC_MAX) or min: v
+ * strictly greater / smaller, or v NaN (so NaN propagates and ties keep the
+ * first position). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sc_take__avx2(int op, __m256 v, __m256 a) {
+    return _mm256_or_ps(op == KERN__SC_MAX ? _mm256_cmp_ps(v, a, _CMP_GT_OQ) : _mm256_cmp_ps(v, a, _CMP_LT_OQ), _mm256_xor_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_cmp_ps(v, v, _CMP_EQ_OQ)));
+}
+
+/* a = op(a, v) without args: add, mul, or max/min with NaN of v kept (a NaN
+ * in a stays: _mm256_max_ps(v, a) gives a when either is NaN). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__v_sc_op__avx2(int op, __m256 a, __m256 v) {
+    if (op == KERN__SC_ADD) return _mm256_add_ps(a, v);
+    if (op == KERN__SC_MUL) return kern__mul__avx2(a, v);
+    if (op == KERN__SC_MAX) return _mm256_blendv_ps(v, _mm256_max_ps(v, a), _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(v, _mm256_min_ps(v, a), _mm256_cmp_ps(v, v, _CMP_EQ_OQ));
+}
+
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_set_core__avx2(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
+    const char *xp = (const char *)x;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const __m256 vw = _mm256_set1_ps(w);
+    const __m256 all = _mm256_cmp_ps(_mm256_setzero_ps(), _mm256_setzero_ps(), _CMP_EQ_OQ);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 v = kern__v_load_f32__avx2(xp + i * es, dt, nn);
+        if (w != 1.0f) v = kern__mul__avx2(v, vw);
+        if (nn == 8) _mm256_storeu_ps(acc + i, v);
+        else kern__storen__avx2(acc + i, v, nn);
+        if (arg) kern__v_sc_argsel__avx2(arg + i, all, NULL, pos, nn);
+    }
+}
+KERN_TARGET_AVX2 static void kern__v_sc_set__avx2(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__v_sc_set_core__avx2(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__avx2(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__avx2(acc, x, KERN_F16, w, n, arg, pos);
+}
+
+/* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
+ * usew constants after inlining */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_upd_f32_core__avx2(int op, int usew, float *acc, const float *xf,
+                                                        int64_t n, float w) {
+    const __m256 vw = _mm256_set1_ps(w);
+    int64_t i;
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(xf + i);
+        if (usew) v = kern__mul__avx2(v, vw);
+        _mm256_storeu_ps(acc + i, kern__v_sc_op__avx2(op, _mm256_loadu_ps(acc + i), v));
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m256 v = kern__loadn__avx2(xf + i, nn);
+        (void)nn;
+        if (usew) v = kern__mul__avx2(v, vw);
+        kern__storen__avx2(acc + i, kern__v_sc_op__avx2(op, kern__loadn__avx2(acc + i, nn), v), nn);
+    }
+}
+KERN_TARGET_AVX2 static void kern__v_sc_upd_f32__avx2(int op, float *acc, const float *xf, int64_t n, float w) {
+    const int usew = w != 1.0f;
+    switch (op) {
+    case KERN__SC_ADD:
+        if (usew) kern__v_sc_upd_f32_core__avx2(KERN__SC_ADD, 1, acc, xf, n, w);
+        else kern__v_sc_upd_f32_core__avx2(KERN__SC_ADD, 0, acc, xf, n, w);
+        break;
+    case KERN__SC_MUL: kern__v_sc_upd_f32_core__avx2(KERN__SC_MUL, usew, acc, xf, n, w); break;
+    case KERN__SC_MAX: kern__v_sc_upd_f32_core__avx2(KERN__SC_MAX, usew, acc, xf, n, w); break;
+    default: kern__v_sc_upd_f32_core__avx2(KERN__SC_MIN, usew, acc, xf, n, w); break;
+    }
+}
+
+/* acc = op(acc, w * x), x in dtype dt, arg = pos where a max/min update is
+ * taken (arg may be NULL) */
+KERN_TARGET_AVX2 static void kern__v_sc_upd__avx2(int op, void *accp, const void *x, kern_dtype dt, float w,
+                                        int64_t n, int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    const char *xp = (const char *)x;
+    int64_t es, i;
+    __m256 vw;
+    if (dt == KERN_F32 && !arg) {
+        kern__v_sc_upd_f32__avx2(op, acc, (const float *)x, n, w);
+        return;
+    }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = _mm256_set1_ps(w);
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 v = kern__v_load_f32__avx2(xp + i * es, dt, nn);
+        __m256 a = nn == 8 ? _mm256_loadu_ps(acc + i) : kern__loadn__avx2(acc + i, nn);
+        if (w != 1.0f) v = kern__mul__avx2(v, vw);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__avx2(op, a, v);
+        } else {
+            const __m256 u = kern__v_sc_take__avx2(op, v, a);
+            a = _mm256_blendv_ps(a, v, u);
+            if (arg) kern__v_sc_argsel__avx2(arg + i, u, NULL, pos, nn);
+        }
+        if (nn == 8) _mm256_storeu_ps(acc + i, a);
+        else kern__storen__avx2(acc + i, a, nn);
+    }
+}
+
+/* acc = op(acc, b), b a partial accumulator row; arg takes barg where b
+ * wins a max/min (arg and barg both NULL or both set) */
+KERN_TARGET_AVX2 static void kern__v_sc_merge__avx2(int op, void *accp, int32_t *arg, const void *bp,
+                                          const int32_t *barg, int64_t n) {
+    float *acc = (float *)accp;
+    const float *b = (const float *)bp;
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        const __m256 v = nn == 8 ? _mm256_loadu_ps(b + i) : kern__loadn__avx2(b + i, nn);
+        __m256 a = nn == 8 ? _mm256_loadu_ps(acc + i) : kern__loadn__avx2(acc + i, nn);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__avx2(op, a, v);
+        } else {
+            const __m256 u = kern__v_sc_take__avx2(op, v, a);
+            a = _mm256_blendv_ps(a, v, u);
+            if (arg) kern__v_sc_argsel__avx2(arg + i, u, barg + i, 0, nn);
+        }
+        if (nn == 8) _mm256_storeu_ps(acc + i, a);
+        else kern__storen__avx2(acc + i, a, nn);
+    }
+}
+
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_sc_store_core__avx2(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
+    char *o = (char *)out;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const __m256 vd = _mm256_set1_ps((float)div);
+    int64_t i;
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(acc + i);
+        if (div > 0) v = _mm256_div_ps(v, vd);
+        kern__v_store_f32__avx2(o + i * es, dt, v, 8, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m256 v = kern__loadn__avx2(acc + i, nn);
+        if (div > 0) v = _mm256_div_ps(v, vd);
+        kern__v_store_f32__avx2(o + i * es, dt, v, nn, 0);
+    }
+}
+KERN_TARGET_AVX2 static void kern__v_sc_store__avx2(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__v_sc_store_core__avx2(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__avx2(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__avx2(out, KERN_F16, acc, n, div);
+}
+/* ---- avx512 ---- */
+
+/* arg[l] = src ? src[l] : pos for the lanes l < nn where u is set (the
+ * position that produced a new max/min). Exact bit moves on every ISA. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_argsel__avx512(int32_t *arg, __mmask16 u, const int32_t *src, int32_t pos,
+                                                  int nn) {
+    const __mmask16 m = (__mmask16)(u & kern__tailmask__avx512(nn));
+    _mm512_mask_storeu_epi32(arg, m, src ? _mm512_maskz_loadu_epi32(m, src) : _mm512_set1_epi32(pos));
+}
+
+/* The lanes where v replaces a in a max (op = KERN__SC_MAX) or min: v
+ * strictly greater / smaller, or v NaN (so NaN propagates and ties keep the
+ * first position). */
+KERN_TARGET_AVX512 KERN__AINLINE __mmask16 kern__v_sc_take__avx512(int op, __m512 v, __m512 a) {
+    return ((__mmask16)((op == KERN__SC_MAX ? _mm512_cmp_ps_mask(v, a, _CMP_GT_OQ) : _mm512_cmp_ps_mask(v, a, _CMP_LT_OQ)) | (((__mmask16)~(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ))))));
+}
+
+/* a = op(a, v) without args: add, mul, or max/min with NaN of v kept (a NaN
+ * in a stays: _mm512_max_ps(v, a) gives a when either is NaN). */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_sc_op__avx512(int op, __m512 a, __m512 v) {
+    if (op == KERN__SC_ADD) return _mm512_add_ps(a, v);
+    if (op == KERN__SC_MUL) return kern__mul__avx512(a, v);
+    if (op == KERN__SC_MAX) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ), v, _mm512_max_ps(v, a));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_EQ_OQ), v, _mm512_min_ps(v, a));
+}
+
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_set_core__avx512(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
+    const char *xp = (const char *)x;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m512 vw = _mm512_set1_ps(w);
-    const __m512i vp = _mm512_set1_epi32(pos);
+    const __mmask16 all = _mm512_cmp_ps_mask(_mm512_setzero_ps(), _mm512_setzero_ps(), _CMP_EQ_OQ);
     int64_t i;
     for (i = 0; i < n; i += 16) {
-        __mmask16 m = kern__sc_mask16(n - i);
-        __m512 v = kern__sc_ld16__avx512(x, dt, i, m);
-        if (w != 1.0f) v = _mm512_mul_ps(v, vw);
-        _mm512_mask_storeu_ps(acc + i, m, v);
-        if (arg) _mm512_mask_storeu_epi32(arg + i, m, vp);
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 v = kern__v_load_f32__avx512(xp + i * es, dt, nn);
+        if (w != 1.0f) v = kern__mul__avx512(v, vw);
+        if (nn == 16) _mm512_storeu_ps(acc + i, v);
+        else kern__storen__avx512(acc + i, v, nn);
+        if (arg) kern__v_sc_argsel__avx512(arg + i, all, NULL, pos, nn);
     }
 }
-/* acc = op(acc, x) for f32 x, no weight, no arg: the GNN hot loop (one
- * switch per row, 4 instructions per 16 floats for sum) */
-#define KERN__SC_F32LOOP512(EXPR)                                             \
-    for (i = 0; i + 16 <= n; i += 16) {                                       \
-        __m512 v = _mm512_loadu_ps(xf + i), a = _mm512_loadu_ps(acc + i);      \
-        if (usew) v = _mm512_mul_ps(v, vw);                                   \
-        EXPR;                                                                 \
-        _mm512_storeu_ps(acc + i, a);                                         \
-    }                                                                         \
-    if (i < n) {                                                              \
-        __mmask16 m = kern__sc_mask16(n - i);                                 \
-        __m512 v = _mm512_maskz_loadu_ps(m, xf + i);                          \
-        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);                         \
-        if (usew) v = _mm512_mul_ps(v, vw);                                   \
-        EXPR;                                                                 \
-        _mm512_mask_storeu_ps(acc + i, m, a);                                 \
-    }
-KERN_TARGET_AVX512 static void kern__sc_updf_f32__avx512(int op, float *acc, const float *xf,
+KERN_TARGET_AVX512 static void kern__v_sc_set__avx512(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    if (dt == KERN_F32) kern__v_sc_set_core__avx512(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__avx512(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__avx512(acc, x, KERN_F16, w, n, arg, pos);
+}
+
+/* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
+ * usew constants after inlining */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_upd_f32_core__avx512(int op, int usew, float *acc, const float *xf,
                                                         int64_t n, float w) {
     const __m512 vw = _mm512_set1_ps(w);
-    const int usew = w != 1.0f;
     int64_t i;
-    switch (op) {
-    case KERN__SC_ADD: KERN__SC_F32LOOP512(a = _mm512_add_ps(a, v)) break;
-    case KERN__SC_MUL: KERN__SC_F32LOOP512(a = _mm512_mul_ps(a, v)) break;
-    /* max_ps(v, a) keeps a NaN in a; the mask puts a NaN of v through */
-    case KERN__SC_MAX:
-        KERN__SC_F32LOOP512(a = _mm512_mask_mov_ps(_mm512_max_ps(v, a),
-                                                   _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v))
-        break;
-    default:
-        KERN__SC_F32LOOP512(a = _mm512_mask_mov_ps(_mm512_min_ps(v, a),
-                                                   _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v))
-        break;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(xf + i);
+        if (usew) v = kern__mul__avx512(v, vw);
+        _mm512_storeu_ps(acc + i, kern__v_sc_op__avx512(op, _mm512_loadu_ps(acc + i), v));
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m512 v = kern__loadn__avx512(xf + i, nn);
+        (void)nn;
+        if (usew) v = kern__mul__avx512(v, vw);
+        kern__storen__avx512(acc + i, kern__v_sc_op__avx512(op, kern__loadn__avx512(acc + i, nn), v), nn);
     }
 }
-KERN_TARGET_AVX512 static void kern__sc_updf__avx512(int op, void *accp, const void *x,
-                                                    kern_dtype dt, float w, int64_t n,
-                                                    int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
-    const __m512 vw = _mm512_set1_ps(w);
-    const __m512i vp = _mm512_set1_epi32(pos);
+KERN_TARGET_AVX512 static void kern__v_sc_upd_f32__avx512(int op, float *acc, const float *xf, int64_t n, float w) {
     const int usew = w != 1.0f;
-    int64_t i;
+    switch (op) {
+    case KERN__SC_ADD:
+        if (usew) kern__v_sc_upd_f32_core__avx512(KERN__SC_ADD, 1, acc, xf, n, w);
+        else kern__v_sc_upd_f32_core__avx512(KERN__SC_ADD, 0, acc, xf, n, w);
+        break;
+    case KERN__SC_MUL: kern__v_sc_upd_f32_core__avx512(KERN__SC_MUL, usew, acc, xf, n, w); break;
+    case KERN__SC_MAX: kern__v_sc_upd_f32_core__avx512(KERN__SC_MAX, usew, acc, xf, n, w); break;
+    default: kern__v_sc_upd_f32_core__avx512(KERN__SC_MIN, usew, acc, xf, n, w); break;
+    }
+}
+
+/* acc = op(acc, w * x), x in dtype dt, arg = pos where a max/min update is
+ * taken (arg may be NULL) */
+KERN_TARGET_AVX512 static void kern__v_sc_upd__avx512(int op, void *accp, const void *x, kern_dtype dt, float w,
+                                        int64_t n, int32_t *arg, int32_t pos) {
+    float *acc = (float *)accp;
+    const char *xp = (const char *)x;
+    int64_t es, i;
+    __m512 vw;
     if (dt == KERN_F32 && !arg) {
-        kern__sc_updf_f32__avx512(op, acc, (const float *)x, n, w);
+        kern__v_sc_upd_f32__avx512(op, acc, (const float *)x, n, w);
         return;
     }
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = _mm512_set1_ps(w);
     for (i = 0; i < n; i += 16) {
-        __mmask16 m = kern__sc_mask16(n - i), u;
-        __m512 v = kern__sc_ld16__avx512(x, dt, i, m);
-        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
-        if (usew) v = _mm512_mul_ps(v, vw);
-        switch (op) {
-        case KERN__SC_ADD: a = _mm512_add_ps(a, v); break;
-        case KERN__SC_MUL: a = _mm512_mul_ps(a, v); break;
-        default:
-            u = (op == KERN__SC_MAX ? _mm512_cmp_ps_mask(v, a, _CMP_GT_OQ)
-                                    : _mm512_cmp_ps_mask(v, a, _CMP_LT_OQ)) |
-                _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-            a = _mm512_mask_mov_ps(a, u, v);
-            if (arg) _mm512_mask_storeu_epi32(arg + i, (__mmask16)(u & m), vp);
-            break;
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 v = kern__v_load_f32__avx512(xp + i * es, dt, nn);
+        __m512 a = nn == 16 ? _mm512_loadu_ps(acc + i) : kern__loadn__avx512(acc + i, nn);
+        if (w != 1.0f) v = kern__mul__avx512(v, vw);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__avx512(op, a, v);
+        } else {
+            const __mmask16 u = kern__v_sc_take__avx512(op, v, a);
+            a = _mm512_mask_blend_ps(u, a, v);
+            if (arg) kern__v_sc_argsel__avx512(arg + i, u, NULL, pos, nn);
         }
-        _mm512_mask_storeu_ps(acc + i, m, a);
+        if (nn == 16) _mm512_storeu_ps(acc + i, a);
+        else kern__storen__avx512(acc + i, a, nn);
     }
 }
-KERN_TARGET_AVX512 static void kern__sc_mergef__avx512(int op, void *accp, int32_t *arg,
-                                                      const void *bp, const int32_t *barg,
-                                                      int64_t n) {
+
+/* acc = op(acc, b), b a partial accumulator row; arg takes barg where b
+ * wins a max/min (arg and barg both NULL or both set) */
+KERN_TARGET_AVX512 static void kern__v_sc_merge__avx512(int op, void *accp, int32_t *arg, const void *bp,
+                                          const int32_t *barg, int64_t n) {
     float *acc = (float *)accp;
     const float *b = (const float *)bp;
     int64_t i;
     for (i = 0; i < n; i += 16) {
-        __mmask16 m = kern__sc_mask16(n - i), u;
-        __m512 v = _mm512_maskz_loadu_ps(m, b + i);
-        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
-        switch (op) {
-        case KERN__SC_ADD: a = _mm512_add_ps(a, v); break;
-        case KERN__SC_MUL: a = _mm512_mul_ps(a, v); break;
-        default:
-            u = (op == KERN__SC_MAX ? _mm512_cmp_ps_mask(v, a, _CMP_GT_OQ)
-                                    : _mm512_cmp_ps_mask(v, a, _CMP_LT_OQ)) |
-                _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-            a = _mm512_mask_mov_ps(a, u, v);
-            if (arg)
-                _mm512_mask_storeu_epi32(arg + i, (__mmask16)(u & m),
-                                         _mm512_maskz_loadu_epi32(m, barg + i));
-            break;
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        const __m512 v = nn == 16 ? _mm512_loadu_ps(b + i) : kern__loadn__avx512(b + i, nn);
+        __m512 a = nn == 16 ? _mm512_loadu_ps(acc + i) : kern__loadn__avx512(acc + i, nn);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__avx512(op, a, v);
+        } else {
+            const __mmask16 u = kern__v_sc_take__avx512(op, v, a);
+            a = _mm512_mask_blend_ps(u, a, v);
+            if (arg) kern__v_sc_argsel__avx512(arg + i, u, barg + i, 0, nn);
         }
-        _mm512_mask_storeu_ps(acc + i, m, a);
+        if (nn == 16) _mm512_storeu_ps(acc + i, a);
+        else kern__storen__avx512(acc + i, a, nn);
     }
 }
-KERN_TARGET_AVX512 static void kern__sc_storef__avx512(void *out, kern_dtype dt,
-                                                      const void *accp, int64_t n,
-                                                      int64_t div) {
-    const float *acc = (const float *)accp;
+
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_sc_store_core__avx512(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
+    char *o = (char *)out;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
     const __m512 vd = _mm512_set1_ps((float)div);
     int64_t i;
-    for (i = 0; i < n; i += 16) {
-        __mmask16 m = kern__sc_mask16(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, acc + i);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(acc + i);
         if (div > 0) v = _mm512_div_ps(v, vd);
-        if (dt == KERN_F32) {
-            _mm512_mask_storeu_ps((float *)out + i, m, v);
-        } else if (dt == KERN_F16) {
-            _mm256_mask_storeu_epi16((uint16_t *)out + i, m,
-                                     _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        } else { /* bf16: round to nearest even, NaN kept and quieted */
-            __m512i u = _mm512_castps_si512(v);
-            __mmask16 nan = _mm512_cmpgt_epi32_mask(
-                _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                _mm512_set1_epi32(0x7f800000));
-            __m512i rnd = _mm512_add_epi32(
-                u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                    _mm512_and_si512(_mm512_srli_epi32(u, 16),
-                                                     _mm512_set1_epi32(1))));
-            __m512i r = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-            _mm256_mask_storeu_epi16((uint16_t *)out + i, m,
-                                     _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
-        }
+        kern__v_store_f32__avx512(o + i * es, dt, v, 16, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        __m512 v = kern__loadn__avx512(acc + i, nn);
+        if (div > 0) v = _mm512_div_ps(v, vd);
+        kern__v_store_f32__avx512(o + i * es, dt, v, nn, 0);
     }
 }
-static const kern__sc_ops kern__sc_ops_f_avx512 = {
-    kern__sc_setf__avx512, kern__sc_updf__avx512, kern__sc_mergef__avx512,
-    kern__sc_storef__avx512, 4};
+KERN_TARGET_AVX512 static void kern__v_sc_store__avx512(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
+    const float *acc = (const float *)accp;
+    if (dt == KERN_F32) kern__v_sc_store_core__avx512(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__avx512(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__avx512(out, KERN_F16, acc, n, div);
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
 
-/* ---- AVX2: 8 lanes on full vectors, the scalar code on the tail */
-KERN_TARGET_AVX2 static inline __m256 kern__sc_ld8__avx2(const void *x, kern_dtype dt,
-                                                        int64_t i) {
-    if (dt == KERN_F32) return _mm256_loadu_ps((const float *)x + i);
-    if (dt == KERN_BF16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i))),
-            16));
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
+/* arg[l] = src ? src[l] : pos for the lanes l < nn where u is set (the
+ * position that produced a new max/min). Exact bit moves on every ISA. */
+KERN__AINLINE void kern__v_sc_argsel__neon(int32_t *arg, uint32x4_t u, const int32_t *src, int32_t pos,
+                                                  int nn) {
+    uint32_t um[4];
+    int l;
+    vst1q_u32(um, u);
+    for (l = 0; l < nn && l < 4; l++)
+        if (um[l]) arg[l] = src ? src[l] : pos;
 }
-static inline const void *kern__sc_offp(const void *x, kern_dtype dt, int64_t i) {
-    return (const char *)x + i * (int64_t)kern_dtype_size(dt);
+
+/* The lanes where v replaces a in a max (op = KERN__SC_MAX) or min: v
+ * strictly greater / smaller, or v NaN (so NaN propagates and ties keep the
+ * first position). */
+KERN__AINLINE uint32x4_t kern__v_sc_take__neon(int op, float32x4_t v, float32x4_t a) {
+    return vorrq_u32(op == KERN__SC_MAX ? vcgtq_f32(v, a) : vcltq_f32(v, a), vmvnq_u32(vceqq_f32(v, v)));
 }
-KERN_TARGET_AVX2 static void kern__sc_setf__avx2(void *accp, const void *x, kern_dtype dt,
-                                                float w, int64_t n, int32_t *arg,
-                                                int32_t pos) {
+
+/* a = op(a, v) without args: add, mul, or max/min with NaN of v kept (a NaN
+ * in a stays: kern__max__neon(v, a) gives a when either is NaN). */
+KERN__AINLINE float32x4_t kern__v_sc_op__neon(int op, float32x4_t a, float32x4_t v) {
+    if (op == KERN__SC_ADD) return vaddq_f32(a, v);
+    if (op == KERN__SC_MUL) return kern__mul__neon(a, v);
+    if (op == KERN__SC_MAX) return vbslq_f32(vceqq_f32(v, v), kern__max__neon(v, a), v);
+    return vbslq_f32(vceqq_f32(v, v), kern__min__neon(v, a), v);
+}
+
+/* acc = w * x (arg = pos), x in dtype dt (a constant after inlining) */
+KERN__AINLINE void kern__v_sc_set_core__neon(float *acc, const void *x, kern_dtype dt, float w,
+                                                    int64_t n, int32_t *arg, int32_t pos) {
+    const char *xp = (const char *)x;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const float32x4_t vw = vdupq_n_f32(w);
+    const uint32x4_t all = vceqq_f32(vdupq_n_f32(0.0f), vdupq_n_f32(0.0f));
+    int64_t i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t v = kern__v_load_f32__neon(xp + i * es, dt, nn);
+        if (w != 1.0f) v = kern__mul__neon(v, vw);
+        if (nn == 4) vst1q_f32(acc + i, v);
+        else kern__storen__neon(acc + i, v, nn);
+        if (arg) kern__v_sc_argsel__neon(arg + i, all, NULL, pos, nn);
+    }
+}
+static void kern__v_sc_set__neon(void *accp, const void *x, kern_dtype dt, float w, int64_t n,
+                                        int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
-    const __m256 vw = _mm256_set1_ps(w);
-    const __m256i vp = _mm256_set1_epi32(pos);
-    int64_t i;
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 v = kern__sc_ld8__avx2(x, dt, i);
-        if (w != 1.0f) v = _mm256_mul_ps(v, vw);
-        _mm256_storeu_ps(acc + i, v);
-        if (arg) _mm256_storeu_si256((__m256i *)(arg + i), vp);
-    }
-    if (i < n)
-        kern__sc_setf__scalar(acc + i, kern__sc_offp(x, dt, i), dt, w, n - i,
-                              arg ? arg + i : NULL, pos);
+    if (dt == KERN_F32) kern__v_sc_set_core__neon(acc, x, KERN_F32, w, n, arg, pos);
+    else if (dt == KERN_BF16) kern__v_sc_set_core__neon(acc, x, KERN_BF16, w, n, arg, pos);
+    else kern__v_sc_set_core__neon(acc, x, KERN_F16, w, n, arg, pos);
 }
-#define KERN__SC_F32LOOP256(EXPR)                                             \
-    for (i = 0; i + 8 <= n; i += 8) {                                         \
-        __m256 v = _mm256_loadu_ps(xf + i), a = _mm256_loadu_ps(acc + i);      \
-        if (usew) v = _mm256_mul_ps(v, vw);                                   \
-        EXPR;                                                                 \
-        _mm256_storeu_ps(acc + i, a);                                         \
-    }
-KERN_TARGET_AVX2 static void kern__sc_updf_f32__avx2(int op, float *acc, const float *xf,
-                                                    int64_t n, float w) {
-    const __m256 vw = _mm256_set1_ps(w);
-    const int usew = w != 1.0f;
+
+/* acc = op(acc, w * x) for f32 x without args: the GNN hot loop, op and
+ * usew constants after inlining */
+KERN__AINLINE void kern__v_sc_upd_f32_core__neon(int op, int usew, float *acc, const float *xf,
+                                                        int64_t n, float w) {
+    const float32x4_t vw = vdupq_n_f32(w);
     int64_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(xf + i);
+        if (usew) v = kern__mul__neon(v, vw);
+        vst1q_f32(acc + i, kern__v_sc_op__neon(op, vld1q_f32(acc + i), v));
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float32x4_t v = kern__loadn__neon(xf + i, nn);
+        (void)nn;
+        if (usew) v = kern__mul__neon(v, vw);
+        kern__storen__neon(acc + i, kern__v_sc_op__neon(op, kern__loadn__neon(acc + i, nn), v), nn);
+    }
+}
+static void kern__v_sc_upd_f32__neon(int op, float *acc, const float *xf, int64_t n, float w) {
+    const int usew = w != 1.0f;
     switch (op) {
-    case KERN__SC_ADD: KERN__SC_F32LOOP256(a = _mm256_add_ps(a, v)) break;
-    case KERN__SC_MUL: KERN__SC_F32LOOP256(a = _mm256_mul_ps(a, v)) break;
-    case KERN__SC_MAX:
-        KERN__SC_F32LOOP256(a = _mm256_blendv_ps(_mm256_max_ps(v, a), v,
-                                                 _mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+    case KERN__SC_ADD:
+        if (usew) kern__v_sc_upd_f32_core__neon(KERN__SC_ADD, 1, acc, xf, n, w);
+        else kern__v_sc_upd_f32_core__neon(KERN__SC_ADD, 0, acc, xf, n, w);
         break;
-    default:
-        KERN__SC_F32LOOP256(a = _mm256_blendv_ps(_mm256_min_ps(v, a), v,
-                                                 _mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
-        break;
+    case KERN__SC_MUL: kern__v_sc_upd_f32_core__neon(KERN__SC_MUL, usew, acc, xf, n, w); break;
+    case KERN__SC_MAX: kern__v_sc_upd_f32_core__neon(KERN__SC_MAX, usew, acc, xf, n, w); break;
+    default: kern__v_sc_upd_f32_core__neon(KERN__SC_MIN, usew, acc, xf, n, w); break;
     }
-    if (i < n) kern__sc_updf__scalar(op, acc + i, xf + i, KERN_F32, w, n - i, NULL, 0);
 }
-KERN_TARGET_AVX2 static void kern__sc_updf__avx2(int op, void *accp, const void *x,
-                                                kern_dtype dt, float w, int64_t n,
-                                                int32_t *arg, int32_t pos) {
+
+/* acc = op(acc, w * x), x in dtype dt, arg = pos where a max/min update is
+ * taken (arg may be NULL) */
+static void kern__v_sc_upd__neon(int op, void *accp, const void *x, kern_dtype dt, float w,
+                                        int64_t n, int32_t *arg, int32_t pos) {
     float *acc = (float *)accp;
-    const __m256 vw = _mm256_set1_ps(w);
-    const __m256i vp = _mm256_set1_epi32(pos);
-    const int usew = w != 1.0f;
-    int64_t i;
+    const char *xp = (const char *)x;
+    int64_t es, i;
+    float32x4_t vw;
     if (dt == KERN_F32 && !arg) {
-        kern__sc_updf_f32__avx2(op, acc, (const float *)x, n, w);
+        kern__v_sc_upd_f32__neon(op, acc, (const float *)x, n, w);
         return;
     }
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 v = kern__sc_ld8__avx2(x, dt, i), u;
-        __m256 a = _mm256_loadu_ps(acc + i);
-        if (usew) v = _mm256_mul_ps(v, vw);
-        switch (op) {
-        case KERN__SC_ADD: a = _mm256_add_ps(a, v); break;
-        case KERN__SC_MUL: a = _mm256_mul_ps(a, v); break;
-        default:
-            u = _mm256_or_ps(op == KERN__SC_MAX ? _mm256_cmp_ps(v, a, _CMP_GT_OQ)
-                                                : _mm256_cmp_ps(v, a, _CMP_LT_OQ),
-                             _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            a = _mm256_blendv_ps(a, v, u);
-            if (arg) _mm256_maskstore_epi32(arg + i, _mm256_castps_si256(u), vp);
-            break;
+    es = dt == KERN_F32 ? 4 : 2;
+    vw = vdupq_n_f32(w);
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t v = kern__v_load_f32__neon(xp + i * es, dt, nn);
+        float32x4_t a = nn == 4 ? vld1q_f32(acc + i) : kern__loadn__neon(acc + i, nn);
+        if (w != 1.0f) v = kern__mul__neon(v, vw);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__neon(op, a, v);
+        } else {
+            const uint32x4_t u = kern__v_sc_take__neon(op, v, a);
+            a = vbslq_f32(u, v, a);
+            if (arg) kern__v_sc_argsel__neon(arg + i, u, NULL, pos, nn);
         }
-        _mm256_storeu_ps(acc + i, a);
+        if (nn == 4) vst1q_f32(acc + i, a);
+        else kern__storen__neon(acc + i, a, nn);
     }
-    if (i < n)
-        kern__sc_updf__scalar(op, acc + i, kern__sc_offp(x, dt, i), dt, w, n - i,
-                              arg ? arg + i : NULL, pos);
 }
-KERN_TARGET_AVX2 static void kern__sc_mergef__avx2(int op, void *accp, int32_t *arg,
-                                                  const void *bp, const int32_t *barg,
-                                                  int64_t n) {
+
+/* acc = op(acc, b), b a partial accumulator row; arg takes barg where b
+ * wins a max/min (arg and barg both NULL or both set) */
+static void kern__v_sc_merge__neon(int op, void *accp, int32_t *arg, const void *bp,
+                                          const int32_t *barg, int64_t n) {
     float *acc = (float *)accp;
     const float *b = (const float *)bp;
     int64_t i;
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(b + i), u;
-        __m256 a = _mm256_loadu_ps(acc + i);
-        switch (op) {
-        case KERN__SC_ADD: a = _mm256_add_ps(a, v); break;
-        case KERN__SC_MUL: a = _mm256_mul_ps(a, v); break;
-        default:
-            u = _mm256_or_ps(op == KERN__SC_MAX ? _mm256_cmp_ps(v, a, _CMP_GT_OQ)
-                                                : _mm256_cmp_ps(v, a, _CMP_LT_OQ),
-                             _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            a = _mm256_blendv_ps(a, v, u);
-            if (arg)
-                _mm256_maskstore_epi32(arg + i, _mm256_castps_si256(u),
-                                       _mm256_loadu_si256((const __m256i *)(barg + i)));
-            break;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        const float32x4_t v = nn == 4 ? vld1q_f32(b + i) : kern__loadn__neon(b + i, nn);
+        float32x4_t a = nn == 4 ? vld1q_f32(acc + i) : kern__loadn__neon(acc + i, nn);
+        if (op == KERN__SC_ADD || op == KERN__SC_MUL) {
+            a = kern__v_sc_op__neon(op, a, v);
+        } else {
+            const uint32x4_t u = kern__v_sc_take__neon(op, v, a);
+            a = vbslq_f32(u, v, a);
+            if (arg) kern__v_sc_argsel__neon(arg + i, u, barg + i, 0, nn);
         }
-        _mm256_storeu_ps(acc + i, a);
+        if (nn == 4) vst1q_f32(acc + i, a);
+        else kern__storen__neon(acc + i, a, nn);
     }
-    if (i < n)
-        kern__sc_mergef__scalar(op, acc + i, arg ? arg + i : NULL, b + i,
-                                barg ? barg + i : NULL, n - i);
 }
-KERN_TARGET_AVX2 static void kern__sc_storef__avx2(void *out, kern_dtype dt,
-                                                  const void *accp, int64_t n,
-                                                  int64_t div) {
+
+/* out = acc (/ div when div > 0), rounded to dtype dt (a constant after
+ * inlining) */
+KERN__AINLINE void kern__v_sc_store_core__neon(void *out, kern_dtype dt, const float *acc,
+                                                      int64_t n, int64_t div) {
+    char *o = (char *)out;
+    const int64_t es = dt == KERN_F32 ? 4 : 2;
+    const float32x4_t vd = vdupq_n_f32((float)div);
+    int64_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(acc + i);
+        if (div > 0) v = vdivq_f32(v, vd);
+        kern__v_store_f32__neon(o + i * es, dt, v, 4, 0);
+    }
+    if (i < n) {
+        const int nn = (int)(n - i);
+        float32x4_t v = kern__loadn__neon(acc + i, nn);
+        if (div > 0) v = vdivq_f32(v, vd);
+        kern__v_store_f32__neon(o + i * es, dt, v, nn, 0);
+    }
+}
+static void kern__v_sc_store__neon(void *out, kern_dtype dt, const void *accp, int64_t n,
+                                          int64_t div) {
     const float *acc = (const float *)accp;
-    const __m256 vd = _mm256_set1_ps((float)div);
-    int64_t i = 0;
-    if (dt == KERN_F32) {
-        for (; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_loadu_ps(acc + i);
-            if (div > 0) v = _mm256_div_ps(v, vd);
-            _mm256_storeu_ps((float *)out + i, v);
-        }
-    } else if (dt == KERN_F16) {
-        for (; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_loadu_ps(acc + i);
-            if (div > 0) v = _mm256_div_ps(v, vd);
-            _mm_storeu_si128((__m128i *)((uint16_t *)out + i),
-                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        }
-    }
-    if (i < n)
-        kern__sc_storef__scalar((char *)out + i * (int64_t)kern_dtype_size(dt), dt,
-                                acc + i, n - i, div);
+    if (dt == KERN_F32) kern__v_sc_store_core__neon(out, KERN_F32, acc, n, div);
+    else if (dt == KERN_BF16) kern__v_sc_store_core__neon(out, KERN_BF16, acc, n, div);
+    else kern__v_sc_store_core__neon(out, KERN_F16, acc, n, div);
 }
-static const kern__sc_ops kern__sc_ops_f_avx2 = {
-    kern__sc_setf__avx2, kern__sc_updf__avx2, kern__sc_mergef__avx2,
-    kern__sc_storef__avx2, 4};
-#endif /* KERN_X86 */
+#endif /* KERN_NEON */
+/* END GENERATED */
 
-#ifdef KERN_NEON
-/* NEON: f32 rows 4 lanes at a time (bf16/f16 and tails use the scalar
- * code). Compiled and syntax-checked only; not run on this project's
- * machines. */
-static void kern__sc_updf__neon(int op, void *accp, const void *x, kern_dtype dt,
-                                float w, int64_t n, int32_t *arg, int32_t pos) {
-    float *acc = (float *)accp;
-    int64_t i = 0;
-    if (dt == KERN_F32 && arg == NULL) {
-        const float *xf = (const float *)x;
-        const float32x4_t vw = vdupq_n_f32(w);
-        for (; i + 4 <= n; i += 4) {
-            float32x4_t v = vmulq_f32(vld1q_f32(xf + i), vw);
-            float32x4_t a = vld1q_f32(acc + i);
-            switch (op) {
-            case KERN__SC_ADD: a = vaddq_f32(a, v); break;
-            case KERN__SC_MUL: a = vmulq_f32(a, v); break;
-            case KERN__SC_MAX: { /* NaN in v or a propagates */
-                uint32x4_t take = vorrq_u32(vcgtq_f32(v, a), vmvnq_u32(vceqq_f32(v, v)));
-                a = vbslq_f32(take, v, a);
-                break;
-            }
-            default: {
-                uint32x4_t take = vorrq_u32(vcltq_f32(v, a), vmvnq_u32(vceqq_f32(v, v)));
-                a = vbslq_f32(take, v, a);
-                break;
-            }
-            }
-            vst1q_f32(acc + i, a);
-        }
-    }
-    if (i < n)
-        kern__sc_updf__scalar(op, acc + i, (const char *)x + i * (int64_t)kern_dtype_size(dt),
-                              dt, w, n - i, arg ? arg + i : NULL, pos);
+/* gather's row copy: n bytes; nt = non-temporal stores for whole 64-byte
+ * blocks (d 64-byte aligned; kern__nt_fence() after the last). Only the
+ * AVX-512 table streams; the others copy with memcpy (as before the tables). */
+static void kern__sc_copy__memcpy(char *d, const char *s, int64_t n, int nt) {
+    (void)nt;
+    memcpy(d, s, (size_t)n);
 }
-static const kern__sc_ops kern__sc_ops_f_neon = {
-    kern__sc_setf__scalar, kern__sc_updf__neon, kern__sc_mergef__scalar,
-    kern__sc_storef__scalar, 4};
-#endif
-
-static const kern__sc_ops *kern__sc_pick_ops(kern_ctx *ctx, kern_dtype dt) {
-    uint32_t f = kern_ctx_features(ctx);
-    (void)f;
-    if (dt == KERN_I32 || dt == KERN_I64) return &kern__sc_ops_int;
 #ifdef KERN_X86
-    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW) && (f & KERN_CPU_AVX512VL))
-        return &kern__sc_ops_f_avx512;
-    if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_F16C) && (f & KERN_CPU_FMA))
-        return &kern__sc_ops_f_avx2;
+KERN_TARGET_AVX512 static void kern__sc_copy__avx512(char *d, const char *s, int64_t n, int nt) {
+    int64_t i = 0;
+    if (nt)
+        for (; i + 64 <= n; i += 64)
+            _mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+    for (; i + 64 <= n; i += 64)
+        _mm512_storeu_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+    if (i < n) {
+        __mmask64 m = (n - i) >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n - i)) - 1);
+        _mm512_mask_storeu_epi8(d + i, m, _mm512_maskz_loadu_epi8(m, s + i));
+    }
+}
+#endif
+
+/* One const table per ISA level (docs/internals.md); kern_spmm.h uses the
+ * same tables (its forward is this row engine with weights). */
+static const kern__scatter_fns kern__scatter_fns_int = {
+    "int64", kern__sc_seti, kern__sc_updi, kern__sc_mergei, kern__sc_storei, 8, NULL,
+    kern__sc_copy__memcpy, 0};
+static const kern__scatter_fns kern__scatter_fns_scalar = {
+    "scalar", kern__s_sc_set, kern__s_sc_upd, kern__s_sc_merge, kern__s_sc_store, 4,
+    kern__s_sc_upd_f32, kern__sc_copy__memcpy, 0};
+#ifdef KERN_X86
+static const kern__scatter_fns kern__scatter_fns_avx2 = {
+    "avx2", kern__v_sc_set__avx2, kern__v_sc_upd__avx2, kern__v_sc_merge__avx2,
+    kern__v_sc_store__avx2, 4, kern__v_sc_upd_f32__avx2, kern__sc_copy__memcpy, 0};
+static const kern__scatter_fns kern__scatter_fns_avx512 = {
+    "avx512", kern__v_sc_set__avx512, kern__v_sc_upd__avx512, kern__v_sc_merge__avx512,
+    kern__v_sc_store__avx512, 4, kern__v_sc_upd_f32__avx512, kern__sc_copy__avx512, 1};
 #endif
 #ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) return &kern__sc_ops_f_neon;
+static const kern__scatter_fns kern__scatter_fns_neon = {
+    "neon", kern__v_sc_set__neon, kern__v_sc_upd__neon, kern__v_sc_merge__neon,
+    kern__v_sc_store__neon, 4, kern__v_sc_upd_f32__neon, kern__sc_copy__memcpy, 0};
 #endif
-    return &kern__sc_ops_f_scalar;
+static const kern__scatter_fns *kern__scatter_fns_for(kern_isa level) {
+    switch (level) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16:
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__scatter_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__scatter_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__scatter_fns_neon;
+#endif
+    default: return &kern__scatter_fns_scalar;
+    }
+}
+/* The rows of dtype dt on ctx's level: integers have one table (int64
+ * accumulators, no vector body), floats the level's. */
+static const kern__scatter_fns *kern__sc_fns_ctx(const kern_ctx *ctx, kern_dtype dt) {
+    if (dt == KERN_I32 || dt == KERN_I64) return &kern__scatter_fns_int;
+    return kern__scatter_fns_for(kern_ctx_isa(ctx));
 }
 
 /* Writes n int32 args (or the sentinel) to an i32/i64 row. */
@@ -896,7 +1203,7 @@ static void kern__sc_put_arg(void *dst, int is64, const int32_t *a, int64_t n,
 /* One reduction problem in row form (the fast path, planned calls and
  * kern_spmm_reduce all fill this in). Byte strides for rows. */
 typedef struct kern__sc_job {
-    const kern__sc_ops *ops;
+    const kern__scatter_fns *ops;
     kern_ctx *ctx;
     int op, mean, include_self, inplace;
     kern_dtype dt;      /* src/self/out */
@@ -947,7 +1254,7 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
     int32_t *cnt = J->cnt + p * J->N;
     const int64_t rowb = J->F * (int64_t)J->accsz, is = J->idx_s, F = J->F;
     const int64_t pf_end = e1 - KERN__SC_PF;
-    const kern__sc_ops *ops = J->ops;
+    const kern__scatter_fns *ops = J->ops;
     const int op = J->op, self0 = p == 0 && J->include_self, pre = p == 0 && J->precopied;
     const kern_dtype dt = J->dt;
     /* partition p's accumulator rows: out itself (direct) or scratch */
@@ -956,10 +1263,8 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
                      : J->acc + (int64_t)(p - J->direct0) * J->N * rowb;
     const int64_t brs = p == 0 && J->direct0 ? J->out_rs : rowb;
     int32_t *pa = J->pa ? J->pa + p * J->N * F : NULL;
-#ifdef KERN_X86
-    /* the GNN hot case calls the AVX-512 row loop directly */
-    const int fast512 = ops == &kern__sc_ops_f_avx512 && dt == KERN_F32 && !pa;
-#endif
+    /* the GNN hot case (f32 rows, no arg) calls the f32 row loop directly */
+    const int fastf32 = ops->upd_f32 && dt == KERN_F32 && !pa;
     (void)thread;
     memset(cnt, 0, (size_t)J->N * sizeof(int32_t));
     for (e = e0; e < e1; e++) {
@@ -975,12 +1280,10 @@ static void kern__sc_stream_task(void *a, int64_t p, int thread) {
                 int64_t i;
                 for (i = 0; i < F; i++) ar[i] = J->sentinel;
             }
-#ifdef KERN_X86
-            if (fast512) {
-                kern__sc_updf_f32__avx512(op, (float *)acc, (const float *)x, F, 1.0f);
+            if (fastf32) {
+                ops->upd_f32(op, (float *)acc, (const float *)x, F, 1.0f);
                 continue;
             }
-#endif
             ops->upd(op, acc, x, dt, 1.0f, F, ar, (int32_t)e);
         } else if (self0) {
             ops->set(acc, J->self + r * J->self_rs, dt, 1.0f, F, ar, J->sentinel);
@@ -1017,7 +1320,7 @@ static void kern__sc_copy_row(char *dst, const char *src, size_t bytes) {
 /* Merge the partials of rows [r0, r1). */
 static void kern__sc_combine_task(void *a, int64_t t, int thread) {
     const kern__sc_job *J = (const kern__sc_job *)a;
-    const kern__sc_ops *ops = J->ops;
+    const kern__scatter_fns *ops = J->ops;
     int64_t nb = J->bounds[0];
     int64_t r0 = J->N * t / nb, r1 = J->N * (t + 1) / nb, r;
     char *tmp = (char *)kern__thread_scratch(J->ctx, thread);
@@ -1062,13 +1365,15 @@ static void kern__sc_combine_task(void *a, int64_t t, int thread) {
 /* Row-gather: rows [bounds[t], bounds[t+1]) each reduced from its entries. */
 static void kern__sc_gather_task(void *a, int64_t t, int thread) {
     const kern__sc_job *J = (const kern__sc_job *)a;
-    const kern__sc_ops *ops = J->ops;
+    const kern__scatter_fns *ops = J->ops;
     int64_t r0 = J->bounds[t], r1 = J->bounds[t + 1], r;
     char *acc = (char *)kern__thread_scratch(J->ctx, thread);
     int32_t *aa = J->arg ? (int32_t *)(acc + ((J->F * (int64_t)J->accsz + 63) & ~(int64_t)63))
                          : NULL;
     const size_t rowbytes = (size_t)J->F * J->es;
     const int64_t srcb = J->F * (int64_t)J->es;
+    /* f32 rows without arg: the level's f32 row loop, called directly */
+    const int fastf32 = ops->upd_f32 && J->dt == KERN_F32 && !aa;
     int64_t kend = kern__sc_ix(J->rowptr, J->rowptr64, r1);
     for (r = r0; r < r1; r++) {
         int64_t s = kern__sc_ix(J->rowptr, J->rowptr64, r);
@@ -1105,6 +1410,10 @@ static void kern__sc_gather_task(void *a, int64_t t, int thread) {
                                                J->src_rs,
                                   srcb);
             if (J->w) w = kern__sc_ldf(J->w, J->wdt, k);
+            if (fastf32) {
+                ops->upd_f32(J->op, (float *)acc, (const float *)(J->src + id * J->src_rs), J->F, w);
+                continue;
+            }
             ops->upd(J->op, acc, J->src + id * J->src_rs, J->dt, w, J->F, aa,
                      (int32_t)(J->pos_is_k ? k : id));
         }
@@ -1353,7 +1662,7 @@ static int64_t kern__sc_feat(const kern_tensor *t) { return t->ndim == 2 ? t->sh
 /* -------------------------------------------- general path (any dim) */
 
 typedef struct kern__sc_gen {
-    const kern__sc_ops *ops;
+    const kern__scatter_fns *ops;
     kern_ctx *ctx;
     int op, mean, include_self, dim, nd;
     kern_dtype dt;
@@ -1419,7 +1728,7 @@ static void kern__sc_sort_keys(uint64_t *k, uint64_t *tmp, int64_t n) {
 
 static void kern__sc_gen_task(void *a, int64_t t, int thread) {
     const kern__sc_gen *G = (const kern__sc_gen *)a;
-    const kern__sc_ops *ops = G->ops;
+    const kern__scatter_fns *ops = G->ops;
     int64_t l0 = G->nlines * t / G->ntasks, l1 = G->nlines * (t + 1) / G->ntasks, l;
     const int64_t L = G->L;
     uint64_t *keys = (uint64_t *)kern__thread_scratch(G->ctx, thread);
@@ -1537,7 +1846,7 @@ static void kern__sc_job_rows(kern__sc_job *J, kern_ctx *ctx, const kern_tensor 
     memset(J, 0, sizeof *J);
     J->ctx = ctx;
     J->dt = self->dtype;
-    J->ops = kern__sc_pick_ops(ctx, self->dtype);
+    J->ops = kern__sc_fns_ctx(ctx, self->dtype);
     J->op = kern__sc_op_of(reduce);
     J->mean = reduce == KERN_REDUCE_MEAN;
     J->include_self = include_self != 0;
@@ -1815,7 +2124,7 @@ KERN_API kern_status kern_scatter_reduce(kern_ctx *ctx, const kern_tensor *self,
         memset(&G, 0, sizeof G);
         G.ctx = ctx;
         G.dt = self->dtype;
-        G.ops = kern__sc_pick_ops(ctx, self->dtype);
+        G.ops = kern__sc_fns_ctx(ctx, self->dtype);
         G.op = kern__sc_op_of(reduce);
         G.mean = reduce == KERN_REDUCE_MEAN;
         G.include_self = include_self != 0;
@@ -2016,7 +2325,8 @@ typedef struct kern__ga_job {
     const void *idx;
     int idx64;
     int64_t idx_s, E, rowbytes, ntasks;
-    int nt, isa; /* isa: 2 avx512, 1 avx2, 0 other */
+    int nt;
+    const kern__scatter_fns *fns; /* the level's row copy */
     /* general */
     const kern_tensor *gs, *gi, *go;
     int dim;
@@ -2024,21 +2334,6 @@ typedef struct kern__ga_job {
     int64_t numel;
 } kern__ga_job;
 
-#ifdef KERN_X86
-KERN_TARGET_AVX512 static void kern__ga_copy__avx512(char *d, const char *s, int64_t n, int nt) {
-    int64_t i = 0;
-    if (nt)
-        for (; i + 64 <= n; i += 64)
-            _mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
-    for (; i + 64 <= n; i += 64)
-        _mm512_storeu_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
-    if (i < n) {
-        __mmask64 m = (n - i) >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n - i)) - 1);
-        _mm512_mask_storeu_epi8(d + i, m, _mm512_maskz_loadu_epi8(m, s + i));
-    }
-}
-KERN_TARGET_AVX512 static void kern__ga_fence__avx512(void) { _mm_sfence(); }
-#endif
 
 static void kern__ga_fast_task(void *a, int64_t t, int thread) {
     const kern__ga_job *G = (const kern__ga_job *)a;
@@ -2050,18 +2345,9 @@ static void kern__ga_fast_task(void *a, int64_t t, int thread) {
             kern__sc_prefetch(G->src + kern__sc_ix(G->idx, G->idx64, (e + KERN__SC_PF) * G->idx_s) *
                                            G->src_rs,
                               G->rowbytes);
-#ifdef KERN_X86
-        if (G->isa == 2) {
-            kern__ga_copy__avx512(G->out + e * G->out_rs, G->src + r * G->src_rs, G->rowbytes,
-                                  G->nt);
-            continue;
-        }
-#endif
-        memcpy(G->out + e * G->out_rs, G->src + r * G->src_rs, (size_t)G->rowbytes);
+        G->fns->copy(G->out + e * G->out_rs, G->src + r * G->src_rs, G->rowbytes, G->nt);
     }
-#ifdef KERN_X86
-    if (G->isa == 2 && G->nt) kern__ga_fence__avx512();
-#endif
+    if (G->nt) kern__nt_fence();
 }
 
 static void kern__ga_gen_task(void *a, int64_t t, int thread) {
@@ -2141,14 +2427,9 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
         st = kern__sc_check_index(ctx, index, src->shape[dim], op);
     }
     if (st == KERN_OK && kern_tensor_numel(out) > 0) {
-        uint32_t f = kern_ctx_features(ctx);
         memset(&G, 0, sizeof G);
         G.es = kern_dtype_size(src->dtype);
-        G.isa = 0;
-#ifdef KERN_X86
-        if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) G.isa = 2;
-#endif
-        (void)f;
+        G.fns = kern__scatter_fns_for(kern_ctx_isa(ctx));
         if (fast) {
             G.src = (const char *)src->data;
             G.src_rs = kern__sc_rsb(src, G.es);
@@ -2160,7 +2441,7 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
             G.E = idx.shape[0];
             G.rowbytes = idx.shape[1] * (int64_t)G.es;
             /* non-temporal stores when the output cannot stay in cache */
-            G.nt = G.isa == 2 && G.E * G.rowbytes > ((int64_t)32 << 20) &&
+            G.nt = G.fns->copy_nt && G.E * G.rowbytes > ((int64_t)32 << 20) &&
                    G.rowbytes % 64 == 0 && G.out_rs % 64 == 0 &&
                    ((uintptr_t)out->data & 63) == 0;
             G.ntasks = G.E < 4096 ? 1 : (int64_t)kern_ctx_threads(ctx) * 8;

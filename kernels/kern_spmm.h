@@ -52,9 +52,10 @@
  * ALGORITHM
  *   Rows are split between threads by nnz + rows (binary search on rowptr),
  *   not by row count, so power-law graphs balance. Each row is reduced in
- *   registers/L1 over the feature dim (AVX-512, AVX2, scalar; NEON compile-
- *   checked) and written once; the dense rows of upcoming entries are
- *   software-prefetched 12 entries ahead.
+ *   registers/L1 over the feature dim by kern_scatter.h's row engine (its
+ *   per-level table: scalar, AVX2, AVX-512, NEON, one template, the same
+ *   bits on every level) and written once; the dense rows of upcoming
+ *   entries are software-prefetched 12 entries ahead.
  *
  * ERRORS (nothing is written on error)
  *   KERN_ERR_ARG    NULL arguments, negative sizes, a bad rowptr (names the
@@ -327,10 +328,9 @@ static inline void kern__sp_put_ix(void *p, int is64, int64_t i, int64_t v) {
     if (is64) ((int64_t *)p)[i] = v;
     else ((int32_t *)p)[i] = (int32_t)v;
 }
+/* element i of a row of dtype dt (f32/bf16/f16) = v, through kern_base.h */
 static inline void kern__sp_put_f(void *p, kern_dtype dt, int64_t i, float v) {
-    if (dt == KERN_F32) ((float *)p)[i] = v;
-    else if (dt == KERN_BF16) ((uint16_t *)p)[i] = kern_f32_to_bf16(v);
-    else ((uint16_t *)p)[i] = kern_f32_to_f16(v);
+    kern__s_store_f32((char *)p + i * (dt == KERN_F32 ? 4 : 2), dt, v, 1, 0);
 }
 static inline void kern__sp_copy_val(void *dst, const void *src, kern_dtype dt, int64_t di,
                                      int64_t si) {
@@ -757,7 +757,7 @@ KERN_API kern_status kern_spmm_reduce(kern_ctx *ctx, const kern_csr *a,
         memset(&J, 0, sizeof J);
         J.ctx = ctx;
         J.dt = dense->dtype;
-        J.ops = kern__sc_pick_ops(ctx, dense->dtype);
+        J.ops = kern__sc_fns_ctx(ctx, dense->dtype);
         J.op = kern__sc_op_of(reduce);
         J.mean = reduce == KERN_REDUCE_MEAN;
         J.es = kern_dtype_size(dense->dtype);
@@ -1033,7 +1033,7 @@ KERN_API kern_status kern_spmm_reduce_backward(kern_ctx *ctx, const kern_csr *a,
                 wT[kk] = v;
             }
             memset(&J, 0, sizeof J);
-            J.ctx = ctx; J.dt = dense->dtype; J.ops = kern__sc_pick_ops(ctx, dense->dtype);
+            J.ctx = ctx; J.dt = dense->dtype; J.ops = kern__sc_fns_ctx(ctx, dense->dtype);
             J.op = KERN__SC_ADD; J.es = B.es; J.accsz = 4; J.N = a->ncols; J.F = F;
             J.E = a->nnz; J.src = B.gout; J.src_rs = B.gout_rs;
             J.out = (char *)grad_dense->data;

@@ -783,4 +783,49 @@ KT_TEST(spmm_fuzz_findings) {
     }
 }
 
+/* Every ISA level gives the bits of the scalar level (the float rows are
+ * one template; docs/scatter.md): weighted and unweighted, f32/bf16/f16,
+ * widths with and without vector tails, every reduce, arg for amax/amin,
+ * 1 and 2 threads. */
+KT_TEST(spmm_levels_same_bits) {
+    static const int64_t FS[4] = {1, 7, 16, 37};
+    static const kern_dtype DT[3] = {KERN_F32, KERN_BF16, KERN_F16};
+    const int64_t N = 41, E = 400;
+    int fi, di, k, wv, th;
+    for (wv = 0; wv < 2; wv++)
+        for (di = 0; di < 3; di++) {
+            kt_rng r = kt_rng_make(43 + (uint64_t)(wv * 3 + di));
+            const kern_dtype dt = DT[di];
+            kern_csr a = make_graph(&r, N, E, 0, KERN_I64, dt, wv, 0);
+            for (fi = 0; fi < 4; fi++) {
+                const int64_t F = FS[fi];
+                const size_t es = kern_dtype_size(dt), ob = (size_t)(N * F) * es;
+                void *x = kt_alloc(ob, "x"), *ref = kt_alloc(ob, "ref"), *y = kt_alloc(ob, "y");
+                int64_t *aref = (int64_t *)kt_alloc((size_t)(N * F) * 8, "aref");
+                int64_t *arg = (int64_t *)kt_alloc((size_t)(N * F) * 8, "arg");
+                kern_tensor tx = kern_tensor_2d(x, dt, N, F), tr = kern_tensor_2d(ref, dt, N, F);
+                kern_tensor ty = kern_tensor_2d(y, dt, N, F), ta = kern_tensor_2d(arg, KERN_I64, N, F);
+                kern_tensor tar = kern_tensor_2d(aref, KERN_I64, N, F);
+                kt_fill_normal(&r, x, dt, N * F, 1.0);
+                for (k = 0; k < 4; k++) {
+                    const int mm = k >= 2;
+                    for (th = 1; th <= 2; th++) {
+                        KT_OK(kern_spmm_reduce(kt_ctx(th, KERN_ISA_SCALAR), &a, &tx, &tr, RED4[k],
+                                               mm ? &tar : NULL, NULL));
+                        KT_FOR_EACH_ISA(isa, ctx, th) {
+                            kt_context("F=%lld %s %s values=%d threads=%d isa=%s", (long long)F,
+                                       kern_dtype_name(dt), kern_reduce_name(RED4[k]), wv, th,
+                                       kern_isa_name(isa));
+                            KT_OK(kern_spmm_reduce(ctx, &a, &tx, &ty, RED4[k], mm ? &ta : NULL, NULL));
+                            kt_assert_bytes_equal("out", y, ref, ob);
+                            if (mm) kt_assert_bytes_equal("arg", arg, aref, (size_t)(N * F) * 8);
+                        }
+                    }
+                }
+                kt_free(x); kt_free(ref); kt_free(y); kt_free(aref); kt_free(arg);
+            }
+            csr_free(&a);
+        }
+}
+
 KT_MAIN()
