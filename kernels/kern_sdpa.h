@@ -296,15 +296,6 @@ extern "C" {
 #define KERN__SDPA_LOG2E 1.4426950408889634f
 #define KERN__SDPA_LN2 0.6931471805599453f
 
-/* 2^f on [-0.5, 0.5], relative-error minimax fit (max 1.05e-7 in f32
- * Horner arithmetic). */
-#define KERN__SDPA_P1 0.6931471824645996f
-#define KERN__SDPA_P2 0.24022646248340607f
-#define KERN__SDPA_P3 0.05550328642129898f
-#define KERN__SDPA_P4 0.009618489071726799f
-#define KERN__SDPA_P5 0.0013399930903688073f
-#define KERN__SDPA_P6 0.00015345806605182588f
-
 /* ------------------------------------------------------------ ISA table */
 
 /* C[m][n] (+)= sum_k A[m*a_rs + k*a_ks] * B[k*b_ks + n], m < M, n < N
@@ -349,7 +340,8 @@ typedef void (*kern__sdpa_p2_fn)(const float *s, int64_t nk, uint16_t *p2);
 typedef void (*kern__sdpa_vpack_fn)(const uint16_t *v, int64_t vrs, int64_t nk,
                                     int64_t Dv, uint16_t *vp);
 
-typedef struct kern__sdpa_isa {
+typedef struct kern__sdpa_fns {
+    const char *name;
     kern__sdpa_mk_fn mk;
     kern__sdpa_mk16_fn mk16; /* NULL: no native bf16 dot product */
     kern__sdpa_step_fn step;
@@ -365,7 +357,7 @@ typedef struct kern__sdpa_isa {
                    const uint16_t *k, int64_t k_rs, float *s, int64_t ls);
     /* rows path: P rows to bf16 (zero padded to even) */
     void (*rows16)(const float *s, int64_t ls, int64_t R, int64_t nk, uint16_t *p16, int64_t lp);
-} kern__sdpa_isa;
+} kern__sdpa_fns;
 
 /* ---------------------------------------------------------- scalar path */
 
@@ -391,50 +383,6 @@ static void kern__sdpa_mk_f32__scalar(int64_t M, int64_t N, int64_t K,
     }
 }
 
-static void kern__sdpa_exp2__scalar(float *x, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) x[i] = exp2f(x[i]);
-}
-
-static int kern__sdpa_step__scalar(float *s, int64_t nk, float c, float *m,
-                                   float *l, float *alpha) {
-    int64_t j, r;
-    int changed = 0;
-    float mx[KERN__SDPA_NQ], ms[KERN__SDPA_NQ], sum[KERN__SDPA_NQ];
-    for (r = 0; r < KERN__SDPA_NQ; r++) mx[r] = -INFINITY;
-    for (j = 0; j < nk; j++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) {
-            float x = s[j * KERN__SDPA_NQ + r] * c;
-            s[j * KERN__SDPA_NQ + r] = x;
-            /* NaN-keeping max: the NaN lands in P below anyway */
-            if (x > mx[r]) mx[r] = x;
-        }
-    for (r = 0; r < KERN__SDPA_NQ; r++) {
-        alpha[r] = 1.0f;
-        if (mx[r] > m[r]) {
-            alpha[r] = exp2f(m[r] - mx[r]);
-            m[r] = mx[r];
-            changed = 1;
-        }
-        ms[r] = m[r] == -INFINITY ? 0.0f : m[r];
-        sum[r] = 0.0f;
-    }
-    for (j = 0; j < nk; j++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) {
-            float p = exp2f(s[j * KERN__SDPA_NQ + r] - ms[r]);
-            s[j * KERN__SDPA_NQ + r] = p;
-            sum[r] += p;
-        }
-    for (r = 0; r < KERN__SDPA_NQ; r++) l[r] = l[r] * alpha[r] + sum[r];
-    return changed;
-}
-
-static void kern__sdpa_scale__scalar(float *ot, int64_t rows, const float *alpha) {
-    int64_t c, r;
-    for (c = 0; c < rows; c++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) ot[c * KERN__SDPA_NQ + r] *= alpha[r];
-}
-
 static inline float kern__sdpa_ld(const void *p, kern_dtype dt, int64_t i) {
     if (dt == KERN_F32) return ((const float *)p)[i];
     if (dt == KERN_BF16) return kern_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -453,32 +401,6 @@ static void kern__sdpa_dots__scalar(int64_t nk, int64_t R, int64_t D,
             s[r * ls + j] = acc;
         }
     }
-}
-
-static int kern__sdpa_rstep__scalar(float *s, int64_t ls, int64_t R, int64_t nk, float c,
-                                    float *m, float *l, float *alpha) {
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx = -INFINITY, ms, sum = 0.0f;
-        for (j = 0; j < nk; j++) {
-            row[j] *= c;
-            if (row[j] > mx) mx = row[j];
-        }
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        for (j = 0; j < nk; j++) {
-            row[j] = exp2f(row[j] - ms);
-            sum += row[j];
-        }
-        l[r] = l[r] * alpha[r] + sum;
-    }
-    return changed;
 }
 
 static void kern__sdpa_p2__scalar(const float *s, int64_t nk, uint16_t *p2) {
@@ -506,6 +428,425 @@ static void kern__sdpa_vpack__scalar(const uint16_t *v, int64_t vrs, int64_t nk,
         }
     }
 }
+
+/* ------------------------------------------- softmax steps (generated) */
+/* exp2, the panel and row online-softmax steps and the accumulator rescale
+ * for every ISA, from gen/templates/kern_sdpa.c.in (scalar twin
+ * kern__s_sdpa_*, then kern__v_sdpa_*__avx2/__avx512/__neon). */
+/* BEGIN GENERATED kern_tmpl.py: kern_sdpa isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+static void kern__s_sdpa_exp2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 1 <= n; i += 1) (*(float *)(x + i) = (kern__s_exp2((*(const float *)(x + i)))));
+    if (i < n) (*(float *)(x + i) = (kern__s_exp2((*(const float *)(x + i)))));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+static int kern__s_sdpa_step(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const float cv = (c), ninf = (-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float mx = ninf, mo = (*(const float *)(m + 1 * v)), mn, al = (1.0f), ms, sum = 0.0f;
+        int gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
+            float x = kern__s_mul((*(const float *)(sp)), cv);
+            (*(float *)(sp) = (x));
+            mx = kern__s_max(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = kern__s_max(mx, mo);
+        gt = ((mn) > (mo));
+        if ((gt)) {
+            al = ((gt) ? (kern__s_exp2_neg(((mo) - (mn)))) : (al));
+            changed = 1;
+        }
+        (*(float *)(m + 1 * v) = (mn));
+        (*(float *)(alpha + 1 * v) = (al));
+        ms = ((((mn) == (ninf))) ? (0.0f) : (mn));
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
+            float p = kern__s_exp2_neg((((*(const float *)(sp))) - (ms)));
+            (*(float *)(sp) = (p));
+            sum = ((sum) + (p));
+        }
+        (*(float *)(l + 1 * v) = (kern__s_fma((*(const float *)(l + 1 * v)), al, sum)));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+static void kern__s_sdpa_scale(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float al = (*(const float *)(alpha + 1 * v));
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 1 * v;
+            (*(float *)(p) = (kern__s_mul((*(const float *)(p)), al)));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+static int kern__s_sdpa_rstep(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const float cv = (c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[1];
+        float vm = (-INFINITY), vs = 0.0f, msv;
+        for (j = 0; j + 1 <= nk; j += 1) {
+            float x = kern__s_mul((*(const float *)(row + j)), cv);
+            (*(float *)(row + j) = (x));
+            vm = kern__s_max(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = (vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = (ms);
+        for (j = 0; j + 1 <= nk; j += 1) {
+            float p = kern__s_exp2_neg((((*(const float *)(row + j))) - (msv)));
+            (*(float *)(row + j) = (p));
+            vs = ((vs) + (p));
+        }
+        (*(float *)(t) = (vs));
+        for (e = 0; e < 1; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+KERN_TARGET_AVX2 static void kern__v_sdpa_exp2__avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, kern__v_exp2__avx2(_mm256_loadu_ps(x + i)));
+    if (i < n) kern__storen__avx2(x + i, kern__v_exp2__avx2(kern__loadn__avx2(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+KERN_TARGET_AVX2 static int kern__v_sdpa_step__avx2(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 mx = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al = _mm256_set1_ps(1.0f), ms, sum = _mm256_setzero_ps();
+        __m256 gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
+            __m256 x = kern__mul__avx2(_mm256_loadu_ps(sp), cv);
+            _mm256_storeu_ps(sp, x);
+            mx = _mm256_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = _mm256_max_ps(mx, mo);
+        gt = _mm256_cmp_ps(mn, mo, _CMP_GT_OQ);
+        if ((_mm256_movemask_ps(gt) != 0)) {
+            al = _mm256_blendv_ps(al, kern__v_exp2_neg__avx2(_mm256_sub_ps(mo, mn)), gt);
+            changed = 1;
+        }
+        _mm256_storeu_ps(m + 8 * v, mn);
+        _mm256_storeu_ps(alpha + 8 * v, al);
+        ms = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ));
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
+            __m256 p = kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_loadu_ps(sp), ms));
+            _mm256_storeu_ps(sp, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, sum));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+KERN_TARGET_AVX2 static void kern__v_sdpa_scale__avx2(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 al = _mm256_loadu_ps(alpha + 8 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 8 * v;
+            _mm256_storeu_ps(p, kern__mul__avx2(_mm256_loadu_ps(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+KERN_TARGET_AVX2 static int kern__v_sdpa_rstep__avx2(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[8];
+        __m256 vm = _mm256_set1_ps(-INFINITY), vs = _mm256_setzero_ps(), msv;
+        for (j = 0; j + 8 <= nk; j += 8) {
+            __m256 x = kern__mul__avx2(_mm256_loadu_ps(row + j), cv);
+            _mm256_storeu_ps(row + j, x);
+            vm = _mm256_max_ps(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = kern__hmax__avx2(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm256_set1_ps(ms);
+        for (j = 0; j + 8 <= nk; j += 8) {
+            __m256 p = kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), msv));
+            _mm256_storeu_ps(row + j, p);
+            vs = _mm256_add_ps(vs, p);
+        }
+        _mm256_storeu_ps(t, vs);
+        for (e = 0; e < 8; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+/* ---- avx512 ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+KERN_TARGET_AVX512 static void kern__v_sdpa_exp2__avx512(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, kern__v_exp2__avx512(_mm512_loadu_ps(x + i)));
+    if (i < n) kern__storen__avx512(x + i, kern__v_exp2__avx512(kern__loadn__avx512(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+KERN_TARGET_AVX512 static int kern__v_sdpa_step__avx512(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 mx = ninf, mo = _mm512_loadu_ps(m + 16 * v), mn, al = _mm512_set1_ps(1.0f), ms, sum = _mm512_setzero_ps();
+        __mmask16 gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
+            __m512 x = kern__mul__avx512(_mm512_loadu_ps(sp), cv);
+            _mm512_storeu_ps(sp, x);
+            mx = _mm512_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = _mm512_max_ps(mx, mo);
+        gt = _mm512_cmp_ps_mask(mn, mo, _CMP_GT_OQ);
+        if (((gt) != 0)) {
+            al = _mm512_mask_blend_ps(gt, al, kern__v_exp2_neg__avx512(_mm512_sub_ps(mo, mn)));
+            changed = 1;
+        }
+        _mm512_storeu_ps(m + 16 * v, mn);
+        _mm512_storeu_ps(alpha + 16 * v, al);
+        ms = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
+            __m512 p = kern__v_exp2_neg__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp), ms));
+            _mm512_storeu_ps(sp, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * v), al, sum));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+KERN_TARGET_AVX512 static void kern__v_sdpa_scale__avx512(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 al = _mm512_loadu_ps(alpha + 16 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 16 * v;
+            _mm512_storeu_ps(p, kern__mul__avx512(_mm512_loadu_ps(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+KERN_TARGET_AVX512 static int kern__v_sdpa_rstep__avx512(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const __m512 cv = _mm512_set1_ps(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[16];
+        __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps(), msv;
+        for (j = 0; j + 16 <= nk; j += 16) {
+            __m512 x = kern__mul__avx512(_mm512_loadu_ps(row + j), cv);
+            _mm512_storeu_ps(row + j, x);
+            vm = _mm512_max_ps(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = _mm512_reduce_max_ps(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm512_set1_ps(ms);
+        for (j = 0; j + 16 <= nk; j += 16) {
+            __m512 p = kern__v_exp2_neg__avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), msv));
+            _mm512_storeu_ps(row + j, p);
+            vs = _mm512_add_ps(vs, p);
+        }
+        _mm512_storeu_ps(t, vs);
+        for (e = 0; e < 16; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+static void kern__v_sdpa_exp2__neon(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, kern__v_exp2__neon(vld1q_f32(x + i)));
+    if (i < n) kern__storen__neon(x + i, kern__v_exp2__neon(kern__loadn__neon(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+static int kern__v_sdpa_step__neon(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const float32x4_t cv = vdupq_n_f32(c), ninf = vdupq_n_f32(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t mx = ninf, mo = vld1q_f32(m + 4 * v), mn, al = vdupq_n_f32(1.0f), ms, sum = vdupq_n_f32(0.0f);
+        uint32x4_t gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
+            float32x4_t x = kern__mul__neon(vld1q_f32(sp), cv);
+            vst1q_f32(sp, x);
+            mx = kern__max__neon(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = kern__max__neon(mx, mo);
+        gt = vcgtq_f32(mn, mo);
+        if ((vmaxvq_u32(gt) != 0)) {
+            al = vbslq_f32(gt, kern__v_exp2_neg__neon(vsubq_f32(mo, mn)), al);
+            changed = 1;
+        }
+        vst1q_f32(m + 4 * v, mn);
+        vst1q_f32(alpha + 4 * v, al);
+        ms = vbslq_f32(vceqq_f32(mn, ninf), vdupq_n_f32(0.0f), mn);
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
+            float32x4_t p = kern__v_exp2_neg__neon(vsubq_f32(vld1q_f32(sp), ms));
+            vst1q_f32(sp, p);
+            sum = vaddq_f32(sum, p);
+        }
+        vst1q_f32(l + 4 * v, vfmaq_f32(sum, vld1q_f32(l + 4 * v), al));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+static void kern__v_sdpa_scale__neon(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t al = vld1q_f32(alpha + 4 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 4 * v;
+            vst1q_f32(p, kern__mul__neon(vld1q_f32(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+static int kern__v_sdpa_rstep__neon(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const float32x4_t cv = vdupq_n_f32(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[4];
+        float32x4_t vm = vdupq_n_f32(-INFINITY), vs = vdupq_n_f32(0.0f), msv;
+        for (j = 0; j + 4 <= nk; j += 4) {
+            float32x4_t x = kern__mul__neon(vld1q_f32(row + j), cv);
+            vst1q_f32(row + j, x);
+            vm = kern__max__neon(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = vmaxvq_f32(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = vdupq_n_f32(ms);
+        for (j = 0; j + 4 <= nk; j += 4) {
+            float32x4_t p = kern__v_exp2_neg__neon(vsubq_f32(vld1q_f32(row + j), msv));
+            vst1q_f32(row + j, p);
+            vs = vaddq_f32(vs, p);
+        }
+        vst1q_f32(t, vs);
+        for (e = 0; e < 4; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
 
 /* ------------------------------------------------------------ AVX2 path */
 #ifdef KERN_X86
@@ -581,87 +922,6 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
     }
 }
 
-KERN_TARGET_AVX2 static inline __m256 kern__sdpa_exp2v__avx2(__m256 x) {
-    __m256 n, f, p;
-    __m256i e;
-    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x); /* NaN stays (2nd operand) */
-    x = _mm256_min_ps(_mm256_set1_ps(128.0f), x);
-    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm256_sub_ps(x, n);
-    p = _mm256_set1_ps(KERN__SDPA_P6);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P5));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P4));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P3));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P2));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    /* 2^n by exponent bits: n = -127 gives +0 (so -inf -> 0), n = 128 gives
-     * +Inf; a NaN x gives NaN p times a finite factor. */
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-KERN_TARGET_AVX2 static void kern__sdpa_exp2__avx2(float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, kern__sdpa_exp2v__avx2(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i km = kern__sdpa_tailmask__avx2(n - i);
-        _mm256_maskstore_ps(x + i, km, kern__sdpa_exp2v__avx2(_mm256_maskload_ps(x + i, km)));
-    }
-}
-
-KERN_TARGET_AVX2 static int kern__sdpa_step__avx2(float *s, int64_t nk, float c,
-                                                  float *m, float *l, float *alpha) {
-    int64_t j;
-    int v, changed = 0;
-    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
-    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
-        __m256 mx = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al, ms, sum;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 x = _mm256_mul_ps(_mm256_loadu_ps(sp), cv);
-            _mm256_storeu_ps(sp, x);
-            mx = _mm256_max_ps(mx, x);
-        }
-        mn = _mm256_max_ps(mx, mo); /* NaN in mx is dropped here: fine */
-        {
-            __m256 gt = _mm256_cmp_ps(mn, mo, _CMP_GT_OQ);
-            int msk = _mm256_movemask_ps(gt);
-            al = _mm256_set1_ps(1.0f);
-            if (msk) {
-                al = _mm256_blendv_ps(al, kern__sdpa_exp2v__avx2(_mm256_sub_ps(mo, mn)), gt);
-                changed = 1;
-            }
-        }
-        _mm256_storeu_ps(m + 8 * v, mn);
-        _mm256_storeu_ps(alpha + 8 * v, al);
-        ms = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ));
-        sum = _mm256_setzero_ps();
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 p = kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_loadu_ps(sp), ms));
-            _mm256_storeu_ps(sp, p);
-            sum = _mm256_add_ps(sum, p);
-        }
-        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, sum));
-    }
-    return changed;
-}
-
-KERN_TARGET_AVX2 static void kern__sdpa_scale__avx2(float *ot, int64_t rows,
-                                                    const float *alpha) {
-    int64_t c;
-    int v;
-    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
-        __m256 al = _mm256_loadu_ps(alpha + 8 * v);
-        for (c = 0; c < rows; c++) {
-            float *p = ot + c * KERN__SDPA_NQ + 8 * v;
-            _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(p), al));
-        }
-    }
-}
-
 KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
                                                            int64_t i, int64_t n) {
     if (dt == KERN_F32)
@@ -708,45 +968,6 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
             for (e = 0; e < 4 && r + e < R; e++) s[(r + e) * ls + j] = t[e];
         }
     }
-}
-
-KERN_TARGET_AVX2 static int kern__sdpa_rstep__avx2(float *s, int64_t ls, int64_t R, int64_t nk,
-                                                   float c, float *m, float *l, float *alpha) {
-    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx, ms, t[8];
-        __m256 vm = ninf, sum = _mm256_setzero_ps(), msv;
-        int e;
-        for (j = 0; j < nk; j += 8) {
-            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
-            __m256 x = _mm256_mul_ps(_mm256_maskload_ps(row + j, km), cv);
-            _mm256_maskstore_ps(row + j, km, x);
-            vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(km)));
-        }
-        _mm256_storeu_ps(t, vm);
-        mx = t[0];
-        for (e = 1; e < 8; e++) mx = t[e] > mx ? t[e] : mx;
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        msv = _mm256_set1_ps(ms);
-        for (j = 0; j < nk; j += 8) {
-            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
-            __m256 p = kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, km), msv));
-            p = _mm256_and_ps(p, _mm256_castsi256_ps(km));
-            _mm256_maskstore_ps(row + j, km, p);
-            sum = _mm256_add_ps(sum, p);
-        }
-        _mm256_storeu_ps(t, sum);
-        l[r] = l[r] * alpha[r] + (((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])));
-    }
-    return changed;
 }
 
 /* --------------------------------------------------------- AVX-512 path */
@@ -1069,93 +1290,6 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_mk16__avx512bf16(
     }
 }
 
-KERN_TARGET_AVX512 static inline __m512 kern__sdpa_exp2v__avx512(__m512 x) {
-    __m512 n, f, p;
-    /* clamp keeps NaN (second operand); -inf -> -200 -> exactly 0 */
-    x = _mm512_max_ps(_mm512_set1_ps(-200.0f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(129.0f), x);
-    n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm512_sub_ps(x, n);
-    p = _mm512_set1_ps(KERN__SDPA_P6);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-KERN_TARGET_AVX512 static void kern__sdpa_exp2__avx512(float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, kern__sdpa_exp2v__avx512(_mm512_loadu_ps(x + i)));
-    if (i < n) {
-        __mmask16 km = kern__sdpa_k16(n - i);
-        _mm512_mask_storeu_ps(x + i, km, kern__sdpa_exp2v__avx512(_mm512_maskz_loadu_ps(km, x + i)));
-    }
-}
-
-KERN_TARGET_AVX512 static int kern__sdpa_step__avx512(float *s, int64_t nk, float c,
-                                                      float *m, float *l, float *alpha) {
-    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx0 = ninf, mx1 = ninf, mo0, mo1, mn0, mn1, al0, al1, ms0, ms1;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    __mmask16 g0, g1;
-    int64_t j;
-    int changed = 0;
-    for (j = 0; j < nk; j++) {
-        float *sp = s + j * KERN__SDPA_NQ;
-        __m512 x0 = _mm512_mul_ps(_mm512_loadu_ps(sp), cv);
-        __m512 x1 = _mm512_mul_ps(_mm512_loadu_ps(sp + 16), cv);
-        _mm512_storeu_ps(sp, x0);
-        _mm512_storeu_ps(sp + 16, x1);
-        mx0 = _mm512_max_ps(mx0, x0);
-        mx1 = _mm512_max_ps(mx1, x1);
-    }
-    mo0 = _mm512_loadu_ps(m);
-    mo1 = _mm512_loadu_ps(m + 16);
-    mn0 = _mm512_max_ps(mx0, mo0);
-    mn1 = _mm512_max_ps(mx1, mo1);
-    g0 = _mm512_cmp_ps_mask(mn0, mo0, _CMP_GT_OQ);
-    g1 = _mm512_cmp_ps_mask(mn1, mo1, _CMP_GT_OQ);
-    al0 = al1 = _mm512_set1_ps(1.0f);
-    if (g0 | g1) {
-        al0 = _mm512_mask_blend_ps(g0, al0, kern__sdpa_exp2v__avx512(_mm512_sub_ps(mo0, mn0)));
-        al1 = _mm512_mask_blend_ps(g1, al1, kern__sdpa_exp2v__avx512(_mm512_sub_ps(mo1, mn1)));
-        changed = 1;
-    }
-    _mm512_storeu_ps(m, mn0);
-    _mm512_storeu_ps(m + 16, mn1);
-    _mm512_storeu_ps(alpha, al0);
-    _mm512_storeu_ps(alpha + 16, al1);
-    ms0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn0, ninf, _CMP_EQ_OQ), mn0, _mm512_setzero_ps());
-    ms1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn1, ninf, _CMP_EQ_OQ), mn1, _mm512_setzero_ps());
-    for (j = 0; j < nk; j++) {
-        float *sp = s + j * KERN__SDPA_NQ;
-        __m512 p0 = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp), ms0));
-        __m512 p1 = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp + 16), ms1));
-        _mm512_storeu_ps(sp, p0);
-        _mm512_storeu_ps(sp + 16, p1);
-        s0 = _mm512_add_ps(s0, p0);
-        s1 = _mm512_add_ps(s1, p1);
-    }
-    _mm512_storeu_ps(l, _mm512_fmadd_ps(_mm512_loadu_ps(l), al0, s0));
-    _mm512_storeu_ps(l + 16, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16), al1, s1));
-    return changed;
-}
-
-KERN_TARGET_AVX512 static void kern__sdpa_scale__avx512(float *ot, int64_t rows,
-                                                        const float *alpha) {
-    __m512 a0 = _mm512_loadu_ps(alpha), a1 = _mm512_loadu_ps(alpha + 16);
-    int64_t c;
-    for (c = 0; c < rows; c++) {
-        float *p = ot + c * KERN__SDPA_NQ;
-        _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), a0));
-        _mm512_storeu_ps(p + 16, _mm512_mul_ps(_mm512_loadu_ps(p + 16), a1));
-    }
-}
-
 KERN_TARGET_AVX512 static inline __m512 kern__sdpa_ld16__avx512(const void *p, kern_dtype dt,
                                                                 int64_t i, __mmask16 km) {
     if (dt == KERN_F32) return _mm512_maskz_loadu_ps(km, (const float *)p + i);
@@ -1250,40 +1384,6 @@ KERN_TARGET_AVX512 static void kern__sdpa_dots__avx512(int64_t nk, int64_t R, in
             }
         }
     }
-}
-
-KERN_TARGET_AVX512 static int kern__sdpa_rstep__avx512(float *s, int64_t ls, int64_t R, int64_t nk,
-                                                       float c, float *m, float *l, float *alpha) {
-    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx, ms;
-        __m512 vm = ninf, sum = _mm512_setzero_ps(), msv;
-        for (j = 0; j < nk; j += 16) {
-            __mmask16 km = kern__sdpa_k16(nk - j);
-            __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, row + j), cv);
-            _mm512_mask_storeu_ps(row + j, km, x);
-            vm = _mm512_mask_max_ps(vm, km, vm, x);
-        }
-        mx = _mm512_reduce_max_ps(vm);
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        msv = _mm512_set1_ps(ms);
-        for (j = 0; j < nk; j += 16) {
-            __mmask16 km = kern__sdpa_k16(nk - j);
-            __m512 p = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(km, row + j), msv));
-            _mm512_mask_storeu_ps(row + j, km, p);
-            sum = _mm512_mask_add_ps(sum, km, sum, p);
-        }
-        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
-    }
-    return changed;
 }
 
 #define KERN__SDPA_DOTS16                                                     \
@@ -1449,47 +1549,55 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
 }
 #endif /* KERN_NEON */
 
-static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
-    uint32_t f = kern_ctx_features(ctx);
-    (void)f;
-    t->mk = kern__sdpa_mk_f32__scalar;
-    t->mk16 = NULL;
-    t->step = kern__sdpa_step__scalar;
-    t->exp2 = kern__sdpa_exp2__scalar;
-    t->scale = kern__sdpa_scale__scalar;
-    t->dots = kern__sdpa_dots__scalar;
-    t->rstep = kern__sdpa_rstep__scalar;
-    t->p2 = kern__sdpa_p2__scalar;
-    t->vpack = kern__sdpa_vpack__scalar;
-    t->dots16 = NULL;
-    t->rows16 = NULL;
+/* ------------------------------------------------------------- dispatch */
+
+/* One const table per ISA level (docs/internals.md). The softmax steps
+ * come from the template; the microkernels (8x32 AVX-512, 6x16 AVX2, 4x16
+ * NEON tiles), the rows-path dot products (different horizontal-sum
+ * shapes) and the bf16 kernels (vdpbf16ps) are hand-written per ISA. */
+#define KERN__SDPA_SOFTMAX(SFX) kern__v_sdpa_step__##SFX, kern__v_sdpa_exp2__##SFX, \
+                                kern__v_sdpa_scale__##SFX
+static const kern__sdpa_fns kern__sdpa_fns_scalar = {
+    "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
+    kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
+    kern__sdpa_vpack__scalar, NULL, NULL};
 #ifdef KERN_X86
-    if (f & KERN_CPU_AVX512F) {
-        t->mk = kern__sdpa_mk_f32__avx512;
-        t->step = kern__sdpa_step__avx512;
-        t->exp2 = kern__sdpa_exp2__avx512;
-        t->scale = kern__sdpa_scale__avx512;
-        t->dots = kern__sdpa_dots__avx512;
-        t->rstep = kern__sdpa_rstep__avx512;
-        if (f & KERN_CPU_AVX512BF16) {
-            t->mk16 = kern__sdpa_mk16__avx512bf16;
-            t->p2 = kern__sdpa_p2__avx512bf16;
-            t->vpack = kern__sdpa_vpack__avx512bf16;
-            t->dots16 = kern__sdpa_dots16__avx512bf16;
-            t->rows16 = kern__sdpa_rows16__avx512bf16;
-        }
-    } else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) {
-        t->mk = kern__sdpa_mk_f32__avx2;
-        t->step = kern__sdpa_step__avx2;
-        t->exp2 = kern__sdpa_exp2__avx2;
-        t->scale = kern__sdpa_scale__avx2;
-        t->dots = kern__sdpa_dots__avx2;
-        t->rstep = kern__sdpa_rstep__avx2;
-    }
+static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
+    "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
+    kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
+static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
+    "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
+    kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
+    kern__sdpa_vpack__scalar, NULL, NULL};
+static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
+    "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
+    KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
+    kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
+    kern__sdpa_rows16__avx512bf16};
 #endif
 #ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) t->mk = kern__sdpa_mk_f32__neon;
+static const kern__sdpa_fns kern__sdpa_fns_neon = {
+    "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
+    kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
 #endif
+#undef KERN__SDPA_SOFTMAX
+
+static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa) {
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16: return &kern__sdpa_fns_avx512_bf16;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__sdpa_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__sdpa_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__sdpa_fns_neon;
+#endif
+    default: return &kern__sdpa_fns_scalar;
+    }
 }
 
 /* ======================================================= problem setup */
@@ -1522,7 +1630,7 @@ typedef struct kern__sdpa_prob {
     uint64_t seed, offset;
     int causal, bottom_right, window;
     int64_t wl, wr;
-    kern__sdpa_isa isa;
+    const kern__sdpa_fns *fn;
     int bf16_native;
 } kern__sdpa_prob;
 
@@ -1641,7 +1749,7 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
             float c = 2.0f * p->scale / p->softcap * KERN__SDPA_LOG2E;
             float cap = p->softcap * KERN__SDPA_LOG2E;
             for (jj = 0; jj < len; jj++) t[jj] = x[jj] * c;
-            p->isa.exp2(t, len);
+            p->fn->exp2(t, len);
             for (jj = 0; jj < len; jj++) {
                 float th = 1.0f - 2.0f / (t[jj] + 1.0f);
                 if (keep_tanh) t[jj] = th;
@@ -1824,7 +1932,7 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     const char *kp, *vp;
     int64_t krs, vrs;
     int native = p->bf16_native;
-    int native16 = f->rows_path && p->dt == KERN_BF16 && p->isa.dots16 != NULL;
+    int native16 = f->rows_path && p->dt == KERN_BF16 && p->fn->dots16 != NULL;
     kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &sc);
     kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
     R = lq * p->G;
@@ -1946,22 +2054,22 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                 converted = 1;
             }
             if ((native16 || (native && !f->rows_path)) && !packed && Dv > 0) {
-                p->isa.vpack((const uint16_t *)vp + j0 * vrs, vrs, nk, Dv, sc.vp);
+                p->fn->vpack((const uint16_t *)vp + j0 * vrs, vrs, nk, Dv, sc.vp);
                 packed = 1;
             }
             /* scores S^T[j][lane] */
             if (f->rows_path) {
                 if (native16)
-                    p->isa.dots16(nk, R, D, (const uint16_t *)sc.qt, D32,
+                    p->fn->dots16(nk, R, D, (const uint16_t *)sc.qt, D32,
                                   (const uint16_t *)kp + j0 * krs, krs, sc.s, BK);
                 else
-                    p->isa.dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt,
+                    p->fn->dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt,
                                 sc.s, BK);
             } else if (native) {
-                p->isa.mk16(nk, NQ, D / 2, (const uint16_t *)kp + j0 * krs, krs, 2,
+                p->fn->mk16(nk, NQ, D / 2, (const uint16_t *)kp + j0 * krs, krs, 2,
                             (const uint16_t *)(sc.qt + pi * D16 * NQ), NQ * 2, sc.s, NQ, 0);
             } else {
-                p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt + pi * D16 * NQ, NQ, sc.s, NQ, 0);
+                p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt + pi * D16 * NQ, NQ, sc.s, NQ, 0);
             }
             {
                 int changed, rows = f->rows_path;
@@ -1973,7 +2081,7 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                     c = 1.0f;
                 }
                 if (rows) {
-                    changed = p->isa.rstep(sc.s, BK, R, nk, c, m, l, sc.alpha);
+                    changed = p->fn->rstep(sc.s, BK, R, nk, c, m, l, sc.alpha);
                     if (changed) {
                         int64_t cc;
                         for (r = 0; r < R; r++)
@@ -1981,8 +2089,8 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
                                 for (cc = 0; cc < Dv; cc++) sc.ot[r * Dv + cc] *= sc.alpha[r];
                     }
                 } else {
-                    changed = p->isa.step(sc.s, nk, c, m, l, sc.alpha);
-                    if (changed) p->isa.scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
+                    changed = p->fn->step(sc.s, nk, c, m, l, sc.alpha);
+                    if (changed) p->fn->scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
                 }
             }
             if (p->dropout_p > 0) kern__sdpa_dropout(p, sc.s, nk, j0, ln, nr, f->rows_path);
@@ -1990,18 +2098,18 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
             /* O += P V */
             if (f->rows_path) {
                 if (native16) {
-                    p->isa.rows16(sc.s, BK, R, nk, sc.p2, BK);
-                    p->isa.mk16(R, Dv, (nk + 1) / 2, sc.p2, BK, 2, sc.vp, Dv * 2, sc.ot, Dv, 1);
+                    p->fn->rows16(sc.s, BK, R, nk, sc.p2, BK);
+                    p->fn->mk16(R, Dv, (nk + 1) / 2, sc.p2, BK, 2, sc.vp, Dv * 2, sc.ot, Dv, 1);
                 } else {
-                    p->isa.mk(R, Dv, nk, sc.s, BK, 1, vf, vfs, sc.ot, Dv, 1);
+                    p->fn->mk(R, Dv, nk, sc.s, BK, 1, vf, vfs, sc.ot, Dv, 1);
                 }
             } else if (native) {
                 int64_t nkp = (nk + 1) / 2;
-                p->isa.p2(sc.s, nk, sc.p2);
-                p->isa.mk16(Dv, NQ, nkp, sc.vp, 2, Dv * 2, sc.p2, NQ * 2,
+                p->fn->p2(sc.s, nk, sc.p2);
+                p->fn->mk16(Dv, NQ, nkp, sc.vp, 2, Dv * 2, sc.p2, NQ * 2,
                             sc.ot + pi * Dv * NQ, NQ, 1);
             } else {
-                p->isa.mk(Dv, NQ, nk, vf, 1, vfs, sc.s, NQ, sc.ot + pi * Dv * NQ, NQ, 1);
+                p->fn->mk(Dv, NQ, nk, vf, 1, vfs, sc.s, NQ, sc.ot + pi * Dv * NQ, NQ, 1);
             }
         }
     }
@@ -2054,7 +2162,7 @@ static void kern__sdpa_combine_task(void *arg, int64_t t, int thread) {
          * NaN m or l propagates */
         for (sp = 0; sp < f->nsplit; sp++) {
             const float *o = base + sp * pstride;
-            float w = o[Dv] == -INFINITY ? 0.0f : exp2f(o[Dv] - M);
+            float w = o[Dv] == -INFINITY ? 0.0f : kern__s_exp2_neg(o[Dv] - M);
             L += o[Dv + 1] * w;
             for (c = 0; c < Dv; c++) acc[c] += o[c] * w;
         }
@@ -2441,8 +2549,8 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     memset(&f, 0, sizeof f);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0 || P->Lq_run == 0) return 0;
-    kern__sdpa_pick(ctx, &P->isa);
-    P->bf16_native = P->dt == KERN_BF16 && P->isa.mk16 && (P->D % 2) == 0;
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+    P->bf16_native = P->dt == KERN_BF16 && P->fn->mk16 && (P->D % 2) == 0;
     f.p = P;
     f.ctx = ctx;
     f.rows_path = R < KERN__SDPA_ROWS_MAX;
@@ -2696,12 +2804,12 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                     vfs = Dv;
                 }
                 /* P^T = 2^(s - lse2), recomputed */
-                p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
+                p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
                 kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1, 0);
                 for (e = 0; e < n; e++) sc.pp[e] = sc.s[e] - sc.lse2[e % NQ];
-                p->isa.exp2(sc.pp, n);
+                p->fn->exp2(sc.pp, n);
                 /* dP^T = V dO^T (dropped, rescaled) */
-                if (Dv > 0) p->isa.mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
+                if (Dv > 0) p->fn->mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
                 else memset(sc.dp, 0, (size_t)n * 4);
                 if (p->dropout_p > 0) {
                     for (e = 0; e < n; e++) sc.zr[e] = rdrop;
@@ -2723,9 +2831,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                     int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
                     /* dV += Pd^T dO, dK += dS^T Q, dQ += dS K */
                     if (Dv > 0)
-                        p->isa.mk(nk, Dv, NQ, sc.pp, NQ, 1, sc.dor, Dv, dvr, kstep * Dv, 1);
-                    p->isa.mk(nk, D, NQ, sc.dp, NQ, 1, sc.qr, D, dkr, kstep * D, 1);
-                    p->isa.mk(NQ, D, nk, sc.dp, 1, NQ, kf, kfs, sc.dqp, D, 1);
+                        p->fn->mk(nk, Dv, NQ, sc.pp, NQ, 1, sc.dor, Dv, dvr, kstep * Dv, 1);
+                    p->fn->mk(nk, D, NQ, sc.dp, NQ, 1, sc.qr, D, dkr, kstep * D, 1);
+                    p->fn->mk(NQ, D, nk, sc.dp, 1, NQ, kf, kfs, sc.dqp, D, 1);
                 }
             }
         }
@@ -2789,7 +2897,7 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
     memset(&w, 0, sizeof w);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0) return 0;
-    kern__sdpa_pick(ctx, &P->isa);
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
     w.p = P;
     w.ctx = ctx;
     if (P->varlen) {

@@ -49,7 +49,6 @@ WRAP(norm_tanh, kern__math_tanh__avx2(x))
 WRAP(gemm_gelu, kern__gemm_act__avx2(KERN_ACT_GELU, x))
 WRAP(gemm_gelu_tanh, kern__gemm_act__avx2(KERN_ACT_GELU_TANH, x))
 WRAP(gemm_silu, kern__gemm_act__avx2(KERN_ACT_SILU, x))
-WRAP(sdpa_exp2, kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))))
 
 /* The minimum over many short passes: robust to preemption on a busy
  * machine (other tenants on the same core still slow every pass). */
@@ -134,7 +133,6 @@ int main(int argc, char **argv) {
     ROW("gelu_tanh_grad", new_gelu_tanh_grad, norm_gelu_tanh_grad);
     ROW("silu", new_silu, gemm_silu);
     ROW("exp", new_exp, norm_exp);
-    ROW("exp2 (x<=0)", new_exp2_neg, sdpa_exp2);
     ROW("erf", new_erf, norm_erf);
     ROW("tanh", new_tanh, norm_tanh);
     epi_speed();
