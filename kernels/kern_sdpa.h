@@ -2264,156 +2264,189 @@ static int64_t kern__sdpa_st(const kern_tensor *t, int d) {
     return d >= 0 && t->shape[d] > 1 && kern_tensor_numel(t) > 0 ? t->stride[d] : 0;
 }
 
-/* Common checks and problem setup. mode: 0 forward dense, 1 forward varlen,
- * 2 backward dense, 3 backward varlen. bwd tensors may be NULL in forward. */
-static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varlen, int bwd,
-                                    const kern_tensor *q, const kern_tensor *k,
-                                    const kern_tensor *v, const kern_tensor *out,
-                                    const kern_tensor *dout, const kern_tensor *lse,
-                                    const kern_tensor *dq, const kern_tensor *dk,
-                                    const kern_tensor *dv, const kern_tensor *cuq,
-                                    const kern_tensor *cuk, int64_t maxq, int64_t maxk,
-                                    const kern_sdpa_params *pp) {
+/* The operands of one entry point, as kern__sdpa_setup's steps read them
+ * (bwd tensors NULL in forward, cu_seqlens NULL for dense). */
+typedef struct kern__sdpa_args {
+    const char *op;
+    int varlen, bwd;
+    const kern_tensor *q, *k, *v, *out, *dout, *lse, *dq, *dk, *dv, *cuq, *cuk;
+    int64_t maxq, maxk;
+    const kern_sdpa_params *pp;
+} kern__sdpa_args;
+
+/* Step 1: every tensor present, the params in range, one float dtype, the
+ * right number of dims and unit last-dim strides. */
+static kern_status kern__sdpa_check_operands(const kern__sdpa_args *a) {
     kern_status st;
-    int nd = varlen ? 3 : 4, i;
-    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4], Lq_run = 0, Lk_run = 0;
-    const char *dims = varlen ? "[T,H,D]" : "[B,H,L,D]";
-    memset(P, 0, sizeof *P);
-    if ((st = kern__sdpa_need(q, op, "q")) || (st = kern__sdpa_need(k, op, "k")) ||
-        (st = kern__sdpa_need(v, op, "v")) || (st = kern__sdpa_need(out, op, "out")))
+    const char *op = a->op;
+    const kern_tensor *ts[8];
+    const char *nm[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+    int nd = a->varlen ? 3 : 4, n = a->bwd ? 8 : 4, i;
+    if ((st = kern__sdpa_need(a->q, op, "q")) || (st = kern__sdpa_need(a->k, op, "k")) ||
+        (st = kern__sdpa_need(a->v, op, "v")) || (st = kern__sdpa_need(a->out, op, "out")))
         return st;
-    if (bwd) {
-        if ((st = kern__sdpa_need(dout, op, "dout")) || (st = kern__sdpa_need(lse, op, "lse")) ||
-            (st = kern__sdpa_need(dq, op, "dq")) || (st = kern__sdpa_need(dk, op, "dk")) ||
-            (st = kern__sdpa_need(dv, op, "dv")))
+    if (a->bwd) {
+        if ((st = kern__sdpa_need(a->dout, op, "dout")) ||
+            (st = kern__sdpa_need(a->lse, op, "lse")) || (st = kern__sdpa_need(a->dq, op, "dq")) ||
+            (st = kern__sdpa_need(a->dk, op, "dk")) || (st = kern__sdpa_need(a->dv, op, "dv")))
             return st;
     }
-    if ((st = kern__sdpa_check_params(pp, op))) return st;
-    {
-        const kern_tensor *ts[8];
-        const char *nm[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
-        int n = bwd ? 8 : 4;
-        ts[0] = q; ts[1] = k; ts[2] = v; ts[3] = out;
-        ts[4] = dout; ts[5] = dq; ts[6] = dk; ts[7] = dv;
-        if (!kern_dtype_is_float(q->dtype))
-            return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s, want f32, bf16 or f16", op,
-                             kern_dtype_name(q->dtype));
-        for (i = 0; i < n; i++) {
-            if (ts[i]->dtype != q->dtype)
-                return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", op, nm[i],
-                                 kern_dtype_name(ts[i]->dtype), kern_dtype_name(q->dtype));
-            if (ts[i]->ndim != nd)
-                return kern__err(KERN_ERR_SHAPE, "%s: %s has %d dims, want %d %s", op, nm[i],
-                                 ts[i]->ndim, nd, dims);
-        }
-        for (i = 0; i < n; i++)
-            if ((st = kern__sdpa_unit(ts[i], op, nm[i]))) return st;
+    if ((st = kern__sdpa_check_params(a->pp, op))) return st;
+    ts[0] = a->q; ts[1] = a->k; ts[2] = a->v; ts[3] = a->out;
+    ts[4] = a->dout; ts[5] = a->dq; ts[6] = a->dk; ts[7] = a->dv;
+    if (!kern_dtype_is_float(a->q->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s, want f32, bf16 or f16", op,
+                         kern_dtype_name(a->q->dtype));
+    for (i = 0; i < n; i++) {
+        if (ts[i]->dtype != a->q->dtype)
+            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", op, nm[i],
+                             kern_dtype_name(ts[i]->dtype), kern_dtype_name(a->q->dtype));
+        if (ts[i]->ndim != nd)
+            return kern__err(KERN_ERR_SHAPE, "%s: %s has %d dims, want %d %s", op, nm[i],
+                             ts[i]->ndim, nd, a->varlen ? "[T,H,D]" : "[B,H,L,D]");
     }
-    if (varlen) {
-        B = cuq ? (cuq->ndim == 1 ? cuq->shape[0] - 1 : -1) : -1;
-        Hq = q->shape[1];
-        Hkv = k->shape[1];
-        D = q->shape[2];
-        Dv = v->shape[2];
-        if (maxq < 0 || maxk < 0)
-            return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld max_seqlen_k=%lld must be >= 0",
-                             op, (long long)maxq, (long long)maxk);
-        Lq = maxq;
-        Lk = maxk;
-        if (k->shape[0] != v->shape[0])
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but v.shape[0]=%lld", op,
-                             (long long)k->shape[0], (long long)v->shape[0]);
-        if (k->shape[1] != v->shape[1])
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
-                             (long long)k->shape[1], (long long)v->shape[1]);
-        if (k->shape[2] != D)
-            return kern__err(KERN_ERR_SHAPE, "%s: q.shape[2]=%lld but k.shape[2]=%lld", op,
-                             (long long)D, (long long)k->shape[2]);
-        want[0] = q->shape[0]; want[1] = Hq; want[2] = Dv;
-        if ((st = kern__sdpa_shape_is(out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
-        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q", &Lq_run)))
-            return st;
-        B = cuq->shape[0] - 1;
-        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k", &Lk_run)))
-            return st;
-        if (pp->attn_mask)
-            return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
-        if (pp->k_lens)
-            return kern__err(KERN_ERR_UNSUPPORTED,
-                             "%s: k_lens is not supported with varlen (use cu_seqlens_k)", op);
-    } else {
-        B = q->shape[0];
-        Hq = q->shape[1];
-        Lq = q->shape[2];
-        D = q->shape[3];
-        Hkv = k->shape[1];
-        Lk = k->shape[2];
-        Dv = v->shape[3];
-        Lq_run = Lq;
-        Lk_run = Lk;
-        if (k->shape[0] != B || v->shape[0] != B)
-            return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
-                             "v.shape[0]=%lld", op, (long long)B, (long long)k->shape[0],
-                             (long long)v->shape[0]);
-        if (v->shape[1] != Hkv)
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
-                             (long long)Hkv, (long long)v->shape[1]);
-        if (v->shape[2] != Lk)
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[2]=%lld but v.shape[2]=%lld", op,
-                             (long long)Lk, (long long)v->shape[2]);
-        if (k->shape[3] != D)
-            return kern__err(KERN_ERR_SHAPE, "%s: q.shape[3]=%lld but k.shape[3]=%lld", op,
-                             (long long)D, (long long)k->shape[3]);
-        want[0] = B; want[1] = Hq; want[2] = Lq; want[3] = Dv;
-        if ((st = kern__sdpa_shape_is(out, 4, want, op, "out", "[B,Hq,Lq,Dv]"))) return st;
-    }
-    if (D < 1)
+    for (i = 0; i < n; i++)
+        if ((st = kern__sdpa_unit(ts[i], op, nm[i]))) return st;
+    return KERN_OK;
+}
+
+/* Step 2 (varlen): B, H, D, Dv, the max lengths and the longest actual
+ * sequences from q, k, v, out and cu_seqlens. */
+static kern_status kern__sdpa_shapes_varlen(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    const kern_tensor *q = a->q, *k = a->k, *v = a->v;
+    int64_t want[3];
+    P->Hq = q->shape[1];
+    P->Hkv = k->shape[1];
+    P->D = q->shape[2];
+    P->Dv = v->shape[2];
+    if (a->maxq < 0 || a->maxk < 0)
+        return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld max_seqlen_k=%lld must be >= 0",
+                         op, (long long)a->maxq, (long long)a->maxk);
+    P->Lq = a->maxq;
+    P->Lk = a->maxk;
+    if (k->shape[0] != v->shape[0])
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but v.shape[0]=%lld", op,
+                         (long long)k->shape[0], (long long)v->shape[0]);
+    if (k->shape[1] != v->shape[1])
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
+                         (long long)k->shape[1], (long long)v->shape[1]);
+    if (k->shape[2] != P->D)
+        return kern__err(KERN_ERR_SHAPE, "%s: q.shape[2]=%lld but k.shape[2]=%lld", op,
+                         (long long)P->D, (long long)k->shape[2]);
+    want[0] = q->shape[0]; want[1] = P->Hq; want[2] = P->Dv;
+    if ((st = kern__sdpa_shape_is(a->out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
+    if ((st = kern__sdpa_check_cu(a->cuq, -1, q->shape[0], a->maxq, op, "cu_seqlens_q",
+                                  &P->Lq_run)))
+        return st;
+    P->B = a->cuq->shape[0] - 1;
+    if ((st = kern__sdpa_check_cu(a->cuk, P->B + 1, k->shape[0], a->maxk, op, "cu_seqlens_k",
+                                  &P->Lk_run)))
+        return st;
+    if (a->pp->attn_mask)
+        return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
+    if (a->pp->k_lens)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: k_lens is not supported with varlen (use cu_seqlens_k)", op);
+    return KERN_OK;
+}
+
+/* Step 2 (dense): B, H, L, D, Dv from q, k, v, out. */
+static kern_status kern__sdpa_shapes_dense(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    const char *op = a->op;
+    const kern_tensor *q = a->q, *k = a->k, *v = a->v;
+    int64_t want[4];
+    P->B = q->shape[0];
+    P->Hq = q->shape[1];
+    P->Lq = q->shape[2];
+    P->D = q->shape[3];
+    P->Hkv = k->shape[1];
+    P->Lk = k->shape[2];
+    P->Dv = v->shape[3];
+    P->Lq_run = P->Lq;
+    P->Lk_run = P->Lk;
+    if (k->shape[0] != P->B || v->shape[0] != P->B)
+        return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
+                         "v.shape[0]=%lld", op, (long long)P->B, (long long)k->shape[0],
+                         (long long)v->shape[0]);
+    if (v->shape[1] != P->Hkv)
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
+                         (long long)P->Hkv, (long long)v->shape[1]);
+    if (v->shape[2] != P->Lk)
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[2]=%lld but v.shape[2]=%lld", op,
+                         (long long)P->Lk, (long long)v->shape[2]);
+    if (k->shape[3] != P->D)
+        return kern__err(KERN_ERR_SHAPE, "%s: q.shape[3]=%lld but k.shape[3]=%lld", op,
+                         (long long)P->D, (long long)k->shape[3]);
+    want[0] = P->B; want[1] = P->Hq; want[2] = P->Lq; want[3] = P->Dv;
+    return kern__sdpa_shape_is(a->out, 4, want, op, "out", "[B,Hq,Lq,Dv]");
+}
+
+/* Step 3: head dims and groups; the backward tensors' shapes. */
+static kern_status kern__sdpa_check_heads(const kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    int nd = a->varlen ? 3 : 4;
+    if (P->D < 1)
         return kern__err(KERN_ERR_SHAPE, "%s: head dim q.shape[%d]=%lld must be >= 1", op, nd - 1,
-                         (long long)D);
-    if (Hkv == 0 ? Hq != 0 : Hq % Hkv != 0)
+                         (long long)P->D);
+    if (P->Hkv == 0 ? P->Hq != 0 : P->Hq % P->Hkv != 0)
         return kern__err(KERN_ERR_SHAPE, "%s: Hq=%lld is not a multiple of Hkv=%lld", op,
-                         (long long)Hq, (long long)Hkv);
-    if (Hq != Hkv && !pp->enable_gqa)
+                         (long long)P->Hq, (long long)P->Hkv);
+    if (P->Hq != P->Hkv && !a->pp->enable_gqa)
         return kern__err(KERN_ERR_SHAPE, "%s: Hq=%lld != Hkv=%lld needs enable_gqa", op,
-                         (long long)Hq, (long long)Hkv);
-    if (bwd) {
-        if ((st = kern__sdpa_shape_is(dout, nd, out->shape, op, "dout", "out's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dq, nd, q->shape, op, "dq", "q's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dk, nd, k->shape, op, "dk", "k's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dv, nd, v->shape, op, "dv", "v's shape"))) return st;
+                         (long long)P->Hq, (long long)P->Hkv);
+    if (a->bwd) {
+        if ((st = kern__sdpa_shape_is(a->dout, nd, a->out->shape, op, "dout", "out's shape")) ||
+            (st = kern__sdpa_shape_is(a->dq, nd, a->q->shape, op, "dq", "q's shape")) ||
+            (st = kern__sdpa_shape_is(a->dk, nd, a->k->shape, op, "dk", "k's shape")) ||
+            (st = kern__sdpa_shape_is(a->dv, nd, a->v->shape, op, "dv", "v's shape")))
+            return st;
     }
-    /* lse */
-    {
-        const kern_tensor *L = bwd ? lse : pp->lse;
-        if (L) {
-            if ((st = kern_tensor_check(L, op, "lse"))) return st;
-            if (L->dtype != KERN_F32)
-                return kern__err(KERN_ERR_DTYPE, "%s: lse.dtype=%s, want f32", op,
-                                 kern_dtype_name(L->dtype));
-            if (varlen) {
-                want[0] = Hq; want[1] = q->shape[0];
-                if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
-                P->lses[1] = kern__sdpa_st(L, 0);
-                P->lses[2] = kern__sdpa_st(L, 1);
-            } else {
-                want[0] = B; want[1] = Hq; want[2] = Lq;
-                if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
-                P->lses[0] = kern__sdpa_st(L, 0);
-                P->lses[1] = kern__sdpa_st(L, 1);
-                P->lses[2] = kern__sdpa_st(L, 2);
-            }
-            P->lse = (float *)L->data;
-        }
+    return KERN_OK;
+}
+
+/* Step 4: the optional lse (forward output, backward input). */
+static kern_status kern__sdpa_setup_lse(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    const kern_tensor *L = a->bwd ? a->lse : a->pp->lse;
+    int64_t want[3];
+    if (!L) return KERN_OK;
+    if ((st = kern_tensor_check(L, op, "lse"))) return st;
+    if (L->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: lse.dtype=%s, want f32", op,
+                         kern_dtype_name(L->dtype));
+    if (a->varlen) {
+        want[0] = P->Hq; want[1] = a->q->shape[0];
+        if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
+        P->lses[1] = kern__sdpa_st(L, 0);
+        P->lses[2] = kern__sdpa_st(L, 1);
+    } else {
+        want[0] = P->B; want[1] = P->Hq; want[2] = P->Lq;
+        if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
+        P->lses[0] = kern__sdpa_st(L, 0);
+        P->lses[1] = kern__sdpa_st(L, 1);
+        P->lses[2] = kern__sdpa_st(L, 2);
     }
-    /* mask */
-    if (pp->attn_mask) {
-        const kern_tensor *m = pp->attn_mask;
+    P->lse = (float *)L->data;
+    return KERN_OK;
+}
+
+/* Step 5: the attention mask (broadcast view) and k_lens. */
+static kern_status kern__sdpa_setup_masks(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    int i;
+    if (a->pp->attn_mask) {
+        const kern_tensor *m = a->pp->attn_mask;
         int64_t full[4];
         if ((st = kern_tensor_check(m, op, "attn_mask"))) return st;
         if (m->dtype != KERN_BOOL && !kern_dtype_is_float(m->dtype))
             return kern__err(KERN_ERR_DTYPE, "%s: attn_mask.dtype=%s, want bool, f32, f16 or bf16",
                              op, kern_dtype_name(m->dtype));
-        full[0] = B; full[1] = Hq; full[2] = Lq; full[3] = Lk;
+        full[0] = P->B; full[1] = P->Hq; full[2] = P->Lq; full[3] = P->Lk;
         if (m->ndim > 4)
             return kern__err(KERN_ERR_SHAPE, "%s: attn_mask has %d dims, cannot broadcast to "
                              "[B,Hq,Lq,Lk]", op, m->ndim);
@@ -2421,107 +2454,116 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         for (i = 0; i < 4; i++) P->maskv.stride[i] = kern__sdpa_st(&P->maskv, i);
         P->mask = &P->maskv;
     }
-    /* k_lens */
-    if (pp->k_lens) {
-        const kern_tensor *kl = pp->k_lens;
+    if (a->pp->k_lens) {
+        const kern_tensor *kl = a->pp->k_lens;
         int64_t b;
         if ((st = kern_tensor_check(kl, op, "k_lens"))) return st;
         if (kl->dtype != KERN_I32 && kl->dtype != KERN_I64)
             return kern__err(KERN_ERR_DTYPE, "%s: k_lens.dtype=%s, want i32 or i64", op,
                              kern_dtype_name(kl->dtype));
-        if (kl->ndim != 1 || kl->shape[0] != B)
+        if (kl->ndim != 1 || kl->shape[0] != P->B)
             return kern__err(KERN_ERR_SHAPE, "%s: k_lens must be [B]=[%lld] (ndim=%d, shape[0]=%lld)",
-                             op, (long long)B, kl->ndim, (long long)(kl->ndim ? kl->shape[0] : 0));
-        for (b = 0; b < B; b++) {
+                             op, (long long)P->B, kl->ndim,
+                             (long long)(kl->ndim ? kl->shape[0] : 0));
+        for (b = 0; b < P->B; b++) {
             int64_t x = kern__sdpa_geti(kl->data, kl->dtype, b * kl->stride[0]);
-            if (x < 0 || x > Lk)
+            if (x < 0 || x > P->Lk)
                 return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is outside [0, Lk=%lld]",
-                                 op, (long long)b, (long long)x, (long long)Lk);
+                                 op, (long long)b, (long long)x, (long long)P->Lk);
         }
         P->klens = kl->data;
         P->klens_dt = kl->dtype;
         P->klens_s = kern__sdpa_st(kl, 0);
     }
-    /* aliasing: outputs vs inputs and each other */
-    {
-        const kern_tensor *in[8], *ou[4];
-        const char *inm[8], *onm[4];
-        int ni = 0, no = 0, a, c;
-        in[ni] = q; inm[ni++] = "q";
-        in[ni] = k; inm[ni++] = "k";
-        in[ni] = v; inm[ni++] = "v";
-        if (pp->attn_mask) { in[ni] = pp->attn_mask; inm[ni++] = "attn_mask"; }
-        if (pp->k_lens) { in[ni] = pp->k_lens; inm[ni++] = "k_lens"; }
-        if (cuq) { in[ni] = cuq; inm[ni++] = "cu_seqlens_q"; }
-        if (cuk) { in[ni] = cuk; inm[ni++] = "cu_seqlens_k"; }
-        if (bwd) {
-            in[ni] = out; inm[ni++] = "out";
-            ou[no] = dq; onm[no++] = "dq";
-            ou[no] = dk; onm[no++] = "dk";
-            ou[no] = dv; onm[no++] = "dv";
-        } else {
-            ou[no] = out; onm[no++] = "out";
-            if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
-        }
-        for (a = 0; a < no; a++) {
-            if (kern__tensor_self_overlap(ou[a]))
-                return kern__err(KERN_ERR_LAYOUT,
-                                 "%s: %s has overlapping elements (a zero or too small stride); an "
-                                 "output needs distinct elements",
-                                 op, onm[a]);
-            for (c = 0; c < ni; c++)
-                if (kern_tensors_overlap(ou[a], in[c]))
-                    return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a], inm[c]);
-            if (bwd && (kern_tensors_overlap(ou[a], dout) || kern_tensors_overlap(ou[a], lse)))
-                return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a],
-                                 kern_tensors_overlap(ou[a], dout) ? "dout" : "lse");
-            for (c = 0; c < a; c++)
-                if (kern_tensors_overlap(ou[a], ou[c]))
-                    return kern__err(KERN_ERR_ARG, "%s: outputs %s and %s overlap", op, onm[c],
-                                     onm[a]);
-        }
+    return KERN_OK;
+}
+
+/* Step 6: outputs with distinct elements, overlapping no input and no
+ * other output. */
+static kern_status kern__sdpa_check_alias(const kern__sdpa_args *a) {
+    const kern_tensor *in[8], *ou[4];
+    const char *inm[8], *onm[4], *op = a->op;
+    const kern_sdpa_params *pp = a->pp;
+    int ni = 0, no = 0, x, c;
+    in[ni] = a->q; inm[ni++] = "q";
+    in[ni] = a->k; inm[ni++] = "k";
+    in[ni] = a->v; inm[ni++] = "v";
+    if (pp->attn_mask) { in[ni] = pp->attn_mask; inm[ni++] = "attn_mask"; }
+    if (pp->k_lens) { in[ni] = pp->k_lens; inm[ni++] = "k_lens"; }
+    if (a->cuq) { in[ni] = a->cuq; inm[ni++] = "cu_seqlens_q"; }
+    if (a->cuk) { in[ni] = a->cuk; inm[ni++] = "cu_seqlens_k"; }
+    if (a->bwd) {
+        in[ni] = a->out; inm[ni++] = "out";
+        ou[no] = a->dq; onm[no++] = "dq";
+        ou[no] = a->dk; onm[no++] = "dk";
+        ou[no] = a->dv; onm[no++] = "dv";
+    } else {
+        ou[no] = a->out; onm[no++] = "out";
+        if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
     }
-    P->B = B; P->Hq = Hq; P->Hkv = Hkv; P->G = Hkv ? Hq / Hkv : 1;
-    P->D = D; P->Dv = Dv; P->Lq = Lq; P->Lk = Lk;
-    P->Lq_run = Lq_run; P->Lk_run = Lk_run;
-    P->dt = q->dtype;
-    P->es = kern_dtype_size(q->dtype);
-    P->q = (const char *)q->data;
-    P->k = (const char *)k->data;
-    P->v = (const char *)v->data;
-    P->o = (const char *)out->data;
+    for (x = 0; x < no; x++) {
+        if (kern__tensor_self_overlap(ou[x]))
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: %s has overlapping elements (a zero or too small stride); an "
+                             "output needs distinct elements",
+                             op, onm[x]);
+        for (c = 0; c < ni; c++)
+            if (kern_tensors_overlap(ou[x], in[c]))
+                return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[x], inm[c]);
+        if (a->bwd && (kern_tensors_overlap(ou[x], a->dout) || kern_tensors_overlap(ou[x], a->lse)))
+            return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[x],
+                             kern_tensors_overlap(ou[x], a->dout) ? "dout" : "lse");
+        for (c = 0; c < x; c++)
+            if (kern_tensors_overlap(ou[x], ou[c]))
+                return kern__err(KERN_ERR_ARG, "%s: outputs %s and %s overlap", op, onm[c],
+                                 onm[x]);
+    }
+    return KERN_OK;
+}
+
+/* Step 7: data pointers, strides and the resolved options. */
+static kern_status kern__sdpa_fill(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    const kern_sdpa_params *pp = a->pp;
+    int i;
+    P->G = P->Hkv ? P->Hq / P->Hkv : 1;
+    P->dt = a->q->dtype;
+    P->es = kern_dtype_size(a->q->dtype);
+    P->q = (const char *)a->q->data;
+    P->k = (const char *)a->k->data;
+    P->v = (const char *)a->v->data;
+    P->o = (const char *)a->out->data;
     for (i = 0; i < 3; i++) {
         /* [b, h, l] strides; varlen: [unused, h, token] */
-        int d = varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
-        P->qs[i] = kern__sdpa_st(q, d);
-        P->ks[i] = kern__sdpa_st(k, d);
-        P->vs[i] = kern__sdpa_st(v, d);
-        P->os[i] = kern__sdpa_st(out, d);
-        if (bwd) {
-            P->ds[i] = kern__sdpa_st(dout, d);
-            P->dqs[i] = kern__sdpa_st(dq, d);
-            P->dks[i] = kern__sdpa_st(dk, d);
-            P->dvs[i] = kern__sdpa_st(dv, d);
+        int d = a->varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
+        P->qs[i] = kern__sdpa_st(a->q, d);
+        P->ks[i] = kern__sdpa_st(a->k, d);
+        P->vs[i] = kern__sdpa_st(a->v, d);
+        P->os[i] = kern__sdpa_st(a->out, d);
+        if (a->bwd) {
+            P->ds[i] = kern__sdpa_st(a->dout, d);
+            P->dqs[i] = kern__sdpa_st(a->dq, d);
+            P->dks[i] = kern__sdpa_st(a->dk, d);
+            P->dvs[i] = kern__sdpa_st(a->dv, d);
         }
     }
-    if (bwd) {
-        P->dout = (const char *)dout->data;
-        P->dq = (char *)dq->data;
-        P->dk = (char *)dk->data;
-        P->dv = (char *)dv->data;
+    if (a->bwd) {
+        P->dout = (const char *)a->dout->data;
+        P->dq = (char *)a->dq->data;
+        P->dk = (char *)a->dk->data;
+        P->dv = (char *)a->dv->data;
     }
-    P->varlen = varlen;
-    if (varlen) {
-        P->cuq = cuq->data;
-        P->cuk = cuk->data;
-        P->cuq_dt = cuq->dtype;
-        P->cuk_dt = cuk->dtype;
+    P->varlen = a->varlen;
+    if (a->varlen) {
+        P->cuq = a->cuq->data;
+        P->cuk = a->cuk->data;
+        P->cuq_dt = a->cuq->dtype;
+        P->cuk_dt = a->cuk->dtype;
         /* cu_seqlens are validated contiguous-agnostic: read via stride */
-        if (cuq->stride[0] != 1 || cuk->stride[0] != 1)
+        if (a->cuq->stride[0] != 1 || a->cuk->stride[0] != 1)
             return kern__err(KERN_ERR_LAYOUT, "%s: cu_seqlens_q/k must be contiguous (strides %lld, %lld)",
-                             op, (long long)cuq->stride[0], (long long)cuk->stride[0]);
+                             a->op, (long long)a->cuq->stride[0], (long long)a->cuk->stride[0]);
     }
-    P->scale = pp->scale_set || pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)D);
+    P->scale = pp->scale_set || pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)P->D);
     P->softcap = pp->softcap;
     P->dropout_p = pp->dropout_p;
     P->drop_thr = kern_dropout_threshold(pp->dropout_p);
@@ -2532,9 +2574,32 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     P->window = pp->window_set != 0;
     P->wl = pp->window_left;
     P->wr = pp->window_right;
-    (void)maxq;
-    (void)maxk;
     return KERN_OK;
+}
+
+/* Common checks and problem setup, in the steps above (errors in this
+ * order). bwd tensors may be NULL in forward, cu_seqlens for dense. */
+static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varlen, int bwd,
+                                    const kern_tensor *q, const kern_tensor *k,
+                                    const kern_tensor *v, const kern_tensor *out,
+                                    const kern_tensor *dout, const kern_tensor *lse,
+                                    const kern_tensor *dq, const kern_tensor *dk,
+                                    const kern_tensor *dv, const kern_tensor *cuq,
+                                    const kern_tensor *cuk, int64_t maxq, int64_t maxk,
+                                    const kern_sdpa_params *pp) {
+    kern_status st;
+    kern__sdpa_args a;
+    a.op = op; a.varlen = varlen; a.bwd = bwd;
+    a.q = q; a.k = k; a.v = v; a.out = out;
+    a.dout = dout; a.lse = lse; a.dq = dq; a.dk = dk; a.dv = dv;
+    a.cuq = cuq; a.cuk = cuk; a.maxq = maxq; a.maxk = maxk; a.pp = pp;
+    memset(P, 0, sizeof *P);
+    if ((st = kern__sdpa_check_operands(&a))) return st;
+    st = varlen ? kern__sdpa_shapes_varlen(P, &a) : kern__sdpa_shapes_dense(P, &a);
+    if (st || (st = kern__sdpa_check_heads(P, &a)) || (st = kern__sdpa_setup_lse(P, &a)) ||
+        (st = kern__sdpa_setup_masks(P, &a)) || (st = kern__sdpa_check_alias(&a)))
+        return st;
+    return kern__sdpa_fill(P, &a);
 }
 
 /* The forward's partition (query panels, key splits) and its scratch: the
