@@ -1917,221 +1917,309 @@ static void kern__sdpa_emit_part(const kern__sdpa_fwd *f, int64_t b, int64_t hk,
     o[Dv + 1] = l;
 }
 
-static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
-    const kern__sdpa_fwd *f = (const kern__sdpa_fwd *)arg;
-    const kern__sdpa_prob *p = f->p;
+/* One forward task's state: which (query block, batch, kv head, key split)
+ * it computes, its scratch and the key range its lanes can see. */
+typedef struct kern__sdpa_ftask {
+    const kern__sdpa_fwd *f;
+    const kern__sdpa_prob *p;
     kern__sdpa_fscr sc;
-    int64_t per = p->B * p->Hkv * f->nsplit, outer = t / per, inner = t % per;
-    int64_t qb = p->causal ? f->nqb - 1 - outer : outer;
-    int64_t b = inner / (p->Hkv * f->nsplit), hk = (inner / f->nsplit) % p->Hkv;
-    int64_t sp = inner % f->nsplit;
-    int64_t lq, lk, qbase, kbase, R, ks0, ks1, D = p->D, Dv = p->Dv;
-    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK;
-    int64_t D16 = (D + 15) & ~(int64_t)15, D32 = (D + 31) & ~(int64_t)31;
-    int64_t np, pan, npan, j0, klo = INT64_MAX, khi = 0;
+    int64_t qb, b, hk, sp;
+    int64_t lq, lk, qbase, kbase, R, ks0, ks1;
+    int64_t D16, D32, pan, np, klo, khi;
     const char *kp, *vp;
     int64_t krs, vrs;
-    int native = p->bf16_native;
-    int native16 = f->rows_path && p->dt == KERN_BF16 && p->fn->dots16 != NULL;
-    kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &sc);
-    kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
-    R = lq * p->G;
-    ks0 = sp * f->chunk;
-    ks1 = ks0 + f->chunk < lk ? ks0 + f->chunk : lk;
+    int native, native16;
+} kern__sdpa_ftask;
+
+/* The current key block's K and V as the microkernels read them: the
+ * operands in place (f32), or converted / bf16-paired once per block. */
+typedef struct kern__sdpa_ktile {
+    const float *kf, *vf;
+    int64_t kfs, vfs;
+    int converted, packed;
+} kern__sdpa_ktile;
+
+/* Step 1: decodes task t (causal work long tasks first) and finds its
+ * panels; returns 0 when there is nothing to compute. */
+static int kern__sdpa_fwd_locate(kern__sdpa_ftask *T, const kern__sdpa_fwd *f, int64_t t,
+                                 int thread) {
+    const kern__sdpa_prob *p = f->p;
+    int64_t per = p->B * p->Hkv * f->nsplit, outer = t / per, inner = t % per;
+    int64_t NQ = KERN__SDPA_NQ;
+    T->f = f;
+    T->p = p;
+    T->qb = p->causal ? f->nqb - 1 - outer : outer;
+    T->b = inner / (p->Hkv * f->nsplit);
+    T->hk = (inner / f->nsplit) % p->Hkv;
+    T->sp = inner % f->nsplit;
+    T->D16 = (p->D + 15) & ~(int64_t)15;
+    T->D32 = (p->D + 31) & ~(int64_t)31;
+    T->klo = INT64_MAX;
+    T->khi = 0;
+    T->native = p->bf16_native;
+    T->native16 = f->rows_path && p->dt == KERN_BF16 && p->fn->dots16 != NULL;
+    kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &T->sc);
+    kern__sdpa_seq(p, T->b, &T->lq, &T->lk, &T->qbase, &T->kbase);
+    T->R = T->lq * p->G;
+    T->ks0 = T->sp * f->chunk;
+    T->ks1 = T->ks0 + f->chunk < T->lk ? T->ks0 + f->chunk : T->lk;
     /* an empty k or v may have NULL data: no pointer arithmetic on it */
-    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
-    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
-    krs = p->ks[2];
-    vrs = p->vs[2];
+    T->kp = T->lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, T->kbase, T->hk, 0) * p->es
+                      : NULL;
+    T->vp = T->lk > 0 && p->Dv > 0
+                ? p->v + (size_t)kern__sdpa_off(p, p->vs, T->kbase, T->hk, 0) * p->es
+                : NULL;
+    T->krs = p->ks[2];
+    T->vrs = p->vs[2];
     if (f->rows_path) {
-        np = R > 0 ? 1 : 0;
-        pan = 0;
-        npan = np;
+        T->np = T->R > 0 ? 1 : 0;
+        T->pan = 0;
     } else {
-        int64_t tot = (R + NQ - 1) / NQ;
-        pan = qb * KERN__SDPA_QB;
-        if (pan >= tot) return;
-        npan = tot - pan < KERN__SDPA_QB ? tot - pan : KERN__SDPA_QB;
-        np = npan;
+        int64_t tot = (T->R + NQ - 1) / NQ;
+        T->pan = T->qb * KERN__SDPA_QB;
+        if (T->pan >= tot) return 0;
+        T->np = tot - T->pan < KERN__SDPA_QB ? tot - T->pan : KERN__SDPA_QB;
     }
-    if (np == 0) return;
-    /* pack queries, init state */
+    return T->np > 0;
+}
+
+/* Lanes (query rows) of panel pi: R on the rows path, else up to NQ. */
+static inline int64_t kern__sdpa_fwd_nr(const kern__sdpa_ftask *T, int64_t pi) {
+    int64_t r0 = (T->pan + pi) * KERN__SDPA_NQ;
+    if (T->f->rows_path) return T->R;
+    return T->R - r0 < KERN__SDPA_NQ ? T->R - r0 : KERN__SDPA_NQ;
+}
+
+/* Packs panel pi's queries: bf16 pairs [D/2][NQ][2] (native), f32
+ * [D][NQ], or on the rows path rows of D16 f32 / D32 bf16, zero-padded. */
+static void kern__sdpa_fwd_pack_q(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_lane *ln = T->sc.ln + pi * KERN__SDPA_NQ;
+    int64_t NQ = KERN__SDPA_NQ, D = p->D, r, d;
+    if (T->f->rows_path) {
+        for (r = 0; r < nr; r++) {
+            const char *qr =
+                p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h, ln[r].i) * p->es;
+            if (T->native16) { /* bf16 rows, zero-padded to D32 */
+                uint16_t *dst = (uint16_t *)T->sc.qt + r * T->D32;
+                memcpy(dst, qr, (size_t)D * 2);
+                for (d = D; d < T->D32; d++) dst[d] = 0;
+            } else {
+                float *dst = T->sc.qt + r * T->D16;
+                kern__sdpa_to_f32(T->f->ctx, qr, p->dt, dst, D);
+                for (d = D; d < T->D16; d++) dst[d] = 0.0f;
+            }
+        }
+        return;
+    }
     {
-        int64_t pi, r, d;
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t r0 = (pan + pi) * NQ, nr = R - r0 < NQ ? R - r0 : NQ, lo, hi;
-            kern__sdpa_lanes(p, b, hk, r0, nr, lq, lk, ln, &lo, &hi);
-            if (lo < ks0) lo = ks0;
-            if (hi > ks1) hi = ks1;
-            if (hi > lo) {
-                if (lo < klo) klo = lo;
-                if (hi > khi) khi = hi;
+        float *qt = T->sc.qt + pi * T->D16 * NQ, *row = T->sc.row;
+        uint16_t *q2 = (uint16_t *)qt;
+        for (r = 0; r < NQ; r++) {
+            const char *qr = r < nr ? p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h,
+                                                                   ln[r].i) * p->es
+                                    : NULL;
+            if (T->native) {
+                const uint16_t *h16 = (const uint16_t *)qr;
+                for (d = 0; d < D; d++)
+                    q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = qr ? h16[d] : 0;
+                continue;
             }
-            for (r = 0; r < NQ; r++) {
-                sc.m[pi * NQ + r] = -INFINITY;
-                sc.l[pi * NQ + r] = 0.0f;
-            }
-            if (f->rows_path) {
-                memset(sc.ot, 0, (size_t)(R * Dv) * 4);
-                for (r = 0; r < nr; r++) {
-                    const char *qr = p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es;
-                    if (native16) { /* bf16 rows, zero-padded to D32 */
-                        uint16_t *dst = (uint16_t *)sc.qt + r * D32;
-                        memcpy(dst, qr, (size_t)D * 2);
-                        for (d = D; d < D32; d++) dst[d] = 0;
-                    } else {
-                        float *dst = sc.qt + r * D16;
-                        kern__sdpa_to_f32(f->ctx, qr, p->dt, dst, D);
-                        for (d = D; d < D16; d++) dst[d] = 0.0f;
-                    }
-                }
-            } else {
-                float *qt = sc.qt + pi * D16 * NQ;
-                memset(sc.ot + pi * Dv * NQ, 0, (size_t)(Dv * NQ) * 4);
-                for (r = 0; r < NQ; r++) {
-                    float *row = sc.row;
-                    if (r < nr) {
-                        const char *qr = p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es;
-                        if (native) {
-                            const uint16_t *h16 = (const uint16_t *)qr;
-                            uint16_t *q2 = (uint16_t *)qt;
-                            for (d = 0; d < D; d++)
-                                q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = h16[d];
-                            continue;
-                        }
-                        kern__sdpa_to_f32(f->ctx, qr, p->dt, row, D);
-                    } else {
-                        if (native) {
-                            uint16_t *q2 = (uint16_t *)qt;
-                            for (d = 0; d < D; d++) q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = 0;
-                            continue;
-                        }
-                        for (d = 0; d < D; d++) row[d] = 0.0f;
-                    }
-                    for (d = 0; d < D; d++) qt[d * NQ + r] = row[d];
-                }
-            }
+            if (qr) kern__sdpa_to_f32(T->f->ctx, qr, p->dt, row, D);
+            else for (d = 0; d < D; d++) row[d] = 0.0f;
+            for (d = 0; d < D; d++) qt[d * NQ + r] = row[d];
         }
     }
-    /* key blocks */
-    for (j0 = klo < khi ? (klo / BK) * BK : 0; j0 < khi; j0 += BK) {
-        int64_t nk = khi - j0 < BK ? khi - j0 : BK, pi;
-        int converted = 0, packed = 0;
-        const float *kf = NULL, *vf = NULL;
-        int64_t kfs = krs, vfs = vrs;
-        if (p->dt == KERN_F32) {
-            kf = (const float *)kp + j0 * krs;
-            vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
+}
+
+/* Step 2: per panel, the lanes' visible key ranges (their union in
+ * [klo, khi)), the softmax state and the packed queries. */
+static void kern__sdpa_fwd_init(kern__sdpa_ftask *T) {
+    const kern__sdpa_prob *p = T->p;
+    int64_t NQ = KERN__SDPA_NQ, pi, r, Dv = p->Dv;
+    for (pi = 0; pi < T->np; pi++) {
+        kern__sdpa_lane *ln = T->sc.ln + pi * NQ;
+        int64_t r0 = (T->pan + pi) * NQ, nr = T->R - r0 < NQ ? T->R - r0 : NQ, lo, hi;
+        kern__sdpa_lanes(p, T->b, T->hk, r0, nr, T->lq, T->lk, ln, &lo, &hi);
+        if (lo < T->ks0) lo = T->ks0;
+        if (hi > T->ks1) hi = T->ks1;
+        if (hi > lo) {
+            if (lo < T->klo) T->klo = lo;
+            if (hi > T->khi) T->khi = hi;
         }
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t nr = f->rows_path ? R : (R - (pan + pi) * NQ < NQ ? R - (pan + pi) * NQ : NQ);
-            int64_t r, full = 1, any = 0;
-            float *m = sc.m + pi * NQ, *l = sc.l + pi * NQ;
-            for (r = 0; r < nr; r++) {
-                int64_t a = ln[r].lo > ks0 ? ln[r].lo : ks0, z = ln[r].hi < ks1 ? ln[r].hi : ks1;
-                if (a < j0 + nk && z > j0) any = 1;
-                if (!(a <= j0 && z >= j0 + nk)) full = 0;
-            }
-            if (!any) continue;
-            /* converted f32 tiles: f16, and bf16 without vdpbf16ps (the
-             * rows path reads K in any dtype and converts only V) */
-            if (p->dt != KERN_F32 && !converted && (f->rows_path ? !native16 : !native)) {
-                int64_t jj;
-                for (jj = 0; jj < nk; jj++) {
-                    if (!f->rows_path)
-                        kern__sdpa_to_f32(f->ctx, kp + (size_t)((j0 + jj) * krs) * p->es, p->dt,
-                                          sc.kc + jj * D, D);
-                    if (Dv > 0)
-                        kern__sdpa_to_f32(f->ctx, vp + (size_t)((j0 + jj) * vrs) * p->es, p->dt,
-                                          sc.vc + jj * Dv, Dv);
-                }
-                kf = sc.kc;
-                vf = sc.vc;
-                kfs = D;
-                vfs = Dv;
-                converted = 1;
-            }
-            if ((native16 || (native && !f->rows_path)) && !packed && Dv > 0) {
-                p->fn->vpack((const uint16_t *)vp + j0 * vrs, vrs, nk, Dv, sc.vp);
-                packed = 1;
-            }
-            /* scores S^T[j][lane] */
-            if (f->rows_path) {
-                if (native16)
-                    p->fn->dots16(nk, R, D, (const uint16_t *)sc.qt, D32,
-                                  (const uint16_t *)kp + j0 * krs, krs, sc.s, BK);
-                else
-                    p->fn->dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt,
-                                sc.s, BK);
-            } else if (native) {
-                p->fn->mk16(nk, NQ, D / 2, (const uint16_t *)kp + j0 * krs, krs, 2,
-                            (const uint16_t *)(sc.qt + pi * D16 * NQ), NQ * 2, sc.s, NQ, 0);
-            } else {
-                p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt + pi * D16 * NQ, NQ, sc.s, NQ, 0);
-            }
-            {
-                int changed, rows = f->rows_path;
-                float c = p->scale * KERN__SDPA_LOG2E;
-                if (!full || p->mask || p->softcap > 0) {
-                    /* blocks lie inside [ks0, ks1): only the lanes' ranges
-                     * need applying */
-                    kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 0, rows);
-                    c = 1.0f;
-                }
-                if (rows) {
-                    changed = p->fn->rstep(sc.s, BK, R, nk, c, m, l, sc.alpha);
-                    if (changed) {
-                        int64_t cc;
-                        for (r = 0; r < R; r++)
-                            if (sc.alpha[r] != 1.0f)
-                                for (cc = 0; cc < Dv; cc++) sc.ot[r * Dv + cc] *= sc.alpha[r];
-                    }
-                } else {
-                    changed = p->fn->step(sc.s, nk, c, m, l, sc.alpha);
-                    if (changed) p->fn->scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
-                }
-            }
-            if (p->dropout_p > 0) kern__sdpa_dropout(p, sc.s, nk, j0, ln, nr, f->rows_path);
-            if (Dv == 0) continue;
-            /* O += P V */
-            if (f->rows_path) {
-                if (native16) {
-                    p->fn->rows16(sc.s, BK, R, nk, sc.p2, BK);
-                    p->fn->mk16(R, Dv, (nk + 1) / 2, sc.p2, BK, 2, sc.vp, Dv * 2, sc.ot, Dv, 1);
-                } else {
-                    p->fn->mk(R, Dv, nk, sc.s, BK, 1, vf, vfs, sc.ot, Dv, 1);
-                }
-            } else if (native) {
-                int64_t nkp = (nk + 1) / 2;
-                p->fn->p2(sc.s, nk, sc.p2);
-                p->fn->mk16(Dv, NQ, nkp, sc.vp, 2, Dv * 2, sc.p2, NQ * 2,
-                            sc.ot + pi * Dv * NQ, NQ, 1);
-            } else {
-                p->fn->mk(Dv, NQ, nk, vf, 1, vfs, sc.s, NQ, sc.ot + pi * Dv * NQ, NQ, 1);
-            }
+        for (r = 0; r < NQ; r++) {
+            T->sc.m[pi * NQ + r] = -INFINITY;
+            T->sc.l[pi * NQ + r] = 0.0f;
+        }
+        if (T->f->rows_path) memset(T->sc.ot, 0, (size_t)(T->R * Dv) * 4);
+        else memset(T->sc.ot + pi * Dv * NQ, 0, (size_t)(Dv * NQ) * 4);
+        kern__sdpa_fwd_pack_q(T, pi, nr);
+    }
+}
+
+/* K and V of block [j0, j0 + nk) in the form the chosen kernels read,
+ * done once per block (for the first panel that needs it): f32 copies for
+ * f16, and for bf16 without vdpbf16ps (the rows path reads K in any dtype
+ * and converts only V); V bf16 pairs for the native bf16 kernels. */
+static void kern__sdpa_fwd_ktile(const kern__sdpa_ftask *T, kern__sdpa_ktile *kt, int64_t j0,
+                                 int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    int64_t D = p->D, Dv = p->Dv, jj;
+    int rows = T->f->rows_path;
+    if (p->dt != KERN_F32 && !kt->converted && (rows ? !T->native16 : !T->native)) {
+        for (jj = 0; jj < nk; jj++) {
+            if (!rows)
+                kern__sdpa_to_f32(T->f->ctx, T->kp + (size_t)((j0 + jj) * T->krs) * p->es, p->dt,
+                                  T->sc.kc + jj * D, D);
+            if (Dv > 0)
+                kern__sdpa_to_f32(T->f->ctx, T->vp + (size_t)((j0 + jj) * T->vrs) * p->es, p->dt,
+                                  T->sc.vc + jj * Dv, Dv);
+        }
+        kt->kf = T->sc.kc;
+        kt->vf = T->sc.vc;
+        kt->kfs = D;
+        kt->vfs = Dv;
+        kt->converted = 1;
+    }
+    if ((T->native16 || (T->native && !rows)) && !kt->packed && Dv > 0) {
+        p->fn->vpack((const uint16_t *)T->vp + j0 * T->vrs, T->vrs, nk, Dv, T->sc.vp);
+        kt->packed = 1;
+    }
+}
+
+/* Scores of panel pi against block j0: S^T[j][lane] (panels) or
+ * S[row][j] (rows path). */
+static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_ktile *kt,
+                                  int64_t pi, int64_t j0, int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, D = p->D;
+    if (T->f->rows_path) {
+        if (T->native16)
+            p->fn->dots16(nk, T->R, D, (const uint16_t *)sc->qt, T->D32,
+                          (const uint16_t *)T->kp + j0 * T->krs, T->krs, sc->s, KERN__SDPA_BK);
+        else
+            p->fn->dots(nk, T->R, D, sc->qt, T->D16, T->kp + (size_t)(j0 * T->krs) * p->es, T->krs,
+                        p->dt, sc->s, KERN__SDPA_BK);
+    } else if (T->native) {
+        p->fn->mk16(nk, NQ, D / 2, (const uint16_t *)T->kp + j0 * T->krs, T->krs, 2,
+                    (const uint16_t *)(sc->qt + pi * T->D16 * NQ), NQ * 2, sc->s, NQ, 0);
+    } else {
+        p->fn->mk(nk, NQ, D, kt->kf, kt->kfs, 1, sc->qt + pi * T->D16 * NQ, NQ, sc->s, NQ, 0);
+    }
+}
+
+/* The online softmax of panel pi's scores (masks, softcap and ranges
+ * applied first unless the block is fully visible and plain), with the
+ * accumulator rescaled when a lane's max grew. */
+static void kern__sdpa_fwd_softmax(const kern__sdpa_ftask *T, int64_t pi, int64_t j0, int64_t nk,
+                                   int64_t nr, int full) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, r, cc;
+    float *m = sc->m + pi * NQ, *l = sc->l + pi * NQ;
+    float c = p->scale * KERN__SDPA_LOG2E;
+    if (!full || p->mask || p->softcap > 0) {
+        /* blocks lie inside [ks0, ks1): only the lanes' ranges need applying */
+        kern__sdpa_prepare(p, sc->s, nk, j0, sc->ln + pi * NQ, nr, sc->tmp, 0, T->f->rows_path);
+        c = 1.0f;
+    }
+    if (T->f->rows_path) {
+        if (p->fn->rstep(sc->s, KERN__SDPA_BK, T->R, nk, c, m, l, sc->alpha))
+            for (r = 0; r < T->R; r++)
+                if (sc->alpha[r] != 1.0f)
+                    for (cc = 0; cc < Dv; cc++) sc->ot[r * Dv + cc] *= sc->alpha[r];
+    } else if (p->fn->step(sc->s, nk, c, m, l, sc->alpha)) {
+        p->fn->scale(sc->ot + pi * Dv * NQ, Dv, sc->alpha);
+    }
+}
+
+/* O += P V for panel pi. */
+static void kern__sdpa_fwd_pv(const kern__sdpa_ftask *T, const kern__sdpa_ktile *kt, int64_t pi,
+                              int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, BK = KERN__SDPA_BK;
+    if (T->f->rows_path) {
+        if (T->native16) {
+            p->fn->rows16(sc->s, BK, T->R, nk, sc->p2, BK);
+            p->fn->mk16(T->R, Dv, (nk + 1) / 2, sc->p2, BK, 2, sc->vp, Dv * 2, sc->ot, Dv, 1);
+        } else {
+            p->fn->mk(T->R, Dv, nk, sc->s, BK, 1, kt->vf, kt->vfs, sc->ot, Dv, 1);
+        }
+    } else if (T->native) {
+        p->fn->p2(sc->s, nk, sc->p2);
+        p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, 2, Dv * 2, sc->p2, NQ * 2, sc->ot + pi * Dv * NQ,
+                    NQ, 1);
+    } else {
+        p->fn->mk(Dv, NQ, nk, kt->vf, 1, kt->vfs, sc->s, NQ, sc->ot + pi * Dv * NQ, NQ, 1);
+    }
+}
+
+/* Step 3: key block [j0, j0 + nk) for every panel that sees part of it. */
+static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    kern__sdpa_ktile kt;
+    int64_t NQ = KERN__SDPA_NQ, pi;
+    kt.kf = kt.vf = NULL;
+    kt.kfs = T->krs;
+    kt.vfs = T->vrs;
+    kt.converted = kt.packed = 0;
+    if (p->dt == KERN_F32) {
+        kt.kf = (const float *)T->kp + j0 * T->krs;
+        kt.vf = T->vp ? (const float *)T->vp + j0 * T->vrs : NULL; /* NULL: Dv = 0 */
+    }
+    for (pi = 0; pi < T->np; pi++) {
+        const kern__sdpa_lane *ln = T->sc.ln + pi * NQ;
+        int64_t nr = kern__sdpa_fwd_nr(T, pi), r;
+        int full = 1, any = 0;
+        for (r = 0; r < nr; r++) {
+            int64_t a = ln[r].lo > T->ks0 ? ln[r].lo : T->ks0;
+            int64_t z = ln[r].hi < T->ks1 ? ln[r].hi : T->ks1;
+            if (a < j0 + nk && z > j0) any = 1;
+            if (!(a <= j0 && z >= j0 + nk)) full = 0;
+        }
+        if (!any) continue;
+        kern__sdpa_fwd_ktile(T, &kt, j0, nk);
+        kern__sdpa_fwd_scores(T, &kt, pi, j0, nk);
+        kern__sdpa_fwd_softmax(T, pi, j0, nk, nr, full);
+        if (p->dropout_p > 0)
+            kern__sdpa_dropout(p, T->sc.s, nk, j0, T->sc.ln + pi * NQ, nr, T->f->rows_path);
+        if (p->Dv > 0) kern__sdpa_fwd_pv(T, &kt, pi, nk);
+    }
+}
+
+/* Step 4: writes the finished rows (or this split's partial results). */
+static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
+    const kern__sdpa_fwd *f = T->f;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = T->p->Dv, pi, r;
+    for (pi = 0; pi < T->np; pi++) {
+        const kern__sdpa_lane *ln = sc->ln + pi * NQ;
+        int64_t nr = kern__sdpa_fwd_nr(T, pi);
+        for (r = 0; r < nr; r++) {
+            const float *acc = f->rows_path ? sc->ot + r * Dv : sc->ot + pi * Dv * NQ + r;
+            int64_t cs = f->rows_path ? 1 : NQ;
+            float m = sc->m[pi * NQ + r], l = sc->l[pi * NQ + r];
+            if (f->nsplit > 1)
+                kern__sdpa_emit_part(f, T->b, T->hk, T->qb, T->sp, (f->rows_path ? 0 : pi * NQ) + r,
+                                     acc, cs, m, l);
+            else
+                kern__sdpa_emit(f, T->qbase, ln[r].h, ln[r].i, acc, cs, m, l, sc->row);
         }
     }
-    /* finish */
-    {
-        int64_t pi, r;
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t r0 = (pan + pi) * NQ;
-            int64_t nr = f->rows_path ? R : (R - r0 < NQ ? R - r0 : NQ);
-            for (r = 0; r < nr; r++) {
-                const float *acc = f->rows_path ? sc.ot + r * Dv : sc.ot + pi * Dv * NQ + r;
-                int64_t cs = f->rows_path ? 1 : NQ;
-                if (f->nsplit > 1)
-                    kern__sdpa_emit_part(f, b, hk, qb, sp, (f->rows_path ? 0 : pi * NQ) + r,
-                                         acc, cs, sc.m[pi * NQ + r], sc.l[pi * NQ + r]);
-                else
-                    kern__sdpa_emit(f, qbase, ln[r].h, ln[r].i, acc, cs, sc.m[pi * NQ + r],
-                                    sc.l[pi * NQ + r], sc.row);
-            }
-        }
-    }
+}
+
+/* One forward task: locate, init (ranges, state, packed queries), the key
+ * blocks in order, finish. */
+static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
+    kern__sdpa_ftask T;
+    int64_t j0, BK = KERN__SDPA_BK;
+    if (!kern__sdpa_fwd_locate(&T, (const kern__sdpa_fwd *)arg, t, thread)) return;
+    kern__sdpa_fwd_init(&T);
+    for (j0 = T.klo < T.khi ? (T.klo / BK) * BK : 0; j0 < T.khi; j0 += BK)
+        kern__sdpa_fwd_block(&T, j0, T.khi - j0 < BK ? T.khi - j0 : BK);
+    kern__sdpa_fwd_finish(&T);
 }
 
 /* Combine phase: one task per (b, hk, qb); merges the key splits in order. */
