@@ -108,15 +108,20 @@
  *   KERN_ERR_UNSUPPORTED  attn_mask or k_lens with the varlen entry points.
  *   KERN_ERR_NOMEM   scratch could not be allocated.
  *
- * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
- *   AVX-512: 8x32 f32 FMA microkernel; bf16 q/k/v through vdpbf16ps
- *   (AVX512_BF16) for q.k and p.v with P rounded to bf16 (as FlashAttention
- *   does on GPUs); f16 converted to f32 while packing tiles.
- *   AVX2+FMA: 6x16 f32 microkernel (bf16/f16 converted while packing).
- *   NEON: 4x16 f32 microkernel (compile-checked only). Scalar: plain C.
- *   exp: 2^x as round-to-nearest split plus a degree-6 polynomial on
- *   [-0.5, 0.5] (max relative error 1.1e-7, i.e. about 1 f32 ulp; tested),
- *   exact 0 for -inf, NaN kept; the scalar path uses libm exp2f.
+ * ISA PATHS (one const table per level: kern__sdpa_fns_for(kern_ctx_isa(ctx)))
+ *   AVX512_BF16: 8x32 f32 FMA microkernel; bf16 q/k/v through vdpbf16ps
+ *   for q.k and p.v with P rounded to bf16 (as FlashAttention does on
+ *   GPUs). AVX512 / AVX512_VNNI: the same without vdpbf16ps (bf16
+ *   converted to f32 while packing tiles). f16 converted likewise.
+ *   AVX2 / AVX2_VNNI: 6x16 f32 microkernel. NEON: 4x16 f32 microkernel.
+ *   Scalar: plain C.
+ *   Softmax steps (exp2, panel step, rows step, rescale): written once in
+ *   gen/templates/kern_sdpa.c.in, expanded below for scalar, AVX2, AVX-512
+ *   and NEON (make gen / gen-check). Microkernels, rows-path dots and the
+ *   bf16 kernels are hand-written per ISA (different tile shapes and
+ *   reductions). exp: the math layer's kern__v_exp2_neg in the softmax
+ *   (0.843 ulp, -inf -> 0, NaN kept), kern__v_exp2 over the whole range
+ *   elsewhere; the scalar twins are bit-identical (docs/internals.md).
  *
  * SCRATCH AND THREADS (kern_sdpa_workspace_size & co. give the exact bytes)
  *   Forward: per-thread scratch of about (4 panels x 32 rows x (D + Dv) + 64
