@@ -17,10 +17,18 @@
  *   openblas    cblas_sgemm on the dense weight (f32 cases),
  *               openblas_set_num_threads(threads); bf16 cases are skipped:
  *               the installed OpenBLAS 0.3.21 is built without sbgemm
+ *
+ * Epilogue case "f32/M256/N3072/K768/gelu" (a BERT-base FFN up-projection
+ * of 256 tokens): y = gelu_erf(x W^T), the same flops counted as the plain
+ * case beside it, so the time against that case is the epilogue's cost.
+ *   kern          the GELU fused into kern_sparse24_linear's epilogue
+ *   kern_unfused  kern_sparse24_linear, then kern_gelu over y in place
+ *   kern_dense    kern_gemm with the GELU epilogue on the dense weight
  */
 #define KERN_IMPLEMENTATION
 #include "kern_sparse24.h"
 #include "kern_gemm.h"
+#include "kern_norm.h"
 #include "kbench.h"
 
 #include <stdio.h>
@@ -35,14 +43,16 @@ typedef struct scase {
     int64_t M, N, K;
     kern_dtype dt;
     char name[64];
+    int gelu; /* the epilogue case: y = gelu(x W^T) */
 } scase;
 
 static scase scases[] = {
-    {2048, 4096, 4096, KERN_F32, ""}, {512, 4096, 4096, KERN_F32, ""},
-    {128, 768, 3072, KERN_F32, ""},   {16, 4096, 4096, KERN_F32, ""},
-    {1, 4096, 4096, KERN_F32, ""},    {2048, 4096, 4096, KERN_BF16, ""},
-    {512, 4096, 4096, KERN_BF16, ""}, {128, 768, 3072, KERN_BF16, ""},
-    {16, 4096, 4096, KERN_BF16, ""},  {1, 4096, 4096, KERN_BF16, ""},
+    {2048, 4096, 4096, KERN_F32, "", 0}, {512, 4096, 4096, KERN_F32, "", 0},
+    {128, 768, 3072, KERN_F32, "", 0},   {16, 4096, 4096, KERN_F32, "", 0},
+    {1, 4096, 4096, KERN_F32, "", 0},    {2048, 4096, 4096, KERN_BF16, "", 0},
+    {512, 4096, 4096, KERN_BF16, "", 0}, {128, 768, 3072, KERN_BF16, "", 0},
+    {16, 4096, 4096, KERN_BF16, "", 0},  {1, 4096, 4096, KERN_BF16, "", 0},
+    {256, 3072, 768, KERN_F32, "", 0},   {256, 3072, 768, KERN_F32, "", 1},
 };
 #define NCASES ((int)(sizeof scases / sizeof scases[0]))
 
@@ -113,17 +123,48 @@ static void run_kern(kbench_state *st, void *user) {
     const scase *c = (const scase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
     kern_tensor tx, ty;
+    kern_sparse24_linear_params lp;
+    if (!setup_case(c)) {
+        kbench_skip(st, "setup failed");
+        return;
+    }
+    memset(&lp, 0, sizeof lp);
+    lp.epilogue.act = c->gelu ? KERN_ACT_GELU : KERN_ACT_NONE;
+    tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
+    ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
+    if (kern_sparse24_linear(ctx, &tx, cur.sw, &ty, &lp) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) kern_sparse24_linear(ctx, &tx, cur.sw, &ty, &lp);
+    kbench_use(cur.y);
+    {
+        kern_sparse24_info info;
+        kern_sparse24_get_info(cur.sw, &info);
+        set_work(st, c, (double)info.bytes);
+    }
+}
+
+/* The epilogue case unfused: the plain linear, then kern_gelu on y. */
+static void run_kern_unfused(kbench_state *st, void *user) {
+    const scase *c = (const scase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_tensor tx, ty;
     if (!setup_case(c)) {
         kbench_skip(st, "setup failed");
         return;
     }
     tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
     ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
-    if (kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL) != KERN_OK) {
+    if (kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL) != KERN_OK ||
+        kern_gelu(ctx, &ty, &ty, KERN_ACT_GELU) != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;
     }
-    while (kbench_next(st)) kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL);
+    while (kbench_next(st)) {
+        kern_sparse24_linear(ctx, &tx, cur.sw, &ty, NULL);
+        kern_gelu(ctx, &ty, &ty, KERN_ACT_GELU);
+    }
     kbench_use(cur.y);
     {
         kern_sparse24_info info;
@@ -145,6 +186,7 @@ static void run_kern_dense(kbench_state *st, void *user) {
     memset(&p, 0, sizeof p);
     p.trans_b = 1;
     p.packed_b = cur.pb;
+    p.epilogue.act = c->gelu ? KERN_ACT_GELU : KERN_ACT_NONE;
     tx = kern_tensor_2d(cur.x, c->dt, c->M, c->K);
     ty = kern_tensor_2d(cur.y, c->dt, c->M, c->N);
     if (kern_gemm(ctx, &tx, NULL, &ty, &p) != KERN_OK) {
@@ -191,13 +233,14 @@ KBENCH_INIT(sparse24) {
     for (i = 0; i < NCASES; i++) {
         scase *c = &scases[i];
         kbench_peak pk = c->dt == KERN_F32 ? KBENCH_PEAK_F32 : KBENCH_PEAK_BF16;
-        snprintf(c->name, sizeof c->name, "%s/M%lld/N%lld/K%lld", kern_dtype_name(c->dt),
-                 (long long)c->M, (long long)c->N, (long long)c->K);
+        snprintf(c->name, sizeof c->name, "%s/M%lld/N%lld/K%lld%s", kern_dtype_name(c->dt),
+                 (long long)c->M, (long long)c->N, (long long)c->K, c->gelu ? "/gelu" : "");
         for (t = 1; t <= 2; t++) {
             kbench_add("sparse24", c->name, "kern", t, pk, run_kern, c);
+            if (c->gelu) kbench_add("sparse24", c->name, "kern_unfused", t, pk, run_kern_unfused, c);
             kbench_add("sparse24", c->name, "kern_dense", t, pk, run_kern_dense, c);
 #ifdef KBENCH_HAVE_OPENBLAS
-            kbench_add("sparse24", c->name, "openblas", t, pk, run_openblas, c);
+            if (!c->gelu) kbench_add("sparse24", c->name, "openblas", t, pk, run_openblas, c);
 #endif
         }
     }

@@ -34,9 +34,10 @@
  *     .bias, .bias_per_row   NULL = none
  *     .act                 kern_act: KERN_ACT_NONE (0), _GELU, _GELU_TANH,
  *                          _RELU, _SILU
- *     .residual            NULL = none. It may not be c itself
- *                          (KERN_ERR_UNSUPPORTED: c is written in k passes;
- *                          for c += op(a) op(b) use beta = 1)
+ *     .residual            NULL = none. It may be c itself (the same
+ *                          view): c = act(...) + c, every element read
+ *                          before it is written (with several k passes the
+ *                          partial sums wait in scratch, not in c)
  *     .out_scale           0 = 1.0 (a zero scale is not expressible; it would
  *                          only produce zeros)
  *   packed_b             a B prepacked by kern_gemm_pack_b; then b must be
@@ -57,8 +58,8 @@
  * Errors (nothing is written on error; the message names the operands):
  *   KERN_ERR_ARG    NULL a/c/params pointers, b given together with
  *                   packed_b (or neither), C overlapping A, B, bias or
- *                   residual, a too small workspace, a bad act value
- *   KERN_ERR_UNSUPPORTED  epilogue.residual that is c itself
+ *                   residual (other than the residual c itself), a too
+ *                   small workspace, a bad act value
  *   KERN_ERR_SHAPE  ndim < 2, inner dimensions that disagree, batch dims
  *                   that do not broadcast, c with the wrong shape, bias of
  *                   the wrong length, residual that does not broadcast to c,
@@ -217,14 +218,15 @@ extern "C" {
  *   thread computes them. No edge handling is needed inside the k loop
  *   (panels are zero padded); the m x n edge is handled by the store.
  *
- * Store / epilogue (kern__gemm_store_fn):
+ * Store / epilogue (kern__gemm_store_fn): kern_base.h's shared GEMM
+ * epilogue tile, kern__v_epi_tile__ISA / kern__s_epi_tile:
  *     store(e, i0, j0, t, ldt, m, n)
  *   writes the m x n top-left corner of tile t to rows i0.., columns j0..
- *   of e->dst, computing x = alpha * t (+ src_scale * src) and, when
- *   e->final, x = out_scale * (act(x + bias) + residual), then converts to
- *   e->dst_dt (round to nearest even). src/dst columns are offset by
- *   src_j0/dst_j0 (for column-blocked scratch); bias and residual use the
- *   global (i, j). Any strides; unit column stride is the fast path.
+ *   of e->dst, computing v = alpha * t (+ beta * src), then
+ *   v = out_scale * (act(v + bias) + residual) (a pass that is not the
+ *   last one has no bias, act, residual or scale), rounded to e->dst_dt.
+ *   src/dst columns are offset by src_j0/dst_j0 (for column-blocked
+ *   scratch); bias and residual use the global (i, j).
  * ====================================================================== */
 
 #define KERN__GEMM_FMT_F32 0
@@ -235,34 +237,13 @@ extern "C" {
 #define KERN__GEMM_STREAM_M 512 /* up to here B is streamed, not packed */
 #define KERN__GEMM_STREAM_TILE ((KERN__GEMM_STREAM_M + 16) * KERN__GEMM_PW) /* floats */
 
-typedef struct kern__gemm_epi {
-    float alpha;
-    const char *src; /* NULL: nothing added */
-    kern_dtype src_dt;
-    int64_t src_rs, src_cs, src_j0;
-    float src_scale;
-    int final;
-    const char *bias;
-    kern_dtype bias_dt;
-    int64_t bias_st;
-    int bias_per_row;
-    int act;
-    const char *res;
-    kern_dtype res_dt;
-    int64_t res_rs, res_cs;
-    float out_scale;
-    char *dst;
-    kern_dtype dst_dt;
-    int64_t dst_rs, dst_cs, dst_j0;
-} kern__gemm_epi;
-
 typedef void (*kern__gemm_ukr)(int64_t ks, const void *a, const void *b,
                                int64_t ldb, float *t, int64_t ldt, int acc);
 /* The same, with A read in place: row i of the micro-panel at a + i*lda,
  * k contiguous (f32 only; M edges still go through a packed panel). */
 typedef void (*kern__gemm_ukr_ua)(int64_t ks, const float *a, int64_t lda, const void *b,
                                   int64_t ldb, float *t, int64_t ldt, int acc);
-typedef void (*kern__gemm_store_fn)(const kern__gemm_epi *e, int64_t i0,
+typedef void (*kern__gemm_store_fn)(const kern__epi *e, int64_t i0,
                                     int64_t j0, const float *t, int64_t ldt,
                                     int m, int n);
 /* Packs nw (<= W) rows/columns w of a source with element (w, k) at
@@ -316,66 +297,6 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
     {"neon",          4, 16,  256,  256, 2048,  64, 1024},
 };
 
-/* ------------------------------------------------------------ scalar math */
-
-static float kern__gemm_ldf(const char *p, kern_dtype dt, int64_t i) {
-    switch (dt) {
-    case KERN_F32: return ((const float *)(const void *)p)[i];
-    case KERN_BF16: return kern_bf16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    case KERN_F16: return kern_f16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    default: return 0.0f;
-    }
-}
-
-static void kern__gemm_stf(char *p, kern_dtype dt, int64_t i, float v) {
-    switch (dt) {
-    case KERN_F32: ((float *)(void *)p)[i] = v; break;
-    case KERN_BF16: ((uint16_t *)(void *)p)[i] = kern_f32_to_bf16(v); break;
-    case KERN_F16: ((uint16_t *)(void *)p)[i] = kern_f32_to_f16(v); break;
-    default: break;
-    }
-}
-
-/* The scalar path uses libm (erfcf, expf): relative error <= 2e-6. */
-static float kern__gemm_act_ref(int act, float x) {
-    switch (act) {
-    case KERN_ACT_RELU: return x < 0.0f ? 0.0f : x;
-    case KERN_ACT_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case KERN_ACT_GELU_TANH: {
-        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)): no cancellation for x < 0 */
-        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return x / (1.0f + expf(-2.0f * u));
-    }
-    case KERN_ACT_SILU: return x / (1.0f + expf(-x));
-    default: return x;
-    }
-}
-
-/* Scalar store, also the fallback of the vector stores for odd strides. */
-static void kern__gemm_store_elem(const kern__gemm_epi *e, int64_t gi,
-                                  int64_t gj, float acc) {
-    float x = e->alpha * acc;
-    if (e->src)
-        x += e->src_scale *
-             kern__gemm_ldf(e->src, e->src_dt, gi * e->src_rs + (gj - e->src_j0) * e->src_cs);
-    if (e->final) {
-        if (e->bias)
-            x += kern__gemm_ldf(e->bias, e->bias_dt,
-                                (e->bias_per_row ? gi : gj) * e->bias_st);
-        x = kern__gemm_act_ref(e->act, x);
-        if (e->res) x += kern__gemm_ldf(e->res, e->res_dt, gi * e->res_rs + gj * e->res_cs);
-        x *= e->out_scale;
-    }
-    kern__gemm_stf(e->dst, e->dst_dt, gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs, x);
-}
-
-static void kern__gemm_store__ref(const kern__gemm_epi *e, int64_t i0, int64_t j0,
-                                  const float *t, int64_t ldt, int m, int n) {
-    int i, j;
-    for (i = 0; i < m; i++)
-        for (j = 0; j < n; j++) kern__gemm_store_elem(e, i0 + i, j0 + j, t[i * ldt + j]);
-}
-
 /* ---------------------------------------------------------- scalar packing */
 
 static uint32_t kern__gemm_ld16(const char *p, int64_t i) {
@@ -388,9 +309,10 @@ static void kern__gemm_pack__ref(void *dst, int W, const char *src, kern_dtype d
     int w;
     if (fmt == KERN__GEMM_FMT_F32) {
         float *d = (float *)dst;
+        const int64_t es = (int64_t)kern_dtype_size(dt);
         for (k = 0; k < kc; k++)
             for (w = 0; w < W; w++)
-                d[k * W + w] = w < nw ? kern__gemm_ldf(src, dt, w * sw + k * sk) : 0.0f;
+                d[k * W + w] = w < nw ? kern__s_load_f32(src + (w * sw + k * sk) * es, dt, 1) : 0.0f;
     } else {
         uint32_t *d = (uint32_t *)dst;
         int64_t q, kq = (kc + 1) / 2;
@@ -462,172 +384,6 @@ static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
 /* ===================================================================== x86 */
 #ifdef KERN_X86
 
-/* ------------------------------------------------------------- AVX2 math */
-
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_exp__avx2(__m256 x) {
-    __m256 n, r, p;
-    __m256i e;
-    /* max(lo, x) / min(hi, x) keep NaN (the second operand is returned). */
-    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
-    n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
-    p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* erfc(z) = s exp(-z^2 + P(s)), s = 1/(1 + z/2), z >= 0: P is a degree-9
- * least-squares (Chebyshev nodes, reweighted) fit of log(erfcx(z)/s) on
- * z in [0, 10]; relative error of erfc <= 4e-7 in f32 arithmetic with an
- * exact exp, so GELU keeps its relative accuracy for negative x. */
-#define KERN__GEMM_ERFC_C0 -1.265441537e+00f
-#define KERN__GEMM_ERFC_C1 9.984937310e-01f
-#define KERN__GEMM_ERFC_C2 3.878889978e-01f
-#define KERN__GEMM_ERFC_C3 2.840985730e-02f
-#define KERN__GEMM_ERFC_C4 2.003734186e-02f
-#define KERN__GEMM_ERFC_C5 -1.164837852e-01f
-#define KERN__GEMM_ERFC_C6 -6.516203284e-01f
-#define KERN__GEMM_ERFC_C7 1.122682810e+00f
-#define KERN__GEMM_ERFC_C8 -6.661835313e-01f
-#define KERN__GEMM_ERFC_C9 1.422164440e-01f
-
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_act__avx2(int act, __m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    switch (act) {
-    case KERN_ACT_RELU: return _mm256_max_ps(_mm256_setzero_ps(), x);
-    case KERN_ACT_GELU: {
-        __m256 z = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-        __m256 s, p, w, h, f;
-        z = _mm256_min_ps(_mm256_set1_ps(10.0f), _mm256_mul_ps(z, _mm256_set1_ps(0.70710678118654752f)));
-        s = _mm256_div_ps(one, _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), one));
-        p = _mm256_set1_ps(KERN__GEMM_ERFC_C9);
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C8));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C7));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C6));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C5));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C4));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C3));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C2));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C1));
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(KERN__GEMM_ERFC_C0));
-        w = _mm256_mul_ps(s, kern__gemm_exp__avx2(_mm256_fnmadd_ps(z, z, p)));
-        h = _mm256_mul_ps(_mm256_set1_ps(0.5f), w); /* 0.5 erfc(|x|/sqrt2) */
-        f = _mm256_blendv_ps(h, _mm256_sub_ps(one, h),
-                             _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
-        return _mm256_mul_ps(x, f);
-    }
-    case KERN_ACT_GELU_TANH: {
-        /* 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)) */
-        __m256 x2 = _mm256_mul_ps(x, x);
-        __m256 u2 = _mm256_mul_ps(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
-                                                     _mm256_set1_ps(-2.0f * 0.79788456080286536f)));
-        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(u2)));
-    }
-    case KERN_ACT_SILU:
-        return _mm256_div_ps(x, _mm256_add_ps(one, kern__gemm_exp__avx2(
-                                                       _mm256_sub_ps(_mm256_setzero_ps(), x))));
-    default: return x;
-    }
-}
-
-/* ------------------------------------------------------- AVX2 load/store */
-
-KERN_TARGET_AVX2 static inline __m128i kern__gemm_bf16x8__avx2(__m256 x) {
-    __m256i u = _mm256_castps_si256(x);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
-    __m256i rnd = _mm256_add_epi32(
-        u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                            _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
-    __m256i res = _mm256_srli_epi32(
-        _mm256_blendv_epi8(rnd, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan), 16);
-    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(res, res), 0x08);
-    return _mm256_castsi256_si128(p);
-}
-
-/* 8 values at p + i*cs (cs in elements), nn valid (rest 0). */
-KERN_TARGET_AVX2 static inline __m256 kern__gemm_ld8__avx2(const char *p, kern_dtype dt,
-                                                           int64_t cs, int nn) {
-    if (nn == 8 && cs == 1) {
-        if (dt == KERN_F32) return _mm256_loadu_ps((const float *)(const void *)p);
-        if (dt == KERN_BF16)
-            return _mm256_castsi256_ps(_mm256_slli_epi32(
-                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-    } else {
-        float tmp[8];
-        int j;
-        for (j = 0; j < 8; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
-        return _mm256_loadu_ps(tmp);
-    }
-}
-
-KERN_TARGET_AVX2 static inline void kern__gemm_st8__avx2(char *p, kern_dtype dt, int64_t cs,
-                                                         int nn, __m256 x) {
-    if (nn == 8 && cs == 1) {
-        if (dt == KERN_F32) _mm256_storeu_ps((float *)(void *)p, x);
-        else if (dt == KERN_BF16) _mm_storeu_si128((__m128i *)(void *)p, kern__gemm_bf16x8__avx2(x));
-        else _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    } else {
-        float tmp[8];
-        int j;
-        _mm256_storeu_ps(tmp, x);
-        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
-    }
-}
-
-KERN_TARGET_AVX2 static void kern__gemm_store__avx2(const kern__gemm_epi *e, int64_t i0,
-                                                    int64_t j0, const float *t, int64_t ldt,
-                                                    int m, int n) {
-    const __m256 va = _mm256_set1_ps(e->alpha), vs = _mm256_set1_ps(e->src_scale);
-    const __m256 vo = _mm256_set1_ps(e->out_scale);
-    size_t ssz = kern_dtype_size(e->src_dt), dsz = kern_dtype_size(e->dst_dt);
-    size_t rsz = kern_dtype_size(e->res_dt), bsz = kern_dtype_size(e->bias_dt);
-    int i, j;
-    for (i = 0; i < m; i++) {
-        int64_t gi = i0 + i;
-        __m256 brow = _mm256_setzero_ps();
-        if (e->final && e->bias && e->bias_per_row)
-            brow = _mm256_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
-        for (j = 0; j < n; j += 8) {
-            int nn = n - j < 8 ? n - j : 8;
-            int64_t gj = j0 + j;
-            __m256 x = _mm256_mul_ps(va, _mm256_loadu_ps(t + i * ldt + j));
-            if (e->src)
-                x = _mm256_fmadd_ps(
-                    vs,
-                    kern__gemm_ld8__avx2(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * (int64_t)ssz,
-                                         e->src_dt, e->src_cs, nn),
-                    x);
-            if (e->final) {
-                if (e->bias) {
-                    if (e->bias_per_row) x = _mm256_add_ps(x, brow);
-                    else
-                        x = _mm256_add_ps(x, kern__gemm_ld8__avx2(e->bias + gj * e->bias_st * (int64_t)bsz,
-                                                                  e->bias_dt, e->bias_st, nn));
-                }
-                x = kern__gemm_act__avx2(e->act, x);
-                if (e->res)
-                    x = _mm256_add_ps(
-                        x, kern__gemm_ld8__avx2(e->res + (gi * e->res_rs + gj * e->res_cs) * (int64_t)rsz,
-                                                e->res_dt, e->res_cs, nn));
-                x = _mm256_mul_ps(x, vo);
-            }
-            kern__gemm_st8__avx2(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * (int64_t)dsz,
-                                 e->dst_dt, e->dst_cs, nn, x);
-        }
-    }
-}
-
 /* ------------------------------------------------------------ AVX2 packing */
 
 /* 8 source values (w..w+7 along a unit stride) as f32. */
@@ -643,7 +399,7 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
             const char *s = src + k * sk * (int64_t)es;
             for (w = 0; w < W; w += 8) {
                 int nn = nw - w < 0 ? 0 : (nw - w > 8 ? 8 : nw - w);
-                __m256 v = nn ? kern__gemm_ld8__avx2(s + w * (int64_t)es, dt, 1, nn) : _mm256_setzero_ps();
+                __m256 v = nn ? kern__v_load_f32__avx2(s + w * (int64_t)es, dt, nn) : _mm256_setzero_ps();
                 _mm256_storeu_ps(d + k * W + w, v);
             }
         }
@@ -682,165 +438,6 @@ KERN_TARGET_AVX2 static void kern__gemm_f32_6x16__avx2(int64_t ks, const void *a
         b += ldb;
     }
     KERN__GEMM_R6(KERN__GEMM_A2_SAVE)
-}
-
-/* ---------------------------------------------------------- AVX-512 math */
-
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_exp__avx512(__m512 x) {
-    __m512 n, r, p;
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
-    p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n); /* exact 2^n scaling, subnormals included */
-}
-
-/* 1/d for finite d > 0 (d <= ~2e38): rcp14 plus one Newton step, relative
- * error ~2^-27, about 4x cheaper than vdivps on Zen 4. */
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_rcp__avx512(__m512 d) {
-    __m512 r = _mm512_rcp14_ps(d);
-    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
-}
-
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_act__avx512(int act, __m512 x) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    switch (act) {
-    case KERN_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
-    case KERN_ACT_GELU: {
-        __m512 z = _mm512_min_ps(_mm512_set1_ps(10.0f),
-                                 _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f)));
-        __m512 s = kern__gemm_rcp__avx512(_mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), one));
-        __m512 p = _mm512_set1_ps(KERN__GEMM_ERFC_C9), h;
-        __mmask16 ge;
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C8));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C7));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C6));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C5));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C4));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C3));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C2));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C1));
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(KERN__GEMM_ERFC_C0));
-        h = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), s),
-                          kern__gemm_exp__avx512(_mm512_fnmadd_ps(z, z, p)));
-        ge = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
-        return _mm512_mul_ps(x, _mm512_mask_blend_ps(ge, h, _mm512_sub_ps(one, h)));
-    }
-    case KERN_ACT_GELU_TANH: {
-        __m512 x2 = _mm512_mul_ps(x, x);
-        __m512 u2 = _mm512_mul_ps(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.0f * 0.79788456080286536f * 0.044715f),
-                                                     _mm512_set1_ps(-2.0f * 0.79788456080286536f)));
-        return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
-                                    one, kern__gemm_exp__avx512(_mm512_min_ps(_mm512_set1_ps(88.0f), u2)))));
-    }
-    case KERN_ACT_SILU:
-        return _mm512_mul_ps(x, kern__gemm_rcp__avx512(_mm512_add_ps(
-                                    one, kern__gemm_exp__avx512(_mm512_min_ps(
-                                             _mm512_set1_ps(88.0f), _mm512_sub_ps(_mm512_setzero_ps(), x))))));
-    default: return x;
-    }
-}
-
-/* ------------------------------------------------- AVX-512 load / store */
-
-KERN_TARGET_AVX512 static inline __mmask16 kern__gemm_m16(int nn) {
-    return (__mmask16)((1u << nn) - 1u);
-}
-
-/* f32 -> bf16 bits (round to nearest even, NaN quiet), as kern_f32_to_bf16. */
-KERN_TARGET_AVX512 static inline __m256i kern__gemm_bf16x16__avx512(__m512 x) {
-    __m512i u = _mm512_castps_si512(x);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    __m512i rnd = _mm512_add_epi32(
-        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    rnd = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rnd, 16));
-}
-
-/* 16 values at p + j*cs, nn valid (the rest 0). */
-KERN_TARGET_AVX512 static inline __m512 kern__gemm_ld16__avx512(const char *p, kern_dtype dt,
-                                                                int64_t cs, int nn) {
-    if (cs == 1 || nn <= 1) {
-        __mmask16 m = kern__gemm_m16(nn);
-        if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, p);
-        if (dt == KERN_BF16)
-            return _mm512_castsi512_ps(
-                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-    } else {
-        float tmp[16];
-        int j;
-        for (j = 0; j < 16; j++) tmp[j] = j < nn ? kern__gemm_ldf(p, dt, j * cs) : 0.0f;
-        return _mm512_loadu_ps(tmp);
-    }
-}
-
-KERN_TARGET_AVX512 static inline void kern__gemm_st16__avx512(char *p, kern_dtype dt, int64_t cs,
-                                                              int nn, __m512 x) {
-    if (cs == 1 || nn <= 1) {
-        __mmask16 m = kern__gemm_m16(nn);
-        if (dt == KERN_F32) _mm512_mask_storeu_ps(p, m, x);
-        else if (dt == KERN_BF16) _mm256_mask_storeu_epi16(p, m, kern__gemm_bf16x16__avx512(x));
-        else _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    } else {
-        float tmp[16];
-        int j;
-        _mm512_storeu_ps(tmp, x);
-        for (j = 0; j < nn; j++) kern__gemm_stf(p, dt, j * cs, tmp[j]);
-    }
-}
-
-KERN_TARGET_AVX512 static void kern__gemm_store__avx512(const kern__gemm_epi *e, int64_t i0,
-                                                        int64_t j0, const float *t,
-                                                        int64_t ldt, int m, int n) {
-    const __m512 va = _mm512_set1_ps(e->alpha), vs = _mm512_set1_ps(e->src_scale);
-    const __m512 vo = _mm512_set1_ps(e->out_scale);
-    int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    int i, j;
-    for (i = 0; i < m; i++) {
-        int64_t gi = i0 + i;
-        __m512 brow = _mm512_setzero_ps();
-        if (e->final && e->bias && e->bias_per_row)
-            brow = _mm512_set1_ps(kern__gemm_ldf(e->bias, e->bias_dt, gi * e->bias_st));
-        for (j = 0; j < n; j += 16) {
-            int nn = n - j < 16 ? n - j : 16;
-            int64_t gj = j0 + j;
-            __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(t + i * ldt + j));
-            if (e->src)
-                x = _mm512_fmadd_ps(
-                    vs,
-                    kern__gemm_ld16__avx512(e->src + (gi * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                            e->src_dt, e->src_cs, nn),
-                    x);
-            if (e->final) {
-                if (e->bias) {
-                    if (e->bias_per_row) x = _mm512_add_ps(x, brow);
-                    else
-                        x = _mm512_add_ps(x, kern__gemm_ld16__avx512(e->bias + gj * e->bias_st * bsz,
-                                                                     e->bias_dt, e->bias_st, nn));
-                }
-                x = kern__gemm_act__avx512(e->act, x);
-                if (e->res)
-                    x = _mm512_add_ps(
-                        x, kern__gemm_ld16__avx512(e->res + (gi * e->res_rs + gj * e->res_cs) * rsz,
-                                                   e->res_dt, e->res_cs, nn));
-                x = _mm512_mul_ps(x, vo);
-            }
-            kern__gemm_st16__avx512(e->dst + (gi * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz,
-                                    e->dst_dt, e->dst_cs, nn, x);
-        }
-    }
 }
 
 /* ------------------------------------------------------- AVX-512 packing */
@@ -888,8 +485,8 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
             for (w0 = 0; w0 < W; w0 += 16) {
                 int nn = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
                 int ws = W - w0 > 16 ? 16 : W - w0;
-                __m512 v = nn ? kern__gemm_ld16__avx512(s + w0 * es, dt, 1, nn) : _mm512_setzero_ps();
-                _mm512_mask_storeu_ps(d + k * W + w0, kern__gemm_m16(ws), v);
+                __m512 v = nn ? kern__v_load_f32__avx512(s + w0 * es, dt, nn) : _mm512_setzero_ps();
+                _mm512_mask_storeu_ps(d + k * W + w0, kern__tailmask__avx512(ws), v);
             }
         }
         return;
@@ -900,12 +497,12 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         for (w0 = 0; w0 < W; w0 += 16) {
             int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
             int ws = W - w0 > 16 ? 16 : W - w0;
-            __mmask16 sm = kern__gemm_m16(ws);
+            __mmask16 sm = kern__tailmask__avx512(ws);
             int64_t k0;
             for (k0 = 0; k0 < kc; k0 += 16) {
                 int kk = kc - k0 > 16 ? 16 : (int)(kc - k0), q;
                 for (q = 0; q < 16; q++)
-                    r[q] = q < rows ? kern__gemm_ld16__avx512(src + ((w0 + q) * sw + k0) * es, dt, 1, kk)
+                    r[q] = q < rows ? kern__v_load_f32__avx512(src + ((w0 + q) * sw + k0) * es, dt, kk)
                                     : _mm512_setzero_ps();
                 kern__gemm_tr16__avx512(r);
                 for (q = 0; q < kk; q++) _mm512_mask_storeu_ps(d + (k0 + q) * W + w0, sm, r[q]);
@@ -929,10 +526,10 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
                 __m512i r1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_epi16(lm, s1 + w0 * 2)
                                             : _mm512_setzero_si512();
                 int ws0 = W - w0 > 16 ? 16 : W - w0, ws1 = W - w0 - 16;
-                _mm512_mask_storeu_epi32(d + q * W + w0, kern__gemm_m16(ws0),
+                _mm512_mask_storeu_epi32(d + q * W + w0, kern__tailmask__avx512(ws0),
                                          _mm512_permutex2var_epi16(r0, ilo, r1));
                 if (ws1 > 0)
-                    _mm512_mask_storeu_epi32(d + q * W + w0 + 16, kern__gemm_m16(ws1 > 16 ? 16 : ws1),
+                    _mm512_mask_storeu_epi32(d + q * W + w0 + 16, kern__tailmask__avx512(ws1 > 16 ? 16 : ws1),
                                              _mm512_permutex2var_epi16(r0, ihi, r1));
             }
         }
@@ -945,12 +542,12 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         for (w0 = 0; w0 < W; w0 += 16) {
             int rows = nw - w0 < 0 ? 0 : (nw - w0 > 16 ? 16 : nw - w0);
             int ws = W - w0 > 16 ? 16 : W - w0;
-            __mmask16 sm = kern__gemm_m16(ws);
+            __mmask16 sm = kern__tailmask__avx512(ws);
             int64_t q0;
             for (q0 = 0; q0 < kq; q0 += 16) {
                 int qq = kq - q0 > 16 ? 16 : (int)(kq - q0), q;
                 for (q = 0; q < 16; q++)
-                    r[q] = q < rows ? _mm512_maskz_loadu_ps(kern__gemm_m16(qq),
+                    r[q] = q < rows ? _mm512_maskz_loadu_ps(kern__tailmask__avx512(qq),
                                                             src + ((w0 + q) * sw + 2 * q0) * 2)
                                     : _mm512_setzero_ps();
                 kern__gemm_tr16__avx512(r);
@@ -1160,14 +757,22 @@ static void kern__gemm_f32_4x16__neon(int64_t ks, const void *ap, const void *bp
 }
 #endif /* KERN_NEON */
 
-/* ==================================================== kernel selection */
+/* ============================================ one function table per level
+ * Every kern_isa level maps to one const table (kern__gemm_fns_for): the
+ * blocking, the panel format, the microkernels, the store (the shared
+ * epilogue tile) and the packing routine. AVX512_BF16 has a second table
+ * for bf16 inputs (vdpbf16ps on pair panels); every other input dtype there,
+ * and every dtype at AVX512 / AVX512_VNNI, takes the AVX-512 f32 table, so
+ * capping a BF16 machine at AVX512 runs the bf16 -> f32 path. The VNNI
+ * levels add nothing to f32 GEMM. */
 
 typedef struct kern__gemm_small {
     int mr, nr;
     kern__gemm_ukr ukr;
 } kern__gemm_small;
 
-typedef struct kern__gemm_kset {
+typedef struct kern__gemm_fns {
+    const char *name;
     const kern__gemm_cfg *cfg;
     int fmt; /* panel format of this kernel set */
     kern__gemm_ukr ukr;
@@ -1176,68 +781,58 @@ typedef struct kern__gemm_kset {
     kern__gemm_pack_fn pack;
     int n_small; /* small-M kernels, by increasing mr (0: none) */
     kern__gemm_small small[5];
-} kern__gemm_kset;
+} kern__gemm_fns;
 
-static void kern__gemm_small_set(kern__gemm_kset *k, int i, int mr, int nr,
-                                 kern__gemm_ukr u) {
-    k->small[i].mr = mr;
-    k->small[i].nr = nr;
-    k->small[i].ukr = u;
-}
-
-/* The kernels a context uses for inputs of dtype in_dt. */
-static void kern__gemm_select(kern_ctx *ctx, kern_dtype in_dt, kern__gemm_kset *k) {
-    uint32_t f = kern_ctx_features(ctx);
-    memset(k, 0, sizeof *k);
-    (void)f;
-    (void)in_dt;
-    k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR];
-    k->fmt = KERN__GEMM_FMT_F32;
-    k->ukr = kern__gemm_f32_4x16__ref;
-    k->store = kern__gemm_store__ref;
-    k->pack = kern__gemm_pack__ref;
+static const kern__gemm_fns kern__gemm_fns_scalar = {
+    "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
 #ifdef KERN_X86
-    if (f & KERN_CPU_AVX512F) {
-        k->store = kern__gemm_store__avx512;
-        k->pack = kern__gemm_pack__avx512;
-        k->n_small = 5;
-        if (in_dt == KERN_BF16 && (f & KERN_CPU_AVX512BF16)) {
-            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16];
-            k->fmt = KERN__GEMM_FMT_PAIR;
-            k->ukr = kern__gemm_bf16_12x32__avx512bf16;
-            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_bf16_1x32__avx512bf16);
-            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_bf16_2x32__avx512bf16);
-            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_bf16_4x32__avx512bf16);
-            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_bf16_8x32__avx512bf16);
-            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_bf16_16x16__avx512bf16);
-        } else {
-            k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512];
-            k->ukr = kern__gemm_f32_12x32__avx512;
-            k->ukr_ua = kern__gemm_f32_12x32_ua__avx512;
-            kern__gemm_small_set(k, 0, 1, 32, kern__gemm_f32_1x32__avx512);
-            kern__gemm_small_set(k, 1, 2, 32, kern__gemm_f32_2x32__avx512);
-            kern__gemm_small_set(k, 2, 4, 32, kern__gemm_f32_4x32__avx512);
-            kern__gemm_small_set(k, 3, 8, 32, kern__gemm_f32_8x32__avx512);
-            kern__gemm_small_set(k, 4, 16, 16, kern__gemm_f32_16x16__avx512);
-        }
-        return;
-    }
-    if ((f & (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) ==
-        (KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C)) {
-        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2];
-        k->ukr = kern__gemm_f32_6x16__avx2;
-        k->store = kern__gemm_store__avx2;
-        k->pack = kern__gemm_pack__avx2;
-        return;
-    }
+static const kern__gemm_fns kern__gemm_fns_avx2 = {
+    "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
+    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}};
+static const kern__gemm_fns kern__gemm_fns_avx512 = {
+    "avx512", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512], KERN__GEMM_FMT_F32,
+    kern__gemm_f32_12x32__avx512, kern__gemm_f32_12x32_ua__avx512, kern__v_epi_tile__avx512,
+    kern__gemm_pack__avx512, 5,
+    {{1, 32, kern__gemm_f32_1x32__avx512},
+     {2, 32, kern__gemm_f32_2x32__avx512},
+     {4, 32, kern__gemm_f32_4x32__avx512},
+     {8, 32, kern__gemm_f32_8x32__avx512},
+     {16, 16, kern__gemm_f32_16x16__avx512}}};
+static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
+    "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
+    kern__gemm_bf16_12x32__avx512bf16, NULL, kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 5,
+    {{1, 32, kern__gemm_bf16_1x32__avx512bf16},
+     {2, 32, kern__gemm_bf16_2x32__avx512bf16},
+     {4, 32, kern__gemm_bf16_4x32__avx512bf16},
+     {8, 32, kern__gemm_bf16_8x32__avx512bf16},
+     {16, 16, kern__gemm_bf16_16x16__avx512bf16}}};
 #endif
 #ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) {
-        k->cfg = &kern__gemm_cfgs[KERN__GEMM_CFG_NEON];
-        k->ukr = kern__gemm_f32_4x16__neon;
-        return;
-    }
+static const kern__gemm_fns kern__gemm_fns_neon = {
+    "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
 #endif
+
+/* The table of level isa for inputs of dtype in_dt. */
+static const kern__gemm_fns *kern__gemm_fns_for(kern_isa isa, kern_dtype in_dt) {
+    (void)in_dt;
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16:
+        return in_dt == KERN_BF16 ? &kern__gemm_fns_avx512bf16 : &kern__gemm_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__gemm_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__gemm_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__gemm_fns_neon;
+#endif
+    default: return &kern__gemm_fns_scalar;
+    }
 }
 
 /* ============================================================== drivers */
@@ -1248,7 +843,7 @@ static size_t kern__gemm_al64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 /* One GEMM item (one batch index) and the state of its current pass. */
 typedef struct kern__gemm_job {
-    const kern__gemm_kset *ks;
+    const kern__gemm_fns *ks;
     int64_t M, N, K;
     kern_dtype in_dt;
     int64_t es; /* input element size */
@@ -1261,7 +856,7 @@ typedef struct kern__gemm_job {
     kern_dtype c_dt;
     int64_t c_rs, c_cs;
     float beta;
-    kern__gemm_epi fin; /* the final epilogue (dst = C) */
+    kern__epi fin; /* the final epilogue (dst = C) */
     /* blocking */
     int64_t kc, nc, mb, nb;
     int use_ctmp;
@@ -1276,7 +871,7 @@ typedef struct kern__gemm_job {
     int ua;     /* A read in place (ukr_ua), only a partial last panel packed */
     int direct; /* full tiles accumulate straight into f32 C */
     int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
-    kern__gemm_epi epi; /* the epilogue of the current pass */
+    kern__epi epi; /* the epilogue of the current pass */
 } kern__gemm_job;
 
 static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
@@ -1285,7 +880,7 @@ static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
 
 /* The B micro-panel for global column j of the current pass. */
 static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64_t *ldb) {
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     if (j->bmode == 1) {
         const kern_gemm_packed_b *pb = j->pb;
         *ldb = KERN__GEMM_PW;
@@ -1311,7 +906,7 @@ static const void *kern__gemm_bpanel(const kern__gemm_job *j, int64_t col, int64
  * bytes per row at the row stride, which DRAM and the prefetchers hate). */
 static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     (void)thread;
@@ -1352,7 +947,7 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
 /* Compute task: rows [ic + rb*mb, ...) x columns [jc + cb*nb, ...). */
 static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     kern__gemm_job *j = (kern__gemm_job *)arg;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
     int64_t cb = task / j->n_rb, rb = task % j->n_rb;
@@ -1360,11 +955,11 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     int64_t c0 = j->jc + cb * j->nb, c1 = kern__gemm_min(j->jc + j->ncur, c0 + j->nb);
     int64_t ir, jr, i;
     float tile[16 * 32] KERN_ALIGNED(64);
-    const kern__gemm_epi *e = &j->epi;
+    const kern__epi *e = &j->epi;
     int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
     int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
-    int pf_res = e->final && e->res && e->res_cs == 1;
+    int pf_res = e->res && e->res_cs == 1;
     (void)thread;
     for (ir = r0; ir < r1; ir += mr) {
         const char *ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
@@ -1470,7 +1065,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
         int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
         for (p = 0; p < s->npan; p++) {
             if (k0 + kk >= s->kst) { /* the lines this panel's store reads */
-                const kern__gemm_epi *e = &j->fin;
+                const kern__epi *e = &j->fin;
                 int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr);
                 int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
                 for (i = p * sk->mr; i < i1; i++) {
@@ -1499,7 +1094,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
 static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
-    const kern__gemm_kset *ks = j->ks;
+    const kern__gemm_fns *ks = j->ks;
     (void)thread;
     if (task < s->npan) {
         int64_t row = task * s->sk.mr;
@@ -1519,7 +1114,7 @@ static int kern__gemm_small_ok(const kern__gemm_job *j) {
     return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
 }
 
-static kern__gemm_small kern__gemm_small_pick(const kern__gemm_kset *ks, int64_t M) {
+static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t M) {
     kern__gemm_small r;
     int i;
     if (M <= KERN__GEMM_SMALL_M)
@@ -1554,130 +1149,150 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
     return sz;
 }
 
-/* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
- * NULL: everything inline on `thread` (batch-parallel mode). */
-static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
-    const kern__gemm_kset *ks = j->ks;
+/* The streaming path of one item (M <= KERN__GEMM_STREAM_M, see
+ * kern__gemm_sjob): A packed once, then one task per 32 columns. */
+static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+    kern__gemm_sjob s;
+    size_t abytes;
+    s.j = j;
+    s.sk = kern__gemm_small_pick(j->ks, j->M);
+    s.kst = kern__gemm_ksteps(j->ks->fmt, j->K);
+    s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
+    s.apack = scratch;
+    s.edge = NULL;
+    abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
+    if (!j->pb && j->N % KERN__GEMM_PW) {
+        s.edge = (const float *)(const void *)(scratch + abytes);
+        abytes += kern__gemm_al64((size_t)(s.kst * KERN__GEMM_PW * 4));
+    }
+    s.tiles = (float *)(void *)(scratch + abytes);
+    s.per_thread = ctx != NULL;
+    kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
+    kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
+}
+
+/* The general path's buffers in the item scratch (kern__gemm_item_bytes),
+ * how B is read and whether A is read in place. */
+static void kern__gemm_item_setup(kern__gemm_job *j, char *scratch) {
+    const kern__gemm_fns *ks = j->ks;
     const kern__gemm_cfg *cfg = ks->cfg;
-    int T = ctx ? kern_ctx_threads(ctx) : 1;
-    int64_t npc, pcb, jc;
-    /* row chunks are whole micro-panels, so which tiles are full (and take
-     * the direct path) never depends on the thread count */
-    int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
-    if (kern__gemm_small_ok(j)) {
-        kern__gemm_sjob s;
-        size_t abytes;
-        s.j = j;
-        s.sk = kern__gemm_small_pick(ks, j->M);
-        s.kst = kern__gemm_ksteps(ks->fmt, j->K);
-        s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
-        s.apack = scratch;
-        s.edge = NULL;
-        abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
-        if (!j->pb && j->N % KERN__GEMM_PW) {
-            s.edge = (const float *)(const void *)(scratch + abytes);
-            abytes += kern__gemm_al64((size_t)(s.kst * KERN__GEMM_PW * 4));
-        }
-        s.tiles = (float *)(void *)(scratch + abytes);
-        s.per_thread = ctx != NULL;
-        kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
-        kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
-        return;
+    int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
+    int64_t mc = kern__gemm_min((cfg->mc / cfg->mr) * cfg->mr, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
+    int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
+    size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
+    j->apack = scratch;
+    j->bpack = NULL;
+    j->ctmp = NULL;
+    if (!j->pb || j->pb->fmt != ks->fmt) {
+        j->bpack = scratch + off;
+        off += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
     }
-    /* general path */
-    {
-        int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
-        int64_t mc = kern__gemm_min(mcs, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
-        int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
-        size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
-        j->apack = scratch;
-        j->bpack = NULL;
-        j->ctmp = NULL;
-        if (!j->pb || j->pb->fmt != ks->fmt) {
-            j->bpack = scratch + off;
-            off += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
-        }
-        if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
-    }
+    if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
     j->brows = j->bmode == 0 && j->b_cs == 1;
     /* A in place: f32 row-major A, when packing A would cost more than the
      * L1-friendly panel saves (few columns of B reuse each packed A). */
     j->ua = ks->ukr_ua && ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->a_cs == 1 &&
             j->N <= KERN__GEMM_UA_MAXN;
-    npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1;
+}
+
+/* The epilogue of the current pass (columns jc.., k pass pass_first /
+ * pass_last): the final one on the last pass; before it, partial sums
+ * (alpha A B, plus beta C on the first pass) into C or, with use_ctmp,
+ * into the f32 scratch; and whether full tiles can skip the store. */
+static void kern__gemm_pass_epi(kern__gemm_job *j) {
+    kern__epi *e = &j->epi;
+    *e = j->fin;
+    if (!j->pass_last) { /* a partial sum: the epilogue waits for the last pass */
+        e->bias = NULL;
+        e->act = KERN_ACT_NONE;
+        e->res = NULL;
+        e->out_scale = 1.0f;
+        if (j->use_ctmp) {
+            e->dst = (char *)j->ctmp;
+            e->dst_dt = KERN_F32;
+            e->dst_rs = j->ncur;
+            e->dst_cs = 1;
+            e->dst_j0 = j->jc;
+        }
+    }
+    if (j->pass_first) {
+        e->src = j->beta != 0.0f ? j->c : NULL;
+        e->src_dt = j->c_dt;
+        e->src_rs = j->c_rs;
+        e->src_cs = j->c_cs;
+        e->src_j0 = 0;
+        e->beta = j->beta;
+    } else if (j->use_ctmp) {
+        e->src = (const char *)j->ctmp;
+        e->src_dt = KERN_F32;
+        e->src_rs = j->ncur;
+        e->src_cs = 1;
+        e->src_j0 = j->jc;
+        e->beta = 1.0f;
+    } else {
+        e->src = j->c;
+        e->src_dt = KERN_F32;
+        e->src_rs = j->c_rs;
+        e->src_cs = j->c_cs;
+        e->src_j0 = 0;
+        e->beta = 1.0f;
+    }
+    /* full tiles can skip the store when this pass is a plain
+     * (dst [+]= A*B) on an f32, unit-stride destination */
+    j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
+                (!e->src || (e->src == e->dst && e->beta == 1.0f && e->src_rs == e->dst_rs &&
+                             e->src_j0 == e->dst_j0)) &&
+                !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f;
+}
+
+/* Task shape of the current row chunk: rows balanced across T threads,
+ * at least 4 tasks each. */
+static void kern__gemm_task_shape(kern__gemm_job *j, int T) {
+    const kern__gemm_cfg *cfg = j->ks->cfg;
+    int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
+    for (;;) {
+        nrb = kern__gemm_cdiv(j->mcur, mb);
+        ncb = kern__gemm_cdiv(j->ncur, nb);
+        if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
+        if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
+        else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
+    }
+    mb = kern__gemm_cdiv(kern__gemm_cdiv(j->mcur, nrb), cfg->mr) * cfg->mr;
+    nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
+    j->n_rb = kern__gemm_cdiv(j->mcur, mb);
+    j->n_cb = kern__gemm_cdiv(j->ncur, nb);
+    j->mb = mb;
+    j->nb = nb;
+}
+
+/* Runs one item. ctx != NULL: phases in parallel on the context; ctx ==
+ * NULL: everything inline on `thread` (batch-parallel mode). */
+static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int thread) {
+    const kern__gemm_cfg *cfg = j->ks->cfg;
+    int T = ctx ? kern_ctx_threads(ctx) : 1;
+    /* row chunks are whole micro-panels, so which tiles are full (and take
+     * the direct path) never depends on the thread count */
+    int64_t mcs = (cfg->mc / cfg->mr) * cfg->mr;
+    int64_t npc = j->K > 0 ? kern__gemm_cdiv(j->K, j->kc) : 1, pcb, jc, ic;
+    if (kern__gemm_small_ok(j)) {
+        kern__gemm_item_stream(j, scratch, ctx, thread);
+        return;
+    }
+    kern__gemm_item_setup(j, scratch);
     for (jc = 0; jc < j->N; jc += j->nc) {
         j->jc = jc;
         j->ncur = kern__gemm_min(j->nc, j->N - jc);
         for (pcb = 0; pcb < npc; pcb++) {
-            kern__gemm_epi *e = &j->epi;
-            const kern__gemm_epi *f = &j->fin;
-            int64_t ic;
             j->pc = pcb * j->kc;
             j->kcur = kern__gemm_min(j->kc, j->K - j->pc);
             j->pass_first = pcb == 0;
             j->pass_last = pcb == npc - 1;
-            /* epilogue of this pass */
-            *e = j->fin;
-            if (!j->pass_last) {
-                e->final = 0;
-                if (j->use_ctmp) {
-                    e->dst = (char *)j->ctmp;
-                    e->dst_dt = KERN_F32;
-                    e->dst_rs = j->ncur;
-                    e->dst_cs = 1;
-                    e->dst_j0 = jc;
-                }
-            }
-            if (j->pass_first) {
-                e->src = j->beta != 0.0f ? j->c : NULL;
-                e->src_dt = j->c_dt;
-                e->src_rs = j->c_rs;
-                e->src_cs = j->c_cs;
-                e->src_j0 = 0;
-                e->src_scale = j->beta;
-            } else if (j->use_ctmp) {
-                e->src = (const char *)j->ctmp;
-                e->src_dt = KERN_F32;
-                e->src_rs = j->ncur;
-                e->src_cs = 1;
-                e->src_j0 = jc;
-                e->src_scale = 1.0f;
-            } else {
-                e->src = j->c;
-                e->src_dt = KERN_F32;
-                e->src_rs = j->c_rs;
-                e->src_cs = j->c_cs;
-                e->src_j0 = 0;
-                e->src_scale = 1.0f;
-            }
-            /* full tiles can skip the store when this pass is a plain
-             * (dst [+]= A*B) on an f32, unit-stride destination */
-            j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
-                        (!e->src || (e->src == e->dst && e->src_scale == 1.0f &&
-                                     e->src_rs == e->dst_rs && e->src_j0 == e->dst_j0)) &&
-                        (!e->final || (!f->bias && f->act == KERN_ACT_NONE && !f->res &&
-                                       f->out_scale == 1.0f));
+            kern__gemm_pass_epi(j);
             for (ic = 0; ic < j->M; ic += mcs) {
                 j->ic = ic;
                 j->mcur = kern__gemm_min(mcs, j->M - ic);
-                /* task shape: balance rows across threads, >= 4 tasks each */
-                {
-                    int64_t mb = cfg->mb, nb = cfg->nb, nrb, ncb;
-                    for (;;) {
-                        nrb = kern__gemm_cdiv(j->mcur, mb);
-                        ncb = kern__gemm_cdiv(j->ncur, nb);
-                        if (T == 1 || nrb * ncb >= 4 * T || (mb <= cfg->mr && nb <= cfg->nr)) break;
-                        if (mb > cfg->mr) mb = kern__gemm_cdiv(mb / 2, cfg->mr) * cfg->mr;
-                        else nb = kern__gemm_cdiv(nb / 2, cfg->nr) * cfg->nr;
-                    }
-                    mb = kern__gemm_cdiv(kern__gemm_cdiv(j->mcur, nrb), cfg->mr) * cfg->mr;
-                    nb = kern__gemm_cdiv(kern__gemm_cdiv(j->ncur, ncb), cfg->nr) * cfg->nr;
-                    j->n_rb = kern__gemm_cdiv(j->mcur, mb);
-                    j->n_cb = kern__gemm_cdiv(j->ncur, nb);
-                    j->mb = mb;
-                    j->nb = nb;
-                }
+                kern__gemm_task_shape(j, T);
                 /* B is packed with the first row chunk of each pass */
                 j->n_bpack = j->bmode == 1 || ic > 0 ? 0
                              : j->brows           ? kern__gemm_cdiv(j->kcur, KERN__GEMM_BROWS)
@@ -1693,7 +1308,7 @@ static void kern__gemm_item(kern__gemm_job *j, char *scratch, kern_ctx *ctx, int
 /* ========================================================= public API */
 
 typedef struct kern__gemm_plan {
-    kern__gemm_kset ks;
+    const kern__gemm_fns *ks;
     kern__gemm_job proto; /* item 0, with pointers at batch offset 0 */
     int nbd;              /* batch dims */
     int64_t bshape[KERN_MAX_DIMS];
@@ -1702,6 +1317,7 @@ typedef struct kern__gemm_plan {
     int batch_parallel;
     size_t item_bytes, total_bytes;
     int64_t res_es;
+    int res_is_c; /* epilogue.residual is c itself */
 } kern__gemm_plan;
 
 static kern_status kern__gemm_float_dt(const kern_tensor *t, const char *op, const char *name) {
@@ -1711,24 +1327,19 @@ static kern_status kern__gemm_float_dt(const kern_tensor *t, const char *op, con
     return KERN_OK;
 }
 
-/* Validates everything and fills the plan. Writes nothing. */
-static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
-                                        const kern_tensor *b, const kern_tensor *c,
-                                        const kern_gemm_params *pp, const char *op,
-                                        kern__gemm_plan *pl) {
-    kern_gemm_params p;
+/* The shapes of a validated call. */
+typedef struct kern__gemm_dims {
+    int64_t M, N, K;
+    int nd;                                        /* batch dims (of c) */
+    int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS]; /* batch strides of a, b */
+} kern__gemm_dims;
+
+/* Step 1: the operands themselves (pointers, views, ranks, dtypes, act). */
+static kern_status kern__gemm_check_operands(const kern_tensor *a, const kern_tensor *b,
+                                             const kern_tensor *c, const kern_gemm_params *p,
+                                             const char *op) {
+    const kern_gemm_packed_b *pb = p->packed_b;
     kern_status st;
-    const kern_gemm_packed_b *pb;
-    const kern_epilogue *e = &p.epilogue;
-    kern__gemm_job *j = &pl->proto;
-    int64_t M, N, K, Kb, i;
-    int nd, d;
-    char s1[96], s2[96], s3[96];
-    int64_t bsa[KERN_MAX_DIMS], bsb[KERN_MAX_DIMS];
-    memset(pl, 0, sizeof *pl);
-    if (pp) p = *pp;
-    else memset(&p, 0, sizeof p);
-    pb = p.packed_b;
     if (!a) return kern__err(KERN_ERR_ARG, "%s: a is NULL", op);
     if (!c) return kern__err(KERN_ERR_ARG, "%s: c is NULL", op);
     if (pb && b)
@@ -1753,10 +1364,18 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (pb && pb->dtype != a->dtype)
         return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but packed_b was packed from %s", op,
                          kern_dtype_name(a->dtype), kern_dtype_name(pb->dtype));
-    if ((st = kern__epilogue_check(&p.epilogue, op, ~0u, 1, 1)) != KERN_OK) return st;
-    /* shapes */
-    M = a->shape[a->ndim - (p.trans_a ? 1 : 2)];
-    K = a->shape[a->ndim - (p.trans_a ? 2 : 1)];
+    return kern__epilogue_check(&p->epilogue, op, ~0u, 1, 1);
+}
+
+/* Step 2: M, N, K from op(a), op(b) (or the packed B), and c's last two
+ * dims. */
+static kern_status kern__gemm_derive_mnk(const kern_tensor *a, const kern_tensor *b,
+                                         const kern_tensor *c, const kern_gemm_params *p,
+                                         const char *op, kern__gemm_dims *dm) {
+    const kern_gemm_packed_b *pb = p->packed_b;
+    char s1[96], s2[96];
+    int64_t M = a->shape[a->ndim - (p->trans_a ? 1 : 2)], K = a->shape[a->ndim - (p->trans_a ? 2 : 1)];
+    int64_t N, Kb;
     if (pb) {
         Kb = pb->k;
         N = pb->n;
@@ -1765,63 +1384,82 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
                              "%s: op(a) is [%lld,%lld] (a.shape=%s, trans_a=%d) but packed_b "
                              "has K=%lld (N=%lld)",
                              op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
-                             p.trans_a != 0, (long long)Kb, (long long)N);
+                             p->trans_a != 0, (long long)Kb, (long long)N);
     } else {
-        Kb = b->shape[b->ndim - (p.trans_b ? 1 : 2)];
-        N = b->shape[b->ndim - (p.trans_b ? 2 : 1)];
+        Kb = b->shape[b->ndim - (p->trans_b ? 1 : 2)];
+        N = b->shape[b->ndim - (p->trans_b ? 2 : 1)];
         if (Kb != K)
             return kern__err(KERN_ERR_SHAPE,
                              "%s: inner dimensions differ: op(a) is [%lld,%lld] (a.shape=%s, "
                              "trans_a=%d) but op(b) is [%lld,%lld] (b.shape=%s, trans_b=%d)",
                              op, (long long)M, (long long)K, kern_shape_str(a, s1, sizeof s1),
-                             p.trans_a != 0, (long long)Kb, (long long)N,
-                             kern_shape_str(b, s2, sizeof s2), p.trans_b != 0);
+                             p->trans_a != 0, (long long)Kb, (long long)N,
+                             kern_shape_str(b, s2, sizeof s2), p->trans_b != 0);
     }
     if (c->shape[c->ndim - 2] != M || c->shape[c->ndim - 1] != N)
         return kern__err(KERN_ERR_SHAPE, "%s: c.shape=%s but op(a) op(b) is [%lld,%lld]", op,
                          kern_shape_str(c, s1, sizeof s1), (long long)M, (long long)N);
-    /* batch dims: broadcast(a, b) must equal c's */
-    nd = c->ndim - 2;
-    {
-        int na = a->ndim - 2, nb = b ? b->ndim - 2 : 0;
-        if (na > nd || nb > nd) {
-            int big = na > nb ? na : nb;
+    dm->M = M;
+    dm->N = N;
+    dm->K = K;
+    return KERN_OK;
+}
+
+/* Step 3: the batch dims: broadcast(a, b) must equal c's, and c may not
+ * alias itself across them. Fills the batch strides of a and b. */
+static kern_status kern__gemm_derive_batch(const kern_tensor *a, const kern_tensor *b,
+                                           const kern_tensor *c, const char *op,
+                                           kern__gemm_dims *dm) {
+    char s1[96], s2[96], s3[96];
+    int nd = c->ndim - 2, na = a->ndim - 2, nb = b ? b->ndim - 2 : 0, d;
+    dm->nd = nd;
+    if (na > nd || nb > nd)
+        return kern__err(KERN_ERR_SHAPE,
+                         "%s: a.shape=%s and b.shape=%s have %d batch dims but c.shape=%s "
+                         "has %d",
+                         op, kern_shape_str(a, s1, sizeof s1),
+                         b ? kern_shape_str(b, s2, sizeof s2) : "(packed)", na > nb ? na : nb,
+                         kern_shape_str(c, s3, sizeof s3), nd);
+    for (d = 0; d < nd; d++) {
+        int ia = d - (nd - na), ib = d - (nd - nb);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        int64_t want = c->shape[d];
+        if (da != 1 && db != 1 && da != db)
             return kern__err(KERN_ERR_SHAPE,
-                             "%s: a.shape=%s and b.shape=%s have %d batch dims but c.shape=%s "
-                             "has %d",
-                             op, kern_shape_str(a, s1, sizeof s1),
-                             b ? kern_shape_str(b, s2, sizeof s2) : "(packed)", big,
-                             kern_shape_str(c, s3, sizeof s3), nd);
-        }
-        for (d = 0; d < nd; d++) {
-            int ia = d - (nd - na), ib = d - (nd - nb);
-            int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-            int64_t want = c->shape[d];
-            if ((da != 1 && db != 1 && da != db))
-                return kern__err(KERN_ERR_SHAPE,
-                                 "%s: batch dims do not broadcast: a.shape=%s, b.shape=%s "
-                                 "(batch dim %d: %lld vs %lld)",
-                                 op, kern_shape_str(a, s1, sizeof s1), kern_shape_str(b, s2, sizeof s2),
-                                 d, (long long)da, (long long)db);
-            if ((da != 1 ? da : db) != want)
-                return kern__err(KERN_ERR_SHAPE,
-                                 "%s: c.shape[%d]=%lld but the batch of a.shape=%s and b gives "
-                                 "%lld",
-                                 op, d, (long long)want, kern_shape_str(a, s1, sizeof s1),
-                                 (long long)(da != 1 ? da : db));
-            bsa[d] = ia >= 0 && da != 1 ? a->stride[ia] : 0;
-            bsb[d] = ib >= 0 && db != 1 ? b->stride[ib] : 0;
-        }
+                             "%s: batch dims do not broadcast: a.shape=%s, b.shape=%s "
+                             "(batch dim %d: %lld vs %lld)",
+                             op, kern_shape_str(a, s1, sizeof s1), kern_shape_str(b, s2, sizeof s2),
+                             d, (long long)da, (long long)db);
+        if ((da != 1 ? da : db) != want)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: c.shape[%d]=%lld but the batch of a.shape=%s and b gives "
+                             "%lld",
+                             op, d, (long long)want, kern_shape_str(a, s1, sizeof s1),
+                             (long long)(da != 1 ? da : db));
+        dm->bsa[d] = ia >= 0 && da != 1 ? a->stride[ia] : 0;
+        dm->bsb[d] = ib >= 0 && db != 1 ? b->stride[ib] : 0;
     }
     for (d = 0; d < c->ndim; d++)
         if (c->stride[d] == 0 && c->shape[d] > 1 && kern_tensor_numel(c) > 0)
             return kern__err(KERN_ERR_LAYOUT,
                              "%s: c.stride[%d]=0 with c.shape[%d]=%lld (outputs would alias)", op,
                              d, d, (long long)c->shape[d]);
-    /* epilogue operands */
+    return KERN_OK;
+}
+
+/* Step 4: bias and residual against c (shapes, dtypes, overlaps), and c
+ * against a and b. The residual's broadcast view goes into the plan
+ * (batch strides) and the final epilogue (row and column strides). */
+static kern_status kern__gemm_check_epilogue(const kern_tensor *a, const kern_tensor *b,
+                                             const kern_tensor *c, const kern_epilogue *e,
+                                             const char *op, const kern__gemm_dims *dm,
+                                             kern__gemm_plan *pl) {
+    char s1[96];
+    kern_status st;
+    int d;
     if (e->bias) {
         const kern_tensor *bt = e->bias;
-        int64_t want = e->bias_per_row ? M : N;
+        int64_t want = e->bias_per_row ? dm->M : dm->N;
         if ((st = kern_tensor_check(bt, op, "bias")) != KERN_OK) return st;
         if ((st = kern__gemm_float_dt(bt, op, "bias")) != KERN_OK) return st;
         if (bt->ndim != 1 || bt->shape[0] != want)
@@ -1834,61 +1472,66 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if (e->residual) {
         kern_tensor rv;
         const kern_tensor *rt = e->residual;
+        kern__epi *f = &pl->proto.fin;
         if ((st = kern_tensor_check(rt, op, "residual")) != KERN_OK) return st;
         if ((st = kern__gemm_float_dt(rt, op, "residual")) != KERN_OK) return st;
         if ((st = kern_tensor_broadcast_to(rt, c->ndim, c->shape, &rv, op, "residual")) !=
             KERN_OK)
             return st;
-        if (rt->data == c->data && rt->dtype == c->dtype && rt->ndim == c->ndim &&
-            !memcmp(rt->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim) &&
-            !memcmp(rt->stride, c->stride, sizeof(int64_t) * (size_t)c->ndim) &&
-            kern_tensor_numel(c) > 0)
-            return kern__err(KERN_ERR_UNSUPPORTED,
-                             "%s: params.epilogue.residual is c itself, which kern_gemm does not "
-                             "support yet (c is written in k passes; for c += op(a) op(b) use "
-                             "beta = 1)", op);
-        if (kern_tensors_overlap(rt, c))
-            return kern__err(KERN_ERR_ARG, "%s: c overlaps residual", op);
-        for (d = 0; d < nd; d++) pl->sr[d] = rv.stride[d];
-        j->fin.res = (const char *)rt->data;
-        j->fin.res_dt = rt->dtype;
-        j->fin.res_rs = rv.stride[nd];
-        j->fin.res_cs = rv.stride[nd + 1];
+        /* c itself (same elements, same dtype): each output is read as
+         * the residual before it is written (the shared epilogue reads a
+         * vector before it stores it), and the k passes before the last
+         * keep their partial sums in scratch (use_ctmp) */
+        pl->res_is_c = rt->data == c->data && rt->dtype == c->dtype && rt->ndim == c->ndim &&
+                       !memcmp(rt->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim) &&
+                       !memcmp(rt->stride, c->stride, sizeof(int64_t) * (size_t)c->ndim);
+        if (!pl->res_is_c && kern_tensors_overlap(rt, c))
+            return kern__err(KERN_ERR_ARG, "%s: c overlaps residual (only the residual c itself "
+                             "may)", op);
+        for (d = 0; d < dm->nd; d++) pl->sr[d] = rv.stride[d];
+        f->res = (const char *)rt->data;
+        f->res_dt = rt->dtype;
+        f->res_rs = rv.stride[dm->nd];
+        f->res_cs = rv.stride[dm->nd + 1];
+        pl->res_es = (int64_t)kern_dtype_size(rt->dtype);
     }
     if (kern_tensors_overlap(a, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps a", op);
     if (b && kern_tensors_overlap(b, c)) return kern__err(KERN_ERR_ARG, "%s: c overlaps b", op);
+    return KERN_OK;
+}
 
-    /* the plan */
-    kern__gemm_select(ctx, a->dtype, &pl->ks);
-    j->ks = &pl->ks;
-    j->M = M;
-    j->N = N;
-    j->K = K;
+/* Step 5: the job of batch item 0 (operand pointers and strides, the
+ * kernels of this level, the final epilogue). */
+static void kern__gemm_fill_job(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                const kern_tensor *c, const kern_gemm_params *p,
+                                const kern__gemm_dims *dm, kern__gemm_plan *pl) {
+    kern__gemm_job *j = &pl->proto;
+    const kern_epilogue *e = &p->epilogue;
+    int nd = dm->nd;
+    pl->ks = kern__gemm_fns_for(kern_ctx_isa(ctx), a->dtype);
+    j->ks = pl->ks;
+    j->M = dm->M;
+    j->N = dm->N;
+    j->K = dm->K;
     j->in_dt = a->dtype;
     j->es = (int64_t)kern_dtype_size(a->dtype);
     j->a = (const char *)a->data;
-    j->a_rs = a->stride[a->ndim - (p.trans_a ? 1 : 2)];
-    j->a_cs = a->stride[a->ndim - (p.trans_a ? 2 : 1)];
-    j->pb = pb;
+    j->a_rs = a->stride[a->ndim - (p->trans_a ? 1 : 2)];
+    j->a_cs = a->stride[a->ndim - (p->trans_a ? 2 : 1)];
+    j->pb = p->packed_b;
     if (b) {
         j->b = (const char *)b->data;
-        j->b_rs = b->stride[b->ndim - (p.trans_b ? 1 : 2)];
-        j->b_cs = b->stride[b->ndim - (p.trans_b ? 2 : 1)];
+        j->b_rs = b->stride[b->ndim - (p->trans_b ? 1 : 2)];
+        j->b_cs = b->stride[b->ndim - (p->trans_b ? 2 : 1)];
     }
     j->c = (char *)c->data;
     j->c_dt = c->dtype;
     j->c_rs = c->stride[nd];
     j->c_cs = c->stride[nd + 1];
-    j->beta = p.beta;
-    j->fin.alpha = p.alpha_set ? p.alpha : 1.0f;
-    j->fin.final = 1;
-    if (e->bias) {
-        j->fin.bias = (const char *)e->bias->data;
-        j->fin.bias_dt = e->bias->dtype;
-        j->fin.bias_st = e->bias->stride[0];
-        j->fin.bias_per_row = e->bias_per_row != 0;
-    }
-    j->fin.act = (int)e->act;
+    j->beta = p->beta;
+    j->fin.alpha = p->alpha_set ? p->alpha : 1.0f;
+    kern__epi_set_bias(&j->fin, e->bias, e->bias_per_row != 0);
+    j->fin.act = e->act;
     j->fin.out_scale = e->out_scale != 0.0f ? e->out_scale : 1.0f;
     j->fin.dst = j->c;
     j->fin.dst_dt = c->dtype;
@@ -1898,54 +1541,83 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     j->fin.src_dt = c->dtype;
     j->fin.src_rs = j->c_rs;
     j->fin.src_cs = j->c_cs;
-    j->fin.src_scale = j->beta;
-    /* A transposed C is computed as C^T = op(B)^T op(A)^T (unit column
-     * stride for the store), unless B is prepacked. */
-    if (!pb && j->c_cs != 1 && j->c_rs == 1 && M > 1) {
-        int64_t t0;
-        const char *tp;
-        tp = j->a; j->a = j->b; j->b = tp;
-        t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
-        t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
-        t0 = j->M; j->M = j->N; j->N = t0;
-        t0 = j->c_rs; j->c_rs = j->c_cs; j->c_cs = t0;
-        j->fin.dst_rs = j->c_rs; j->fin.dst_cs = j->c_cs;
-        j->fin.src_rs = j->c_rs; j->fin.src_cs = j->c_cs;
-        j->fin.bias_per_row = !j->fin.bias_per_row;
-        t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
-        for (d = 0; d < nd; d++) { t0 = bsa[d]; bsa[d] = bsb[d]; bsb[d] = t0; }
-    }
-    j->kc = pl->ks.cfg->kc;
-    j->nc = pl->ks.cfg->nc;
-    j->mb = pl->ks.cfg->mb;
-    j->nb = pl->ks.cfg->nb;
-    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1) && j->K > j->kc;
-    /* batch */
-    pl->nbd = nd;
+    j->fin.beta = j->beta;
+}
+
+/* Step 6: a transposed C (unit row stride) is computed as
+ * C^T = op(B)^T op(A)^T, so the store keeps a unit column stride (not
+ * with a prepacked B, whose panels are op(B)'s). */
+static void kern__gemm_transpose_c(kern__gemm_dims *dm, kern__gemm_job *j) {
+    int64_t t0;
+    const char *tp;
+    int d;
+    if (j->pb || j->c_cs == 1 || j->c_rs != 1 || j->M <= 1) return;
+    tp = j->a; j->a = j->b; j->b = tp;
+    t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
+    t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
+    t0 = j->M; j->M = j->N; j->N = t0;
+    t0 = j->c_rs; j->c_rs = j->c_cs; j->c_cs = t0;
+    j->fin.dst_rs = j->c_rs; j->fin.dst_cs = j->c_cs;
+    j->fin.src_rs = j->c_rs; j->fin.src_cs = j->c_cs;
+    j->fin.bias_per_row = !j->fin.bias_per_row;
+    t0 = j->fin.res_rs; j->fin.res_rs = j->fin.res_cs; j->fin.res_cs = t0;
+    for (d = 0; d < dm->nd; d++) { t0 = dm->bsa[d]; dm->bsa[d] = dm->bsb[d]; dm->bsb[d] = t0; }
+}
+
+/* Step 7: blocking, the batch walk, batch- or phase-parallel, and the
+ * scratch it all takes (checked against a caller workspace). */
+static kern_status kern__gemm_partition(kern_ctx *ctx, const kern_tensor *c,
+                                        const kern_gemm_params *p, const kern__gemm_dims *dm,
+                                        const char *op, kern__gemm_plan *pl) {
+    kern__gemm_job *j = &pl->proto;
+    int T = kern_ctx_threads(ctx), d;
+    double flops = 2.0 * (double)dm->M * (double)dm->N * (double)dm->K;
+    j->kc = pl->ks->cfg->kc;
+    j->nc = pl->ks->cfg->nc;
+    j->mb = pl->ks->cfg->mb;
+    j->nb = pl->ks->cfg->nb;
+    /* partial sums in f32 scratch when C cannot hold them, or when C is
+     * the residual (its values are needed by the last pass) */
+    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1 || pl->res_is_c) && j->K > j->kc;
+    pl->nbd = dm->nd;
     pl->nbatch = 1;
-    for (d = 0; d < nd; d++) {
+    for (d = 0; d < dm->nd; d++) {
         pl->bshape[d] = c->shape[d];
-        pl->sa[d] = bsa[d];
-        pl->sb[d] = bsb[d];
+        pl->sa[d] = dm->bsa[d];
+        pl->sb[d] = dm->bsb[d];
         pl->sc[d] = c->stride[d];
         pl->nbatch *= c->shape[d];
     }
-    pl->res_es = e->residual ? (int64_t)kern_dtype_size(e->residual->dtype) : 0;
-    /* scratch */
-    pl->item_bytes = kern__gemm_item_bytes(j, kern_ctx_threads(ctx)) + 64;
-    {
-        int T = kern_ctx_threads(ctx);
-        double flops = 2.0 * (double)M * (double)N * (double)K;
-        pl->batch_parallel = T > 1 && pl->nbatch >= T &&
-                             (pl->nbatch >= 4 * T || flops < 3.2e7);
-        pl->total_bytes = pl->batch_parallel ? pl->item_bytes * (size_t)T : pl->item_bytes;
-    }
-    if (M == 0 || N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
-    if (p.workspace && p.workspace_size < pl->total_bytes)
+    pl->item_bytes = kern__gemm_item_bytes(j, T) + 64;
+    pl->batch_parallel = T > 1 && pl->nbatch >= T && (pl->nbatch >= 4 * T || flops < 3.2e7);
+    pl->total_bytes = pl->batch_parallel ? pl->item_bytes * (size_t)T : pl->item_bytes;
+    if (dm->M == 0 || dm->N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
+    if (p->workspace && p->workspace_size < pl->total_bytes)
         return kern__err(KERN_ERR_ARG, "%s: workspace_size=%zu but this call needs %zu bytes", op,
-                         p.workspace_size, pl->total_bytes);
-    (void)i;
+                         p->workspace_size, pl->total_bytes);
     return KERN_OK;
+}
+
+/* Validates everything and fills the plan. Writes nothing. */
+static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
+                                        const kern_tensor *b, const kern_tensor *c,
+                                        const kern_gemm_params *pp, const char *op,
+                                        kern__gemm_plan *pl) {
+    kern_gemm_params p;
+    kern__gemm_dims dm;
+    kern_status st;
+    memset(pl, 0, sizeof *pl);
+    memset(&dm, 0, sizeof dm);
+    kern__epi_init(&pl->proto.fin);
+    if (pp) p = *pp;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__gemm_check_operands(a, b, c, &p, op)) != KERN_OK) return st;
+    if ((st = kern__gemm_derive_mnk(a, b, c, &p, op, &dm)) != KERN_OK) return st;
+    if ((st = kern__gemm_derive_batch(a, b, c, op, &dm)) != KERN_OK) return st;
+    if ((st = kern__gemm_check_epilogue(a, b, c, &p.epilogue, op, &dm, pl)) != KERN_OK) return st;
+    kern__gemm_fill_job(ctx, a, b, c, &p, &dm, pl);
+    kern__gemm_transpose_c(&dm, &pl->proto);
+    return kern__gemm_partition(ctx, c, &p, &dm, op, pl);
 }
 
 /* Points job j at batch item `item`. */
@@ -1953,7 +1625,6 @@ static void kern__gemm_at(const kern__gemm_plan *pl, int64_t item, kern__gemm_jo
     int64_t oa = 0, ob = 0, oc = 0, orr = 0, rem = item;
     int d;
     *j = pl->proto;
-    j->ks = &pl->ks;
     for (d = pl->nbd - 1; d >= 0; d--) {
         int64_t idx = rem % pl->bshape[d];
         rem /= pl->bshape[d];
@@ -2062,7 +1733,6 @@ KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
     kern_status st;
     int trans_b = params ? params->trans_b != 0 : 0;
     kern_gemm_packed_b *pb;
-    kern__gemm_kset ks;
     kern__gemm_pjob pj;
     size_t bytes;
     int64_t K, N;
@@ -2098,12 +1768,11 @@ KERN_API kern_status kern_gemm_pack_b(kern_ctx *ctx, const kern_tensor *b,
         goto done;
     }
     /* the layout is ISA independent: any context can use it */
-    kern__gemm_select(ctx, KERN_F32, &ks);
     pj.pb = pb;
     pj.src = (const char *)b->data;
     pj.k_st = b->stride[trans_b ? 1 : 0];
     pj.n_st = b->stride[trans_b ? 0 : 1];
-    pj.pack = ks.pack;
+    pj.pack = kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_F32)->pack;
     if (K > 0) kern_parallel_for(ctx, pb->npanels, kern__gemm_packb_task, &pj);
     *out = pb;
     st = KERN_OK;

@@ -29,10 +29,11 @@
  *       explicit zeros (at the positions PyTorch picks, see METADATA).
  *       "Nonzero" is bitwise: +0.0 and -0.0 are zero, NaN is nonzero.
  *       p.quantize = KERN_I8 turns a float w into int8 values with one
- *       symmetric scale per output channel (scale = max|w[n,:]| / 127, 1 for
- *       an all-zero row, at least FLT_MIN, q = round-half-even(w / scale));
- *       an i8 w takes its per-channel f32 scales from p.scales ([N], NULL =
- *       all 1).
+ *       symmetric scale per output channel by kern_base.h's one int8 rule
+ *       (scale = max|w[n,:]| / 127, 1 for an all-zero row, at least
+ *       FLT_MIN; q = clamp(round-half-even(w * (1 / scale)), -127, 127), as
+ *       kern_qgemm quantizes); an i8 w takes its
+ *       per-channel f32 scales from p.scales ([N], NULL = all 1).
  *   kern_sparse24_decompress(ctx, sw, out)     back to the dense [N,K]
  *       (same dtype as sw; i8 values are not rescaled). Exact round trip:
  *       every kept value comes back bit for bit, every other element is
@@ -46,12 +47,14 @@
  *       uses with its CUTLASS backend (layout below).
  *   kern_sparse24_linear(ctx, x, sw, y, &p)
  *       x [M,K] f32 or bf16, y [M,N] f32 or bf16; p.epilogue (kern_base.h's
- *       kern_epilogue): bias NULL or [N] (f32 or bf16, any stride),
- *       residual NULL or [M,N] (f32 or bf16; may be exactly y), act NONE,
- *       GELU (erf) or GELU_TANH. The epilogue is
- *       y = act(acc * scale[n] + bias[n]) + residual[m,n] (scale only for
- *       i8 weights), as kern_gemm's. RELU / SILU, bias_per_row and an
- *       out_scale other than 0 or 1 are KERN_ERR_UNSUPPORTED for now.
+ *       kern_epilogue): bias NULL or [N] ([M] with bias_per_row; f32 or
+ *       bf16, any stride), residual NULL or [M,N] (f32 or bf16; may be
+ *       exactly y), any kern_act, out_scale (0 = 1). The epilogue is
+ *       kern_base.h's one GEMM epilogue (kern__epi, the same code and
+ *       roundings as kern_gemm's):
+ *       y = out_scale * (act(acc * scale[n] + bias) + residual[m,n]) (scale
+ *       only for i8 weights), so a fused act gives the bits of the call
+ *       without it followed by kern_act on the f32 result.
  *       p.workspace / workspace_size: optional caller scratch of at least
  *       kern_sparse24_linear_workspace_size() bytes (NULL = the context's). Dtypes: f32 weights need f32 x; bf16
  *       weights need bf16 x (products through vdpbf16ps where the CPU has
@@ -122,11 +125,18 @@
  *   KERN_ERR_LAYOUT non-unit inner stride of x/y/residual in linear; an
  *                   output (prune/decompress out, export values/meta, y)
  *                   whose elements overlap (e.g. a zero stride).
- *   KERN_ERR_UNSUPPORTED  epilogue options the 2:4 epilogue lacks (above).
  *   KERN_ERR_NOMEM  allocation failure.
  *   A caller workspace smaller than the _workspace_size is KERN_ERR_ARG.
  *
- * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
+ * ISA PATHS (one const function table per level, kern__sp24_fns_for(
+ * kern_ctx_isa(ctx), weight dtype): scalar; AVX2 (and AVX2_VNNI); AVX512
+ * (and AVX512_VNNI); AVX512_BF16, which adds the vdpbf16ps kernels for bf16
+ * weights; NEON (all three NEON levels) for f32 weights, scalar for others.
+ * The AVX-512 and AVX2 kernels are hand-written, not expanded from one
+ * template: their tiles differ (4 vs 2 channel rows per large-M call, 16 vs
+ * 8 lanes, AVX-512's vpermps picks from one 128-bit load and its
+ * register transposes vs AVX2's in-lane vpermilps on a broadcast, other
+ * prefetch schedules). The epilogue and the math are kern_base.h's.)
  *   M > 16 ("weight stationary", lanes over m): x is transposed once per
  *   call into panels of 64 (AVX-512) / 32 (AVX2) rows, xt[k][m] (workspace
  *   of about the size of x; 3x for the bf16 pair panel); a task walks 64 k
@@ -142,7 +152,7 @@
  *   first copied with one extra cache line per row (all M rows are read at
  *   the same column: they would share one L1 set).
  *   AVX-512 (+BF16), AVX2+FMA, NEON (f32 weights, table-lookup selection;
- *   compiled for AArch64, not run here) and a portable scalar path.
+ *   run under qemu-user by make test-neon) and a portable scalar path.
  *
  * EXAMPLE
  *     kern_tensor w = kern_tensor_2d(wdata, KERN_F32, N, K);
@@ -207,10 +217,9 @@ typedef struct kern_sparse24_info {
 } kern_sparse24_info;
 
 typedef struct kern_sparse24_linear_params {
-    /* kern_base.h's epilogue: bias [N] f32/bf16 (any stride), act NONE /
-     * GELU / GELU_TANH, residual [M,N] f32/bf16 (may be y itself).
-     * bias_per_row, an out_scale other than 0 or 1 and the RELU / SILU
-     * activations are KERN_ERR_UNSUPPORTED for now. */
+    /* kern_base.h's epilogue: bias [N] ([M] with bias_per_row) f32/bf16
+     * (any stride), any act, residual [M,N] f32/bf16 (may be y itself),
+     * out_scale (0 = 1). */
     kern_epilogue epilogue;
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_sparse24_linear_workspace_size() bytes */
@@ -247,7 +256,8 @@ KERN_API kern_status kern_sparse24_import(kern_ctx *ctx, const kern_tensor *valu
                                           const kern_tensor *meta,
                                           kern_sparse24 **sw,
                                           const kern_sparse24_params *p);
-/* y = act(x W^T scale + bias) + residual (p->epilogue); p may be NULL. */
+/* y = out_scale (act(x W^T scale + bias) + residual) (p->epilogue); p may
+ * be NULL. */
 KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
                                           const kern_sparse24 *sw,
                                           const kern_tensor *y,
@@ -355,20 +365,7 @@ static inline const char *kern__sp24_at(const kern_tensor *t, int64_t i, int64_t
            (t->stride[0] * i + t->stride[1] * j) * (int64_t)kern_dtype_size(t->dtype);
 }
 static inline float kern__sp24_tof(kern_dtype dt, const void *p) {
-    switch (dt) {
-    case KERN_F32: { float f; memcpy(&f, p, 4); return f; }
-    case KERN_BF16: { uint16_t h; memcpy(&h, p, 2); return kern_bf16_to_f32(h); }
-    case KERN_F16: { uint16_t h; memcpy(&h, p, 2); return kern_f16_to_f32(h); }
-    case KERN_I8: return (float)*(const int8_t *)p;
-    default: return 0.0f;
-    }
-}
-static inline void kern__sp24_fromf(kern_dtype dt, void *p, float v) {
-    if (dt == KERN_F32) memcpy(p, &v, 4);
-    else {
-        uint16_t h = kern_f32_to_bf16(v);
-        memcpy(p, &h, 2);
-    }
+    return dt == KERN_I8 ? (float)*(const int8_t *)p : kern__s_load_f32(p, dt, 1);
 }
 /* Is the element nonzero (bitwise: +-0 is zero, NaN is nonzero)? */
 static inline int kern__sp24_nz(kern_dtype dt, const void *p) {
@@ -602,10 +599,7 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 float v = fabsf(kern__sp24_tof(w->dtype, kern__sp24_at(w, n, k)));
                 if (v > amax) amax = v;
             }
-            scale = amax > 0 ? amax / 127.0f : 1.0f;
-            /* qgemm's rule: a scale below FLT_MIN (subnormal weights)
-             * becomes FLT_MIN; 0 would make v / scale NaN or Inf */
-            if (scale < 1.17549435e-38f) scale = 1.17549435e-38f;
+            scale = kern__quant_scale(amax);
             o->scales[n] = scale;
         } else if (st == KERN_I8) {
             o->scales[n] = sc ? *(const float *)((const char *)sc->data + n * sc->stride[0] * 4)
@@ -624,10 +618,8 @@ KERN_API kern_status kern_sparse24_compress(kern_ctx *ctx, const kern_tensor *w,
                 char *dst = (char *)o->values + kern__sp24_voff(st, tg, l, j) * kern__sp24_esize(st);
                 if (idx >= r) continue; /* zero padding */
                 if (qt == KERN_I8) {
-                    float v = kern__sp24_tof(w->dtype, kern__sp24_at(w, n, 4 * g + idx));
-                    float q = (float)rint((double)(v / scale));
-                    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-                    *(int8_t *)dst = (int8_t)q;
+                    kern__s_quant_row(kern__sp24_at(w, n, 4 * g + idx), w->dtype, 1, 1.0f / scale,
+                                      0, -127, 127, (uint8_t *)dst);
                 } else {
                     memcpy(dst, kern__sp24_at(w, n, 4 * g + idx), (size_t)kern__sp24_esize(st));
                 }
@@ -947,11 +939,8 @@ typedef struct kern__sp24_job {
     int64_t M, N, K, Kp, G;
     const char *x; int64_t ldx; kern_dtype xdt;
     const void *xs; int64_t ldxs; /* small-M: f32 (or bf16 for bf16dot), Kp cols */
-    char *y; int64_t ldy; kern_dtype ydt;
-    const char *bias; int64_t bstride; kern_dtype bdt;
-    const char *res; int64_t ldr; kern_dtype rdt;
-    int act;
-    int path;     /* KERN__SP24_PATH_* */
+    kern__epi epi; /* kern_base.h's epilogue: y, bias, act, residual, out_scale */
+    const struct kern__sp24_fns *fns; /* the kernels of the context's level */
     int bf16dot;  /* bf16 weights and x through vdpbf16ps */
     int64_t n_ms; /* large-M: m slivers */
     int mr;       /* large-M: rows per sliver */
@@ -961,35 +950,55 @@ typedef struct kern__sp24_job {
     size_t scratch_yt; /* large-M per-thread scratch layout */
 } kern__sp24_job;
 
-enum { KERN__SP24_PATH_SCALAR = 0, KERN__SP24_PATH_AVX2, KERN__SP24_PATH_AVX512,
-       KERN__SP24_PATH_NEON };
+/* ---------------------------------------------- one table per ISA level
+ * The kernels of each level (kern__sp24_fns_for): small-M kernels (rows per
+ * call), the large-M microkernels over one 16-channel tile, the x panel
+ * packers and the large-M epilogue. Levels without a vector path take the
+ * scalar table (sm_chunk 0). AVX512_BF16 adds the vdpbf16ps kernels for bf16
+ * weights (its table for other weights is the AVX512 one); the VNNI levels
+ * add nothing here; NEON runs f32 weights (other weights: scalar). */
+typedef void (*kern__sp24_sm_fn)(const float *x, int64_t ldx, const void *wv,
+                                 const uint8_t *meta, int64_t G, float *out, int mr, int wk);
+typedef void (*kern__sp24_smb_fn)(const uint16_t *x, int64_t ldx, const uint16_t *wv,
+                                  const uint8_t *meta, int64_t G, float *out, int mr);
+/* One tile (16 channels) of the large-M path: yb[l * ld + i] for channel
+ * l, row i of the sliver; nxt / quarter: the next weight block to
+ * prefetch. */
+typedef void (*kern__sp24_lm_fn)(const void *xt, const void *wt, const uint8_t *mt, int ng,
+                                 float *yb, int64_t ld, int first, const char *nxt,
+                                 int64_t quarter, int nv);
+typedef void (*kern__sp24_pack_fn)(const kern__sp24_job *J, int64_t ms);
+typedef void (*kern__sp24_epi_lm_fn)(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0,
+                                     int nc, const float *acc, int64_t ld);
+typedef void (*kern__sp24_epi_tile_fn)(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                       int64_t ldt, int m, int n);
 
-static float kern__sp24_gelu(float v, int act) {
-    if (act == KERN_ACT_GELU)
-        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-}
+typedef struct kern__sp24_fns {
+    const char *name;
+    int sm_chunk;               /* small-M rows per kernel call; 0: the scalar path */
+    kern__sp24_sm_fn sm_f32;    /* f32 x; f32, bf16 or i8 weights (wk 0, 1, 2) */
+    kern__sp24_smb_fn sm_bf16;  /* bf16 x and weights through vdpbf16ps, or NULL */
+    int lm_mr, lm_vec;          /* large-M rows per sliver, lanes per vector; 0: none */
+    int lm_pf512;               /* large-M prefetch pattern of the 4-row kernels */
+    kern__sp24_lm_fn lm_f32, lm_bf16;
+    kern__sp24_pack_fn pack_xt, pack_xt6;
+    kern__sp24_epi_lm_fn epi_lm;
+    kern__sp24_epi_tile_fn epi_tile; /* kern_base.h's epilogue of the level */
+} kern__sp24_fns;
 
-/* y[m0+i, n0+j] = act(acc[i*ms + j*ns] * scale + bias) + residual. */
-static void kern__sp24_epilogue(const kern__sp24_job *J, int64_t m0, int64_t mc, int64_t n0,
-                                int64_t nc, const float *acc, int64_t ms, int64_t ns) {
-    const float *scales = J->sw->scales;
-    int64_t i, j;
-    for (i = 0; i < mc; i++) {
-        int64_t m = m0 + i;
-        char *yr = J->y + m * J->ldy * (int64_t)kern_dtype_size(J->ydt);
-        const char *rr = J->res ? J->res + m * J->ldr * (int64_t)kern_dtype_size(J->rdt) : NULL;
-        for (j = 0; j < nc; j++) {
-            int64_t n = n0 + j;
-            float v = acc[i * ms + j * ns];
-            if (scales) v *= scales[n];
-            if (J->bias)
-                v += kern__sp24_tof(J->bdt, J->bias + n * J->bstride * (int64_t)kern_dtype_size(J->bdt));
-            if (J->act) v = kern__sp24_gelu(v, J->act);
-            if (rr) v += kern__sp24_tof(J->rdt, rr + n * (int64_t)kern_dtype_size(J->rdt));
-            kern__sp24_fromf(J->ydt, yr + n * (int64_t)kern_dtype_size(J->ydt), v);
-        }
-    }
+/* The store of every path: the m x n tile t (row stride ldt) of output
+ * rows m0.., channels n0.. through kern_base.h's epilogue (the level's
+ * kern__v_epi_tile / kern__s_epi_tile), after the per-channel scale of i8
+ * weights, applied to t in place (alpha is 1: the product is its only
+ * rounding). */
+static void kern__sp24_store(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
+                             float *t, int64_t ldt) {
+    const float *sc = J->sw->scales;
+    int i, j;
+    if (sc)
+        for (i = 0; i < mc; i++)
+            for (j = 0; j < nc; j++) t[i * ldt + j] *= sc[n0 + j];
+    J->fns->epi_tile(&J->epi, m0, n0, t, ldt, mc, nc);
 }
 
 /* Scalar path: one task = SM_NT tiles, all rows of x. Per-thread scratch:
@@ -1023,7 +1032,7 @@ static void kern__sp24_task_scalar(void *arg, int64_t task, int thread) {
                 }
                 acc[l] = a;
             }
-            kern__sp24_epilogue(J, m, 1, t * 16, nc, acc, 0, 1);
+            kern__sp24_store(J, m, 1, t * 16, (int)nc, acc, 16);
         }
     }
 }
@@ -1315,51 +1324,23 @@ KERN_TARGET_AVX512 KERN__SP24_INLINE void kern__sp24_tr16__avx512(__m512 *r) {
 
 /* Large-M epilogue on AVX-512: acc[j * ld + i] (channel j, row i; ld a
  * multiple of 16 with all 16 channel rows readable) transposed in 16 x 16
- * blocks, then y = act(acc * scale + bias) + residual with the same
- * operations, in the same order, as kern__sp24_epilogue (bitwise equal). */
+ * blocks in registers, scaled as kern__sp24_store scales, then stored by
+ * kern_base.h's epilogue (bitwise the store of the other paths). */
 KERN_TARGET_AVX512 static void kern__sp24_epi_lm__avx512(const kern__sp24_job *J, int64_t m0,
                                                         int mc, int64_t n0, int nc,
                                                         const float *acc, int64_t ld) {
     const float *scales = J->sw->scales;
-    const __mmask16 nm = (__mmask16)((1u << nc) - 1u);
-    const size_t yes = kern_dtype_size(J->ydt), res_es = J->res ? kern_dtype_size(J->rdt) : 0;
-    float bb[16];
-    __m512 sc = scales ? _mm512_loadu_ps(scales + n0) : _mm512_set1_ps(1.0f), bv;
+    const __m512 sc = scales ? _mm512_loadu_ps(scales + n0) : _mm512_set1_ps(1.0f);
+    float tb[16 * 16];
     int i0, i, j;
-    for (j = 0; j < 16; j++)
-        bb[j] = J->bias && j < nc
-                    ? kern__sp24_tof(J->bdt, J->bias + (n0 + j) * J->bstride * (int64_t)kern_dtype_size(J->bdt))
-                    : 0.0f;
-    bv = _mm512_loadu_ps(bb);
     for (i0 = 0; i0 < mc; i0 += 16) {
         __m512 r[16];
         int ie = mc - i0 < 16 ? mc - i0 : 16;
         KERN__SP24_UNROLL
         for (j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(acc + j * ld + i0);
         kern__sp24_tr16__avx512(r);
-        for (i = 0; i < ie; i++) {
-            int64_t m = m0 + i0 + i;
-            char *yp = J->y + (m * J->ldy + n0) * (int64_t)yes;
-            __m512 v = r[i];
-            if (scales) v = _mm512_mul_ps(v, sc);
-            if (J->bias) v = _mm512_add_ps(v, bv);
-            if (J->act) {
-                float tmp[16];
-                _mm512_storeu_ps(tmp, v);
-                for (j = 0; j < nc; j++) tmp[j] = kern__sp24_gelu(tmp[j], J->act);
-                v = _mm512_loadu_ps(tmp);
-            }
-            if (J->res) {
-                const char *rp = J->res + (m * J->ldr + n0) * (int64_t)res_es;
-                __m512 rv = J->rdt == KERN_F32
-                                ? _mm512_maskz_loadu_ps(nm, rp)
-                                : _mm512_castsi512_ps(kern__bf16x16_f32__avx512(
-                                      _mm256_maskz_loadu_epi16(nm, rp)));
-                v = _mm512_add_ps(v, rv);
-            }
-            if (J->ydt == KERN_F32) _mm512_mask_storeu_ps(yp, nm, v);
-            else _mm256_mask_storeu_epi16(yp, nm, kern__f32x16_bf16__avx512(_mm512_castps_si512(v)));
-        }
+        for (i = 0; i < ie; i++) _mm512_storeu_ps(tb + i * 16, scales ? _mm512_mul_ps(r[i], sc) : r[i]);
+        kern__v_epi_tile__avx512(&J->epi, m0 + i0, n0, tb, 16, ie, nc);
     }
 }
 
@@ -1550,11 +1531,13 @@ KERN_TARGET_AVX2 static void kern__sp24_sm_f32__avx2(const float *x, int64_t ldx
 /* Small-M style kernel for f32 weights, any M (chunks of <= 8 rows): per
  * group, the 16 bytes of x[m, 4g..4g+3] are a table and vqtbl1q_u8 picks
  * each lane's kept activation. out: [mr][16]. */
-static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const float *wv,
-                                    const uint8_t *meta, int64_t G, float *out, int mr) {
+static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const void *wvp,
+                                    const uint8_t *meta, int64_t G, float *out, int mr, int wk) {
+    const float *wv = (const float *)wvp; /* f32 weights only (wk 0) */
     float32x4_t a[8][4];
     int64_t g;
     int m, q, l;
+    (void)wk;
     for (m = 0; m < mr; m++)
         for (q = 0; q < 4; q++) a[m][q] = vdupq_n_f32(0.0f);
     for (g = 0; g < G; g++) {
@@ -1588,39 +1571,27 @@ static void kern__sp24_sm_f32__neon(const float *x, int64_t ldx, const float *wv
 static void kern__sp24_task_small(void *arg, int64_t task, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
     const kern_sparse24 *sw = J->sw;
+    const kern__sp24_fns *F = J->fns;
     float acc[16 * 16];
     int64_t t0 = task * KERN__SP24_SM_NT, t1 = t0 + KERN__SP24_SM_NT, t, m0;
     const int64_t G = J->G;
-    int chunk = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    int chunk = F->sm_chunk;
     int wk = sw->dtype == KERN_F32 ? 0 : sw->dtype == KERN_BF16 ? 1 : 2;
     size_t es = kern_dtype_size(sw->dtype);
     (void)thread;
-    (void)wk;
-    (void)es;
     if (t1 > sw->n_tiles) t1 = sw->n_tiles;
     for (t = t0; t < t1; t++) {
         int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
         const uint8_t *mt = sw->meta + t * G * 8;
         for (m0 = 0; m0 < J->M; m0 += chunk) {
             int mr = (int)(J->M - m0 < chunk ? J->M - m0 : chunk);
-#ifdef KERN_X86
-            if (J->path == KERN__SP24_PATH_AVX512 && J->bf16dot)
-                kern__sp24_sm_bf16__avx512((const uint16_t *)J->xs + m0 * J->ldxs, J->ldxs,
-                                           (const uint16_t *)sw->values + t * G * 32, mt, G, acc, mr);
-            else if (J->path == KERN__SP24_PATH_AVX512)
-                kern__sp24_sm_f32__avx512((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                          (const char *)sw->values + t * G * 32 * (int64_t)es, mt,
-                                          G, acc, mr, wk);
+            if (J->bf16dot)
+                F->sm_bf16((const uint16_t *)J->xs + m0 * J->ldxs, J->ldxs,
+                           (const uint16_t *)sw->values + t * G * 32, mt, G, acc, mr);
             else
-                kern__sp24_sm_f32__avx2((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                        (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G,
-                                        acc, mr, wk);
-#endif
-#ifdef KERN_NEON
-            kern__sp24_sm_f32__neon((const float *)J->xs + m0 * J->ldxs, J->ldxs,
-                                    (const float *)sw->values + t * G * 32, mt, G, acc, mr);
-#endif
-            kern__sp24_epilogue(J, m0, mr, t * 16, nc, acc, 16, 1);
+                F->sm_f32((const float *)J->xs + m0 * J->ldxs, J->ldxs,
+                          (const char *)sw->values + t * G * 32 * (int64_t)es, mt, G, acc, mr, wk);
+            kern__sp24_store(J, m0, mr, t * 16, (int)nc, acc, 16);
         }
     }
 }
@@ -1653,22 +1624,14 @@ static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, 
  * [m0, m0+mr) transposed into the panel xp[k][mr] (f32, k < Kp), zero past
  * M and K. Done once per call, so the compute tasks read L1/L2-resident
  * panels without repacking (the cost is M*K element moves, 2/N of the
- * multiply-adds). */
-static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
-    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+ * multiply-adds). The AVX-512 table transposes in registers
+ * (kern__sp24_pack_xt__avx512); this is the portable one. */
+static void kern__sp24_pack_xt__ref(const kern__sp24_job *J, int64_t ms) {
     float *xt = (float *)J->xp + ms * J->xp_stride;
-    if (J->path == KERN__SP24_PATH_AVX512) {
-        (void)thread;
-        kern__sp24_pack_xt__avx512(J, ms);
-        return;
-    }
-    int64_t m0 = ms * J->mr, k;
-    int mr = J->mr, i;
-    (void)thread;
-    /* 16 x 16 blocks: each block touches 16 source and 16 panel lines */
-    int64_t kb;
-    int ib;
+    int64_t m0 = ms * J->mr, k, kb;
+    int mr = J->mr, i, ib;
     size_t xes = kern_dtype_size(J->xdt);
+    /* 16 x 16 blocks: each block touches 16 source and 16 panel lines */
     for (ib = 0; ib < mr; ib += 16)
         for (kb = 0; kb < J->Kp; kb += 16) {
             int64_t ke = kb + 16 < J->Kp ? kb + 16 : J->Kp;
@@ -1690,36 +1653,16 @@ static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
             }
         }
 }
-
-/* bf16 pair panel: xp6[g][code - 4][64] = (x[m][4g+i0], x[m][4g+i1]) for
- * the six valid codes (see KERN__SP24_NSLOT). */
-static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
-    static const unsigned char pa[6] = {0, 0, 0, 1, 1, 2}, pb[6] = {1, 2, 3, 2, 3, 3};
-    static const unsigned char slot[6] = {0, 4, 8, 5, 9, 10};
+static void kern__sp24_task_pack_xt(void *arg, int64_t ms, int thread) {
     const kern__sp24_job *J = (const kern__sp24_job *)arg;
-    uint32_t *xt6 = (uint32_t *)J->xp + ms * J->xp_stride;
-    int64_t m0 = ms * 64, g;
-    int i, p;
     (void)thread;
-    if (J->path == KERN__SP24_PATH_AVX512) {
-        kern__sp24_pack_xt6__avx512(J, ms);
-        return;
-    }
-    for (i = 0; i < 64; i++) {
-        const uint16_t *xb = m0 + i < J->M ? (const uint16_t *)J->x + (m0 + i) * J->ldx : NULL;
-        for (g = 0; g < J->G; g++) {
-            uint16_t v[4] = {0, 0, 0, 0};
-            int e;
-            if (xb) {
-                if (4 * g + 4 <= J->K) memcpy(v, xb + 4 * g, 8);
-                else
-                    for (e = 0; e < 4; e++) v[e] = 4 * g + e < J->K ? xb[4 * g + e] : (uint16_t)0;
-            }
-            for (p = 0; p < 6; p++)
-                xt6[(g * KERN__SP24_NSLOT + slot[p]) * 64 + i] =
-                    (uint32_t)v[pa[p]] | ((uint32_t)v[pb[p]] << 16);
-        }
-    }
+    J->fns->pack_xt(J, ms);
+}
+/* The bf16 pair panel of the vdpbf16ps kernels (kern__sp24_pack_xt6__avx512). */
+static void kern__sp24_task_pack_xt6(void *arg, int64_t ms, int thread) {
+    const kern__sp24_job *J = (const kern__sp24_job *)arg;
+    (void)thread;
+    J->fns->pack_xt6(J, ms);
 }
 
 /* Phase 2 of the large-M path: one sliver of mr rows x nt tiles. */
@@ -1732,7 +1675,8 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
     int64_t nchunk = task / J->n_ms, ms = task % J->n_ms;
     int64_t m0 = ms * J->mr;
     int mc = (int)(J->M - m0 < J->mr ? J->M - m0 : J->mr);
-    int vec = J->path == KERN__SP24_PATH_AVX512 ? 16 : 8;
+    const kern__sp24_fns *F = J->fns;
+    int vec = F->lm_vec;
     int nv = (mc + vec - 1) / vec;
     int64_t t0 = nchunk * J->nt, t1 = t0 + J->nt, t, g0;
     const int64_t G = J->G;
@@ -1750,12 +1694,11 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
         for (t = t0; t < t1; t++) {
             const uint8_t *mt = sw->meta + (t * G + g0) * 8;
             float *yb = yt + (t - t0) * 16 * J->mr;
-            int l;
             /* next tile's block (the current one for the last tile) */
             const char *nxt = (const char *)sw->values +
                               ((t + 1 < t1 ? t + 1 : t) * G + g0) * 32 * (int64_t)es;
             const int64_t quarter = (int64_t)ng * 8 * (int64_t)es;
-            if (J->path == KERN__SP24_PATH_AVX512 && KERN__SP24_PANEL_PF && g0 + KG < G) {
+            if (F->lm_pf512 && KERN__SP24_PANEL_PF && g0 + KG < G) {
                 /* the next block's x panel (the sliver's panel is larger than
                  * L2 at K = 4096) into L2, a slice per tile */
                 const int64_t gn = G - g0 - KG < KG ? G - g0 - KG : KG;
@@ -1768,7 +1711,7 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
                 for (b = (t - t0) * per * 64; b < (t - t0 + 1) * per * 64 && b < nb; b += 64)
                     _mm_prefetch(np + b, _MM_HINT_T1);
             }
-            if (J->path == KERN__SP24_PATH_AVX512) {
+            if (F->lm_pf512) {
                 /* values: spread over the kernel calls; meta: 2 lines here */
                 const char *nm_ = (const char *)(sw->meta + ((t + 1 < t1 ? t + 1 : t) * G + g0) * 8);
                 _mm_prefetch(nm_, _MM_HINT_T0);
@@ -1782,36 +1725,106 @@ static void kern__sp24_task_large(void *arg, int64_t task, int thread) {
                 for (b = 0; b < (int64_t)ng * 32 * (int64_t)es; b += 64) _mm_prefetch(nv_ + b, _MM_HINT_T0);
                 for (b = 0; b < (int64_t)ng * 8; b += 64) _mm_prefetch(nm_ + b, _MM_HINT_T0);
             }
-            if (J->bf16dot) {
-                const uint16_t *wt = (const uint16_t *)sw->values + (t * G + g0) * 32;
-                for (l = 0; l < 16; l += 4)
-                    kern__sp24_lm_bf16__avx512((const uint32_t *)xt, wt, mt, ng, l,
-                                               yb + l * J->mr, first, nxt + (l / 4) * quarter, nv);
-            } else {
-                const float *wt = conv ? wslab + (t - t0) * ng * 32
-                                       : (const float *)sw->values + (t * G + g0) * 32;
-                if (J->path == KERN__SP24_PATH_AVX512)
-                    for (l = 0; l < 16; l += 4)
-                        kern__sp24_lm_f32__avx512((const float *)xt, wt, mt, ng, l,
-                                                  yb + l * J->mr, first,
-                                                  nxt + (l / 4) * quarter, nv);
-                else
-                    for (l = 0; l < 16; l += 2)
-                        kern__sp24_lm_f32__avx2((const float *)xt, wt, mt, ng, l,
-                                                yb + l * J->mr, yb + (l + 1) * J->mr, first, nv);
-            }
+            if (J->bf16dot)
+                F->lm_bf16(xt, (const uint16_t *)sw->values + (t * G + g0) * 32, mt, ng, yb, J->mr,
+                           first, nxt, quarter, nv);
+            else
+                F->lm_f32(xt, conv ? wslab + (t - t0) * ng * 32 : (const float *)sw->values + (t * G + g0) * 32,
+                          mt, ng, yb, J->mr, first, nxt, quarter, nv);
         }
     }
     for (t = t0; t < t1; t++) {
         int64_t nc = J->N - t * 16 < 16 ? J->N - t * 16 : 16;
-        if (J->path == KERN__SP24_PATH_AVX512)
-            kern__sp24_epi_lm__avx512(J, m0, mc, t * 16, (int)nc, yt + (t - t0) * 16 * J->mr,
-                                      J->mr);
-        else
-            kern__sp24_epilogue(J, m0, mc, t * 16, nc, yt + (t - t0) * 16 * J->mr, 1, J->mr);
+        F->epi_lm(J, m0, mc, t * 16, (int)nc, yt + (t - t0) * 16 * J->mr, J->mr);
     }
 }
+
+/* The large-M microkernels over a whole tile: 4 rows per call on AVX-512
+ * (weights broadcast from one 16-byte load), 2 on AVX2. */
+KERN_TARGET_AVX512 static void kern__sp24_lm_tile_f32__avx512(const void *xt, const void *wt,
+                                                              const uint8_t *mt, int ng, float *yb,
+                                                              int64_t ld, int first, const char *nxt,
+                                                              int64_t quarter, int nv) {
+    int l;
+    for (l = 0; l < 16; l += 4)
+        kern__sp24_lm_f32__avx512((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld, first,
+                                  nxt + (l / 4) * quarter, nv);
+}
+KERN_TARGET_AVX512BF16 static void kern__sp24_lm_tile_bf16__avx512(const void *xt, const void *wt,
+                                                                   const uint8_t *mt, int ng,
+                                                                   float *yb, int64_t ld, int first,
+                                                                   const char *nxt, int64_t quarter,
+                                                                   int nv) {
+    int l;
+    for (l = 0; l < 16; l += 4)
+        kern__sp24_lm_bf16__avx512((const uint32_t *)xt, (const uint16_t *)wt, mt, ng, l, yb + l * ld,
+                                   first, nxt + (l / 4) * quarter, nv);
+}
+KERN_TARGET_AVX2 static void kern__sp24_lm_tile_f32__avx2(const void *xt, const void *wt,
+                                                          const uint8_t *mt, int ng, float *yb,
+                                                          int64_t ld, int first, const char *nxt,
+                                                          int64_t quarter, int nv) {
+    int l;
+    (void)nxt;
+    (void)quarter;
+    for (l = 0; l < 16; l += 2)
+        kern__sp24_lm_f32__avx2((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld,
+                                yb + (l + 1) * ld, first, nv);
+}
+/* The large-M epilogue of the levels without an in-register transpose:
+ * acc[j * ld + i] (channel j, row i) transposed 16 rows at a time. */
+static void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
+                                   const float *acc, int64_t ld) {
+    float tb[16 * 16];
+    int i0, i, j;
+    for (i0 = 0; i0 < mc; i0 += 16) {
+        int ie = mc - i0 < 16 ? mc - i0 : 16;
+        for (i = 0; i < ie; i++)
+            for (j = 0; j < nc; j++) tb[i * 16 + j] = acc[j * ld + i0 + i];
+        kern__sp24_store(J, m0 + i0, ie, n0, nc, tb, 16);
+    }
+}
+
+static const kern__sp24_fns kern__sp24_fns_avx2 = {
+    "avx2", 8, kern__sp24_sm_f32__avx2, NULL, 32, 8, 0, kern__sp24_lm_tile_f32__avx2, NULL,
+    kern__sp24_pack_xt__ref, NULL, kern__sp24_epi_lm__ref, kern__v_epi_tile__avx2};
+static const kern__sp24_fns kern__sp24_fns_avx512 = {
+    "avx512", 16, kern__sp24_sm_f32__avx512, NULL, 64, 16, 1, kern__sp24_lm_tile_f32__avx512, NULL,
+    kern__sp24_pack_xt__avx512, NULL, kern__sp24_epi_lm__avx512, kern__v_epi_tile__avx512};
+static const kern__sp24_fns kern__sp24_fns_avx512bf16 = {
+    "avx512bf16", 16, kern__sp24_sm_f32__avx512, kern__sp24_sm_bf16__avx512, 64, 16, 1,
+    kern__sp24_lm_tile_f32__avx512, kern__sp24_lm_tile_bf16__avx512, kern__sp24_pack_xt__avx512,
+    kern__sp24_pack_xt6__avx512, kern__sp24_epi_lm__avx512, kern__v_epi_tile__avx512};
 #endif /* KERN_X86 */
+
+static const kern__sp24_fns kern__sp24_fns_scalar = {
+    "scalar", 0, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, kern__s_epi_tile};
+#ifdef KERN_NEON
+static const kern__sp24_fns kern__sp24_fns_neon = {
+    "neon", 8, kern__sp24_sm_f32__neon, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+    kern__v_epi_tile__neon};
+#endif
+
+/* The table of level isa for weights of dtype wdt. */
+static const kern__sp24_fns *kern__sp24_fns_for(kern_isa isa, kern_dtype wdt) {
+    (void)wdt;
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16:
+        return wdt == KERN_BF16 ? &kern__sp24_fns_avx512bf16 : &kern__sp24_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__sp24_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__sp24_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return wdt == KERN_F32 ? &kern__sp24_fns_neon : &kern__sp24_fns_scalar;
+#endif
+    default: return &kern__sp24_fns_scalar;
+    }
+}
 
 static kern_status kern__sp24_check_rows(const kern_tensor *t, const char *op,
                                          const char *name, int64_t r, int64_t c) {
@@ -1859,18 +1872,16 @@ static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
                          (long long)x->shape[1], (long long)K);
     if ((s = kern__sp24_check_rows(x, op, "x", M, K))) return s;
     if ((s = kern__sp24_check_rows(y, op, "y", M, N))) return s;
-    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op,
-                                  1u << KERN_ACT_NONE | 1u << KERN_ACT_GELU |
-                                      1u << KERN_ACT_GELU_TANH,
-                                  0, 0)))
-        return s;
+    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op, ~0u, 1, 1))) return s;
     if (bias) {
         if ((s = kern_tensor_check(bias, op, "bias"))) return s;
         if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
             return kern__err(KERN_ERR_DTYPE, "%s: bias.dtype=%s (f32 or bf16)", op,
                              kern_dtype_name(bias->dtype));
-        if (bias->ndim != 1 || bias->shape[0] != N)
-            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]", op, (long long)N);
+        if (bias->ndim != 1 || bias->shape[0] != (p->epilogue.bias_per_row ? M : N))
+            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]%s", op,
+                             (long long)(p->epilogue.bias_per_row ? M : N),
+                             p->epilogue.bias_per_row ? " (bias_per_row)" : "");
         if (kern_tensors_overlap(bias, y))
             return kern__err(KERN_ERR_ARG, "%s: y overlaps bias", op);
     }
@@ -1903,24 +1914,14 @@ typedef struct kern__sp24_lplan {
 static void kern__sp24_linear_plan(kern__sp24_job *J, kern_ctx *ctx, kern__sp24_lplan *L) {
     const kern_sparse24 *sw = J->sw;
     int64_t M = J->M, K = J->K;
-    uint32_t f = kern_ctx_features(ctx);
     memset(L, 0, sizeof *L);
-    J->path = KERN__SP24_PATH_SCALAR;
-#ifdef KERN_X86
-    if ((f & KERN_CPU_AVX512F) && (f & KERN_CPU_AVX512BW)) J->path = KERN__SP24_PATH_AVX512;
-    else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) J->path = KERN__SP24_PATH_AVX2;
-    J->bf16dot = J->path == KERN__SP24_PATH_AVX512 && (f & KERN_CPU_AVX512BF16) &&
-                 sw->dtype == KERN_BF16;
-#endif
-#ifdef KERN_NEON
-    if ((f & KERN_CPU_NEON) && sw->dtype == KERN_F32) J->path = KERN__SP24_PATH_NEON;
-#endif
-    (void)f;
-    if (J->path == KERN__SP24_PATH_SCALAR) {
+    J->fns = kern__sp24_fns_for(kern_ctx_isa(ctx), sw->dtype);
+    J->bf16dot = J->fns->sm_bf16 != NULL && sw->dtype == KERN_BF16;
+    if (!J->fns->sm_chunk) {
         L->kind = 0;
         L->n_tasks = (sw->n_tiles + KERN__SP24_SM_NT - 1) / KERN__SP24_SM_NT;
         L->thread = (size_t)J->Kp * sizeof(float);
-    } else if (M <= KERN__SP24_SMALL_M || J->path == KERN__SP24_PATH_NEON) {
+    } else if (M <= KERN__SP24_SMALL_M || !J->fns->lm_mr) {
         /* x for the small kernels: f32 (bf16 for bf16dot) with Kp columns.
          * The kernels read all M rows at the same column: a row stride that
          * is a multiple of 1 KiB puts them in a few L1 sets (K = 4096: all in
@@ -1938,7 +1939,7 @@ static void kern__sp24_linear_plan(kern__sp24_job *J, kern_ctx *ctx, kern__sp24_
         int64_t n_nc, want_tasks = 4 * (int64_t)kern_ctx_threads(ctx);
         size_t slab;
         L->kind = 2;
-        J->mr = J->path == KERN__SP24_PATH_AVX512 ? 64 : 32;
+        J->mr = J->fns->lm_mr;
         J->n_ms = (M + J->mr - 1) / J->mr;
         /* tiles per task: up to LM_NT, fewer when that leaves threads idle
          * (the split over n never changes the results) */
@@ -1968,10 +1969,17 @@ static void kern__sp24_linear_job(kern__sp24_job *J, const kern_tensor *x,
     J->ctx = ctx;
     J->M = x->shape[0]; J->N = sw->n; J->K = sw->k; J->Kp = sw->k_padded; J->G = sw->k_padded / 4;
     J->x = (const char *)x->data; J->ldx = x->stride[0]; J->xdt = x->dtype;
-    J->y = (char *)y->data; J->ldy = y->stride[0]; J->ydt = y->dtype;
-    if (bias) { J->bias = (const char *)bias->data; J->bstride = bias->stride[0]; J->bdt = bias->dtype; }
-    if (res) { J->res = (const char *)res->data; J->ldr = res->stride[0]; J->rdt = res->dtype; }
-    J->act = p ? (int)p->epilogue.act : 0;
+    kern__epi_init(&J->epi);
+    J->epi.dst = (char *)y->data;
+    J->epi.dst_dt = y->dtype;
+    J->epi.dst_rs = y->stride[0];
+    J->epi.dst_cs = 1;
+    kern__epi_set_bias(&J->epi, bias, p ? p->epilogue.bias_per_row : 0);
+    kern__epi_set_residual(&J->epi, res);
+    if (p) {
+        J->epi.act = p->epilogue.act;
+        J->epi.out_scale = p->epilogue.out_scale != 0.0f ? p->epilogue.out_scale : 1.0f;
+    }
 }
 
 KERN_API kern_status kern_sparse24_linear_workspace_size(kern_ctx *ctx, const kern_tensor *x,

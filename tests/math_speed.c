@@ -1,5 +1,7 @@
 /* math_speed.c — throughput of the shared math layer against the per-family
- * copies it replaces (AVX2, one thread). Not a test; run by hand:
+ * copies it replaced (AVX2, one thread; every family is on the layer now, so
+ * no copy is left: the before/after figures are in docs/internals.md). Not a
+ * test; run by hand:
  *
  *     cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Ikernels tests/math_speed.c -o build/math_speed -lm -lpthread
  *     build/math_speed [scale]
@@ -9,7 +11,6 @@
  * like), the minimum over 2000 passes. */
 #define KERN_IMPLEMENTATION
 #include "kern_gemm.h"
-#include "kern_norm.h"
 #include "kern_qgemm.h"
 #include "kern_sdpa.h"
 
@@ -30,25 +31,7 @@ static double now(void) {
 typedef __m256 (*vfn)(__m256);
 #define WRAP(name, expr)                                                      \
     KERN_TARGET_AVX2 static __m256 name(__m256 x) { return expr; }
-WRAP(new_gelu, kern__v_gelu__avx2(x))
-WRAP(new_gelu_tanh, kern__v_gelu_tanh__avx2(x))
-WRAP(new_gelu_grad, kern__v_gelu_grad__avx2(x))
-WRAP(new_gelu_tanh_grad, kern__v_gelu_tanh_grad__avx2(x))
-WRAP(new_silu, kern__v_silu__avx2(x))
-WRAP(new_exp, kern__v_exp__avx2(x))
 WRAP(new_exp2_neg, kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))))
-WRAP(new_erf, kern__v_erf__avx2(x))
-WRAP(new_tanh, kern__v_tanh__avx2(x))
-WRAP(norm_gelu, kern__norm_gelu__avx2(x, 0))
-WRAP(norm_gelu_tanh, kern__norm_gelu__avx2(x, 1))
-WRAP(norm_gelu_grad, kern__norm_gelu_grad__avx2(x, 0))
-WRAP(norm_gelu_tanh_grad, kern__norm_gelu_grad__avx2(x, 1))
-WRAP(norm_exp, kern__math_exp__avx2(x))
-WRAP(norm_erf, kern__math_erf__avx2(x))
-WRAP(norm_tanh, kern__math_tanh__avx2(x))
-WRAP(gemm_gelu, kern__gemm_act__avx2(KERN_ACT_GELU, x))
-WRAP(gemm_gelu_tanh, kern__gemm_act__avx2(KERN_ACT_GELU_TANH, x))
-WRAP(gemm_silu, kern__gemm_act__avx2(KERN_ACT_SILU, x))
 
 /* The minimum over many short passes: robust to preemption on a busy
  * machine (other tenants on the same core still slow every pass). */
@@ -64,17 +47,18 @@ KERN_TARGET_AVX2 static double run(vfn f, const float *x, float *y) {
     return best / ((double)N / 8) * 1e9;
 }
 
-/* The epilogue: kern__v_epi_tile__avx2 against kern__gemm_store__avx2 on
- * a 6x16 tile (bias, act, residual), ns per tile. */
-typedef struct { int act_new; int act_old; kern_dtype dt; const char *label; } epi_case;
+/* The epilogue: kern__v_epi_tile__avx2 on a 6x16 tile (bias, act,
+ * residual), ns per tile (kern_gemm's own store, the old column of
+ * docs/internals.md, now is this function). */
+typedef struct { int act_new; kern_dtype dt; const char *label; } epi_case;
 KERN_TARGET_AVX2 static void epi_speed(void) {
     static float t[6 * 16], bias[64], res[6 * 64], out[6 * 64];
     static uint16_t outh[6 * 64];
     static const epi_case cases[] = {
-        {KERN_ACT_NONE, KERN_ACT_NONE, KERN_F32, "bias+res f32"},
-        {KERN_ACT_GELU, KERN_ACT_GELU, KERN_F32, "bias+gelu+res f32"},
-        {KERN_ACT_GELU_TANH, KERN_ACT_GELU_TANH, KERN_F32, "bias+gelu_tanh+res f32"},
-        {KERN_ACT_NONE, KERN_ACT_NONE, KERN_BF16, "bias+res bf16"},
+        {KERN_ACT_NONE, KERN_F32, "bias+res f32"},
+        {KERN_ACT_GELU, KERN_F32, "bias+gelu+res f32"},
+        {KERN_ACT_GELU_TANH, KERN_F32, "bias+gelu_tanh+res f32"},
+        {KERN_ACT_NONE, KERN_BF16, "bias+res bf16"},
     };
     size_t c;
     int i;
@@ -83,8 +67,7 @@ KERN_TARGET_AVX2 static void epi_speed(void) {
     for (i = 0; i < 6 * 64; i++) res[i] = (float)(i % 11) * 0.05f;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kern__epi e;
-        kern__gemm_epi g;
-        double bn = 1e30, bo = 1e30;
+        double bn = 1e30;
         int r, k;
         kern__epi_init(&e);
         e.bias = (const char *)bias; e.bias_dt = KERN_F32; e.bias_st = 1;
@@ -92,22 +75,13 @@ KERN_TARGET_AVX2 static void epi_speed(void) {
         e.res = (const char *)res; e.res_dt = KERN_F32; e.res_rs = 64; e.res_cs = 1;
         e.dst = cases[c].dt == KERN_F32 ? (char *)out : (char *)outh; e.dst_dt = cases[c].dt;
         e.dst_rs = 64; e.dst_cs = 1;
-        memset(&g, 0, sizeof g);
-        g.alpha = 1.0f; g.final = 1; g.bias = (const char *)bias; g.bias_dt = KERN_F32; g.bias_st = 1;
-        g.act = cases[c].act_old; g.res = (const char *)res; g.res_dt = KERN_F32; g.res_rs = 64; g.res_cs = 1;
-        g.out_scale = 1.0f; g.dst = e.dst; g.dst_dt = cases[c].dt; g.dst_rs = 64; g.dst_cs = 1;
         for (r = 0; r < REPS; r++) {
             double t0 = now();
             for (k = 0; k < 16; k++) kern__v_epi_tile__avx2(&e, 0, (k & 3) * 16, t, 16, 6, 16);
             t0 = now() - t0;
             if (t0 < bn) bn = t0;
-            t0 = now();
-            for (k = 0; k < 16; k++) kern__gemm_store__avx2(&g, 0, (k & 3) * 16, t, 16, 6, 16);
-            t0 = now() - t0;
-            if (t0 < bo) bo = t0;
         }
-        printf("  epilogue %-22s new %6.1f   old %6.1f ns per 6x16 tile\n", cases[c].label, bn / 16 * 1e9,
-               bo / 16 * 1e9);
+        printf("  epilogue %-22s %6.1f ns per 6x16 tile\n", cases[c].label, bn / 16 * 1e9);
     }
 }
 #endif
@@ -124,17 +98,8 @@ int main(int argc, char **argv) {
     }
     if (!kern_isa_available(KERN_ISA_AVX2)) return 0;
     printf("inputs N(0, %g^2), ns per 8 floats (AVX2), load %s\n", scale, "see /proc/loadavg");
-#define ROW(label, a, b) printf("  %-16s new %6.2f   old %6.2f (%s)\n", label, run(a, x, y), run(b, x, y), #b)
-    ROW("gelu", new_gelu, norm_gelu);
-    ROW("gelu", new_gelu, gemm_gelu);
-    ROW("gelu_tanh", new_gelu_tanh, norm_gelu_tanh);
-    ROW("gelu_tanh", new_gelu_tanh, gemm_gelu_tanh);
-    ROW("gelu_grad", new_gelu_grad, norm_gelu_grad);
-    ROW("gelu_tanh_grad", new_gelu_tanh_grad, norm_gelu_tanh_grad);
-    ROW("silu", new_silu, gemm_silu);
-    ROW("exp", new_exp, norm_exp);
-    ROW("erf", new_erf, norm_erf);
-    ROW("tanh", new_tanh, norm_tanh);
+    /* every family is on the layer now: no old copy left to compare with */
+    printf("  %-16s new %6.2f\n", "exp2 (x<=0)", run(new_exp2_neg, x, y));
     epi_speed();
 #else
     (void)argc;

@@ -66,6 +66,7 @@ typedef struct gcase {
     kern_dtype bias_dt;
     int use_res;
     kern_dtype res_dt;
+    int res_is_c; /* epilogue.residual = c itself (C0 read as the residual) */
     int act;
     int alpha_set;
     float alpha, beta, out_scale;
@@ -111,7 +112,7 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
     want = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
     kt_fill_normal(&r, A, g->in_dt, a_n, 1.0);
     kt_fill_normal(&r, B, g->in_dt, b_n, 1.0 / sqrt((double)(K > 0 ? K : 1)));
-    if (g->beta != 0) kt_fill_normal(&r, C0, g->c_dt, c_n, 1.0);
+    if (g->beta != 0 || g->res_is_c) kt_fill_normal(&r, C0, g->c_dt, c_n, 1.0);
     else kt_poison(C0, (size_t)c_n * ces); /* beta = 0 must not read C */
     memcpy(C, C0, (size_t)c_n * ces);
     memset(&p, 0, sizeof p);
@@ -156,8 +157,9 @@ static void run_case(kern_ctx *ctx, const gcase *g, float *result_out) {
         p.epilogue.residual = &tres;
         mres.p = res; mres.dt = g->res_dt; mres.rs = 1; mres.cs = M + 2;
     }
-    ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL, g->use_res ? &mres : NULL,
-             want);
+    if (g->res_is_c) p.epilogue.residual = &tc;
+    ref_gemm(M, N, K, &mA, &mB, &mC0, &p, g->use_bias ? &mbias : NULL,
+             g->use_res ? &mres : g->res_is_c ? &mC0 : NULL, want);
     if (g->packed) {
         KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, pk(g->tb)));
         p.packed_b = pb;
@@ -297,6 +299,32 @@ KT_TEST(epilogues) {
                                (long long)g.M);
                     run_case(ctx, &g, NULL);
                 }
+    }
+}
+
+/* The residual c itself (c = act(alpha A B + beta c + bias) + c): one k
+ * pass and several (the partial sums then wait in scratch), the general
+ * and small-M paths, bf16 and transposed C, with beta, 1 and 2 threads. */
+KT_TEST(residual_is_c) {
+    static const int64_t sh[][3] = {{37, 45, 70}, {40, 70, 1100}, {3, 77, 400}, {9, 40, 700}, {130, 33, 600}};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int s, v;
+        for (s = 0; s < 5; s++)
+            for (v = 0; v < 4; v++) {
+                gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+                g.res_is_c = 1;
+                g.use_bias = 1;
+                g.act = v == 0 ? KERN_ACT_GELU : v == 1 ? KERN_ACT_SILU : KERN_ACT_NONE;
+                g.beta = v == 1 ? 0.5f : 0.0f;
+                g.c_dt = v == 2 ? KERN_BF16 : KERN_F32;
+                g.c_colmajor = v == 3;
+                g.out_scale = v == 3 ? 2.0f : 0.0f;
+                g.tb = s & 1;
+                kt_context("isa=%s M=%lld N=%lld K=%lld v=%d", kern_isa_name(isa), (long long)g.M,
+                           (long long)g.N, (long long)g.K, v);
+                run_case(ctx, &g, NULL);
+                run_case(kt_ctx(2, isa), &g, NULL);
+            }
     }
 }
 
@@ -550,6 +578,58 @@ KT_TEST(batch_broadcast) {
     }
 }
 
+/* Fused == unfused, bit for bit, on every level: kern_gemm with bias, act,
+ * residual and out_scale against kern_gemm with the bias alone (f32 C)
+ * followed by the shared math layer's activation (kern__s_act: the scalar
+ * twin, bit-identical to every vector path, the function kern_gelu and
+ * the other ops apply), + residual, * out_scale, rounded to C's dtype. */
+KT_TEST(fused_equals_unfused) {
+    static const int64_t sh[][3] = {{37, 45, 70}, {3, 77, 400}, {40, 70, 1100}};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int s, act, v;
+        for (s = 0; s < 3; s++)
+            for (act = 0; act < KERN_ACT_COUNT; act++)
+                for (v = 0; v < 2; v++) {
+                    int64_t M = sh[s][0], N = sh[s][1], K = sh[s][2], i;
+                    kern_dtype cdt = v ? KERN_BF16 : KERN_F32;
+                    size_t ces = kern_dtype_size(cdt);
+                    float *A = (float *)kt_alloc(sizeof(float) * (size_t)(M * K), "A");
+                    float *B = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "B");
+                    float *bias = (float *)kt_alloc(sizeof(float) * (size_t)N, "bias");
+                    float *R = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "R");
+                    float *P = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "P");
+                    char *C = (char *)kt_alloc(ces * (size_t)(M * N), "C");
+                    char *W = (char *)kt_alloc(ces * (size_t)(M * N), "W");
+                    kern_tensor ta = kern_tensor_2d(A, KERN_F32, M, K), tb = kern_tensor_2d(B, KERN_F32, K, N);
+                    kern_tensor tbias = kern_tensor_1d(bias, KERN_F32, N), tr = kern_tensor_2d(R, KERN_F32, M, N);
+                    kern_tensor tp = kern_tensor_2d(P, KERN_F32, M, N), tc = kern_tensor_2d(C, cdt, M, N);
+                    kern_gemm_params p;
+                    kt_rng r = kt_rng_make((uint64_t)(s * 100 + act * 10 + v));
+                    kt_fill_normal(&r, A, KERN_F32, M * K, 1.0);
+                    kt_fill_normal(&r, B, KERN_F32, K * N, 3.0 / sqrt((double)K)); /* |x| up to ~10 */
+                    kt_fill_normal(&r, bias, KERN_F32, N, 1.0);
+                    kt_fill_normal(&r, R, KERN_F32, M * N, 1.0);
+                    kt_context("isa=%s M=%lld N=%lld K=%lld act=%s c=%s", kern_isa_name(isa), (long long)M,
+                               (long long)N, (long long)K, kern_act_name((kern_act)act), kern_dtype_name(cdt));
+                    memset(&p, 0, sizeof p);
+                    p.epilogue.bias = &tbias;
+                    KT_OK(kern_gemm(ctx, &ta, &tb, &tp, &p));
+                    p.epilogue.act = (kern_act)act;
+                    p.epilogue.residual = &tr;
+                    p.epilogue.out_scale = 0.75f;
+                    KT_OK(kern_gemm(ctx, &ta, &tb, &tc, &p));
+                    for (i = 0; i < M * N; i++) {
+                        float y = kern__s_act(P[i], (kern_act)act);
+                        y = y + R[i];
+                        y = y * 0.75f;
+                        kern__s_store_f32(W + (size_t)i * ces, cdt, y, 1, 0);
+                    }
+                    kt_assert_bytes_equal("fused vs unfused", C, W, ces * (size_t)(M * N));
+                    kt_free(A); kt_free(B); kt_free(bias); kt_free(R); kt_free(P); kt_free(C); kt_free(W);
+                }
+    }
+}
+
 /* Activations over a wide range through a 1x1 "GEMM" per value: each ISA's
  * vector erf/exp against the double reference, no K scaling. */
 KT_TEST(activation_accuracy) {
@@ -580,6 +660,45 @@ KT_TEST(activation_accuracy) {
     kt_free(x);
     kt_free(y);
     free(w);
+}
+
+/* The function table of every level of this CPU family (run or not): the
+ * levels that have their own kernels reach them (bf16 inputs at
+ * AVX512_BF16 the vdpbf16ps table, at AVX512 the f32 one), and the run on
+ * each level the machine has uses its level's table. */
+KT_TEST(dispatch_tables) {
+    static const struct {
+        kern_isa isa;
+        const char *f32, *bf16;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16"},
+        {KERN_ISA_NEON, "neon", "neon"},
+        {KERN_ISA_NEON_DOT, "neon", "neon"},
+        {KERN_ISA_NEON_BF16, "neon", "neon"},
+    };
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i;
+    size_t w;
+    for (i = 0; i < n; i++)
+        for (w = 0; w < sizeof want / sizeof want[0]; w++)
+            if (want[w].isa == all[i]) {
+                kt_context("%s", kern_isa_name(all[i]));
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F32)->name, want[w].f32), "f32: %s",
+                         kern__gemm_fns_for(all[i], KERN_F32)->name);
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F16)->name, want[w].f32), "f16: %s",
+                         kern__gemm_fns_for(all[i], KERN_F16)->name);
+                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_BF16)->name, want[w].bf16), "bf16: %s",
+                         kern__gemm_fns_for(all[i], KERN_BF16)->name);
+            }
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kt_context("%s", kern_isa_name(isa));
+        KT_CHECK(kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_F32) == kern__gemm_fns_for(isa, KERN_F32));
+    }
 }
 
 /* Empty dims and K = 0 (C = epilogue(beta C)). */
@@ -713,11 +832,17 @@ KT_TEST(errors) {
     t = kern_tensor_2d(bias, KERN_F32, 1, 7);
     p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_SHAPE, "residual");
-    p.epilogue.residual = &tc;
-    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_UNSUPPORTED, "residual is c itself");
     t = kern_tensor_2d(C + 1, KERN_F32, 1, 5);
     p.epilogue.residual = &t;
     KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
+    t = kern_tensor_2d(C, KERN_BF16, 6, 5); /* c's memory, another dtype: not c itself */
+    KT_ERROR(kern_gemm(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG, "c overlaps residual");
+    { /* c's memory with other strides: not c itself */
+        kern_tensor c5 = kern_tensor_2d(C, KERN_F32, 5, 5), a5 = kern_tensor_2d(A, KERN_F32, 5, 4);
+        t = c5;
+        t.stride[0] = 6;
+        KT_ERROR(kern_gemm(ctx, &a5, &tb, &c5, &p), KERN_ERR_ARG, "c overlaps residual");
+    }
     p.epilogue.residual = NULL;
     /* act */
     p.epilogue.act = (kern_act)99;

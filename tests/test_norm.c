@@ -64,145 +64,39 @@ static int tb_check(const char *what, const tbuf *b, const double *want, kt_tol_
     return ok;
 }
 
-static double gelu_ref(double x, int tanh_form) { return kern__norm_gelu_d(x, tanh_form); }
-static double gelu_grad_ref(double x, int tanh_form) { return kern__norm_gelu_grad_d(x, tanh_form); }
-static double act_ref(double y, int act) { return act ? gelu_ref(y, act == KERN_ACT_GELU_TANH) : y; }
-
-/* ---------------------------------------------------- ulp accounting */
-
-/* |got - ref| in units of the f32 ulp at ref (subnormal ulp below 2^-126);
- * a result that must overflow (|ref| beyond the f32 range) must be Inf. */
-static double ulp_err(float got, double ref) {
-    double a = fabs(ref), ulp;
-    int e;
-    if (isnan(ref)) return isnan(got) ? 0.0 : 1e30;
-    if (isnan(got)) return 1e30;
-    if (a >= (double)FLT_MAX * (1.0 + ldexp(1.0, -25)) || isinf(ref))
-        return (isinf(got) && (got > 0) == (ref > 0)) ? 0.0 : 1e30;
-    if (isinf(got)) return 1e30;
-    if (a == 0) return got == 0 ? 0.0 : fabs((double)got) / ldexp(1.0, -149);
-    frexp(a, &e); /* a in [2^(e-1), 2^e) */
-    ulp = ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
-    return fabs((double)got - ref) / ulp;
-}
-
-/* ≥ 10^6 inputs: every 4093rd bit pattern over all of f32 (both signs,
- * subnormals, Inf, NaN), 2^18 uniform points in [-lo, lo], and specials. */
-static float *math_inputs(int64_t *n, double range) {
-    int64_t cap = 1100000 + 270000, k = 0;
-    float *x = (float *)malloc(sizeof(float) * (size_t)cap);
-    uint64_t u;
-    kt_rng g = kt_rng_make(7);
-    static const float sp[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 0.5f, -0.5f, 3.9192f, 4.0f,
-                               -4.0f, 88.72f, -87.33f, -103.9f, 1.0f, 10.0f, 0.625f, -0.625f};
-    for (u = 0; u < 0x100000000ull && k < cap; u += 4093) x[k++] = kern__bits_f32((uint32_t)u);
-    x[k++] = kern__bits_f32(0x7f800000u);
-    x[k++] = kern__bits_f32(0xff800000u);
-    x[k++] = kern__bits_f32(0x7fc00000u);
-    x[k++] = kern__bits_f32(0xffc00001u);
-    for (u = 0; u < sizeof sp / sizeof sp[0]; u++) x[k++] = sp[u];
-    while (k < cap) x[k++] = (float)kt_uniform(&g, -range, range);
-    *n = k;
-    return x;
-}
-
-typedef void (*math_arr_fn)(const float *x, float *y, int64_t n);
-static void erf_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_erf(x[i]);
-}
-static void exp_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_exp(x[i]);
-}
-static void tanh_arr_scalar(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) y[i] = kern__math_tanh(x[i]);
-}
-#ifdef KERN_X86
-#define MATH_ARR(name, isa, V, W, LD, ST)                                                         \
-    KERN_TARGET_##isa static void name##_arr_##isa(const float *x, float *y, int64_t n) {         \
-        int64_t i;                                                                                \
-        float t[W];                                                                               \
-        for (i = 0; i + W <= n; i += W) ST(y + i, kern__math_##name##__##isa##_l(LD(x + i)));     \
-        for (; i < n; i++) {                                                                      \
-            int k;                                                                                \
-            for (k = 0; k < W; k++) t[k] = x[i];                                                  \
-            ST(t, kern__math_##name##__##isa##_l(LD(t)));                                         \
-            y[i] = t[0];                                                                          \
-        }                                                                                         \
+/* Double references of every kern_act and its derivative (the GELUs in
+ * forms that keep relative accuracy for negative x). */
+static double sigmoid_ref(double v) { return v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v)); }
+static double act_ref(double x, int act) {
+    double v;
+    switch (act) {
+    case KERN_ACT_GELU: return 0.5 * x * erfc(-x * 0.70710678118654752);
+    case KERN_ACT_GELU_TANH:
+        v = 2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        return x * sigmoid_ref(v);
+    case KERN_ACT_RELU: return x > 0 ? x : 0.0;
+    case KERN_ACT_SILU: return x * sigmoid_ref(x);
+    default: return x;
     }
-#define kern__math_erf__AVX512_l kern__math_erf__avx512
-#define kern__math_exp__AVX512_l kern__math_exp__avx512
-#define kern__math_tanh__AVX512_l kern__math_tanh__avx512
-#define kern__math_erf__AVX2_l kern__math_erf__avx2
-#define kern__math_exp__AVX2_l kern__math_exp__avx2
-#define kern__math_tanh__AVX2_l kern__math_tanh__avx2
-MATH_ARR(erf, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(exp, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(tanh, AVX512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps)
-MATH_ARR(erf, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-MATH_ARR(exp, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-MATH_ARR(tanh, AVX2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps)
-#endif
-
-/* Returns the max ulp error of fn against ref over the inputs; lo/hi limit
- * the checked range (others only need NaN/Inf/sign sanity). */
-static double math_max_ulp(math_arr_fn fn, double (*ref)(double), const float *x, float *y,
-                           int64_t n, double lo, double hi, double *worst_x) {
-    int64_t i;
-    double worst = 0;
-    fn(x, y, n);
-    for (i = 0; i < n; i++) {
-        double r, e;
-        if (!(x[i] >= lo && x[i] <= hi) && !isnan(x[i])) continue;
-        r = ref((double)x[i]);
-        e = ulp_err(y[i], r);
-        if (signbit(x[i]) != signbit(y[i]) && ref == erf && !isnan(x[i])) e = 1e30; /* erf(-0) = -0 */
-        if (e > worst) {
-            worst = e;
-            *worst_x = x[i];
-        }
+}
+static double act_grad_ref(double x, int act) {
+    double v, s;
+    switch (act) {
+    case KERN_ACT_GELU:
+        return 0.5 * erfc(-x * 0.70710678118654752) + x * exp(-0.5 * x * x) * 0.3989422804014327;
+    case KERN_ACT_GELU_TANH:
+        v = 2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+        s = sigmoid_ref(v);
+        return s + x * s * (1.0 - s) * 2.0 * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+    case KERN_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+    case KERN_ACT_SILU:
+        s = sigmoid_ref(x);
+        return s * (1.0 + x * (1.0 - s));
+    default: return 1.0;
     }
-    return worst;
 }
-
-static void check_math(const char *name, math_arr_fn fn, double (*ref)(double), double lo,
-                       double hi, double bound) {
-    int64_t n;
-    float *x = math_inputs(&n, hi < 12 ? hi : 12), *y = (float *)malloc(sizeof(float) * (size_t)n);
-    double wx = 0, w;
-    KT_REQUIRE(n >= 1000000, "only %lld points", (long long)n);
-    w = math_max_ulp(fn, ref, x, y, n, lo, hi, &wx);
-    KT_CHECK(w <= bound, "%s: max error %.3f ulp at x=%.9g (bound %.1f)", name, w, wx, bound);
-    if (getenv("KT_VERBOSE")) printf("     %s: max %.3f ulp over %lld points\n", name, w, (long long)n);
-    free(x);
-    free(y);
-}
-
-KT_TEST(math_erf_2ulp_all_f32) {
-    check_math("erf scalar", erf_arr_scalar, erf, -INFINITY, INFINITY, 2.0);
-#ifdef KERN_X86
-    if (kern_isa_available(KERN_ISA_AVX512)) check_math("erf avx512", erf_arr_AVX512, erf, -INFINITY, INFINITY, 2.0);
-    if (kern_isa_available(KERN_ISA_AVX2)) check_math("erf avx2", erf_arr_AVX2, erf, -INFINITY, INFINITY, 2.0);
-#endif
-}
-KT_TEST(math_exp_tanh_accuracy) {
-    /* exp: normal results within 2 ulp; the subnormal range is checked in
-     * absolute terms by ulp_err's 2^-149 floor. */
-    check_math("exp scalar", exp_arr_scalar, exp, -INFINITY, INFINITY, 1.0);
-    check_math("tanh scalar", tanh_arr_scalar, tanh, -INFINITY, INFINITY, 1.0);
-#ifdef KERN_X86
-    if (kern_isa_available(KERN_ISA_AVX512)) {
-        check_math("exp avx512", exp_arr_AVX512, exp, -INFINITY, INFINITY, 2.0);
-        check_math("tanh avx512", tanh_arr_AVX512, tanh, -INFINITY, INFINITY, 2.0);
-    }
-    if (kern_isa_available(KERN_ISA_AVX2)) {
-        check_math("exp avx2", exp_arr_AVX2, exp, -87.3, INFINITY, 2.0);
-        check_math("tanh avx2", tanh_arr_AVX2, tanh, -INFINITY, INFINITY, 2.0);
-    }
-#endif
-}
+static const kern_act kActs[5] = {KERN_ACT_NONE, KERN_ACT_GELU, KERN_ACT_GELU_TANH, KERN_ACT_RELU,
+                                  KERN_ACT_SILU};
 
 /* ------------------------------------------------------ forward tests */
 
@@ -404,7 +298,7 @@ KT_TEST(forward_grid) {
                         c.rout = (int)kt_randint(&g, 0, 2);
                         c.stats = (int)kt_randint(&g, 0, 2);
                         c.rms = (int)kt_randint(&g, 0, 2);
-                        c.act = (int)kt_randint(&g, 0, 3);
+                        c.act = (int)kt_randint(&g, 0, 5);
                         fc_dtypes(&c, &g);
                         if (k == 8) c.xdt = c.rdt = c.odt = c.rodt = c.wdt = c.bdt = KERN_BF16;
                         if (k == 9) c.xdt = c.rdt = c.odt = c.rodt = c.wdt = c.bdt = KERN_F16;
@@ -434,7 +328,7 @@ KT_TEST(forward_all_dtype_mixes) {
                     for (d = 0; d < 3; d++) {
                         fcase c = fc_base(5, 67);
                         c.residual = c.weight = c.bias = c.rout = c.stats = 1;
-                        c.act = (a + b + c2 + d) % 3;
+                        c.act = (a + b + c2 + d) % 5;
                         c.rms = (a + d) & 1;
                         c.xdt = kDT[a]; c.rdt = kDT[b]; c.odt = kDT[c2]; c.rodt = kDT[d];
                         c.wdt = kDT[kt_randint(&g, 0, 3)];
@@ -659,7 +553,7 @@ static void ref_bwd(const bcase *c, const tbuf *x, const tbuf *dy, const tbuf *d
         for (j = 0; j < H; j++) {
             double dz = tb_get(dy, r, j);
             xh[j] = (tb_get(x, r, j) - m) * rs;
-            if (c->act) dz *= gelu_grad_ref(xh[j] * (w ? w[j] : 1.0) + (b ? b[j] : 0.0), c->act == KERN_ACT_GELU_TANH);
+            if (c->act) dz *= act_grad_ref(xh[j] * (w ? w[j] : 1.0) + (b ? b[j] : 0.0), c->act);
             dw[j] += dz * xh[j];
             db[j] += dz;
             g[j] = dz * (w ? w[j] : 1.0);
@@ -787,7 +681,7 @@ KT_TEST(backward_grid) {
                     case 2: c.weight = c.bias = 0; c.saved = 1; break;
                     case 3: c.act = KERN_ACT_GELU_TANH; c.saved = 1; c.pad = 5; break;
                     default:
-                        c.act = (int)kt_randint(&g, 0, 3);
+                        c.act = (int)kt_randint(&g, 0, 5);
                         c.rms = (int)kt_randint(&g, 0, 2);
                         c.saved = (int)kt_randint(&g, 0, 2);
                         c.dres = (int)kt_randint(&g, 0, 2);
@@ -825,6 +719,80 @@ KT_TEST(backward_deterministic_threads) {
     }
 }
 
+/* dbias without dweight (the partials of each are their own). */
+KT_TEST(backward_dbias_alone) {
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        bcase c = bc_base(70, 100);
+        c.weight = c.bias = c.db = 1;
+        c.act = KERN_ACT_GELU;
+        kt_context("%s", bc_str(&c, isa));
+        if (!run_bwd(ctx, &c, NULL, NULL)) return;
+        c.act = KERN_ACT_SILU;
+        c.saved = 1;
+        if (!run_bwd(ctx, &c, NULL, NULL)) return;
+    }
+}
+
+/* ------------------------------------------ fused == unfused, bit for bit */
+
+/* kern_norm with an activation gives the bits of kern_norm without it (f32
+ * output) followed by kern_activation (and kern_gelu for the GELUs): the
+ * fused pass applies the shared kern__v_act to the same f32 value. Inputs
+ * reach below -3 (GELU's tail form) and far past the tails of every act,
+ * rows have vector tails, outputs are f32 / bf16 / f16. */
+static void fused_unfused_case(kern_ctx *ctx, kern_isa isa, kern_act act, kern_dtype odt, int64_t R,
+                               int64_t H, int rms) {
+    kt_rng g = kt_rng_make((uint64_t)(R * 1000 + H + act));
+    size_t n = (size_t)(R * H);
+    float *x = (float *)kt_alloc(4 * n, "x"), *r = (float *)kt_alloc(4 * n, "r");
+    float *w = (float *)kt_alloc(4 * (size_t)H, "w"), *b = (float *)kt_alloc(4 * (size_t)H, "b");
+    float *t = (float *)kt_alloc(4 * n, "t");
+    void *o1 = kt_alloc(4 * n, "fused"), *o2 = kt_alloc(4 * n, "unfused");
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, R, H), rt = kern_tensor_2d(r, KERN_F32, R, H);
+    kern_tensor wt = kern_tensor_1d(w, KERN_F32, H), bt = kern_tensor_1d(b, KERN_F32, H);
+    kern_tensor tt = kern_tensor_2d(t, KERN_F32, R, H);
+    kern_tensor o1t = kern_tensor_2d(o1, odt, R, H), o2t = kern_tensor_2d(o2, odt, R, H);
+    kern_norm_params p;
+    size_t ob = n * kern_dtype_size(odt);
+    int64_t j;
+    kt_fill_normal(&g, x, KERN_F32, R * H, 1.0);
+    kt_fill_normal(&g, r, KERN_F32, R * H, 1.0);
+    for (j = 0; j < H; j++) {
+        w[j] = (float)(3.0 * kt_normal(&g));
+        b[j] = (float)(2.0 * kt_normal(&g));
+    }
+    memset(&p, 0, sizeof p);
+    p.norm = rms ? KERN_NORM_RMS : KERN_NORM_LAYER;
+    p.residual = &rt;
+    p.weight = &wt;
+    p.bias = &bt;
+    kt_context("[%s act=%s out=%s R=%lld H=%lld %s]", kern_isa_name(isa), kern_act_name(act),
+               kern_dtype_name(odt), (long long)R, (long long)H, rms ? "rms" : "ln");
+    p.act = act;
+    KT_OK(kern_norm(ctx, &xt, &o1t, &p));
+    p.act = KERN_ACT_NONE;
+    KT_OK(kern_norm(ctx, &xt, &tt, &p));
+    KT_OK(kern_activation(ctx, &tt, NULL, &o2t, act));
+    kt_assert_bytes_equal("kern_norm(act) vs kern_norm + kern_activation", o1, o2, ob);
+    if (act == KERN_ACT_GELU || act == KERN_ACT_GELU_TANH) {
+        kt_poison(o2, ob);
+        KT_OK(kern_gelu(ctx, &tt, &o2t, act));
+        kt_assert_bytes_equal("kern_norm(act) vs kern_norm + kern_gelu", o1, o2, ob);
+    }
+    kt_free(x); kt_free(r); kt_free(w); kt_free(b); kt_free(t); kt_free(o1); kt_free(o2);
+}
+KT_TEST(fused_equals_unfused) {
+    static const kern_dtype odts[3] = {KERN_F32, KERN_BF16, KERN_F16};
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int a, d;
+        for (a = 0; a < 5; a++)
+            for (d = 0; d < 3; d++) {
+                fused_unfused_case(ctx, isa, kActs[a], odts[d], 9, 67, a & 1);
+                fused_unfused_case(ctx, isa, kActs[a], odts[d], 3, 1000, 0);
+            }
+    }
+}
+
 /* Finite differences on tiny shapes: (a) central differences of the
  * double reference forward (step 1e-5) must match our backward within the
  * f32 tolerance; (b) central differences through our own f32 forward
@@ -844,9 +812,10 @@ static double fd_loss(const double *x, const double *w, const double *b, const d
 KT_TEST(backward_finite_differences) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         int cfg;
-        for (cfg = 0; cfg < 4; cfg++) {
+        for (cfg = 0; cfg < 5; cfg++) {
             int64_t R = 2, H = 5, i, j;
-            int rms = cfg & 1, act = cfg == 3 ? KERN_ACT_GELU_TANH : cfg >= 1 ? KERN_ACT_GELU : 0;
+            int rms = cfg & 1;
+            int act = cfg == 4 ? KERN_ACT_SILU : cfg == 3 ? KERN_ACT_GELU_TANH : cfg >= 1 ? KERN_ACT_GELU : 0;
             float xf[10], dyf[10], wf[5], bf[5], dxf[10], dwf[5], dbf[5], of[10];
             double x[10], dy[10], w[5], b[5];
             kern_tensor xt = kern_tensor_2d(xf, KERN_F32, R, H), dyt = kern_tensor_2d(dyf, KERN_F32, R, H);
@@ -925,7 +894,7 @@ KT_TEST(gelu_ops) {
                 kern_dtype adt = kDT[kt_randint(&g, 0, 3)], bdt = kDT[kt_randint(&g, 0, 3)];
                 kern_dtype odt = kDT[kt_randint(&g, 0, 3)];
                 int op = k & 3, approx = (k >> 2) & 1; /* 0 gelu, 1 bias_gelu, 2 gelu_backward, 3 add */
-                int64_t pad = (int64_t)kt_randint(&g, 0, 5);
+                int64_t pad = (int64_t)kt_randint(&g, 0, 3);
                 tbuf a = tb_make(adt, R, H, H + pad, "a"), b = tb_make(bdt, R, H, H, "b");
                 tbuf o = tb_make(odt, R, H, H + 2 * pad, "o");
                 float *bias = (float *)kt_alloc(sizeof(float) * (size_t)H, "bias");
@@ -938,9 +907,10 @@ KT_TEST(gelu_ops) {
                     for (j = 0; j < H; j++) {
                         double va = tb_get(&a, r, j), vb = tb_get(&b, r, j);
                         double *wv = &want[r * H + j];
-                        if (op == 0) *wv = gelu_ref(va, approx);
-                        else if (op == 1) *wv = gelu_ref((double)(float)(va + bias[j]), approx);
-                        else if (op == 2) *wv = va * gelu_grad_ref(vb, approx);
+                        int act = approx ? KERN_ACT_GELU_TANH : KERN_ACT_GELU;
+                        if (op == 0) *wv = act_ref(va, act);
+                        else if (op == 1) *wv = act_ref((double)(float)(va + bias[j]), act);
+                        else if (op == 2) *wv = va * act_grad_ref(vb, act);
                         else *wv = (float)(va + vb);
                     }
                 kt_context("[%s op=%d approx=%d R=%lld H=%lld a=%s b=%s o=%s]", kern_isa_name(isa), op, approx,
@@ -991,6 +961,111 @@ KT_TEST(gelu_special_values) {
                      "%s approx=%d grad: %g %g %g %g %g %g %g %g", kern_isa_name(isa), approx, gb[0], gb[1],
                      gb[2], gb[3], gb[4], gb[5], gb[6], gb[7]);
         }
+    }
+}
+
+/* kern_activation / kern_activation_backward: every kern_act, dtype mixes,
+ * a bias of each dtype or none, against the double references. */
+KT_TEST(activation_ops) {
+    static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {7, 100}, {2, 20000}, {5, 513}};
+    kt_rng g = kt_rng_make(6);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        size_t si;
+        int a, bwd;
+        for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (a = 0; a < 5; a++)
+                for (bwd = 0; bwd < 2; bwd++) {
+                    int64_t R = shapes[si][0], H = shapes[si][1], r, j;
+                    kern_act act = kActs[a];
+                    kern_dtype xdt = kDT[kt_randint(&g, 0, 3)], ddt = kDT[kt_randint(&g, 0, 3)];
+                    kern_dtype odt = kDT[kt_randint(&g, 0, 3)], bdt = kDT[kt_randint(&g, 0, 3)];
+                    int use_bias = !bwd && kt_randint(&g, 0, 2);
+                    tbuf x = tb_make(xdt, R, H, H + kt_randint(&g, 0, 4), "x"), d = tb_make(ddt, R, H, H, "dout");
+                    tbuf o = tb_make(odt, R, H, H + kt_randint(&g, 0, 4), "out");
+                    void *bias = kt_alloc((size_t)H * 4, "bias");
+                    double *want = (double *)malloc(sizeof(double) * (size_t)(R * H));
+                    kern_tensor xt = tb_t(&x), dt = tb_t(&d), ot = tb_t(&o), bt = kern_tensor_1d(bias, bdt, H);
+                    tb_fill(&g, &x, 3.0, 0.0);
+                    tb_fill(&g, &d, 1.0, 0.0);
+                    for (j = 0; j < H; j++) kt_set(bias, bdt, j, kt_normal(&g));
+                    for (r = 0; r < R; r++)
+                        for (j = 0; j < H; j++) {
+                            double v = tb_get(&x, r, j);
+                            if (bwd) want[r * H + j] = tb_get(&d, r, j) * act_grad_ref(v, act);
+                            else want[r * H + j] = act_ref(use_bias ? (double)(float)(v + kt_get(bias, bdt, j)) : v, act);
+                        }
+                    kt_context("[%s %s act=%s R=%lld H=%lld x=%s dout=%s out=%s bias=%s]", kern_isa_name(isa),
+                               bwd ? "backward" : "forward", kern_act_name(act), (long long)R, (long long)H,
+                               kern_dtype_name(xdt), kern_dtype_name(ddt), kern_dtype_name(odt),
+                               use_bias ? kern_dtype_name(bdt) : "none");
+                    if (bwd) KT_OK(kern_activation_backward(ctx, &dt, &xt, &ot, act));
+                    else KT_OK(kern_activation(ctx, &xt, use_bias ? &bt : NULL, &ot, act));
+                    tb_check("activation out", &o, want, kt_tol_scaled(odt, odt == KERN_F32 ? 2.0 : 1.0));
+                    kt_free(x.p); kt_free(d.p); kt_free(o.p); kt_free(bias);
+                    free(want);
+                }
+        {
+            /* in place; NONE is a copy; the GELU ops are the activation op */
+            int64_t n = 999, j;
+            float *x = (float *)kt_alloc(4 * (size_t)n, "x"), *y = (float *)kt_alloc(4 * (size_t)n, "y");
+            float *z = (float *)kt_alloc(4 * (size_t)n, "z");
+            kern_tensor xt = kern_tensor_1d(x, KERN_F32, n), yt = kern_tensor_1d(y, KERN_F32, n);
+            kern_tensor zt = kern_tensor_1d(z, KERN_F32, n);
+            for (j = 0; j < n; j++) x[j] = (float)(4 * kt_normal(&g));
+            KT_OK(kern_activation(ctx, &xt, NULL, &yt, KERN_ACT_NONE));
+            kt_assert_bytes_equal("activation none = copy", x, y, 4 * (size_t)n);
+            KT_OK(kern_activation_backward(ctx, &xt, &yt, &zt, KERN_ACT_NONE));
+            kt_assert_bytes_equal("activation_backward none = dout", x, z, 4 * (size_t)n);
+            KT_OK(kern_gelu_backward(ctx, &xt, &yt, &zt, KERN_ACT_GELU));
+            KT_OK(kern_activation_backward(ctx, &xt, &yt, &yt, KERN_ACT_GELU));
+            kt_assert_bytes_equal("gelu_backward = activation_backward(gelu)", z, y, 4 * (size_t)n);
+            KT_OK(kern_gelu(ctx, &xt, &yt, KERN_ACT_GELU_TANH));
+            KT_OK(kern_activation(ctx, &xt, NULL, &xt, KERN_ACT_GELU_TANH));
+            kt_assert_bytes_equal("activation in place = gelu", x, y, 4 * (size_t)n);
+            kt_free(x); kt_free(y); kt_free(z);
+        }
+    }
+}
+
+/* Special values of the new activations: relu keeps NaN and -0, silu and
+ * its gradient follow the formulas at +-Inf as PyTorch. */
+KT_TEST(activation_special_values) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        float in[6] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -100.0f}, out[6], gr[6], one[6];
+        kern_tensor it = kern_tensor_1d(in, KERN_F32, 6), ot = kern_tensor_1d(out, KERN_F32, 6);
+        kern_tensor gt = kern_tensor_1d(gr, KERN_F32, 6), onet = kern_tensor_1d(one, KERN_F32, 6);
+        int k;
+        for (k = 0; k < 6; k++) one[k] = 1.0f;
+        KT_OK(kern_activation(ctx, &it, NULL, &ot, KERN_ACT_RELU));
+        KT_CHECK(out[0] == 0 && !signbit(out[0]) && out[1] == 0 && signbit(out[1]) && out[2] == INFINITY &&
+                     out[3] == 0 && isnan(out[4]) && out[5] == 0,
+                 "%s relu: %g %g %g %g %g %g", kern_isa_name(isa), out[0], out[1], out[2], out[3], out[4], out[5]);
+        KT_OK(kern_activation_backward(ctx, &onet, &it, &gt, KERN_ACT_RELU));
+        KT_CHECK(gr[0] == 0 && gr[1] == 0 && gr[2] == 1 && gr[3] == 0 && gr[5] == 0,
+                 "%s relu': %g %g %g %g %g", kern_isa_name(isa), gr[0], gr[1], gr[2], gr[3], gr[5]);
+        KT_OK(kern_activation(ctx, &it, NULL, &ot, KERN_ACT_SILU));
+        KT_CHECK(out[0] == 0 && signbit(out[1]) && out[2] == INFINITY && isnan(out[3]) && isnan(out[4]) &&
+                     out[5] <= 0 && out[5] > -1e-40f,
+                 "%s silu: %g %g %g %g %g %g", kern_isa_name(isa), out[0], out[1], out[2], out[3], out[4], out[5]);
+        KT_OK(kern_activation_backward(ctx, &onet, &it, &gt, KERN_ACT_SILU));
+        KT_CHECK(gr[0] == 0.5f && gr[1] == 0.5f && isnan(gr[2]) && isnan(gr[3]) && isnan(gr[4]) &&
+                     fabsf(gr[5]) < 1e-40f,
+                 "%s silu': %g %g %g %g %g %g", kern_isa_name(isa), gr[0], gr[1], gr[2], gr[3], gr[4], gr[5]);
+    }
+}
+
+/* Each ISA level the machine runs reaches its own table (norm has one
+ * body per base level: VNNI / BF16 / dot levels share it). */
+KT_TEST(dispatch_table_per_level) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        const char *want = "scalar";
+        if (isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI) want = "avx2";
+        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) want = "avx512";
+        if (isa == KERN_ISA_NEON || isa == KERN_ISA_NEON_DOT || isa == KERN_ISA_NEON_BF16) want = "neon";
+        KT_CHECK(kern_ctx_isa(ctx) == isa, "context level %s, asked %s", kern_isa_name(kern_ctx_isa(ctx)),
+                 kern_isa_name(isa));
+        KT_CHECK(!strcmp(kern__norm_fns_for(kern_ctx_isa(ctx))->name, want), "%s: table %s, want %s",
+                 kern_isa_name(isa), kern__norm_fns_for(kern_ctx_isa(ctx))->name, want);
     }
 }
 
@@ -1080,6 +1155,11 @@ KT_TEST(errors) {
     UNTOUCHED();
     p.mean = NULL;
     KT_OK(kern_norm(ctx, &xt, &ot, &p));
+    /* every kern_act is supported */
+    FULLP(); p.mean = NULL; p.rstd = NULL; p.act = KERN_ACT_RELU;
+    KT_OK(kern_norm(ctx, &xt, &ot, &p));
+    p.act = KERN_ACT_SILU;
+    KT_OK(kern_norm(ctx, &xt, &ot, &p));
     /* enums */
     FULLP(); p.act = (kern_act)7; SNAP();
     KT_ERROR(kern_norm(ctx, &xt, &ot, &p), KERN_ERR_ARG, "params.act=7");
@@ -1157,6 +1237,14 @@ KT_TEST(errors) {
     bad = kern_tensor_2d(r, KERN_F32, 4, 5);
     KT_ERROR(kern_gelu_backward(ctx, &xt, &bad, &ot, KERN_ACT_GELU), KERN_ERR_SHAPE, "x.shape[1]=5 but dout.shape[1]=6");
     KT_ERROR(kern_add(ctx, &xt, NULL, &ot), KERN_ERR_ARG, "kern_add: b is NULL");
+    KT_ERROR(kern_activation(ctx, NULL, NULL, &ot, KERN_ACT_RELU), KERN_ERR_ARG, "kern_activation: x is NULL");
+    KT_ERROR(kern_activation(ctx, &xt, NULL, &ot, (kern_act)7), KERN_ERR_ARG, "kern_activation: act=7 is not a kern_act");
+    bad = kern_tensor_1d(b, KERN_F32, 5);
+    KT_ERROR(kern_activation(ctx, &xt, &bad, &ot, KERN_ACT_SILU), KERN_ERR_SHAPE, "kern_activation: bias has shape [5]");
+    bad = kern_tensor_2d(r, KERN_F32, 4, 5);
+    KT_ERROR(kern_activation_backward(ctx, &xt, &bad, &ot, KERN_ACT_RELU), KERN_ERR_SHAPE,
+             "kern_activation_backward: x.shape[1]=5 but dout.shape[1]=6");
+    KT_ERROR(kern_activation_backward(ctx, &xt, &rt, &ot, (kern_act)-1), KERN_ERR_ARG, "act=-1 is not a kern_act");
     UNTOUCHED();
 #undef SNAP
 #undef UNTOUCHED

@@ -5,6 +5,8 @@
 #include "kern_sparse24.h"
 #include "kt.h"
 
+#include <float.h>
+
 /* kern_sparse24_linear with the bias given apart (most cases vary it). */
 static kern_status lin(kern_ctx *ctx, const kern_tensor *x, const kern_sparse24 *sw,
                        const kern_tensor *bias, const kern_tensor *y,
@@ -55,6 +57,8 @@ static double gelu_ref(double v, int act) {
     if (act == KERN_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     if (act == KERN_ACT_GELU_TANH)
         return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    if (act == KERN_ACT_RELU) return v > 0 ? v : 0.0;
+    if (act == KERN_ACT_SILU) return v / (1.0 + exp(-v));
     return v;
 }
 
@@ -300,6 +304,8 @@ KT_TEST(compress_quantize) {
     memset(&p, 0, sizeof p);
     make_sparse_w(&r, KERN_F32, w, N, K);
     for (k = 0; k < K; k++) w[3 * K + k] = 0.0f; /* an all-zero row: scale 1 */
+    for (k = 0; k < K; k++) /* a subnormal row: the scale clamps to FLT_MIN */
+        if (w[5 * K + k] != 0.0f) w[5 * K + k] = w[5 * K + k] > 0 ? 1e-39f : -2e-39f;
     p.quantize = KERN_I8;
     KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &p));
     KT_REQUIRE(sw->dtype == KERN_I8 && sw->scales != NULL);
@@ -307,10 +313,14 @@ KT_TEST(compress_quantize) {
     for (n = 0; n < N; n++) {
         float amax = 0, s;
         for (k = 0; k < K; k++) amax = fabsf(w[n * K + k]) > amax ? fabsf(w[n * K + k]) : amax;
+        /* kern_base.h's int8 rule: scale = absmax / 127 (1 for 0, at least
+         * FLT_MIN), q = clamp(rne(v * (1 / scale)), -127, 127) */
         s = amax > 0 ? amax / 127.0f : 1.0f;
+        if (s < FLT_MIN) s = FLT_MIN;
         KT_CHECK(sw->scales[n] == s, "scale[%lld]=%g want %g", (long long)n, sw->scales[n], s);
         for (k = 0; k < K; k++) {
-            int want = (int)rint((double)(w[n * K + k] / s));
+            float qf = rintf(w[n * K + k] * (1.0f / s));
+            int want = (int)(qf > 127.0f ? 127.0f : qf < -127.0f ? -127.0f : qf);
             KT_CHECK(q[n * K + k] == want, "q[%lld,%lld]=%d want %d", (long long)n, (long long)k,
                      q[n * K + k], want);
         }
@@ -568,6 +578,8 @@ typedef struct lin_case {
     int64_t M, N, K;
     kern_dtype wdt, xdt, ydt;
     int bias, act, res, strided;
+    int per_row;     /* bias [M] (epilogue.bias_per_row) */
+    float out_scale; /* 0: default */
 } lin_case;
 
 /* Runs one linear case on ctx, compares with the dense reference, returns
@@ -583,13 +595,14 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
     char *x = (char *)kt_alloc((size_t)(M * ldx) * xes, "x");
     char *y = (char *)kt_alloc((size_t)(M * ldy) * yes, "y");
     char *res = c->res ? (char *)kt_alloc((size_t)(M * ldr) * yes, "res") : NULL;
-    float *bias = c->bias ? (float *)kt_alloc((size_t)(N * bst) * 4, "bias") : NULL;
+    int64_t nb = c->per_row ? M : N;
+    float *bias = c->bias ? (float *)kt_alloc((size_t)(nb * bst) * 4, "bias") : NULL;
     float *sc = (float *)kt_alloc((size_t)N * 4, "scales");
     double *want = (double *)malloc((size_t)(M * N) * sizeof(double));
     void *copy = malloc((size_t)(M * ldy) * yes);
     kern_tensor tw = kern_tensor_2d(w, wst, N, K), tx = kern_tensor_2d(x, c->xdt, M, K);
     kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tr = kern_tensor_2d(res, c->ydt, M, N);
-    kern_tensor tb = kern_tensor_1d(bias, KERN_F32, N), tsc = kern_tensor_1d(sc, KERN_F32, N);
+    kern_tensor tb = kern_tensor_1d(bias, KERN_F32, nb), tsc = kern_tensor_1d(sc, KERN_F32, N);
     kern_sparse24 *sw = NULL;
     kern_sparse24_params sp;
     kern_sparse24_linear_params lp;
@@ -603,7 +616,7 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
     make_sparse_w(&r, wst, w, N, K);
     kt_fill_normal(&r, x, c->xdt, M * ldx, 1.0);
     if (res) kt_fill_normal(&r, res, c->ydt, M * ldr, 1.0);
-    if (bias) kt_fill_normal(&r, bias, KERN_F32, N * bst, 1.0);
+    if (bias) kt_fill_normal(&r, bias, KERN_F32, nb * bst, 1.0);
     for (i = 0; i < N; i++) sc[i] = (float)kt_uniform(&r, 0.001, 0.02);
     if (wst == KERN_I8) sp.scales = &tsc;
     sp.pad_k = K % 4 != 0;
@@ -619,14 +632,17 @@ static void *run_linear(kern_ctx *ctx, const lin_case *c, uint64_t salt) {
                 if (wst == KERN_I8) wv *= sc[j];
                 a += wv * kt_get(x, c->xdt, i * ldx + k);
             }
-            if (bias) a += bias[j * bst];
+            if (bias) a += bias[(c->per_row ? i : j) * bst];
             a = gelu_ref(a, c->act);
             if (res) a += kt_get(res, c->ydt, i * ldr + j);
+            if (c->out_scale != 0.0f) a *= c->out_scale;
             want[i * N + j] = a;
         }
     kt_poison(y, (size_t)(M * ldy) * yes);
     lp.epilogue.act = (kern_act)c->act;
     lp.epilogue.residual = res ? &tr : NULL;
+    lp.epilogue.bias_per_row = c->per_row;
+    lp.epilogue.out_scale = c->out_scale;
     KT_OK(lin(ctx, &tx, sw, bias ? &tb : NULL, &ty, &lp));
     {
         /* f32 accumulation over K/2 products: scale the per-dtype tolerance
@@ -699,6 +715,117 @@ KT_TEST(linear_bf16_to_f32) { run_grid(KERN_BF16, KERN_BF16, KERN_F32, 14, 0); }
 KT_TEST(linear_i8_f32) { run_grid(KERN_I8, KERN_F32, KERN_F32, 15, 1); }
 KT_TEST(linear_i8_bf16) { run_grid(KERN_I8, KERN_BF16, KERN_BF16, 16, 0); }
 
+/* The epilogue options of kern_base.h's epilogue (RELU, SILU, bias_per_row,
+ * out_scale) against the dense reference, small-M and large-M shapes, every
+ * level. */
+KT_TEST(linear_epilogue_options) {
+    static const kern_dtype dts[3][3] = {{KERN_F32, KERN_F32, KERN_F32},
+                                         {KERN_BF16, KERN_BF16, KERN_BF16},
+                                         {KERN_I8, KERN_F32, KERN_F32}};
+    static const int acts[4] = {KERN_ACT_RELU, KERN_ACT_SILU, KERN_ACT_GELU, KERN_ACT_NONE};
+    static const float scales[3] = {0.0f, 0.5f, 3.0f};
+    int idx;
+    for (idx = 0; idx < 18; idx++) {
+        lin_case c;
+        memset(&c, 0, sizeof c);
+        c.M = idx % 3 == 0 ? 3 : idx % 3 == 1 ? 17 : 70;
+        c.N = idx % 2 ? 40 : 24;
+        c.K = idx % 4 < 2 ? 68 : 12;
+        c.wdt = dts[idx % 3 == 2 ? (idx / 3) % 3 : idx % 3][0];
+        c.xdt = dts[idx % 3 == 2 ? (idx / 3) % 3 : idx % 3][1];
+        c.ydt = dts[idx % 3 == 2 ? (idx / 3) % 3 : idx % 3][2];
+        c.bias = idx % 5 != 4;
+        c.per_row = idx % 2;
+        c.act = acts[idx % 4];
+        c.res = idx % 3 != 1;
+        c.strided = (idx / 2) % 2;
+        c.out_scale = scales[idx % 3];
+        {
+            KT_FOR_EACH_ISA(isa, ctx, 1) {
+                kt_context("%s w=%s M=%lld N=%lld K=%lld bias=%d per_row=%d act=%d res=%d "
+                           "out_scale=%g", kern_isa_name(isa), kern_dtype_name(c.wdt),
+                           (long long)c.M, (long long)c.N, (long long)c.K, c.bias, c.per_row,
+                           c.act, c.res, (double)c.out_scale);
+                free(run_linear(ctx, &c, 500 + (uint64_t)idx));
+            }
+        }
+    }
+}
+
+/* Fused == unfused, bit for bit, on every level: kern_sparse24_linear with
+ * bias, each act, residual and out_scale against the same call with the
+ * bias alone into f32 followed by the shared kern__s_act, + residual,
+ * * out_scale, rounded once to y's dtype. Small-M and large-M shapes, f32,
+ * bf16 and i8 weights, f32 and bf16 y, per-column and per-row bias. */
+KT_TEST(fused_equals_unfused) {
+    static const kern_dtype wx[3][2] = {{KERN_F32, KERN_F32}, {KERN_BF16, KERN_BF16}, {KERN_I8, KERN_F32}};
+    static const int64_t Ms[2] = {5, 70};
+    const int64_t N = 40, K = 68;
+    int wi, yi, mi, a, pr;
+    for (wi = 0; wi < 3; wi++)
+        for (yi = 0; yi < 2; yi++)
+            for (mi = 0; mi < 2; mi++)
+                for (pr = 0; pr < 2; pr++) {
+                    const kern_dtype wdt = wx[wi][0], xdt = wx[wi][1];
+                    const kern_dtype ydt = yi ? KERN_BF16 : KERN_F32;
+                    const int64_t M = Ms[mi];
+                    const size_t yes = kern_dtype_size(ydt);
+                    kt_rng r = kt_rng_make(900 + (uint64_t)(wi * 8 + yi * 4 + mi * 2 + pr));
+                    char *w = (char *)kt_alloc((size_t)(N * K) * kern_dtype_size(wdt), "w");
+                    char *x = (char *)kt_alloc((size_t)(M * K) * kern_dtype_size(xdt), "x");
+                    char *y = (char *)kt_alloc((size_t)(M * N) * yes, "y");
+                    char *u = (char *)kt_alloc((size_t)(M * N) * yes, "unfused");
+                    char *res = (char *)kt_alloc((size_t)(M * N) * yes, "res");
+                    float *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0");
+                    float *bias = (float *)kt_alloc((size_t)(pr ? M : N) * 4, "bias");
+                    float *sc = (float *)kt_alloc((size_t)N * 4, "scales");
+                    kern_tensor tw = kern_tensor_2d(w, wdt, N, K), tx = kern_tensor_2d(x, xdt, M, K);
+                    kern_tensor ty = kern_tensor_2d(y, ydt, M, N), tr = kern_tensor_2d(res, ydt, M, N);
+                    kern_tensor t0 = kern_tensor_2d(y0, KERN_F32, M, N);
+                    kern_tensor tb = kern_tensor_1d(bias, KERN_F32, pr ? M : N);
+                    kern_tensor tsc = kern_tensor_1d(sc, KERN_F32, N);
+                    kern_sparse24_params sp;
+                    kern_sparse24 *sw = NULL;
+                    int64_t i;
+                    memset(&sp, 0, sizeof sp);
+                    make_sparse_w(&r, wdt, w, N, K);
+                    kt_fill_normal(&r, x, xdt, M * K, 1.0);
+                    kt_fill_normal(&r, res, ydt, M * N, 1.0);
+                    kt_fill_normal(&r, bias, KERN_F32, pr ? M : N, 1.0);
+                    for (i = 0; i < N; i++) sc[i] = (float)kt_uniform(&r, 0.05, 0.2);
+                    if (wdt == KERN_I8) sp.scales = &tsc;
+                    KT_OK(kern_sparse24_compress(NULL, &tw, &sw, &sp));
+                    for (a = 0; a < (int)KERN_ACT_COUNT; a++) {
+                        KT_FOR_EACH_ISA(isa, ctx, 1) {
+                            kern_sparse24_linear_params lp;
+                            kt_context("%s w=%s y=%s M=%lld bias_per_row=%d act=%s",
+                                       kern_isa_name(isa), kern_dtype_name(wdt),
+                                       kern_dtype_name(ydt), (long long)M, pr,
+                                       kern_act_name((kern_act)a));
+                            memset(&lp, 0, sizeof lp);
+                            lp.epilogue.bias = &tb;
+                            lp.epilogue.bias_per_row = pr;
+                            KT_OK(kern_sparse24_linear(ctx, &tx, sw, &t0, &lp));
+                            for (i = 0; i < M * N; i++) {
+                                float v = kern__s_act(y0[i], (kern_act)a);
+                                v += kern__s_load_f32(res + i * (int64_t)yes, ydt, 1);
+                                v *= 0.75f;
+                                kern__s_store_f32(u + i * (int64_t)yes, ydt, v, 1, 0);
+                            }
+                            lp.epilogue.act = (kern_act)a;
+                            lp.epilogue.residual = &tr;
+                            lp.epilogue.out_scale = 0.75f;
+                            kt_poison(y, (size_t)(M * N) * yes);
+                            KT_OK(kern_sparse24_linear(ctx, &tx, sw, &ty, &lp));
+                            kt_assert_bytes_equal("fused vs unfused", y, u, (size_t)(M * N) * yes);
+                        }
+                    }
+                    kern_sparse24_free(NULL, sw);
+                    kt_free(w); kt_free(x); kt_free(y); kt_free(u); kt_free(res); kt_free(y0);
+                    kt_free(bias); kt_free(sc);
+                }
+}
+
 /* Every M in the transition zone and tile edges with every epilogue on the
  * best ISA (the grid above samples). */
 KT_TEST(linear_edges) {
@@ -745,6 +872,45 @@ KT_TEST(linear_small_m_aliased_stride) {
                 free(y2);
             }
         }
+    }
+}
+
+/* The function table of every level of this CPU family (run or not): bf16
+ * weights reach the vdpbf16ps table at AVX512_BF16 only, NEON runs f32
+ * weights (others the scalar table); every level the machine has runs
+ * its own table. */
+KT_TEST(dispatch_tables) {
+    static const struct {
+        kern_isa isa;
+        const char *f32, *bf16, *i8;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512", "avx512"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512"},
+        {KERN_ISA_NEON, "neon", "scalar", "scalar"},
+        {KERN_ISA_NEON_DOT, "neon", "scalar", "scalar"},
+        {KERN_ISA_NEON_BF16, "neon", "scalar", "scalar"},
+    };
+    kern_isa all[KERN_ISA_COUNT];
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i;
+    size_t w;
+    for (i = 0; i < n; i++)
+        for (w = 0; w < sizeof want / sizeof want[0]; w++)
+            if (want[w].isa == all[i]) {
+                kt_context("%s", kern_isa_name(all[i]));
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_F32)->name, want[w].f32), "f32: %s",
+                         kern__sp24_fns_for(all[i], KERN_F32)->name);
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_BF16)->name, want[w].bf16), "bf16: %s",
+                         kern__sp24_fns_for(all[i], KERN_BF16)->name);
+                KT_CHECK(!strcmp(kern__sp24_fns_for(all[i], KERN_I8)->name, want[w].i8), "i8: %s",
+                         kern__sp24_fns_for(all[i], KERN_I8)->name);
+            }
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kt_context("%s", kern_isa_name(isa));
+        KT_CHECK(kern__sp24_fns_for(kern_ctx_isa(ctx), KERN_F32) == kern__sp24_fns_for(isa, KERN_F32));
     }
 }
 

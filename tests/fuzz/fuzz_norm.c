@@ -53,6 +53,8 @@ static double act_ref(kern_act a, double x) {
         double u = sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x);
         return 0.5 * x * (1 + tanh(u));
     }
+    if (a == KERN_ACT_RELU) return x > 0 ? x : 0.0;
+    if (a == KERN_ACT_SILU) return x / (1.0 + exp(-x));
     return x;
 }
 static double tol_of(kern_dtype dt) { return dt == KERN_F32 ? 2e-3 : dt == KERN_BF16 ? 5e-2 : 1e-2; }
