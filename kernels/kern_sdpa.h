@@ -108,15 +108,20 @@
  *   KERN_ERR_UNSUPPORTED  attn_mask or k_lens with the varlen entry points.
  *   KERN_ERR_NOMEM   scratch could not be allocated.
  *
- * ISA PATHS (chosen at run time from kern_ctx_features(ctx))
- *   AVX-512: 8x32 f32 FMA microkernel; bf16 q/k/v through vdpbf16ps
- *   (AVX512_BF16) for q.k and p.v with P rounded to bf16 (as FlashAttention
- *   does on GPUs); f16 converted to f32 while packing tiles.
- *   AVX2+FMA: 6x16 f32 microkernel (bf16/f16 converted while packing).
- *   NEON: 4x16 f32 microkernel (compile-checked only). Scalar: plain C.
- *   exp: 2^x as round-to-nearest split plus a degree-6 polynomial on
- *   [-0.5, 0.5] (max relative error 1.1e-7, i.e. about 1 f32 ulp; tested),
- *   exact 0 for -inf, NaN kept; the scalar path uses libm exp2f.
+ * ISA PATHS (one const table per level: kern__sdpa_fns_for(kern_ctx_isa(ctx)))
+ *   AVX512_BF16: 8x32 f32 FMA microkernel; bf16 q/k/v through vdpbf16ps
+ *   for q.k and p.v with P rounded to bf16 (as FlashAttention does on
+ *   GPUs). AVX512 / AVX512_VNNI: the same without vdpbf16ps (bf16
+ *   converted to f32 while packing tiles). f16 converted likewise.
+ *   AVX2 / AVX2_VNNI: 6x16 f32 microkernel. NEON: 4x16 f32 microkernel.
+ *   Scalar: plain C.
+ *   Softmax steps (exp2, panel step, rows step, rescale): written once in
+ *   gen/templates/kern_sdpa.c.in, expanded below for scalar, AVX2, AVX-512
+ *   and NEON (make gen / gen-check). Microkernels, rows-path dots and the
+ *   bf16 kernels are hand-written per ISA (different tile shapes and
+ *   reductions). exp: the math layer's kern__v_exp2_neg in the softmax
+ *   (0.843 ulp, -inf -> 0, NaN kept), kern__v_exp2 over the whole range
+ *   elsewhere; the scalar twins are bit-identical (docs/internals.md).
  *
  * SCRATCH AND THREADS (kern_sdpa_workspace_size & co. give the exact bytes)
  *   Forward: per-thread scratch of about (4 panels x 32 rows x (D + Dv) + 64
@@ -294,15 +299,6 @@ extern "C" {
 #define KERN__SDPA_LOG2E 1.4426950408889634f
 #define KERN__SDPA_LN2 0.6931471805599453f
 
-/* 2^f on [-0.5, 0.5], relative-error minimax fit (max 1.05e-7 in f32
- * Horner arithmetic). */
-#define KERN__SDPA_P1 0.6931471824645996f
-#define KERN__SDPA_P2 0.24022646248340607f
-#define KERN__SDPA_P3 0.05550328642129898f
-#define KERN__SDPA_P4 0.009618489071726799f
-#define KERN__SDPA_P5 0.0013399930903688073f
-#define KERN__SDPA_P6 0.00015345806605182588f
-
 /* ------------------------------------------------------------ ISA table */
 
 /* C[m][n] (+)= sum_k A[m*a_rs + k*a_ks] * B[k*b_ks + n], m < M, n < N
@@ -347,7 +343,8 @@ typedef void (*kern__sdpa_p2_fn)(const float *s, int64_t nk, uint16_t *p2);
 typedef void (*kern__sdpa_vpack_fn)(const uint16_t *v, int64_t vrs, int64_t nk,
                                     int64_t Dv, uint16_t *vp);
 
-typedef struct kern__sdpa_isa {
+typedef struct kern__sdpa_fns {
+    const char *name;
     kern__sdpa_mk_fn mk;
     kern__sdpa_mk16_fn mk16; /* NULL: no native bf16 dot product */
     kern__sdpa_step_fn step;
@@ -363,7 +360,7 @@ typedef struct kern__sdpa_isa {
                    const uint16_t *k, int64_t k_rs, float *s, int64_t ls);
     /* rows path: P rows to bf16 (zero padded to even) */
     void (*rows16)(const float *s, int64_t ls, int64_t R, int64_t nk, uint16_t *p16, int64_t lp);
-} kern__sdpa_isa;
+} kern__sdpa_fns;
 
 /* ---------------------------------------------------------- scalar path */
 
@@ -389,50 +386,6 @@ static void kern__sdpa_mk_f32__scalar(int64_t M, int64_t N, int64_t K,
     }
 }
 
-static void kern__sdpa_exp2__scalar(float *x, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) x[i] = exp2f(x[i]);
-}
-
-static int kern__sdpa_step__scalar(float *s, int64_t nk, float c, float *m,
-                                   float *l, float *alpha) {
-    int64_t j, r;
-    int changed = 0;
-    float mx[KERN__SDPA_NQ], ms[KERN__SDPA_NQ], sum[KERN__SDPA_NQ];
-    for (r = 0; r < KERN__SDPA_NQ; r++) mx[r] = -INFINITY;
-    for (j = 0; j < nk; j++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) {
-            float x = s[j * KERN__SDPA_NQ + r] * c;
-            s[j * KERN__SDPA_NQ + r] = x;
-            /* NaN-keeping max: the NaN lands in P below anyway */
-            if (x > mx[r]) mx[r] = x;
-        }
-    for (r = 0; r < KERN__SDPA_NQ; r++) {
-        alpha[r] = 1.0f;
-        if (mx[r] > m[r]) {
-            alpha[r] = exp2f(m[r] - mx[r]);
-            m[r] = mx[r];
-            changed = 1;
-        }
-        ms[r] = m[r] == -INFINITY ? 0.0f : m[r];
-        sum[r] = 0.0f;
-    }
-    for (j = 0; j < nk; j++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) {
-            float p = exp2f(s[j * KERN__SDPA_NQ + r] - ms[r]);
-            s[j * KERN__SDPA_NQ + r] = p;
-            sum[r] += p;
-        }
-    for (r = 0; r < KERN__SDPA_NQ; r++) l[r] = l[r] * alpha[r] + sum[r];
-    return changed;
-}
-
-static void kern__sdpa_scale__scalar(float *ot, int64_t rows, const float *alpha) {
-    int64_t c, r;
-    for (c = 0; c < rows; c++)
-        for (r = 0; r < KERN__SDPA_NQ; r++) ot[c * KERN__SDPA_NQ + r] *= alpha[r];
-}
-
 static inline float kern__sdpa_ld(const void *p, kern_dtype dt, int64_t i) {
     if (dt == KERN_F32) return ((const float *)p)[i];
     if (dt == KERN_BF16) return kern_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -451,32 +404,6 @@ static void kern__sdpa_dots__scalar(int64_t nk, int64_t R, int64_t D,
             s[r * ls + j] = acc;
         }
     }
-}
-
-static int kern__sdpa_rstep__scalar(float *s, int64_t ls, int64_t R, int64_t nk, float c,
-                                    float *m, float *l, float *alpha) {
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx = -INFINITY, ms, sum = 0.0f;
-        for (j = 0; j < nk; j++) {
-            row[j] *= c;
-            if (row[j] > mx) mx = row[j];
-        }
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        for (j = 0; j < nk; j++) {
-            row[j] = exp2f(row[j] - ms);
-            sum += row[j];
-        }
-        l[r] = l[r] * alpha[r] + sum;
-    }
-    return changed;
 }
 
 static void kern__sdpa_p2__scalar(const float *s, int64_t nk, uint16_t *p2) {
@@ -504,6 +431,425 @@ static void kern__sdpa_vpack__scalar(const uint16_t *v, int64_t vrs, int64_t nk,
         }
     }
 }
+
+/* ------------------------------------------- softmax steps (generated) */
+/* exp2, the panel and row online-softmax steps and the accumulator rescale
+ * for every ISA, from gen/templates/kern_sdpa.c.in (scalar twin
+ * kern__s_sdpa_*, then kern__v_sdpa_*__avx2/__avx512/__neon). */
+/* BEGIN GENERATED kern_tmpl.py: kern_sdpa isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+static void kern__s_sdpa_exp2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 1 <= n; i += 1) (*(float *)(x + i) = (kern__s_exp2((*(const float *)(x + i)))));
+    if (i < n) (*(float *)(x + i) = (kern__s_exp2((*(const float *)(x + i)))));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+static int kern__s_sdpa_step(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const float cv = (c), ninf = (-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float mx = ninf, mo = (*(const float *)(m + 1 * v)), mn, al = (1.0f), ms, sum = 0.0f;
+        int gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
+            float x = kern__s_mul((*(const float *)(sp)), cv);
+            (*(float *)(sp) = (x));
+            mx = kern__s_max(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = kern__s_max(mx, mo);
+        gt = ((mn) > (mo));
+        if ((gt)) {
+            al = ((gt) ? (kern__s_exp2_neg(((mo) - (mn)))) : (al));
+            changed = 1;
+        }
+        (*(float *)(m + 1 * v) = (mn));
+        (*(float *)(alpha + 1 * v) = (al));
+        ms = ((((mn) == (ninf))) ? (0.0f) : (mn));
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
+            float p = kern__s_exp2_neg((((*(const float *)(sp))) - (ms)));
+            (*(float *)(sp) = (p));
+            sum = ((sum) + (p));
+        }
+        (*(float *)(l + 1 * v) = (kern__s_fma((*(const float *)(l + 1 * v)), al, sum)));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+static void kern__s_sdpa_scale(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float al = (*(const float *)(alpha + 1 * v));
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 1 * v;
+            (*(float *)(p) = (kern__s_mul((*(const float *)(p)), al)));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+static int kern__s_sdpa_rstep(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const float cv = (c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[1];
+        float vm = (-INFINITY), vs = 0.0f, msv;
+        for (j = 0; j + 1 <= nk; j += 1) {
+            float x = kern__s_mul((*(const float *)(row + j)), cv);
+            (*(float *)(row + j) = (x));
+            vm = kern__s_max(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = (vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = (ms);
+        for (j = 0; j + 1 <= nk; j += 1) {
+            float p = kern__s_exp2_neg((((*(const float *)(row + j))) - (msv)));
+            (*(float *)(row + j) = (p));
+            vs = ((vs) + (p));
+        }
+        (*(float *)(t) = (vs));
+        for (e = 0; e < 1; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#ifdef KERN_X86
+/* ---- avx2 ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+KERN_TARGET_AVX2 static void kern__v_sdpa_exp2__avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, kern__v_exp2__avx2(_mm256_loadu_ps(x + i)));
+    if (i < n) kern__storen__avx2(x + i, kern__v_exp2__avx2(kern__loadn__avx2(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+KERN_TARGET_AVX2 static int kern__v_sdpa_step__avx2(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 mx = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al = _mm256_set1_ps(1.0f), ms, sum = _mm256_setzero_ps();
+        __m256 gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
+            __m256 x = kern__mul__avx2(_mm256_loadu_ps(sp), cv);
+            _mm256_storeu_ps(sp, x);
+            mx = _mm256_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = _mm256_max_ps(mx, mo);
+        gt = _mm256_cmp_ps(mn, mo, _CMP_GT_OQ);
+        if ((_mm256_movemask_ps(gt) != 0)) {
+            al = _mm256_blendv_ps(al, kern__v_exp2_neg__avx2(_mm256_sub_ps(mo, mn)), gt);
+            changed = 1;
+        }
+        _mm256_storeu_ps(m + 8 * v, mn);
+        _mm256_storeu_ps(alpha + 8 * v, al);
+        ms = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ));
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
+            __m256 p = kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_loadu_ps(sp), ms));
+            _mm256_storeu_ps(sp, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, sum));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+KERN_TARGET_AVX2 static void kern__v_sdpa_scale__avx2(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 al = _mm256_loadu_ps(alpha + 8 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 8 * v;
+            _mm256_storeu_ps(p, kern__mul__avx2(_mm256_loadu_ps(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+KERN_TARGET_AVX2 static int kern__v_sdpa_rstep__avx2(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[8];
+        __m256 vm = _mm256_set1_ps(-INFINITY), vs = _mm256_setzero_ps(), msv;
+        for (j = 0; j + 8 <= nk; j += 8) {
+            __m256 x = kern__mul__avx2(_mm256_loadu_ps(row + j), cv);
+            _mm256_storeu_ps(row + j, x);
+            vm = _mm256_max_ps(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = kern__hmax__avx2(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm256_set1_ps(ms);
+        for (j = 0; j + 8 <= nk; j += 8) {
+            __m256 p = kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), msv));
+            _mm256_storeu_ps(row + j, p);
+            vs = _mm256_add_ps(vs, p);
+        }
+        _mm256_storeu_ps(t, vs);
+        for (e = 0; e < 8; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+/* ---- avx512 ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+KERN_TARGET_AVX512 static void kern__v_sdpa_exp2__avx512(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, kern__v_exp2__avx512(_mm512_loadu_ps(x + i)));
+    if (i < n) kern__storen__avx512(x + i, kern__v_exp2__avx512(kern__loadn__avx512(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+KERN_TARGET_AVX512 static int kern__v_sdpa_step__avx512(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 mx = ninf, mo = _mm512_loadu_ps(m + 16 * v), mn, al = _mm512_set1_ps(1.0f), ms, sum = _mm512_setzero_ps();
+        __mmask16 gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
+            __m512 x = kern__mul__avx512(_mm512_loadu_ps(sp), cv);
+            _mm512_storeu_ps(sp, x);
+            mx = _mm512_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = _mm512_max_ps(mx, mo);
+        gt = _mm512_cmp_ps_mask(mn, mo, _CMP_GT_OQ);
+        if (((gt) != 0)) {
+            al = _mm512_mask_blend_ps(gt, al, kern__v_exp2_neg__avx512(_mm512_sub_ps(mo, mn)));
+            changed = 1;
+        }
+        _mm512_storeu_ps(m + 16 * v, mn);
+        _mm512_storeu_ps(alpha + 16 * v, al);
+        ms = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
+            __m512 p = kern__v_exp2_neg__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp), ms));
+            _mm512_storeu_ps(sp, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * v), al, sum));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+KERN_TARGET_AVX512 static void kern__v_sdpa_scale__avx512(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 al = _mm512_loadu_ps(alpha + 16 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 16 * v;
+            _mm512_storeu_ps(p, kern__mul__avx512(_mm512_loadu_ps(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+KERN_TARGET_AVX512 static int kern__v_sdpa_rstep__avx512(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const __m512 cv = _mm512_set1_ps(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[16];
+        __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps(), msv;
+        for (j = 0; j + 16 <= nk; j += 16) {
+            __m512 x = kern__mul__avx512(_mm512_loadu_ps(row + j), cv);
+            _mm512_storeu_ps(row + j, x);
+            vm = _mm512_max_ps(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = _mm512_reduce_max_ps(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = _mm512_set1_ps(ms);
+        for (j = 0; j + 16 <= nk; j += 16) {
+            __m512 p = kern__v_exp2_neg__avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), msv));
+            _mm512_storeu_ps(row + j, p);
+            vs = _mm512_add_ps(vs, p);
+        }
+        _mm512_storeu_ps(t, vs);
+        for (e = 0; e < 16; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+/* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
+ * -Inf gives 0, NaN stays NaN). */
+static void kern__v_sdpa_exp2__neon(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, kern__v_exp2__neon(vld1q_f32(x + i)));
+    if (i < n) kern__storen__neon(x + i, kern__v_exp2__neon(kern__loadn__neon(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* One online-softmax step over the panel S^T[nk][NQ] (see
+ * kern__sdpa_step_fn), one vector of lanes at a time. */
+static int kern__v_sdpa_step__neon(float *s, int64_t nk, float c, float *m, float *l,
+                                           float *alpha) {
+    const float32x4_t cv = vdupq_n_f32(c), ninf = vdupq_n_f32(-INFINITY);
+    int64_t j;
+    int v, changed = 0;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t mx = ninf, mo = vld1q_f32(m + 4 * v), mn, al = vdupq_n_f32(1.0f), ms, sum = vdupq_n_f32(0.0f);
+        uint32x4_t gt;
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
+            float32x4_t x = kern__mul__neon(vld1q_f32(sp), cv);
+            vst1q_f32(sp, x);
+            mx = kern__max__neon(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        }
+        mn = kern__max__neon(mx, mo);
+        gt = vcgtq_f32(mn, mo);
+        if ((vmaxvq_u32(gt) != 0)) {
+            al = vbslq_f32(gt, kern__v_exp2_neg__neon(vsubq_f32(mo, mn)), al);
+            changed = 1;
+        }
+        vst1q_f32(m + 4 * v, mn);
+        vst1q_f32(alpha + 4 * v, al);
+        ms = vbslq_f32(vceqq_f32(mn, ninf), vdupq_n_f32(0.0f), mn);
+        for (j = 0; j < nk; j++) {
+            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
+            float32x4_t p = kern__v_exp2_neg__neon(vsubq_f32(vld1q_f32(sp), ms));
+            vst1q_f32(sp, p);
+            sum = vaddq_f32(sum, p);
+        }
+        vst1q_f32(l + 4 * v, vfmaq_f32(sum, vld1q_f32(l + 4 * v), al));
+    }
+    return changed;
+}
+
+/* O^T[c][lane] *= alpha[lane] for c < rows, NQ lanes. */
+static void kern__v_sdpa_scale__neon(float *ot, int64_t rows, const float *alpha) {
+    int64_t c;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t al = vld1q_f32(alpha + 4 * v);
+        for (c = 0; c < rows; c++) {
+            float *p = ot + c * KERN__SDPA_NQ + 4 * v;
+            vst1q_f32(p, kern__mul__neon(vld1q_f32(p), al));
+        }
+    }
+}
+
+/* The online-softmax step in row layout (keys along a row; see
+ * kern__sdpa_rstep_fn): full vectors, then the key tail lane by lane. */
+static int kern__v_sdpa_rstep__neon(float *s, int64_t ls, int64_t R, int64_t nk, float c,
+                                            float *m, float *l, float *alpha) {
+    const float32x4_t cv = vdupq_n_f32(c);
+    int64_t r, j;
+    int e, changed = 0;
+    for (r = 0; r < R; r++) {
+        float *row = s + r * ls, mx, ms, sum = 0.0f, t[4];
+        float32x4_t vm = vdupq_n_f32(-INFINITY), vs = vdupq_n_f32(0.0f), msv;
+        for (j = 0; j + 4 <= nk; j += 4) {
+            float32x4_t x = kern__mul__neon(vld1q_f32(row + j), cv);
+            vst1q_f32(row + j, x);
+            vm = kern__max__neon(x, vm); /* NaN left out of the max, as in the panel step */
+        }
+        mx = vmaxvq_f32(vm);
+        for (; j < nk; j++) {
+            float x = row[j] * c;
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        alpha[r] = 1.0f;
+        if (mx > m[r]) {
+            alpha[r] = kern__s_exp2_neg(m[r] - mx);
+            m[r] = mx;
+            changed = 1;
+        }
+        ms = m[r] == -INFINITY ? 0.0f : m[r];
+        msv = vdupq_n_f32(ms);
+        for (j = 0; j + 4 <= nk; j += 4) {
+            float32x4_t p = kern__v_exp2_neg__neon(vsubq_f32(vld1q_f32(row + j), msv));
+            vst1q_f32(row + j, p);
+            vs = vaddq_f32(vs, p);
+        }
+        vst1q_f32(t, vs);
+        for (e = 0; e < 4; e++) sum += t[e];
+        for (; j < nk; j++) {
+            row[j] = kern__s_exp2_neg(row[j] - ms);
+            sum += row[j];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+    }
+    return changed;
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
 
 /* ------------------------------------------------------------ AVX2 path */
 #ifdef KERN_X86
@@ -579,87 +925,6 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
     }
 }
 
-KERN_TARGET_AVX2 static inline __m256 kern__sdpa_exp2v__avx2(__m256 x) {
-    __m256 n, f, p;
-    __m256i e;
-    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x); /* NaN stays (2nd operand) */
-    x = _mm256_min_ps(_mm256_set1_ps(128.0f), x);
-    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm256_sub_ps(x, n);
-    p = _mm256_set1_ps(KERN__SDPA_P6);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P5));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P4));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P3));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P2));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(KERN__SDPA_P1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    /* 2^n by exponent bits: n = -127 gives +0 (so -inf -> 0), n = 128 gives
-     * +Inf; a NaN x gives NaN p times a finite factor. */
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-KERN_TARGET_AVX2 static void kern__sdpa_exp2__avx2(float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, kern__sdpa_exp2v__avx2(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i km = kern__sdpa_tailmask__avx2(n - i);
-        _mm256_maskstore_ps(x + i, km, kern__sdpa_exp2v__avx2(_mm256_maskload_ps(x + i, km)));
-    }
-}
-
-KERN_TARGET_AVX2 static int kern__sdpa_step__avx2(float *s, int64_t nk, float c,
-                                                  float *m, float *l, float *alpha) {
-    int64_t j;
-    int v, changed = 0;
-    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
-    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
-        __m256 mx = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al, ms, sum;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 x = _mm256_mul_ps(_mm256_loadu_ps(sp), cv);
-            _mm256_storeu_ps(sp, x);
-            mx = _mm256_max_ps(mx, x);
-        }
-        mn = _mm256_max_ps(mx, mo); /* NaN in mx is dropped here: fine */
-        {
-            __m256 gt = _mm256_cmp_ps(mn, mo, _CMP_GT_OQ);
-            int msk = _mm256_movemask_ps(gt);
-            al = _mm256_set1_ps(1.0f);
-            if (msk) {
-                al = _mm256_blendv_ps(al, kern__sdpa_exp2v__avx2(_mm256_sub_ps(mo, mn)), gt);
-                changed = 1;
-            }
-        }
-        _mm256_storeu_ps(m + 8 * v, mn);
-        _mm256_storeu_ps(alpha + 8 * v, al);
-        ms = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ));
-        sum = _mm256_setzero_ps();
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 p = kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_loadu_ps(sp), ms));
-            _mm256_storeu_ps(sp, p);
-            sum = _mm256_add_ps(sum, p);
-        }
-        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, sum));
-    }
-    return changed;
-}
-
-KERN_TARGET_AVX2 static void kern__sdpa_scale__avx2(float *ot, int64_t rows,
-                                                    const float *alpha) {
-    int64_t c;
-    int v;
-    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
-        __m256 al = _mm256_loadu_ps(alpha + 8 * v);
-        for (c = 0; c < rows; c++) {
-            float *p = ot + c * KERN__SDPA_NQ + 8 * v;
-            _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(p), al));
-        }
-    }
-}
-
 KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
                                                            int64_t i, int64_t n) {
     if (dt == KERN_F32)
@@ -706,45 +971,6 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
             for (e = 0; e < 4 && r + e < R; e++) s[(r + e) * ls + j] = t[e];
         }
     }
-}
-
-KERN_TARGET_AVX2 static int kern__sdpa_rstep__avx2(float *s, int64_t ls, int64_t R, int64_t nk,
-                                                   float c, float *m, float *l, float *alpha) {
-    const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx, ms, t[8];
-        __m256 vm = ninf, sum = _mm256_setzero_ps(), msv;
-        int e;
-        for (j = 0; j < nk; j += 8) {
-            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
-            __m256 x = _mm256_mul_ps(_mm256_maskload_ps(row + j, km), cv);
-            _mm256_maskstore_ps(row + j, km, x);
-            vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, x, _mm256_castsi256_ps(km)));
-        }
-        _mm256_storeu_ps(t, vm);
-        mx = t[0];
-        for (e = 1; e < 8; e++) mx = t[e] > mx ? t[e] : mx;
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        msv = _mm256_set1_ps(ms);
-        for (j = 0; j < nk; j += 8) {
-            __m256i km = kern__sdpa_tailmask__avx2(nk - j);
-            __m256 p = kern__sdpa_exp2v__avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, km), msv));
-            p = _mm256_and_ps(p, _mm256_castsi256_ps(km));
-            _mm256_maskstore_ps(row + j, km, p);
-            sum = _mm256_add_ps(sum, p);
-        }
-        _mm256_storeu_ps(t, sum);
-        l[r] = l[r] * alpha[r] + (((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])));
-    }
-    return changed;
 }
 
 /* --------------------------------------------------------- AVX-512 path */
@@ -1067,93 +1293,6 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_mk16__avx512bf16(
     }
 }
 
-KERN_TARGET_AVX512 static inline __m512 kern__sdpa_exp2v__avx512(__m512 x) {
-    __m512 n, f, p;
-    /* clamp keeps NaN (second operand); -inf -> -200 -> exactly 0 */
-    x = _mm512_max_ps(_mm512_set1_ps(-200.0f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(129.0f), x);
-    n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f = _mm512_sub_ps(x, n);
-    p = _mm512_set1_ps(KERN__SDPA_P6);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(KERN__SDPA_P1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-KERN_TARGET_AVX512 static void kern__sdpa_exp2__avx512(float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, kern__sdpa_exp2v__avx512(_mm512_loadu_ps(x + i)));
-    if (i < n) {
-        __mmask16 km = kern__sdpa_k16(n - i);
-        _mm512_mask_storeu_ps(x + i, km, kern__sdpa_exp2v__avx512(_mm512_maskz_loadu_ps(km, x + i)));
-    }
-}
-
-KERN_TARGET_AVX512 static int kern__sdpa_step__avx512(float *s, int64_t nk, float c,
-                                                      float *m, float *l, float *alpha) {
-    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx0 = ninf, mx1 = ninf, mo0, mo1, mn0, mn1, al0, al1, ms0, ms1;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    __mmask16 g0, g1;
-    int64_t j;
-    int changed = 0;
-    for (j = 0; j < nk; j++) {
-        float *sp = s + j * KERN__SDPA_NQ;
-        __m512 x0 = _mm512_mul_ps(_mm512_loadu_ps(sp), cv);
-        __m512 x1 = _mm512_mul_ps(_mm512_loadu_ps(sp + 16), cv);
-        _mm512_storeu_ps(sp, x0);
-        _mm512_storeu_ps(sp + 16, x1);
-        mx0 = _mm512_max_ps(mx0, x0);
-        mx1 = _mm512_max_ps(mx1, x1);
-    }
-    mo0 = _mm512_loadu_ps(m);
-    mo1 = _mm512_loadu_ps(m + 16);
-    mn0 = _mm512_max_ps(mx0, mo0);
-    mn1 = _mm512_max_ps(mx1, mo1);
-    g0 = _mm512_cmp_ps_mask(mn0, mo0, _CMP_GT_OQ);
-    g1 = _mm512_cmp_ps_mask(mn1, mo1, _CMP_GT_OQ);
-    al0 = al1 = _mm512_set1_ps(1.0f);
-    if (g0 | g1) {
-        al0 = _mm512_mask_blend_ps(g0, al0, kern__sdpa_exp2v__avx512(_mm512_sub_ps(mo0, mn0)));
-        al1 = _mm512_mask_blend_ps(g1, al1, kern__sdpa_exp2v__avx512(_mm512_sub_ps(mo1, mn1)));
-        changed = 1;
-    }
-    _mm512_storeu_ps(m, mn0);
-    _mm512_storeu_ps(m + 16, mn1);
-    _mm512_storeu_ps(alpha, al0);
-    _mm512_storeu_ps(alpha + 16, al1);
-    ms0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn0, ninf, _CMP_EQ_OQ), mn0, _mm512_setzero_ps());
-    ms1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn1, ninf, _CMP_EQ_OQ), mn1, _mm512_setzero_ps());
-    for (j = 0; j < nk; j++) {
-        float *sp = s + j * KERN__SDPA_NQ;
-        __m512 p0 = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp), ms0));
-        __m512 p1 = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp + 16), ms1));
-        _mm512_storeu_ps(sp, p0);
-        _mm512_storeu_ps(sp + 16, p1);
-        s0 = _mm512_add_ps(s0, p0);
-        s1 = _mm512_add_ps(s1, p1);
-    }
-    _mm512_storeu_ps(l, _mm512_fmadd_ps(_mm512_loadu_ps(l), al0, s0));
-    _mm512_storeu_ps(l + 16, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16), al1, s1));
-    return changed;
-}
-
-KERN_TARGET_AVX512 static void kern__sdpa_scale__avx512(float *ot, int64_t rows,
-                                                        const float *alpha) {
-    __m512 a0 = _mm512_loadu_ps(alpha), a1 = _mm512_loadu_ps(alpha + 16);
-    int64_t c;
-    for (c = 0; c < rows; c++) {
-        float *p = ot + c * KERN__SDPA_NQ;
-        _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), a0));
-        _mm512_storeu_ps(p + 16, _mm512_mul_ps(_mm512_loadu_ps(p + 16), a1));
-    }
-}
-
 KERN_TARGET_AVX512 static inline __m512 kern__sdpa_ld16__avx512(const void *p, kern_dtype dt,
                                                                 int64_t i, __mmask16 km) {
     if (dt == KERN_F32) return _mm512_maskz_loadu_ps(km, (const float *)p + i);
@@ -1248,40 +1387,6 @@ KERN_TARGET_AVX512 static void kern__sdpa_dots__avx512(int64_t nk, int64_t R, in
             }
         }
     }
-}
-
-KERN_TARGET_AVX512 static int kern__sdpa_rstep__avx512(float *s, int64_t ls, int64_t R, int64_t nk,
-                                                       float c, float *m, float *l, float *alpha) {
-    const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
-    int64_t r, j;
-    int changed = 0;
-    for (r = 0; r < R; r++) {
-        float *row = s + r * ls, mx, ms;
-        __m512 vm = ninf, sum = _mm512_setzero_ps(), msv;
-        for (j = 0; j < nk; j += 16) {
-            __mmask16 km = kern__sdpa_k16(nk - j);
-            __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, row + j), cv);
-            _mm512_mask_storeu_ps(row + j, km, x);
-            vm = _mm512_mask_max_ps(vm, km, vm, x);
-        }
-        mx = _mm512_reduce_max_ps(vm);
-        alpha[r] = 1.0f;
-        if (mx > m[r]) {
-            alpha[r] = exp2f(m[r] - mx);
-            m[r] = mx;
-            changed = 1;
-        }
-        ms = m[r] == -INFINITY ? 0.0f : m[r];
-        msv = _mm512_set1_ps(ms);
-        for (j = 0; j < nk; j += 16) {
-            __mmask16 km = kern__sdpa_k16(nk - j);
-            __m512 p = kern__sdpa_exp2v__avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(km, row + j), msv));
-            _mm512_mask_storeu_ps(row + j, km, p);
-            sum = _mm512_mask_add_ps(sum, km, sum, p);
-        }
-        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
-    }
-    return changed;
 }
 
 #define KERN__SDPA_DOTS16                                                     \
@@ -1447,47 +1552,55 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
 }
 #endif /* KERN_NEON */
 
-static void kern__sdpa_pick(kern_ctx *ctx, kern__sdpa_isa *t) {
-    uint32_t f = kern_ctx_features(ctx);
-    (void)f;
-    t->mk = kern__sdpa_mk_f32__scalar;
-    t->mk16 = NULL;
-    t->step = kern__sdpa_step__scalar;
-    t->exp2 = kern__sdpa_exp2__scalar;
-    t->scale = kern__sdpa_scale__scalar;
-    t->dots = kern__sdpa_dots__scalar;
-    t->rstep = kern__sdpa_rstep__scalar;
-    t->p2 = kern__sdpa_p2__scalar;
-    t->vpack = kern__sdpa_vpack__scalar;
-    t->dots16 = NULL;
-    t->rows16 = NULL;
+/* ------------------------------------------------------------- dispatch */
+
+/* One const table per ISA level (docs/internals.md). The softmax steps
+ * come from the template; the microkernels (8x32 AVX-512, 6x16 AVX2, 4x16
+ * NEON tiles), the rows-path dot products (different horizontal-sum
+ * shapes) and the bf16 kernels (vdpbf16ps) are hand-written per ISA. */
+#define KERN__SDPA_SOFTMAX(SFX) kern__v_sdpa_step__##SFX, kern__v_sdpa_exp2__##SFX, \
+                                kern__v_sdpa_scale__##SFX
+static const kern__sdpa_fns kern__sdpa_fns_scalar = {
+    "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
+    kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
+    kern__sdpa_vpack__scalar, NULL, NULL};
 #ifdef KERN_X86
-    if (f & KERN_CPU_AVX512F) {
-        t->mk = kern__sdpa_mk_f32__avx512;
-        t->step = kern__sdpa_step__avx512;
-        t->exp2 = kern__sdpa_exp2__avx512;
-        t->scale = kern__sdpa_scale__avx512;
-        t->dots = kern__sdpa_dots__avx512;
-        t->rstep = kern__sdpa_rstep__avx512;
-        if (f & KERN_CPU_AVX512BF16) {
-            t->mk16 = kern__sdpa_mk16__avx512bf16;
-            t->p2 = kern__sdpa_p2__avx512bf16;
-            t->vpack = kern__sdpa_vpack__avx512bf16;
-            t->dots16 = kern__sdpa_dots16__avx512bf16;
-            t->rows16 = kern__sdpa_rows16__avx512bf16;
-        }
-    } else if ((f & KERN_CPU_AVX2) && (f & KERN_CPU_FMA)) {
-        t->mk = kern__sdpa_mk_f32__avx2;
-        t->step = kern__sdpa_step__avx2;
-        t->exp2 = kern__sdpa_exp2__avx2;
-        t->scale = kern__sdpa_scale__avx2;
-        t->dots = kern__sdpa_dots__avx2;
-        t->rstep = kern__sdpa_rstep__avx2;
-    }
+static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
+    "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
+    kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
+static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
+    "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
+    kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
+    kern__sdpa_vpack__scalar, NULL, NULL};
+static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
+    "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
+    KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
+    kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
+    kern__sdpa_rows16__avx512bf16};
 #endif
 #ifdef KERN_NEON
-    if (f & KERN_CPU_NEON) t->mk = kern__sdpa_mk_f32__neon;
+static const kern__sdpa_fns kern__sdpa_fns_neon = {
+    "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
+    kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
 #endif
+#undef KERN__SDPA_SOFTMAX
+
+static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa) {
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16: return &kern__sdpa_fns_avx512_bf16;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512: return &kern__sdpa_fns_avx512;
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__sdpa_fns_avx2;
+#endif
+#ifdef KERN_NEON
+    case KERN_ISA_NEON_BF16:
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON: return &kern__sdpa_fns_neon;
+#endif
+    default: return &kern__sdpa_fns_scalar;
+    }
 }
 
 /* ======================================================= problem setup */
@@ -1520,7 +1633,7 @@ typedef struct kern__sdpa_prob {
     uint64_t seed, offset;
     int causal, bottom_right, window;
     int64_t wl, wr;
-    kern__sdpa_isa isa;
+    const kern__sdpa_fns *fn;
     int bf16_native;
 } kern__sdpa_prob;
 
@@ -1639,7 +1752,7 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
             float c = 2.0f * p->scale / p->softcap * KERN__SDPA_LOG2E;
             float cap = p->softcap * KERN__SDPA_LOG2E;
             for (jj = 0; jj < len; jj++) t[jj] = x[jj] * c;
-            p->isa.exp2(t, len);
+            p->fn->exp2(t, len);
             for (jj = 0; jj < len; jj++) {
                 float th = 1.0f - 2.0f / (t[jj] + 1.0f);
                 if (keep_tanh) t[jj] = th;
@@ -1807,221 +1920,309 @@ static void kern__sdpa_emit_part(const kern__sdpa_fwd *f, int64_t b, int64_t hk,
     o[Dv + 1] = l;
 }
 
-static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
-    const kern__sdpa_fwd *f = (const kern__sdpa_fwd *)arg;
-    const kern__sdpa_prob *p = f->p;
+/* One forward task's state: which (query block, batch, kv head, key split)
+ * it computes, its scratch and the key range its lanes can see. */
+typedef struct kern__sdpa_ftask {
+    const kern__sdpa_fwd *f;
+    const kern__sdpa_prob *p;
     kern__sdpa_fscr sc;
-    int64_t per = p->B * p->Hkv * f->nsplit, outer = t / per, inner = t % per;
-    int64_t qb = p->causal ? f->nqb - 1 - outer : outer;
-    int64_t b = inner / (p->Hkv * f->nsplit), hk = (inner / f->nsplit) % p->Hkv;
-    int64_t sp = inner % f->nsplit;
-    int64_t lq, lk, qbase, kbase, R, ks0, ks1, D = p->D, Dv = p->Dv;
-    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK;
-    int64_t D16 = (D + 15) & ~(int64_t)15, D32 = (D + 31) & ~(int64_t)31;
-    int64_t np, pan, npan, j0, klo = INT64_MAX, khi = 0;
+    int64_t qb, b, hk, sp;
+    int64_t lq, lk, qbase, kbase, R, ks0, ks1;
+    int64_t D16, D32, pan, np, klo, khi;
     const char *kp, *vp;
     int64_t krs, vrs;
-    int native = p->bf16_native;
-    int native16 = f->rows_path && p->dt == KERN_BF16 && p->isa.dots16 != NULL;
-    kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &sc);
-    kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
-    R = lq * p->G;
-    ks0 = sp * f->chunk;
-    ks1 = ks0 + f->chunk < lk ? ks0 + f->chunk : lk;
+    int native, native16;
+} kern__sdpa_ftask;
+
+/* The current key block's K and V as the microkernels read them: the
+ * operands in place (f32), or converted / bf16-paired once per block. */
+typedef struct kern__sdpa_ktile {
+    const float *kf, *vf;
+    int64_t kfs, vfs;
+    int converted, packed;
+} kern__sdpa_ktile;
+
+/* Step 1: decodes task t (causal work long tasks first) and finds its
+ * panels; returns 0 when there is nothing to compute. */
+static int kern__sdpa_fwd_locate(kern__sdpa_ftask *T, const kern__sdpa_fwd *f, int64_t t,
+                                 int thread) {
+    const kern__sdpa_prob *p = f->p;
+    int64_t per = p->B * p->Hkv * f->nsplit, outer = t / per, inner = t % per;
+    int64_t NQ = KERN__SDPA_NQ;
+    T->f = f;
+    T->p = p;
+    T->qb = p->causal ? f->nqb - 1 - outer : outer;
+    T->b = inner / (p->Hkv * f->nsplit);
+    T->hk = (inner / f->nsplit) % p->Hkv;
+    T->sp = inner % f->nsplit;
+    T->D16 = (p->D + 15) & ~(int64_t)15;
+    T->D32 = (p->D + 31) & ~(int64_t)31;
+    T->klo = INT64_MAX;
+    T->khi = 0;
+    T->native = p->bf16_native;
+    T->native16 = f->rows_path && p->dt == KERN_BF16 && p->fn->dots16 != NULL;
+    kern__sdpa_fscr_carve(p, (char *)kern__thread_scratch(f->ctx, thread), &T->sc);
+    kern__sdpa_seq(p, T->b, &T->lq, &T->lk, &T->qbase, &T->kbase);
+    T->R = T->lq * p->G;
+    T->ks0 = T->sp * f->chunk;
+    T->ks1 = T->ks0 + f->chunk < T->lk ? T->ks0 + f->chunk : T->lk;
     /* an empty k or v may have NULL data: no pointer arithmetic on it */
-    kp = lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, kbase, hk, 0) * p->es : NULL;
-    vp = lk > 0 && Dv > 0 ? p->v + (size_t)kern__sdpa_off(p, p->vs, kbase, hk, 0) * p->es : NULL;
-    krs = p->ks[2];
-    vrs = p->vs[2];
+    T->kp = T->lk > 0 ? p->k + (size_t)kern__sdpa_off(p, p->ks, T->kbase, T->hk, 0) * p->es
+                      : NULL;
+    T->vp = T->lk > 0 && p->Dv > 0
+                ? p->v + (size_t)kern__sdpa_off(p, p->vs, T->kbase, T->hk, 0) * p->es
+                : NULL;
+    T->krs = p->ks[2];
+    T->vrs = p->vs[2];
     if (f->rows_path) {
-        np = R > 0 ? 1 : 0;
-        pan = 0;
-        npan = np;
+        T->np = T->R > 0 ? 1 : 0;
+        T->pan = 0;
     } else {
-        int64_t tot = (R + NQ - 1) / NQ;
-        pan = qb * KERN__SDPA_QB;
-        if (pan >= tot) return;
-        npan = tot - pan < KERN__SDPA_QB ? tot - pan : KERN__SDPA_QB;
-        np = npan;
+        int64_t tot = (T->R + NQ - 1) / NQ;
+        T->pan = T->qb * KERN__SDPA_QB;
+        if (T->pan >= tot) return 0;
+        T->np = tot - T->pan < KERN__SDPA_QB ? tot - T->pan : KERN__SDPA_QB;
     }
-    if (np == 0) return;
-    /* pack queries, init state */
+    return T->np > 0;
+}
+
+/* Lanes (query rows) of panel pi: R on the rows path, else up to NQ. */
+static inline int64_t kern__sdpa_fwd_nr(const kern__sdpa_ftask *T, int64_t pi) {
+    int64_t r0 = (T->pan + pi) * KERN__SDPA_NQ;
+    if (T->f->rows_path) return T->R;
+    return T->R - r0 < KERN__SDPA_NQ ? T->R - r0 : KERN__SDPA_NQ;
+}
+
+/* Packs panel pi's queries: bf16 pairs [D/2][NQ][2] (native), f32
+ * [D][NQ], or on the rows path rows of D16 f32 / D32 bf16, zero-padded. */
+static void kern__sdpa_fwd_pack_q(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_lane *ln = T->sc.ln + pi * KERN__SDPA_NQ;
+    int64_t NQ = KERN__SDPA_NQ, D = p->D, r, d;
+    if (T->f->rows_path) {
+        for (r = 0; r < nr; r++) {
+            const char *qr =
+                p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h, ln[r].i) * p->es;
+            if (T->native16) { /* bf16 rows, zero-padded to D32 */
+                uint16_t *dst = (uint16_t *)T->sc.qt + r * T->D32;
+                memcpy(dst, qr, (size_t)D * 2);
+                for (d = D; d < T->D32; d++) dst[d] = 0;
+            } else {
+                float *dst = T->sc.qt + r * T->D16;
+                kern__sdpa_to_f32(T->f->ctx, qr, p->dt, dst, D);
+                for (d = D; d < T->D16; d++) dst[d] = 0.0f;
+            }
+        }
+        return;
+    }
     {
-        int64_t pi, r, d;
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t r0 = (pan + pi) * NQ, nr = R - r0 < NQ ? R - r0 : NQ, lo, hi;
-            kern__sdpa_lanes(p, b, hk, r0, nr, lq, lk, ln, &lo, &hi);
-            if (lo < ks0) lo = ks0;
-            if (hi > ks1) hi = ks1;
-            if (hi > lo) {
-                if (lo < klo) klo = lo;
-                if (hi > khi) khi = hi;
+        float *qt = T->sc.qt + pi * T->D16 * NQ, *row = T->sc.row;
+        uint16_t *q2 = (uint16_t *)qt;
+        for (r = 0; r < NQ; r++) {
+            const char *qr = r < nr ? p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h,
+                                                                   ln[r].i) * p->es
+                                    : NULL;
+            if (T->native) {
+                const uint16_t *h16 = (const uint16_t *)qr;
+                for (d = 0; d < D; d++)
+                    q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = qr ? h16[d] : 0;
+                continue;
             }
-            for (r = 0; r < NQ; r++) {
-                sc.m[pi * NQ + r] = -INFINITY;
-                sc.l[pi * NQ + r] = 0.0f;
-            }
-            if (f->rows_path) {
-                memset(sc.ot, 0, (size_t)(R * Dv) * 4);
-                for (r = 0; r < nr; r++) {
-                    const char *qr = p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es;
-                    if (native16) { /* bf16 rows, zero-padded to D32 */
-                        uint16_t *dst = (uint16_t *)sc.qt + r * D32;
-                        memcpy(dst, qr, (size_t)D * 2);
-                        for (d = D; d < D32; d++) dst[d] = 0;
-                    } else {
-                        float *dst = sc.qt + r * D16;
-                        kern__sdpa_to_f32(f->ctx, qr, p->dt, dst, D);
-                        for (d = D; d < D16; d++) dst[d] = 0.0f;
-                    }
-                }
-            } else {
-                float *qt = sc.qt + pi * D16 * NQ;
-                memset(sc.ot + pi * Dv * NQ, 0, (size_t)(Dv * NQ) * 4);
-                for (r = 0; r < NQ; r++) {
-                    float *row = sc.row;
-                    if (r < nr) {
-                        const char *qr = p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es;
-                        if (native) {
-                            const uint16_t *h16 = (const uint16_t *)qr;
-                            uint16_t *q2 = (uint16_t *)qt;
-                            for (d = 0; d < D; d++)
-                                q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = h16[d];
-                            continue;
-                        }
-                        kern__sdpa_to_f32(f->ctx, qr, p->dt, row, D);
-                    } else {
-                        if (native) {
-                            uint16_t *q2 = (uint16_t *)qt;
-                            for (d = 0; d < D; d++) q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = 0;
-                            continue;
-                        }
-                        for (d = 0; d < D; d++) row[d] = 0.0f;
-                    }
-                    for (d = 0; d < D; d++) qt[d * NQ + r] = row[d];
-                }
-            }
+            if (qr) kern__sdpa_to_f32(T->f->ctx, qr, p->dt, row, D);
+            else for (d = 0; d < D; d++) row[d] = 0.0f;
+            for (d = 0; d < D; d++) qt[d * NQ + r] = row[d];
         }
     }
-    /* key blocks */
-    for (j0 = klo < khi ? (klo / BK) * BK : 0; j0 < khi; j0 += BK) {
-        int64_t nk = khi - j0 < BK ? khi - j0 : BK, pi;
-        int converted = 0, packed = 0;
-        const float *kf = NULL, *vf = NULL;
-        int64_t kfs = krs, vfs = vrs;
-        if (p->dt == KERN_F32) {
-            kf = (const float *)kp + j0 * krs;
-            vf = vp ? (const float *)vp + j0 * vrs : NULL; /* NULL: Dv = 0 */
+}
+
+/* Step 2: per panel, the lanes' visible key ranges (their union in
+ * [klo, khi)), the softmax state and the packed queries. */
+static void kern__sdpa_fwd_init(kern__sdpa_ftask *T) {
+    const kern__sdpa_prob *p = T->p;
+    int64_t NQ = KERN__SDPA_NQ, pi, r, Dv = p->Dv;
+    for (pi = 0; pi < T->np; pi++) {
+        kern__sdpa_lane *ln = T->sc.ln + pi * NQ;
+        int64_t r0 = (T->pan + pi) * NQ, nr = T->R - r0 < NQ ? T->R - r0 : NQ, lo, hi;
+        kern__sdpa_lanes(p, T->b, T->hk, r0, nr, T->lq, T->lk, ln, &lo, &hi);
+        if (lo < T->ks0) lo = T->ks0;
+        if (hi > T->ks1) hi = T->ks1;
+        if (hi > lo) {
+            if (lo < T->klo) T->klo = lo;
+            if (hi > T->khi) T->khi = hi;
         }
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t nr = f->rows_path ? R : (R - (pan + pi) * NQ < NQ ? R - (pan + pi) * NQ : NQ);
-            int64_t r, full = 1, any = 0;
-            float *m = sc.m + pi * NQ, *l = sc.l + pi * NQ;
-            for (r = 0; r < nr; r++) {
-                int64_t a = ln[r].lo > ks0 ? ln[r].lo : ks0, z = ln[r].hi < ks1 ? ln[r].hi : ks1;
-                if (a < j0 + nk && z > j0) any = 1;
-                if (!(a <= j0 && z >= j0 + nk)) full = 0;
-            }
-            if (!any) continue;
-            /* converted f32 tiles: f16, and bf16 without vdpbf16ps (the
-             * rows path reads K in any dtype and converts only V) */
-            if (p->dt != KERN_F32 && !converted && (f->rows_path ? !native16 : !native)) {
-                int64_t jj;
-                for (jj = 0; jj < nk; jj++) {
-                    if (!f->rows_path)
-                        kern__sdpa_to_f32(f->ctx, kp + (size_t)((j0 + jj) * krs) * p->es, p->dt,
-                                          sc.kc + jj * D, D);
-                    if (Dv > 0)
-                        kern__sdpa_to_f32(f->ctx, vp + (size_t)((j0 + jj) * vrs) * p->es, p->dt,
-                                          sc.vc + jj * Dv, Dv);
-                }
-                kf = sc.kc;
-                vf = sc.vc;
-                kfs = D;
-                vfs = Dv;
-                converted = 1;
-            }
-            if ((native16 || (native && !f->rows_path)) && !packed && Dv > 0) {
-                p->isa.vpack((const uint16_t *)vp + j0 * vrs, vrs, nk, Dv, sc.vp);
-                packed = 1;
-            }
-            /* scores S^T[j][lane] */
-            if (f->rows_path) {
-                if (native16)
-                    p->isa.dots16(nk, R, D, (const uint16_t *)sc.qt, D32,
-                                  (const uint16_t *)kp + j0 * krs, krs, sc.s, BK);
-                else
-                    p->isa.dots(nk, R, D, sc.qt, D16, kp + (size_t)(j0 * krs) * p->es, krs, p->dt,
-                                sc.s, BK);
-            } else if (native) {
-                p->isa.mk16(nk, NQ, D / 2, (const uint16_t *)kp + j0 * krs, krs, 2,
-                            (const uint16_t *)(sc.qt + pi * D16 * NQ), NQ * 2, sc.s, NQ, 0);
-            } else {
-                p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt + pi * D16 * NQ, NQ, sc.s, NQ, 0);
-            }
-            {
-                int changed, rows = f->rows_path;
-                float c = p->scale * KERN__SDPA_LOG2E;
-                if (!full || p->mask || p->softcap > 0) {
-                    /* blocks lie inside [ks0, ks1): only the lanes' ranges
-                     * need applying */
-                    kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 0, rows);
-                    c = 1.0f;
-                }
-                if (rows) {
-                    changed = p->isa.rstep(sc.s, BK, R, nk, c, m, l, sc.alpha);
-                    if (changed) {
-                        int64_t cc;
-                        for (r = 0; r < R; r++)
-                            if (sc.alpha[r] != 1.0f)
-                                for (cc = 0; cc < Dv; cc++) sc.ot[r * Dv + cc] *= sc.alpha[r];
-                    }
-                } else {
-                    changed = p->isa.step(sc.s, nk, c, m, l, sc.alpha);
-                    if (changed) p->isa.scale(sc.ot + pi * Dv * NQ, Dv, sc.alpha);
-                }
-            }
-            if (p->dropout_p > 0) kern__sdpa_dropout(p, sc.s, nk, j0, ln, nr, f->rows_path);
-            if (Dv == 0) continue;
-            /* O += P V */
-            if (f->rows_path) {
-                if (native16) {
-                    p->isa.rows16(sc.s, BK, R, nk, sc.p2, BK);
-                    p->isa.mk16(R, Dv, (nk + 1) / 2, sc.p2, BK, 2, sc.vp, Dv * 2, sc.ot, Dv, 1);
-                } else {
-                    p->isa.mk(R, Dv, nk, sc.s, BK, 1, vf, vfs, sc.ot, Dv, 1);
-                }
-            } else if (native) {
-                int64_t nkp = (nk + 1) / 2;
-                p->isa.p2(sc.s, nk, sc.p2);
-                p->isa.mk16(Dv, NQ, nkp, sc.vp, 2, Dv * 2, sc.p2, NQ * 2,
-                            sc.ot + pi * Dv * NQ, NQ, 1);
-            } else {
-                p->isa.mk(Dv, NQ, nk, vf, 1, vfs, sc.s, NQ, sc.ot + pi * Dv * NQ, NQ, 1);
-            }
+        for (r = 0; r < NQ; r++) {
+            T->sc.m[pi * NQ + r] = -INFINITY;
+            T->sc.l[pi * NQ + r] = 0.0f;
+        }
+        if (T->f->rows_path) memset(T->sc.ot, 0, (size_t)(T->R * Dv) * 4);
+        else memset(T->sc.ot + pi * Dv * NQ, 0, (size_t)(Dv * NQ) * 4);
+        kern__sdpa_fwd_pack_q(T, pi, nr);
+    }
+}
+
+/* K and V of block [j0, j0 + nk) in the form the chosen kernels read,
+ * done once per block (for the first panel that needs it): f32 copies for
+ * f16, and for bf16 without vdpbf16ps (the rows path reads K in any dtype
+ * and converts only V); V bf16 pairs for the native bf16 kernels. */
+static void kern__sdpa_fwd_ktile(const kern__sdpa_ftask *T, kern__sdpa_ktile *kt, int64_t j0,
+                                 int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    int64_t D = p->D, Dv = p->Dv, jj;
+    int rows = T->f->rows_path;
+    if (p->dt != KERN_F32 && !kt->converted && (rows ? !T->native16 : !T->native)) {
+        for (jj = 0; jj < nk; jj++) {
+            if (!rows)
+                kern__sdpa_to_f32(T->f->ctx, T->kp + (size_t)((j0 + jj) * T->krs) * p->es, p->dt,
+                                  T->sc.kc + jj * D, D);
+            if (Dv > 0)
+                kern__sdpa_to_f32(T->f->ctx, T->vp + (size_t)((j0 + jj) * T->vrs) * p->es, p->dt,
+                                  T->sc.vc + jj * Dv, Dv);
+        }
+        kt->kf = T->sc.kc;
+        kt->vf = T->sc.vc;
+        kt->kfs = D;
+        kt->vfs = Dv;
+        kt->converted = 1;
+    }
+    if ((T->native16 || (T->native && !rows)) && !kt->packed && Dv > 0) {
+        p->fn->vpack((const uint16_t *)T->vp + j0 * T->vrs, T->vrs, nk, Dv, T->sc.vp);
+        kt->packed = 1;
+    }
+}
+
+/* Scores of panel pi against block j0: S^T[j][lane] (panels) or
+ * S[row][j] (rows path). */
+static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_ktile *kt,
+                                  int64_t pi, int64_t j0, int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, D = p->D;
+    if (T->f->rows_path) {
+        if (T->native16)
+            p->fn->dots16(nk, T->R, D, (const uint16_t *)sc->qt, T->D32,
+                          (const uint16_t *)T->kp + j0 * T->krs, T->krs, sc->s, KERN__SDPA_BK);
+        else
+            p->fn->dots(nk, T->R, D, sc->qt, T->D16, T->kp + (size_t)(j0 * T->krs) * p->es, T->krs,
+                        p->dt, sc->s, KERN__SDPA_BK);
+    } else if (T->native) {
+        p->fn->mk16(nk, NQ, D / 2, (const uint16_t *)T->kp + j0 * T->krs, T->krs, 2,
+                    (const uint16_t *)(sc->qt + pi * T->D16 * NQ), NQ * 2, sc->s, NQ, 0);
+    } else {
+        p->fn->mk(nk, NQ, D, kt->kf, kt->kfs, 1, sc->qt + pi * T->D16 * NQ, NQ, sc->s, NQ, 0);
+    }
+}
+
+/* The online softmax of panel pi's scores (masks, softcap and ranges
+ * applied first unless the block is fully visible and plain), with the
+ * accumulator rescaled when a lane's max grew. */
+static void kern__sdpa_fwd_softmax(const kern__sdpa_ftask *T, int64_t pi, int64_t j0, int64_t nk,
+                                   int64_t nr, int full) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, r, cc;
+    float *m = sc->m + pi * NQ, *l = sc->l + pi * NQ;
+    float c = p->scale * KERN__SDPA_LOG2E;
+    if (!full || p->mask || p->softcap > 0) {
+        /* blocks lie inside [ks0, ks1): only the lanes' ranges need applying */
+        kern__sdpa_prepare(p, sc->s, nk, j0, sc->ln + pi * NQ, nr, sc->tmp, 0, T->f->rows_path);
+        c = 1.0f;
+    }
+    if (T->f->rows_path) {
+        if (p->fn->rstep(sc->s, KERN__SDPA_BK, T->R, nk, c, m, l, sc->alpha))
+            for (r = 0; r < T->R; r++)
+                if (sc->alpha[r] != 1.0f)
+                    for (cc = 0; cc < Dv; cc++) sc->ot[r * Dv + cc] *= sc->alpha[r];
+    } else if (p->fn->step(sc->s, nk, c, m, l, sc->alpha)) {
+        p->fn->scale(sc->ot + pi * Dv * NQ, Dv, sc->alpha);
+    }
+}
+
+/* O += P V for panel pi. */
+static void kern__sdpa_fwd_pv(const kern__sdpa_ftask *T, const kern__sdpa_ktile *kt, int64_t pi,
+                              int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, BK = KERN__SDPA_BK;
+    if (T->f->rows_path) {
+        if (T->native16) {
+            p->fn->rows16(sc->s, BK, T->R, nk, sc->p2, BK);
+            p->fn->mk16(T->R, Dv, (nk + 1) / 2, sc->p2, BK, 2, sc->vp, Dv * 2, sc->ot, Dv, 1);
+        } else {
+            p->fn->mk(T->R, Dv, nk, sc->s, BK, 1, kt->vf, kt->vfs, sc->ot, Dv, 1);
+        }
+    } else if (T->native) {
+        p->fn->p2(sc->s, nk, sc->p2);
+        p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, 2, Dv * 2, sc->p2, NQ * 2, sc->ot + pi * Dv * NQ,
+                    NQ, 1);
+    } else {
+        p->fn->mk(Dv, NQ, nk, kt->vf, 1, kt->vfs, sc->s, NQ, sc->ot + pi * Dv * NQ, NQ, 1);
+    }
+}
+
+/* Step 3: key block [j0, j0 + nk) for every panel that sees part of it. */
+static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
+    const kern__sdpa_prob *p = T->p;
+    kern__sdpa_ktile kt;
+    int64_t NQ = KERN__SDPA_NQ, pi;
+    kt.kf = kt.vf = NULL;
+    kt.kfs = T->krs;
+    kt.vfs = T->vrs;
+    kt.converted = kt.packed = 0;
+    if (p->dt == KERN_F32) {
+        kt.kf = (const float *)T->kp + j0 * T->krs;
+        kt.vf = T->vp ? (const float *)T->vp + j0 * T->vrs : NULL; /* NULL: Dv = 0 */
+    }
+    for (pi = 0; pi < T->np; pi++) {
+        const kern__sdpa_lane *ln = T->sc.ln + pi * NQ;
+        int64_t nr = kern__sdpa_fwd_nr(T, pi), r;
+        int full = 1, any = 0;
+        for (r = 0; r < nr; r++) {
+            int64_t a = ln[r].lo > T->ks0 ? ln[r].lo : T->ks0;
+            int64_t z = ln[r].hi < T->ks1 ? ln[r].hi : T->ks1;
+            if (a < j0 + nk && z > j0) any = 1;
+            if (!(a <= j0 && z >= j0 + nk)) full = 0;
+        }
+        if (!any) continue;
+        kern__sdpa_fwd_ktile(T, &kt, j0, nk);
+        kern__sdpa_fwd_scores(T, &kt, pi, j0, nk);
+        kern__sdpa_fwd_softmax(T, pi, j0, nk, nr, full);
+        if (p->dropout_p > 0)
+            kern__sdpa_dropout(p, T->sc.s, nk, j0, T->sc.ln + pi * NQ, nr, T->f->rows_path);
+        if (p->Dv > 0) kern__sdpa_fwd_pv(T, &kt, pi, nk);
+    }
+}
+
+/* Step 4: writes the finished rows (or this split's partial results). */
+static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
+    const kern__sdpa_fwd *f = T->f;
+    const kern__sdpa_fscr *sc = &T->sc;
+    int64_t NQ = KERN__SDPA_NQ, Dv = T->p->Dv, pi, r;
+    for (pi = 0; pi < T->np; pi++) {
+        const kern__sdpa_lane *ln = sc->ln + pi * NQ;
+        int64_t nr = kern__sdpa_fwd_nr(T, pi);
+        for (r = 0; r < nr; r++) {
+            const float *acc = f->rows_path ? sc->ot + r * Dv : sc->ot + pi * Dv * NQ + r;
+            int64_t cs = f->rows_path ? 1 : NQ;
+            float m = sc->m[pi * NQ + r], l = sc->l[pi * NQ + r];
+            if (f->nsplit > 1)
+                kern__sdpa_emit_part(f, T->b, T->hk, T->qb, T->sp, (f->rows_path ? 0 : pi * NQ) + r,
+                                     acc, cs, m, l);
+            else
+                kern__sdpa_emit(f, T->qbase, ln[r].h, ln[r].i, acc, cs, m, l, sc->row);
         }
     }
-    /* finish */
-    {
-        int64_t pi, r;
-        for (pi = 0; pi < np; pi++) {
-            kern__sdpa_lane *ln = sc.ln + pi * NQ;
-            int64_t r0 = (pan + pi) * NQ;
-            int64_t nr = f->rows_path ? R : (R - r0 < NQ ? R - r0 : NQ);
-            for (r = 0; r < nr; r++) {
-                const float *acc = f->rows_path ? sc.ot + r * Dv : sc.ot + pi * Dv * NQ + r;
-                int64_t cs = f->rows_path ? 1 : NQ;
-                if (f->nsplit > 1)
-                    kern__sdpa_emit_part(f, b, hk, qb, sp, (f->rows_path ? 0 : pi * NQ) + r,
-                                         acc, cs, sc.m[pi * NQ + r], sc.l[pi * NQ + r]);
-                else
-                    kern__sdpa_emit(f, qbase, ln[r].h, ln[r].i, acc, cs, sc.m[pi * NQ + r],
-                                    sc.l[pi * NQ + r], sc.row);
-            }
-        }
-    }
+}
+
+/* One forward task: locate, init (ranges, state, packed queries), the key
+ * blocks in order, finish. */
+static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
+    kern__sdpa_ftask T;
+    int64_t j0, BK = KERN__SDPA_BK;
+    if (!kern__sdpa_fwd_locate(&T, (const kern__sdpa_fwd *)arg, t, thread)) return;
+    kern__sdpa_fwd_init(&T);
+    for (j0 = T.klo < T.khi ? (T.klo / BK) * BK : 0; j0 < T.khi; j0 += BK)
+        kern__sdpa_fwd_block(&T, j0, T.khi - j0 < BK ? T.khi - j0 : BK);
+    kern__sdpa_fwd_finish(&T);
 }
 
 /* Combine phase: one task per (b, hk, qb); merges the key splits in order. */
@@ -2052,7 +2253,7 @@ static void kern__sdpa_combine_task(void *arg, int64_t t, int thread) {
          * NaN m or l propagates */
         for (sp = 0; sp < f->nsplit; sp++) {
             const float *o = base + sp * pstride;
-            float w = o[Dv] == -INFINITY ? 0.0f : exp2f(o[Dv] - M);
+            float w = o[Dv] == -INFINITY ? 0.0f : kern__s_exp2_neg(o[Dv] - M);
             L += o[Dv + 1] * w;
             for (c = 0; c < Dv; c++) acc[c] += o[c] * w;
         }
@@ -2154,156 +2355,189 @@ static int64_t kern__sdpa_st(const kern_tensor *t, int d) {
     return d >= 0 && t->shape[d] > 1 && kern_tensor_numel(t) > 0 ? t->stride[d] : 0;
 }
 
-/* Common checks and problem setup. mode: 0 forward dense, 1 forward varlen,
- * 2 backward dense, 3 backward varlen. bwd tensors may be NULL in forward. */
-static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varlen, int bwd,
-                                    const kern_tensor *q, const kern_tensor *k,
-                                    const kern_tensor *v, const kern_tensor *out,
-                                    const kern_tensor *dout, const kern_tensor *lse,
-                                    const kern_tensor *dq, const kern_tensor *dk,
-                                    const kern_tensor *dv, const kern_tensor *cuq,
-                                    const kern_tensor *cuk, int64_t maxq, int64_t maxk,
-                                    const kern_sdpa_params *pp) {
+/* The operands of one entry point, as kern__sdpa_setup's steps read them
+ * (bwd tensors NULL in forward, cu_seqlens NULL for dense). */
+typedef struct kern__sdpa_args {
+    const char *op;
+    int varlen, bwd;
+    const kern_tensor *q, *k, *v, *out, *dout, *lse, *dq, *dk, *dv, *cuq, *cuk;
+    int64_t maxq, maxk;
+    const kern_sdpa_params *pp;
+} kern__sdpa_args;
+
+/* Step 1: every tensor present, the params in range, one float dtype, the
+ * right number of dims and unit last-dim strides. */
+static kern_status kern__sdpa_check_operands(const kern__sdpa_args *a) {
     kern_status st;
-    int nd = varlen ? 3 : 4, i;
-    int64_t B, Hq, Hkv, Lq, Lk, D, Dv, want[4], Lq_run = 0, Lk_run = 0;
-    const char *dims = varlen ? "[T,H,D]" : "[B,H,L,D]";
-    memset(P, 0, sizeof *P);
-    if ((st = kern__sdpa_need(q, op, "q")) || (st = kern__sdpa_need(k, op, "k")) ||
-        (st = kern__sdpa_need(v, op, "v")) || (st = kern__sdpa_need(out, op, "out")))
+    const char *op = a->op;
+    const kern_tensor *ts[8];
+    const char *nm[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+    int nd = a->varlen ? 3 : 4, n = a->bwd ? 8 : 4, i;
+    if ((st = kern__sdpa_need(a->q, op, "q")) || (st = kern__sdpa_need(a->k, op, "k")) ||
+        (st = kern__sdpa_need(a->v, op, "v")) || (st = kern__sdpa_need(a->out, op, "out")))
         return st;
-    if (bwd) {
-        if ((st = kern__sdpa_need(dout, op, "dout")) || (st = kern__sdpa_need(lse, op, "lse")) ||
-            (st = kern__sdpa_need(dq, op, "dq")) || (st = kern__sdpa_need(dk, op, "dk")) ||
-            (st = kern__sdpa_need(dv, op, "dv")))
+    if (a->bwd) {
+        if ((st = kern__sdpa_need(a->dout, op, "dout")) ||
+            (st = kern__sdpa_need(a->lse, op, "lse")) || (st = kern__sdpa_need(a->dq, op, "dq")) ||
+            (st = kern__sdpa_need(a->dk, op, "dk")) || (st = kern__sdpa_need(a->dv, op, "dv")))
             return st;
     }
-    if ((st = kern__sdpa_check_params(pp, op))) return st;
-    {
-        const kern_tensor *ts[8];
-        const char *nm[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
-        int n = bwd ? 8 : 4;
-        ts[0] = q; ts[1] = k; ts[2] = v; ts[3] = out;
-        ts[4] = dout; ts[5] = dq; ts[6] = dk; ts[7] = dv;
-        if (!kern_dtype_is_float(q->dtype))
-            return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s, want f32, bf16 or f16", op,
-                             kern_dtype_name(q->dtype));
-        for (i = 0; i < n; i++) {
-            if (ts[i]->dtype != q->dtype)
-                return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", op, nm[i],
-                                 kern_dtype_name(ts[i]->dtype), kern_dtype_name(q->dtype));
-            if (ts[i]->ndim != nd)
-                return kern__err(KERN_ERR_SHAPE, "%s: %s has %d dims, want %d %s", op, nm[i],
-                                 ts[i]->ndim, nd, dims);
-        }
-        for (i = 0; i < n; i++)
-            if ((st = kern__sdpa_unit(ts[i], op, nm[i]))) return st;
+    if ((st = kern__sdpa_check_params(a->pp, op))) return st;
+    ts[0] = a->q; ts[1] = a->k; ts[2] = a->v; ts[3] = a->out;
+    ts[4] = a->dout; ts[5] = a->dq; ts[6] = a->dk; ts[7] = a->dv;
+    if (!kern_dtype_is_float(a->q->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s, want f32, bf16 or f16", op,
+                         kern_dtype_name(a->q->dtype));
+    for (i = 0; i < n; i++) {
+        if (ts[i]->dtype != a->q->dtype)
+            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", op, nm[i],
+                             kern_dtype_name(ts[i]->dtype), kern_dtype_name(a->q->dtype));
+        if (ts[i]->ndim != nd)
+            return kern__err(KERN_ERR_SHAPE, "%s: %s has %d dims, want %d %s", op, nm[i],
+                             ts[i]->ndim, nd, a->varlen ? "[T,H,D]" : "[B,H,L,D]");
     }
-    if (varlen) {
-        B = cuq ? (cuq->ndim == 1 ? cuq->shape[0] - 1 : -1) : -1;
-        Hq = q->shape[1];
-        Hkv = k->shape[1];
-        D = q->shape[2];
-        Dv = v->shape[2];
-        if (maxq < 0 || maxk < 0)
-            return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld max_seqlen_k=%lld must be >= 0",
-                             op, (long long)maxq, (long long)maxk);
-        Lq = maxq;
-        Lk = maxk;
-        if (k->shape[0] != v->shape[0])
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but v.shape[0]=%lld", op,
-                             (long long)k->shape[0], (long long)v->shape[0]);
-        if (k->shape[1] != v->shape[1])
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
-                             (long long)k->shape[1], (long long)v->shape[1]);
-        if (k->shape[2] != D)
-            return kern__err(KERN_ERR_SHAPE, "%s: q.shape[2]=%lld but k.shape[2]=%lld", op,
-                             (long long)D, (long long)k->shape[2]);
-        want[0] = q->shape[0]; want[1] = Hq; want[2] = Dv;
-        if ((st = kern__sdpa_shape_is(out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
-        if ((st = kern__sdpa_check_cu(cuq, -1, q->shape[0], maxq, op, "cu_seqlens_q", &Lq_run)))
-            return st;
-        B = cuq->shape[0] - 1;
-        if ((st = kern__sdpa_check_cu(cuk, B + 1, k->shape[0], maxk, op, "cu_seqlens_k", &Lk_run)))
-            return st;
-        if (pp->attn_mask)
-            return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
-        if (pp->k_lens)
-            return kern__err(KERN_ERR_UNSUPPORTED,
-                             "%s: k_lens is not supported with varlen (use cu_seqlens_k)", op);
-    } else {
-        B = q->shape[0];
-        Hq = q->shape[1];
-        Lq = q->shape[2];
-        D = q->shape[3];
-        Hkv = k->shape[1];
-        Lk = k->shape[2];
-        Dv = v->shape[3];
-        Lq_run = Lq;
-        Lk_run = Lk;
-        if (k->shape[0] != B || v->shape[0] != B)
-            return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
-                             "v.shape[0]=%lld", op, (long long)B, (long long)k->shape[0],
-                             (long long)v->shape[0]);
-        if (v->shape[1] != Hkv)
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
-                             (long long)Hkv, (long long)v->shape[1]);
-        if (v->shape[2] != Lk)
-            return kern__err(KERN_ERR_SHAPE, "%s: k.shape[2]=%lld but v.shape[2]=%lld", op,
-                             (long long)Lk, (long long)v->shape[2]);
-        if (k->shape[3] != D)
-            return kern__err(KERN_ERR_SHAPE, "%s: q.shape[3]=%lld but k.shape[3]=%lld", op,
-                             (long long)D, (long long)k->shape[3]);
-        want[0] = B; want[1] = Hq; want[2] = Lq; want[3] = Dv;
-        if ((st = kern__sdpa_shape_is(out, 4, want, op, "out", "[B,Hq,Lq,Dv]"))) return st;
-    }
-    if (D < 1)
+    for (i = 0; i < n; i++)
+        if ((st = kern__sdpa_unit(ts[i], op, nm[i]))) return st;
+    return KERN_OK;
+}
+
+/* Step 2 (varlen): B, H, D, Dv, the max lengths and the longest actual
+ * sequences from q, k, v, out and cu_seqlens. */
+static kern_status kern__sdpa_shapes_varlen(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    const kern_tensor *q = a->q, *k = a->k, *v = a->v;
+    int64_t want[3];
+    P->Hq = q->shape[1];
+    P->Hkv = k->shape[1];
+    P->D = q->shape[2];
+    P->Dv = v->shape[2];
+    if (a->maxq < 0 || a->maxk < 0)
+        return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld max_seqlen_k=%lld must be >= 0",
+                         op, (long long)a->maxq, (long long)a->maxk);
+    P->Lq = a->maxq;
+    P->Lk = a->maxk;
+    if (k->shape[0] != v->shape[0])
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but v.shape[0]=%lld", op,
+                         (long long)k->shape[0], (long long)v->shape[0]);
+    if (k->shape[1] != v->shape[1])
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
+                         (long long)k->shape[1], (long long)v->shape[1]);
+    if (k->shape[2] != P->D)
+        return kern__err(KERN_ERR_SHAPE, "%s: q.shape[2]=%lld but k.shape[2]=%lld", op,
+                         (long long)P->D, (long long)k->shape[2]);
+    want[0] = q->shape[0]; want[1] = P->Hq; want[2] = P->Dv;
+    if ((st = kern__sdpa_shape_is(a->out, 3, want, op, "out", "[Tq,Hq,Dv]"))) return st;
+    if ((st = kern__sdpa_check_cu(a->cuq, -1, q->shape[0], a->maxq, op, "cu_seqlens_q",
+                                  &P->Lq_run)))
+        return st;
+    P->B = a->cuq->shape[0] - 1;
+    if ((st = kern__sdpa_check_cu(a->cuk, P->B + 1, k->shape[0], a->maxk, op, "cu_seqlens_k",
+                                  &P->Lk_run)))
+        return st;
+    if (a->pp->attn_mask)
+        return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask is not supported with varlen", op);
+    if (a->pp->k_lens)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: k_lens is not supported with varlen (use cu_seqlens_k)", op);
+    return KERN_OK;
+}
+
+/* Step 2 (dense): B, H, L, D, Dv from q, k, v, out. */
+static kern_status kern__sdpa_shapes_dense(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    const char *op = a->op;
+    const kern_tensor *q = a->q, *k = a->k, *v = a->v;
+    int64_t want[4];
+    P->B = q->shape[0];
+    P->Hq = q->shape[1];
+    P->Lq = q->shape[2];
+    P->D = q->shape[3];
+    P->Hkv = k->shape[1];
+    P->Lk = k->shape[2];
+    P->Dv = v->shape[3];
+    P->Lq_run = P->Lq;
+    P->Lk_run = P->Lk;
+    if (k->shape[0] != P->B || v->shape[0] != P->B)
+        return kern__err(KERN_ERR_SHAPE, "%s: batch mismatch: q.shape[0]=%lld k.shape[0]=%lld "
+                         "v.shape[0]=%lld", op, (long long)P->B, (long long)k->shape[0],
+                         (long long)v->shape[0]);
+    if (v->shape[1] != P->Hkv)
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[1]=%lld but v.shape[1]=%lld", op,
+                         (long long)P->Hkv, (long long)v->shape[1]);
+    if (v->shape[2] != P->Lk)
+        return kern__err(KERN_ERR_SHAPE, "%s: k.shape[2]=%lld but v.shape[2]=%lld", op,
+                         (long long)P->Lk, (long long)v->shape[2]);
+    if (k->shape[3] != P->D)
+        return kern__err(KERN_ERR_SHAPE, "%s: q.shape[3]=%lld but k.shape[3]=%lld", op,
+                         (long long)P->D, (long long)k->shape[3]);
+    want[0] = P->B; want[1] = P->Hq; want[2] = P->Lq; want[3] = P->Dv;
+    return kern__sdpa_shape_is(a->out, 4, want, op, "out", "[B,Hq,Lq,Dv]");
+}
+
+/* Step 3: head dims and groups; the backward tensors' shapes. */
+static kern_status kern__sdpa_check_heads(const kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    int nd = a->varlen ? 3 : 4;
+    if (P->D < 1)
         return kern__err(KERN_ERR_SHAPE, "%s: head dim q.shape[%d]=%lld must be >= 1", op, nd - 1,
-                         (long long)D);
-    if (Hkv == 0 ? Hq != 0 : Hq % Hkv != 0)
+                         (long long)P->D);
+    if (P->Hkv == 0 ? P->Hq != 0 : P->Hq % P->Hkv != 0)
         return kern__err(KERN_ERR_SHAPE, "%s: Hq=%lld is not a multiple of Hkv=%lld", op,
-                         (long long)Hq, (long long)Hkv);
-    if (Hq != Hkv && !pp->enable_gqa)
+                         (long long)P->Hq, (long long)P->Hkv);
+    if (P->Hq != P->Hkv && !a->pp->enable_gqa)
         return kern__err(KERN_ERR_SHAPE, "%s: Hq=%lld != Hkv=%lld needs enable_gqa", op,
-                         (long long)Hq, (long long)Hkv);
-    if (bwd) {
-        if ((st = kern__sdpa_shape_is(dout, nd, out->shape, op, "dout", "out's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dq, nd, q->shape, op, "dq", "q's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dk, nd, k->shape, op, "dk", "k's shape"))) return st;
-        if ((st = kern__sdpa_shape_is(dv, nd, v->shape, op, "dv", "v's shape"))) return st;
+                         (long long)P->Hq, (long long)P->Hkv);
+    if (a->bwd) {
+        if ((st = kern__sdpa_shape_is(a->dout, nd, a->out->shape, op, "dout", "out's shape")) ||
+            (st = kern__sdpa_shape_is(a->dq, nd, a->q->shape, op, "dq", "q's shape")) ||
+            (st = kern__sdpa_shape_is(a->dk, nd, a->k->shape, op, "dk", "k's shape")) ||
+            (st = kern__sdpa_shape_is(a->dv, nd, a->v->shape, op, "dv", "v's shape")))
+            return st;
     }
-    /* lse */
-    {
-        const kern_tensor *L = bwd ? lse : pp->lse;
-        if (L) {
-            if ((st = kern_tensor_check(L, op, "lse"))) return st;
-            if (L->dtype != KERN_F32)
-                return kern__err(KERN_ERR_DTYPE, "%s: lse.dtype=%s, want f32", op,
-                                 kern_dtype_name(L->dtype));
-            if (varlen) {
-                want[0] = Hq; want[1] = q->shape[0];
-                if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
-                P->lses[1] = kern__sdpa_st(L, 0);
-                P->lses[2] = kern__sdpa_st(L, 1);
-            } else {
-                want[0] = B; want[1] = Hq; want[2] = Lq;
-                if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
-                P->lses[0] = kern__sdpa_st(L, 0);
-                P->lses[1] = kern__sdpa_st(L, 1);
-                P->lses[2] = kern__sdpa_st(L, 2);
-            }
-            P->lse = (float *)L->data;
-        }
+    return KERN_OK;
+}
+
+/* Step 4: the optional lse (forward output, backward input). */
+static kern_status kern__sdpa_setup_lse(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    const kern_tensor *L = a->bwd ? a->lse : a->pp->lse;
+    int64_t want[3];
+    if (!L) return KERN_OK;
+    if ((st = kern_tensor_check(L, op, "lse"))) return st;
+    if (L->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: lse.dtype=%s, want f32", op,
+                         kern_dtype_name(L->dtype));
+    if (a->varlen) {
+        want[0] = P->Hq; want[1] = a->q->shape[0];
+        if ((st = kern__sdpa_shape_is(L, 2, want, op, "lse", "[Hq,Tq]"))) return st;
+        P->lses[1] = kern__sdpa_st(L, 0);
+        P->lses[2] = kern__sdpa_st(L, 1);
+    } else {
+        want[0] = P->B; want[1] = P->Hq; want[2] = P->Lq;
+        if ((st = kern__sdpa_shape_is(L, 3, want, op, "lse", "[B,Hq,Lq]"))) return st;
+        P->lses[0] = kern__sdpa_st(L, 0);
+        P->lses[1] = kern__sdpa_st(L, 1);
+        P->lses[2] = kern__sdpa_st(L, 2);
     }
-    /* mask */
-    if (pp->attn_mask) {
-        const kern_tensor *m = pp->attn_mask;
+    P->lse = (float *)L->data;
+    return KERN_OK;
+}
+
+/* Step 5: the attention mask (broadcast view) and k_lens. */
+static kern_status kern__sdpa_setup_masks(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const char *op = a->op;
+    int i;
+    if (a->pp->attn_mask) {
+        const kern_tensor *m = a->pp->attn_mask;
         int64_t full[4];
         if ((st = kern_tensor_check(m, op, "attn_mask"))) return st;
         if (m->dtype != KERN_BOOL && !kern_dtype_is_float(m->dtype))
             return kern__err(KERN_ERR_DTYPE, "%s: attn_mask.dtype=%s, want bool, f32, f16 or bf16",
                              op, kern_dtype_name(m->dtype));
-        full[0] = B; full[1] = Hq; full[2] = Lq; full[3] = Lk;
+        full[0] = P->B; full[1] = P->Hq; full[2] = P->Lq; full[3] = P->Lk;
         if (m->ndim > 4)
             return kern__err(KERN_ERR_SHAPE, "%s: attn_mask has %d dims, cannot broadcast to "
                              "[B,Hq,Lq,Lk]", op, m->ndim);
@@ -2311,107 +2545,116 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
         for (i = 0; i < 4; i++) P->maskv.stride[i] = kern__sdpa_st(&P->maskv, i);
         P->mask = &P->maskv;
     }
-    /* k_lens */
-    if (pp->k_lens) {
-        const kern_tensor *kl = pp->k_lens;
+    if (a->pp->k_lens) {
+        const kern_tensor *kl = a->pp->k_lens;
         int64_t b;
         if ((st = kern_tensor_check(kl, op, "k_lens"))) return st;
         if (kl->dtype != KERN_I32 && kl->dtype != KERN_I64)
             return kern__err(KERN_ERR_DTYPE, "%s: k_lens.dtype=%s, want i32 or i64", op,
                              kern_dtype_name(kl->dtype));
-        if (kl->ndim != 1 || kl->shape[0] != B)
+        if (kl->ndim != 1 || kl->shape[0] != P->B)
             return kern__err(KERN_ERR_SHAPE, "%s: k_lens must be [B]=[%lld] (ndim=%d, shape[0]=%lld)",
-                             op, (long long)B, kl->ndim, (long long)(kl->ndim ? kl->shape[0] : 0));
-        for (b = 0; b < B; b++) {
+                             op, (long long)P->B, kl->ndim,
+                             (long long)(kl->ndim ? kl->shape[0] : 0));
+        for (b = 0; b < P->B; b++) {
             int64_t x = kern__sdpa_geti(kl->data, kl->dtype, b * kl->stride[0]);
-            if (x < 0 || x > Lk)
+            if (x < 0 || x > P->Lk)
                 return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is outside [0, Lk=%lld]",
-                                 op, (long long)b, (long long)x, (long long)Lk);
+                                 op, (long long)b, (long long)x, (long long)P->Lk);
         }
         P->klens = kl->data;
         P->klens_dt = kl->dtype;
         P->klens_s = kern__sdpa_st(kl, 0);
     }
-    /* aliasing: outputs vs inputs and each other */
-    {
-        const kern_tensor *in[8], *ou[4];
-        const char *inm[8], *onm[4];
-        int ni = 0, no = 0, a, c;
-        in[ni] = q; inm[ni++] = "q";
-        in[ni] = k; inm[ni++] = "k";
-        in[ni] = v; inm[ni++] = "v";
-        if (pp->attn_mask) { in[ni] = pp->attn_mask; inm[ni++] = "attn_mask"; }
-        if (pp->k_lens) { in[ni] = pp->k_lens; inm[ni++] = "k_lens"; }
-        if (cuq) { in[ni] = cuq; inm[ni++] = "cu_seqlens_q"; }
-        if (cuk) { in[ni] = cuk; inm[ni++] = "cu_seqlens_k"; }
-        if (bwd) {
-            in[ni] = out; inm[ni++] = "out";
-            ou[no] = dq; onm[no++] = "dq";
-            ou[no] = dk; onm[no++] = "dk";
-            ou[no] = dv; onm[no++] = "dv";
-        } else {
-            ou[no] = out; onm[no++] = "out";
-            if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
-        }
-        for (a = 0; a < no; a++) {
-            if (kern__tensor_self_overlap(ou[a]))
-                return kern__err(KERN_ERR_LAYOUT,
-                                 "%s: %s has overlapping elements (a zero or too small stride); an "
-                                 "output needs distinct elements",
-                                 op, onm[a]);
-            for (c = 0; c < ni; c++)
-                if (kern_tensors_overlap(ou[a], in[c]))
-                    return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a], inm[c]);
-            if (bwd && (kern_tensors_overlap(ou[a], dout) || kern_tensors_overlap(ou[a], lse)))
-                return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[a],
-                                 kern_tensors_overlap(ou[a], dout) ? "dout" : "lse");
-            for (c = 0; c < a; c++)
-                if (kern_tensors_overlap(ou[a], ou[c]))
-                    return kern__err(KERN_ERR_ARG, "%s: outputs %s and %s overlap", op, onm[c],
-                                     onm[a]);
-        }
+    return KERN_OK;
+}
+
+/* Step 6: outputs with distinct elements, overlapping no input and no
+ * other output. */
+static kern_status kern__sdpa_check_alias(const kern__sdpa_args *a) {
+    const kern_tensor *in[8], *ou[4];
+    const char *inm[8], *onm[4], *op = a->op;
+    const kern_sdpa_params *pp = a->pp;
+    int ni = 0, no = 0, x, c;
+    in[ni] = a->q; inm[ni++] = "q";
+    in[ni] = a->k; inm[ni++] = "k";
+    in[ni] = a->v; inm[ni++] = "v";
+    if (pp->attn_mask) { in[ni] = pp->attn_mask; inm[ni++] = "attn_mask"; }
+    if (pp->k_lens) { in[ni] = pp->k_lens; inm[ni++] = "k_lens"; }
+    if (a->cuq) { in[ni] = a->cuq; inm[ni++] = "cu_seqlens_q"; }
+    if (a->cuk) { in[ni] = a->cuk; inm[ni++] = "cu_seqlens_k"; }
+    if (a->bwd) {
+        in[ni] = a->out; inm[ni++] = "out";
+        ou[no] = a->dq; onm[no++] = "dq";
+        ou[no] = a->dk; onm[no++] = "dk";
+        ou[no] = a->dv; onm[no++] = "dv";
+    } else {
+        ou[no] = a->out; onm[no++] = "out";
+        if (pp->lse) { ou[no] = pp->lse; onm[no++] = "lse"; }
     }
-    P->B = B; P->Hq = Hq; P->Hkv = Hkv; P->G = Hkv ? Hq / Hkv : 1;
-    P->D = D; P->Dv = Dv; P->Lq = Lq; P->Lk = Lk;
-    P->Lq_run = Lq_run; P->Lk_run = Lk_run;
-    P->dt = q->dtype;
-    P->es = kern_dtype_size(q->dtype);
-    P->q = (const char *)q->data;
-    P->k = (const char *)k->data;
-    P->v = (const char *)v->data;
-    P->o = (const char *)out->data;
+    for (x = 0; x < no; x++) {
+        if (kern__tensor_self_overlap(ou[x]))
+            return kern__err(KERN_ERR_LAYOUT,
+                             "%s: %s has overlapping elements (a zero or too small stride); an "
+                             "output needs distinct elements",
+                             op, onm[x]);
+        for (c = 0; c < ni; c++)
+            if (kern_tensors_overlap(ou[x], in[c]))
+                return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[x], inm[c]);
+        if (a->bwd && (kern_tensors_overlap(ou[x], a->dout) || kern_tensors_overlap(ou[x], a->lse)))
+            return kern__err(KERN_ERR_ARG, "%s: %s overlaps input %s", op, onm[x],
+                             kern_tensors_overlap(ou[x], a->dout) ? "dout" : "lse");
+        for (c = 0; c < x; c++)
+            if (kern_tensors_overlap(ou[x], ou[c]))
+                return kern__err(KERN_ERR_ARG, "%s: outputs %s and %s overlap", op, onm[c],
+                                 onm[x]);
+    }
+    return KERN_OK;
+}
+
+/* Step 7: data pointers, strides and the resolved options. */
+static kern_status kern__sdpa_fill(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    const kern_sdpa_params *pp = a->pp;
+    int i;
+    P->G = P->Hkv ? P->Hq / P->Hkv : 1;
+    P->dt = a->q->dtype;
+    P->es = kern_dtype_size(a->q->dtype);
+    P->q = (const char *)a->q->data;
+    P->k = (const char *)a->k->data;
+    P->v = (const char *)a->v->data;
+    P->o = (const char *)a->out->data;
     for (i = 0; i < 3; i++) {
         /* [b, h, l] strides; varlen: [unused, h, token] */
-        int d = varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
-        P->qs[i] = kern__sdpa_st(q, d);
-        P->ks[i] = kern__sdpa_st(k, d);
-        P->vs[i] = kern__sdpa_st(v, d);
-        P->os[i] = kern__sdpa_st(out, d);
-        if (bwd) {
-            P->ds[i] = kern__sdpa_st(dout, d);
-            P->dqs[i] = kern__sdpa_st(dq, d);
-            P->dks[i] = kern__sdpa_st(dk, d);
-            P->dvs[i] = kern__sdpa_st(dv, d);
+        int d = a->varlen ? (i == 0 ? -1 : i == 1 ? 1 : 0) : i;
+        P->qs[i] = kern__sdpa_st(a->q, d);
+        P->ks[i] = kern__sdpa_st(a->k, d);
+        P->vs[i] = kern__sdpa_st(a->v, d);
+        P->os[i] = kern__sdpa_st(a->out, d);
+        if (a->bwd) {
+            P->ds[i] = kern__sdpa_st(a->dout, d);
+            P->dqs[i] = kern__sdpa_st(a->dq, d);
+            P->dks[i] = kern__sdpa_st(a->dk, d);
+            P->dvs[i] = kern__sdpa_st(a->dv, d);
         }
     }
-    if (bwd) {
-        P->dout = (const char *)dout->data;
-        P->dq = (char *)dq->data;
-        P->dk = (char *)dk->data;
-        P->dv = (char *)dv->data;
+    if (a->bwd) {
+        P->dout = (const char *)a->dout->data;
+        P->dq = (char *)a->dq->data;
+        P->dk = (char *)a->dk->data;
+        P->dv = (char *)a->dv->data;
     }
-    P->varlen = varlen;
-    if (varlen) {
-        P->cuq = cuq->data;
-        P->cuk = cuk->data;
-        P->cuq_dt = cuq->dtype;
-        P->cuk_dt = cuk->dtype;
+    P->varlen = a->varlen;
+    if (a->varlen) {
+        P->cuq = a->cuq->data;
+        P->cuk = a->cuk->data;
+        P->cuq_dt = a->cuq->dtype;
+        P->cuk_dt = a->cuk->dtype;
         /* cu_seqlens are validated contiguous-agnostic: read via stride */
-        if (cuq->stride[0] != 1 || cuk->stride[0] != 1)
+        if (a->cuq->stride[0] != 1 || a->cuk->stride[0] != 1)
             return kern__err(KERN_ERR_LAYOUT, "%s: cu_seqlens_q/k must be contiguous (strides %lld, %lld)",
-                             op, (long long)cuq->stride[0], (long long)cuk->stride[0]);
+                             a->op, (long long)a->cuq->stride[0], (long long)a->cuk->stride[0]);
     }
-    P->scale = pp->scale_set || pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)D);
+    P->scale = pp->scale_set || pp->scale != 0.0f ? pp->scale : 1.0f / sqrtf((float)P->D);
     P->softcap = pp->softcap;
     P->dropout_p = pp->dropout_p;
     P->drop_thr = kern_dropout_threshold(pp->dropout_p);
@@ -2422,9 +2665,32 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     P->window = pp->window_set != 0;
     P->wl = pp->window_left;
     P->wr = pp->window_right;
-    (void)maxq;
-    (void)maxk;
     return KERN_OK;
+}
+
+/* Common checks and problem setup, in the steps above (errors in this
+ * order). bwd tensors may be NULL in forward, cu_seqlens for dense. */
+static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varlen, int bwd,
+                                    const kern_tensor *q, const kern_tensor *k,
+                                    const kern_tensor *v, const kern_tensor *out,
+                                    const kern_tensor *dout, const kern_tensor *lse,
+                                    const kern_tensor *dq, const kern_tensor *dk,
+                                    const kern_tensor *dv, const kern_tensor *cuq,
+                                    const kern_tensor *cuk, int64_t maxq, int64_t maxk,
+                                    const kern_sdpa_params *pp) {
+    kern_status st;
+    kern__sdpa_args a;
+    a.op = op; a.varlen = varlen; a.bwd = bwd;
+    a.q = q; a.k = k; a.v = v; a.out = out;
+    a.dout = dout; a.lse = lse; a.dq = dq; a.dk = dk; a.dv = dv;
+    a.cuq = cuq; a.cuk = cuk; a.maxq = maxq; a.maxk = maxk; a.pp = pp;
+    memset(P, 0, sizeof *P);
+    if ((st = kern__sdpa_check_operands(&a))) return st;
+    st = varlen ? kern__sdpa_shapes_varlen(P, &a) : kern__sdpa_shapes_dense(P, &a);
+    if (st || (st = kern__sdpa_check_heads(P, &a)) || (st = kern__sdpa_setup_lse(P, &a)) ||
+        (st = kern__sdpa_setup_masks(P, &a)) || (st = kern__sdpa_check_alias(&a)))
+        return st;
+    return kern__sdpa_fill(P, &a);
 }
 
 /* The forward's partition (query panels, key splits) and its scratch: the
@@ -2439,8 +2705,8 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     memset(&f, 0, sizeof f);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0 || P->Lq_run == 0) return 0;
-    kern__sdpa_pick(ctx, &P->isa);
-    P->bf16_native = P->dt == KERN_BF16 && P->isa.mk16 && (P->D % 2) == 0;
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+    P->bf16_native = P->dt == KERN_BF16 && P->fn->mk16 && (P->D % 2) == 0;
     f.p = P;
     f.ctx = ctx;
     f.rows_path = R < KERN__SDPA_ROWS_MAX;
@@ -2694,12 +2960,12 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                     vfs = Dv;
                 }
                 /* P^T = 2^(s - lse2), recomputed */
-                p->isa.mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
+                p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
                 kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1, 0);
                 for (e = 0; e < n; e++) sc.pp[e] = sc.s[e] - sc.lse2[e % NQ];
-                p->isa.exp2(sc.pp, n);
+                p->fn->exp2(sc.pp, n);
                 /* dP^T = V dO^T (dropped, rescaled) */
-                if (Dv > 0) p->isa.mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
+                if (Dv > 0) p->fn->mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
                 else memset(sc.dp, 0, (size_t)n * 4);
                 if (p->dropout_p > 0) {
                     for (e = 0; e < n; e++) sc.zr[e] = rdrop;
@@ -2721,9 +2987,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                     int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
                     /* dV += Pd^T dO, dK += dS^T Q, dQ += dS K */
                     if (Dv > 0)
-                        p->isa.mk(nk, Dv, NQ, sc.pp, NQ, 1, sc.dor, Dv, dvr, kstep * Dv, 1);
-                    p->isa.mk(nk, D, NQ, sc.dp, NQ, 1, sc.qr, D, dkr, kstep * D, 1);
-                    p->isa.mk(NQ, D, nk, sc.dp, 1, NQ, kf, kfs, sc.dqp, D, 1);
+                        p->fn->mk(nk, Dv, NQ, sc.pp, NQ, 1, sc.dor, Dv, dvr, kstep * Dv, 1);
+                    p->fn->mk(nk, D, NQ, sc.dp, NQ, 1, sc.qr, D, dkr, kstep * D, 1);
+                    p->fn->mk(NQ, D, nk, sc.dp, 1, NQ, kf, kfs, sc.dqp, D, 1);
                 }
             }
         }
@@ -2787,7 +3053,7 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
     memset(&w, 0, sizeof w);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0) return 0;
-    kern__sdpa_pick(ctx, &P->isa);
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
     w.p = P;
     w.ctx = ctx;
     if (P->varlen) {

@@ -331,9 +331,8 @@ KT_TEST(exp2_accuracy) {
     float x[4096 + 12];
     int i, n = 4096;
     KT_FOR_EACH_ISA(isa, ctx, 1) {
-        kern__sdpa_isa t;
+        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx));
         double worst = 0;
-        kern__sdpa_pick(ctx, &t);
         kt_context("%s", kern_isa_name(isa));
         for (i = 0; i < n; i++) x[i] = (float)(-125.0 + 250.0 * i / n) + (float)i * 1e-4f;
         for (i = 0; i < 12; i++) x[n + i] = special[i];
@@ -341,7 +340,7 @@ KT_TEST(exp2_accuracy) {
             float y[4096 + 12 + 1];
             memcpy(y, x, sizeof x);
             y[n + 12] = NAN;
-            t.exp2(y, n + 13);
+            t->exp2(y, n + 13);
             for (i = 0; i < n; i++) {
                 double w = exp2((double)x[i]), e = fabs(y[i] - w) / w;
                 if (e > worst) worst = e;
@@ -356,6 +355,32 @@ KT_TEST(exp2_accuracy) {
                      (double)y[n + 9], (double)y[n + 10], (double)y[n + 11]);
             KT_CHECK(isnan(y[n + 12]), "NaN -> %g", (double)y[n + 12]);
         }
+    }
+}
+
+/* Every level reaches its own table: AVX512 and AVX512_BF16 differ (the
+ * bf16 kernels), the VNNI levels share their base level's table. */
+KT_TEST(fns_table_per_level) {
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+        const char *want = "scalar";
+        int bf16 = 0;
+        kt_context("%s", kern_isa_name(isa));
+        switch (isa) {
+        case KERN_ISA_AVX2:
+        case KERN_ISA_AVX2_VNNI: want = "avx2"; break;
+        case KERN_ISA_AVX512:
+        case KERN_ISA_AVX512_VNNI: want = "avx512"; break;
+        case KERN_ISA_AVX512_BF16: want = "avx512_bf16"; bf16 = 1; break;
+        case KERN_ISA_NEON:
+        case KERN_ISA_NEON_DOT:
+        case KERN_ISA_NEON_BF16: want = "neon"; break;
+        default: break;
+        }
+        KT_CHECK(strcmp(t->name, want) == 0, "table %s, want %s", t->name, want);
+        KT_CHECK((t->mk16 != NULL) == bf16 && (t->dots16 != NULL) == bf16 &&
+                     (t->rows16 != NULL) == bf16,
+                 "bf16 kernels %s at %s", t->mk16 ? "present" : "absent", t->name);
     }
 }
 
