@@ -13,7 +13,9 @@ to build/models/<name>/ (reused when the config and seed match):
 
     model.kg              the f32 graph (Hugging Face's computation, unfused)
     model.safetensors     its weights, under model.state_dict()'s names
-    model-bf16.kg         the same graph with bf16 weights and activations
+    model-bf16.kg         the graph as torch.autocast(bfloat16) runs it: linears
+                          and attention in bf16, embeddings, residual adds and
+                          LayerNorms in f32
     model-bf16.safetensors
     inputs-B<b>-L<l>.safetensors   input_ids, token_type_ids, attention_mask
 
@@ -58,12 +60,23 @@ def build_model(args):
     return cfg, model
 
 
-def ir_text(cfg, wdt, names_shapes):
+def is_gemm_param(name):
+    """The parameters of the encoder's linears (bf16 in the bf16 graph)."""
+    return name.startswith("encoder.") and "LayerNorm" not in name
+
+
+def ir_text(cfg, mode, names_shapes):
     """kern's text IR for BertModel's forward (last_hidden_state), written as
-    Hugging Face computes it; kern's passes fuse it at plan time."""
+    Hugging Face computes it; kern's passes fuse it at plan time.
+
+    mode "f32": everything f32. mode "bf16": as torch.autocast(bfloat16)
+    runs it: the linears and attention in bf16 (bf16 weights, activations
+    cast to bf16 before them), embeddings, residual adds and LayerNorms in
+    f32."""
     H, nh = cfg.hidden_size, cfg.num_attention_heads
     hd = H // nh
     eps = repr(float(cfg.layer_norm_eps))
+    lo = "bf16" if mode == "bf16" else "f32"
     L = []
     w = L.append
     w("kern-graph 1")
@@ -73,10 +86,11 @@ def ir_text(cfg, wdt, names_shapes):
     w("input token_type_ids i64 [B,L]")
     w("input attention_mask i64 [B,L]")
     for n, shape in names_shapes:
-        w("weight %s %s [%s]" % (n, wdt, ",".join(str(s) for s in shape)))
-    w("const one %s [] 1" % wdt)
-    # torch.finfo(dtype).min, the value HF's extended mask uses
-    w("const big %s [] %s" % (wdt, "-3.40282347e+38" if wdt == "f32" else "-3.38953139e+38"))
+        w("weight %s %s [%s]" % (n, lo if is_gemm_param(n) else "f32",
+                                 ",".join(str(s) for s in shape)))
+    w("const one f32 [] 1")
+    # torch.finfo(f32).min, the value HF's extended mask uses
+    w("const big f32 [] -3.40282347e+38")
     e = "embeddings"
     w("emb.word = embedding(input_ids, %s.word_embeddings.weight)" % e)
     w("emb.type = embedding(token_type_ids, %s.token_type_embeddings.weight)" % e)
@@ -84,16 +98,36 @@ def ir_text(cfg, wdt, names_shapes):
     w("emb.sum1 = add(emb.word, emb.type)")
     w("emb.sum = add(emb.sum1, emb.pos)")
     w("h.0 = layer_norm(emb.sum, %s.LayerNorm.weight, %s.LayerNorm.bias) eps=%s" % (e, e, eps))
-    w("mask.f = cast(attention_mask) dtype=%s" % wdt)
+    w("mask.f = cast(attention_mask) dtype=f32")
     w("mask.inv = sub(one, mask.f)")
-    w("mask.add = mul(mask.inv, big)")
+    if mode == "bf16":
+        # bf16 cannot hold finfo(f32).min (it rounds to -inf): use bf16's min
+        w("const bigb f32 [] -3.38953139e+38")
+        w("mask.addf = mul(mask.inv, bigb)")
+        w("mask.add = cast(mask.addf) dtype=bf16")
+    else:
+        w("mask.add = mul(mask.inv, big)")
     w("mask = reshape(mask.add) shape=B,1,1,L")
+
+    def low(x):
+        if mode != "bf16":
+            return x
+        w("%s.b = cast(%s) dtype=bf16" % (x, x))
+        return x + ".b"
+
+    def high(x):
+        if mode != "bf16":
+            return x
+        w("%s.f = cast(%s) dtype=f32" % (x, x))
+        return x + ".f"
+
     for i in range(cfg.num_hidden_layers):
         p = "encoder.layer.%d" % i
         x = "h.%d" % i
         a = p + ".attention"
+        xl = low(x)
         for t in ("query", "key", "value"):
-            w("%s.self.%s = linear(%s, %s.self.%s.weight, %s.self.%s.bias)" % (a, t, x, a, t, a, t))
+            w("%s.self.%s = linear(%s, %s.self.%s.weight, %s.self.%s.bias)" % (a, t, xl, a, t, a, t))
             w("%s.self.%s.4 = reshape(%s.self.%s) shape=B,L,%d,%d" % (a, t, a, t, nh, hd))
             w("%s.self.%s.h = permute(%s.self.%s.4) perm=0,2,1,3" % (a, t, a, t))
         w("%s.self.ctx = sdpa(%s.self.query.h, %s.self.key.h, %s.self.value.h, mask)" % (a, a, a, a))
@@ -101,16 +135,17 @@ def ir_text(cfg, wdt, names_shapes):
         w("%s.self.out = reshape(%s.self.ctx.p) shape=B,L,%d" % (a, a, H))
         w("%s.output.dense = linear(%s.self.out, %s.output.dense.weight, %s.output.dense.bias)"
           % (a, a, a, a))
-        w("%s.output.res = add(%s.output.dense, %s)" % (a, a, x))
+        w("%s.output.res = add(%s, %s)" % (a, high(a + ".output.dense"), x))
         w("%s.output.LayerNorm = layer_norm(%s.output.res, %s.output.LayerNorm.weight, "
           "%s.output.LayerNorm.bias) eps=%s" % (a, a, a, a, eps))
         y = a + ".output.LayerNorm"
+        yl = low(y)
         w("%s.intermediate.dense = linear(%s, %s.intermediate.dense.weight, "
-          "%s.intermediate.dense.bias)" % (p, y, p, p))
+          "%s.intermediate.dense.bias)" % (p, yl, p, p))
         w("%s.intermediate.act = gelu(%s.intermediate.dense)" % (p, p))
         w("%s.output.dense = linear(%s.intermediate.act, %s.output.dense.weight, "
           "%s.output.dense.bias)" % (p, p, p, p))
-        w("%s.output.res = add(%s.output.dense, %s)" % (p, p, y))
+        w("%s.output.res = add(%s, %s)" % (p, high(p + ".output.dense"), y))
         out = "h.%d" % (i + 1) if i + 1 < cfg.num_hidden_layers else "last_hidden_state"
         w("%s = layer_norm(%s.output.res, %s.output.LayerNorm.weight, %s.output.LayerNorm.bias) "
           "eps=%s" % (out, p, p, p, eps))
@@ -132,7 +167,7 @@ def export(args, cfg, model, d):
     import torch
     from safetensors.torch import save_file
     stamp = os.path.join(d, "stamp.json")
-    key = {"config": cfg.to_dict(), "seed": args.seed, "version": 2}
+    key = {"config": cfg.to_dict(), "seed": args.seed, "version": 3}
     key["config"].pop("transformers_version", None)
     if os.path.exists(stamp):
         with open(stamp) as f:
@@ -141,10 +176,11 @@ def export(args, cfg, model, d):
     os.makedirs(d, exist_ok=True)
     sd = used_params(model)
     names_shapes = [(k, list(v.shape)) for k, v in sd.items()]
-    for wdt, suffix, tdt in (("f32", "", torch.float32), ("bf16", "-bf16", torch.bfloat16)):
+    for mode, suffix in (("f32", ""), ("bf16", "-bf16")):
         with open(os.path.join(d, "model%s.kg" % suffix), "w") as f:
-            f.write(ir_text(cfg, wdt, names_shapes))
-        save_file({k: v.detach().to(tdt).contiguous() for k, v in sd.items()},
+            f.write(ir_text(cfg, mode, names_shapes))
+        save_file({k: v.detach().to(torch.bfloat16 if mode == "bf16" and is_gemm_param(k)
+                                    else torch.float32).contiguous() for k, v in sd.items()},
                   os.path.join(d, "model%s.safetensors" % suffix))
     with open(stamp, "w") as f:
         json.dump(key, f)
