@@ -5,6 +5,7 @@ family `model` measures wall time).
 
     bench/.venv/bin/python models/cpu_time.py [--batch 8] [--seq 128] [--calls 3]
         [--impls kern_f32,kern_int8,kern_bf16,torch,torch_compile,onnxruntime,onnxruntime_int8,torch_int8]
+    bench/.venv/bin/python models/cpu_time.py --impls kern_sage,pyg   # GraphSAGE (models/graphsage.py's files)
 
 kern: build/kern-run on build/models/bert-base (models/bert.py --export-only
 writes it) with 1 thread; the CPU time of --runs N minus that of --runs 0
@@ -49,6 +50,37 @@ def kern_cpu(b, l, calls, variant):
     return (spent[1] - spent[0]) / calls
 
 
+def kern_sage_cpu(calls):
+    d = os.path.join(ROOT, "build", "models", "graphsage-N100000-E1000000-F64-128-128")
+    cmd = [os.path.join(ROOT, "build", "kern-run"), os.path.join(d, "model.kg"),
+           os.path.join(d, "model.safetensors"), "--inputs", os.path.join(d, "inputs.safetensors"),
+           "--threads", "1", "--top", "0"]
+    spent = []
+    for n in (0, calls):
+        c0 = child_cpu()
+        subprocess.run(cmd + ["--runs", str(n)], check=True, stdout=subprocess.DEVNULL)
+        spent.append(child_cpu() - c0)
+    return (spent[1] - spent[0]) / calls
+
+
+def pyg_fn():
+    import torch
+    import graphsage
+    from safetensors.torch import load_file
+
+    class A:
+        nodes, edges, fin, fhid, fout, seed = 100000, 1000000, 64, 128, 128, 0
+    m, ref = graphsage.build_model(A)
+    d = os.path.join(ROOT, "build", "models", "graphsage-N100000-E1000000-F64-128-128")
+    ei = load_file(os.path.join(d, "edge_index.safetensors"))["edge_index"]
+    x = load_file(os.path.join(d, "inputs.safetensors"))["x"]
+
+    def fn():
+        with torch.inference_mode():
+            return m(x, ei)
+    return fn
+
+
 def peer_cpu(fn, calls):
     fn()
     c0 = time.process_time()
@@ -75,6 +107,13 @@ def main():
     m = None
     ids = tt = mask = None
     for impl in impls:
+        if impl in ("kern_sage", "pyg"):
+            import torch as t_
+            t_.set_num_threads(1)
+            s = kern_sage_cpu(args.calls) if impl == "kern_sage" else peer_cpu(pyg_fn(), args.calls)
+            print("graphsage/f32/N100000/E1000000/F64 t1 %-10s %.4f s CPU per call  %.2f GFLOP/s" %
+                  (impl, s, peers.sage_flops() / s / 1e9), flush=True)
+            continue
         if impl.startswith("kern_"):
             s = kern_cpu(b, l, args.calls, impl[5:])
         else:
