@@ -61,6 +61,24 @@ extern "C" {
 #  endif
 #endif
 
+/* g++ 12 (C++ only, at -O1 and above) reports "'__Y' is used uninitialized"
+ * and "may be used uninitialized" inside its own AVX-512 intrinsics (the
+ * `__Y = __Y` idiom of _mm512_undefined_*), wherever kern's AVX-512
+ * functions inline them. Each header's implementation section is bracketed
+ * by KERN__IMPL_DIAG_BEGIN/END (push/pop): the user's code around the
+ * #include keeps every warning, and the same code compiled as C (where the
+ * false positive does not arise) still reports a real uninitialized use. */
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#define KERN__IMPL_DIAG_BEGIN                                                  \
+    _Pragma("GCC diagnostic push")                                             \
+    _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")                      \
+    _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define KERN__IMPL_DIAG_END _Pragma("GCC diagnostic pop")
+#else
+#define KERN__IMPL_DIAG_BEGIN
+#define KERN__IMPL_DIAG_END
+#endif
+
 #define KERN_VERSION_MAJOR 0
 #define KERN_VERSION_MINOR 1
 #define KERN_VERSION_PATCH 0
@@ -691,6 +709,7 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_BASE_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_BASE_IMPLEMENTED
 
 #if !defined(_GNU_SOURCE) && defined(__linux__)
@@ -711,12 +730,6 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
 #ifdef KERN_NEON
 #include <arm_neon.h>
 #include <sys/auxv.h>
-#endif
-/* g++ 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
- * (the `__Y = __Y` idiom of _mm512_undefined_*). Silenced for the
- * implementation translation unit only, when compiled as C++. */
-#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #ifdef __cplusplus
@@ -4648,4 +4661,5 @@ static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

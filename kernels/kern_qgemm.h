@@ -356,6 +356,7 @@ KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tenso
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_QGEMM_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_QGEMM_IMPLEMENTED
 
 /* The packed weight (opaque in the public half). */
@@ -2697,4 +2698,5 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */
