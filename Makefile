@@ -157,7 +157,7 @@ bench/.venv/bin/python:
 peers:
 	@test -x bench/.venv/bin/python || $(PYTHON) -m venv bench/.venv
 	bench/.venv/bin/pip install --upgrade pip >/dev/null
-	bench/.venv/bin/pip install torch onnxruntime numpy scipy matplotlib transformers safetensors onnx
+	bench/.venv/bin/pip install torch onnxruntime numpy scipy matplotlib transformers safetensors onnx torch_geometric
 
 deps:
 	@tests/deps.sh
