@@ -1,0 +1,53 @@
+# mk/gen.mk -- gen/kern_gen.py, the ahead-of-time generator (docs/gen.md).
+#
+# make test   generates a header for every tests/gen/NAME.kg (binding in
+#             GEN_BIND_NAME), compiles it with tests/gen_model_check.c
+#             against kern's implementation built once (build/gen/
+#             kern_impl.o) and runs it: outputs equal kern_graph_run's bit
+#             for bit. tests/gen_check.sh checks the command line (bad
+#             input: message, exit 2, no file left; standalone kernels).
+# make gen-compile-check   one generated sample as C99, C11 (gcc, clang)
+#             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
+#             declarations only and with its implementation; part of
+#             make compile-check.
+
+GEN_MODELS := bert1 synth decomposed_ln
+GEN_BIND_bert1 := B=2,L=7
+GEN_BIND_synth := B=2,L=5
+GEN_BIND_decomposed_ln := B=3,L=4
+# the executor's passes the comparison switches off (the generated code
+# does not fuse yet): every pass but prepacking, in-place and DCE
+GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
+GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS))
+
+build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -c $< -o $@
+
+.PRECIOUS: build/gen/%.h
+build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --name $* -o $@
+
+build/gen/check_%: tests/gen_model_check.c build/gen/%.h build/gen/kern_impl.o tests/kt.h
+	U=$$(echo $* | tr a-z A-Z); \
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen \
+	  -DGEN_HEADER='"$*.h"' -DGEN_NAME=$* -DGEN_UNAME=$$U -D$${U}_IMPLEMENTATION \
+	  -DGEN_IR='"tests/gen/$*.kg"' -DGEN_DISABLE='$(GEN_UNFUSED)' \
+	  $< build/gen/kern_impl.o -o $@ $(LIBS)
+
+test: $(GEN_CHECKS)
+TESTS += $(GEN_CHECKS) tests/gen_check.sh
+
+.PHONY: gen-compile-check
+gen-compile-check: build/gen/bert1.h
+	@fail=0; for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
+	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
+	  for impl in "" -DBERT1_IMPLEMENTATION; do \
+	    command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
+	    echo '#include "bert1.h"' | $$c $$l -std=$$s -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE \
+	      $$impl -Iinclude -Ikernels -Ibuild/gen -fsyntax-only - \
+	      || { echo "FAIL build/gen/bert1.h ($$c -std=$$s $$impl)"; fail=1; }; \
+	  done; \
+	done; [ $$fail = 0 ] && echo "gen-compile-check: ok"
+compile-check: gen-compile-check
