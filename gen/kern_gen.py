@@ -1347,11 +1347,17 @@ def cmd_model(args, argv):
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
         raise GenError('--name %r is not a C identifier' % name)
     g = parse_ir(text, args.ir)
-    low = Lowering(g, parse_bind(args.bind), name)
+    bind = parse_bind(args.bind)
+    passes = [p for p in PASSES if p not in (args.no_fuse or '').split(',')]
+    if args.no_fuse == 'all':
+        passes = []
+    log = run_passes(g, bind, name, passes)
+    low = Lowering(g, bind, name)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
               'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
-              'nodes:   %d in the IR, %d steps' % (len(g.nodes), len(low.steps))]
+              'passes:  %s' % (', '.join(passes) or 'none')] + log + [
+              'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
 
@@ -1363,6 +1369,7 @@ def main(argv=None):
     pm.add_argument('ir')
     pm.add_argument('--bind', default='')
     pm.add_argument('--name', default='')
+    pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
     pm.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
@@ -1375,6 +1382,202 @@ def main(argv=None):
         sys.stderr.write('kern_gen.py: %s\n' % e)
         return 2
     return 0
+
+
+
+# ------------------------------------------------------------------ passes
+# The executor's fusion passes (kern_graph.h, kern__gpx_*), repeated on the
+# IR so the generated code runs the same kernels in the same arithmetic
+# order and its outputs equal kern_graph_run's bit for bit: DCE, epilogue
+# (bias / act / residual / alpha / out_scale into linear and matmul),
+# residual + norm, norm + GELU, DCE. Not repeated: the decomposed-pattern
+# pass and the Q/K/V merge (compare with KERN_GRAPH_PASS_DECOMPOSED and
+# _QKV off). Shapes are compared concretely (the executor compares
+# symbolic dims): only a binding that makes two different expressions
+# equal (L and P both 5) can fuse here where the executor does not.
+PASSES = ('dce', 'epilogue', 'residual_norm', 'norm_act')
+GEMM_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh', 'silu': 'silu', 'relu': 'relu'}
+
+
+def _pad(n):
+    slots = OPS[n.op].split(',') if OPS[n.op] else []
+    while len(n.ins) < len(slots):
+        n.ins.append('-')
+
+
+def _uses(g):
+    u = {}
+    for n in g.nodes:
+        for a in n.ins:
+            if a != '-':
+                u[a] = u.get(a, 0) + 1
+    for o, _ in g.outputs:
+        u[o] = u.get(o, 0) + 1
+    return u
+
+
+def _consumer(g, v, uses, outs):
+    if uses.get(v, 0) != 1 or v in outs:
+        return None
+    for n in g.nodes:
+        if v in n.ins:
+            return n
+    return None
+
+
+def pass_dce(g):
+    live = set(o for o, _ in g.outputs)
+    keep = []
+    for n in reversed(g.nodes):
+        if any(o in live for o in n.outs):
+            keep.append(n)
+            live.update(a for a in n.ins if a != '-')
+    removed = len(g.nodes) - len(keep)
+    g.nodes = list(reversed(keep))
+    return removed
+
+
+def pass_epilogue(g, vals, consts, log):
+    outs = set(o for o, _ in g.outputs)
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('linear', 'matmul') or n not in g.nodes:
+            continue
+        _pad(n)
+        stage = 0
+        if n.ins[2] != '-':
+            stage = 1
+        if n.attrs.get('act', 'none') != 'none':
+            stage = 2
+        if n.ins[3] != '-':
+            stage = 3
+        if n.attrs.get('out_scale') and float(n.attrs['out_scale']) != 0:
+            stage = 4
+        while True:
+            y = n.outs[0]
+            c = _consumer(g, y, uses, outs)
+            yv = vals[y]
+            if c is None or vals[c.outs[0]].dtype != yv.dtype:
+                break
+            if c.op == 'add' and vals[c.outs[0]].shape == yv.shape:
+                t = c.ins[1] if c.ins[0] == y else c.ins[0]
+                if t == y:
+                    break
+                tv = vals[t]
+                if stage < 1 and len(tv.shape) == 1 and tv.shape[0] == yv.shape[-1] and \
+                        is_float(tv.dtype):
+                    n.ins[2] = t
+                    what, stage = 'bias', 1
+                elif stage < 3 and is_float(tv.dtype) and bcast_shape(tv.shape, yv.shape) == yv.shape:
+                    n.ins[3] = t
+                    what, stage = 'residual', 3
+                else:
+                    break
+            elif c.op in GEMM_ACTS and stage < 2:
+                n.attrs['act'] = c.op
+                what, stage = c.op, 2
+            elif stage < 4 and c.op in ('mul', 'div', 'scale'):
+                k = None
+                if c.op == 'mul':
+                    t = c.ins[1] if c.ins[0] == y else c.ins[0]
+                    k = consts.get(t)
+                elif c.op == 'div' and c.ins[0] == y:
+                    k = consts.get(c.ins[1])
+                    k = None if not k else 1.0 / k
+                elif c.op == 'scale':
+                    k = float(c.attrs['alpha']) if 'alpha' in c.attrs else 1.0
+                if k is None or k != k or k in (float('inf'), float('-inf')) or k == 0:
+                    break
+                if stage == 0:
+                    a = float(n.attrs['alpha']) if 'alpha' in n.attrs else 1.0
+                    n.attrs['alpha'] = repr(f32(a * k))
+                    what = 'alpha'
+                else:
+                    n.attrs['out_scale'] = repr(f32(k))
+                    what, stage = 'scale', 4
+            else:
+                break
+            log.append("fuse: %s '%s' + %s -> '%s'" % (n.op, n.outs[0], what, c.outs[0]))
+            n.outs = [c.outs[0]]
+            g.nodes.remove(c)
+
+
+def _producer(g, v):
+    for n in g.nodes:
+        if v in n.outs:
+            return n
+    return None
+
+
+def pass_residual_norm(g, vals, log):
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('layer_norm', 'rms_norm') or len(n.outs) != 1:
+            continue
+        _pad(n)
+        if n.ins[3] != '-':
+            continue
+        s = n.ins[0]
+        ad = _producer(g, s)
+        if ad is None or ad.op != 'add' or ad.ins[0] == ad.ins[1]:
+            continue
+        a0, a1 = vals[ad.ins[0]], vals[ad.ins[1]]
+        sv = vals[s]
+        if a0.shape != sv.shape or a1.shape != sv.shape or a0.dtype != sv.dtype or \
+                a1.dtype != sv.dtype:
+            continue
+        n.ins[0], n.ins[3] = ad.ins[0], ad.ins[1]
+        if uses.get(s, 0) > 1:
+            n.outs = [n.outs[0], s]
+            g.nodes.remove(n)
+            g.nodes[g.nodes.index(ad)] = n
+            log.append("fuse: add '%s' + %s '%s' (the sum is its second output)" % (
+                s, n.op, n.outs[0]))
+        else:
+            g.nodes.remove(ad)
+            log.append("fuse: add '%s' + %s '%s'" % (s, n.op, n.outs[0]))
+
+
+def pass_norm_act(g, vals, log):
+    outs = set(o for o, _ in g.outputs)
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('layer_norm', 'rms_norm') or n.attrs.get('act', 'none') != 'none':
+            continue
+        c = _consumer(g, n.outs[0], uses, outs)
+        if c is None or c.op not in ('gelu', 'gelu_tanh') or \
+                vals[c.outs[0]].dtype != vals[n.outs[0]].dtype:
+            continue
+        n.attrs['act'] = c.op
+        n.outs[0] = c.outs[0]
+        g.nodes.remove(c)
+        log.append("fuse: %s '%s' + %s" % (n.op, n.outs[0], c.op))
+
+
+def run_passes(g, bind, name, passes):
+    log = []
+    if 'dce' in passes:
+        r = pass_dce(g)
+        if r:
+            log.append('dce: removed %d dead nodes' % r)
+
+    def shapes():
+        low = Lowering(g, bind, name)
+        return low.vals, {v.name: vals[0] for v, vals in low.consts if len(vals) == 1}
+    if 'epilogue' in passes:
+        vals, consts = shapes()
+        pass_epilogue(g, vals, consts, log)
+    if 'residual_norm' in passes:
+        vals, _ = shapes()
+        pass_residual_norm(g, vals, log)
+    if 'norm_act' in passes:
+        vals, _ = shapes()
+        pass_norm_act(g, vals, log)
+    if 'dce' in passes:
+        r = pass_dce(g)
+        if r:
+            log.append('dce: removed %d nodes the fusions left unused' % r)
+    return log
 
 
 if __name__ == '__main__':

@@ -15,26 +15,38 @@ GEN_MODELS := bert1 synth decomposed_ln
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
-# the executor's passes the comparison switches off (the generated code
-# does not fuse yet): every pass but prepacking, in-place and DCE
+# Each model twice: NAME.h with the generator's passes (the executor's
+# epilogue, residual+norm, norm+act and DCE) against the executor with
+# the passes the generator does not repeat switched off (decomposed
+# patterns, Q/K/V merge), and NAME_unfused.h (--no-fuse all) against the
+# executor with every pass but prepacking, in-place and DCE off.
+GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED | KERN_GRAPH_PASS_QKV)
 GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
-GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS))
+GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
+              $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS))
 
 build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -c $< -o $@
 
 .PRECIOUS: build/gen/%.h
+build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --no-fuse all --name $*_unfused -o $@
 build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --name $* -o $@
 
-build/gen/check_%: tests/gen_model_check.c build/gen/%.h build/gen/kern_impl.o tests/kt.h
-	U=$$(echo $* | tr a-z A-Z); \
-	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen \
-	  -DGEN_HEADER='"$*.h"' -DGEN_NAME=$* -DGEN_UNAME=$$U -D$${U}_IMPLEMENTATION \
-	  -DGEN_IR='"tests/gen/$*.kg"' -DGEN_DISABLE='$(GEN_UNFUSED)' \
-	  $< build/gen/kern_impl.o -o $@ $(LIBS)
+# check_NAME[_unfused]: $(1) the model, $(2) the header's name, $(3) the executor's disabled passes
+define GEN_CHECK_RULE
+build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_impl.o tests/kt.h
+	$$(CC) $$(O) $$(CFLAGS) $$(WARN) -Werror -std=c11 -D_GNU_SOURCE $$(INC) -Ibuild/gen \
+	  -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
+	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"tests/gen/$(1).kg"' \
+	  -DGEN_DISABLE='$(3)' $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
+endef
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
 
 test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
