@@ -48,6 +48,21 @@ endef
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
 
+# standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
+# two-accumulator-set small-M tiles, and a BERT-sized one
+build/gen/gemm_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 5 --n 37 --k 70 -o $@
+build/gen/gemm_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 16 --n 96 --k 768 -o $@
+build/gen/gemm_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 40 --k 33 -o $@
+build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_gemm
+
 test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
