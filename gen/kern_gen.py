@@ -348,8 +348,12 @@ class Step:
 
 
 class Lowering:
-    def __init__(self, g, bind, name):
+    def __init__(self, g, bind, name, specialize_max_m=0):
         self.g, self.name = g, name
+        self.spec_max_m = specialize_max_m
+        self.instances = []     # (M, N, K)
+        self.ipacks = []        # (weight index, instance index)
+        self.ipack_of = {}
         for s in g.syms:
             g.syms[s] = bind.get(s)
         for s in bind:
@@ -525,6 +529,12 @@ class Lowering:
                 elif r.shape == y.shape and flatten2(r):
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
+        if (self.spec_max_m and n.op == 'linear' and pk is not None and x.dtype == 'f32' and
+                w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
+                yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
+                (b is None or (b.dtype == 'f32' and b.stride == [1]))):
+            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
+            return
 
         def emit(G):
             L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);',
@@ -545,6 +555,69 @@ class Lowering:
                       'st = kern_gemm(ctx, &ta, NULL, &ty, &gp);']
             else:
                 L += G.tview('tb', w) + ['st = kern_gemm(ctx, &ta, &tb, &ty, &gp);']
+            return L
+        self.add_step(n, [x, w, b, r], [y], emit)
+
+    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale):
+        """A small-M linear through a generated GEMM instance (kern_gen.py
+        gemm): another summation order than kern_gemm, so within f32
+        tolerance of the executor, not bit for bit."""
+        M, K = x.shape
+        N = w.shape[0]
+        key = (M, N, K)
+        if key not in self.instances:
+            self.instances.append(key)
+        gi = self.instances.index(key)
+        wi = w.base[1]
+        if wi not in self.ipack_of:
+            self.ipack_of[wi] = len(self.ipacks)
+            self.ipacks.append((wi, gi))
+        ip = self.ipack_of[wi]
+        epi = alpha_set or act != 'none' or r is not None or out_scale
+        nm = self.name
+
+        def emit(G):
+            if act in ('gelu', 'gelu_tanh'):
+                G.helpers.add(act)
+            L = ['float *py = %s;' % G.ptr(y, True),
+                 'st = %s__gi%d_run(ctx, %s, m->ip[%d], %s, py);' % (
+                     nm, gi, G.ptr(x), ip, 'NULL' if (b is None or epi) else G.ptr(b))]
+            if not epi:
+                return L
+            L.append('if (st) return st;')
+            if b is not None:
+                L.append('const float *pb = %s;' % G.ptr(b))
+            if r is not None:
+                L.append('const %s *pr = %s;' % (CTYPE[r.dtype], G.ptr(r)))
+            rs = G.bstrides(r, y.shape) if r is not None else None
+
+            def body(o):
+                e = ['float v = py[%s];' % o[0]]
+                if alpha_set:
+                    e.append('v = %s * v;' % c_float(alpha))
+                if b is not None:
+                    e.append('v = v + pb[i1];')
+                if act == 'gelu':
+                    e.append('v = %s__gelu(v);' % nm)
+                elif act == 'gelu_tanh':
+                    e.append('v = %s__gelu_tanh(v);' % nm)
+                elif act == 'relu':
+                    e.append('v = v > 0 ? v : (v != v ? v : 0.0f);')
+                elif act == 'silu':
+                    e.append('v = v / (1.0f + expf(-v));')
+                if r is not None:
+                    e.append('v = v + %s;' % G.load(r, 'pr', o[1]))
+                if out_scale:
+                    e.append('v = %s * v;' % c_float(out_scale))
+                return e + ['py[%s] = v;' % o[0]]
+            # two explicit loops (no merging) so i1 is the column
+            L.append('for (int64_t i0 = 0; i0 < %d; i0++) {' % y.shape[0])
+            L.append('    for (int64_t i1 = 0; i1 < %d; i1++) {' % y.shape[1])
+            o = ['i0 * %d + i1' % y.shape[1]]
+            if r is not None:
+                o.append('i0 * %d + i1 * %d' % (rs[0], rs[1]))
+            L += ['        ' + l for l in body(o)]
+            L += ['    }', '}']
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
@@ -1200,6 +1273,7 @@ def emit_model(low, name, banner):
     w('typedef struct %s_model {' % N)
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
+    w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
     w('} %s_model;' % N)
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
@@ -1221,6 +1295,10 @@ def emit_model(low, name, banner):
     w('#define %s_IMPLEMENTED' % U)
     w('#include <math.h>')
     w('#include <string.h>')
+    if low.instances:
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
         K = kind.upper()
@@ -1263,11 +1341,15 @@ def emit_model(low, name, banner):
         w('    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);')
         w('    return x / (1.0f + expf(-2.0f * u));')
         w('}')
+    for gi, (Mi, Ni, Ki) in enumerate(low.instances):
+        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True).rstrip('\n'))
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
     w('    if (!m) return;')
     w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
+    for j in range(len(low.ipacks)):
+        w('    kern__free(ctx, m->ip[%d]);' % j)
     w('    memset(m, 0, sizeof *m);')
     w('}')
     w('')
@@ -1299,6 +1381,15 @@ def emit_model(low, name, banner):
         w('            return st;')
         w('        }')
         w('    }')
+    for j, (wi, gi) in enumerate(low.ipacks):
+        Mi, Ni, Ki = low.instances[gi]
+        w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
+            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
+        w('    if (!m->ip[%d]) {' % j)
+        w('        %s_release(ctx, m);' % N)
+        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w('    }')
+        w('    %s__gi%d_pack((const float *)m->w[%d], m->ip[%d]);' % (N, gi, wi, j))
     w('    (void)ctx;')
     w('    return st;')
     w('}')
@@ -1352,11 +1443,13 @@ def cmd_model(args, argv):
     if args.no_fuse == 'all':
         passes = []
     log = run_passes(g, bind, name, passes)
-    low = Lowering(g, bind, name)
+    low = Lowering(g, bind, name, args.specialize_max_m)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
               'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
               'passes:  %s' % (', '.join(passes) or 'none')] + log + [
+              'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
+                                      or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -1370,6 +1463,10 @@ def main(argv=None):
     pm.add_argument('--bind', default='')
     pm.add_argument('--name', default='')
     pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
+    pm.add_argument('--specialize-max-m', type=int, default=0, metavar='M',
+                    help='f32 linears with at most M rows through generated GEMM instances '
+                         '(another summation order: within tolerance of the executor, not '
+                         'bit for bit); 0 = off')
     pm.add_argument('-o', '--out', required=True)
     pg = sub.add_parser('gemm', help='one GEMM instance: y = x . W^T (+ bias)')
     pg.add_argument('--m', type=int, required=True)
@@ -1595,7 +1692,7 @@ GEMM_NR = 16  # columns per packed panel (two 8-float AVX2 vectors)
 GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 
 
-def emit_gemm(name, M, N, K, banner):
+def emit_gemm(name, M, N, K, banner, impl_only=False):
     """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
     16 columns, k-major. Every size a constant; one micro-kernel per row
     count the M split needs, K unrolled by 4; tiles of up to 3 rows keep two
@@ -1613,6 +1710,20 @@ def emit_gemm(name, M, N, K, banner):
         m += r
     o = []
     w = o.append
+    sto = 'static ' if impl_only else ''
+    if impl_only:
+        w('')
+        w('/* GEMM instance M=%d N=%d K=%d (kern_gen.py gemm) */' % (M, N, K))
+    else:
+        emit_gemm_head(w, name, U, M, N, K, NP, banner)
+    emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto)
+    if not impl_only:
+        w('#endif /* %s_IMPLEMENTED */' % U)
+        w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def emit_gemm_head(w, name, U, M, N, K, NP, banner):
     w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
     for b in banner:
         w(' *   %s' % b)
@@ -1641,8 +1752,11 @@ def emit_gemm(name, M, N, K, banner):
     w('#ifdef KERN_X86')
     w('#include <immintrin.h>')
     w('#endif')
+
+
+def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto):
     w('')
-    w('void %s_pack(const float *w, float *packed) {' % name)
+    w('%svoid %s_pack(const float *w, float *packed) {' % (sto, name))
     w('    for (int64_t p = 0; p < %d; p++)' % NP)
     w('        for (int64_t k = 0; k < %d; k++)' % K)
     w('            for (int64_t j = 0; j < %d; j++) {' % GEMM_NR)
@@ -1715,7 +1829,7 @@ def emit_gemm(name, M, N, K, banner):
             if isa == 'avx2':
                 w('#endif')
     w('')
-    w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
+    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % (sto, name))
     w('                   float *y) {')
     w('    int avx2 = 0;')
     w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
@@ -1735,9 +1849,6 @@ def emit_gemm(name, M, N, K, banner):
     w('    }')
     w('    return KERN_OK;')
     w('}')
-    w('#endif /* %s_IMPLEMENTED */' % U)
-    w('#endif /* %s_IMPLEMENTATION */' % U)
-    return '\n'.join(o) + '\n'
 
 
 def cmd_gemm(args, argv):
