@@ -6,13 +6,15 @@
 #             kern_impl.o) and runs it: outputs equal kern_graph_run's bit
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
-# make gen-compile-check   one generated sample as C99, C11 (gcc, clang)
+# make gen-compile-check   two generated samples (plain, with GEMM
+#             instances) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 synth decomposed_ln
+GEN_MODELS := bert1 bert2 synth decomposed_ln
 GEN_BIND_bert1 := B=2,L=7
+GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
 # Each model twice: NAME.h with the generator's passes (the executor's
@@ -25,7 +27,7 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude.
-GEN_SPEC_MODELS := bert1 synth
+GEN_SPEC_MODELS := bert1 bert2 synth
 GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS))
@@ -77,16 +79,17 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h
-	@fail=0; for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h
+	@fail=0; for h in bert1 bert1_spec; do U=$$(echo $$h | tr a-z A-Z); \
+	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
-	  for impl in "" -DBERT1_IMPLEMENTATION; do \
-	    command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
-	    echo '#include "bert1.h"' | $$c $$l -std=$$s -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE \
+	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
+	  for impl in "" -D$${U}_IMPLEMENTATION; do \
+	    echo "#include \"$$h.h\"" | $$c $$l -std=$$s -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE \
 	      $$impl -Iinclude -Ikernels -Ibuild/gen -fsyntax-only - \
-	      || { echo "FAIL build/gen/bert1.h ($$c -std=$$s $$impl)"; fail=1; }; \
+	      || { echo "FAIL build/gen/$$h.h ($$c -std=$$s $$impl)"; fail=1; }; \
 	  done; \
-	done; [ $$fail = 0 ] && echo "gen-compile-check: ok"
+	done; done; [ $$fail = 0 ] && echo "gen-compile-check: ok"
 compile-check: gen-compile-check
 
 # bench/bench_gen.c (family `gen`): BERT-base (gen/bert_ir.py) at B=1,
