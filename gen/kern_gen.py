@@ -1342,7 +1342,8 @@ def emit_model(low, name, banner):
         w('    return x / (1.0f + expf(-2.0f * u));')
         w('}')
     for gi, (Mi, Ni, Ki) in enumerate(low.instances):
-        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True).rstrip('\n'))
+        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
+                           cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
@@ -1444,6 +1445,14 @@ def cmd_model(args, argv):
         passes = []
     log = run_passes(g, bind, name, passes)
     low = Lowering(g, bind, name, args.specialize_max_m)
+    low.inst_cfg = {}
+    if args.autotune and low.instances:
+        path = args.tune_cache or default_cache_path()
+        cache = load_cache(path, cpu_key())
+        for key in low.instances:
+            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log)
+        if cache.pop('dirty', False):
+            save_cache(path, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
               'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
@@ -1467,6 +1476,9 @@ def main(argv=None):
                     help='f32 linears with at most M rows through generated GEMM instances '
                          '(another summation order: within tolerance of the executor, not '
                          'bit for bit); 0 = off')
+    pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
+                    '(or replay them from --tune-cache)')
+    pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
     pm.add_argument('-o', '--out', required=True)
     pg = sub.add_parser('gemm', help='one GEMM instance: y = x . W^T (+ bias)')
     pg.add_argument('--m', type=int, required=True)
@@ -1474,6 +1486,11 @@ def main(argv=None):
     pg.add_argument('--k', type=int, required=True)
     pg.add_argument('--dtype', default='f32')
     pg.add_argument('--name', default='')
+    pg.add_argument('--autotune', action='store_true', help='time candidate blockings here '
+                    '(or replay them from --tune-cache)')
+    pg.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL',
+                    help='a blocking by hand (what --autotune chooses among)')
     pg.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
@@ -1692,22 +1709,31 @@ GEMM_NR = 16  # columns per packed panel (two 8-float AVX2 vectors)
 GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 
 
-def emit_gemm(name, M, N, K, banner, impl_only=False):
-    """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
-    16 columns, k-major. Every size a constant; one micro-kernel per row
-    count the M split needs, K unrolled by 4; tiles of up to 3 rows keep two
-    accumulator sets (even and odd k) to hide the FMA latency. The AVX2
-    kernel and its scalar twin (fmaf, same order) give the same bits."""
-    U = name.upper()
-    NP = (N + GEMM_NR - 1) // GEMM_NR
-    rows = []
-    m = 0
-    while m < M:
-        r = min(GEMM_MR, M - m)
-        if M - m - r in (1, 2) and r == GEMM_MR and M - m > GEMM_MR:
-            r = (M - m + 1) // 2 if M - m <= 2 * GEMM_MR else r
+GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
+
+
+def gemm_rows(M, mr):
+    """The M split: ceil(M / mr) tiles of nearly equal row counts."""
+    nb = (M + mr - 1) // mr
+    rows, m = [], 0
+    for i in range(nb):
+        r = M // nb + (1 if i < M % nb else 0)
         rows.append((m, r))
         m += r
+    return rows
+
+
+def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None):
+    """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
+    16 columns, k-major. Every size a constant; one micro-kernel per row
+    count of the M split (cfg mr rows at most), K unrolled cfg unroll times;
+    tiles of at most cfg split rows keep two accumulator sets (even and odd
+    k) to hide the FMA latency. The AVX2 kernel and its scalar twin (fmaf,
+    same order) give the same bits."""
+    cfg = cfg or GEMM_DEFAULT
+    U = name.upper()
+    NP = (N + GEMM_NR - 1) // GEMM_NR
+    rows = gemm_rows(M, cfg['mr'])
     o = []
     w = o.append
     sto = 'static ' if impl_only else ''
@@ -1716,7 +1742,7 @@ def emit_gemm(name, M, N, K, banner, impl_only=False):
         w('/* GEMM instance M=%d N=%d K=%d (kern_gen.py gemm) */' % (M, N, K))
     else:
         emit_gemm_head(w, name, U, M, N, K, NP, banner)
-    emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto)
+    emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg)
     if not impl_only:
         w('#endif /* %s_IMPLEMENTED */' % U)
         w('#endif /* %s_IMPLEMENTATION */' % U)
@@ -1754,7 +1780,7 @@ def emit_gemm_head(w, name, U, M, N, K, NP, banner):
     w('#endif')
 
 
-def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto):
+def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('')
     w('%svoid %s_pack(const float *w, float *packed) {' % (sto, name))
     w('    for (int64_t p = 0; p < %d; p++)' % NP)
@@ -1765,7 +1791,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto):
     w('            }')
     w('}')
     for r in sorted(set(r for _, r in rows)):
-        split = r <= 3 and K >= 2
+        split = r <= cfg['split'] and K >= 2
         sets = 2 if split else 1
         for isa in ('scalar', 'avx2'):
             if isa == 'avx2':
@@ -1800,7 +1826,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto):
                         L.append('    { const float a = x[%d + (%s)]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (i * K, kexpr, GEMM_NR, s, i, s, i))
                     L.append('}')
                 return L
-            U4 = 4
+            U4 = cfg['unroll']
             full = K // U4
             if full:
                 w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
@@ -1828,25 +1854,33 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto):
             w('}')
             if isa == 'avx2':
                 w('#endif')
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y) {' % (name, isa))
+        w('    for (int64_t p = 0; p < %d; p++) {' % NP)
+        w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
+        w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
+        w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
+        for m0, r in rows:
+            w('        %s__mk%d_%s(x + %d, bp, bi, y + %d + p * %d, nc);' % (name, r, isa, m0 * K, m0 * N, GEMM_NR))
+        w('    }')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
     w('')
     w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % (sto, name))
     w('                   float *y) {')
-    w('    int avx2 = 0;')
     w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
     w('#ifdef KERN_X86')
-    w('    avx2 = kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON;')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+    w('        %s__panels_avx2(x, packed, bias, y);' % name)
+    w('        return KERN_OK;')
+    w('    }')
     w('#endif')
     w('    (void)ctx;')
-    w('    for (int64_t p = 0; p < %d; p++) {' % NP)
-    w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
-    w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
-    w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
-    for m0, r in rows:
-        w('#ifdef KERN_X86')
-        w('        if (avx2) %s__mk%d_avx2(x + %d, bp, bi, y + %d + p * %d, nc); else' % (name, r, m0 * K, m0 * N, GEMM_NR))
-        w('#endif')
-        w('        %s__mk%d_scalar(x + %d, bp, bi, y + %d + p * %d, nc);' % (name, r, m0 * K, m0 * N, GEMM_NR))
-    w('    }')
+    w('    %s__panels_scalar(x, packed, bias, y);' % name)
     w('    return KERN_OK;')
     w('}')
 
@@ -1863,9 +1897,202 @@ def cmd_gemm(args, argv):
     name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
         raise GenError('--name %r is not a C identifier' % name)
+    log, cfg = [], None
+    if args.blocking:
+        try:
+            mr, split, unroll = (int(v) for v in args.blocking.split(','))
+        except ValueError:
+            raise GenError('--blocking: expected MR,SPLIT,UNROLL, got %r' % args.blocking)
+        if not (1 <= mr <= 6 and 0 <= split <= 6 and unroll in (2, 4, 8)):
+            raise GenError('--blocking: MR in 1..6, SPLIT in 0..6, UNROLL 2, 4 or 8')
+        cfg = {'mr': mr, 'split': split, 'unroll': unroll}
+    elif args.autotune:
+        path = args.tune_cache or default_cache_path()
+        cache = load_cache(path, cpu_key())
+        cfg = tune_gemm(args.m, args.n, args.k, cache, log)
+        if cache.pop('dirty', False):
+            save_cache(path, cache)
+    cfg = cfg or GEMM_DEFAULT
     banner = ['command: kern_gen.py ' + ' '.join(argv),
-              'instance: gemm f32 M=%d N=%d K=%d' % (args.m, args.n, args.k)]
-    write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner))
+              'instance: gemm f32 M=%d N=%d K=%d' % (args.m, args.n, args.k)] + log + [
+              'blocking: mr=%d split=%d unroll=%d' % (cfg['mr'], cfg['split'], cfg['unroll'])]
+    write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner, cfg=cfg))
+
+
+
+# ----------------------------------------------------------------- autotune
+# --autotune times candidate blockings of each GEMM instance on this
+# machine (one compile of every candidate, then each timed), keeps the
+# fastest and records it in a cache file keyed by the CPU (model name and
+# the ISA features kern dispatches on) and by op + dtype + shape; the next
+# run replays it without timing. Of the knobs, only `split` (two
+# accumulator sets for tiles of at most that many rows) changes the
+# summation order; `mr` (rows per tile) and `unroll` do not.
+CACHE_FORMAT = 'kern-gen-autotune'
+CACHE_VERSION = 1
+TUNE_CANDIDATES = [
+    {'mr': 6, 'split': 3, 'unroll': 4}, {'mr': 6, 'split': 3, 'unroll': 8},
+    {'mr': 6, 'split': 0, 'unroll': 4}, {'mr': 5, 'split': 3, 'unroll': 4},
+    {'mr': 4, 'split': 3, 'unroll': 4}, {'mr': 4, 'split': 4, 'unroll': 8},
+    {'mr': 3, 'split': 3, 'unroll': 4}, {'mr': 2, 'split': 2, 'unroll': 8},
+]
+CPU_FEATURES = ('avx2', 'fma', 'f16c', 'avx_vnni', 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq',
+                'avx512_vnni', 'avx512_bf16', 'asimd', 'asimddp', 'bf16')
+
+
+def cpu_key():
+    model, flags = 'unknown', set()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                k, _, v = line.partition(':')
+                k = k.strip()
+                if k in ('model name', 'CPU part') and model == 'unknown':
+                    model = ' '.join(v.split())
+                elif k in ('flags', 'Features') and not flags:
+                    flags = set(v.split())
+    except OSError:
+        pass
+    return '%s | %s' % (model, ' '.join(f for f in CPU_FEATURES if f in flags) or 'no simd')
+
+
+def default_cache_path():
+    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.path.join(base, 'kern', 'gen_autotune.json')
+
+
+def load_cache(path, cpu):
+    import json
+    empty = {'format': CACHE_FORMAT, 'version': CACHE_VERSION, 'cpu': cpu, 'entries': {}}
+    if not os.path.exists(path):
+        return empty
+    try:
+        with open(path) as f:
+            c = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise GenError('autotune cache %s is corrupt (%s); delete it or name another with '
+                       '--tune-cache' % (path, str(e).split('\n')[0]))
+    if not isinstance(c, dict) or c.get('format') != CACHE_FORMAT:
+        raise GenError('autotune cache %s is not a kern_gen.py autotune cache' % path)
+    if c.get('version') != CACHE_VERSION:
+        raise GenError('autotune cache %s has format version %r; this kern_gen.py reads version '
+                       '%d (delete it to tune again)' % (path, c.get('version'), CACHE_VERSION))
+    if c.get('cpu') != cpu:
+        raise GenError("autotune cache %s was written on another CPU ('%s'; this one is '%s')"
+                       % (path, c.get('cpu'), cpu))
+    ent = c.get('entries')
+    if not isinstance(ent, dict):
+        raise GenError('autotune cache %s is corrupt (no entries)' % path)
+    for k, v in ent.items():
+        if not (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
+                and 1 <= v['mr'] <= 6 and 0 <= v['split'] <= 6 and v['unroll'] in (2, 4, 8)):
+            raise GenError("autotune cache %s is corrupt (entry '%s')" % (path, k))
+    return c
+
+
+def save_cache(path, c):
+    import json
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    write_atomic(path, json.dumps(c, indent=1, sort_keys=True) + '\n')
+
+
+def time_gemm_candidates(M, N, K, cands):
+    """Compiles every candidate in one program and times each (best of up
+    to 5 runs); returns microseconds per candidate."""
+    import shutil
+    import subprocess
+    import time
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    cc = os.environ.get('CC') or 'cc'
+    d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    try:
+        src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
+               '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
+               '#include <immintrin.h>', '#endif']
+        for i, c in enumerate(cands):
+            src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True, cfg=c))
+        src.append('static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
+                   'return t.tv_sec + t.tv_nsec * 1e-9; }')
+        src.append('int main(void) {')
+        src.append('    float *x = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K))
+        src.append('    float *w = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (N * K))
+        src.append('    float *y = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * N))
+        src.append('    float *pk = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
+            ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR))
+        src.append('    if (!x || !w || !y || !pk) return 1;')
+        src.append('    for (int64_t i = 0; i < %d; i++) x[i] = (float)(i %% 17) * 0.01f;' % (M * K))
+        src.append('    for (int64_t i = 0; i < %d; i++) w[i] = (float)(i %% 13) * 0.01f;' % (N * K))
+        src.append('    t0_pack(w, pk);')
+        src.append('    int avx2 = 0;')
+        src.append('#ifdef KERN_X86')
+        src.append('    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");')
+        src.append('#endif')
+        for i in range(len(cands)):
+            src.append('    {')
+            src.append('        double best = 1e30, spent = 0;')
+            src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
+            src.append('            double t = now();')
+            src.append('#ifdef KERN_X86')
+            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y); else' % i)
+            src.append('#endif')
+            src.append('            t%d__panels_scalar(x, pk, NULL, y);' % i)
+            src.append('            t = now() - t;')
+            src.append('            spent += t;')
+            src.append('            if (r && t < best) best = t;')
+            src.append('        }')
+            src.append('        printf("%%d %%.3f\\n", %d, best * 1e6);' % i)
+            src.append('    }')
+        src.append('    return (int)y[0] == 12345;')
+        src.append('}')
+        with open(os.path.join(d, 'tune.c'), 'w') as f:
+            f.write('\n'.join(src) + '\n')
+        cmd = [cc, '-O2', '-std=c11', '-D_GNU_SOURCE', '-w', '-I' + os.path.join(root, 'include'),
+               '-I' + os.path.join(root, 'kernels'), os.path.join(d, 'tune.c'), '-o',
+               os.path.join(d, 'tune'), '-lm']
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        if r.returncode:
+            raise GenError('autotune: compiling the candidates failed (%s):\n%s' % (
+                ' '.join(cmd[:2]), r.stdout[-2000:]))
+        r = subprocess.run([os.path.join(d, 'tune')], stdout=subprocess.PIPE,
+                           universal_newlines=True)
+        times = {}
+        for line in r.stdout.splitlines():
+            i, us = line.split()
+            times[int(i)] = float(us)
+        if len(times) != len(cands):
+            raise GenError('autotune: the timing program failed (exit %d)' % r.returncode)
+        return [times[i] for i in range(len(cands))]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tune_gemm(M, N, K, cache, log):
+    """The fastest blocking for this instance: from the cache, else timed."""
+    import time
+    key = 'gemm/f32/M%d/N%d/K%d' % (M, N, K)
+    hit = cache['entries'].get(key)
+    if hit:
+        log.append('autotune: %s: mr=%d split=%d unroll=%d (cache)' % (
+            key, hit['mr'], hit['split'], hit['unroll']))
+        return {'mr': hit['mr'], 'split': hit['split'], 'unroll': hit['unroll']}
+    cands, seen = [], set()
+    for c in TUNE_CANDIDATES:
+        rows = gemm_rows(M, c['mr'])
+        sig = (tuple(rows), tuple(r <= c['split'] and K >= 2 for _, r in rows), min(c['unroll'], K))
+        if sig not in seen:
+            seen.add(sig)
+            cands.append(c)
+    t0 = time.time()
+    us = time_gemm_candidates(M, N, K, cands)
+    best = min(range(len(cands)), key=lambda i: us[i])
+    c = dict(cands[best])
+    cache['entries'][key] = dict(c, us=round(us[best], 3), candidates=len(cands))
+    cache['dirty'] = True
+    log.append('autotune: %s: mr=%d split=%d unroll=%d, %.1f us (%d candidates, %.1f s)' % (
+        key, c['mr'], c['split'], c['unroll'], us[best], len(cands), time.time() - t0))
+    return c
 
 
 if __name__ == '__main__':

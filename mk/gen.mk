@@ -61,7 +61,9 @@ $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_U
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
-# two-accumulator-set small-M tiles, and a BERT-sized one
+# two-accumulator-set small-M tiles, a BERT-sized one, and a blocking other
+# than the default (what --autotune may choose: 4-row tiles with two
+# accumulator sets, K unrolled by 8 with a tail)
 build/gen/gemm_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 5 --n 37 --k 70 -o $@
@@ -71,7 +73,10 @@ build/gen/gemm_b.h: gen/kern_gen.py
 build/gen/gemm_c.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 40 --k 33 -o $@
-build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/kern_impl.o tests/kt.h
+build/gen/gemm_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
+build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/gemm_d.h build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 

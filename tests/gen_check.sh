@@ -42,5 +42,25 @@ printf 'kern-graph 1\ninput x f32 [4,3]\nweight w f32 [5,4]\ny = linear(x, w)\no
 expect_error "bad shape" "node 'y' (linear" $gen model "$dir/shape.kg" -o "$dir/out.h"
 expect_error "missing file" "cannot read" $gen model "$dir/nope.kg" -o "$dir/out.h"
 
+# standalone GEMM instance
+$gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)288)" "$dir/g.h" \
+  && pass || fail "gemm instance"
+expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
+
+# autotune: a real (tiny) tuning run writes the cache, the next replays it
+# without timing; a corrupt, foreign or old cache is refused
+tc="$dir/tune.json"
+$gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t1.h" \
+  && grep -q "autotune: gemm/f32/M2/N16/K8: mr=.*candidates" "$dir/t1.h" && grep -q '"format": "kern-gen-autotune"' "$tc" \
+  && pass || fail "autotune run"
+$gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t2.h" \
+  && grep -q "autotune: gemm/f32/M2/N16/K8: .*(cache)" "$dir/t2.h" && pass || fail "autotune replay"
+printf '{"format": "kern-gen-autotune", "version": 1, "cpu"' > "$dir/bad.json"
+expect_error "corrupt cache" "is corrupt" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/bad.json" -o "$dir/out.h"
+sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
+expect_error "foreign cache" "another CPU" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/foreign.json" -o "$dir/out.h"
+sed 's/"version": 1/"version": 0/' "$tc" > "$dir/old.json"
+expect_error "old cache" "format version 0" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
+
 echo "[gen_check.sh] $ok ok, $failed failed"
 [ $failed -eq 0 ]

@@ -1,5 +1,6 @@
 /* gen_gemm_check.c -- GEMM instances written by `kern_gen.py gemm`
- * (mk/gen.mk generates gemm_a, gemm_b, gemm_c): against a double
+ * (mk/gen.mk generates gemm_a .. gemm_d, gemm_d with a blocking other than
+ * the default): against a double
  * reference within f32 rounding of the products' magnitudes, the AVX2
  * kernel and its scalar twin bit for bit, with and without bias. */
 #include "kern.h"
@@ -10,6 +11,8 @@
 #include "gemm_b.h"
 #define GEMM_C_IMPLEMENTATION
 #include "gemm_c.h"
+#define GEMM_D_IMPLEMENTATION
+#include "gemm_d.h"
 
 typedef void (*gen_pack_fn)(const float *, float *);
 typedef kern_status (*gen_run_fn)(kern_ctx *, const float *, const float *, const float *, float *);
@@ -62,6 +65,7 @@ KT_TEST(gen_gemm_instances) {
     gen_gemm_case("gemm_a", GEMM_A_M, GEMM_A_N, GEMM_A_K, GEMM_A_PACKED_FLOATS, gemm_a_pack, gemm_a_run);
     gen_gemm_case("gemm_b", GEMM_B_M, GEMM_B_N, GEMM_B_K, GEMM_B_PACKED_FLOATS, gemm_b_pack, gemm_b_run);
     gen_gemm_case("gemm_c", GEMM_C_M, GEMM_C_N, GEMM_C_K, GEMM_C_PACKED_FLOATS, gemm_c_pack, gemm_c_run);
+    gen_gemm_case("gemm_d", GEMM_D_M, GEMM_D_N, GEMM_D_K, GEMM_D_PACKED_FLOATS, gemm_d_pack, gemm_d_run);
 }
 
 KT_MAIN()
