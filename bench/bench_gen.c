@@ -1,0 +1,231 @@
+/* bench_gen.c — family `gen`: code written by gen/kern_gen.py against the
+ * graph executor and the generic GEMM (mk/gen.mk generates the headers).
+ *
+ * Cases
+ *   bert-base/B1-L16, bert-base/B1-L32   the 12-layer BERT-base encoder
+ *       (gen/bert_ir.py: hidden 768, 12 heads, 3072, vocab 30522), f32,
+ *       random weights. impls: kern_graph (the executor, every pass, one
+ *       plan bound at L=32); gen (kern_gen.py model: the same kernels with
+ *       constant shapes, bit-identical to the executor without its Q/K/V
+ *       merge); gen_spec (--specialize-max-m 64: the linears through
+ *       generated GEMM instances, single-threaded, within f32 tolerance).
+ *   gemm/f32/M<m>/N4096/K4096, m in 1, 4, 16, 64   y = x.W^T, W a torch
+ *       Linear weight packed once. impls: kern_gemm (prepacked with
+ *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing). One
+ *       thread (the instances are single-threaded).
+ * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
+ * tokens plus the attention products.
+ */
+#define KERN_IMPLEMENTATION
+#include "kern.h"
+#include "kbench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BERT_L16_IMPLEMENTATION
+#include "../build/gen/bench/bert_l16.h"
+#define BERT_L32_IMPLEMENTATION
+#include "../build/gen/bench/bert_l32.h"
+#define BERT_L16_SPEC_IMPLEMENTATION
+#include "../build/gen/bench/bert_l16_spec.h"
+#define BERT_L32_SPEC_IMPLEMENTATION
+#include "../build/gen/bench/bert_l32_spec.h"
+#define GEMM_M1_IMPLEMENTATION
+#include "../build/gen/bench/gemm_m1.h"
+#define GEMM_M4_IMPLEMENTATION
+#include "../build/gen/bench/gemm_m4.h"
+#define GEMM_M16_IMPLEMENTATION
+#include "../build/gen/bench/gemm_m16.h"
+#define GEMM_M64_IMPLEMENTATION
+#include "../build/gen/bench/gemm_m64.h"
+
+/* ---------------------------------------------------------------- BERT */
+
+#define NW BERT_L16_N_WEIGHTS
+static void *bert_w[NW];
+
+static int bert_weights(void) {
+    int i;
+    if (bert_w[0]) return 0;
+    for (i = 0; i < NW; i++) {
+        int64_t n = 1;
+        int d;
+        for (d = 0; d < bert_l16_weight_ndim[i]; d++) n *= bert_l16_weight_shapes[i][d];
+        bert_w[i] = kbench_alloc((size_t)n * 4);
+        if (!bert_w[i]) return 1;
+        kbench_fill(bert_w[i], KERN_F32, n, 100 + (uint64_t)i);
+    }
+    return 0;
+}
+
+typedef struct bert_in {
+    int64_t L;
+    int64_t *ids, *tt;
+    float *mask, *out;
+} bert_in;
+
+static void bert_inputs(bert_in *b, int64_t L) {
+    int64_t i;
+    b->L = L;
+    b->ids = (int64_t *)kbench_alloc((size_t)L * 8);
+    b->tt = (int64_t *)kbench_alloc((size_t)L * 8);
+    b->mask = (float *)kbench_alloc((size_t)L * 4);
+    b->out = (float *)kbench_alloc((size_t)L * 768 * 4);
+    for (i = 0; i < L; i++) {
+        b->ids[i] = (i * 7919 + 13) % 30522;
+        b->tt[i] = 0;
+        b->mask[i] = 0;
+    }
+}
+
+static double bert_flops(int64_t L) {
+    double lin = 12.0 * (4.0 * 768 * 768 + 2.0 * 768 * 3072);
+    return 2.0 * lin * (double)L + 12.0 * 4.0 * (double)L * (double)L * 768;
+}
+
+typedef struct bcase {
+    int64_t L;
+    int impl; /* 0 executor, 1 gen, 2 gen_spec */
+} bcase;
+
+static kern_graph_plan *bert_plan[3];
+static kern_graph *bert_graph[3];
+
+static void run_bert(kbench_state *st, void *user) {
+    const bcase *c = (const bcase *)user;
+    int t = kbench_threads(st);
+    kern_ctx *ctx = kbench_ctx(t);
+    bert_in in;
+    if (bert_weights()) {
+        kbench_skip(st, "out of memory for the weights");
+        return;
+    }
+    bert_inputs(&in, c->L);
+    if (c->impl == 0) {
+        kern_tensor ti[3], to;
+        int64_t s2[2] = {1, c->L}, s4[4] = {1, 1, 1, c->L}, so[3] = {1, c->L, 768};
+        if (!bert_plan[t]) {
+            kern_graph_plan_params pp;
+            int i;
+            if (kern_graph_load_ir(ctx, "build/gen/bench/bert_base.kg", &bert_graph[t])) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+            for (i = 0; i < NW; i++) {
+                kern_tensor w;
+                kern_tensor_init(&w, bert_w[i], KERN_F32, bert_l16_weight_ndim[i],
+                                 bert_l16_weight_shapes[i]);
+                kern_graph_bind_weight(bert_graph[t], bert_l16_weight_names[i], &w, KERN_GRAPH_BORROW);
+            }
+            memset(&pp, 0, sizeof pp);
+            pp.bind = "B=1,L=32";
+            if (kern_graph_plan_create(bert_graph[t], ctx, &pp, &bert_plan[t])) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+        }
+        kern_tensor_init(&ti[0], in.ids, KERN_I64, 2, s2);
+        kern_tensor_init(&ti[1], in.tt, KERN_I64, 2, s2);
+        kern_tensor_init(&ti[2], in.mask, KERN_F32, 4, s4);
+        kern_tensor_init(&to, in.out, KERN_F32, 3, so);
+        while (kbench_next(st)) kern_graph_run(bert_plan[t], ti, 3, &to, 1);
+    } else {
+        const void *inputs[3];
+        void *outputs[1];
+        void *arena;
+        inputs[0] = in.ids;
+        inputs[1] = in.tt;
+        inputs[2] = in.mask;
+        outputs[0] = in.out;
+#define GEN_BERT_CASE(P, U)                                                   \
+    do {                                                                      \
+        static P##_model m;                                                   \
+        static int ready;                                                     \
+        if (!ready && P##_prepare(kbench_ctx(1), (const void *const *)bert_w, &m)) { \
+            kbench_skip(st, kern_last_error());                               \
+            return;                                                           \
+        }                                                                     \
+        ready = 1;                                                            \
+        arena = kbench_alloc(U##_ARENA_SIZE + 64);                            \
+        while (kbench_next(st)) P##_run(ctx, &m, inputs, outputs, arena);     \
+    } while (0)
+        if (c->impl == 1 && c->L == 16) GEN_BERT_CASE(bert_l16, BERT_L16);
+        else if (c->impl == 1) GEN_BERT_CASE(bert_l32, BERT_L32);
+        else if (c->L == 16) GEN_BERT_CASE(bert_l16_spec, BERT_L16_SPEC);
+        else GEN_BERT_CASE(bert_l32_spec, BERT_L32_SPEC);
+#undef GEN_BERT_CASE
+    }
+    kbench_use(in.out);
+    kbench_set_flops(st, bert_flops(c->L));
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+typedef struct gcase {
+    int64_t M;
+    int gen;
+} gcase;
+
+static float *gemm_w, *gemm_x, *gemm_y;
+
+static void run_gemm(kbench_state *st, void *user) {
+    const gcase *c = (const gcase *)user;
+    const int64_t N = 4096, K = 4096, M = c->M;
+    kern_ctx *ctx = kbench_ctx(1);
+    if (!gemm_w) {
+        gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
+        gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
+        gemm_y = (float *)kbench_alloc((size_t)(64 * N) * 4);
+        kbench_fill(gemm_w, KERN_F32, N * K, 1);
+        kbench_fill(gemm_x, KERN_F32, 64 * K, 2);
+    }
+    if (!c->gen) {
+        kern_tensor x = kern_tensor_2d(gemm_x, KERN_F32, M, K), y = kern_tensor_2d(gemm_y, KERN_F32, M, N);
+        kern_tensor w = kern_tensor_2d(gemm_w, KERN_F32, N, K);
+        kern_gemm_pack_params pp;
+        kern_gemm_params gp;
+        kern_gemm_packed_b *pb = NULL;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(ctx, &w, &pb, &pp)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        memset(&gp, 0, sizeof gp);
+        gp.trans_b = 1;
+        gp.packed_b = pb;
+        while (kbench_next(st)) kern_gemm(ctx, &x, NULL, &y, &gp);
+        kern_gemm_packed_b_free(ctx, pb);
+    } else {
+        float *pk = (float *)kbench_alloc(GEMM_M1_PACKED_FLOATS * 4);
+        gemm_m1_pack(gemm_w, pk);
+        switch (M) {
+        case 1: while (kbench_next(st)) gemm_m1_run(ctx, gemm_x, pk, NULL, gemm_y); break;
+        case 4: while (kbench_next(st)) gemm_m4_run(ctx, gemm_x, pk, NULL, gemm_y); break;
+        case 16: while (kbench_next(st)) gemm_m16_run(ctx, gemm_x, pk, NULL, gemm_y); break;
+        default: while (kbench_next(st)) gemm_m64_run(ctx, gemm_x, pk, NULL, gemm_y); break;
+        }
+    }
+    kbench_use(gemm_y);
+    kbench_set_flops(st, 2.0 * (double)(M * N * K));
+}
+
+KBENCH_INIT(gen) {
+    static const bcase b[6] = {{16, 0}, {16, 1}, {16, 2}, {32, 0}, {32, 1}, {32, 2}};
+    static const char *const impl[3] = {"kern_graph", "gen", "gen_spec"};
+    static const gcase g[8] = {{1, 0}, {1, 1}, {4, 0}, {4, 1}, {16, 0}, {16, 1}, {64, 0}, {64, 1}};
+    int i, t;
+    char nm[64];
+    for (i = 0; i < 6; i++)
+        for (t = 1; t <= 2; t++)
+            kbench_add("gen", b[i].L == 16 ? "bert-base/B1-L16" : "bert-base/B1-L32", impl[b[i].impl], t,
+                       KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
+    for (i = 0; i < 8; i++) {
+        snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
+        kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", 1, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
+    }
+    kbench_headline("gen", "bert-base/B1-L16");
+    kbench_headline("gen", "gemm/f32/M16/N4096/K4096");
+}

@@ -1,0 +1,2099 @@
+#!/usr/bin/env python3
+"""kern_gen.py -- ahead-of-time specialization of kern graphs (docs/gen.md).
+
+    kern_gen.py model MODEL.kg --bind B=1,L=16 --name bert -o bert.h
+    kern_gen.py gemm --m 16 --n 4096 --k 4096 --dtype f32 -o g.h
+    kern_gen.py norm --rows 16 --h 768 --dtype f32 -o n.h
+
+Reads the text IR of kern_graph (docs/graph.md), binds its symbolic dims,
+infers every shape, and writes one stb-style header: every shape, stride
+and arena offset a constant, one direct kernel call (or a constant-bound
+loop) per node. Python 3 standard library only; the output needs only
+kern's headers. Bad input: a message naming the problem on stderr, exit
+status 2, no output file (the header is written to a temporary name and
+renamed).
+"""
+import argparse
+import os
+import re
+import struct
+import sys
+import tempfile
+
+FORMAT_VERSION = 1
+
+
+class GenError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ dtypes
+DTYPES = {
+    'f32': ('KERN_F32', 4), 'f16': ('KERN_F16', 2), 'bf16': ('KERN_BF16', 2),
+    'i8': ('KERN_I8', 1), 'u8': ('KERN_U8', 1), 'i32': ('KERN_I32', 4),
+    'i64': ('KERN_I64', 8), 'bool': ('KERN_BOOL', 1),
+}
+ACTS = {'none': 'KERN_ACT_NONE', 'gelu': 'KERN_ACT_GELU', 'gelu_tanh': 'KERN_ACT_GELU_TANH',
+        'relu': 'KERN_ACT_RELU', 'silu': 'KERN_ACT_SILU'}
+
+# op -> (input slots, optional flags); '' slots = variadic (concat)
+OPS = {
+    'linear': 'x,weight,bias?,residual?',
+    'matmul': 'a,b,bias?,residual?',
+    'sdpa': 'q,k,v,mask?,k_lens?',
+    'layer_norm': 'x,weight?,bias?,residual?',
+    'rms_norm': 'x,weight?,bias?,residual?',
+    'add': 'a,b', 'sub': 'a,b', 'mul': 'a,b', 'div': 'a,b',
+    'softmax': 'x', 'reduce_mean': 'x', 'reduce_sum': 'x',
+    'embedding': 'ids,table',
+    'reshape': 'x', 'permute': 'x', 'transpose': 'x', 'slice': 'x', 'split': 'x',
+    'expand': 'x', 'concat': '', 'copy': 'x', 'cast': 'x',
+}
+UNARY = ['gelu', 'gelu_tanh', 'silu', 'relu', 'sigmoid', 'sqrt', 'rsqrt', 'exp', 'tanh',
+         'erf', 'neg', 'reciprocal', 'scale', 'pow']
+for _u in UNARY:
+    OPS[_u] = 'x'
+# ops the executor knows that have no generated form yet
+KNOWN_UNSUPPORTED = {'qlinear', 'quantize_per_token', 'sparse24_linear', 'scatter_reduce',
+                     'spmm_reduce'}
+ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
+         'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
+         'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
+         'prune'}
+NAME_RE = re.compile(r'^[A-Za-z0-9_.:/\-]{1,127}$')
+
+
+def f32(x):
+    """x rounded to the nearest float (as the C reader's strtof does)."""
+    return struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def c_float(x):
+    """An exact C float literal for the f32 value x (C99 / C++17 hex form)."""
+    x = f32(x)
+    if x != x:
+        return '(0.0f / 0.0f)'
+    if x in (float('inf'), float('-inf')):
+        return '(%s1.0f / 0.0f)' % ('-' if x < 0 else '')
+    if x == 0:
+        return '-0.0f' if struct.pack('<f', x) != b'\0\0\0\0' else '0.0f'
+    return x.hex() + 'f'
+
+
+# --------------------------------------------------------------- dim exprs
+def eval_dim(text, syms, where):
+    """Evaluates a canonical dim expression (sum of products of symbols and
+    integers: B*L, L+P, 2*L-1) with the bound symbols."""
+    t = text.replace(' ', '')
+    if not t:
+        raise GenError('%s: empty dim' % where)
+    total = 0
+    for m in re.finditer(r'([+-]?)([^+-]+)', t):
+        sign, term = m.group(1), m.group(2)
+        v = 1
+        for f in term.split('*'):
+            if re.fullmatch(r'\d+', f):
+                v *= int(f)
+            elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', f):
+                if f not in syms:
+                    raise GenError("%s: symbol '%s' is not declared" % (where, f))
+                if syms[f] is None:
+                    raise GenError("symbol '%s' is not bound (use --bind %s=N)" % (f, f))
+                v *= syms[f]
+            else:
+                raise GenError("%s: bad dim expression '%s'" % (where, text))
+        total += -v if sign == '-' else v
+    if ''.join(m.group(0) for m in re.finditer(r'([+-]?)([^+-]+)', t)) != t:
+        raise GenError("%s: bad dim expression '%s'" % (where, text))
+    return total
+
+
+def split_top(s):
+    """Splits 'a,b' at commas outside brackets."""
+    out, depth, cur = [], 0, ''
+    for ch in s:
+        if ch == '[':
+            depth += 1
+        elif ch == ']':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            out.append(cur)
+            cur = ''
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+# ---------------------------------------------------------------- IR model
+class Val:
+    """A value: dtype, concrete shape, strides (elements) and where it lives:
+    base = ('in', i) | ('w', i) | ('const', i) | ('buf', id) | ('out', i),
+    off = element offset into the base."""
+
+    def __init__(self, name, dtype, shape):
+        self.name, self.dtype, self.shape = name, dtype, list(shape)
+        self.stride = contiguous(self.shape)
+        self.base, self.off = None, 0
+        self.kind = None  # input weight const node
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def esize(self):
+        return DTYPES[self.dtype][1]
+
+    def contiguous(self):
+        return all(self.stride[i] == s or self.shape[i] == 1
+                   for i, s in enumerate(contiguous(self.shape)))
+
+
+def contiguous(shape):
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+class Node:
+    def __init__(self, line, outs, op, ins, attrs):
+        self.line, self.outs, self.op, self.ins, self.attrs = line, outs, op, ins, attrs
+
+
+class Graph:
+    def __init__(self):
+        self.syms = {}          # name -> bound value (None = unbound)
+        self.inputs = []        # (name, dtype, dims text list)
+        self.weights = []
+        self.consts = []        # (name, dtype, dims, values)
+        self.nodes = []
+        self.outputs = []
+
+
+def parse_shape(s, where):
+    s = s.strip()
+    if not (s.startswith('[') and s.endswith(']')):
+        raise GenError('%s: expected a shape [d0,d1,...], got %r' % (where, s))
+    body = s[1:-1].strip()
+    return [d.strip() for d in body.split(',')] if body else []
+
+
+def parse_ir(text, path):
+    g = Graph()
+    lines = text.replace('\r\n', '\n').split('\n')
+    header = None
+    defined = set()
+    pending = []
+    for no, raw in enumerate(lines, 1):
+        line = raw.strip()
+        where = '%s:%d' % (path, no)
+        if not line or line.startswith('#'):
+            continue
+        if header is None:
+            m = re.fullmatch(r'kern-graph\s+(\S+)', line)
+            if not m:
+                raise GenError("%s, column 1: expected 'kern-graph 1'" % where)
+            if m.group(1) != '1':
+                raise GenError('%s: IR version %s is not supported (only 1)' % (where, m.group(1)))
+            header = 1
+            continue
+        word = line.split(None, 1)[0]
+        rest = line[len(word):].strip()
+        if word == 'dim':
+            if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', rest):
+                raise GenError('%s, column 5: bad symbol name %r' % (where, rest))
+            if rest in g.syms:
+                raise GenError("%s: symbol '%s' declared twice" % (where, rest))
+            g.syms[rest] = None
+        elif word in ('input', 'weight'):
+            parts = rest.split(None, 2)
+            if len(parts) != 3 or parts[1] not in DTYPES:
+                raise GenError('%s: expected "%s NAME DTYPE [dims]"' % (where, word))
+            name = check_name(parts[0], where, defined)
+            (g.inputs if word == 'input' else g.weights).append(
+                (name, parts[1], parse_shape(parts[2], where), no))
+        elif word == 'const':
+            m = re.fullmatch(r'(\S+)\s+(\S+)\s+(\[[^\]]*\])\s*(.*)', rest)
+            if not m or m.group(2) not in DTYPES:
+                raise GenError('%s: expected "const NAME DTYPE [dims] v0,v1,..."' % where)
+            name = check_name(m.group(1), where, defined)
+            try:
+                vals = [float(v) for v in m.group(4).split(',')] if m.group(4).strip() else []
+            except ValueError:
+                raise GenError('%s: bad constant value in %r' % (where, m.group(4)))
+            g.consts.append((name, m.group(2), parse_shape(m.group(3), where), vals, no))
+        elif word == 'output':
+            g.outputs.append((rest, no))
+        else:
+            m = re.fullmatch(r'([^=]+?)\s*=\s*([a-z0-9_]+)\s*\(([^)]*)\)\s*(.*)', line)
+            if not m:
+                raise GenError('%s, column 1: malformed line %r' % (where, line))
+            outs = [o.strip() for o in m.group(1).split(',')]
+            op = m.group(2)
+            if op in KNOWN_UNSUPPORTED:
+                raise GenError("%s: op '%s' has no generated form yet (run it with the "
+                               "executor)" % (where, op))
+            if op not in OPS:
+                raise GenError("%s, column %d: unknown op '%s'" % (where, line.find(op) + 1, op))
+            ins = [a.strip() for a in m.group(3).split(',')] if m.group(3).strip() else []
+            attrs = {}
+            for kv in m.group(4).split():
+                if '=' not in kv:
+                    raise GenError('%s: attribute %r is not key=value' % (where, kv))
+                k, v = kv.split('=', 1)
+                if k not in ATTRS:
+                    raise GenError("%s: unknown attribute '%s'" % (where, k))
+                attrs[k] = v
+            for o in outs:
+                check_name(o, where, defined)
+            pending.append(Node(no, outs, op, ins, attrs))
+    if header is None:
+        raise GenError("%s: empty IR (expected 'kern-graph 1')" % path)
+    # dependency order (text already in order keeps its order)
+    avail = set(n for n, *_ in g.inputs) | set(n for n, *_ in g.weights) | \
+        set(c[0] for c in g.consts)
+    producer = {}
+    for n in pending:
+        for o in n.outs:
+            producer[o] = n
+    while pending:
+        progress = False
+        rest = []
+        for n in pending:
+            need = [a for a in n.ins if a != '-' and a not in avail]
+            for a in need:
+                if a not in producer:
+                    raise GenError("%s:%d: '%s' is not defined" % (path, n.line, a))
+            if need:
+                rest.append(n)
+                continue
+            g.nodes.append(n)
+            avail.update(n.outs)
+            progress = True
+        if not progress:
+            raise GenError('%s: cycle among lines %s' % (
+                path, ', '.join(str(n.line) for n in rest)))
+        pending = rest
+    for o, no in g.outputs:
+        if o not in avail:
+            raise GenError("%s:%d: output '%s' is not defined" % (path, no, o))
+    if not g.outputs:
+        raise GenError('%s: the graph has no output' % path)
+    return g
+
+
+def check_name(name, where, defined):
+    if not NAME_RE.match(name) or name == '-':
+        raise GenError('%s: bad name %r' % (where, name))
+    if name in defined:
+        raise GenError("%s: '%s' is defined twice" % (where, name))
+    defined.add(name)
+    return name
+
+
+def parse_bind(s):
+    out = {}
+    if not s:
+        return out
+    for item in s.split(','):
+        m = re.fullmatch(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)\s*', item)
+        if not m:
+            raise GenError("--bind: expected NAME=INT, got %r" % item)
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+# ----------------------------------------------------------------- lowering
+def reshape_strides(oshape, ostride, nshape):
+    """Strides that view (oshape, ostride) as nshape without a copy, or None."""
+    od = [(s, t) for s, t in zip(oshape, ostride) if s != 1]
+    if any(s == 0 for s in oshape):
+        return contiguous(nshape)
+    nidx = [i for i, s in enumerate(nshape) if s != 1]
+    nd = [nshape[i] for i in nidx]
+    ns = [0] * len(nd)
+    oi, oj, ni, nj = 0, 1, 0, 1
+    while ni < len(nd) and oi < len(od):
+        npd, opd = nd[ni], od[oi][0]
+        while npd != opd:
+            if npd < opd:
+                npd *= nd[nj]
+                nj += 1
+            else:
+                opd *= od[oj][0]
+                oj += 1
+        for ok in range(oi, oj - 1):
+            if od[ok][1] != od[ok + 1][0] * od[ok + 1][1]:
+                return None
+        ns[nj - 1] = od[oj - 1][1]
+        for nk in range(nj - 1, ni, -1):
+            ns[nk - 1] = ns[nk] * nd[nk]
+        ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+    out = contiguous(nshape)
+    for k, i in enumerate(nidx):
+        out[i] = ns[k]
+    return out
+
+
+class Step:
+    """One emitted statement group: reads/writes name buffers for lifetimes;
+    emit(gen) returns C lines (called after the memory plan)."""
+
+    def __init__(self, node, reads, writes, emit):
+        self.node, self.reads, self.writes, self.emit = node, reads, writes, emit
+
+
+class Lowering:
+    def __init__(self, g, bind, name, specialize_max_m=0):
+        self.g, self.name = g, name
+        self.spec_max_m = specialize_max_m
+        self.instances = []     # (M, N, K)
+        self.ipacks = []        # (weight index, instance index)
+        self.ipack_of = {}
+        for s in g.syms:
+            g.syms[s] = bind.get(s)
+        for s in bind:
+            if s not in g.syms:
+                raise GenError("--bind: '%s' is not a dim of the graph" % s)
+        self.vals = {}
+        self.bufs = []          # [bytes]
+        self.buf_loc = {}       # id -> ('arena', off) | ('out', i)
+        self.steps = []
+        self.packs = []         # weight index per packed handle
+        self.pack_of = {}
+        self.outputs = []
+        self.inputs = []
+        self.weights = []
+        self.consts = []
+        for i, (n, dt, dims, no) in enumerate(g.inputs):
+            v = Val(n, dt, [self.dim(d, '%d' % no) for d in dims])
+            v.base, v.kind = ('in', i), 'input'
+            self.vals[n] = v
+            self.inputs.append(v)
+        for i, (n, dt, dims, no) in enumerate(g.weights):
+            v = Val(n, dt, [self.dim(d, '%d' % no) for d in dims])
+            v.base, v.kind = ('w', i), 'weight'
+            self.vals[n] = v
+            self.weights.append(v)
+        for i, (n, dt, dims, vals, no) in enumerate(g.consts):
+            v = Val(n, dt, [self.dim(d, '%d' % no) for d in dims])
+            if len(vals) != v.numel():
+                raise GenError("line %d: const '%s' has %d values for %d elements" %
+                               (no, n, len(vals), v.numel()))
+            v.base, v.kind = ('const', i), 'const'
+            self.vals[n] = v
+            self.consts.append((v, vals))
+        for n in g.nodes:
+            self.lower(n)
+        self.finish_outputs()
+
+    def dim(self, text, where):
+        d = eval_dim(text, self.g.syms, 'line ' + where)
+        if d < 0:
+            raise GenError('line %s: dim %s is %d (negative) under this binding' % (where, text, d))
+        return d
+
+    def new_buf(self, name, dtype, shape):
+        v = Val(name, dtype, shape)
+        v.kind = 'node'
+        self.bufs.append(max(v.numel() * v.esize(), 1))
+        v.base = ('buf', len(self.bufs) - 1)
+        return v
+
+    def view(self, x, name, shape, stride, off):
+        v = Val(name, x.dtype, shape)
+        v.stride, v.base, v.off, v.kind = list(stride), x.base, off, 'view'
+        return v
+
+    def err(self, n, msg):
+        ins = ', '.join('%s=%s %s' % (a, self.vals[a].shape, self.vals[a].dtype)
+                        for a in n.ins if a != '-' and a in self.vals)
+        return GenError("line %d: node '%s' (%s; %s): %s" % (n.line, n.outs[0], n.op, ins, msg))
+
+    def add_step(self, n, reads, writes, emit):
+        self.steps.append(Step(n, [r for r in reads if r is not None], writes, emit))
+
+    # ---- per op
+    def lower(self, n):
+        slots = OPS[n.op].split(',') if OPS[n.op] else None
+        if slots is not None and len(n.ins) > len(slots):
+            raise GenError("line %d: node '%s' (%s) takes at most %d inputs" %
+                           (n.line, n.outs[0], n.op, len(slots)))
+        ins = []
+        for k, a in enumerate(n.ins):
+            if a == '-':
+                if slots is None or not slots[k].endswith('?'):
+                    raise GenError("line %d: node '%s' (%s): input %d is required" %
+                                   (n.line, n.outs[0], n.op, k))
+                ins.append(None)
+            else:
+                ins.append(self.vals[a])
+        if slots is not None:
+            for k, s in enumerate(slots):
+                if not s.endswith('?') and (k >= len(ins) or ins[k] is None):
+                    raise GenError("line %d: node '%s' (%s): input '%s' is missing" %
+                                   (n.line, n.outs[0], n.op, s))
+            ins += [None] * (len(slots) - len(ins))
+        getattr(self, 'op_' + n.op, self.op_unary)(n, ins)
+
+    def iattr(self, n, k, default=0):
+        v = n.attrs.get(k)
+        if v is None:
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            raise GenError("line %d: attribute %s=%s is not an integer" % (n.line, k, v))
+
+    def fattr(self, n, k, default=0.0):
+        v = n.attrs.get(k)
+        if v is None:
+            return default
+        try:
+            return f32(float(v))
+        except ValueError:
+            raise GenError("line %d: attribute %s=%s is not a number" % (n.line, k, v))
+
+    def dattr(self, n, k):
+        v = n.attrs.get(k)
+        return None if v is None else self.dim(v, '%d' % n.line)
+
+    def listattr(self, n, k):
+        v = n.attrs.get(k)
+        if v is None:
+            return None
+        return [(-1 if d.strip() == '-1' else self.dim(d, '%d' % n.line)) for d in v.split(',')]
+
+    def axis(self, n, a, ndim):
+        b = a + ndim if a < 0 else a
+        if b < 0 or b >= ndim:
+            raise self.err(n, 'axis %d is out of range for %d dims' % (a, ndim))
+        return b
+
+    def set_out(self, n, i, v):
+        v.name = n.outs[i]
+        self.vals[n.outs[i]] = v
+
+    def need_float(self, n, *vs):
+        for v in vs:
+            if v is not None and v.dtype not in ('f32', 'bf16', 'f16'):
+                raise self.err(n, "'%s' is %s; this op needs a float dtype" % (v.name, v.dtype))
+
+    def op_linear(self, n, ins):
+        x, w, b, r = ins
+        if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+            raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0]])
+        self.gemm_step(n, x, w, b, r, y, trans_a=0, trans_b=1)
+
+    def op_matmul(self, n, ins):
+        a, b, bias, r = ins
+        ta, tb = self.iattr(n, 'trans_a'), self.iattr(n, 'trans_b')
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise self.err(n, 'a and b need at least 2 dims')
+        m, k = (a.shape[-1], a.shape[-2]) if ta else (a.shape[-2], a.shape[-1])
+        k2, nn = (b.shape[-1], b.shape[-2]) if tb else (b.shape[-2], b.shape[-1])
+        if k != k2:
+            raise self.err(n, 'inner dims differ (%d vs %d)' % (k, k2))
+        batch = bcast_shape(a.shape[:-2], b.shape[:-2])
+        if batch is None:
+            raise self.err(n, 'batch dims do not broadcast')
+        y = self.new_buf(n.outs[0], a.dtype, batch + [m, nn])
+        self.gemm_step(n, a, b, bias, r, y, trans_a=ta, trans_b=tb)
+
+    def gemm_step(self, n, x, w, b, r, y, trans_a, trans_b):
+        self.need_float(n, x, w)
+        act = n.attrs.get('act', 'none')
+        if act not in ACTS:
+            raise self.err(n, "act=%s is not one of %s" % (act, ', '.join(ACTS)))
+        alpha_set = 'alpha' in n.attrs
+        alpha = self.fattr(n, 'alpha')
+        out_scale = self.fattr(n, 'out_scale')
+        pk = None
+        if n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2:
+            wi = w.base[1]
+            if wi not in self.pack_of:
+                self.pack_of[wi] = len(self.packs)
+                self.packs.append(wi)
+            pk = self.pack_of[wi]
+        xv, yv, rv = x, y, r
+        if n.op == 'linear' and len(x.shape) > 2:
+            x2, y2 = flatten2(x), flatten2(y)
+            if x2 and y2:
+                if r is None or len(r.shape) <= 1:
+                    xv, yv = x2, y2
+                elif r.shape == y.shape and flatten2(r):
+                    xv, yv, rv = x2, y2, flatten2(r)
+        self.set_out(n, 0, y)
+        if (self.spec_max_m and n.op == 'linear' and pk is not None and x.dtype == 'f32' and
+                w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
+                yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
+                (b is None or (b.dtype == 'f32' and b.stride == [1]))):
+            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
+            return
+
+        def emit(G):
+            L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);',
+                 'gp.trans_a = %d;' % trans_a, 'gp.trans_b = %d;' % trans_b]
+            if alpha_set:
+                L += ['gp.alpha_set = 1;', 'gp.alpha = %s;' % c_float(alpha)]
+            if act != 'none':
+                L.append('gp.epilogue.act = %s;' % ACTS[act])
+            if out_scale:
+                L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
+            L += G.tview('ta', xv) + G.tview('ty', yv)
+            if b is not None:
+                L += G.tview('tbias', b) + ['gp.epilogue.bias = &tbias;']
+            if rv is not None:
+                L += G.tview('tres', rv) + ['gp.epilogue.residual = &tres;']
+            if pk is not None:
+                L += ['gp.packed_b = m->pb[%d];' % pk,
+                      'st = kern_gemm(ctx, &ta, NULL, &ty, &gp);']
+            else:
+                L += G.tview('tb', w) + ['st = kern_gemm(ctx, &ta, &tb, &ty, &gp);']
+            return L
+        self.add_step(n, [x, w, b, r], [y], emit)
+
+    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale):
+        """A small-M linear through a generated GEMM instance (kern_gen.py
+        gemm): another summation order than kern_gemm, so within f32
+        tolerance of the executor, not bit for bit."""
+        M, K = x.shape
+        N = w.shape[0]
+        key = (M, N, K)
+        if key not in self.instances:
+            self.instances.append(key)
+        gi = self.instances.index(key)
+        wi = w.base[1]
+        if wi not in self.ipack_of:
+            self.ipack_of[wi] = len(self.ipacks)
+            self.ipacks.append((wi, gi))
+        ip = self.ipack_of[wi]
+        epi = alpha_set or act != 'none' or r is not None or out_scale
+        nm = self.name
+
+        def emit(G):
+            if act in ('gelu', 'gelu_tanh'):
+                G.helpers.add(act)
+            L = ['float *py = %s;' % G.ptr(y, True),
+                 'st = %s__gi%d_run(ctx, %s, m->ip[%d], %s, py);' % (
+                     nm, gi, G.ptr(x), ip, 'NULL' if (b is None or epi) else G.ptr(b))]
+            if not epi:
+                return L
+            L.append('if (st) return st;')
+            if b is not None:
+                L.append('const float *pb = %s;' % G.ptr(b))
+            if r is not None:
+                L.append('const %s *pr = %s;' % (CTYPE[r.dtype], G.ptr(r)))
+            rs = G.bstrides(r, y.shape) if r is not None else None
+
+            def body(o):
+                e = ['float v = py[%s];' % o[0]]
+                if alpha_set:
+                    e.append('v = %s * v;' % c_float(alpha))
+                if b is not None:
+                    e.append('v = v + pb[i1];')
+                if act == 'gelu':
+                    e.append('v = %s__gelu(v);' % nm)
+                elif act == 'gelu_tanh':
+                    e.append('v = %s__gelu_tanh(v);' % nm)
+                elif act == 'relu':
+                    e.append('v = v > 0 ? v : (v != v ? v : 0.0f);')
+                elif act == 'silu':
+                    e.append('v = v / (1.0f + expf(-v));')
+                if r is not None:
+                    e.append('v = v + %s;' % G.load(r, 'pr', o[1]))
+                if out_scale:
+                    e.append('v = %s * v;' % c_float(out_scale))
+                return e + ['py[%s] = v;' % o[0]]
+            # two explicit loops (no merging) so i1 is the column
+            L.append('for (int64_t i0 = 0; i0 < %d; i0++) {' % y.shape[0])
+            L.append('    for (int64_t i1 = 0; i1 < %d; i1++) {' % y.shape[1])
+            o = ['i0 * %d + i1' % y.shape[1]]
+            if r is not None:
+                o.append('i0 * %d + i1 * %d' % (rs[0], rs[1]))
+            L += ['        ' + l for l in body(o)]
+            L += ['    }', '}']
+            return L
+        self.add_step(n, [x, w, b, r], [y], emit)
+
+    def op_sdpa(self, n, ins):
+        q, k, v, mask, klens = ins
+        self.need_float(n, q, k, v)
+        if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+            raise self.err(n, 'q, k, v must be 4-D [B,H,L,D]')
+        y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [v.shape[3]])
+        self.set_out(n, 0, y)
+        a = {key: n.attrs.get(key) for key in ('is_causal', 'causal_bottom_right', 'enable_gqa')}
+        scale, softcap = self.fattr(n, 'scale'), self.fattr(n, 'softcap')
+        window = n.attrs.get('window')
+
+        def emit(G):
+            L = ['kern_sdpa_params sp;', 'memset(&sp, 0, sizeof sp);']
+            L += G.tview('tq', q) + G.tview('tk', k) + G.tview('tv', v) + G.tview('ty', y)
+            for key, val in a.items():
+                if val is not None and int(val):
+                    L.append('sp.%s = %d;' % (key, int(val)))
+            if scale:
+                L.append('sp.scale = %s;' % c_float(scale))
+            if softcap:
+                L.append('sp.softcap = %s;' % c_float(softcap))
+            if window is not None:
+                lo, hi = window.split(',')
+                L += ['sp.window_set = 1;', 'sp.window_left = %d;' % int(lo),
+                      'sp.window_right = %d;' % int(hi)]
+            if mask is not None:
+                L += G.tview('tm', mask) + ['sp.attn_mask = &tm;']
+            if klens is not None:
+                L += G.tview('tkl', klens) + ['sp.k_lens = &tkl;']
+            L.append('st = kern_sdpa(ctx, &tq, &tk, &tv, &ty, &sp);')
+            return L
+        self.add_step(n, [q, k, v, mask, klens], [y], emit)
+
+    def op_layer_norm(self, n, ins):
+        x, w, b, r = ins
+        self.need_float(n, x)
+        act = n.attrs.get('act', 'none')
+        if act not in ACTS:
+            raise self.err(n, 'act=%s is not a kern_act' % act)
+        y = self.new_buf(n.outs[0], x.dtype, x.shape)
+        self.set_out(n, 0, y)
+        y1 = None
+        if len(n.outs) > 1:
+            y1 = self.new_buf(n.outs[1], x.dtype, x.shape)
+            self.set_out(n, 1, y1)
+        eps_set = 'eps' in n.attrs
+        eps = self.fattr(n, 'eps')
+        kind = 'KERN_NORM_RMS' if n.op == 'rms_norm' else 'KERN_NORM_LAYER'
+
+        def emit(G):
+            L = ['kern_norm_params np;', 'memset(&np, 0, sizeof np);', 'np.norm = %s;' % kind]
+            if act != 'none':
+                L.append('np.act = %s;' % ACTS[act])
+            if eps_set:
+                L += ['np.eps = %s;' % c_float(eps), 'np.eps_set = 1;']
+            L += G.tview('tx', x) + G.tview('ty', y)
+            for nm, t in (('weight', w), ('bias', b), ('residual', r), ('residual_out', y1)):
+                if t is not None:
+                    L += G.tview('t_' + nm, t) + ['np.%s = &t_%s;' % (nm, nm)]
+            L.append('st = kern_norm(ctx, &tx, &ty, &np);')
+            return L
+        self.add_step(n, [x, w, b, r], [y, y1], emit)
+
+    op_rms_norm = op_layer_norm
+
+    # elementwise and executor-owned ops: constant-bound loops
+    def op_unary(self, n, ins):
+        x = ins[0]
+        self.need_float(n, x)
+        y = self.new_buf(n.outs[0], x.dtype, x.shape)
+        self.set_out(n, 0, y)
+        f0 = self.fattr(n, 'alpha') if n.op == 'scale' else self.fattr(n, 'exponent')
+        expr = unary_expr(n.op, f0)
+        self.add_step(n, [x], [y], lambda G: G.map_loop(y, [x], expr))
+
+    def op_binary(self, n, ins):
+        a, b = ins
+        self.need_float(n, a, b)
+        shape = bcast_shape(a.shape, b.shape)
+        if shape is None:
+            raise self.err(n, 'shapes do not broadcast')
+        dt = a.dtype
+        if a.dtype != b.dtype and len(b.shape) > len(a.shape):
+            dt = b.dtype
+        y = self.new_buf(n.outs[0], dt, shape)
+        self.set_out(n, 0, y)
+        sym = {'add': '+', 'sub': '-', 'mul': '*', 'div': '/'}[n.op]
+        self.add_step(n, [a, b], [y], lambda G: G.map_loop(y, [a, b], 'v0 %s v1' % sym))
+
+    op_add = op_sub = op_mul = op_div = op_binary
+
+    def op_copy(self, n, ins):
+        x = ins[0]
+        dt = n.attrs.get('dtype', x.dtype) if n.op == 'cast' else x.dtype
+        if dt not in DTYPES:
+            raise self.err(n, 'dtype=%s is not a kern dtype' % dt)
+        y = self.new_buf(n.outs[0], dt, x.shape)
+        self.set_out(n, 0, y)
+        if is_float(x.dtype) and is_float(dt):
+            self.add_step(n, [x], [y], lambda G: G.map_loop(y, [x], 'v0'))
+        else:
+            self.add_step(n, [x], [y], lambda G: G.cast_loop(y, x))
+
+    op_cast = op_copy
+
+    def op_softmax(self, n, ins):
+        x = ins[0]
+        if x.dtype != 'f32' or not x.shape:
+            raise self.err(n, 'softmax is generated for f32 with at least 1 dim')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape)
+        self.set_out(n, 0, y)
+        self.add_step(n, [x], [y], lambda G: G.softmax(y, x))
+
+    def op_reduce_mean(self, n, ins):
+        x = ins[0]
+        self.need_float(n, x)
+        if not x.shape:
+            raise self.err(n, 'x needs at least 1 dim')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [1])
+        self.set_out(n, 0, y)
+        self.add_step(n, [x], [y], lambda G: G.reduce(y, x, n.op == 'reduce_mean'))
+
+    op_reduce_sum = op_reduce_mean
+
+    def op_embedding(self, n, ins):
+        ids, t = ins
+        if ids.dtype not in ('i32', 'i64') or len(t.shape) != 2:
+            raise self.err(n, 'ids must be i32/i64 and the table 2-D [V,H]')
+        y = self.new_buf(n.outs[0], t.dtype, ids.shape + [t.shape[1]])
+        self.set_out(n, 0, y)
+        self.add_step(n, [ids, t], [y], lambda G: G.embedding(n, y, ids, t))
+
+    def op_concat(self, n, ins):
+        xs = [x for x in ins if x is not None]
+        if not xs:
+            raise self.err(n, 'concat needs inputs')
+        ax = self.axis(n, self.iattr(n, 'axis'), len(xs[0].shape))
+        shape = list(xs[0].shape)
+        shape[ax] = sum(x.shape[ax] for x in xs)
+        for x in xs:
+            if len(x.shape) != len(shape) or x.dtype != xs[0].dtype or any(
+                    x.shape[d] != shape[d] for d in range(len(shape)) if d != ax):
+                raise self.err(n, 'inputs differ beyond the concat axis')
+        y = self.new_buf(n.outs[0], xs[0].dtype, shape)
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            L, off = [], 0
+            for x in xs:
+                part = self.view(y, y.name, x.shape, y.stride, off * y.stride[ax])
+                L += ['{'] + ['    ' + s for s in G.copy_loop(part, x)] + ['}']
+                off += x.shape[ax]
+            return L
+        self.add_step(n, xs, [y], emit)
+
+    # views
+    def op_reshape(self, n, ins):
+        x = ins[0]
+        shape = self.listattr(n, 'shape') or []
+        total = x.numel()
+        known = 1
+        for d in shape:
+            if d != -1:
+                known *= d
+        if shape.count(-1) > 1:
+            raise self.err(n, 'at most one -1 in shape')
+        if -1 in shape:
+            if known == 0 or total % known:
+                raise self.err(n, 'cannot infer -1 for %s' % shape)
+            shape[shape.index(-1)] = total // known
+        if x.numel() != functools_prod(shape):
+            raise self.err(n, 'shape %s has %d elements, x has %d' % (
+                shape, functools_prod(shape), total))
+        st = reshape_strides(x.shape, x.stride, shape)
+        if st is None:
+            c = self.new_buf(n.outs[0], x.dtype, x.shape)
+            self.add_step(n, [x], [c], lambda G, c=c, x=x: G.copy_loop(c, x))
+            x = c
+            st = contiguous(shape)
+        self.set_out(n, 0, self.view(x, n.outs[0], shape, st, x.off))
+
+    def op_permute(self, n, ins):
+        x = ins[0]
+        nd = len(x.shape)
+        if n.op == 'transpose':
+            a0 = self.axis(n, self.iattr(n, 'axis'), nd)
+            a1 = self.axis(n, self.iattr(n, 'axis2'), nd)
+            perm = list(range(nd))
+            perm[a0], perm[a1] = perm[a1], perm[a0]
+        else:
+            perm = [self.axis(n, int(p), nd) for p in n.attrs.get('perm', '').split(',') if p]
+            if sorted(perm) != list(range(nd)):
+                raise self.err(n, 'perm %s is not a permutation of %d dims' % (perm, nd))
+        self.set_out(n, 0, self.view(x, n.outs[0], [x.shape[p] for p in perm],
+                                     [x.stride[p] for p in perm], x.off))
+
+    op_transpose = op_permute
+
+    def op_slice(self, n, ins):
+        x = ins[0]
+        ax = self.axis(n, self.iattr(n, 'axis'), len(x.shape))
+        start = self.dattr(n, 'start') or 0
+        length = self.dattr(n, 'length') or (x.shape[ax] - start)
+        if start + length > x.shape[ax] or length < 0:
+            raise self.err(n, 'slice [%d, %d) is past dim %d (%d)' % (
+                start, start + length, ax, x.shape[ax]))
+        shape = list(x.shape)
+        shape[ax] = length
+        self.set_out(n, 0, self.view(x, n.outs[0], shape, x.stride, x.off + start * x.stride[ax]))
+
+    def op_split(self, n, ins):
+        x = ins[0]
+        ax = self.axis(n, self.iattr(n, 'axis'), len(x.shape))
+        sizes = self.listattr(n, 'sizes')
+        if not sizes:
+            k = len(n.outs)
+            if x.shape[ax] % k:
+                raise self.err(n, 'dim %d (%d) does not split into %d' % (ax, x.shape[ax], k))
+            sizes = [x.shape[ax] // k] * k
+        if len(sizes) != len(n.outs) or sum(sizes) != x.shape[ax]:
+            raise self.err(n, 'sizes %s do not split dim %d (%d) into %d outputs' % (
+                sizes, ax, x.shape[ax], len(n.outs)))
+        off = 0
+        for i, s in enumerate(sizes):
+            shape = list(x.shape)
+            shape[ax] = s
+            self.set_out(n, i, self.view(x, n.outs[i], shape, x.stride,
+                                         x.off + off * x.stride[ax]))
+            off += s
+
+    def op_expand(self, n, ins):
+        x = ins[0]
+        shape = self.listattr(n, 'shape') or []
+        lead = len(shape) - len(x.shape)
+        if lead < 0:
+            raise self.err(n, 'shape has fewer dims than x')
+        st = []
+        for i, d in enumerate(shape):
+            if i < lead:
+                if d == -1:
+                    raise self.err(n, '-1 in a new leading dim')
+                st.append(0)
+                continue
+            xd, xs = x.shape[i - lead], x.stride[i - lead]
+            if d == -1 or d == xd:
+                shape[i] = xd
+                st.append(xs)
+            elif xd == 1:
+                st.append(0)
+            else:
+                raise self.err(n, 'dim %d: cannot expand %d to %d' % (i, xd, d))
+        self.set_out(n, 0, self.view(x, n.outs[0], shape, st, x.off))
+
+    def finish_outputs(self):
+        used_out_bufs = set()
+        for i, (name, _) in enumerate(self.g.outputs):
+            v = self.vals[name]
+            o = Val(name, v.dtype, v.shape)
+            o.kind = 'output'
+            o.base = ('out', i)
+            if (v.kind == 'node' and v.base[0] == 'buf' and v.off == 0
+                    and v.base[1] not in used_out_bufs):
+                used_out_bufs.add(v.base[1])
+                self.buf_loc[v.base[1]] = ('out', i)
+            else:
+                self.add_step(None, [v], [o], lambda G, o=o, v=v: G.copy_loop(o, v))
+            self.outputs.append(o)
+
+
+def functools_prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def is_float(dt):
+    return dt in ('f32', 'bf16', 'f16')
+
+
+def bcast_shape(a, b):
+    n = max(len(a), len(b))
+    a = [1] * (n - len(a)) + list(a)
+    b = [1] * (n - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(y if x == 1 else x)
+    return out
+
+
+def flatten2(v):
+    """v as [rows, last] if its leading dims merge, else None."""
+    nd = len(v.shape)
+    if nd < 2:
+        return None
+    for i in range(nd - 2):
+        if v.shape[i] != 1 and v.stride[i] != v.stride[i + 1] * v.shape[i + 1]:
+            return None
+    rows = functools_prod(v.shape[:-1])
+    w = Val(v.name, v.dtype, [rows, v.shape[-1]])
+    w.stride = [v.stride[nd - 2], v.stride[nd - 1]]
+    w.base, w.off, w.kind = v.base, v.off, v.kind
+    return w
+
+
+def unary_expr(op, f0):
+    c = c_float(f0)
+    return {
+        'gelu': '@gelu(v0)', 'gelu_tanh': '@gelu_tanh(v0)', 'silu': 'v0 / (1.0f + expf(-v0))',
+        'relu': 'v0 > 0 ? v0 : (v0 != v0 ? v0 : 0.0f)', 'sigmoid': '1.0f / (1.0f + expf(-v0))',
+        'sqrt': 'sqrtf(v0)', 'rsqrt': '1.0f / sqrtf(v0)', 'exp': 'expf(v0)', 'tanh': 'tanhf(v0)',
+        'erf': 'erff(v0)', 'neg': '-v0', 'reciprocal': '1.0f / v0', 'scale': c + ' * v0',
+        'pow': ('v0 * v0' if f0 == 2.0 else 'v0' if f0 == 1.0 else 'sqrtf(v0)' if f0 == 0.5
+                else 'powf(v0, %s)' % c),
+    }[op]
+
+
+# ----------------------------------------------------------------- emission
+CTYPE = {'f32': 'float', 'f16': 'uint16_t', 'bf16': 'uint16_t', 'i8': 'int8_t', 'u8': 'uint8_t',
+         'bool': 'uint8_t', 'i32': 'int32_t', 'i64': 'int64_t'}
+ALIGN = 64
+
+
+def plan_memory(sizes, lives):
+    """Greedy by size, best fit: each buffer into the smallest gap left by
+    the placed buffers whose lifetimes overlap it. Returns offsets, total."""
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], lives[i][0], i))
+    placed, offs, total = [], [0] * len(sizes), 0
+    for i in order:
+        sz = (sizes[i] + ALIGN - 1) // ALIGN * ALIGN
+        lo, hi = lives[i]
+        busy = sorted((offs[j], offs[j] + (sizes[j] + ALIGN - 1) // ALIGN * ALIGN)
+                      for j in placed if not (lives[j][1] < lo or hi < lives[j][0]))
+        best, at = None, 0
+        for s, e in busy:
+            if s - at >= sz and (best is None or s - at < best[0]):
+                best = (s - at, at)
+            at = max(at, e)
+        off = best[1] if best else at
+        offs[i] = off
+        placed.append(i)
+        total = max(total, off + sz)
+    return offs, total
+
+
+class Emitter:
+    def __init__(self, low, name):
+        self.low, self.name = low, name
+        self.helpers = set()
+        self.tv = 0
+
+    # addresses
+    def base_expr(self, v):
+        kind, i = v.base
+        if kind == 'in':
+            return '(const char *)inputs[%d]' % i, True
+        if kind == 'w':
+            return '(const char *)m->w[%d]' % i, True
+        if kind == 'const':
+            return '(const char *)%s__c%d' % (self.name, i), True
+        if kind == 'out':
+            return '(char *)outputs[%d]' % i, False
+        loc = self.low.buf_loc[i]
+        if loc[0] == 'out':
+            return '(char *)outputs[%d]' % loc[1], False
+        return 'A + %d' % loc[1], False
+
+    def ptr(self, v, write=False):
+        b, ro = self.base_expr(v)
+        off = v.off * v.esize()
+        e = '(%s + %d)' % (b, off) if off else '(%s)' % b
+        t = CTYPE[v.dtype]
+        if ro or not write:
+            return '((const %s *)(const void *)%s)' % (t, e)
+        return '((%s *)(void *)%s)' % (t, e)
+
+    def tview(self, var, v):
+        self.helpers.add('view')
+        nd = len(v.shape)
+        dims = ', '.join(str(d) for d in v.shape + v.stride) or '0'
+        b, ro = self.base_expr(v)
+        off = v.off * v.esize()
+        e = '%s + %d' % (b, off) if off else b
+        return ['kern_tensor %s;' % var,
+                'static const int64_t %s_d[] = {%s};' % (var, dims),
+                '%s__view(&%s, %s, %s, %d, %s_d);' % (self.name, var, e, DTYPES[v.dtype][0], nd, var)]
+
+    # loops
+    def loops(self, shape, strides, body):
+        """Nested constant loops over shape; strides: one list per operand
+        (elements, broadcast = 0). body(offset exprs) -> lines."""
+        dims = [(shape[d], [s[d] for s in strides]) for d in range(len(shape)) if shape[d] != 1]
+        if any(n == 0 for n, _ in dims):
+            return ['/* empty */']
+        merged = []
+        for n, st in dims:
+            if merged and all(ps == n * s for ps, s in zip(merged[-1][1], st)):
+                merged[-1] = (merged[-1][0] * n, st)
+            else:
+                merged.append((n, st))
+        L, ind = [], ''
+        offs = ['0'] * len(strides)
+        for d, (n, st) in enumerate(merged):
+            L.append('%sfor (int64_t i%d = 0; i%d < %d; i%d++) {' % (ind, d, d, n, d))
+            ind += '    '
+            offs = [o if s == 0 else ('i%d' % d if s == 1 else 'i%d * %d' % (d, s)) + (
+                '' if o == '0' else ' + ' + o) for o, s in zip(offs, st)]
+        L += [ind + s for s in body(offs)]
+        for d in range(len(merged)):
+            ind = ind[:-4]
+            L.append(ind + '}')
+        return L
+
+    def bstrides(self, v, shape):
+        lead = len(shape) - len(v.shape)
+        out = [0] * lead
+        for i, d in enumerate(v.shape):
+            out.append(0 if d == 1 and shape[lead + i] != 1 else v.stride[i])
+        return out
+
+    def load(self, v, p, o):
+        if v.dtype == 'f32':
+            return '%s[%s]' % (p, o)
+        if v.dtype == 'bf16':
+            return 'kern_bf16_to_f32(%s[%s])' % (p, o)
+        if v.dtype == 'f16':
+            return 'kern_f16_to_f32(%s[%s])' % (p, o)
+        return '(float)%s[%s]' % (p, o)
+
+    def store(self, v, e):
+        if v.dtype == 'bf16':
+            return 'kern_f32_to_bf16(%s)' % e
+        if v.dtype == 'f16':
+            return 'kern_f32_to_f16(%s)' % e
+        return e
+
+    def map_loop(self, y, xs, expr):
+        if '@gelu_tanh' in expr:
+            self.helpers.add('gelu_tanh')
+        elif '@gelu' in expr:
+            self.helpers.add('gelu')
+        expr = expr.replace('@', self.name + '__')
+        L = ['%s *py = %s;' % (CTYPE[y.dtype], self.ptr(y, True))]
+        for k, x in enumerate(xs):
+            L.append('const %s *p%d = %s;' % (CTYPE[x.dtype], k, self.ptr(x)))
+        strides = [y.stride] + [self.bstrides(x, y.shape) for x in xs]
+
+        def body(o):
+            b = ['float v%d = %s;' % (k, self.load(x, 'p%d' % k, o[k + 1])) for k, x in enumerate(xs)]
+            return b + ['py[%s] = %s;' % (o[0], self.store(y, expr))]
+        return L + self.loops(y.shape, strides, body)
+
+    def copy_loop(self, y, x):
+        if x.dtype == y.dtype:
+            t = CTYPE[y.dtype]
+            L = ['%s *py = %s;' % (t, self.ptr(y, True)), 'const %s *p0 = %s;' % (t, self.ptr(x))]
+            return L + self.loops(y.shape, [y.stride, self.bstrides(x, y.shape)],
+                                  lambda o: ['py[%s] = p0[%s];' % (o[0], o[1])])
+        if is_float(x.dtype) and is_float(y.dtype):
+            return self.map_loop(y, [x], 'v0')
+        return self.cast_loop(y, x)
+
+    def cast_loop(self, y, x):
+        L = ['%s *py = %s;' % (CTYPE[y.dtype], self.ptr(y, True)),
+             'const %s *p0 = %s;' % (CTYPE[x.dtype], self.ptr(x))]
+
+        def body(o):
+            if is_float(x.dtype):
+                b = ['double dv = %s;' % self.load(x, 'p0', o[1])]
+                if not is_float(y.dtype):
+                    b.append('int64_t iv = dv != dv ? 0 : dv >= 9.2e18 ? INT64_MAX : '
+                             'dv <= -9.2e18 ? INT64_MIN : (int64_t)dv;')
+            else:
+                b = ['int64_t iv = (int64_t)p0[%s];' % o[1], 'double dv = (double)iv;']
+            if is_float(y.dtype):
+                b.append('py[%s] = %s;' % (o[0], self.store(y, '(float)dv')))
+            elif y.dtype == 'bool':
+                b.append('py[%s] = (uint8_t)(iv != 0);' % o[0])
+            else:
+                b.append('py[%s] = (%s)iv;' % (o[0], CTYPE[y.dtype]))
+            if is_float(x.dtype) and is_float(y.dtype):
+                pass
+            elif not is_float(y.dtype) and not is_float(x.dtype):
+                b.append('(void)dv;')
+            elif is_float(y.dtype) and not is_float(x.dtype):
+                pass
+            return b
+        return L + self.loops(y.shape, [y.stride, x.stride], body)
+
+    def rows(self, v_list, shape):
+        """Loops over every dim but the last of shape; strides per operand."""
+        return shape[:-1], [s[:-1] for s in v_list]
+
+    def softmax(self, y, x):
+        n = y.shape[-1]
+        L = ['float *py = %s;' % self.ptr(y, True), 'const float *p0 = %s;' % self.ptr(x)]
+        sx = x.stride[-1]
+        xo = 'j' if sx == 1 else 'j * %d' % sx
+
+        def body(o):
+            return ['float *r = py + %s, mx = -INFINITY, sum = 0, inv;' % o[0],
+                    'const float *q = p0 + %s;' % o[1],
+                    'for (int64_t j = 0; j < %d; j++) r[j] = q[%s];' % (n, xo),
+                    'for (int64_t j = 0; j < %d; j++) mx = r[j] > mx ? r[j] : mx;' % n,
+                    'for (int64_t j = 0; j < %d; j++) {' % n,
+                    '    r[j] = mx == -INFINITY ? 0.0f : expf(r[j] - mx);',
+                    '    sum += r[j];',
+                    '}',
+                    'inv = sum > 0 ? 1.0f / sum : 0.0f;',
+                    'for (int64_t j = 0; j < %d; j++) r[j] *= inv;' % n]
+        return L + self.loops(y.shape[:-1], [y.stride[:-1], x.stride[:-1]], body)
+
+    def reduce(self, y, x, mean):
+        n = x.shape[-1]
+        L = ['%s *py = %s;' % (CTYPE[y.dtype], self.ptr(y, True)),
+             'const %s *p0 = %s;' % (CTYPE[x.dtype], self.ptr(x))]
+        sx = x.stride[-1]
+
+        def body(o):
+            q = '%s%s' % ('j' if sx == 1 else 'j * %d' % sx, '' if o[1] == '0' else ' + ' + o[1])
+            res = 'acc / (double)%d' % (n or 1) if mean else 'acc'
+            return ['double acc = 0;',
+                    'for (int64_t j = 0; j < %d; j++) acc += %s;' % (n, self.load(x, 'p0', q)),
+                    'py[%s] = %s;' % (o[0], self.store(y, '(float)(%s)' % res))]
+        return L + self.loops(y.shape[:-1], [y.stride[:-1], x.stride[:-1]], body)
+
+    def embedding(self, n, y, ids, t):
+        V, H = t.shape
+        es = t.esize()
+        L = ['%s *py = %s;' % (CTYPE[y.dtype], self.ptr(y, True)),
+             'const %s *pi = %s;' % (CTYPE[ids.dtype], self.ptr(ids)),
+             'const %s *pt = %s;' % (CTYPE[t.dtype], self.ptr(t)),
+             'int64_t r = 0;']
+
+        def body(o):
+            b = ['int64_t id = (int64_t)pi[%s];' % o[0],
+                 'if (id < 0 || id >= %d)' % V,
+                 '    return kern__err(KERN_ERR_INDEX, "%s_run: node \'%s\' (embedding): id number '
+                 '%%lld is outside [0, %d)", (long long)r);' % (self.name, c_str(n.outs[0]), V)]
+            if t.stride[1] == 1:
+                b.append('memcpy(py + r * %d, pt + id * %d, %d);' % (H, t.stride[0], H * es))
+            else:
+                b.append('for (int64_t j = 0; j < %d; j++) py[r * %d + j] = pt[id * %d + j * %d];'
+                         % (H, H, t.stride[0], t.stride[1]))
+            return b + ['r++;']
+        return L + self.loops(ids.shape, [ids.stride], body)
+
+
+def c_str(s):
+    return s.replace('\\', '\\\\').replace('"', '\\"')
+
+
+def c_ident(s):
+    return re.sub(r'[^A-Za-z0-9_]', '_', s)
+
+
+def const_values(dt, vals):
+    if dt == 'f32':
+        return [c_float(v) for v in vals]
+    if dt == 'bf16':
+        out = []
+        for v in vals:
+            b = struct.unpack('<I', struct.pack('<f', f32(v)))[0]
+            if (b & 0x7fffffff) > 0x7f800000:
+                out.append('0x%04x' % ((b >> 16) | 0x40))
+            else:
+                out.append('0x%04x' % ((b + 0x7fff + ((b >> 16) & 1)) >> 16))
+        return out
+    if dt == 'f16':
+        return ['0x%04x' % struct.unpack('<H', struct.pack('<e', v))[0] for v in vals]
+    return ['%d' % int(v) for v in vals]
+
+
+def dims_list(vs):
+    rows = []
+    for v in vs:
+        d = list(v.shape) + [0] * (8 - len(v.shape))
+        rows.append('{%s}' % ', '.join(str(x) for x in d))
+    return rows or ['{0}']
+
+
+def emit_model(low, name, banner):
+    N = name
+    U = name.upper()
+    E = Emitter(low, name)
+    # lifetimes of arena buffers
+    lives = {}
+    for si, s in enumerate(low.steps):
+        for v in s.writes:
+            if v is not None and v.base[0] == 'buf':
+                b = v.base[1]
+                lo, hi = lives.get(b, (si, si))
+                lives[b] = (min(lo, si), max(hi, si))
+        for v in s.reads:
+            if v.base[0] == 'buf':
+                b = v.base[1]
+                lo, hi = lives.get(b, (si, si))
+                lives[b] = (min(lo, si), max(hi, si))
+    arena_ids = [b for b in range(len(low.bufs)) if low.buf_loc.get(b, ('arena',))[0] != 'out'
+                 and b in lives]
+    offs, total = plan_memory([low.bufs[b] for b in arena_ids], [lives[b] for b in arena_ids])
+    for b, o in zip(arena_ids, offs):
+        low.buf_loc[b] = ('arena', o)
+    body = []
+    n_family = 0
+    for s in low.steps:
+        what = ("node '%s' (%s)" % (s.node.outs[0], s.node.op)) if s.node else \
+            "output '%s'" % s.writes[0].name
+        body.append('    /* %s */' % what.replace('*/', '* /'))
+        lines = s.emit(E)
+        family = s.node is not None and s.node.op in ('linear', 'matmul', 'sdpa', 'layer_norm',
+                                                      'rms_norm')
+        n_family += family
+        body.append('    {')
+        body += ['        ' + l for l in lines]
+        if family:
+            body.append('        if (st) return st;')
+        body.append('    }')
+    sum_bytes = sum(low.bufs[b] for b in arena_ids)
+    o = []
+    w = o.append
+    w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % N)
+    for b in banner:
+        w(' *   %s' % b.replace('*/', '* /'))
+    w(' *   arena: %d bytes (%d bytes if every intermediate had its own memory)' % (total, sum_bytes))
+    w(' *')
+    w(' *     #define %s_IMPLEMENTATION   (in one file; kern itself is built with' % U)
+    w(' *     #include "%s.h"              KERN_IMPLEMENTATION in one file)' % N)
+    w(' *     %s_model m;' % N)
+    w(' *     %s_prepare(ctx, weights, &m);    weights in %s_weight_names order' % (N, N))
+    w(' *     %s_run(ctx, &m, inputs, outputs, arena);' % N)
+    w(' *     %s_release(ctx, &m);' % N)
+    w(' *')
+    w(' * Inputs and outputs are contiguous, of exactly the shapes below (the')
+    w(' * binding is fixed); the arena is %s_ARENA_SIZE bytes, 64-byte aligned,' % U)
+    w(' * owned by the caller; the weights must outlive the model. */')
+    w('#ifndef %s_H' % U)
+    w('#define %s_H' % U)
+    w('#include "kern.h"')
+    w('')
+    w('#define %s_ARENA_SIZE ((size_t)%d)' % (U, total))
+    w('#define %s_BIND "%s"' % (U, c_str(','.join('%s=%d' % kv for kv in low.g.syms.items()))))
+    w('#define %s_N_INPUTS %d' % (U, len(low.inputs)))
+    w('#define %s_N_OUTPUTS %d' % (U, len(low.outputs)))
+    w('#define %s_N_WEIGHTS %d' % (U, len(low.weights)))
+    w('#define %s_N_PACKED %d' % (U, len(low.packs)))
+    w('')
+    w('typedef struct %s_model {' % N)
+    w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
+    w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
+    w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
+    w('} %s_model;' % N)
+    w('')
+    for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
+        w('extern const char *const %s_%s_names[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
+        w('extern const kern_dtype %s_%s_dtypes[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
+        w('extern const int %s_%s_ndim[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
+        w('extern const int64_t %s_%s_shapes[%s_N_%sS + 1][8];' % (N, kind, U, kind.upper()))
+    w('')
+    w('/* Packs the linear weights (kern_gemm_pack_b) once. On error nothing')
+    w(' * stays allocated and *m is zeroed. */')
+    w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m);' % (N, N))
+    w('void %s_release(kern_ctx *ctx, %s_model *m);' % (N, N))
+    w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
+    w('                   void *const *outputs, void *arena);')
+    w('#endif /* %s_H */' % U)
+    w('')
+    w('#ifdef %s_IMPLEMENTATION' % U)
+    w('#ifndef %s_IMPLEMENTED' % U)
+    w('#define %s_IMPLEMENTED' % U)
+    w('#include <math.h>')
+    w('#include <string.h>')
+    if low.instances:
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    w('')
+    for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
+        K = kind.upper()
+        w('const char *const %s_%s_names[%s_N_%sS + 1] = {%s};' % (
+            N, kind, U, K, ', '.join(['"%s"' % c_str(v.name) for v in vs] + ['NULL'])))
+        w('const kern_dtype %s_%s_dtypes[%s_N_%sS + 1] = {%s};' % (
+            N, kind, U, K, ', '.join([DTYPES[v.dtype][0] for v in vs] + ['KERN_DTYPE_NONE'])))
+        w('const int %s_%s_ndim[%s_N_%sS + 1] = {%s};' % (
+            N, kind, U, K, ', '.join([str(len(v.shape)) for v in vs] + ['0'])))
+        w('const int64_t %s_%s_shapes[%s_N_%sS + 1][8] = {%s};' % (
+            N, kind, U, K, ', '.join(dims_list(vs) + ['{0}'])))
+    for i, (v, vals) in enumerate(low.consts):
+        w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
+            CTYPE[v.dtype], N, i, max(len(vals), 1),
+            ', '.join(const_values(v.dtype, vals)) or '0', v.name.replace('*/', '* /')))
+    if 'view' in E.helpers or low.packs:
+        w('')
+        w('static void %s__view(kern_tensor *t, const void *p, kern_dtype dt, int nd,' % N)
+        w('                     const int64_t *ss) {')
+        w('    int i;')
+        w('    memset(t, 0, sizeof *t);')
+        w('    t->data = KERN__UNCONST(p);')
+        w('    t->dtype = dt;')
+        w('    t->ndim = nd;')
+        w('    for (i = 0; i < nd; i++) {')
+        w('        t->shape[i] = ss[i];')
+        w('        t->stride[i] = ss[nd + i];')
+        w('    }')
+        w('}')
+    if 'gelu' in E.helpers:
+        w('')
+        w('/* the graph executor\'s gelu (erfc form for x < 0), so the bits agree */')
+        w('static float %s__gelu(float x) {' % N)
+        w('    if (x < 0) return 0.5f * x * erfcf(-x * 0.70710678118654752f);')
+        w('    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));')
+        w('}')
+    if 'gelu_tanh' in E.helpers:
+        w('')
+        w('static float %s__gelu_tanh(float x) {' % N)
+        w('    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);')
+        w('    return x / (1.0f + expf(-2.0f * u));')
+        w('}')
+    for gi, (Mi, Ni, Ki) in enumerate(low.instances):
+        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
+                           cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
+    w('')
+    w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
+    w('    int i;')
+    w('    if (!m) return;')
+    w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
+    for j in range(len(low.ipacks)):
+        w('    kern__free(ctx, m->ip[%d]);' % j)
+    w('    memset(m, 0, sizeof *m);')
+    w('}')
+    w('')
+    w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m) {' % (N, N))
+    w('    int i;')
+    w('    kern_status st = KERN_OK;')
+    w('    if (!m%s)' % (' || !weights' if low.weights else ''))
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare: weights or m is NULL");' % N)
+    w('    memset(m, 0, sizeof *m);')
+    w('    for (i = 0; i < %s_N_WEIGHTS; i++) {' % U)
+    w('        if (!weights[i]) {')
+    w('            return kern__err(KERN_ERR_ARG, "%s_prepare: weight \'%%s\' is NULL",' % N)
+    w('                             %s_weight_names[i]);' % N)
+    w('        }')
+    w('        m->w[i] = weights[i];')
+    w('    }')
+    for j, wi in enumerate(low.packs):
+        v = low.weights[wi]
+        w('    { /* %s */' % v.name.replace('*/', '* /'))
+        w('        kern_gemm_pack_params pp;')
+        w('        kern_tensor t;')
+        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
+        w('        memset(&pp, 0, sizeof pp);')
+        w('        pp.trans_b = 1;')
+        w('        %s__view(&t, m->w[%d], %s, 2, d);' % (N, wi, DTYPES[v.dtype][0]))
+        w('        st = kern_gemm_pack_b(ctx, &t, &m->pb[%d], &pp);' % j)
+        w('        if (st) {')
+        w('            %s_release(ctx, m);' % N)
+        w('            return st;')
+        w('        }')
+        w('    }')
+    for j, (wi, gi) in enumerate(low.ipacks):
+        Mi, Ni, Ki = low.instances[gi]
+        w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
+            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
+        w('    if (!m->ip[%d]) {' % j)
+        w('        %s_release(ctx, m);' % N)
+        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w('    }')
+        w('    %s__gi%d_pack((const float *)m->w[%d], m->ip[%d]);' % (N, gi, wi, j))
+    w('    (void)ctx;')
+    w('    return st;')
+    w('}')
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
+    w('                   void *const *outputs, void *arena) {')
+    w('    char *A = (char *)arena;')
+    w('    kern_status st = KERN_OK;')
+    w('    if (!m%s || !outputs%s)' % (' || !inputs' if low.inputs else '', ' || !arena' if total else ''))
+    w('        return kern__err(KERN_ERR_ARG, "%s_run: m, inputs, outputs or arena is NULL");' % N)
+    w('    (void)ctx;')
+    w('    (void)A;')
+    o.extend(body)
+    w('    return st;')
+    w('}')
+    w('#endif /* %s_IMPLEMENTED */' % U)
+    w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def write_atomic(path, text):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', dir=d)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def cmd_model(args, argv):
+    import hashlib
+    try:
+        with open(args.ir, 'rb') as f:
+            raw = f.read()
+    except OSError as e:
+        raise GenError('cannot read %s: %s' % (args.ir, e.strerror))
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError:
+        raise GenError('%s is not UTF-8 text' % args.ir)
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    g = parse_ir(text, args.ir)
+    bind = parse_bind(args.bind)
+    passes = [p for p in PASSES if p not in (args.no_fuse or '').split(',')]
+    if args.no_fuse == 'all':
+        passes = []
+    log = run_passes(g, bind, name, passes)
+    low = Lowering(g, bind, name, args.specialize_max_m)
+    low.inst_cfg = {}
+    if args.autotune and low.instances:
+        path = args.tune_cache or default_cache_path()
+        cache = load_cache(path, cpu_key())
+        for key in low.instances:
+            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log)
+        if cache.pop('dirty', False):
+            save_cache(path, cache)
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
+              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
+              'passes:  %s' % (', '.join(passes) or 'none')] + log + [
+              'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
+                                      or 'none'),
+              'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
+    write_atomic(args.out, emit_model(low, name, banner))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog='kern_gen.py', description=__doc__.split('\n')[0])
+    sub = ap.add_subparsers(dest='cmd')
+    pm = sub.add_parser('model', help='a whole graph from its text IR')
+    pm.add_argument('ir')
+    pm.add_argument('--bind', default='')
+    pm.add_argument('--name', default='')
+    pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
+    pm.add_argument('--specialize-max-m', type=int, default=0, metavar='M',
+                    help='f32 linears with at most M rows through generated GEMM instances '
+                         '(another summation order: within tolerance of the executor, not '
+                         'bit for bit); 0 = off')
+    pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
+                    '(or replay them from --tune-cache)')
+    pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pm.add_argument('-o', '--out', required=True)
+    pg = sub.add_parser('gemm', help='one GEMM instance: y = x . W^T (+ bias)')
+    pg.add_argument('--m', type=int, required=True)
+    pg.add_argument('--n', type=int, required=True)
+    pg.add_argument('--k', type=int, required=True)
+    pg.add_argument('--dtype', default='f32')
+    pg.add_argument('--name', default='')
+    pg.add_argument('--autotune', action='store_true', help='time candidate blockings here '
+                    '(or replay them from --tune-cache)')
+    pg.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL',
+                    help='a blocking by hand (what --autotune chooses among)')
+    pg.add_argument('-o', '--out', required=True)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == 'model':
+            cmd_model(args, argv)
+        elif args.cmd == 'gemm':
+            cmd_gemm(args, argv)
+        else:
+            ap.print_usage(sys.stderr)
+            return 2
+    except GenError as e:
+        sys.stderr.write('kern_gen.py: %s\n' % e)
+        return 2
+    return 0
+
+
+
+# ------------------------------------------------------------------ passes
+# The executor's fusion passes (kern_graph.h, kern__gpx_*), repeated on the
+# IR so the generated code runs the same kernels in the same arithmetic
+# order and its outputs equal kern_graph_run's bit for bit: DCE, epilogue
+# (bias / act / residual / alpha / out_scale into linear and matmul),
+# residual + norm, norm + GELU, DCE. Not repeated: the decomposed-pattern
+# pass and the Q/K/V merge (compare with KERN_GRAPH_PASS_DECOMPOSED and
+# _QKV off). Shapes are compared concretely (the executor compares
+# symbolic dims): only a binding that makes two different expressions
+# equal (L and P both 5) can fuse here where the executor does not.
+PASSES = ('dce', 'epilogue', 'residual_norm', 'norm_act')
+GEMM_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh', 'silu': 'silu', 'relu': 'relu'}
+
+
+def _pad(n):
+    slots = OPS[n.op].split(',') if OPS[n.op] else []
+    while len(n.ins) < len(slots):
+        n.ins.append('-')
+
+
+def _uses(g):
+    u = {}
+    for n in g.nodes:
+        for a in n.ins:
+            if a != '-':
+                u[a] = u.get(a, 0) + 1
+    for o, _ in g.outputs:
+        u[o] = u.get(o, 0) + 1
+    return u
+
+
+def _consumer(g, v, uses, outs):
+    if uses.get(v, 0) != 1 or v in outs:
+        return None
+    for n in g.nodes:
+        if v in n.ins:
+            return n
+    return None
+
+
+def pass_dce(g):
+    live = set(o for o, _ in g.outputs)
+    keep = []
+    for n in reversed(g.nodes):
+        if any(o in live for o in n.outs):
+            keep.append(n)
+            live.update(a for a in n.ins if a != '-')
+    removed = len(g.nodes) - len(keep)
+    g.nodes = list(reversed(keep))
+    return removed
+
+
+def pass_epilogue(g, vals, consts, log):
+    outs = set(o for o, _ in g.outputs)
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('linear', 'matmul') or n not in g.nodes:
+            continue
+        _pad(n)
+        stage = 0
+        if n.ins[2] != '-':
+            stage = 1
+        if n.attrs.get('act', 'none') != 'none':
+            stage = 2
+        if n.ins[3] != '-':
+            stage = 3
+        if n.attrs.get('out_scale') and float(n.attrs['out_scale']) != 0:
+            stage = 4
+        while True:
+            y = n.outs[0]
+            c = _consumer(g, y, uses, outs)
+            yv = vals[y]
+            if c is None or vals[c.outs[0]].dtype != yv.dtype:
+                break
+            if c.op == 'add' and vals[c.outs[0]].shape == yv.shape:
+                t = c.ins[1] if c.ins[0] == y else c.ins[0]
+                if t == y:
+                    break
+                tv = vals[t]
+                if stage < 1 and len(tv.shape) == 1 and tv.shape[0] == yv.shape[-1] and \
+                        is_float(tv.dtype):
+                    n.ins[2] = t
+                    what, stage = 'bias', 1
+                elif stage < 3 and is_float(tv.dtype) and bcast_shape(tv.shape, yv.shape) == yv.shape:
+                    n.ins[3] = t
+                    what, stage = 'residual', 3
+                else:
+                    break
+            elif c.op in GEMM_ACTS and stage < 2:
+                n.attrs['act'] = c.op
+                what, stage = c.op, 2
+            elif stage < 4 and c.op in ('mul', 'div', 'scale'):
+                k = None
+                if c.op == 'mul':
+                    t = c.ins[1] if c.ins[0] == y else c.ins[0]
+                    k = consts.get(t)
+                elif c.op == 'div' and c.ins[0] == y:
+                    k = consts.get(c.ins[1])
+                    k = None if not k else 1.0 / k
+                elif c.op == 'scale':
+                    k = float(c.attrs['alpha']) if 'alpha' in c.attrs else 1.0
+                if k is None or k != k or k in (float('inf'), float('-inf')) or k == 0:
+                    break
+                if stage == 0:
+                    a = float(n.attrs['alpha']) if 'alpha' in n.attrs else 1.0
+                    n.attrs['alpha'] = repr(f32(a * k))
+                    what = 'alpha'
+                else:
+                    n.attrs['out_scale'] = repr(f32(k))
+                    what, stage = 'scale', 4
+            else:
+                break
+            log.append("fuse: %s '%s' + %s -> '%s'" % (n.op, n.outs[0], what, c.outs[0]))
+            n.outs = [c.outs[0]]
+            g.nodes.remove(c)
+
+
+def _producer(g, v):
+    for n in g.nodes:
+        if v in n.outs:
+            return n
+    return None
+
+
+def pass_residual_norm(g, vals, log):
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('layer_norm', 'rms_norm') or len(n.outs) != 1:
+            continue
+        _pad(n)
+        if n.ins[3] != '-':
+            continue
+        s = n.ins[0]
+        ad = _producer(g, s)
+        if ad is None or ad.op != 'add' or ad.ins[0] == ad.ins[1]:
+            continue
+        a0, a1 = vals[ad.ins[0]], vals[ad.ins[1]]
+        sv = vals[s]
+        if a0.shape != sv.shape or a1.shape != sv.shape or a0.dtype != sv.dtype or \
+                a1.dtype != sv.dtype:
+            continue
+        n.ins[0], n.ins[3] = ad.ins[0], ad.ins[1]
+        if uses.get(s, 0) > 1:
+            n.outs = [n.outs[0], s]
+            g.nodes.remove(n)
+            g.nodes[g.nodes.index(ad)] = n
+            log.append("fuse: add '%s' + %s '%s' (the sum is its second output)" % (
+                s, n.op, n.outs[0]))
+        else:
+            g.nodes.remove(ad)
+            log.append("fuse: add '%s' + %s '%s'" % (s, n.op, n.outs[0]))
+
+
+def pass_norm_act(g, vals, log):
+    outs = set(o for o, _ in g.outputs)
+    uses = _uses(g)
+    for n in list(g.nodes):
+        if n.op not in ('layer_norm', 'rms_norm') or n.attrs.get('act', 'none') != 'none':
+            continue
+        c = _consumer(g, n.outs[0], uses, outs)
+        if c is None or c.op not in ('gelu', 'gelu_tanh') or \
+                vals[c.outs[0]].dtype != vals[n.outs[0]].dtype:
+            continue
+        n.attrs['act'] = c.op
+        n.outs[0] = c.outs[0]
+        g.nodes.remove(c)
+        log.append("fuse: %s '%s' + %s" % (n.op, n.outs[0], c.op))
+
+
+def run_passes(g, bind, name, passes):
+    log = []
+    if 'dce' in passes:
+        r = pass_dce(g)
+        if r:
+            log.append('dce: removed %d dead nodes' % r)
+
+    def shapes():
+        low = Lowering(g, bind, name)
+        return low.vals, {v.name: vals[0] for v, vals in low.consts if len(vals) == 1}
+    if 'epilogue' in passes:
+        vals, consts = shapes()
+        pass_epilogue(g, vals, consts, log)
+    if 'residual_norm' in passes:
+        vals, _ = shapes()
+        pass_residual_norm(g, vals, log)
+    if 'norm_act' in passes:
+        vals, _ = shapes()
+        pass_norm_act(g, vals, log)
+    if 'dce' in passes:
+        r = pass_dce(g)
+        if r:
+            log.append('dce: removed %d nodes the fusions left unused' % r)
+    return log
+
+
+
+# ------------------------------------------------------ standalone kernels
+GEMM_NR = 16  # columns per packed panel (two 8-float AVX2 vectors)
+GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
+
+
+GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
+
+
+def gemm_rows(M, mr):
+    """The M split: ceil(M / mr) tiles of nearly equal row counts."""
+    nb = (M + mr - 1) // mr
+    rows, m = [], 0
+    for i in range(nb):
+        r = M // nb + (1 if i < M % nb else 0)
+        rows.append((m, r))
+        m += r
+    return rows
+
+
+def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None):
+    """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
+    16 columns, k-major. Every size a constant; one micro-kernel per row
+    count of the M split (cfg mr rows at most), K unrolled cfg unroll times;
+    tiles of at most cfg split rows keep two accumulator sets (even and odd
+    k) to hide the FMA latency. The AVX2 kernel and its scalar twin (fmaf,
+    same order) give the same bits."""
+    cfg = cfg or GEMM_DEFAULT
+    U = name.upper()
+    NP = (N + GEMM_NR - 1) // GEMM_NR
+    rows = gemm_rows(M, cfg['mr'])
+    o = []
+    w = o.append
+    sto = 'static ' if impl_only else ''
+    if impl_only:
+        w('')
+        w('/* GEMM instance M=%d N=%d K=%d (kern_gen.py gemm) */' % (M, N, K))
+    else:
+        emit_gemm_head(w, name, U, M, N, K, NP, banner)
+    emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg)
+    if not impl_only:
+        w('#endif /* %s_IMPLEMENTED */' % U)
+        w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def emit_gemm_head(w, name, U, M, N, K, NP, banner):
+    w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+    for b in banner:
+        w(' *   %s' % b)
+    w(' *')
+    w(' * y[%d,%d] = x[%d,%d] . W^T (+ bias), W [%d,%d] row-major (a torch Linear' % (M, N, M, K, N, K))
+    w(' * weight) packed once by %s_pack into %s_PACKED_FLOATS floats (64-byte' % (name, U))
+    w(' * aligned); f32, one thread; the ISA is the context\'s (AVX2+FMA or the')
+    w(' * scalar twin, which gives the same bits). */')
+    w('#ifndef %s_H' % U)
+    w('#define %s_H' % U)
+    w('#include "kern.h"')
+    w('#define %s_M %d' % (U, M))
+    w('#define %s_N %d' % (U, N))
+    w('#define %s_K %d' % (U, K))
+    w('#define %s_PACKED_FLOATS ((size_t)%d)' % (U, NP * K * GEMM_NR))
+    w('void %s_pack(const float *w, float *packed);' % name)
+    w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
+    w('                   float *y);')
+    w('#endif /* %s_H */' % U)
+    w('')
+    w('#ifdef %s_IMPLEMENTATION' % U)
+    w('#ifndef %s_IMPLEMENTED' % U)
+    w('#define %s_IMPLEMENTED' % U)
+    w('#include <math.h>')
+    w('#include <string.h>')
+    w('#ifdef KERN_X86')
+    w('#include <immintrin.h>')
+    w('#endif')
+
+
+def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
+    w('')
+    w('%svoid %s_pack(const float *w, float *packed) {' % (sto, name))
+    w('    for (int64_t p = 0; p < %d; p++)' % NP)
+    w('        for (int64_t k = 0; k < %d; k++)' % K)
+    w('            for (int64_t j = 0; j < %d; j++) {' % GEMM_NR)
+    w('                int64_t n = p * %d + j;' % GEMM_NR)
+    w('                packed[(p * %d + k) * %d + j] = n < %d ? w[n * %d + k] : 0.0f;' % (K, GEMM_NR, N, K))
+    w('            }')
+    w('}')
+    for r in sorted(set(r for _, r in rows)):
+        split = r <= cfg['split'] and K >= 2
+        sets = 2 if split else 1
+        for isa in ('scalar', 'avx2'):
+            if isa == 'avx2':
+                w('')
+                w('#ifdef KERN_X86')
+                w('KERN_TARGET_AVX2')
+            else:
+                w('')
+            w('static void %s__mk%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, isa))
+            w('                         int64_t ncols) {')
+            if isa == 'avx2':
+                for s in range(sets):
+                    for i in range(r):
+                        w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s, i, s, i))
+                w('    float t[%d][%d];' % (r, GEMM_NR))
+            else:
+                w('    float c[%d][%d][%d], t[%d][%d];' % (sets, r, GEMM_NR, r, GEMM_NR))
+                w('    memset(c, 0, sizeof c);')
+
+            def kstep(kexpr, s):
+                L = []
+                if isa == 'avx2':
+                    L.append('{')
+                    L.append('    const __m256 b0 = _mm256_loadu_ps(bp + (%s) * %d), b1 = _mm256_loadu_ps(bp + (%s) * %d + 8);' % (kexpr, GEMM_NR, kexpr, GEMM_NR))
+                    for i in range(r):
+                        L.append('    { const __m256 a = _mm256_broadcast_ss(x + %d + (%s)); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (i * K, kexpr, s, i, s, i, s, i, s, i))
+                    L.append('}')
+                else:
+                    L.append('{')
+                    L.append('    const float *b = bp + (%s) * %d;' % (kexpr, GEMM_NR))
+                    for i in range(r):
+                        L.append('    { const float a = x[%d + (%s)]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (i * K, kexpr, GEMM_NR, s, i, s, i))
+                    L.append('}')
+                return L
+            U4 = cfg['unroll']
+            full = K // U4
+            if full:
+                w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+                for u in range(U4):
+                    for line in kstep('k + %d' % u, (u % sets)):
+                        w('        ' + line)
+                w('    }')
+            for k in range(full * U4, K):
+                for line in kstep('%d' % k, (k % sets)):
+                    w('    ' + line)
+            if isa == 'avx2':
+                for i in range(r):
+                    if sets == 2:
+                        w('    _mm256_storeu_ps(t[%d], _mm256_add_ps(c0_%d_0, c1_%d_0));' % (i, i, i))
+                        w('    _mm256_storeu_ps(t[%d] + 8, _mm256_add_ps(c0_%d_1, c1_%d_1));' % (i, i, i))
+                    else:
+                        w('    _mm256_storeu_ps(t[%d], c0_%d_0);' % (i, i))
+                        w('    _mm256_storeu_ps(t[%d] + 8, c0_%d_1);' % (i, i))
+            else:
+                w('    for (int i = 0; i < %d; i++)' % r)
+                w('        for (int j = 0; j < %d; j++) t[i][j] = %s;' % (
+                    GEMM_NR, 'c[0][i][j] + c[1][i][j]' if sets == 2 else 'c[0][i][j]'))
+            w('    for (int i = 0; i < %d; i++)' % r)
+            w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = bias ? t[i][j] + bias[j] : t[i][j];' % N)
+            w('}')
+            if isa == 'avx2':
+                w('#endif')
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y) {' % (name, isa))
+        w('    for (int64_t p = 0; p < %d; p++) {' % NP)
+        w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
+        w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
+        w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
+        for m0, r in rows:
+            w('        %s__mk%d_%s(x + %d, bp, bi, y + %d + p * %d, nc);' % (name, r, isa, m0 * K, m0 * N, GEMM_NR))
+        w('    }')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % (sto, name))
+    w('                   float *y) {')
+    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+    w('        %s__panels_avx2(x, packed, bias, y);' % name)
+    w('        return KERN_OK;')
+    w('    }')
+    w('#endif')
+    w('    (void)ctx;')
+    w('    %s__panels_scalar(x, packed, bias, y);' % name)
+    w('    return KERN_OK;')
+    w('}')
+
+
+def cmd_gemm(args, argv):
+    if args.dtype != 'f32':
+        raise GenError('gemm: no %s instance yet (f32 only)' % args.dtype)
+    for k in ('m', 'n', 'k'):
+        v = getattr(args, k)
+        if v < 1 or v > 1 << 20:
+            raise GenError('gemm: --%s %d is outside [1, 1048576]' % (k, v))
+    if args.m * args.k > 1 << 26 or args.n * args.k > 1 << 28:
+        raise GenError('gemm: %dx%dx%d is too large for one instance' % (args.m, args.n, args.k))
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    log, cfg = [], None
+    if args.blocking:
+        try:
+            mr, split, unroll = (int(v) for v in args.blocking.split(','))
+        except ValueError:
+            raise GenError('--blocking: expected MR,SPLIT,UNROLL, got %r' % args.blocking)
+        if not (1 <= mr <= 6 and 0 <= split <= 6 and unroll in (2, 4, 8)):
+            raise GenError('--blocking: MR in 1..6, SPLIT in 0..6, UNROLL 2, 4 or 8')
+        cfg = {'mr': mr, 'split': split, 'unroll': unroll}
+    elif args.autotune:
+        path = args.tune_cache or default_cache_path()
+        cache = load_cache(path, cpu_key())
+        cfg = tune_gemm(args.m, args.n, args.k, cache, log)
+        if cache.pop('dirty', False):
+            save_cache(path, cache)
+    cfg = cfg or GEMM_DEFAULT
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: gemm f32 M=%d N=%d K=%d' % (args.m, args.n, args.k)] + log + [
+              'blocking: mr=%d split=%d unroll=%d' % (cfg['mr'], cfg['split'], cfg['unroll'])]
+    write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner, cfg=cfg))
+
+
+
+# ----------------------------------------------------------------- autotune
+# --autotune times candidate blockings of each GEMM instance on this
+# machine (one compile of every candidate, then each timed), keeps the
+# fastest and records it in a cache file keyed by the CPU (model name and
+# the ISA features kern dispatches on) and by op + dtype + shape; the next
+# run replays it without timing. Of the knobs, only `split` (two
+# accumulator sets for tiles of at most that many rows) changes the
+# summation order; `mr` (rows per tile) and `unroll` do not.
+CACHE_FORMAT = 'kern-gen-autotune'
+CACHE_VERSION = 1
+TUNE_CANDIDATES = [
+    {'mr': 6, 'split': 3, 'unroll': 4}, {'mr': 6, 'split': 3, 'unroll': 8},
+    {'mr': 6, 'split': 0, 'unroll': 4}, {'mr': 5, 'split': 3, 'unroll': 4},
+    {'mr': 4, 'split': 3, 'unroll': 4}, {'mr': 4, 'split': 4, 'unroll': 8},
+    {'mr': 3, 'split': 3, 'unroll': 4}, {'mr': 2, 'split': 2, 'unroll': 8},
+]
+CPU_FEATURES = ('avx2', 'fma', 'f16c', 'avx_vnni', 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq',
+                'avx512_vnni', 'avx512_bf16', 'asimd', 'asimddp', 'bf16')
+
+
+def cpu_key():
+    model, flags = 'unknown', set()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                k, _, v = line.partition(':')
+                k = k.strip()
+                if k in ('model name', 'CPU part') and model == 'unknown':
+                    model = ' '.join(v.split())
+                elif k in ('flags', 'Features') and not flags:
+                    flags = set(v.split())
+    except OSError:
+        pass
+    return '%s | %s' % (model, ' '.join(f for f in CPU_FEATURES if f in flags) or 'no simd')
+
+
+def default_cache_path():
+    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.path.join(base, 'kern', 'gen_autotune.json')
+
+
+def load_cache(path, cpu):
+    import json
+    empty = {'format': CACHE_FORMAT, 'version': CACHE_VERSION, 'cpu': cpu, 'entries': {}}
+    if not os.path.exists(path):
+        return empty
+    try:
+        with open(path) as f:
+            c = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise GenError('autotune cache %s is corrupt (%s); delete it or name another with '
+                       '--tune-cache' % (path, str(e).split('\n')[0]))
+    if not isinstance(c, dict) or c.get('format') != CACHE_FORMAT:
+        raise GenError('autotune cache %s is not a kern_gen.py autotune cache' % path)
+    if c.get('version') != CACHE_VERSION:
+        raise GenError('autotune cache %s has format version %r; this kern_gen.py reads version '
+                       '%d (delete it to tune again)' % (path, c.get('version'), CACHE_VERSION))
+    if c.get('cpu') != cpu:
+        raise GenError("autotune cache %s was written on another CPU ('%s'; this one is '%s')"
+                       % (path, c.get('cpu'), cpu))
+    ent = c.get('entries')
+    if not isinstance(ent, dict):
+        raise GenError('autotune cache %s is corrupt (no entries)' % path)
+    for k, v in ent.items():
+        if not (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
+                and 1 <= v['mr'] <= 6 and 0 <= v['split'] <= 6 and v['unroll'] in (2, 4, 8)):
+            raise GenError("autotune cache %s is corrupt (entry '%s')" % (path, k))
+    return c
+
+
+def save_cache(path, c):
+    import json
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    write_atomic(path, json.dumps(c, indent=1, sort_keys=True) + '\n')
+
+
+def time_gemm_candidates(M, N, K, cands):
+    """Compiles every candidate in one program and times each (best of up
+    to 5 runs); returns microseconds per candidate."""
+    import shutil
+    import subprocess
+    import time
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    cc = os.environ.get('CC') or 'cc'
+    d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    try:
+        src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
+               '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
+               '#include <immintrin.h>', '#endif']
+        for i, c in enumerate(cands):
+            src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True, cfg=c))
+        src.append('static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
+                   'return t.tv_sec + t.tv_nsec * 1e-9; }')
+        src.append('int main(void) {')
+        src.append('    float *x = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K))
+        src.append('    float *w = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (N * K))
+        src.append('    float *y = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * N))
+        src.append('    float *pk = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
+            ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR))
+        src.append('    if (!x || !w || !y || !pk) return 1;')
+        src.append('    for (int64_t i = 0; i < %d; i++) x[i] = (float)(i %% 17) * 0.01f;' % (M * K))
+        src.append('    for (int64_t i = 0; i < %d; i++) w[i] = (float)(i %% 13) * 0.01f;' % (N * K))
+        src.append('    t0_pack(w, pk);')
+        src.append('    int avx2 = 0;')
+        src.append('#ifdef KERN_X86')
+        src.append('    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");')
+        src.append('#endif')
+        for i in range(len(cands)):
+            src.append('    {')
+            src.append('        double best = 1e30, spent = 0;')
+            src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
+            src.append('            double t = now();')
+            src.append('#ifdef KERN_X86')
+            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y); else' % i)
+            src.append('#endif')
+            src.append('            t%d__panels_scalar(x, pk, NULL, y);' % i)
+            src.append('            t = now() - t;')
+            src.append('            spent += t;')
+            src.append('            if (r && t < best) best = t;')
+            src.append('        }')
+            src.append('        printf("%%d %%.3f\\n", %d, best * 1e6);' % i)
+            src.append('    }')
+        src.append('    return (int)y[0] == 12345;')
+        src.append('}')
+        with open(os.path.join(d, 'tune.c'), 'w') as f:
+            f.write('\n'.join(src) + '\n')
+        cmd = [cc, '-O2', '-std=c11', '-D_GNU_SOURCE', '-w', '-I' + os.path.join(root, 'include'),
+               '-I' + os.path.join(root, 'kernels'), os.path.join(d, 'tune.c'), '-o',
+               os.path.join(d, 'tune'), '-lm']
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        if r.returncode:
+            raise GenError('autotune: compiling the candidates failed (%s):\n%s' % (
+                ' '.join(cmd[:2]), r.stdout[-2000:]))
+        r = subprocess.run([os.path.join(d, 'tune')], stdout=subprocess.PIPE,
+                           universal_newlines=True)
+        times = {}
+        for line in r.stdout.splitlines():
+            i, us = line.split()
+            times[int(i)] = float(us)
+        if len(times) != len(cands):
+            raise GenError('autotune: the timing program failed (exit %d)' % r.returncode)
+        return [times[i] for i in range(len(cands))]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tune_gemm(M, N, K, cache, log):
+    """The fastest blocking for this instance: from the cache, else timed."""
+    import time
+    key = 'gemm/f32/M%d/N%d/K%d' % (M, N, K)
+    hit = cache['entries'].get(key)
+    if hit:
+        log.append('autotune: %s: mr=%d split=%d unroll=%d (cache)' % (
+            key, hit['mr'], hit['split'], hit['unroll']))
+        return {'mr': hit['mr'], 'split': hit['split'], 'unroll': hit['unroll']}
+    cands, seen = [], set()
+    for c in TUNE_CANDIDATES:
+        rows = gemm_rows(M, c['mr'])
+        sig = (tuple(rows), tuple(r <= c['split'] and K >= 2 for _, r in rows), min(c['unroll'], K))
+        if sig not in seen:
+            seen.add(sig)
+            cands.append(c)
+    t0 = time.time()
+    us = time_gemm_candidates(M, N, K, cands)
+    best = min(range(len(cands)), key=lambda i: us[i])
+    c = dict(cands[best])
+    cache['entries'][key] = dict(c, us=round(us[best], 3), candidates=len(cands))
+    cache['dirty'] = True
+    log.append('autotune: %s: mr=%d split=%d unroll=%d, %.1f us (%d candidates, %.1f s)' % (
+        key, c['mr'], c['split'], c['unroll'], us[best], len(cands), time.time() - t0))
+    return c
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,116 @@
+# mk/gen.mk -- gen/kern_gen.py, the ahead-of-time generator (docs/gen.md).
+#
+# make test   generates a header for every tests/gen/NAME.kg (binding in
+#             GEN_BIND_NAME), compiles it with tests/gen_model_check.c
+#             against kern's implementation built once (build/gen/
+#             kern_impl.o) and runs it: outputs equal kern_graph_run's bit
+#             for bit. tests/gen_check.sh checks the command line (bad
+#             input: message, exit 2, no file left; standalone kernels).
+# make gen-compile-check   two generated samples (plain, with GEMM
+#             instances) as C99, C11 (gcc, clang)
+#             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
+#             declarations only and with its implementation; part of
+#             make compile-check.
+
+GEN_MODELS := bert1 bert2 synth decomposed_ln
+GEN_BIND_bert1 := B=2,L=7
+GEN_BIND_bert2 := B=2,L=9
+GEN_BIND_synth := B=2,L=5
+GEN_BIND_decomposed_ln := B=3,L=4
+# Each model twice: NAME.h with the generator's passes (the executor's
+# epilogue, residual+norm, norm+act and DCE) against the executor with
+# the passes the generator does not repeat switched off (decomposed
+# patterns, Q/K/V merge), and NAME_unfused.h (--no-fuse all) against the
+# executor with every pass but prepacking, in-place and DCE off.
+GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED | KERN_GRAPH_PASS_QKV)
+GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
+# NAME_spec.h (--specialize-max-m 64: small-M linears through generated
+# GEMM instances) is another summation order: within 1e-4 of each output's
+# largest magnitude.
+GEN_SPEC_MODELS := bert1 bert2 synth
+GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
+              $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
+              $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS))
+
+build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) -c $< -o $@
+
+.PRECIOUS: build/gen/%.h
+build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --no-fuse all --name $*_unfused -o $@
+build/gen/%_spec.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --specialize-max-m 64 --name $*_spec -o $@
+build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --name $* -o $@
+
+# check_NAME[_unfused|_spec]: $(1) the model, $(2) the header's name, $(3)
+# the executor's disabled passes, $(4) extra flags
+define GEN_CHECK_RULE
+build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_impl.o tests/kt.h
+	$$(CC) $$(O) $$(CFLAGS) $$(WARN) -Werror -std=c11 -D_GNU_SOURCE $$(INC) -Ibuild/gen \
+	  -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
+	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"tests/gen/$(1).kg"' \
+	  -DGEN_DISABLE='$(3)' $(4) $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
+endef
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
+$(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
+
+# standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
+# two-accumulator-set small-M tiles, a BERT-sized one, and a blocking other
+# than the default (what --autotune may choose: 4-row tiles with two
+# accumulator sets, K unrolled by 8 with a tail)
+build/gen/gemm_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 5 --n 37 --k 70 -o $@
+build/gen/gemm_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 16 --n 96 --k 768 -o $@
+build/gen/gemm_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 40 --k 33 -o $@
+build/gen/gemm_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
+build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/gemm_d.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_gemm
+
+test: $(GEN_CHECKS)
+TESTS += $(GEN_CHECKS) tests/gen_check.sh
+
+.PHONY: gen-compile-check
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h
+	@fail=0; for h in bert1 bert1_spec; do U=$$(echo $$h | tr a-z A-Z); \
+	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
+	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
+	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
+	  for impl in "" -D$${U}_IMPLEMENTATION; do \
+	    echo "#include \"$$h.h\"" | $$c $$l -std=$$s -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE \
+	      $$impl -Iinclude -Ikernels -Ibuild/gen -fsyntax-only - \
+	      || { echo "FAIL build/gen/$$h.h ($$c -std=$$s $$impl)"; fail=1; }; \
+	  done; \
+	done; done; [ $$fail = 0 ] && echo "gen-compile-check: ok"
+compile-check: gen-compile-check
+
+# bench/bench_gen.c (family `gen`): BERT-base (gen/bert_ir.py) at B=1,
+# L=16 and 32, plain and specialized, and GEMM instances M in 1, 4, 16,
+# 64, N = K = 4096; under build/gen/bench so make test never builds them.
+build/gen/bench/bert_base.kg: gen/bert_ir.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/bert_ir.py -o $@
+build/gen/bench/bert_l%_spec.h: build/gen/bench/bert_base.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=$* --specialize-max-m 64 --name bert_l$*_spec -o $@
+build/gen/bench/bert_l%.h: build/gen/bench/bert_base.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=$* --name bert_l$* -o $@
+build/gen/bench/gemm_m%.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m $* --n 4096 --k 4096 -o $@
+GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
+                     $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64)
+.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
+build/bench/bench_gen: $(GEN_BENCH_HEADERS)

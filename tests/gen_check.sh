@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# gen/kern_gen.py from the command line: bad input gives a message naming
+# the problem, exit status 2 and no output file (nor a temporary one);
+# a good run writes the header. Prints "[gen_check.sh] N ok, N failed".
+set -u
+py=${PYTHON:-python3}
+gen="$py gen/kern_gen.py"
+dir=$(mktemp -d /tmp/kern_gen_check.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+ok=0; failed=0
+pass() { ok=$((ok+1)); }
+fail() { failed=$((failed+1)); echo "FAIL gen_check: $*"; }
+
+# expect_error NAME NEEDLE ARGS...: exit 2, NEEDLE in stderr, $dir/out.h absent
+expect_error() {
+  local what=$1 needle=$2; shift 2
+  rm -f "$dir"/out.h "$dir"/.out.h.*
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 2 ]; then fail "$what: exit $rc, want 2: $out"; return; fi
+  if ! printf '%s' "$out" | grep -qF -- "$needle"; then fail "$what: no '$needle' in: $out"; return; fi
+  if ls -A "$dir" | grep -q "out.h"; then fail "$what: output file left behind"; return; fi
+  pass
+}
+
+good=tests/gen/bert1.kg
+$gen model $good --bind B=1,L=4 -o "$dir/m.h" && grep -q "M_ARENA_SIZE" "$dir/m.h" \
+  && grep -q "command: kern_gen.py model $good --bind B=1,L=4" "$dir/m.h" && pass || fail "good model"
+
+printf 'kern-graph 1\ndim B\ninput x f32 [B]\ny = gelu(x, \noutput y\n' > "$dir/bad1.kg"
+expect_error "malformed line" "bad1.kg:4" $gen model "$dir/bad1.kg" --bind B=2 -o "$dir/out.h"
+expect_error "unbound dim" "symbol 'L' is not bound" $gen model $good --bind B=2 -o "$dir/out.h"
+expect_error "unknown bind" "'Q' is not a dim" $gen model $good --bind B=2,L=3,Q=1 -o "$dir/out.h"
+printf 'kern-graph 2\n' > "$dir/v2.kg"
+expect_error "version" "version 2" $gen model "$dir/v2.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4]\ny = relu(q)\noutput y\n' > "$dir/undef.kg"
+expect_error "undefined name" "'q' is not defined" $gen model "$dir/undef.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
+expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = qlinear(x, w)\noutput y\n' > "$dir/uns.kg"
+expect_error "unsupported op" "'qlinear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,3]\nweight w f32 [5,4]\ny = linear(x, w)\noutput y\n' > "$dir/shape.kg"
+expect_error "bad shape" "node 'y' (linear" $gen model "$dir/shape.kg" -o "$dir/out.h"
+expect_error "missing file" "cannot read" $gen model "$dir/nope.kg" -o "$dir/out.h"
+
+# standalone GEMM instance
+$gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)288)" "$dir/g.h" \
+  && pass || fail "gemm instance"
+expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
+
+# autotune: a real (tiny) tuning run writes the cache, the next replays it
+# without timing; a corrupt, foreign or old cache is refused
+tc="$dir/tune.json"
+$gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t1.h" \
+  && grep -q "autotune: gemm/f32/M2/N16/K8: mr=.*candidates" "$dir/t1.h" && grep -q '"format": "kern-gen-autotune"' "$tc" \
+  && pass || fail "autotune run"
+$gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t2.h" \
+  && grep -q "autotune: gemm/f32/M2/N16/K8: .*(cache)" "$dir/t2.h" && pass || fail "autotune replay"
+printf '{"format": "kern-gen-autotune", "version": 1, "cpu"' > "$dir/bad.json"
+expect_error "corrupt cache" "is corrupt" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/bad.json" -o "$dir/out.h"
+sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
+expect_error "foreign cache" "another CPU" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/foreign.json" -o "$dir/out.h"
+sed 's/"version": 1/"version": 0/' "$tc" > "$dir/old.json"
+expect_error "old cache" "format version 0" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
+
+echo "[gen_check.sh] $ok ok, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,164 @@
+/* gen_model_check.c -- a header written by gen/kern_gen.py against the
+ * graph executor (mk/gen.mk builds one binary per model).
+ *
+ * Compiled with -DGEN_HEADER="NAME.h" -DGEN_NAME=NAME -DGEN_UNAME=NAME (upper
+ * case) -DGEN_IR="model.kg" and GEN_DISABLE, the executor's passes to switch
+ * off so its arithmetic order is the one the generated code uses. Random
+ * weights and inputs (ids in [0, GEN_IDMAX), inputs named *mask* 0 or
+ * -10000); the generated model's outputs must equal kern_graph_run's bit
+ * for bit (within GEN_TOL of each output's largest magnitude when it is
+ * defined: GEMM instances), on every ISA level this CPU runs, at 1 and 2 threads, and again
+ * over an arena full of garbage. kern's implementation is its own object
+ * (build/gen/kern_impl.o), so each model compiles alone. */
+#include "kern.h"
+#include "kt.h"
+#include GEN_HEADER
+
+#ifndef GEN_DISABLE
+#define GEN_DISABLE 0u
+#endif
+#ifndef GEN_IDMAX
+#define GEN_IDMAX 2
+#endif
+
+#define GEN_CAT_(a, b) a##b
+#define GEN_CAT(a, b) GEN_CAT_(a, b)
+#define G(s) GEN_CAT(GEN_NAME, s)
+#define GU(s) GEN_CAT(GEN_UNAME, s)
+
+static int64_t gen_numel(const int64_t *shape, int nd) {
+    int64_t n = 1;
+    int i;
+    for (i = 0; i < nd; i++) n *= shape[i];
+    return n;
+}
+
+static kern_tensor gen_tensor(void *data, kern_dtype dt, int nd, const int64_t *shape) {
+    kern_tensor t;
+    int64_t acc = 1;
+    int i;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dt;
+    t.ndim = nd;
+    for (i = nd - 1; i >= 0; i--) {
+        t.shape[i] = shape[i];
+        t.stride[i] = acc;
+        acc *= shape[i];
+    }
+    return t;
+}
+
+static void gen_compare(kern_ctx *ctx, int threads) {
+    kern_graph *g = NULL;
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    G(_model) m;
+    void *wdata[GU(_N_WEIGHTS) + 1], *idata[GU(_N_INPUTS) + 1];
+    void *want[GU(_N_OUTPUTS) + 1], *got[GU(_N_OUTPUTS) + 1];
+    kern_tensor in[GU(_N_INPUTS) + 1], out[GU(_N_OUTPUTS) + 1];
+    unsigned char *arena;
+    kt_rng r = kt_rng_make(7);
+    int i, pass;
+    memset(&m, 0, sizeof m);
+    KT_OK(kern_graph_load_ir(ctx, GEN_IR, &g));
+    if (!g) return;
+    for (i = 0; i < GU(_N_WEIGHTS); i++) {
+        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]);
+        kern_tensor t;
+        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(G(_weight_dtypes)[i]), "w");
+        kt_fill_normal(&r, wdata[i], G(_weight_dtypes)[i], n, 0.5);
+        t = gen_tensor(wdata[i], G(_weight_dtypes)[i], G(_weight_ndim)[i], G(_weight_shapes)[i]);
+        KT_OK(kern_graph_bind_weight(g, G(_weight_names)[i], &t, KERN_GRAPH_BORROW));
+    }
+    for (i = 0; i < GU(_N_INPUTS); i++) {
+        kern_dtype dt = G(_input_dtypes)[i];
+        int64_t n = gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]), j;
+        KT_REQUIRE(kern_graph_find(g, G(_input_names)[i]) == kern_graph_input_at(g, i),
+                   "input %d is '%s' in both", i, G(_input_names)[i]);
+        idata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "in");
+        if (!kern_dtype_is_float(dt)) {
+            for (j = 0; j < n; j++) kt_set(idata[i], dt, j, (double)kt_randint(&r, 0, GEN_IDMAX));
+        } else if (strstr(G(_input_names)[i], "mask")) {
+            for (j = 0; j < n; j++) kt_set(idata[i], dt, j, j % 7 == 3 ? -10000.0 : 0.0);
+        } else {
+            kt_fill_normal(&r, idata[i], dt, n, 1.0);
+        }
+        in[i] = gen_tensor(idata[i], dt, G(_input_ndim)[i], G(_input_shapes)[i]);
+    }
+    for (i = 0; i < GU(_N_OUTPUTS); i++) {
+        int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]);
+        size_t bytes = (size_t)(n ? n : 1) * kern_dtype_size(G(_output_dtypes)[i]);
+        want[i] = kt_alloc(bytes, "want");
+        got[i] = kt_alloc(bytes, "got");
+        memset(want[i], 0, bytes);
+        out[i] = gen_tensor(want[i], G(_output_dtypes)[i], G(_output_ndim)[i], G(_output_shapes)[i]);
+    }
+    memset(&pp, 0, sizeof pp);
+    pp.bind = GU(_BIND);
+    pp.disable = GEN_DISABLE;
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+    KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
+    KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
+    arena = (unsigned char *)kt_alloc(GU(_ARENA_SIZE), "arena");
+    for (pass = 0; pass < 2; pass++) {
+        if (pass) memset(arena, 0xFF, GU(_ARENA_SIZE)); /* NaN garbage */
+        for (i = 0; i < GU(_N_OUTPUTS); i++) {
+            int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]);
+            memset(got[i], 0xA5, (size_t)(n ? n : 1) * kern_dtype_size(G(_output_dtypes)[i]));
+        }
+        KT_OK(G(_run)(ctx, &m, (const void *const *)idata, got, arena));
+        for (i = 0; i < GU(_N_OUTPUTS); i++) {
+            kern_dtype dt = G(_output_dtypes)[i];
+            int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]), j, bad = -1;
+            size_t es = kern_dtype_size(dt);
+#ifdef GEN_TOL
+            /* another summation order (GEMM instances): within GEN_TOL of
+             * the tensor's largest magnitude, as the executor's checker */
+            {
+                double mx = 0;
+                for (j = 0; j < n; j++) mx = fabs(kt_get(want[i], dt, j)) > mx ? fabs(kt_get(want[i], dt, j)) : mx;
+                for (j = 0; j < n && bad < 0; j++)
+                    if (!(fabs(kt_get(got[i], dt, j) - kt_get(want[i], dt, j)) <= GEN_TOL * mx)) bad = j;
+            }
+            (void)es;
+#else
+            for (j = 0; j < n && bad < 0; j++)
+                if (memcmp((char *)got[i] + j * (int64_t)es, (char *)want[i] + j * (int64_t)es, es))
+                    bad = j;
+#endif
+            KT_CHECK(bad < 0, "%s threads=%d pass %d: output '%s' element %lld: generated %.9g, "
+                     "executor %.9g", kern_isa_name(kern_ctx_isa(ctx)), threads, pass,
+                     G(_output_names)[i], (long long)bad, bad < 0 ? 0.0 : kt_get(got[i], dt, bad),
+                     bad < 0 ? 0.0 : kt_get(want[i], dt, bad));
+        }
+    }
+    G(_release)(ctx, &m);
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+    kt_free(arena);
+    for (i = 0; i < GU(_N_WEIGHTS); i++) kt_free(wdata[i]);
+    for (i = 0; i < GU(_N_INPUTS); i++) kt_free(idata[i]);
+    for (i = 0; i < GU(_N_OUTPUTS); i++) {
+        kt_free(want[i]);
+        kt_free(got[i]);
+    }
+}
+
+KT_TEST(gen_model_matches_executor) {
+    int threads;
+    for (threads = 1; threads <= 2; threads++) {
+        KT_FOR_EACH_ISA(isa, ctx, threads) { gen_compare(ctx, threads); }
+    }
+}
+
+KT_TEST(gen_model_bad_arguments) {
+    G(_model) m;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    KT_ERROR(G(_prepare)(ctx, NULL, NULL), KERN_ERR_ARG, "NULL");
+    KT_ERROR(G(_run)(ctx, NULL, NULL, NULL, NULL), KERN_ERR_ARG, "NULL");
+    memset(&m, 0, sizeof m);
+    G(_release)(ctx, &m);
+}
+
+KT_MAIN()
