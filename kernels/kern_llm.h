@@ -31,11 +31,22 @@
  *     sin(p f_{r/2-1}). The same table serves both styles.
  *   kern_rope_table_init(ctx, table, params)   fills such a table.
  *
+ *   kern_silu_mul(ctx, a, b, out)
+ *     SwiGLU's gated product out = silu(a) * b (torch: F.silu(a) * b), with
+ *     b NULL: a is [..., 2F] (the fused gate+up projection's output), the
+ *     gate a[..., :F] and up a[..., F:], out [..., F]. silu is the shared
+ *     math layer's (kern_activation(KERN_ACT_SILU)), the product rounded to
+ *     f32 without fusing: out has the bits of kern_activation(a) into f32
+ *     followed by an f32 multiply, then one rounding to out's dtype (torch
+ *     in bf16 rounds silu(a) to bf16 first: within 1 bf16 ulp of kern).
+ *
  * LAYOUTS
  *   x, out: 4-D [B, L, H, D], any strides on B, L, H, unit stride on D;
  *   f32, bf16 or f16 each (out's dtype may differ from x's). q and k are
  *   rotated by two calls (their H differ under GQA).
  *   offsets: [B] i32/i64, any stride. table: 2-D f32, unit last stride.
+ *   silu_mul: a, b, out of 1..8 dims, any strides but a unit last one,
+ *   f32/bf16/f16 each; out may be a or b itself (not another overlap).
  *
  * PARAMS (kern_rope_params; NULL or zero-initialised = defaults)
  *   style       0 = KERN_ROPE_HALF
@@ -95,6 +106,10 @@ typedef struct kern_rope_params {
     size_t workspace_size;
 } kern_rope_params;
 
+/* out = silu(a) * b; b NULL: a = [gate | up] along the last dim. */
+KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                   const kern_tensor *out);
+
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
 KERN_API void kern_rope_params_defaults(kern_rope_params *p, int64_t head_dim);
@@ -147,6 +162,8 @@ typedef struct kern__rope_fns {
     void (*inter)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t p0,
                   int64_t n, const float *c2, const float *s2);
     void (*copy)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t n);
+    void (*silu_mul)(const void *a, kern_dtype adt, const void *b, kern_dtype bdt, void *o,
+                     kern_dtype odt, int64_t n);
 } kern__rope_fns;
 
 static void kern__rope_half__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
@@ -193,9 +210,21 @@ static void kern__llm_copy__scalar(const void *x, kern_dtype xdt, void *o, kern_
         kern__s_store_f32((char *)o + i * os, odt,
                           kern__s_load_f32((const char *)x + i * xs, xdt, 1), 1, 0);
 }
+/* silu(a) * b, the product kept apart from silu's last operation. */
+static void kern__silu_mul__scalar(const void *a, kern_dtype adt, const void *b, kern_dtype bdt,
+                                   void *o, kern_dtype odt, int64_t n) {
+    size_t as = kern_dtype_size(adt), bs = kern_dtype_size(bdt), os = kern_dtype_size(odt);
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        float g = kern__s_silu(kern__s_load_f32((const char *)a + i * as, adt, 1));
+        float u = kern__s_load_f32((const char *)b + i * bs, bdt, 1);
+        kern__s_store_f32((char *)o + i * os, odt, kern__s_mul(g, u), 1, 0);
+    }
+}
 static const kern__rope_fns kern__rope_fns_scalar = {"scalar", kern__rope_half__scalar,
                                                      kern__rope_inter__scalar,
-                                                     kern__llm_copy__scalar};
+                                                     kern__llm_copy__scalar,
+                                                     kern__silu_mul__scalar};
 
 #ifdef KERN_X86
 KERN_TARGET_AVX2 static void kern__rope_half__avx2(const void *x, kern_dtype xdt, void *o,
@@ -246,8 +275,21 @@ KERN_TARGET_AVX2 static void kern__llm_copy__avx2(const void *x, kern_dtype xdt,
                                 kern__v_load_f32__avx2((const char *)x + i * xs, xdt, m), m, 0);
     }
 }
+KERN_TARGET_AVX2 static void kern__silu_mul__avx2(const void *a, kern_dtype adt, const void *b,
+                                                  kern_dtype bdt, void *o, kern_dtype odt,
+                                                  int64_t n) {
+    size_t as = kern_dtype_size(adt), bs = kern_dtype_size(bdt), os = kern_dtype_size(odt);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 g = kern__v_silu__avx2(kern__v_load_f32__avx2((const char *)a + i * as, adt, m));
+        __m256 u = kern__v_load_f32__avx2((const char *)b + i * bs, bdt, m);
+        kern__v_store_f32__avx2((char *)o + i * os, odt, kern__mul__avx2(g, u), m, 0);
+    }
+}
 static const kern__rope_fns kern__rope_fns_avx2 = {"avx2", kern__rope_half__avx2,
-                                                   kern__rope_inter__avx2, kern__llm_copy__avx2};
+                                                   kern__rope_inter__avx2, kern__llm_copy__avx2,
+                                                   kern__silu_mul__avx2};
 #endif
 
 static const kern__rope_fns *kern__rope_fns_for(kern_isa isa) {
@@ -586,6 +628,112 @@ KERN_API kern_status kern_rope_table_init(kern_ctx *ctx, const kern_tensor *tabl
             float *row = (float *)table->data + pos * table->stride[0];
             kern__rope_cs((double)pos, invf, 0, half, row, row + half);
         }
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* -------------------------------------------------------------- silu_mul */
+
+typedef struct kern__rows_job {
+    const kern__rope_fns *fns;
+    const char *a, *b;
+    char *o;
+    kern_dtype adt, bdt, odt;
+    int nd;                     /* leading dims */
+    int64_t shape[KERN_MAX_DIMS];
+    int64_t as[KERN_MAX_DIMS], bs[KERN_MAX_DIMS], os[KERN_MAX_DIMS]; /* bytes */
+    int64_t F, rows, per_task;
+} kern__rows_job;
+
+static void kern__silu_mul_task(void *arg, int64_t task, int thread) {
+    const kern__rows_job *J = (const kern__rows_job *)arg;
+    int64_t row, r0 = task * J->per_task, r1 = r0 + J->per_task;
+    (void)thread;
+    if (r1 > J->rows) r1 = J->rows;
+    for (row = r0; row < r1; row++) {
+        int64_t rem = row, ao = 0, bo = 0, oo = 0, i;
+        int d;
+        for (d = J->nd - 1; d >= 0; d--) {
+            i = rem % J->shape[d];
+            rem /= J->shape[d];
+            ao += i * J->as[d];
+            bo += i * J->bs[d];
+            oo += i * J->os[d];
+        }
+        J->fns->silu_mul(J->a + ao, J->adt, J->b + bo, J->bdt, J->o + oo, J->odt, J->F);
+    }
+}
+
+KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                   const kern_tensor *out) {
+    static const char *op = "kern_silu_mul";
+    kern_status st;
+    kern__rows_job J;
+    int d, nd;
+    int64_t F;
+    if (!a || !out) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !a ? "a" : "out");
+    if ((st = kern_tensor_check(a, op, "a")) != KERN_OK) return st;
+    if (b && (st = kern_tensor_check(b, op, "b")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(out, op, "out")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(a->dtype) || (b && !kern__llm_float_dt(b->dtype)) ||
+        !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(a->dtype) ? a : !kern__llm_float_dt(out->dtype) ? out : b;
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         t == a ? "a" : t == b ? "b" : "out", kern_dtype_name(t->dtype));
+    }
+    nd = a->ndim;
+    if (nd < 1) return kern__err(KERN_ERR_SHAPE, "%s: a must have at least 1 dim", op);
+    if (out->ndim != nd || (b && b->ndim != nd))
+        return kern__err(KERN_ERR_SHAPE, "%s: a has %d dims but %s has %d", op, nd,
+                         out->ndim != nd ? "out" : "b", out->ndim != nd ? out->ndim : b->ndim);
+    F = b ? a->shape[nd - 1] : a->shape[nd - 1] / 2;
+    if (!b && a->shape[nd - 1] % 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: without b, a's last dim (%lld) must be even: [gate | up]",
+                         op, (long long)a->shape[nd - 1]);
+    for (d = 0; d < nd; d++) {
+        int64_t want = d == nd - 1 ? F : a->shape[d];
+        if (out->shape[d] != want || (b && b->shape[d] != want))
+            return kern__err(KERN_ERR_SHAPE, "%s: %s.shape[%d]=%lld, want %lld", op,
+                             out->shape[d] != want ? "out" : "b", d,
+                             (long long)(out->shape[d] != want ? out->shape[d] : b->shape[d]),
+                             (long long)want);
+    }
+    if (F > 1 && (a->stride[nd - 1] != 1 || out->stride[nd - 1] != 1 ||
+                  (b && b->stride[nd - 1] != 1)))
+        return kern__err(KERN_ERR_LAYOUT, "%s: the last dim needs unit stride", op);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (b ? (!kern__llm_same_view(out, a) && kern_tensors_overlap(out, a)) ||
+                (!kern__llm_same_view(out, b) && kern_tensors_overlap(out, b))
+          : kern_tensors_overlap(out, a))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps %s without being it", op,
+                         b ? (kern_tensors_overlap(out, a) ? "a" : "b") : "a");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (kern_tensor_numel(out) > 0) {
+        size_t ae = kern_dtype_size(a->dtype), oe = kern_dtype_size(out->dtype);
+        size_t be = b ? kern_dtype_size(b->dtype) : ae;
+        memset(&J, 0, sizeof J);
+        J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+        J.a = (const char *)a->data;
+        J.b = b ? (const char *)b->data : J.a + F * (int64_t)ae;
+        J.o = (char *)out->data;
+        J.adt = a->dtype;
+        J.bdt = b ? b->dtype : a->dtype;
+        J.odt = out->dtype;
+        J.nd = nd - 1;
+        J.rows = 1;
+        for (d = 0; d < nd - 1; d++) {
+            J.shape[d] = a->shape[d];
+            J.as[d] = a->stride[d] * (int64_t)ae;
+            J.bs[d] = (b ? b->stride[d] : a->stride[d]) * (int64_t)be;
+            J.os[d] = out->stride[d] * (int64_t)oe;
+            J.rows *= a->shape[d];
+        }
+        J.F = F;
+        J.per_task = (32768 + F - 1) / F;
+        st = kern_parallel_for(ctx, (J.rows + J.per_task - 1) / J.per_task, kern__silu_mul_task,
+                               &J);
     }
     kern__op_end(ctx);
     return st;

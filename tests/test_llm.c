@@ -286,4 +286,120 @@ KT_TEST(rope_errors) {
     KT_ERROR(kern_rope_table_init(ctx, &bad, NULL), KERN_ERR_SHAPE, "even");
 }
 
+/* silu_mul against kern_activation(SILU) into f32 then an f32 multiply
+ * (bit for bit), a double reference, the packed [gate | up] form, strided
+ * rows and in place, on every level. */
+static void silu_mul_case(kern_ctx *ctx, int64_t R, int64_t F, kern_dtype adt, kern_dtype bdt,
+                          kern_dtype odt, int packed, int inplace) {
+    int64_t ars = packed ? 2 * F + 5 : F + 3, i, j; /* padded rows */
+    size_t ae = kern_dtype_size(adt), be = kern_dtype_size(bdt), oe = kern_dtype_size(odt);
+    char *abuf = (char *)kt_alloc_misaligned((size_t)(R * ars + 1) * ae, 4, "a");
+    char *bbuf = (char *)kt_alloc_misaligned((size_t)(R * (F + 1) + 1) * be, 8, "b");
+    char *obuf = (char *)kt_alloc_misaligned((size_t)(R * (F + 2) + 1) * oe, 12, "out");
+    float *g = (float *)malloc(sizeof(float) * (size_t)(R * F + 1));
+    double *want = (double *)malloc(sizeof(double) * (size_t)(R * F + 1));
+    float *got = (float *)malloc(sizeof(float) * (size_t)(R * F + 1));
+    int64_t sh[2], ast[2] = {ars, 1}, bst[2] = {F + 1, 1}, ost[2] = {F + 2, 1};
+    kern_tensor a, b, o, gt;
+    kt_rng rng = kt_rng_make((uint64_t)(R * 7 + F + adt * 3 + bdt * 5 + odt));
+    kt_context("R%lld F%lld a %s b %s out %s%s%s", (long long)R, (long long)F,
+               kern_dtype_name(adt), kern_dtype_name(bdt), kern_dtype_name(odt),
+               packed ? " packed" : "", inplace ? " inplace" : "");
+    kt_fill_normal(&rng, abuf, adt, R * ars, 4.0);
+    kt_fill_normal(&rng, bbuf, bdt, R * (F + 1), 1.0);
+    kt_poison(obuf, (size_t)(R * (F + 2) + 1) * oe);
+    sh[0] = R;
+    sh[1] = packed ? 2 * F : F;
+    kern_tensor_init_strided(&a, abuf, adt, 2, sh, ast);
+    sh[1] = F;
+    kern_tensor_init_strided(&b, packed ? abuf + F * (int64_t)ae : bbuf, packed ? adt : bdt, 2,
+                             sh, packed ? ast : bst);
+    kern_tensor_init_strided(&o, obuf, odt, 2, sh, ost);
+    /* the unfused reference: kern_activation into f32, then multiply */
+    {
+        kern_tensor ga = a;
+        ga.shape[1] = F;
+        gt = kern_tensor_2d(g, KERN_F32, R, F);
+        KT_OK(kern_activation(ctx, &ga, NULL, &gt, KERN_ACT_SILU));
+    }
+    for (i = 0; i < R; i++)
+        for (j = 0; j < F; j++) {
+            double x = kt_get(abuf, adt, i * ars + j);
+            double u = packed ? kt_get(abuf, adt, i * ars + F + j) : kt_get(bbuf, bdt, i * (F + 1) + j);
+            float prod = g[i * F + j] * (float)u;
+            want[i * F + j] = x / (1 + exp(-x)) * u;
+            g[i * F + j] = (float)kt_get(&prod, KERN_F32, 0);
+            if (odt == KERN_BF16) g[i * F + j] = kern_bf16_to_f32(kern_f32_to_bf16(prod));
+            if (odt == KERN_F16) g[i * F + j] = kern_f16_to_f32(kern_f32_to_f16(prod));
+        }
+    if (inplace && !packed) { /* out = a's own view (same dtype needed) */
+        o = a;
+    }
+    KT_OK(kern_silu_mul(ctx, &a, packed ? NULL : &b, &o));
+    for (i = 0; i < R; i++)
+        for (j = 0; j < F; j++)
+            got[i * F + j] = (float)kt_get(o.data, o.dtype, i * o.stride[0] + j);
+    if (!inplace || packed) {
+        kt_tol_t tol = kt_tol_scaled(odt, 4);
+        kt_assert_close("silu_mul", got, KERN_F32, want, R * F, tol);
+        kt_assert_bytes_equal("silu_mul vs activation then mul", got, g, sizeof(float) * (size_t)(R * F));
+        for (i = 0; i < R; i++) /* padding untouched */
+            KT_CHECK(((unsigned char *)obuf)[(i * (F + 2) + F) * (int64_t)oe] == 0xFF, "row padding written");
+    } else if (o.dtype == odt) {
+        kt_assert_bytes_equal("silu_mul in place", got, g, sizeof(float) * (size_t)(R * F));
+    }
+    kt_free(abuf);
+    kt_free(bbuf);
+    kt_free(obuf);
+    free(g);
+    free(want);
+    free(got);
+}
+
+KT_TEST(silu_mul_reference) {
+    static const int64_t RF[][2] = {{1, 1}, {3, 7}, {2, 8}, {5, 33}, {4, 256}, {1, 1000}, {0, 5}};
+    int k, ai, bi, oi, packed;
+    for (k = 0; k < (int)(sizeof RF / sizeof RF[0]); k++)
+        for (ai = 0; ai < 3; ai++)
+            for (bi = 0; bi < 3; bi++)
+                for (oi = 0; oi < 3; oi++)
+                    for (packed = 0; packed < 2; packed++) {
+                        KT_FOR_EACH_ISA(isa, ctx, 1 + (k & 1)) {
+                            (void)isa;
+                            silu_mul_case(ctx, RF[k][0], RF[k][1], FDT[ai], FDT[bi], FDT[oi],
+                                          packed, 0);
+                            if (ai == oi && !packed)
+                                silu_mul_case(ctx, RF[k][0], RF[k][1], FDT[ai], FDT[bi],
+                                              FDT[oi], 0, 1);
+                        }
+                    }
+}
+
+KT_TEST(silu_mul_errors) {
+    float a[4 * 6], b[4 * 3], o[4 * 3], snap[4 * 3];
+    kern_tensor at = kern_tensor_2d(a, KERN_F32, 4, 6), bt = kern_tensor_2d(b, KERN_F32, 4, 3);
+    kern_tensor ot = kern_tensor_2d(o, KERN_F32, 4, 3), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 24; i++) a[i] = (float)i * 0.1f;
+    for (i = 0; i < 12; i++) b[i] = 1;
+    kt_poison(o, sizeof o);
+    memcpy(snap, o, sizeof o);
+    KT_ERROR(kern_silu_mul(ctx, &at, &bt, &ot), KERN_ERR_SHAPE, "shape");
+    bad = kern_tensor_2d(a, KERN_F32, 4, 5);
+    KT_ERROR(kern_silu_mul(ctx, &bad, NULL, &ot), KERN_ERR_SHAPE, "even");
+    bad = kern_tensor_2d(a, KERN_I8, 4, 6);
+    KT_ERROR(kern_silu_mul(ctx, &bad, NULL, &ot), KERN_ERR_DTYPE, "a.dtype");
+    bad = kern_tensor_1d(o, KERN_F32, 3);
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_SHAPE, "dims");
+    bad = kern_tensor_2d(a + 1, KERN_F32, 4, 3);
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_ARG, "overlaps");
+    bad = ot;
+    bad.stride[0] = 0;
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_LAYOUT, "overlapping");
+    KT_ERROR(kern_silu_mul(ctx, NULL, NULL, &ot), KERN_ERR_ARG, "NULL");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    KT_OK(kern_silu_mul(ctx, &at, NULL, &ot));
+}
+
 KT_MAIN()
