@@ -40,11 +40,29 @@
  *     followed by an f32 multiply, then one rounding to out's dtype (torch
  *     in bf16 rounds silu(a) to bf16 first: within 1 bf16 ulp of kern).
  *
+ *   kern_kv_append(ctx, k_new, v_new, k_cache, v_cache, k_lens)
+ *     Appends the new rows of each sequence to a preallocated cache:
+ *     k_cache[b, k_lens[b] + j] = k_new[b, j] for j < Lnew (likewise v),
+ *     converting to the cache's dtype (round to nearest even), then
+ *     k_lens[b] += Lnew. v_new and v_cache may both be NULL (K only).
+ *     The lengths are those kern_sdpa's params.k_lens reads.
+ *
+ *   kern_argmax(ctx, x, indices)        torch.argmax(x, dim=-1)
+ *     Over the last dim of x [R, V]: the largest value's index (the first
+ *     one on ties, as torch.argmax); NaN counts as larger than every
+ *     number (the first NaN wins, as torch). Rows run in parallel. A
+ *     token id is never checked here: ids >= vocab are the embedding
+ *     lookup's error (kern_gather, KERN_ERR_INDEX).
+ *
  * LAYOUTS
  *   x, out: 4-D [B, L, H, D], any strides on B, L, H, unit stride on D;
  *   f32, bf16 or f16 each (out's dtype may differ from x's). q and k are
  *   rotated by two calls (their H differ under GQA).
  *   offsets: [B] i32/i64, any stride. table: 2-D f32, unit last stride.
+ *   kv_append: k_new [B, Lnew, Hkv, D], k_cache [B, Lmax, Hkv, D] (v: Dv
+ *   may differ from D), any strides but a unit last one; f32/bf16/f16
+ *   each; k_lens [B] i32/i64. argmax: x [R, V] f32/bf16/f16 (any
+ *   strides), indices [R] i32/i64.
  *   silu_mul: a, b, out of 1..8 dims, any strides but a unit last one,
  *   f32/bf16/f16 each; out may be a or b itself (not another overlap).
  *
@@ -68,6 +86,11 @@
  *                   (names the sequence and the position).
  *   KERN_ERR_DTYPE  x/out not f32/bf16/f16, offsets not i32/i64, table not f32.
  *   KERN_ERR_LAYOUT D without unit stride; out with overlapping elements.
+ *   kv_append: a sequence whose k_lens[b] + Lnew exceeds Lmax (a prompt
+ *   longer than the cache) is KERN_ERR_SHAPE naming it, k_lens[b] < 0
+ *   KERN_ERR_INDEX, a cache of another shape KERN_ERR_SHAPE, of a non-float
+ *   dtype KERN_ERR_DTYPE: the caches and k_lens untouched. argmax: V = 0
+ *   with rows is KERN_ERR_SHAPE.
  *
  * ISA
  *   AVX2 (also used on AVX-512 levels: no AVX-512 body yet) and scalar;
@@ -109,6 +132,13 @@ typedef struct kern_rope_params {
 /* out = silu(a) * b; b NULL: a = [gate | up] along the last dim. */
 KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
                                    const kern_tensor *out);
+
+/* Appends k_new (and v_new) at k_lens, then advances k_lens. */
+KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
+                                    const kern_tensor *v_new, const kern_tensor *k_cache,
+                                    const kern_tensor *v_cache, const kern_tensor *k_lens);
+/* indices[r] = argmax over x[r, :] (first on ties, NaN largest). */
+KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices);
 
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
@@ -735,6 +765,207 @@ KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const ke
         st = kern_parallel_for(ctx, (J.rows + J.per_task - 1) / J.per_task, kern__silu_mul_task,
                                &J);
     }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------------- kv_append */
+
+typedef struct kern__kv_job {
+    const kern__rope_fns *fns;
+    const kern_tensor *nw[2], *cache[2];
+    const kern_tensor *k_lens;
+    int64_t Lnew;
+} kern__kv_job;
+
+static void kern__kv_task(void *arg, int64_t task, int thread) {
+    const kern__kv_job *J = (const kern__kv_job *)arg;
+    int64_t b = task / J->Lnew, j = task % J->Lnew, h;
+    int64_t pos = kern__llm_ix(J->k_lens, b) + j;
+    int w;
+    (void)thread;
+    for (w = 0; w < 2; w++) {
+        const kern_tensor *n = J->nw[w], *c = J->cache[w];
+        size_t ne, ce;
+        if (!n) continue;
+        ne = kern_dtype_size(n->dtype);
+        ce = kern_dtype_size(c->dtype);
+        for (h = 0; h < n->shape[2]; h++)
+            J->fns->copy((const char *)n->data +
+                             (b * n->stride[0] + j * n->stride[1] + h * n->stride[2]) * (int64_t)ne,
+                         n->dtype,
+                         (char *)c->data +
+                             (b * c->stride[0] + pos * c->stride[1] + h * c->stride[2]) * (int64_t)ce,
+                         c->dtype, n->shape[3]);
+    }
+}
+
+static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, const char *nn,
+                                  const char *cn, const char *op) {
+    kern_status st;
+    int d;
+    if ((st = kern_tensor_check(n, op, nn)) != KERN_OK) return st;
+    if ((st = kern_tensor_check(c, op, cn)) != KERN_OK) return st;
+    if (!kern__llm_float_dt(n->dtype) || !kern__llm_float_dt(c->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(n->dtype) ? cn : nn,
+                         kern_dtype_name(kern__llm_float_dt(n->dtype) ? c->dtype : n->dtype));
+    if (n->ndim != 4 || c->ndim != 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be 4-D [B, L, Hkv, D]", op,
+                         n->ndim != 4 ? nn : cn);
+    for (d = 0; d < 4; d++)
+        if (d != 1 && n->shape[d] != c->shape[d])
+            return kern__err(KERN_ERR_SHAPE, "%s: %s.shape[%d]=%lld but %s.shape[%d]=%lld", op, cn,
+                             d, (long long)c->shape[d], nn, d, (long long)n->shape[d]);
+    if (n->shape[3] > 1 && (n->stride[3] != 1 || c->stride[3] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s's last dim needs unit stride", op,
+                         n->stride[3] != 1 ? nn : cn);
+    if (kern__tensor_self_overlap(c))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op, cn);
+    if (kern_tensors_overlap(n, c))
+        return kern__err(KERN_ERR_ARG, "%s: %s overlaps %s", op, nn, cn);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
+                                    const kern_tensor *v_new, const kern_tensor *k_cache,
+                                    const kern_tensor *v_cache, const kern_tensor *k_lens) {
+    static const char *op = "kern_kv_append";
+    kern_status st;
+    kern__kv_job J;
+    int64_t b, B, Lnew, Lmax;
+    if (!k_new || !k_cache || !k_lens)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op,
+                         !k_new ? "k_new" : !k_cache ? "k_cache" : "k_lens");
+    if (!v_new != !v_cache)
+        return kern__err(KERN_ERR_ARG, "%s: v_new and v_cache must both be given or both NULL", op);
+    if ((st = kern__kv_check(k_new, k_cache, "k_new", "k_cache", op)) != KERN_OK) return st;
+    if (v_new) {
+        if ((st = kern__kv_check(v_new, v_cache, "v_new", "v_cache", op)) != KERN_OK) return st;
+        if (v_new->shape[0] != k_new->shape[0] || v_new->shape[1] != k_new->shape[1] ||
+            v_new->shape[2] != k_new->shape[2] || v_cache->shape[1] != k_cache->shape[1])
+            return kern__err(KERN_ERR_SHAPE, "%s: v_new/v_cache differ from k_new/k_cache in B, L or Hkv",
+                             op);
+        if (kern_tensors_overlap(v_cache, k_cache) || kern_tensors_overlap(v_cache, k_new) ||
+            kern_tensors_overlap(k_cache, v_new))
+            return kern__err(KERN_ERR_ARG, "%s: the caches overlap each other or the new rows", op);
+    }
+    B = k_new->shape[0];
+    Lnew = k_new->shape[1];
+    Lmax = k_cache->shape[1];
+    if ((st = kern__llm_check_lens(k_lens, B, op, "k_lens")) != KERN_OK) return st;
+    if (kern__tensor_self_overlap(k_lens) || kern_tensors_overlap(k_lens, k_cache) ||
+        (v_cache && kern_tensors_overlap(k_lens, v_cache)))
+        return kern__err(KERN_ERR_ARG, "%s: k_lens overlaps itself or a cache", op);
+    for (b = 0; b < B; b++) {
+        int64_t n = kern__llm_ix(k_lens, b);
+        if (n < 0)
+            return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is negative", op, (long long)b,
+                             (long long)n);
+        if (n > Lmax - Lnew)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: sequence %lld has %lld rows + %lld new > the cache's %lld", op,
+                             (long long)b, (long long)n, (long long)Lnew, (long long)Lmax);
+        if (k_lens->dtype == KERN_I32 && n + Lnew > INT32_MAX)
+            return kern__err(KERN_ERR_ARG, "%s: k_lens[%lld] would pass INT32_MAX", op, (long long)b);
+    }
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (B > 0 && Lnew > 0) {
+        memset(&J, 0, sizeof J);
+        J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+        J.nw[0] = k_new;
+        J.nw[1] = v_new;
+        J.cache[0] = k_cache;
+        J.cache[1] = v_cache;
+        J.k_lens = k_lens;
+        J.Lnew = Lnew;
+        st = kern_parallel_for(ctx, B * Lnew, kern__kv_task, &J);
+        if (st == KERN_OK)
+            for (b = 0; b < B; b++) {
+                char *p = (char *)k_lens->data +
+                          b * k_lens->stride[0] * (int64_t)kern_dtype_size(k_lens->dtype);
+                int64_t n = kern__llm_ix(k_lens, b) + Lnew;
+                if (k_lens->dtype == KERN_I64) {
+                    memcpy(p, &n, sizeof n);
+                } else {
+                    int32_t n32 = (int32_t)n;
+                    memcpy(p, &n32, sizeof n32);
+                }
+            }
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ----------------------------------------------------------- argmax/topk */
+
+typedef struct kern__sel_job {
+    const kern_tensor *x, *idx;
+    int64_t V;
+} kern__sel_job;
+
+static float kern__sel_get(const kern_tensor *t, int64_t r, int64_t i) {
+    return kern__s_load_f32((const char *)t->data +
+                                (r * t->stride[0] + i * t->stride[1]) * (int64_t)kern_dtype_size(t->dtype),
+                            t->dtype, 1);
+}
+static void kern__sel_put_idx(const kern_tensor *t, int64_t r, int64_t c, int64_t v) {
+    char *p;
+    if (!t) return;
+    p = (char *)t->data + (r * t->stride[0] + (t->ndim > 1 ? c * t->stride[1] : 0)) *
+                              (int64_t)kern_dtype_size(t->dtype);
+    if (t->dtype == KERN_I64) {
+        memcpy(p, &v, sizeof v);
+    } else {
+        int32_t v32 = (int32_t)v;
+        memcpy(p, &v32, sizeof v32);
+    }
+}
+
+static void kern__argmax_task(void *arg, int64_t r, int thread) {
+    const kern__sel_job *J = (const kern__sel_job *)arg;
+    int64_t i, best = 0;
+    float bv = kern__sel_get(J->x, r, 0);
+    (void)thread;
+    for (i = 1; i < J->V && bv == bv; i++) { /* a NaN cannot be beaten */
+        float v = kern__sel_get(J->x, r, i);
+        if (v > bv || v != v) {
+            bv = v;
+            best = i;
+        }
+    }
+    kern__sel_put_idx(J->idx, r, 0, best);
+}
+
+KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices) {
+    static const char *op = "kern_argmax";
+    kern_status st;
+    kern__sel_job J;
+    if (!x || !indices) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "indices");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(indices, op, "indices")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: x.dtype=%s is not f32/bf16/f16", op,
+                         kern_dtype_name(x->dtype));
+    if (indices->dtype != KERN_I32 && indices->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: indices.dtype=%s is not i32/i64", op,
+                         kern_dtype_name(indices->dtype));
+    if (x->ndim != 2 || indices->ndim != 1 || indices->shape[0] != x->shape[0])
+        return kern__err(KERN_ERR_SHAPE, "%s: x must be [R, V] and indices [R]", op);
+    if (x->shape[1] == 0 && x->shape[0] > 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: argmax over an empty last dim", op);
+    if (indices->dtype == KERN_I32 && x->shape[1] > INT32_MAX)
+        return kern__err(KERN_ERR_DTYPE, "%s: V=%lld needs i64 indices", op, (long long)x->shape[1]);
+    if (kern__tensor_self_overlap(indices))
+        return kern__err(KERN_ERR_LAYOUT, "%s: indices has overlapping elements", op);
+    if (kern_tensors_overlap(indices, x))
+        return kern__err(KERN_ERR_ARG, "%s: indices overlaps x", op);
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    memset(&J, 0, sizeof J);
+    J.x = x;
+    J.idx = indices;
+    J.V = x->shape[1];
+    st = kern_parallel_for(ctx, x->shape[0], kern__argmax_task, &J);
     kern__op_end(ctx);
     return st;
 }

@@ -402,4 +402,167 @@ KT_TEST(silu_mul_errors) {
     KT_OK(kern_silu_mul(ctx, &at, NULL, &ot));
 }
 
+/* kv_append: decode and prefill appends into strided caches of another
+ * dtype at ragged lengths; a too long append leaves everything as it was. */
+KT_TEST(kv_append) {
+    enum { B = 3, LMAX = 9, H = 2, D = 5, DV = 3 };
+    int ni, ci, lt, ln;
+    for (ni = 0; ni < 3; ni++)
+        for (ci = 0; ci < 3; ci++)
+            for (lt = 0; lt < 2; lt++)
+                for (ln = 1; ln <= 3; ln += 2) {
+                    kern_dtype ndt = FDT[ni], cdt = FDT[ci], ldt = lt ? KERN_I32 : KERN_I64;
+                    size_t ne = kern_dtype_size(ndt), ce = kern_dtype_size(cdt);
+                    /* caches laid out [B, H, LMAX, D] (head-major), viewed [B, LMAX, H, D] */
+                    char *kc = (char *)kt_alloc((size_t)(B * H * LMAX * D) * ce, "k_cache");
+                    char *vc = (char *)kt_alloc((size_t)(B * H * LMAX * DV) * ce, "v_cache");
+                    char *kn = (char *)kt_alloc((size_t)(B * ln * H * D) * ne, "k_new");
+                    char *vn = (char *)kt_alloc((size_t)(B * ln * H * DV) * ne, "v_new");
+                    char *kc0 = (char *)malloc((size_t)(B * H * LMAX * D) * ce);
+                    char *vc0 = (char *)malloc((size_t)(B * H * LMAX * DV) * ce);
+                    int64_t lens64[B] = {0, 4, LMAX - ln}, lens0[B];
+                    int32_t lens32[B];
+                    int64_t shp[4] = {B, LMAX, H, D}, kst[4] = {H * LMAX * D, D, LMAX * D, 1};
+                    int64_t vshp[4] = {B, LMAX, H, DV}, vst[4] = {H * LMAX * DV, DV, LMAX * DV, 1};
+                    kern_tensor kct, vct, knt, vnt, lens;
+                    int64_t b, j, h, d;
+                    kt_rng rng = kt_rng_make((uint64_t)(ni * 9 + ci * 3 + lt + ln * 17));
+                    kt_context("new %s cache %s lens %s Lnew %d", kern_dtype_name(ndt),
+                               kern_dtype_name(cdt), kern_dtype_name(ldt), ln);
+                    for (b = 0; b < B; b++) lens32[b] = (int32_t)lens64[b];
+                    memcpy(lens0, lens64, sizeof lens0);
+                    kt_fill_normal(&rng, kc, cdt, B * H * LMAX * D, 1.0);
+                    kt_fill_normal(&rng, vc, cdt, B * H * LMAX * DV, 1.0);
+                    kt_fill_normal(&rng, kn, ndt, B * ln * H * D, 1.0);
+                    kt_fill_normal(&rng, vn, ndt, B * ln * H * DV, 1.0);
+                    memcpy(kc0, kc, (size_t)(B * H * LMAX * D) * ce);
+                    memcpy(vc0, vc, (size_t)(B * H * LMAX * DV) * ce);
+                    kern_tensor_init_strided(&kct, kc, cdt, 4, shp, kst);
+                    kern_tensor_init_strided(&vct, vc, cdt, 4, vshp, vst);
+                    knt = kern_tensor_4d(kn, ndt, B, ln, H, D);
+                    vnt = kern_tensor_4d(vn, ndt, B, ln, H, DV);
+                    lens = kern_tensor_1d(lt ? (void *)lens32 : (void *)lens64, ldt, B);
+                    KT_FOR_EACH_ISA(isa, ctx, 2) {
+                        (void)isa;
+                        memcpy(kc, kc0, (size_t)(B * H * LMAX * D) * ce);
+                        memcpy(vc, vc0, (size_t)(B * H * LMAX * DV) * ce);
+                        for (b = 0; b < B; b++) lens32[b] = (int32_t)(lens64[b] = lens0[b]);
+                        KT_OK(kern_kv_append(ctx, &knt, &vnt, &kct, &vct, &lens));
+                        for (b = 0; b < B; b++) {
+                            int64_t nl = lt ? lens32[b] : lens64[b];
+                            KT_CHECK(nl == lens0[b] + ln, "k_lens[%lld]=%lld", (long long)b, (long long)nl);
+                            for (h = 0; h < H; h++)
+                                for (j = 0; j < LMAX; j++) {
+                                    int fresh = j >= lens0[b] && j < lens0[b] + ln;
+                                    for (d = 0; d < D; d++) {
+                                        int64_t co = ((b * H + h) * LMAX + j) * D + d;
+                                        float want = fresh ? (float)kt_get(kn, ndt, ((b * ln + j - lens0[b]) * H + h) * D + d)
+                                                           : (float)kt_get(kc0, cdt, co);
+                                        if (cdt == KERN_BF16) want = kern_bf16_to_f32(kern_f32_to_bf16(want));
+                                        if (cdt == KERN_F16) want = kern_f16_to_f32(kern_f32_to_f16(want));
+                                        KT_CHECK((float)kt_get(kc, cdt, co) == want, "k b%lld h%lld j%lld d%lld",
+                                                 (long long)b, (long long)h, (long long)j, (long long)d);
+                                    }
+                                    for (d = 0; d < DV; d++) {
+                                        int64_t co = ((b * H + h) * LMAX + j) * DV + d;
+                                        float want = fresh ? (float)kt_get(vn, ndt, ((b * ln + j - lens0[b]) * H + h) * DV + d)
+                                                           : (float)kt_get(vc0, cdt, co);
+                                        if (cdt == KERN_BF16) want = kern_bf16_to_f32(kern_f32_to_bf16(want));
+                                        if (cdt == KERN_F16) want = kern_f16_to_f32(kern_f32_to_f16(want));
+                                        KT_CHECK((float)kt_get(vc, cdt, co) == want, "v b%lld h%lld j%lld d%lld",
+                                                 (long long)b, (long long)h, (long long)j, (long long)d);
+                                    }
+                                }
+                        }
+                        /* now sequence 2 is full: another append is refused, nothing moves */
+                        {
+                            char *kc1 = (char *)malloc((size_t)(B * H * LMAX * D) * ce);
+                            int64_t l64[B];
+                            int32_t l32[B];
+                            memcpy(kc1, kc, (size_t)(B * H * LMAX * D) * ce);
+                            memcpy(l64, lens64, sizeof l64);
+                            memcpy(l32, lens32, sizeof l32);
+                            KT_ERROR(kern_kv_append(ctx, &knt, &vnt, &kct, &vct, &lens), KERN_ERR_SHAPE,
+                                     "new >");
+                            KT_CHECK(memcmp(kc1, kc, (size_t)(B * H * LMAX * D) * ce) == 0, "cache written");
+                            KT_CHECK(memcmp(l64, lens64, sizeof l64) == 0 && memcmp(l32, lens32, sizeof l32) == 0,
+                                     "k_lens written");
+                            free(kc1);
+                        }
+                    }
+                    kt_free(kc);
+                    kt_free(vc);
+                    kt_free(kn);
+                    kt_free(vn);
+                    free(kc0);
+                    free(vc0);
+                }
+}
+
+KT_TEST(kv_append_errors) {
+    float kc[2 * 4 * 1 * 2], kn[2 * 1 * 1 * 2], snap[16];
+    int64_t lens[2] = {1, 2};
+    kern_tensor kct = kern_tensor_4d(kc, KERN_F32, 2, 4, 1, 2), knt = kern_tensor_4d(kn, KERN_F32, 2, 1, 1, 2);
+    kern_tensor lt = kern_tensor_1d(lens, KERN_I64, 2), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    memset(kc, 0, sizeof kc);
+    memset(kn, 0, sizeof kn);
+    memcpy(snap, kc, sizeof kc);
+    bad = kct;
+    bad.dtype = KERN_I32;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &bad, NULL, &lt), KERN_ERR_DTYPE, "k_cache.dtype");
+    bad = kern_tensor_4d(kc, KERN_F32, 2, 4, 1, 1);
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &bad, NULL, &lt), KERN_ERR_SHAPE, "k_cache.shape[3]");
+    KT_ERROR(kern_kv_append(ctx, &knt, &knt, &kct, NULL, &lt), KERN_ERR_ARG, "both");
+    lens[1] = -1;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt), KERN_ERR_INDEX, "negative");
+    lens[1] = 4;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt), KERN_ERR_SHAPE, "cache");
+    bad = kern_tensor_1d(lens, KERN_I64, 1);
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &bad), KERN_ERR_SHAPE, "k_lens");
+    KT_CHECK(memcmp(kc, snap, sizeof kc) == 0 && lens[0] == 1 && lens[1] == 4, "an error wrote");
+    lens[1] = 3;
+    KT_OK(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt));
+    KT_CHECK(lens[0] == 2 && lens[1] == 4, "lengths not advanced");
+}
+
+KT_TEST(argmax) {
+    int di, it;
+    for (di = 0; di < 3; di++)
+        for (it = 0; it < 2; it++) {
+            enum { R = 5, V = 1003 };
+            kern_dtype dt = FDT[di];
+            void *x = kt_alloc((size_t)(R * V) * kern_dtype_size(dt), "x");
+            int64_t idx64[R], r, i;
+            int32_t idx32[R];
+            kern_tensor xt = kern_tensor_2d(x, dt, R, V);
+            kern_tensor ix = kern_tensor_1d(it ? (void *)idx32 : (void *)idx64, it ? KERN_I32 : KERN_I64, R);
+            kt_rng rng = kt_rng_make((uint64_t)(di * 2 + it));
+            kt_fill_normal(&rng, x, dt, R * V, 1.0);
+            kt_set(x, dt, 1 * V + 17, 100.0); /* ties: the first wins */
+            kt_set(x, dt, 1 * V + 900, 100.0);
+            kt_set(x, dt, 2 * V + 5, NAN);    /* NaN wins, the first one */
+            kt_set(x, dt, 2 * V + 6, 1000.0);
+            kt_set(x, dt, 2 * V + 7, NAN);
+            for (i = 0; i < V; i++) kt_set(x, dt, 3 * V + i, -1.0); /* all equal: 0 */
+            kt_set(x, dt, 4 * V + V - 1, 50.0); /* the last element */
+            KT_OK(kern_argmax(kt_ctx(2, KERN_ISA_SCALAR), &xt, &ix));
+            for (r = 0; r < R; r++) {
+                int64_t want = 0, got = it ? idx32[r] : idx64[r];
+                double bv = kt_get(x, dt, r * V);
+                for (i = 1; i < V && !isnan(bv); i++) {
+                    double v = kt_get(x, dt, r * V + i);
+                    if (v > bv || isnan(v)) bv = v, want = i;
+                }
+                KT_CHECK(got == want, "%s row %lld: got %lld want %lld", kern_dtype_name(dt),
+                         (long long)r, (long long)got, (long long)want);
+            }
+            KT_CHECK((it ? idx32[1] : idx64[1]) == 17 && (it ? idx32[2] : idx64[2]) == 5 &&
+                         (it ? idx32[3] : idx64[3]) == 0 && (it ? idx32[4] : idx64[4]) == V - 1,
+                     "tie / NaN rules");
+            KT_ERROR(kern_argmax(NULL, &xt, &xt), KERN_ERR_DTYPE, "indices.dtype");
+            kt_free(x);
+        }
+}
+
 KT_MAIN()
