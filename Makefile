@@ -17,8 +17,6 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TESTS     := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 ASAN_TESTS  := $(patsubst tests/%.c,build/asan/%,$(TEST_SRC))
 UBSAN_TESTS := $(patsubst tests/%.c,build/ubsan/%,$(TEST_SRC))
-EXAMPLE_SRC := $(wildcard examples/*.c)
-EXAMPLES  := $(patsubst examples/%.c,build/examples/%,$(EXAMPLE_SRC))
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCHES   := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 
@@ -38,7 +36,7 @@ endif
 .PHONY: all test asan ubsan compile-check bench bench-full bench-build peers cuda test-cuda \
         deps install amalgamate clean help examples gen gen-check test-neon
 
-all: $(TESTS) $(EXAMPLES) build/examples/amalgamated
+all: $(TESTS) build/examples/amalgamated
 
 help:
 	@echo "make deps bench   install what a fresh machine needs, run the headline benchmarks with peers"
@@ -55,7 +53,12 @@ help:
 	@echo "make gen          expand gen/templates into the headers' generated regions"
 	@echo "make gen-check    fail if a generated region differs from its template"
 	@echo "make test-neon    AArch64 NEON build of NEON_TESTS, run under qemu-user"
-	@echo "make install PREFIX=/usr/local"
+	@echo "make lib          build/libkern.a and build/libkern.so (the implementation, compiled once)"
+	@echo "make examples     build examples/ (make test runs them)"
+	@echo "make doc-check    compile every C block of README.md and docs/*.md"
+	@echo "make install PREFIX=/usr/local   headers, libraries, pkg-config and CMake files"
+	@echo "make uninstall PREFIX=/usr/local remove what make install wrote (its manifest)"
+	@echo "make install-check  install to a temporary prefix, build examples with pkg-config and CMake"
 
 build/tests/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
@@ -68,10 +71,6 @@ build/asan/%: tests/%.c $(HEADERS) tests/kt.h
 build/ubsan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
-
-build/examples/%: examples/%.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
 
 # The vendoring check: an example compiled against dist/kern.h alone.
 build/examples/amalgamated: examples/basic.c dist/kern.h
@@ -177,13 +176,7 @@ cuda: $(CUDA_BIN)
 test-cuda: cuda
 	@tests/run $(filter build/cuda/tests/%,$(CUDA_BIN))
 
-install: amalgamate
-	install -d $(DESTDIR)$(PREFIX)/include/kern $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/*.h kernels/*.h $(DESTDIR)$(PREFIX)/include/kern/
-	install -d $(DESTDIR)$(PREFIX)/include/kern/cuda
-	-install -m 644 kernels/cuda/*.cuh $(DESTDIR)$(PREFIX)/include/kern/cuda/ 2>/dev/null
-	install -m 644 dist/kern.h $(DESTDIR)$(PREFIX)/include/kern/kern_single.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' kern.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kern.pc
+# lib, examples, doc-check, install, uninstall, install-check: mk/dx.mk.
 
 clean:
 	rm -rf build dist

@@ -14,6 +14,9 @@
  *                    semantics: packs both operands every call) — the
  *                    like-for-like of torch_int_mm, and a lower bound on
  *                    the int8 core
+ *   kern_int_mm_packed  kern_gemm_s8s8s32 with b packed once outside the
+ *                    timed loop (kern_gemm_s8s8s32_pack_b, params.packed_b):
+ *                    only a is packed per call
  *   kern_f32         our f32 kern_gemm with the weight prepacked by
  *                    kern_gemm_pack_b, bias fused
  *   openblas_f32     cblas_sgemm, the f32 baseline in the same run
@@ -71,6 +74,7 @@ static struct {
     int32_t *c32;
     kern_qweight *qw;
     kern_gemm_packed_b *pw;
+    kern_gemm_s8s8s32_packed_b *pb8; /* wkn8 packed */
 } cur;
 
 static void *xalloc(size_t n) {
@@ -91,6 +95,7 @@ static void release_case(void) {
     free(cur.c32);
     kern_qweight_free(NULL, cur.qw);
     kern_gemm_packed_b_free(NULL, cur.pw);
+    kern_gemm_s8s8s32_packed_b_free(NULL, cur.pb8);
     memset(&cur, 0, sizeof cur);
 }
 
@@ -177,6 +182,35 @@ static void run_kern_int_mm(kbench_state *st, void *user) {
         return;
     }
     while (kbench_next(st)) kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, NULL);
+    kbench_use(cur.c32);
+    set_work(st, c, (double)c->N * (double)c->K);
+}
+
+static void run_kern_int_mm_packed(kbench_state *st, void *user) {
+    const qcase *c = (const qcase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_tensor ta, tb, tc;
+    kern_gemm_s8s8s32_params p;
+    if (!setup_case(c)) {
+        kbench_skip(st, "allocation failed");
+        return;
+    }
+    if (!cur.pb8) {
+        tb = kern_tensor_2d(cur.wkn8, KERN_I8, c->K, c->N);
+        if (kern_gemm_s8s8s32_pack_b(NULL, &tb, &cur.pb8, NULL) != KERN_OK) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+    }
+    ta = kern_tensor_2d(cur.xq8, KERN_I8, c->M, c->K);
+    tc = kern_tensor_2d(cur.c32, KERN_I32, c->M, c->N);
+    memset(&p, 0, sizeof p);
+    p.packed_b = cur.pb8;
+    if (kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p);
     kbench_use(cur.c32);
     set_work(st, c, (double)c->N * (double)c->K);
 }
@@ -418,6 +452,8 @@ KBENCH_INIT(qgemm) {
         for (t = 1; t <= 2; t++) {
             kbench_add("qgemm", c->name, "kern", t, KBENCH_PEAK_INT8, run_kern, c);
             kbench_add("qgemm", c->name, "kern_int_mm", t, KBENCH_PEAK_INT8, run_kern_int_mm, c);
+            kbench_add("qgemm", c->name, "kern_int_mm_packed", t, KBENCH_PEAK_INT8,
+                       run_kern_int_mm_packed, c);
             kbench_add("qgemm", c->name, "kern_f32", t, KBENCH_PEAK_INT8, run_kern_f32, c);
 #ifdef KBENCH_HAVE_OPENBLAS
             kbench_add("qgemm", c->name, "openblas_f32", t, KBENCH_PEAK_INT8, run_openblas, c);

@@ -94,6 +94,8 @@ COMMON_SCALAR = {
     "V_STORE": "(*(float *)({0}) = ({1}))",
     "V_LOADN": "(*(const float *)({0}))",
     "V_STOREN": "(*(float *)({0}) = ({1}))",
+    "V_ILOAD": "(*(const int32_t *)({0}))",
+    "V_ILOADN": "(*(const int32_t *)({0}))",
 }
 
 AVX2 = {
@@ -145,6 +147,8 @@ AVX2 = {
     "V_STORE": "_mm256_storeu_ps({0}, {1})",
     "V_LOADN": "kern__loadn__avx2({0}, {1})",
     "V_STOREN": "kern__storen__avx2({0}, {1}, {2})",
+    "V_ILOAD": "_mm256_loadu_si256((const __m256i *)(const void *)({0}))",
+    "V_ILOADN": "_mm256_maskload_epi32((const int *)(const void *)({0}), kern__tailmask__avx2({1}))",
 }
 
 AVX512 = {
@@ -196,6 +200,8 @@ AVX512 = {
     "V_STORE": "_mm512_storeu_ps({0}, {1})",
     "V_LOADN": "kern__loadn__avx512({0}, {1})",
     "V_STOREN": "kern__storen__avx512({0}, {1}, {2})",
+    "V_ILOAD": "_mm512_loadu_si512((const void *)({0}))",
+    "V_ILOADN": "_mm512_maskz_loadu_epi32(kern__tailmask__avx512({1}), (const void *)({0}))",
 }
 
 NEON = {
@@ -247,6 +253,8 @@ NEON = {
     "V_STORE": "vst1q_f32({0}, {1})",
     "V_LOADN": "kern__loadn__neon({0}, {1})",
     "V_STOREN": "kern__storen__neon({0}, {1}, {2})",
+    "V_ILOAD": "vld1q_s32((const int32_t *)(const void *)({0}))",
+    "V_ILOADN": "vreinterpretq_s32_f32(kern__loadn__neon((const float *)(const void *)({0}), {1}))",
 }
 
 VOCAB = {

@@ -61,6 +61,24 @@ extern "C" {
 #  endif
 #endif
 
+/* g++ 12 (C++ only, at -O1 and above) reports "'__Y' is used uninitialized"
+ * and "may be used uninitialized" inside its own AVX-512 intrinsics (the
+ * `__Y = __Y` idiom of _mm512_undefined_*), wherever kern's AVX-512
+ * functions inline them. Each header's implementation section is bracketed
+ * by KERN__IMPL_DIAG_BEGIN/END (push/pop): the user's code around the
+ * #include keeps every warning, and the same code compiled as C (where the
+ * false positive does not arise) still reports a real uninitialized use. */
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#define KERN__IMPL_DIAG_BEGIN                                                  \
+    _Pragma("GCC diagnostic push")                                             \
+    _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")                      \
+    _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define KERN__IMPL_DIAG_END _Pragma("GCC diagnostic pop")
+#else
+#define KERN__IMPL_DIAG_BEGIN
+#define KERN__IMPL_DIAG_END
+#endif
+
 #define KERN_VERSION_MAJOR 0
 #define KERN_VERSION_MINOR 1
 #define KERN_VERSION_PATCH 0
@@ -691,6 +709,7 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_BASE_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_BASE_IMPLEMENTED
 
 #if !defined(_GNU_SOURCE) && defined(__linux__)
@@ -711,12 +730,6 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
 #ifdef KERN_NEON
 #include <arm_neon.h>
 #include <sys/auxv.h>
-#endif
-/* g++ 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
- * (the `__Y = __Y` idiom of _mm512_undefined_*). Silenced for the
- * implementation translation unit only, when compiled as C++. */
-#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #ifdef __cplusplus
@@ -4071,40 +4084,78 @@ KERN__AINLINE void kern__s_st_strided(char *p, kern_dtype dt, int64_t cs, float 
     }
 }
 
-/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
- * with the activation a constant after inlining. */
+/* Rows i0 .. i0 + m - 1, columns j0 .. j0 + n - 1 of the output from the
+ * tile t (row stride ldt; see kern__epi), with the activation, `unit`
+ * (every operand has unit column stride) and `f32` (every operand f32, no
+ * streaming stores) constants after inlining, so the common case runs
+ * without the per-vector stride and dtype branches. The row-invariant work
+ * (sizes, broadcasts, operand addresses) is done once per call and kept in
+ * locals: a tile row is only a few vectors, and stores through dst may
+ * alias *e. */
+KERN__AINLINE void kern__s_epi_rows_core(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                       int64_t ldt, int m, int n, kern_act act, int unit,
+                                                       int f32) {
+    const float va = (e->alpha), vb = (e->beta), vo = (e->out_scale);
+    const kern_dtype sdt = f32 ? KERN_F32 : e->src_dt, bdt = f32 ? KERN_F32 : e->bias_dt;
+    const kern_dtype rdt = f32 ? KERN_F32 : e->res_dt, ddt = f32 ? KERN_F32 : e->dst_dt;
+    const int64_t ssz = (int64_t)kern_dtype_size(sdt), dsz = (int64_t)kern_dtype_size(ddt);
+    const int64_t rsz = (int64_t)kern_dtype_size(rdt), bsz = (int64_t)kern_dtype_size(bdt);
+    const int64_t scs = e->src_cs, bst = e->bias_st, rcs = e->res_cs, dcs = e->dst_cs;
+    const int64_t srs = e->src_rs * ssz, rrs = e->res_rs * rsz, drs = e->dst_rs * dsz;
+    const char *const src = e->src ? e->src + (i0 * e->src_rs + (j0 - e->src_j0) * scs) * ssz : NULL;
+    const char *const bias = e->bias && !e->bias_per_row ? e->bias + j0 * bst * bsz : NULL;
+    const char *const bias_row = e->bias && e->bias_per_row ? e->bias + i0 * bst * bsz : NULL;
+    const char *const res = e->res ? e->res + (i0 * e->res_rs + j0 * rcs) * rsz : NULL;
+    char *const dst = e->dst + (i0 * e->dst_rs + (j0 - e->dst_j0) * dcs) * dsz;
+    const int nt = f32 ? 0 : e->nt;
+    int r, j;
+    for (r = 0; r < m; r++) {
+        const float *acc = t + r * ldt;
+        const char *sp = src ? src + r * srs : NULL, *rp = res ? res + r * rrs : NULL;
+        char *dp = dst + r * drs;
+        const float brow = bias_row ? (kern__s_load_f32(bias_row + r * bst * bsz, bdt, 1)) : 0.0f;
+        for (j = 0; j < n; j += 1) {
+            const int nn = n - j < 1 ? n - j : 1;
+            float v = kern__s_mul(va, nn == 1 ? (*(const float *)(acc + j)) : (*(const float *)(acc + j)));
+            if (unit) {
+                if (sp) v = kern__s_fma(vb, kern__s_load_f32(sp + j * ssz, sdt, nn), v);
+                if (bias) v = ((v) + (kern__s_load_f32(bias + j * bsz, bdt, nn)));
+                else if (bias_row) v = ((v) + (brow));
+                v = kern__s_act(v, act);
+                if (rp) v = ((v) + (kern__s_load_f32(rp + j * rsz, rdt, nn)));
+                v = kern__s_mul(v, vo);
+                kern__s_store_f32(dp + j * dsz, ddt, v, nn, nt && nn == 1);
+            } else {
+                if (sp) v = kern__s_fma(vb, kern__s_ld_strided(sp + j * scs * ssz, sdt, scs, nn), v);
+                if (bias) v = ((v) + (kern__s_ld_strided(bias + j * bst * bsz, bdt, bst, nn)));
+                else if (bias_row) v = ((v) + (brow));
+                v = kern__s_act(v, act);
+                if (rp) v = ((v) + (kern__s_ld_strided(rp + j * rcs * rsz, rdt, rcs, nn)));
+                v = kern__s_mul(v, vo);
+                kern__s_st_strided(dp + j * dcs * dsz, ddt, dcs, v, nn, nt && nn == 1);
+            }
+        }
+    }
+}
+KERN__AINLINE void kern__s_epi_rows_act(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const int unit = (!e->src || e->src_cs == 1) && (!e->bias || e->bias_per_row || e->bias_st == 1) &&
+                     (!e->res || e->res_cs == 1) && e->dst_cs == 1;
+    const int f32 = (!e->src || e->src_dt == KERN_F32) && (!e->bias || e->bias_dt == KERN_F32) &&
+                    (!e->res || e->res_dt == KERN_F32) && e->dst_dt == KERN_F32 && !e->nt;
+    if (unit && f32) kern__s_epi_rows_core(e, i0, j0, t, ldt, m, n, act, 1, 1);
+    else if (unit) kern__s_epi_rows_core(e, i0, j0, t, ldt, m, n, act, 1, 0);
+    else kern__s_epi_rows_core(e, i0, j0, t, ldt, m, n, act, 0, 0);
+}
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n). */
 KERN__AINLINE void kern__s_epi_row_act(const kern__epi *e, int64_t i, int64_t j0,
                                                      const float *acc, int n, kern_act act) {
-    const float va = (e->alpha), vb = (e->beta), vo = (e->out_scale);
-    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    float brow = 0.0f;
-    int j;
-    if (e->bias && e->bias_per_row) brow = (kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
-    for (j = 0; j < n; j += 1) {
-        const int nn = n - j < 1 ? n - j : 1;
-        const int64_t gj = j0 + j;
-        float v = kern__s_mul(va, nn == 1 ? (*(const float *)(acc + j)) : (*(const float *)(acc + j)));
-        if (e->src)
-            v = kern__s_fma(vb, kern__s_ld_strided(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                                  e->src_dt, e->src_cs, nn), v);
-        if (e->bias)
-            v = ((v) + (e->bias_per_row ? brow
-                                         : kern__s_ld_strided(e->bias + gj * e->bias_st * bsz, e->bias_dt,
-                                                                   e->bias_st, nn)));
-        v = kern__s_act(v, act);
-        if (e->res)
-            v = ((v) + (kern__s_ld_strided(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
-                                                 e->res_cs, nn)));
-        v = kern__s_mul(v, vo);
-        kern__s_st_strided(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
-                                e->dst_cs, v, nn, e->nt && nn == 1);
-    }
+    kern__s_epi_rows_act(e, i, j0, acc, 0, 1, n, act);
 }
 /* One output row. */
 static inline void kern__s_epi_row(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
                                                  int n) {
-#define KERN__EPI_ROW(A) kern__s_epi_row_act(e, i, j0, acc, n, A);
+#define KERN__EPI_ROW(A) kern__s_epi_rows_act(e, i, j0, acc, 0, 1, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
@@ -4112,8 +4163,7 @@ static inline void kern__s_epi_row(const kern__epi *e, int64_t i, int64_t j0, co
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 static inline void kern__s_epi_tile(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
-    int r;
-#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__s_epi_row_act(e, i0 + r, j0, t + r * ldt, n, A);
+#define KERN__EPI_TILE(A) kern__s_epi_rows_act(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
 }
@@ -4183,40 +4233,78 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__v_st_strided__avx2(char *p, kern_dtype
     }
 }
 
-/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
- * with the activation a constant after inlining. */
+/* Rows i0 .. i0 + m - 1, columns j0 .. j0 + n - 1 of the output from the
+ * tile t (row stride ldt; see kern__epi), with the activation, `unit`
+ * (every operand has unit column stride) and `f32` (every operand f32, no
+ * streaming stores) constants after inlining, so the common case runs
+ * without the per-vector stride and dtype branches. The row-invariant work
+ * (sizes, broadcasts, operand addresses) is done once per call and kept in
+ * locals: a tile row is only a few vectors, and stores through dst may
+ * alias *e. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_rows_core__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                       int64_t ldt, int m, int n, kern_act act, int unit,
+                                                       int f32) {
+    const __m256 va = _mm256_set1_ps(e->alpha), vb = _mm256_set1_ps(e->beta), vo = _mm256_set1_ps(e->out_scale);
+    const kern_dtype sdt = f32 ? KERN_F32 : e->src_dt, bdt = f32 ? KERN_F32 : e->bias_dt;
+    const kern_dtype rdt = f32 ? KERN_F32 : e->res_dt, ddt = f32 ? KERN_F32 : e->dst_dt;
+    const int64_t ssz = (int64_t)kern_dtype_size(sdt), dsz = (int64_t)kern_dtype_size(ddt);
+    const int64_t rsz = (int64_t)kern_dtype_size(rdt), bsz = (int64_t)kern_dtype_size(bdt);
+    const int64_t scs = e->src_cs, bst = e->bias_st, rcs = e->res_cs, dcs = e->dst_cs;
+    const int64_t srs = e->src_rs * ssz, rrs = e->res_rs * rsz, drs = e->dst_rs * dsz;
+    const char *const src = e->src ? e->src + (i0 * e->src_rs + (j0 - e->src_j0) * scs) * ssz : NULL;
+    const char *const bias = e->bias && !e->bias_per_row ? e->bias + j0 * bst * bsz : NULL;
+    const char *const bias_row = e->bias && e->bias_per_row ? e->bias + i0 * bst * bsz : NULL;
+    const char *const res = e->res ? e->res + (i0 * e->res_rs + j0 * rcs) * rsz : NULL;
+    char *const dst = e->dst + (i0 * e->dst_rs + (j0 - e->dst_j0) * dcs) * dsz;
+    const int nt = f32 ? 0 : e->nt;
+    int r, j;
+    for (r = 0; r < m; r++) {
+        const float *acc = t + r * ldt;
+        const char *sp = src ? src + r * srs : NULL, *rp = res ? res + r * rrs : NULL;
+        char *dp = dst + r * drs;
+        const __m256 brow = bias_row ? _mm256_set1_ps(kern__s_load_f32(bias_row + r * bst * bsz, bdt, 1)) : _mm256_setzero_ps();
+        for (j = 0; j < n; j += 8) {
+            const int nn = n - j < 8 ? n - j : 8;
+            __m256 v = kern__mul__avx2(va, nn == 8 ? _mm256_loadu_ps(acc + j) : kern__loadn__avx2(acc + j, nn));
+            if (unit) {
+                if (sp) v = _mm256_fmadd_ps(vb, kern__v_load_f32__avx2(sp + j * ssz, sdt, nn), v);
+                if (bias) v = _mm256_add_ps(v, kern__v_load_f32__avx2(bias + j * bsz, bdt, nn));
+                else if (bias_row) v = _mm256_add_ps(v, brow);
+                v = kern__v_act__avx2(v, act);
+                if (rp) v = _mm256_add_ps(v, kern__v_load_f32__avx2(rp + j * rsz, rdt, nn));
+                v = kern__mul__avx2(v, vo);
+                kern__v_store_f32__avx2(dp + j * dsz, ddt, v, nn, nt && nn == 8);
+            } else {
+                if (sp) v = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(sp + j * scs * ssz, sdt, scs, nn), v);
+                if (bias) v = _mm256_add_ps(v, kern__v_ld_strided__avx2(bias + j * bst * bsz, bdt, bst, nn));
+                else if (bias_row) v = _mm256_add_ps(v, brow);
+                v = kern__v_act__avx2(v, act);
+                if (rp) v = _mm256_add_ps(v, kern__v_ld_strided__avx2(rp + j * rcs * rsz, rdt, rcs, nn));
+                v = kern__mul__avx2(v, vo);
+                kern__v_st_strided__avx2(dp + j * dcs * dsz, ddt, dcs, v, nn, nt && nn == 8);
+            }
+        }
+    }
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_rows_act__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const int unit = (!e->src || e->src_cs == 1) && (!e->bias || e->bias_per_row || e->bias_st == 1) &&
+                     (!e->res || e->res_cs == 1) && e->dst_cs == 1;
+    const int f32 = (!e->src || e->src_dt == KERN_F32) && (!e->bias || e->bias_dt == KERN_F32) &&
+                    (!e->res || e->res_dt == KERN_F32) && e->dst_dt == KERN_F32 && !e->nt;
+    if (unit && f32) kern__v_epi_rows_core__avx2(e, i0, j0, t, ldt, m, n, act, 1, 1);
+    else if (unit) kern__v_epi_rows_core__avx2(e, i0, j0, t, ldt, m, n, act, 1, 0);
+    else kern__v_epi_rows_core__avx2(e, i0, j0, t, ldt, m, n, act, 0, 0);
+}
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n). */
 KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_row_act__avx2(const kern__epi *e, int64_t i, int64_t j0,
                                                      const float *acc, int n, kern_act act) {
-    const __m256 va = _mm256_set1_ps(e->alpha), vb = _mm256_set1_ps(e->beta), vo = _mm256_set1_ps(e->out_scale);
-    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    __m256 brow = _mm256_setzero_ps();
-    int j;
-    if (e->bias && e->bias_per_row) brow = _mm256_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
-    for (j = 0; j < n; j += 8) {
-        const int nn = n - j < 8 ? n - j : 8;
-        const int64_t gj = j0 + j;
-        __m256 v = kern__mul__avx2(va, nn == 8 ? _mm256_loadu_ps(acc + j) : kern__loadn__avx2(acc + j, nn));
-        if (e->src)
-            v = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                                  e->src_dt, e->src_cs, nn), v);
-        if (e->bias)
-            v = _mm256_add_ps(v, e->bias_per_row ? brow
-                                         : kern__v_ld_strided__avx2(e->bias + gj * e->bias_st * bsz, e->bias_dt,
-                                                                   e->bias_st, nn));
-        v = kern__v_act__avx2(v, act);
-        if (e->res)
-            v = _mm256_add_ps(v, kern__v_ld_strided__avx2(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
-                                                 e->res_cs, nn));
-        v = kern__mul__avx2(v, vo);
-        kern__v_st_strided__avx2(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
-                                e->dst_cs, v, nn, e->nt && nn == 8);
-    }
+    kern__v_epi_rows_act__avx2(e, i, j0, acc, 0, 1, n, act);
 }
 /* One output row. */
 KERN_TARGET_AVX2 static inline void kern__v_epi_row__avx2(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
                                                  int n) {
-#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx2(e, i, j0, acc, n, A);
+#define KERN__EPI_ROW(A) kern__v_epi_rows_act__avx2(e, i, j0, acc, 0, 1, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
@@ -4224,8 +4312,7 @@ KERN_TARGET_AVX2 static inline void kern__v_epi_row__avx2(const kern__epi *e, in
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 KERN_TARGET_AVX2 static inline void kern__v_epi_tile__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
-    int r;
-#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx2(e, i0 + r, j0, t + r * ldt, n, A);
+#define KERN__EPI_TILE(A) kern__v_epi_rows_act__avx2(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
 }
@@ -4294,40 +4381,78 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__v_st_strided__avx512(char *p, kern_d
     }
 }
 
-/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
- * with the activation a constant after inlining. */
+/* Rows i0 .. i0 + m - 1, columns j0 .. j0 + n - 1 of the output from the
+ * tile t (row stride ldt; see kern__epi), with the activation, `unit`
+ * (every operand has unit column stride) and `f32` (every operand f32, no
+ * streaming stores) constants after inlining, so the common case runs
+ * without the per-vector stride and dtype branches. The row-invariant work
+ * (sizes, broadcasts, operand addresses) is done once per call and kept in
+ * locals: a tile row is only a few vectors, and stores through dst may
+ * alias *e. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_rows_core__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                       int64_t ldt, int m, int n, kern_act act, int unit,
+                                                       int f32) {
+    const __m512 va = _mm512_set1_ps(e->alpha), vb = _mm512_set1_ps(e->beta), vo = _mm512_set1_ps(e->out_scale);
+    const kern_dtype sdt = f32 ? KERN_F32 : e->src_dt, bdt = f32 ? KERN_F32 : e->bias_dt;
+    const kern_dtype rdt = f32 ? KERN_F32 : e->res_dt, ddt = f32 ? KERN_F32 : e->dst_dt;
+    const int64_t ssz = (int64_t)kern_dtype_size(sdt), dsz = (int64_t)kern_dtype_size(ddt);
+    const int64_t rsz = (int64_t)kern_dtype_size(rdt), bsz = (int64_t)kern_dtype_size(bdt);
+    const int64_t scs = e->src_cs, bst = e->bias_st, rcs = e->res_cs, dcs = e->dst_cs;
+    const int64_t srs = e->src_rs * ssz, rrs = e->res_rs * rsz, drs = e->dst_rs * dsz;
+    const char *const src = e->src ? e->src + (i0 * e->src_rs + (j0 - e->src_j0) * scs) * ssz : NULL;
+    const char *const bias = e->bias && !e->bias_per_row ? e->bias + j0 * bst * bsz : NULL;
+    const char *const bias_row = e->bias && e->bias_per_row ? e->bias + i0 * bst * bsz : NULL;
+    const char *const res = e->res ? e->res + (i0 * e->res_rs + j0 * rcs) * rsz : NULL;
+    char *const dst = e->dst + (i0 * e->dst_rs + (j0 - e->dst_j0) * dcs) * dsz;
+    const int nt = f32 ? 0 : e->nt;
+    int r, j;
+    for (r = 0; r < m; r++) {
+        const float *acc = t + r * ldt;
+        const char *sp = src ? src + r * srs : NULL, *rp = res ? res + r * rrs : NULL;
+        char *dp = dst + r * drs;
+        const __m512 brow = bias_row ? _mm512_set1_ps(kern__s_load_f32(bias_row + r * bst * bsz, bdt, 1)) : _mm512_setzero_ps();
+        for (j = 0; j < n; j += 16) {
+            const int nn = n - j < 16 ? n - j : 16;
+            __m512 v = kern__mul__avx512(va, nn == 16 ? _mm512_loadu_ps(acc + j) : kern__loadn__avx512(acc + j, nn));
+            if (unit) {
+                if (sp) v = _mm512_fmadd_ps(vb, kern__v_load_f32__avx512(sp + j * ssz, sdt, nn), v);
+                if (bias) v = _mm512_add_ps(v, kern__v_load_f32__avx512(bias + j * bsz, bdt, nn));
+                else if (bias_row) v = _mm512_add_ps(v, brow);
+                v = kern__v_act__avx512(v, act);
+                if (rp) v = _mm512_add_ps(v, kern__v_load_f32__avx512(rp + j * rsz, rdt, nn));
+                v = kern__mul__avx512(v, vo);
+                kern__v_store_f32__avx512(dp + j * dsz, ddt, v, nn, nt && nn == 16);
+            } else {
+                if (sp) v = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(sp + j * scs * ssz, sdt, scs, nn), v);
+                if (bias) v = _mm512_add_ps(v, kern__v_ld_strided__avx512(bias + j * bst * bsz, bdt, bst, nn));
+                else if (bias_row) v = _mm512_add_ps(v, brow);
+                v = kern__v_act__avx512(v, act);
+                if (rp) v = _mm512_add_ps(v, kern__v_ld_strided__avx512(rp + j * rcs * rsz, rdt, rcs, nn));
+                v = kern__mul__avx512(v, vo);
+                kern__v_st_strided__avx512(dp + j * dcs * dsz, ddt, dcs, v, nn, nt && nn == 16);
+            }
+        }
+    }
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_rows_act__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const int unit = (!e->src || e->src_cs == 1) && (!e->bias || e->bias_per_row || e->bias_st == 1) &&
+                     (!e->res || e->res_cs == 1) && e->dst_cs == 1;
+    const int f32 = (!e->src || e->src_dt == KERN_F32) && (!e->bias || e->bias_dt == KERN_F32) &&
+                    (!e->res || e->res_dt == KERN_F32) && e->dst_dt == KERN_F32 && !e->nt;
+    if (unit && f32) kern__v_epi_rows_core__avx512(e, i0, j0, t, ldt, m, n, act, 1, 1);
+    else if (unit) kern__v_epi_rows_core__avx512(e, i0, j0, t, ldt, m, n, act, 1, 0);
+    else kern__v_epi_rows_core__avx512(e, i0, j0, t, ldt, m, n, act, 0, 0);
+}
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n). */
 KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_row_act__avx512(const kern__epi *e, int64_t i, int64_t j0,
                                                      const float *acc, int n, kern_act act) {
-    const __m512 va = _mm512_set1_ps(e->alpha), vb = _mm512_set1_ps(e->beta), vo = _mm512_set1_ps(e->out_scale);
-    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    __m512 brow = _mm512_setzero_ps();
-    int j;
-    if (e->bias && e->bias_per_row) brow = _mm512_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
-    for (j = 0; j < n; j += 16) {
-        const int nn = n - j < 16 ? n - j : 16;
-        const int64_t gj = j0 + j;
-        __m512 v = kern__mul__avx512(va, nn == 16 ? _mm512_loadu_ps(acc + j) : kern__loadn__avx512(acc + j, nn));
-        if (e->src)
-            v = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                                  e->src_dt, e->src_cs, nn), v);
-        if (e->bias)
-            v = _mm512_add_ps(v, e->bias_per_row ? brow
-                                         : kern__v_ld_strided__avx512(e->bias + gj * e->bias_st * bsz, e->bias_dt,
-                                                                   e->bias_st, nn));
-        v = kern__v_act__avx512(v, act);
-        if (e->res)
-            v = _mm512_add_ps(v, kern__v_ld_strided__avx512(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
-                                                 e->res_cs, nn));
-        v = kern__mul__avx512(v, vo);
-        kern__v_st_strided__avx512(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
-                                e->dst_cs, v, nn, e->nt && nn == 16);
-    }
+    kern__v_epi_rows_act__avx512(e, i, j0, acc, 0, 1, n, act);
 }
 /* One output row. */
 KERN_TARGET_AVX512 static inline void kern__v_epi_row__avx512(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
                                                  int n) {
-#define KERN__EPI_ROW(A) kern__v_epi_row_act__avx512(e, i, j0, acc, n, A);
+#define KERN__EPI_ROW(A) kern__v_epi_rows_act__avx512(e, i, j0, acc, 0, 1, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
@@ -4335,8 +4460,7 @@ KERN_TARGET_AVX512 static inline void kern__v_epi_row__avx512(const kern__epi *e
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 KERN_TARGET_AVX512 static inline void kern__v_epi_tile__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
-    int r;
-#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__avx512(e, i0 + r, j0, t + r * ldt, n, A);
+#define KERN__EPI_TILE(A) kern__v_epi_rows_act__avx512(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
 }
@@ -4407,40 +4531,78 @@ KERN__AINLINE void kern__v_st_strided__neon(char *p, kern_dtype dt, int64_t cs, 
     }
 }
 
-/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n) (see kern__epi),
- * with the activation a constant after inlining. */
+/* Rows i0 .. i0 + m - 1, columns j0 .. j0 + n - 1 of the output from the
+ * tile t (row stride ldt; see kern__epi), with the activation, `unit`
+ * (every operand has unit column stride) and `f32` (every operand f32, no
+ * streaming stores) constants after inlining, so the common case runs
+ * without the per-vector stride and dtype branches. The row-invariant work
+ * (sizes, broadcasts, operand addresses) is done once per call and kept in
+ * locals: a tile row is only a few vectors, and stores through dst may
+ * alias *e. */
+KERN__AINLINE void kern__v_epi_rows_core__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                       int64_t ldt, int m, int n, kern_act act, int unit,
+                                                       int f32) {
+    const float32x4_t va = vdupq_n_f32(e->alpha), vb = vdupq_n_f32(e->beta), vo = vdupq_n_f32(e->out_scale);
+    const kern_dtype sdt = f32 ? KERN_F32 : e->src_dt, bdt = f32 ? KERN_F32 : e->bias_dt;
+    const kern_dtype rdt = f32 ? KERN_F32 : e->res_dt, ddt = f32 ? KERN_F32 : e->dst_dt;
+    const int64_t ssz = (int64_t)kern_dtype_size(sdt), dsz = (int64_t)kern_dtype_size(ddt);
+    const int64_t rsz = (int64_t)kern_dtype_size(rdt), bsz = (int64_t)kern_dtype_size(bdt);
+    const int64_t scs = e->src_cs, bst = e->bias_st, rcs = e->res_cs, dcs = e->dst_cs;
+    const int64_t srs = e->src_rs * ssz, rrs = e->res_rs * rsz, drs = e->dst_rs * dsz;
+    const char *const src = e->src ? e->src + (i0 * e->src_rs + (j0 - e->src_j0) * scs) * ssz : NULL;
+    const char *const bias = e->bias && !e->bias_per_row ? e->bias + j0 * bst * bsz : NULL;
+    const char *const bias_row = e->bias && e->bias_per_row ? e->bias + i0 * bst * bsz : NULL;
+    const char *const res = e->res ? e->res + (i0 * e->res_rs + j0 * rcs) * rsz : NULL;
+    char *const dst = e->dst + (i0 * e->dst_rs + (j0 - e->dst_j0) * dcs) * dsz;
+    const int nt = f32 ? 0 : e->nt;
+    int r, j;
+    for (r = 0; r < m; r++) {
+        const float *acc = t + r * ldt;
+        const char *sp = src ? src + r * srs : NULL, *rp = res ? res + r * rrs : NULL;
+        char *dp = dst + r * drs;
+        const float32x4_t brow = bias_row ? vdupq_n_f32(kern__s_load_f32(bias_row + r * bst * bsz, bdt, 1)) : vdupq_n_f32(0.0f);
+        for (j = 0; j < n; j += 4) {
+            const int nn = n - j < 4 ? n - j : 4;
+            float32x4_t v = kern__mul__neon(va, nn == 4 ? vld1q_f32(acc + j) : kern__loadn__neon(acc + j, nn));
+            if (unit) {
+                if (sp) v = vfmaq_f32(v, vb, kern__v_load_f32__neon(sp + j * ssz, sdt, nn));
+                if (bias) v = vaddq_f32(v, kern__v_load_f32__neon(bias + j * bsz, bdt, nn));
+                else if (bias_row) v = vaddq_f32(v, brow);
+                v = kern__v_act__neon(v, act);
+                if (rp) v = vaddq_f32(v, kern__v_load_f32__neon(rp + j * rsz, rdt, nn));
+                v = kern__mul__neon(v, vo);
+                kern__v_store_f32__neon(dp + j * dsz, ddt, v, nn, nt && nn == 4);
+            } else {
+                if (sp) v = vfmaq_f32(v, vb, kern__v_ld_strided__neon(sp + j * scs * ssz, sdt, scs, nn));
+                if (bias) v = vaddq_f32(v, kern__v_ld_strided__neon(bias + j * bst * bsz, bdt, bst, nn));
+                else if (bias_row) v = vaddq_f32(v, brow);
+                v = kern__v_act__neon(v, act);
+                if (rp) v = vaddq_f32(v, kern__v_ld_strided__neon(rp + j * rcs * rsz, rdt, rcs, nn));
+                v = kern__mul__neon(v, vo);
+                kern__v_st_strided__neon(dp + j * dcs * dsz, ddt, dcs, v, nn, nt && nn == 4);
+            }
+        }
+    }
+}
+KERN__AINLINE void kern__v_epi_rows_act__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const int unit = (!e->src || e->src_cs == 1) && (!e->bias || e->bias_per_row || e->bias_st == 1) &&
+                     (!e->res || e->res_cs == 1) && e->dst_cs == 1;
+    const int f32 = (!e->src || e->src_dt == KERN_F32) && (!e->bias || e->bias_dt == KERN_F32) &&
+                    (!e->res || e->res_dt == KERN_F32) && e->dst_dt == KERN_F32 && !e->nt;
+    if (unit && f32) kern__v_epi_rows_core__neon(e, i0, j0, t, ldt, m, n, act, 1, 1);
+    else if (unit) kern__v_epi_rows_core__neon(e, i0, j0, t, ldt, m, n, act, 1, 0);
+    else kern__v_epi_rows_core__neon(e, i0, j0, t, ldt, m, n, act, 0, 0);
+}
+/* Columns j0 .. j0 + n - 1 of output row i from acc[0 .. n). */
 KERN__AINLINE void kern__v_epi_row_act__neon(const kern__epi *e, int64_t i, int64_t j0,
                                                      const float *acc, int n, kern_act act) {
-    const float32x4_t va = vdupq_n_f32(e->alpha), vb = vdupq_n_f32(e->beta), vo = vdupq_n_f32(e->out_scale);
-    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
-    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
-    float32x4_t brow = vdupq_n_f32(0.0f);
-    int j;
-    if (e->bias && e->bias_per_row) brow = vdupq_n_f32(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1));
-    for (j = 0; j < n; j += 4) {
-        const int nn = n - j < 4 ? n - j : 4;
-        const int64_t gj = j0 + j;
-        float32x4_t v = kern__mul__neon(va, nn == 4 ? vld1q_f32(acc + j) : kern__loadn__neon(acc + j, nn));
-        if (e->src)
-            v = vfmaq_f32(v, vb, kern__v_ld_strided__neon(e->src + (i * e->src_rs + (gj - e->src_j0) * e->src_cs) * ssz,
-                                                  e->src_dt, e->src_cs, nn));
-        if (e->bias)
-            v = vaddq_f32(v, e->bias_per_row ? brow
-                                         : kern__v_ld_strided__neon(e->bias + gj * e->bias_st * bsz, e->bias_dt,
-                                                                   e->bias_st, nn));
-        v = kern__v_act__neon(v, act);
-        if (e->res)
-            v = vaddq_f32(v, kern__v_ld_strided__neon(e->res + (i * e->res_rs + gj * e->res_cs) * rsz, e->res_dt,
-                                                 e->res_cs, nn));
-        v = kern__mul__neon(v, vo);
-        kern__v_st_strided__neon(e->dst + (i * e->dst_rs + (gj - e->dst_j0) * e->dst_cs) * dsz, e->dst_dt,
-                                e->dst_cs, v, nn, e->nt && nn == 4);
-    }
+    kern__v_epi_rows_act__neon(e, i, j0, acc, 0, 1, n, act);
 }
 /* One output row. */
 static inline void kern__v_epi_row__neon(const kern__epi *e, int64_t i, int64_t j0, const float *acc,
                                                  int n) {
-#define KERN__EPI_ROW(A) kern__v_epi_row_act__neon(e, i, j0, acc, n, A);
+#define KERN__EPI_ROW(A) kern__v_epi_rows_act__neon(e, i, j0, acc, 0, 1, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
@@ -4448,8 +4610,7 @@ static inline void kern__v_epi_row__neon(const kern__epi *e, int64_t i, int64_t 
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 static inline void kern__v_epi_tile__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
-    int r;
-#define KERN__EPI_TILE(A) for (r = 0; r < m; r++) kern__v_epi_row_act__neon(e, i0 + r, j0, t + r * ldt, n, A);
+#define KERN__EPI_TILE(A) kern__v_epi_rows_act__neon(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
 }
@@ -4500,4 +4661,5 @@ static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

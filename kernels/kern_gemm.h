@@ -172,6 +172,7 @@ KERN_API kern_status kern_gemm_packed_b_get_info(const kern_gemm_packed_b *p,
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_GEMM_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_GEMM_IMPLEMENTED
 
 #include <math.h>
@@ -181,9 +182,6 @@ KERN_API kern_status kern_gemm_packed_b_get_info(const kern_gemm_packed_b *p,
 #endif
 #ifdef KERN_NEON
 #include <arm_neon.h>
-#endif
-#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #ifdef __cplusplus
@@ -1817,4 +1815,5 @@ KERN_API void kern_gemm_params_defaults(kern_gemm_params *p) {
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

@@ -262,6 +262,7 @@ KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a,
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_NORM_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_NORM_IMPLEMENTED
 
 #include <math.h>
@@ -3320,4 +3321,5 @@ KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a, const kern_te
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

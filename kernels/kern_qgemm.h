@@ -9,17 +9,19 @@
  *   (token) of x [...,K] is quantized the same way with its own scale s_x[m]
  *   while it is packed for the GEMM (kern_qlinear), the int8 x int8 products
  *   are summed exactly in int32, and the epilogue computes
- *       y[m,n] = act(acc[m,n] * s_x[m] * s_w[n] + bias[n]) + residual[m,n]
- *   in f32 (params.epilogue, kern_base.h's kern_epilogue: act none, GELU
- *   erf or GELU tanh; bias per column; residual), stored as f32 or bf16.
- *   RELU / SILU, bias_per_row and an out_scale other than 0 or 1 are
- *   KERN_ERR_UNSUPPORTED for now (the int8 epilogue lacks them). This is
+ *       y[m,n] = out_scale * (act(acc[m,n] * s_x[m] * s_w[n] + bias) + residual[m,n])
+ *   in f32 (params.epilogue: kern_base.h's kern_epilogue and its one
+ *   implementation, kern__epi: any kern_act, bias [N] or per row [M],
+ *   residual, out_scale), stored as f32 or bf16. The activations are the
+ *   shared math layer's, so the fused result has the bits of the unfused
+ *   ops (tested on every ISA level). This is
  *   torch.ao.nn.quantized.dynamic.Linear / torchao's
  *   int8_dynamic_activation_int8_weight numerics with symmetric per-token
  *   activations (torch's quantize_per_tensor_dynamic uses an asymmetric u8
  *   activation instead; kern_quantize_per_token offers that as an option).
  *
- * Quantization rule (bit-exact on every path, f32 arithmetic):
+ * Quantization rule (kern_base.h's one int8 rule, kern__quant_scale and
+ * kern__v_quant_row; bit-exact on every path, f32 arithmetic):
  *   amax  = max |v| over the finite values of the row (0 if none)
  *   scale = amax / 127  (amax == 0 -> 1; a scale below FLT_MIN -> FLT_MIN)
  *   inv   = 1 / scale
@@ -40,13 +42,26 @@
  *   and colsum[n] = sum_k wq[n,k] (int32) beside it.
  *   kern_gemm_s8s8s32: a [M,K] i8, b [K,N] i8 (torch._int_mm convention),
  *   c [M,N] i32; any non-negative strides (a transposed view of b works).
+ *   Or b packed once (kern_gemm_s8s8s32_pack_b, the same panels and column
+ *   sums, no scales) and passed as params.packed_b with b = NULL.
  *
- * ISA paths (kern_qgemm_isa_for(ctx) tells which one a context runs):
+ * ISA paths: one function table per ISA level (kern_ctx_isa), holding the
+ *   int8 path below and the level's row helpers (quantize, dequantize,
+ *   epilogue); kern_qgemm_isa_for(ctx) tells the int8 path a context runs:
+ *     level           int8 path     row helpers
+ *     SCALAR          scalar        scalar
+ *     AVX2            AVX2          AVX2
+ *     AVX2_VNNI       AVX-VNNI      AVX2
+ *     AVX512          AVX2          AVX-512 (no int8 dot product without VNNI)
+ *     AVX512_VNNI     AVX-512 VNNI  AVX-512 (AVX512_BF16: the same)
+ *     NEON            scalar        NEON
+ *     NEON_DOT        NEON sdot     NEON (NEON_BF16: the same)
  *   AVX-512 VNNI  vpdpbusd zmm, 14x32 tiles. vpdpbusd multiplies u8 by s8,
  *                 so activations are stored as q + 128 (u8) and the epilogue
  *                 subtracts 128 * colsum[n] (wrapping int32: exact).
- *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x16 tiles (compiled on
- *                 every x86 build; runs where the CPU has AVX-VNNI).
+ *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x32 tiles in two
+ *                 16-column halves (compiled on every x86 build; runs where
+ *                 the CPU has AVX-VNNI).
  *   AVX2          vpmaddubsw is NOT used: its int16 pair sum saturates
  *                 (2*255*127 > 32767, and even 2*128*128 for raw s8), and the
  *                 exact sign trick (vpsignb, then |a| * sign-applied b) costs
@@ -54,9 +69,16 @@
  *                 are widened to int16 (vpmovsxbw) and multiplied with
  *                 vpmaddwd, whose int32 pair sums cannot overflow for 8-bit
  *                 inputs: exact for the whole s8 range, no compensation.
- *   NEON          sdot (s8 x s8) when built with the dot-product extension
- *                 (__ARM_FEATURE_DOTPROD); otherwise AArch64 uses scalar.
+ *   NEON sdot     s8 x s8, 4x32 tiles, one row at a time; built in every
+ *                 AArch64 build with GCC >= 10 (a target attribute) or with
+ *                 __ARM_FEATURE_DOTPROD (clang), run on the NEON_DOT level.
  *   scalar        portable C, always built.
+ *   The microkernels are hand-written per ISA: each is a different tile and
+ *   instruction mix (the two VNNI ones differ in register budget, 14 rows x
+ *   2 zmm against 6 rows x 2 ymm in two column halves). Everything else
+ *   per ISA is written once: the dequantization of a tile and the u8 range
+ *   in gen/templates/kern_qgemm.c.in (the generated region below), the
+ *   quantization rule, the epilogue and the activations in kern_base.h.
  *   Small M (decode): when M <= the path's tile height the packed weight is
  *   streamed exactly once (software prefetch ahead), split over threads by
  *   column panels.
@@ -69,15 +91,15 @@
  *
  * Errors (nothing written on error; kern_last_error() names the argument):
  *   KERN_ERR_ARG       NULL arguments, non-finite weights or scales, a
- *                      corrupt serialized buffer, overlapping in/out views
+ *                      corrupt serialized buffer, overlapping in/out views,
+ *                      b given together with params.packed_b
  *   KERN_ERR_SHAPE     K mismatch between x and the packed weight, y/bias/
  *                      residual shapes, K > KERN_QGEMM_MAX_K
  *   KERN_ERR_DTYPE     unsupported dtypes
  *   KERN_ERR_LAYOUT    last dim not unit stride (x, y, residual), negative
  *                      strides, self-overlapping outputs
  *   KERN_ERR_UNSUPPORTED a packed weight from another ISA path or format
- *                      version (detected by its tag); epilogue options the
- *                      int8 epilogue lacks (see above)
+ *                      version (detected by its tag)
  *   A caller workspace (params.workspace) smaller than the op's
  *   _workspace_size is KERN_ERR_ARG.
  *
@@ -87,6 +109,10 @@
  *   kern_qweight_pack(ctx, w, &qw, params) ... kern_qweight_free(ctx, qw).
  *   kern_qweight_params_defaults(ctx, &p) resolves isa 0 to the context's
  *   path; kern_qlinear_params_defaults resolves epilogue.out_scale.
+ *   kern_gemm_s8s8s32_packed_b is opaque too (the same lifetime:
+ *   kern_gemm_s8s8s32_pack_b(ctx, b, &pb, params) ... _packed_b_get_info ...
+ *   kern_gemm_s8s8s32_packed_b_free(ctx, pb)); its layout does not depend on
+ *   the ISA, so any context uses it.
  *   kern_qlinear, kern_quantize_per_token and kern_gemm_s8s8s32 take an
  *   optional caller workspace (params.workspace / workspace_size, NULL =
  *   the context's scratch) of at least their _workspace_size bytes.
@@ -239,26 +265,66 @@ KERN_API kern_status kern_quantize_per_token_workspace_size(
     kern_ctx *ctx, const kern_tensor *x, const kern_tensor *xq,
     const kern_tensor *scales, const kern_quant_params *params, size_t *bytes);
 
-/* Options of kern_gemm_s8s8s32; NULL or zero = defaults. */
+/* Opaque prepacked b of kern_gemm_s8s8s32 (kern_gemm_s8s8s32_pack_b). */
+typedef struct kern_gemm_s8s8s32_packed_b kern_gemm_s8s8s32_packed_b;
+
+/* Options of kern_gemm_s8s8s32; NULL or zero = defaults (every field's
+ * zero is its own default: nothing to resolve). */
 typedef struct kern_gemm_s8s8s32_params {
+    const kern_gemm_s8s8s32_packed_b *packed_b; /* with b = NULL: b packed once */
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_gemm_s8s8s32_workspace_size() bytes */
 } kern_gemm_s8s8s32_params;
 
+/* Options of kern_gemm_s8s8s32_pack_b; zero = defaults. */
+typedef struct kern_gemm_s8s8s32_pack_params {
+    int trans_b; /* nonzero: b is [N, K] (a torch Linear weight) */
+} kern_gemm_s8s8s32_pack_params;
+
+/* What kern_gemm_s8s8s32_packed_b_get_info reports. */
+typedef struct kern_gemm_s8s8s32_packed_b_info {
+    int64_t k, n;      /* the logical b is [K, N] */
+    size_t data_bytes; /* the panels: ceil(N/32) ceil(K/4) 128 */
+    size_t bytes;      /* memory held, handle included */
+    /* The panel layout does not depend on the ISA: any context (any ISA
+     * level, any thread count) can use the handle. */
+} kern_gemm_s8s8s32_packed_b_info;
+
 /* c = a . b exactly in int32 (torch._int_mm): a [M,K] i8, b [K,N] i8,
- * c [M,N] i32. K <= KERN_QGEMM_MAX_K. params may be NULL. */
+ * c [M,N] i32. K <= KERN_QGEMM_MAX_K. params may be NULL. With
+ * params->packed_b, b must be NULL and the packed b is used: only a is
+ * packed per call (the small-M case, where packing b cost as much as the
+ * product). */
 KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
                                        const kern_tensor *b, const kern_tensor *c,
                                        const kern_gemm_s8s8s32_params *params);
+/* Scratch bytes kern_gemm_s8s8s32 takes on this context (validates like
+ * it; params->workspace is ignored, params->packed_b counts). */
 KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
                                                       const kern_tensor *b,
-                                                      const kern_tensor *c, size_t *bytes);
+                                                      const kern_tensor *c,
+                                                      const kern_gemm_s8s8s32_params *params,
+                                                      size_t *bytes);
+/* Packs b ([K,N], or [N,K] with params->trans_b; i8, any non-negative
+ * strides, 1 <= K <= KERN_QGEMM_MAX_K, N >= 1) once into the panels
+ * kern_gemm_s8s8s32 streams, with its column sums. *out is allocated with
+ * the context's allocator and written only on success; params may be
+ * NULL. */
+KERN_API kern_status kern_gemm_s8s8s32_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                              kern_gemm_s8s8s32_packed_b **out,
+                                              const kern_gemm_s8s8s32_pack_params *params);
+/* Frees a packed b (NULL is ignored) with the allocator of ctx (NULL = the
+ * default context): pass a context with the allocator that packed it. */
+KERN_API void kern_gemm_s8s8s32_packed_b_free(kern_ctx *ctx, kern_gemm_s8s8s32_packed_b *p);
+/* Shape and bytes of a packed b. */
+KERN_API kern_status kern_gemm_s8s8s32_packed_b_get_info(const kern_gemm_s8s8s32_packed_b *p,
+                                                        kern_gemm_s8s8s32_packed_b_info *out);
 
 typedef struct kern_qlinear_params {
-    /* kern_base.h's epilogue: bias [N] f32/bf16 (any stride), act NONE /
-     * GELU / GELU_TANH, residual of y's shape, f32/bf16, may be y itself.
-     * bias_per_row, an out_scale other than 0 or 1 and the RELU / SILU
-     * activations are KERN_ERR_UNSUPPORTED for now. */
+    /* kern_base.h's epilogue: bias f32/bf16 (any stride) [N], or [M] (one
+     * per row of y, rows = its leading dims flattened) with bias_per_row;
+     * any kern_act; residual of y's shape, f32/bf16, may be y itself;
+     * out_scale (0 = 1). */
     kern_epilogue epilogue;
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_qlinear_workspace_size() bytes */
@@ -290,6 +356,7 @@ KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tenso
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_QGEMM_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_QGEMM_IMPLEMENTED
 
 /* The packed weight (opaque in the public half). */
@@ -305,6 +372,17 @@ struct kern_qweight {
     size_t data_bytes;
 };
 
+/* A prepacked b of kern_gemm_s8s8s32 (opaque in the public half): the
+ * weight panel layout of kern_qweight, without scales or ISA tag. */
+struct kern_gemm_s8s8s32_packed_b {
+    int64_t k, n;      /* the logical b is [K, N] */
+    int64_t k4;        /* ceil(K / 4) */
+    int64_t n_panels;  /* ceil(N / 32) */
+    int32_t *colsum;   /* [N] sum over k of b[k, n] */
+    int8_t *data;      /* n_panels * k4 * 128 bytes, 64-byte aligned */
+    size_t data_bytes, bytes;
+};
+
 #include <float.h>
 #ifdef KERN_X86
 #include <immintrin.h>
@@ -313,6 +391,13 @@ struct kern_qweight {
 #include <arm_neon.h>
 #if defined(__ARM_FEATURE_DOTPROD)
 #define KERN__QG_NEON_DOT 1
+#define KERN__QG_TARGET_DOT
+#elif defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+/* GCC's arm_neon.h declares sdot under a target pragma, so a function with
+ * that target builds in any AArch64 build and runs on the NEON_DOT level
+ * (clang declares it only when the whole build has dotprod) */
+#define KERN__QG_NEON_DOT 1
+#define KERN__QG_TARGET_DOT __attribute__((target("arch=armv8.2-a+dotprod")))
 #endif
 #endif
 
@@ -331,86 +416,8 @@ extern "C" {
 /* A quantize-pack chunk of x stays below this many packed bytes. */
 #define KERN__QG_CHUNK_BYTES ((int64_t)16 << 20)
 
-/* ------------------------------------------------------- scalar numerics */
-
-/* Round half to even for |v| <= 2^22 (the values here are clamped first):
- * adding 1.5 * 2^23 leaves no fraction bits in the default rounding mode. */
-static inline float kern__qg_rne(float v) {
-    return (v + 12582912.0f) - 12582912.0f;
-}
 static inline int kern__qg_isfinite(float v) {
     return (kern__f32_bits(v) & 0x7fffffffu) < 0x7f800000u;
-}
-/* scale from the extreme: amax == 0 -> 1, tiny -> FLT_MIN (so 1/scale is
- * finite). `div` is 127 or 255. */
-static inline float kern__qg_scale(float range, float div) {
-    float s = range / div;
-    if (range == 0.0f) return 1.0f;
-    if (s < FLT_MIN) s = FLT_MIN;
-    return s;
-}
-
-/* exp(x) for the GELU epilogue: Cephes expf polynomial, clamped to
- * [-87.3, 88.3]; relative error ~2 ulp. Vector versions do the same ops. */
-#define KERN__QG_EXP_LO (-87.3f)
-#define KERN__QG_EXP_HI 88.3f
-#define KERN__QG_LOG2E 1.44269504088896341f
-#define KERN__QG_C1 0.693359375f
-#define KERN__QG_C2 (-2.12194440e-4f)
-#define KERN__QG_P0 1.9875691500e-4f
-#define KERN__QG_P1 1.3981999507e-3f
-#define KERN__QG_P2 8.3334519073e-3f
-#define KERN__QG_P3 4.1665795894e-2f
-#define KERN__QG_P4 1.6666665459e-1f
-#define KERN__QG_P5 5.0000001201e-1f
-static inline float kern__qg_expf(float x) {
-    float fx, r, r2, y;
-    if (!(x > KERN__QG_EXP_LO)) x = KERN__QG_EXP_LO; /* NaN too */
-    if (x > KERN__QG_EXP_HI) x = KERN__QG_EXP_HI;
-    fx = kern__qg_rne(x * KERN__QG_LOG2E);
-    r = x - fx * KERN__QG_C1;
-    r = r - fx * KERN__QG_C2;
-    r2 = r * r;
-    y = KERN__QG_P0;
-    y = y * r + KERN__QG_P1;
-    y = y * r + KERN__QG_P2;
-    y = y * r + KERN__QG_P3;
-    y = y * r + KERN__QG_P4;
-    y = y * r + KERN__QG_P5;
-    y = y * r2 + r + 1.0f;
-    return y * kern__bits_f32((uint32_t)((int32_t)fx + 127) << 23);
-}
-/* GELU(erf) with erf from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7),
- * the approximation PyTorch's vectorized CPU GELU uses; written so that the
- * negative side is r*t*exp(-z^2) directly (no 1 + erf cancellation). */
-#define KERN__QG_AS_P 0.3275911f
-#define KERN__QG_AS_A1 0.254829592f
-#define KERN__QG_AS_A2 (-0.284496736f)
-#define KERN__QG_AS_A3 1.421413741f
-#define KERN__QG_AS_A4 (-1.453152027f)
-#define KERN__QG_AS_A5 1.061405429f
-static inline float kern__qg_gelu_erf(float x) {
-    float z = x * 0.70710678118654752f;
-    float a = kern__bits_f32(kern__f32_bits(z) & 0x7fffffffu);
-    float t = 1.0f / (1.0f + KERN__QG_AS_P * a);
-    float p = KERN__QG_AS_A5;
-    float w;
-    p = p * t + KERN__QG_AS_A4;
-    p = p * t + KERN__QG_AS_A3;
-    p = p * t + KERN__QG_AS_A2;
-    p = p * t + KERN__QG_AS_A1;
-    p = p * t;
-    w = p * kern__qg_expf(-(a * a)); /* erfc(|z|) */
-    return x < 0.0f ? 0.5f * x * w : 0.5f * x * (2.0f - w);
-}
-/* GELU(tanh): 0.5 x (1 + tanh u) = x / (1 + exp(-2u)). */
-static inline float kern__qg_gelu_tanh(float x) {
-    float u = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
-    return x / (1.0f + kern__qg_expf(-2.0f * u));
-}
-static inline float kern__qg_load_f(const void *p, kern_dtype dt, int64_t i) {
-    return dt == KERN_F32 ? ((const float *)p)[i]
-                          : kern_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
 /* ---------------------------------------------------------- view helpers */
@@ -505,165 +512,259 @@ static kern_status kern__qg_nonneg(const kern_tensor *t, const char *op,
     return KERN_OK;
 }
 
-/* -------------------------------------------------- row quantize helpers
- * minmax: min(0, finite values) and max(0, finite values) of n elements;
- * *nonfinite counts the others. quant: q = clamp(rne(v*inv) + zp, lo, hi)
- * as bytes, NaN -> zp. Scalar versions take an element stride. */
+/* ------------------------------------------------- per-ISA row helpers
+ * The dequantization of an int32 tile and the asymmetric range, written
+ * once in gen/templates/kern_qgemm.c.in (the quantization rule itself and
+ * the epilogue are kern_base.h's). */
+/* BEGIN GENERATED kern_tmpl.py: kern_qgemm isa=scalar,avx2,avx512,neon — do not edit */
+/* ---- scalar ---- */
 
-static void kern__qg_minmax__scalar(const void *x, kern_dtype dt, int64_t n,
-                                    int64_t stride, float *mn, float *mx,
-                                    int64_t *nonfinite) {
+/* f32 accumulators of the top-left mr x nr corner of an int32 tile c (row
+ * stride KERN_QGEMM_NR): t[r][j] = (float)(c[r][j] - comp * 128 colsum[j])
+ * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
+ * which is exact (the u8 + 128 activations of the VNNI paths; see the K
+ * bound). sw and colsum start at the tile's first column; nothing past
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN__AINLINE void kern__s_qg_dequant_core(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
+    int r, j;
+    for (r = 0; r < mr; r++) {
+        const float vs = (sx[r]);
+        const int32_t *cr = c + r * KERN_QGEMM_NR;
+        float *tr = t + r * KERN_QGEMM_NR;
+        for (j = 0; j < nr; j += 1) {
+            const int nn = nr - j < 1 ? nr - j : 1;
+            int32_t a = nn == 1 ? (*(const int32_t *)(cr + j)) : (*(const int32_t *)(cr + j));
+            float v;
+            if (comp) a = kern__s_isub(a, kern__s_ishl(nn == 1 ? (*(const int32_t *)(colsum + j)) : (*(const int32_t *)(colsum + j)), 7));
+            v = kern__s_mul(((float)(a)), vs);
+            v = kern__s_mul(v, nn == 1 ? (*(const float *)(sw + j)) : (*(const float *)(sw + j)));
+            if (nn == 1) (*(float *)(tr + j) = (v));
+            else (*(float *)(tr + j) = (v));
+        }
+    }
+}
+static inline void kern__s_qg_dequant(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__s_qg_dequant_core(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__s_qg_dequant_core(c, mr, nr, sx, sw, colsum, comp, t);
+}
+
+/* min(0, finite values) and max(0, finite values) of n contiguous elements
+ * (the range of kern_base.h's asymmetric u8 rule); *nonfinite gets the
+ * count of the others. Exact on every ISA. */
+static inline void kern__s_qg_minmax(const void *x, kern_dtype dt, int64_t n, float *mn, float *mx,
+                                                  int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
     float lo = 0.0f, hi = 0.0f;
-    int64_t i, bad = 0;
-    for (i = 0; i < n; i++) {
-        float v = kern__qg_load_f(x, dt, i * stride);
-        if (!kern__qg_isfinite(v)) { bad++; continue; }
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 1) {
+        const int nn = n - i < 1 ? (int)(n - i) : 1;
+        float v = kern__s_load_f32(p + i * es, dt, nn);
+        int fin = ((kern__s_abs(v)) < ((INFINITY)));
+        v = ((fin) ? (v) : (0.0f));
+        lo = kern__s_min(lo, v);
+        hi = kern__s_max(hi, v);
+        if (!(fin)) bad += ((!(fin))); /* lanes past nn load as 0 */
     }
-    *mn = lo;
-    *mx = hi;
+    *mn = -((-(lo)));
+    *mx = (hi);
     *nonfinite = bad;
 }
-static void kern__qg_quant__scalar(const void *x, kern_dtype dt, int64_t n,
-                                   int64_t stride, float inv, int zp, int lo,
-                                   int hi, uint8_t *q) {
-    const float flo = (float)(lo - zp), fhi = (float)(hi - zp);
-    int64_t i;
-    for (i = 0; i < n; i++) {
-        float v = kern__qg_load_f(x, dt, i * stride) * inv;
-        int r;
-        if (v != v) v = 0.0f;
-        if (v < flo) v = flo;
-        if (v > fhi) v = fhi;
-        r = (int)kern__qg_rne(v) + zp;
-        q[i] = (uint8_t)(r & 0xff);
-    }
-}
-
 #ifdef KERN_X86
-KERN_TARGET_AVX512 static inline __m512 kern__qg_ld16__avx512(const void *x, kern_dtype dt,
-                                                              int64_t i, __mmask16 m) {
-    if (dt == KERN_F32) return _mm512_maskz_loadu_ps(m, (const float *)x + i);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x + i)), 16));
+/* ---- avx2 ---- */
+
+/* f32 accumulators of the top-left mr x nr corner of an int32 tile c (row
+ * stride KERN_QGEMM_NR): t[r][j] = (float)(c[r][j] - comp * 128 colsum[j])
+ * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
+ * which is exact (the u8 + 128 activations of the VNNI paths; see the K
+ * bound). sw and colsum start at the tile's first column; nothing past
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_qg_dequant_core__avx2(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
+    int r, j;
+    for (r = 0; r < mr; r++) {
+        const __m256 vs = _mm256_set1_ps(sx[r]);
+        const int32_t *cr = c + r * KERN_QGEMM_NR;
+        float *tr = t + r * KERN_QGEMM_NR;
+        for (j = 0; j < nr; j += 8) {
+            const int nn = nr - j < 8 ? nr - j : 8;
+            __m256i a = nn == 8 ? _mm256_loadu_si256((const __m256i *)(const void *)(cr + j)) : _mm256_maskload_epi32((const int *)(const void *)(cr + j), kern__tailmask__avx2(nn));
+            __m256 v;
+            if (comp) a = _mm256_sub_epi32(a, _mm256_slli_epi32(nn == 8 ? _mm256_loadu_si256((const __m256i *)(const void *)(colsum + j)) : _mm256_maskload_epi32((const int *)(const void *)(colsum + j), kern__tailmask__avx2(nn)), 7));
+            v = kern__mul__avx2(_mm256_cvtepi32_ps(a), vs);
+            v = kern__mul__avx2(v, nn == 8 ? _mm256_loadu_ps(sw + j) : kern__loadn__avx2(sw + j, nn));
+            if (nn == 8) _mm256_storeu_ps(tr + j, v);
+            else kern__storen__avx2(tr + j, v, nn);
+        }
+    }
 }
-KERN_TARGET_AVX512 static void kern__qg_minmax__avx512(const void *x, kern_dtype dt,
-                                                       int64_t n, float *mn, float *mx,
-                                                       int64_t *nonfinite) {
-    __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    int64_t i = 0, bad = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512 v0 = kern__qg_ld16__avx512(x, dt, i, 0xffff);
-        __m512 v1 = kern__qg_ld16__avx512(x, dt, i + 16, 0xffff);
-        __mmask16 f0 = _mm512_cmplt_epi32_mask(
-            _mm512_and_si512(_mm512_castps_si512(v0), absm), inf);
-        __mmask16 f1 = _mm512_cmplt_epi32_mask(
-            _mm512_and_si512(_mm512_castps_si512(v1), absm), inf);
-        lo0 = _mm512_mask_min_ps(lo0, f0, lo0, v0);
-        hi0 = _mm512_mask_max_ps(hi0, f0, hi0, v0);
-        lo1 = _mm512_mask_min_ps(lo1, f1, lo1, v1);
-        hi1 = _mm512_mask_max_ps(hi1, f1, hi1, v1);
-        if (KERN_UNLIKELY((f0 & f1) != 0xffff))
-            bad += 32 - __builtin_popcount((unsigned)f0) - __builtin_popcount((unsigned)f1);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 v = kern__qg_ld16__avx512(x, dt, i, m);
-        __mmask16 f = _mm512_mask_cmplt_epi32_mask(
-            m, _mm512_and_si512(_mm512_castps_si512(v), absm), inf);
-        lo0 = _mm512_mask_min_ps(lo0, f, lo0, v);
-        hi0 = _mm512_mask_max_ps(hi0, f, hi0, v);
-        bad += __builtin_popcount((unsigned)m) - __builtin_popcount((unsigned)f);
-    }
-    *mn = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
-    *mx = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
-    *nonfinite = bad;
-}
-KERN_TARGET_AVX512 static void kern__qg_quant__avx512(const void *x, kern_dtype dt,
-                                                      int64_t n, float inv, int zp,
-                                                      int lo, int hi, uint8_t *q) {
-    const __m512 vinv = _mm512_set1_ps(inv);
-    const __m512 flo = _mm512_set1_ps((float)(lo - zp)), fhi = _mm512_set1_ps((float)(hi - zp));
-    const __m512i vzp = _mm512_set1_epi32(zp);
-    int64_t i = 0;
-    for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 v = _mm512_mul_ps(kern__qg_ld16__avx512(x, dt, i, m), vinv);
-        __mmask16 ord = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
-        __m512i r;
-        v = _mm512_maskz_mov_ps(ord, v);
-        v = _mm512_min_ps(_mm512_max_ps(v, flo), fhi);
-        r = _mm512_add_epi32(
-            _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vzp);
-        _mm_mask_storeu_epi8(q + i, m, _mm512_cvtepi32_epi8(r));
-    }
+KERN_TARGET_AVX2 static inline void kern__v_qg_dequant__avx2(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__avx2(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__avx2(c, mr, nr, sx, sw, colsum, comp, t);
 }
 
-KERN_TARGET_AVX2 static inline __m256 kern__qg_ld8__avx2(const void *x, kern_dtype dt,
-                                                         int64_t i) {
-    if (dt == KERN_F32) return _mm256_loadu_ps((const float *)x + i);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i))),
-        16));
+/* min(0, finite values) and max(0, finite values) of n contiguous elements
+ * (the range of kern_base.h's asymmetric u8 rule); *nonfinite gets the
+ * count of the others. Exact on every ISA. */
+KERN_TARGET_AVX2 static inline void kern__v_qg_minmax__avx2(const void *x, kern_dtype dt, int64_t n, float *mn, float *mx,
+                                                  int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 8) {
+        const int nn = n - i < 8 ? (int)(n - i) : 8;
+        __m256 v = kern__v_load_f32__avx2(p + i * es, dt, nn);
+        __m256 fin = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v), _mm256_set1_ps(INFINITY), _CMP_LT_OQ);
+        v = _mm256_blendv_ps(_mm256_setzero_ps(), v, fin);
+        lo = _mm256_min_ps(lo, v);
+        hi = _mm256_max_ps(hi, v);
+        if (!(_mm256_movemask_ps(fin) == 0xff)) bad += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_xor_ps(_mm256_castsi256_ps(_mm256_set1_epi32(-1)), fin))); /* lanes past nn load as 0 */
+    }
+    *mn = -kern__hmax__avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), lo));
+    *mx = kern__hmax__avx2(hi);
+    *nonfinite = bad;
 }
-KERN_TARGET_AVX2 static void kern__qg_minmax__avx2(const void *x, kern_dtype dt, int64_t n,
-                                                   float *mn, float *mx,
-                                                   int64_t *nonfinite) {
-    __m256 lo = _mm256_setzero_ps(), hi = lo;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    float l[8], h[8], tlo, thi;
-    int64_t i = 0, bad = 0, tbad;
-    int j;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = kern__qg_ld8__avx2(x, dt, i);
-        __m256i fin = _mm256_cmpgt_epi32(inf, _mm256_and_si256(_mm256_castps_si256(v), absm));
-        __m256 vf = _mm256_and_ps(v, _mm256_castsi256_ps(fin)); /* non-finite -> 0 */
-        lo = _mm256_min_ps(lo, vf);
-        hi = _mm256_max_ps(hi, vf);
-        if (KERN_UNLIKELY(_mm256_movemask_ps(_mm256_castsi256_ps(fin)) != 0xff))
-            bad += 8 - __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(fin)));
+/* ---- avx512 ---- */
+
+/* f32 accumulators of the top-left mr x nr corner of an int32 tile c (row
+ * stride KERN_QGEMM_NR): t[r][j] = (float)(c[r][j] - comp * 128 colsum[j])
+ * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
+ * which is exact (the u8 + 128 activations of the VNNI paths; see the K
+ * bound). sw and colsum start at the tile's first column; nothing past
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_qg_dequant_core__avx512(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
+    int r, j;
+    for (r = 0; r < mr; r++) {
+        const __m512 vs = _mm512_set1_ps(sx[r]);
+        const int32_t *cr = c + r * KERN_QGEMM_NR;
+        float *tr = t + r * KERN_QGEMM_NR;
+        for (j = 0; j < nr; j += 16) {
+            const int nn = nr - j < 16 ? nr - j : 16;
+            __m512i a = nn == 16 ? _mm512_loadu_si512((const void *)(cr + j)) : _mm512_maskz_loadu_epi32(kern__tailmask__avx512(nn), (const void *)(cr + j));
+            __m512 v;
+            if (comp) a = _mm512_sub_epi32(a, _mm512_slli_epi32(nn == 16 ? _mm512_loadu_si512((const void *)(colsum + j)) : _mm512_maskz_loadu_epi32(kern__tailmask__avx512(nn), (const void *)(colsum + j)), 7));
+            v = kern__mul__avx512(_mm512_cvtepi32_ps(a), vs);
+            v = kern__mul__avx512(v, nn == 16 ? _mm512_loadu_ps(sw + j) : kern__loadn__avx512(sw + j, nn));
+            if (nn == 16) _mm512_storeu_ps(tr + j, v);
+            else kern__storen__avx512(tr + j, v, nn);
+        }
     }
-    _mm256_storeu_ps(l, lo);
-    _mm256_storeu_ps(h, hi);
-    kern__qg_minmax__scalar((const char *)x + i * (int64_t)kern_dtype_size(dt), dt, n - i, 1,
-                            &tlo, &thi, &tbad);
-    for (j = 0; j < 8; j++) {
-        if (l[j] < tlo) tlo = l[j];
-        if (h[j] > thi) thi = h[j];
-    }
-    *mn = tlo;
-    *mx = thi;
-    *nonfinite = bad + tbad;
 }
-KERN_TARGET_AVX2 static void kern__qg_quant__avx2(const void *x, kern_dtype dt, int64_t n,
-                                                  float inv, int zp, int lo, int hi,
-                                                  uint8_t *q) {
-    const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256 flo = _mm256_set1_ps((float)(lo - zp)), fhi = _mm256_set1_ps((float)(hi - zp));
-    const __m256i vzp = _mm256_set1_epi32(zp);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_mul_ps(kern__qg_ld8__avx2(x, dt, i), vinv);
-        __m256i r;
-        __m128i p;
-        v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-        v = _mm256_min_ps(_mm256_max_ps(v, flo), fhi);
-        r = _mm256_add_epi32(
-            _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
-            vzp);
-        /* values fit in 0..255 or -127..127: take the low byte of each */
-        r = _mm256_shuffle_epi8(r, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                    -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
-                                                    -1, -1, -1, -1, -1, -1, -1, -1));
-        p = _mm_unpacklo_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-        _mm_storel_epi64((__m128i *)(q + i), p);
+KERN_TARGET_AVX512 static inline void kern__v_qg_dequant__avx512(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__avx512(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__avx512(c, mr, nr, sx, sw, colsum, comp, t);
+}
+
+/* min(0, finite values) and max(0, finite values) of n contiguous elements
+ * (the range of kern_base.h's asymmetric u8 rule); *nonfinite gets the
+ * count of the others. Exact on every ISA. */
+KERN_TARGET_AVX512 static inline void kern__v_qg_minmax__avx512(const void *x, kern_dtype dt, int64_t n, float *mn, float *mx,
+                                                  int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 16) {
+        const int nn = n - i < 16 ? (int)(n - i) : 16;
+        __m512 v = kern__v_load_f32__avx512(p + i * es, dt, nn);
+        __mmask16 fin = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(INFINITY), _CMP_LT_OQ);
+        v = _mm512_mask_blend_ps(fin, _mm512_setzero_ps(), v);
+        lo = _mm512_min_ps(lo, v);
+        hi = _mm512_max_ps(hi, v);
+        if (!((fin) == 0xffff)) bad += __builtin_popcount((unsigned)((__mmask16)~(fin))); /* lanes past nn load as 0 */
     }
-    kern__qg_quant__scalar((const char *)x + i * (int64_t)kern_dtype_size(dt), dt, n - i, 1,
-                           inv, zp, lo, hi, q + i);
+    *mn = -_mm512_reduce_max_ps(_mm512_xor_ps(_mm512_set1_ps(-0.0f), lo));
+    *mx = _mm512_reduce_max_ps(hi);
+    *nonfinite = bad;
 }
 #endif /* KERN_X86 */
+#ifdef KERN_NEON
+/* ---- neon ---- */
+
+/* f32 accumulators of the top-left mr x nr corner of an int32 tile c (row
+ * stride KERN_QGEMM_NR): t[r][j] = (float)(c[r][j] - comp * 128 colsum[j])
+ * * sx[r] * sw[j], rounded in that order. The subtraction wraps in int32,
+ * which is exact (the u8 + 128 activations of the VNNI paths; see the K
+ * bound). sw and colsum start at the tile's first column; nothing past
+ * column nr of them is read. A full tile (nr = KERN_QGEMM_NR, a constant
+ * after inlining) runs without tail checks. */
+KERN__AINLINE void kern__v_qg_dequant_core__neon(const int32_t *c, int mr, int nr, const float *sx,
+                                                        const float *sw, const int32_t *colsum, int comp,
+                                                        float *t) {
+    int r, j;
+    for (r = 0; r < mr; r++) {
+        const float32x4_t vs = vdupq_n_f32(sx[r]);
+        const int32_t *cr = c + r * KERN_QGEMM_NR;
+        float *tr = t + r * KERN_QGEMM_NR;
+        for (j = 0; j < nr; j += 4) {
+            const int nn = nr - j < 4 ? nr - j : 4;
+            int32x4_t a = nn == 4 ? vld1q_s32((const int32_t *)(const void *)(cr + j)) : vreinterpretq_s32_f32(kern__loadn__neon((const float *)(const void *)(cr + j), nn));
+            float32x4_t v;
+            if (comp) a = vsubq_s32(a, vshlq_n_s32(nn == 4 ? vld1q_s32((const int32_t *)(const void *)(colsum + j)) : vreinterpretq_s32_f32(kern__loadn__neon((const float *)(const void *)(colsum + j), nn)), 7));
+            v = kern__mul__neon(vcvtq_f32_s32(a), vs);
+            v = kern__mul__neon(v, nn == 4 ? vld1q_f32(sw + j) : kern__loadn__neon(sw + j, nn));
+            if (nn == 4) vst1q_f32(tr + j, v);
+            else kern__storen__neon(tr + j, v, nn);
+        }
+    }
+}
+static inline void kern__v_qg_dequant__neon(const int32_t *c, int mr, int nr, const float *sx,
+                                                   const float *sw, const int32_t *colsum, int comp,
+                                                   float *t) {
+    if (nr == KERN_QGEMM_NR) kern__v_qg_dequant_core__neon(c, mr, KERN_QGEMM_NR, sx, sw, colsum, comp, t);
+    else kern__v_qg_dequant_core__neon(c, mr, nr, sx, sw, colsum, comp, t);
+}
+
+/* min(0, finite values) and max(0, finite values) of n contiguous elements
+ * (the range of kern_base.h's asymmetric u8 rule); *nonfinite gets the
+ * count of the others. Exact on every ISA. */
+static inline void kern__v_qg_minmax__neon(const void *x, kern_dtype dt, int64_t n, float *mn, float *mx,
+                                                  int64_t *nonfinite) {
+    const char *p = (const char *)x;
+    const int64_t es = (int64_t)kern_dtype_size(dt);
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    int64_t bad = 0, i;
+    for (i = 0; i < n; i += 4) {
+        const int nn = n - i < 4 ? (int)(n - i) : 4;
+        float32x4_t v = kern__v_load_f32__neon(p + i * es, dt, nn);
+        uint32x4_t fin = vcltq_f32(vabsq_f32(v), vdupq_n_f32(INFINITY));
+        v = vbslq_f32(fin, v, vdupq_n_f32(0.0f));
+        lo = kern__min__neon(lo, v);
+        hi = kern__max__neon(hi, v);
+        if (!(vminvq_u32(fin) != 0)) bad += ((int)vaddvq_u32(vshrq_n_u32(vmvnq_u32(fin), 31))); /* lanes past nn load as 0 */
+    }
+    *mn = -vmaxvq_f32(vnegq_f32(lo));
+    *mx = vmaxvq_f32(hi);
+    *nonfinite = bad;
+}
+#endif /* KERN_NEON */
+/* END GENERATED */
+
+/* A row of n elements with element stride `stride`, contiguous: the row
+ * itself, or gathered into tmp (n elements of dt). */
+static const void *kern__qg_unit_row(const void *x, kern_dtype dt, int64_t n, int64_t stride,
+                                     void *tmp) {
+    int64_t es = (int64_t)kern_dtype_size(dt), i;
+    if (stride == 1 || n <= 1) return x;
+    for (i = 0; i < n; i++)
+        memcpy((char *)tmp + i * es, (const char *)x + i * stride * es, (size_t)es);
+    return tmp;
+}
 
 /* ---------------------------------------------------------- path table */
 
@@ -678,271 +779,35 @@ enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2 };
  * next weight panel while this one is reused from L2); never dereferenced. */
 typedef void (*kern__qg_ukernel_fn)(int mr, int64_t k4, const void *a,
                                     const int8_t *b, int32_t *c, const int8_t *pf);
-struct kern__qg_epi;
-typedef void (*kern__qg_epi_fn)(const struct kern__qg_epi *e, const int32_t *tile,
-                                int mr, int64_t m0, const float *sx, int64_t n0,
-                                int nr);
+typedef float (*kern__qg_absmax_fn)(const void *x, kern_dtype dt, int64_t n,
+                                   int64_t *nonfinite);
 typedef void (*kern__qg_minmax_fn)(const void *x, kern_dtype dt, int64_t n, float *mn,
                                    float *mx, int64_t *nonfinite);
 typedef void (*kern__qg_quant_fn)(const void *x, kern_dtype dt, int64_t n, float inv,
                                   int zp, int lo, int hi, uint8_t *q);
+typedef void (*kern__qg_dequant_fn)(const int32_t *c, int mr, int nr, const float *sx,
+                                    const float *sw, const int32_t *colsum, int comp,
+                                    float *t);
+typedef void (*kern__qg_epi_tile_fn)(const kern__epi *e, int64_t i0, int64_t j0,
+                                     const float *t, int64_t ldt, int m, int n);
+typedef void (*kern__qg_epi_row_fn)(const kern__epi *e, int64_t i, int64_t j0,
+                                    const float *acc, int n);
 
-typedef struct kern__qg_ops {
-    kern_qgemm_isa isa;
+typedef struct kern__qg_fns {
+    const char *name; /* the ISA level this table serves */
+    kern_qgemm_isa isa; /* the int8 path: the tag of the weights it runs */
     int mr_max;   /* rows per microkernel tile */
     int a_fmt;    /* KERN__QG_A_* */
     kern__qg_ukernel_fn ukernel;
-    kern__qg_epi_fn epi;
-    kern__qg_minmax_fn minmax; /* unit stride */
-    kern__qg_quant_fn quant;   /* unit stride */
-} kern__qg_ops;
-
-static void kern__qg_minmax_unit__scalar(const void *x, kern_dtype dt, int64_t n,
-                                         float *mn, float *mx, int64_t *nonfinite) {
-    kern__qg_minmax__scalar(x, dt, n, 1, mn, mx, nonfinite);
-}
-static void kern__qg_quant_unit__scalar(const void *x, kern_dtype dt, int64_t n, float inv,
-                                        int zp, int lo, int hi, uint8_t *q) {
-    kern__qg_quant__scalar(x, dt, n, 1, inv, zp, lo, hi, q);
-}
-
-/* ------------------------------------------------------------ epilogue */
-
-typedef struct kern__qg_epi {
-    const float *sw;       /* [N] */
-    const int32_t *colsum; /* [N] */
-    int comp;              /* subtract 128 * colsum (u8 activations) */
-    const float *bias;     /* [N] f32 or NULL */
-    int act;
-    const kern_tensor *y;
-    const kern_tensor *res; /* NULL: none */
-    int64_t n;
-    int64_t y_flat, res_flat; /* kern__qg_flat_rows */
-} kern__qg_epi;
-
-static inline float kern__qg_act(int act, float v) {
-    if (act == KERN_ACT_GELU) return kern__qg_gelu_erf(v);
-    if (act == KERN_ACT_GELU_TANH) return kern__qg_gelu_tanh(v);
-    return v;
-}
-
-static void kern__qg_epi__scalar(const kern__qg_epi *e, const int32_t *tile, int mr,
-                                 int64_t m0, const float *sx, int64_t n0, int nr) {
-    int r, j;
-    for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
-                                              (int64_t)kern_dtype_size(e->y->dtype);
-        const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
-                                            (int64_t)kern_dtype_size(e->res->dtype)
-                                  : NULL;
-        for (j = 0; j < nr; j++) {
-            int64_t n = n0 + j;
-            uint32_t a = (uint32_t)tile[r * KERN_QGEMM_NR + j];
-            float v;
-            if (e->comp) a -= (uint32_t)e->colsum[n] << 7;
-            v = (float)(int32_t)a;
-            v = v * sx[r];
-            v = v * e->sw[n];
-            if (e->bias) v = v + e->bias[n];
-            v = kern__qg_act(e->act, v);
-            if (rrow) v = v + kern__qg_load_f(rrow, e->res->dtype, n);
-            if (e->y->dtype == KERN_F32) ((float *)yrow)[n] = v;
-            else ((uint16_t *)yrow)[n] = kern_f32_to_bf16(v);
-        }
-    }
-}
-
-#ifdef KERN_X86
-KERN_TARGET_AVX512 static inline __m512 kern__qg_exp__avx512(__m512 x) {
-    __m512 fx, r, r2, y;
-    __m512i n;
-    x = _mm512_max_ps(x, _mm512_set1_ps(KERN__QG_EXP_LO)); /* NaN -> LO */
-    x = _mm512_min_ps(x, _mm512_set1_ps(KERN__QG_EXP_HI));
-    fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KERN__QG_LOG2E)),
-                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_sub_ps(x, _mm512_mul_ps(fx, _mm512_set1_ps(KERN__QG_C1)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(fx, _mm512_set1_ps(KERN__QG_C2)));
-    r2 = _mm512_mul_ps(r, r);
-    y = _mm512_set1_ps(KERN__QG_P0);
-    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(KERN__QG_P1));
-    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(KERN__QG_P2));
-    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(KERN__QG_P3));
-    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(KERN__QG_P4));
-    y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(KERN__QG_P5));
-    y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(y, r2), r), _mm512_set1_ps(1.0f));
-    n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
-}
-KERN_TARGET_AVX512 static inline __m512 kern__qg_act__avx512(int act, __m512 x) {
-    if (act == KERN_ACT_GELU) {
-        __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-        __m512 a = _mm512_castsi512_ps(
-            _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(0x7fffffff)));
-        __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
-                                 _mm512_add_ps(_mm512_set1_ps(1.0f),
-                                               _mm512_mul_ps(_mm512_set1_ps(KERN__QG_AS_P), a)));
-        __m512 p = _mm512_set1_ps(KERN__QG_AS_A5), w, hx;
-        __mmask16 neg;
-        p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(KERN__QG_AS_A4));
-        p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(KERN__QG_AS_A3));
-        p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(KERN__QG_AS_A2));
-        p = _mm512_add_ps(_mm512_mul_ps(p, t), _mm512_set1_ps(KERN__QG_AS_A1));
-        p = _mm512_mul_ps(p, t);
-        w = _mm512_mul_ps(p, kern__qg_exp__avx512(
-                                 _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a))));
-        hx = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
-        neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-        return _mm512_mask_blend_ps(neg, _mm512_mul_ps(hx, _mm512_sub_ps(_mm512_set1_ps(2.0f), w)),
-                                    _mm512_mul_ps(hx, w));
-    }
-    if (act == KERN_ACT_GELU_TANH) {
-        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-        __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
-                                 _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(0.044715f), x3)));
-        __m512 e = kern__qg_exp__avx512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
-        return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-    }
-    return x;
-}
-/* f32 -> bf16 exactly like kern_f32_to_bf16 (round to nearest even, NaN
- * kept and quieted). */
-KERN_TARGET_AVX512 static inline __m256i kern__qg_bf16__avx512(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    __m512i rnd = _mm512_add_epi32(
-        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    rnd = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rnd, 16));
-}
-KERN_TARGET_AVX512 static void kern__qg_epi__avx512(const kern__qg_epi *e, const int32_t *tile,
-                                                    int mr, int64_t m0, const float *sx,
-                                                    int64_t n0, int nr) {
-    int r, j;
-    for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
-                                              (int64_t)kern_dtype_size(e->y->dtype);
-        const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
-                                            (int64_t)kern_dtype_size(e->res->dtype)
-                                  : NULL;
-        const __m512 vsx = _mm512_set1_ps(sx[r]);
-        for (j = 0; j < nr; j += 16) {
-            int64_t n = n0 + j;
-            __mmask16 m = nr - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nr - j)) - 1u);
-            __m512i acc = _mm512_loadu_si512((const void *)(tile + r * KERN_QGEMM_NR + j));
-            __m512 v;
-            if (e->comp)
-                acc = _mm512_sub_epi32(
-                    acc, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(m, e->colsum + n), 7));
-            v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), vsx);
-            v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, e->sw + n));
-            if (e->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->bias + n));
-            v = kern__qg_act__avx512(e->act, v);
-            if (rrow) v = _mm512_add_ps(v, kern__qg_ld16__avx512(rrow, e->res->dtype, n, m));
-            if (e->y->dtype == KERN_F32) _mm512_mask_storeu_ps((float *)yrow + n, m, v);
-            else _mm256_mask_storeu_epi16((uint16_t *)yrow + n, m, kern__qg_bf16__avx512(v));
-        }
-    }
-}
-
-KERN_TARGET_AVX2 static inline __m256 kern__qg_exp__avx2(__m256 x) {
-    __m256 fx, r, r2, y;
-    __m256i n;
-    x = _mm256_max_ps(x, _mm256_set1_ps(KERN__QG_EXP_LO));
-    x = _mm256_min_ps(x, _mm256_set1_ps(KERN__QG_EXP_HI));
-    fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KERN__QG_LOG2E)),
-                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_sub_ps(x, _mm256_mul_ps(fx, _mm256_set1_ps(KERN__QG_C1)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(fx, _mm256_set1_ps(KERN__QG_C2)));
-    r2 = _mm256_mul_ps(r, r);
-    y = _mm256_set1_ps(KERN__QG_P0);
-    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(KERN__QG_P1));
-    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(KERN__QG_P2));
-    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(KERN__QG_P3));
-    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(KERN__QG_P4));
-    y = _mm256_add_ps(_mm256_mul_ps(y, r), _mm256_set1_ps(KERN__QG_P5));
-    y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(y, r2), r), _mm256_set1_ps(1.0f));
-    n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
-}
-KERN_TARGET_AVX2 static inline __m256 kern__qg_act__avx2(int act, __m256 x) {
-    if (act == KERN_ACT_GELU) {
-        __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-        __m256 a = _mm256_castsi256_ps(
-            _mm256_and_si256(_mm256_castps_si256(z), _mm256_set1_epi32(0x7fffffff)));
-        __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_add_ps(_mm256_set1_ps(1.0f),
-                                               _mm256_mul_ps(_mm256_set1_ps(KERN__QG_AS_P), a)));
-        __m256 p = _mm256_set1_ps(KERN__QG_AS_A5), w, hx;
-        p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(KERN__QG_AS_A4));
-        p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(KERN__QG_AS_A3));
-        p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(KERN__QG_AS_A2));
-        p = _mm256_add_ps(_mm256_mul_ps(p, t), _mm256_set1_ps(KERN__QG_AS_A1));
-        p = _mm256_mul_ps(p, t);
-        w = _mm256_mul_ps(p, kern__qg_exp__avx2(
-                                 _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a))));
-        hx = _mm256_mul_ps(_mm256_set1_ps(0.5f), x);
-        return _mm256_blendv_ps(_mm256_mul_ps(hx, _mm256_sub_ps(_mm256_set1_ps(2.0f), w)),
-                                _mm256_mul_ps(hx, w),
-                                _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-    }
-    if (act == KERN_ACT_GELU_TANH) {
-        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
-                                 _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(0.044715f), x3)));
-        __m256 e = kern__qg_exp__avx2(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
-        return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    }
-    return x;
-}
-KERN_TARGET_AVX2 static void kern__qg_epi__avx2(const kern__qg_epi *e, const int32_t *tile,
-                                                int mr, int64_t m0, const float *sx,
-                                                int64_t n0, int nr) {
-    int r, j;
-    int nv = nr & ~7;
-    for (r = 0; r < mr; r++) {
-        char *yrow = (char *)e->y->data + kern__qg_row_off_fast(e->y, e->y_flat, m0 + r) *
-                                              (int64_t)kern_dtype_size(e->y->dtype);
-        const char *rrow = e->res ? (const char *)e->res->data +
-                                        kern__qg_row_off_fast(e->res, e->res_flat, m0 + r) *
-                                            (int64_t)kern_dtype_size(e->res->dtype)
-                                  : NULL;
-        const __m256 vsx = _mm256_set1_ps(sx[r]);
-        for (j = 0; j < nv; j += 8) {
-            int64_t n = n0 + j;
-            __m256i acc = _mm256_loadu_si256((const __m256i *)(tile + r * KERN_QGEMM_NR + j));
-            __m256 v;
-            if (e->comp)
-                acc = _mm256_sub_epi32(
-                    acc, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(e->colsum + n)), 7));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), vsx);
-            v = _mm256_mul_ps(v, _mm256_loadu_ps(e->sw + n));
-            if (e->bias) v = _mm256_add_ps(v, _mm256_loadu_ps(e->bias + n));
-            v = kern__qg_act__avx2(e->act, v);
-            if (rrow) v = _mm256_add_ps(v, kern__qg_ld8__avx2(rrow, e->res->dtype, n));
-            if (e->y->dtype == KERN_F32) {
-                _mm256_storeu_ps((float *)yrow + n, v);
-            } else {
-                __m256i u = _mm256_castps_si256(v);
-                __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-                __m256i rnd = _mm256_add_epi32(
-                    u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                                        _mm256_and_si256(_mm256_srli_epi32(u, 16),
-                                                         _mm256_set1_epi32(1))));
-                __m256i res = _mm256_srli_epi32(
-                    _mm256_blendv_epi8(rnd, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan),
-                    16);
-                __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(res, res), 0x08);
-                _mm_storeu_si128((__m128i *)((uint16_t *)yrow + n), _mm256_castsi256_si128(p));
-            }
-        }
-    }
-    if (nv < nr) /* column tail: same formula in scalar code */
-        kern__qg_epi__scalar(e, tile + nv, mr, m0, sx, n0 + nv, nr - nv);
-}
-#endif /* KERN_X86 */
+    /* the epilogue: int32 tile -> f32 (kern_qgemm.c.in), then kern__epi */
+    kern__qg_dequant_fn dequant;
+    kern__qg_epi_tile_fn epi_tile;
+    kern__qg_epi_row_fn epi_row;
+    /* kern_base.h's quantization rule (contiguous rows) */
+    kern__qg_absmax_fn absmax;
+    kern__qg_minmax_fn minmax;
+    kern__qg_quant_fn quant;
+} kern__qg_fns;
 
 /* --------------------------------------------------------- microkernels */
 
@@ -1172,7 +1037,7 @@ static void kern__qgemm_s16s8_3x32__avx2(int mr, int64_t k4, const void *a, cons
 /* AArch64 sdot: a is s8 [k4][mr][4]; one row at a time, 4 accumulators of
  * 4 columns per 16-column half; the row's 4 bytes are duplicated to every
  * lane so vdotq_s32 gives 4 columns x 4 k per instruction. */
-static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
+KERN__QG_TARGET_DOT static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
                                            const int8_t *b, int32_t *c, const int8_t *pf) {
     const int8_t *a = (const int8_t *)a_;
     int h, r;
@@ -1201,67 +1066,78 @@ static void kern__qgemm_s8s8_4x32__neondot(int mr, int64_t k4, const void *a_,
 }
 #endif
 
-static kern__qg_ops kern__qg_get_ops(kern_qgemm_isa isa) {
-    kern__qg_ops o;
-    o.isa = KERN_QGEMM_ISA_SCALAR;
-    o.mr_max = 4;
-    o.a_fmt = KERN__QG_A_S8;
-    o.ukernel = kern__qgemm_s8s8_4x32__scalar;
-    o.epi = kern__qg_epi__scalar;
-    o.minmax = kern__qg_minmax_unit__scalar;
-    o.quant = kern__qg_quant_unit__scalar;
-    (void)isa;
+/* ------------------------------------------------------ dispatch tables */
+
+/* One table per ISA level (docs/internals.md): the int8 path (the tag a
+ * packed weight carries), its tile, and the row helpers of the level.
+ * Levels reach their own tables; where the CPU level adds nothing the int8
+ * path can use, the int8 half is the lower level's:
+ *   AVX2          AVX2 vpmaddwd 3x32, AVX2 helpers
+ *   AVX2_VNNI     AVX-VNNI vpdpbusd ymm 6x32, AVX2 helpers
+ *   AVX512        AVX2 vpmaddwd 3x32 (no int8 dot product without VNNI:
+ *                 vpmaddubsw saturates, see above), AVX-512 helpers
+ *   AVX512_VNNI   vpdpbusd zmm 14x32, AVX-512 helpers; AVX512_BF16 the same
+ *   NEON          the portable 4x32 kernel, NEON helpers
+ *   NEON_DOT      sdot 4x32 (when the compiler can build it), NEON helpers;
+ *                 NEON_BF16 the same */
+#define KERN__QG_FNS(NAME, ISA, MR, FMT, UK, V)                                \
+    static const kern__qg_fns kern__qg_fns_##NAME = {                         \
+        #NAME, ISA, MR, FMT, UK, V(qg_dequant), V(epi_tile), V(epi_row), V(absmax), \
+        V(qg_minmax), V(quant_row)};
+#define KERN__QG_S(f) kern__s_##f
+KERN__QG_FNS(scalar, KERN_QGEMM_ISA_SCALAR, 4, KERN__QG_A_S8, kern__qgemm_s8s8_4x32__scalar,
+             KERN__QG_S)
 #ifdef KERN_X86
-    if (isa == KERN_QGEMM_ISA_AVX512VNNI) {
-        o.isa = isa;
-        o.mr_max = 14;
-        o.a_fmt = KERN__QG_A_U8;
-        o.ukernel = kern__qgemm_u8s8_14x32__avx512vnni;
-        o.epi = kern__qg_epi__avx512;
-        o.minmax = kern__qg_minmax__avx512;
-        o.quant = kern__qg_quant__avx512;
-    } else if (isa == KERN_QGEMM_ISA_AVXVNNI || isa == KERN_QGEMM_ISA_AVX2) {
-        o.isa = isa;
-        o.epi = kern__qg_epi__avx2;
-        o.minmax = kern__qg_minmax__avx2;
-        o.quant = kern__qg_quant__avx2;
-        if (isa == KERN_QGEMM_ISA_AVXVNNI) {
-            o.mr_max = 6;
-            o.a_fmt = KERN__QG_A_U8;
-            o.ukernel = kern__qgemm_u8s8_6x32__avxvnni;
-        } else {
-            o.mr_max = 3;
-            o.a_fmt = KERN__QG_A_S16;
-            o.ukernel = kern__qgemm_s16s8_3x32__avx2;
-        }
-    }
+#define KERN__QG_V2(f) kern__v_##f##__avx2
+#define KERN__QG_V5(f) kern__v_##f##__avx512
+KERN__QG_FNS(avx2, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+             KERN__QG_V2)
+KERN__QG_FNS(avx2_vnni, KERN_QGEMM_ISA_AVXVNNI, 6, KERN__QG_A_U8,
+             kern__qgemm_u8s8_6x32__avxvnni, KERN__QG_V2)
+KERN__QG_FNS(avx512, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+             KERN__QG_V5)
+KERN__QG_FNS(avx512_vnni, KERN_QGEMM_ISA_AVX512VNNI, 14, KERN__QG_A_U8,
+             kern__qgemm_u8s8_14x32__avx512vnni, KERN__QG_V5)
 #endif
+#ifdef KERN_NEON
+#define KERN__QG_VN(f) kern__v_##f##__neon
+KERN__QG_FNS(neon, KERN_QGEMM_ISA_SCALAR, 4, KERN__QG_A_S8, kern__qgemm_s8s8_4x32__scalar,
+             KERN__QG_VN)
 #ifdef KERN__QG_NEON_DOT
-    if (isa == KERN_QGEMM_ISA_NEON_DOT) {
-        o.isa = isa;
-        o.ukernel = kern__qgemm_s8s8_4x32__neondot;
-    }
+KERN__QG_FNS(neon_dot, KERN_QGEMM_ISA_NEON_DOT, 4, KERN__QG_A_S8,
+             kern__qgemm_s8s8_4x32__neondot, KERN__QG_VN)
 #endif
-    return o;
+#endif
+
+static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
+    switch (level) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX2: return &kern__qg_fns_avx2;
+    case KERN_ISA_AVX2_VNNI: return &kern__qg_fns_avx2_vnni;
+    case KERN_ISA_AVX512: return &kern__qg_fns_avx512;
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512_BF16: return &kern__qg_fns_avx512_vnni;
+#endif
+#ifdef KERN_NEON
+#ifdef KERN__QG_NEON_DOT
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON_BF16: return &kern__qg_fns_neon_dot;
+#else
+    case KERN_ISA_NEON_DOT:
+    case KERN_ISA_NEON_BF16:
+#endif
+    case KERN_ISA_NEON: return &kern__qg_fns_neon;
+#endif
+    default: return &kern__qg_fns_scalar;
+    }
+}
+/* The table of the level ctx runs (NULL = the default context). */
+static const kern__qg_fns *kern__qg_fns_ctx(const kern_ctx *ctx) {
+    return kern__qg_fns_for(kern_ctx_isa(ctx));
 }
 
 KERN_API kern_qgemm_isa kern_qgemm_isa_for(const kern_ctx *ctx) {
-    uint32_t f = kern_ctx_features(ctx);
-    (void)f;
-#ifdef KERN_X86
-    {
-        const uint32_t v512 = KERN_CPU_AVX512F | KERN_CPU_AVX512BW | KERN_CPU_AVX512VL |
-                              KERN_CPU_AVX512DQ | KERN_CPU_AVX512VNNI;
-        const uint32_t v2 = KERN_CPU_AVX2 | KERN_CPU_FMA | KERN_CPU_F16C;
-        if ((f & v512) == v512) return KERN_QGEMM_ISA_AVX512VNNI;
-        if ((f & v2) == v2 && (f & KERN_CPU_AVXVNNI)) return KERN_QGEMM_ISA_AVXVNNI;
-        if ((f & v2) == v2) return KERN_QGEMM_ISA_AVX2;
-    }
-#endif
-#ifdef KERN__QG_NEON_DOT
-    if (f & KERN_CPU_NEON_DOT) return KERN_QGEMM_ISA_NEON_DOT;
-#endif
-    return KERN_QGEMM_ISA_SCALAR;
+    return kern__qg_fns_ctx(ctx)->isa;
 }
 
 KERN_API const char *kern_qgemm_isa_name(kern_qgemm_isa isa) {
@@ -1336,18 +1212,16 @@ static int kern__qg_mpan_rows(const kern__qg_mpan *p, int64_t i) {
     return (int)(p->base + (i < p->rem ? 1 : 0));
 }
 
-/* Quantize one row (n values, element stride) with the symmetric rule into
- * q; returns the scale. */
-static float kern__qg_quant_row_sym(const kern__qg_ops *o, const void *x, kern_dtype dt,
-                                    int64_t n, int64_t stride, int8_t *q,
-                                    int64_t *nonfinite) {
-    float mn, mx, amax, s;
-    if (stride == 1) o->minmax(x, dt, n, &mn, &mx, nonfinite);
-    else kern__qg_minmax__scalar(x, dt, n, stride, &mn, &mx, nonfinite);
-    amax = -mn > mx ? -mn : mx;
-    s = kern__qg_scale(amax, 127.0f);
-    if (stride == 1) o->quant(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
-    else kern__qg_quant__scalar(x, dt, n, stride, 1.0f / s, 0, -127, 127, (uint8_t *)q);
+/* kern_base.h's symmetric rule on one row of n values with element stride
+ * `stride` (gathered into tmp, n elements of dt, when not 1): codes into q,
+ * returns the scale; *nonfinite counts the non-finite values. */
+static float kern__qg_quant_row_s8(const kern__qg_fns *o, const void *x, kern_dtype dt,
+                                   int64_t n, int64_t stride, void *tmp, int8_t *q,
+                                   int64_t *nonfinite) {
+    float s;
+    x = kern__qg_unit_row(x, dt, n, stride, tmp);
+    s = kern__quant_scale(o->absmax(x, dt, n, nonfinite));
+    o->quant(x, dt, n, 1.0f / s, 0, -127, 127, (uint8_t *)q);
     return s;
 }
 
@@ -1394,7 +1268,7 @@ static kern_status kern__qg_alloc_qw(kern_ctx *ctx, int64_t n, int64_t k, kern_q
 }
 
 typedef struct kern__qg_packw_job {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     const kern_tensor *w;       /* f32/bf16 [N,K], or i8 for pack_int8 */
     const kern_tensor *scales;  /* pack_int8 only */
     kern_qweight *qw;
@@ -1407,6 +1281,7 @@ static void kern__qg_packw_task(void *arg, int64_t p, int thread) {
     kern_qweight *qw = jb->qw;
     const kern_tensor *w = jb->w;
     int8_t *q = (int8_t *)kern__thread_scratch(jb->ctx, thread);
+    void *tmp = (char *)q + kern__qg_round64((size_t)(qw->k4 * 4)); /* a gathered row */
     int8_t *panel = qw->data + p * qw->k4 * 128;
     int64_t esz = (int64_t)kern_dtype_size(w->dtype);
     int j;
@@ -1423,8 +1298,8 @@ static void kern__qg_packw_task(void *arg, int64_t p, int thread) {
             qw->scales[n] = ((const float *)jb->scales->data)[n * jb->scales->stride[0]];
         } else {
             int64_t bad = 0;
-            qw->scales[n] = kern__qg_quant_row_sym(&jb->ops, row, w->dtype, qw->k,
-                                                   qw->k > 1 ? w->stride[1] : 1, q, &bad);
+            qw->scales[n] = kern__qg_quant_row_s8(jb->f, row, w->dtype, qw->k, w->stride[1],
+                                                  tmp, q, &bad);
             if (bad && jb->row_bad[p] < 0) jb->row_bad[p] = n;
         }
         for (k = 0; k < qw->k; k++) sum += q[k];
@@ -1456,7 +1331,7 @@ static kern_status kern__qg_pack_common(kern_ctx *ctx, const kern_tensor *w,
     memset(&jb, 0, sizeof jb);
     /* values are quantized with the vector helpers of the context's own
      * level (bit-identical on every path) */
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    jb.f = kern__qg_fns_ctx(ctx);
     jb.w = w;
     jb.scales = scales;
     jb.qw = qw;
@@ -1466,7 +1341,8 @@ static kern_status kern__qg_pack_common(kern_ctx *ctx, const kern_tensor *w,
         kern__free(ctx, qw);
         return kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);
     }
-    st = kern__reserve_thread_scratch(ctx, (size_t)(qw->k4 * 4 + 64));
+    st = kern__reserve_thread_scratch(ctx, kern__qg_round64((size_t)(qw->k4 * 4)) +
+                                               (size_t)qw->k * kern_dtype_size(w->dtype) + 64);
     if (!st) st = kern_parallel_for(ctx, qw->n_panels, kern__qg_packw_task, &jb);
     if (!st)
         for (p = 0; p < qw->n_panels; p++)
@@ -1475,11 +1351,12 @@ static kern_status kern__qg_pack_common(kern_ctx *ctx, const kern_tensor *w,
                 int64_t esz = (int64_t)kern_dtype_size(w->dtype);
                 const char *row = (const char *)w->data + n * w->stride[0] * esz;
                 for (k = 0; k < w->shape[1]; k++)
-                    if (!kern__qg_isfinite(kern__qg_load_f(row, w->dtype, k * w->stride[1])))
+                    if (!kern__qg_isfinite(kern__s_load_f32(row + k * w->stride[1] * esz,
+                                                            w->dtype, 1)))
                         break;
                 st = kern__err(KERN_ERR_ARG, "%s: w[%lld,%lld]=%g is not finite", op,
                                (long long)n, (long long)k,
-                               (double)kern__qg_load_f(row, w->dtype, k * w->stride[1]));
+                               (double)kern__s_load_f32(row + k * w->stride[1] * esz, w->dtype, 1));
                 break;
             }
     kern__free(ctx, jb.row_bad);
@@ -1798,7 +1675,7 @@ fail:
 /* ----------------------------------------------------- per-token quantize */
 
 typedef struct kern__qg_qjob {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     kern_ctx *ctx;
     const kern_tensor *x, *xq, *scales, *zp;
     int asym;
@@ -1810,18 +1687,17 @@ typedef struct kern__qg_qjob {
 
 static void kern__qg_qparams(int asym, float mn, float mx, float *scale, float *inv, int *zp) {
     if (!asym) {
-        float amax = -mn > mx ? -mn : mx;
-        *scale = kern__qg_scale(amax, 127.0f);
+        *scale = kern__quant_scale(-mn > mx ? -mn : mx);
         *inv = 1.0f / *scale;
         *zp = 0;
     } else {
         float z;
-        *scale = kern__qg_scale(mx - mn, 255.0f);
+        *scale = kern__quant_scale_div(mx - mn, 255.0f);
         *inv = 1.0f / *scale;
         z = -(mn * *inv); /* mn <= 0 */
         if (z > 255.0f) z = 255.0f;
         if (!(z > 0.0f)) z = 0.0f;
-        *zp = (int)kern__qg_rne(z);
+        *zp = (int)kern__s_cvtn(z);
     }
 }
 
@@ -1829,26 +1705,41 @@ static int64_t kern__qg_last_stride(const kern_tensor *t, int64_t k) {
     return t->ndim > 0 && k > 1 ? t->stride[t->ndim - 1] : 1;
 }
 
-static void kern__qg_qrow_minmax(const kern__qg_qjob *jb, int64_t m, float *mn, float *mx) {
+/* Thread scratch of the quantizer: a row of codes (for a strided xq), then
+ * a gathered row of x (for a strided x). */
+static size_t kern__qg_qtmp_bytes(const kern_tensor *x, int64_t k) {
+    return kern__qg_round64((size_t)k) +
+           (kern__qg_last_stride(x, k) != 1 ? (size_t)k * kern_dtype_size(x->dtype) : 0) + 64;
+}
+
+/* Row m of x, contiguous (gathered into the thread's scratch if strided). */
+static const void *kern__qg_qrow(const kern__qg_qjob *jb, int64_t m, uint8_t *tmp) {
     const kern_tensor *x = jb->x;
     const char *row = (const char *)x->data +
                       kern__qg_row_off(x, m) * (int64_t)kern_dtype_size(x->dtype);
-    int64_t stride = kern__qg_last_stride(x, jb->k), bad;
-    if (stride == 1) jb->ops.minmax(row, x->dtype, jb->k, mn, mx, &bad);
-    else kern__qg_minmax__scalar(row, x->dtype, jb->k, stride, mn, mx, &bad);
+    return kern__qg_unit_row(row, x->dtype, jb->k, kern__qg_last_stride(x, jb->k),
+                             tmp + kern__qg_round64((size_t)jb->k));
 }
 
-static void kern__qg_qrow_write(const kern__qg_qjob *jb, int64_t m, float inv, int zp,
-                                uint8_t *tmp) {
-    const kern_tensor *x = jb->x, *xq = jb->xq;
-    const char *row = (const char *)x->data +
-                      kern__qg_row_off(x, m) * (int64_t)kern_dtype_size(x->dtype);
+/* The range the rule needs: [-absmax, absmax] symmetric, [min, max] u8. */
+static void kern__qg_qrow_range(const kern__qg_qjob *jb, const void *row, float *mn, float *mx) {
+    int64_t bad;
+    if (jb->asym) {
+        jb->f->minmax(row, jb->x->dtype, jb->k, mn, mx, &bad);
+    } else {
+        *mx = jb->f->absmax(row, jb->x->dtype, jb->k, NULL);
+        *mn = -*mx;
+    }
+}
+
+static void kern__qg_qrow_write(const kern__qg_qjob *jb, int64_t m, const void *row, float inv,
+                                int zp, uint8_t *tmp) {
+    const kern_tensor *xq = jb->xq;
     uint8_t *qrow = (uint8_t *)xq->data + kern__qg_row_off(xq, m);
-    int64_t xs = kern__qg_last_stride(x, jb->k), qs = kern__qg_last_stride(xq, jb->k), i;
-    int lo = jb->asym ? 0 : -127, hi = jb->asym ? 255 : 127;
+    int64_t qs = kern__qg_last_stride(xq, jb->k), i;
     uint8_t *dst = qs == 1 ? qrow : tmp;
-    if (xs == 1) jb->ops.quant(row, x->dtype, jb->k, inv, zp, lo, hi, dst);
-    else kern__qg_quant__scalar(row, x->dtype, jb->k, xs, inv, zp, lo, hi, dst);
+    jb->f->quant(row, jb->x->dtype, jb->k, inv, zp, jb->asym ? 0 : -127, jb->asym ? 255 : 127,
+                  dst);
     if (qs != 1)
         for (i = 0; i < jb->k; i++) qrow[i * qs] = tmp[i];
 }
@@ -1860,25 +1751,26 @@ static void kern__qg_q_rows_task(void *arg, int64_t t, int thread) {
     uint8_t *tmp = (uint8_t *)kern__thread_scratch(jb->ctx, thread);
     if (m1 > jb->rows) m1 = jb->rows;
     for (m = m0; m < m1; m++) {
+        const void *row = kern__qg_qrow(jb, m, tmp);
         float mn, mx, s, inv;
         int zp;
-        kern__qg_qrow_minmax(jb, m, &mn, &mx);
+        kern__qg_qrow_range(jb, row, &mn, &mx);
         kern__qg_qparams(jb->asym, mn, mx, &s, &inv, &zp);
         ((float *)jb->scales->data)[kern__qg_elem_off(jb->scales, m)] = s;
         if (jb->asym) ((int32_t *)jb->zp->data)[kern__qg_elem_off(jb->zp, m)] = zp;
-        kern__qg_qrow_write(jb, m, inv, zp, tmp);
+        kern__qg_qrow_write(jb, m, row, inv, zp, tmp);
     }
 }
-/* per-tensor phase 1: min/max of the rows of task t */
+/* per-tensor phase 1: the range of the rows of task t */
 static void kern__qg_q_minmax_task(void *arg, int64_t t, int thread) {
     kern__qg_qjob *jb = (kern__qg_qjob *)arg;
     int64_t m0 = t * jb->rows_per_task, m1 = m0 + jb->rows_per_task, m;
+    uint8_t *tmp = (uint8_t *)kern__thread_scratch(jb->ctx, thread);
     float lo = 0.0f, hi = 0.0f;
-    (void)thread;
     if (m1 > jb->rows) m1 = jb->rows;
     for (m = m0; m < m1; m++) {
         float mn, mx;
-        kern__qg_qrow_minmax(jb, m, &mn, &mx);
+        kern__qg_qrow_range(jb, kern__qg_qrow(jb, m, tmp), &mn, &mx);
         if (mn < lo) lo = mn;
         if (mx > hi) hi = mx;
     }
@@ -1891,7 +1783,8 @@ static void kern__qg_q_write_task(void *arg, int64_t t, int thread) {
     int64_t m0 = t * jb->rows_per_task, m1 = m0 + jb->rows_per_task, m;
     uint8_t *tmp = (uint8_t *)kern__thread_scratch(jb->ctx, thread);
     if (m1 > jb->rows) m1 = jb->rows;
-    for (m = m0; m < m1; m++) kern__qg_qrow_write(jb, m, jb->t_inv, jb->t_zp, tmp);
+    for (m = m0; m < m1; m++)
+        kern__qg_qrow_write(jb, m, kern__qg_qrow(jb, m, tmp), jb->t_inv, jb->t_zp, tmp);
 }
 
 /* Validates kern_quantize_per_token's operands (writes nothing). */
@@ -1970,13 +1863,13 @@ static kern_status kern__qg_quant_check(const char *op, const kern_tensor *x,
 /* ~64 KiB of input per task */
 static int64_t kern__qg_quant_rows_per_task(int64_t k) { return (65536 / (k > 0 ? k : 1)) + 1; }
 
-/* Scratch: one row of codes per thread; per tensor, the (min, max) pair of
- * every task shared. */
-static void kern__qg_quant_scratch(int64_t rows, int64_t k, int per_tensor, size_t *shared,
-                                   size_t *thread) {
+/* Scratch: kern__qg_qtmp_bytes per thread; per tensor, the (min, max)
+ * pair of every task shared. */
+static void kern__qg_quant_scratch(const kern_tensor *x, int64_t rows, int64_t k, int per_tensor,
+                                   size_t *shared, size_t *thread) {
     int64_t rpt = kern__qg_quant_rows_per_task(k), ntask = (rows + rpt - 1) / rpt;
     *shared = rows > 0 && per_tensor ? (size_t)ntask * 2 * sizeof(float) : 0;
-    *thread = rows > 0 ? (size_t)k + 64 : 0;
+    *thread = rows > 0 ? kern__qg_qtmp_bytes(x, k) : 0;
 }
 
 KERN_API kern_status kern_quantize_per_token_workspace_size(kern_ctx *ctx, const kern_tensor *x,
@@ -1993,7 +1886,7 @@ KERN_API kern_status kern_quantize_per_token_workspace_size(kern_ctx *ctx, const
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    kern__qg_quant_scratch(rows, k, params && params->per_tensor, &sh, &th);
+    kern__qg_quant_scratch(x, rows, k, params && params->per_tensor, &sh, &th);
     *bytes = kern__op_workspace_bytes(ctx, sh, th);
     kern__op_end(ctx);
     return KERN_OK;
@@ -2021,14 +1914,14 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
     }
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    kern__qg_quant_scratch(rows, k, p.per_tensor, &sh, &th);
+    kern__qg_quant_scratch(x, rows, k, p.per_tensor, &sh, &th);
     st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
     if (st) {
         kern__op_end(ctx);
         return st;
     }
     memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
+    jb.f = kern__qg_fns_ctx(ctx);
     jb.ctx = ctx;
     jb.x = x;
     jb.xq = xq;
@@ -2039,7 +1932,7 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
     jb.k = k;
     jb.rows_per_task = kern__qg_quant_rows_per_task(k);
     ntask = (rows + jb.rows_per_task - 1) / jb.rows_per_task;
-    st = kern__reserve_thread_scratch(ctx, (size_t)k + 64);
+    st = kern__reserve_thread_scratch(ctx, kern__qg_qtmp_bytes(x, k));
     if (!st && !p.per_tensor) {
         st = kern_parallel_for(ctx, ntask, kern__qg_q_rows_task, &jb);
     } else if (!st) {
@@ -2067,7 +1960,7 @@ KERN_API kern_status kern_quantize_per_token(kern_ctx *ctx, const kern_tensor *x
 /* ------------------------------------------------------ GEMM driver */
 
 typedef struct kern__qg_gjob {
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     kern_ctx *ctx;
     /* weight side: packed panels */
     const int8_t *bdata;
@@ -2083,10 +1976,15 @@ typedef struct kern__qg_gjob {
     float *sx;
     /* blocking */
     int64_t mcp, n_mb, ncp, n_nb;
-    kern__qg_epi epi;
     int64_t x_flat;
-    int is_int;
-    int8_t *bpack_w; /* s8s8s32: writable packed B */
+    int is_int;  /* s8s8s32: int32 out; else the qlinear epilogue */
+    int comp;    /* u8 activations: subtract 128 * colsum */
+    /* qlinear epilogue: dequant with sx, sw, then kern__epi on rows */
+    const float *sw;
+    kern__epi epi;
+    int epi_flat; /* y and residual rows at m * row stride (else per row) */
+    const kern_tensor *y, *res;
+    int8_t *bpack_w; /* s8s8s32: b packed per call (NULL: it came packed) */
     int32_t *colsum_w;
 } kern__qg_gjob;
 
@@ -2104,59 +2002,90 @@ static void kern__qg_qpack_task(void *arg, int64_t t, int thread) {
         int64_t m = r0 + r, bad;
         const char *row = (const char *)x->data + kern__qg_row_off_fast(x, jb->x_flat, m) * esz;
         jb->sx[m - jb->chunk_row0] =
-            kern__qg_quant_row_sym(&jb->ops, row, x->dtype, jb->k, 1, q, &bad);
-        kern__qg_pack_a_row(jb->ops.a_fmt, q, jb->k4, mr, r, panel);
+            kern__qg_quant_row_s8(jb->f, row, x->dtype, jb->k, 1, NULL, q, &bad);
+        kern__qg_pack_a_row(jb->f->a_fmt, q, jb->k4, mr, r, panel);
     }
 }
 
-/* s8s8s32 phase 1: pack a weight panel (t < n_np) or an activation panel */
+/* Weight panel p of a [K,N] i8 view b (any strides) with its column sums:
+ * panel[g][j][t] = b[4g + t][32p + j], zero padded. */
+static void kern__qg_pack_b_panel(const kern_tensor *b, int64_t k4, int64_t p, int8_t *panel,
+                                  int32_t *colsum) {
+    int64_t K = b->shape[0], N = b->shape[1], kk;
+    int64_t n0 = p * KERN_QGEMM_NR, s0 = b->stride[0], s1 = b->stride[1];
+    int nr = (int)(N - n0 < KERN_QGEMM_NR ? N - n0 : KERN_QGEMM_NR), j;
+    int32_t sum[KERN_QGEMM_NR];
+    memset(panel, 0, (size_t)(k4 * 128));
+    memset(sum, 0, sizeof sum);
+    if (s1 == 1 || K == 1 || nr == 1 || s0 != 1) {
+        /* walk b row by row (row-major [K,N]: each row's 32 bytes are
+         * contiguous), scattering into the panel */
+        const int8_t *base = (const int8_t *)b->data + n0 * s1;
+        for (kk = 0; kk < K; kk++) {
+            const int8_t *row = base + kk * s0;
+            int8_t *dst = panel + (kk >> 2) * 128 + (kk & 3);
+            for (j = 0; j < nr; j++) {
+                int8_t v = row[j * s1];
+                dst[4 * j] = v;
+                sum[j] += v;
+            }
+        }
+    } else {
+        /* a transposed view ([N,K] memory): each column is contiguous */
+        for (j = 0; j < nr; j++) {
+            const int8_t *col = (const int8_t *)b->data + (n0 + j) * s1;
+            for (kk = 0; kk < K; kk++) {
+                panel[(kk >> 2) * 128 + 4 * j + (kk & 3)] = col[kk];
+                sum[j] += col[kk];
+            }
+        }
+    }
+    for (j = 0; j < nr; j++) colsum[n0 + j] = sum[j];
+}
+
+/* s8s8s32 phase 1: pack a weight panel (t < n_np, unless b came packed) or
+ * an activation panel */
 static void kern__qg_pack_ab_task(void *arg, int64_t t, int thread) {
     kern__qg_gjob *jb = (kern__qg_gjob *)arg;
     int8_t *q = (int8_t *)kern__thread_scratch(jb->ctx, thread);
     int64_t kk;
-    memset(q, 0, (size_t)(jb->k4 * 4));
-    if (t < jb->n_np) {
-        const kern_tensor *b = jb->b;
-        int8_t *panel = jb->bpack_w + t * jb->k4 * 128;
-        int64_t n0 = t * KERN_QGEMM_NR, s0 = b->stride[0], s1 = b->stride[1];
-        int nr = (int)(jb->n - n0 < KERN_QGEMM_NR ? jb->n - n0 : KERN_QGEMM_NR), j;
-        int32_t sum[KERN_QGEMM_NR];
-        memset(panel, 0, (size_t)(jb->k4 * 128));
-        memset(sum, 0, sizeof sum);
-        if (s1 == 1 || jb->k == 1 || nr == 1 || s0 != 1) {
-            /* walk b row by row (row-major [K,N]: each row's 32 bytes are
-             * contiguous), scattering into the panel */
-            const int8_t *base = (const int8_t *)jb->b->data + n0 * s1;
-            for (kk = 0; kk < jb->k; kk++) {
-                const int8_t *row = base + kk * s0;
-                int8_t *dst = panel + (kk >> 2) * 128 + (kk & 3);
-                for (j = 0; j < nr; j++) {
-                    int8_t v = row[j * s1];
-                    dst[4 * j] = v;
-                    sum[j] += v;
-                }
-            }
-        } else {
-            /* a transposed view ([N,K] memory): each column is contiguous */
-            for (j = 0; j < nr; j++) {
-                const int8_t *col = (const int8_t *)b->data + (n0 + j) * s1;
-                for (kk = 0; kk < jb->k; kk++) {
-                    panel[(kk >> 2) * 128 + 4 * j + (kk & 3)] = col[kk];
-                    sum[j] += col[kk];
-                }
-            }
-        }
-        for (j = 0; j < nr; j++) jb->colsum_w[n0 + j] = sum[j];
+    if (jb->bpack_w && t < jb->n_np) {
+        kern__qg_pack_b_panel(jb->b, jb->k4, t, jb->bpack_w + t * jb->k4 * 128, jb->colsum_w);
     } else {
         const kern_tensor *a = jb->a;
-        int64_t i = t - jb->n_np, r0 = kern__qg_mpan_row0(&jb->mp, i);
+        int64_t i = t - (jb->bpack_w ? jb->n_np : 0), r0 = kern__qg_mpan_row0(&jb->mp, i);
         int mr = kern__qg_mpan_rows(&jb->mp, i), r;
         char *panel = jb->apack + r0 * jb->a_row_bytes;
+        memset(q, 0, (size_t)(jb->k4 * 4));
         for (r = 0; r < mr; r++) {
             const int8_t *row = (const int8_t *)a->data + (r0 + r) * a->stride[0];
             for (kk = 0; kk < jb->k; kk++) q[kk] = row[kk * a->stride[1]];
-            kern__qg_pack_a_row(jb->ops.a_fmt, q, jb->k4, mr, r, panel);
+            kern__qg_pack_a_row(jb->f->a_fmt, q, jb->k4, mr, r, panel);
         }
+    }
+}
+
+/* kern_qlinear's epilogue (kern_base.h's kern__epi) on the f32 tile t of
+ * output rows r0 .. r0 + mr - 1, columns n0 .. n0 + nr - 1. */
+static void kern__qg_epi_rows(const kern__qg_gjob *jb, const float *t, int mr, int64_t r0,
+                              int64_t n0, int nr) {
+    int r;
+    if (jb->epi_flat) {
+        jb->f->epi_tile(&jb->epi, r0, n0, t, KERN_QGEMM_NR, mr, nr);
+        return;
+    }
+    for (r = 0; r < mr; r++) { /* leading dims that do not collapse: row bases */
+        kern__epi e = jb->epi;
+        int64_t m = r0 + r;
+        e.dst = (char *)jb->y->data +
+                kern__qg_row_off(jb->y, m) * (int64_t)kern_dtype_size(jb->y->dtype);
+        e.dst_rs = 0;
+        if (jb->res) {
+            e.res = (const char *)jb->res->data +
+                    kern__qg_row_off(jb->res, m) * (int64_t)kern_dtype_size(jb->res->dtype);
+            e.res_rs = 0;
+        }
+        jb->f->epi_row(&e, m, n0, t + r * KERN_QGEMM_NR, nr);
     }
 }
 
@@ -2183,7 +2112,7 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
              * path does); the second pulls the next panel into L2 while
              * the rest reuse this one from L2 */
             const int8_t *pf = i == pa0 ? b + 4096 : i == pa0 + 1 ? next : b;
-            jb->ops.ukernel(mr, jb->k4, a, b, tile, pf);
+            jb->f->ukernel(mr, jb->k4, a, b, tile, pf);
             if (jb->is_int) {
                 const kern_tensor *c = jb->c;
                 int r, j;
@@ -2191,12 +2120,15 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
                     int32_t *crow = (int32_t *)c->data + (r0 + r) * c->stride[0];
                     for (j = 0; j < nr; j++) {
                         uint32_t v = (uint32_t)tile[r * KERN_QGEMM_NR + j];
-                        if (jb->epi.comp) v -= (uint32_t)jb->colsum[n0 + j] << 7;
+                        if (jb->comp) v -= (uint32_t)jb->colsum[n0 + j] << 7;
                         crow[(n0 + j) * c->stride[1]] = (int32_t)v;
                     }
                 }
             } else {
-                jb->ops.epi(&jb->epi, tile, mr, r0, jb->sx + (r0 - jb->chunk_row0), n0, nr);
+                float *t = (float *)(void *)(tile + jb->f->mr_max * KERN_QGEMM_NR);
+                jb->f->dequant(tile, mr, nr, jb->sx + (r0 - jb->chunk_row0), jb->sw + n0,
+                                jb->colsum + n0, jb->comp, t);
+                kern__qg_epi_rows(jb, t, mr, r0, n0, nr);
             }
         }
     }
@@ -2207,7 +2139,7 @@ static void kern__qg_gemm_task(void *arg, int64_t t, int thread) {
  * once per m-block. Enough tasks for dynamic balance when threads > 1. */
 static void kern__qg_blocking(kern__qg_gjob *jb, int threads) {
     int64_t npan = jb->p1 - jb->p0, target;
-    int64_t mcp = (512 * 1024) / (jb->a_row_bytes * jb->ops.mr_max + 1);
+    int64_t mcp = (512 * 1024) / (jb->a_row_bytes * jb->f->mr_max + 1);
     if (mcp < 1) mcp = 1;
     if (mcp > 16) mcp = 16;
     if (mcp > npan) mcp = npan;
@@ -2235,21 +2167,27 @@ static kern_status kern__qg_check_2d_int(const kern_tensor *t, kern_dtype dt, co
     return KERN_OK;
 }
 
-/* Validates kern_gemm_s8s8s32's operands (writes nothing). */
+/* Validates kern_gemm_s8s8s32's operands (writes nothing): b, or pb (then
+ * b must be NULL). */
 static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const kern_tensor *b,
-                                     const kern_tensor *c) {
+                                     const kern_tensor *c, const kern_gemm_s8s8s32_packed_b *pb) {
     kern_status st;
-    int64_t M, N, K;
+    int64_t M, N, K, Kb;
+    if (pb && b)
+        return kern__err(KERN_ERR_ARG, "%s: b must be NULL when params.packed_b is given", op);
+    if (pb && (pb->k < 1 || pb->n < 1 || pb->k > KERN_QGEMM_MAX_K || !pb->data || !pb->colsum))
+        return kern__err(KERN_ERR_ARG, "%s: params.packed_b is not a packed b", op);
     st = kern__qg_check_2d_int(a, KERN_I8, op, "a");
-    if (!st) st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
+    if (!st && !pb) st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
     if (!st) st = kern__qg_check_2d_int(c, KERN_I32, op, "c");
     if (st) return st;
     M = a->shape[0];
     K = a->shape[1];
-    N = b->shape[1];
-    if (b->shape[0] != K)
-        return kern__err(KERN_ERR_SHAPE, "%s: a.shape[1]=%lld but b.shape[0]=%lld", op,
-                         (long long)K, (long long)b->shape[0]);
+    N = pb ? pb->n : b->shape[1];
+    Kb = pb ? pb->k : b->shape[0];
+    if (Kb != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: a.shape[1]=%lld but %s=%lld", op, (long long)K,
+                         pb ? "packed_b.k" : "b.shape[0]", (long long)Kb);
     if (c->shape[0] != M || c->shape[1] != N)
         return kern__err(KERN_ERR_SHAPE, "%s: c.shape=[%lld,%lld], want [%lld,%lld]", op,
                          (long long)c->shape[0], (long long)c->shape[1], (long long)M,
@@ -2260,45 +2198,91 @@ static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const
                          (long long)K, KERN_QGEMM_MAX_K);
     if (kern__qg_self_overlap(c))
         return kern__err(KERN_ERR_LAYOUT, "%s: c has overlapping elements (a zero stride?)", op);
-    if (kern_tensors_overlap(c, a) || kern_tensors_overlap(c, b))
+    if (kern_tensors_overlap(c, a) || (b && kern_tensors_overlap(c, b)))
         return kern__err(KERN_ERR_ARG, "%s: c overlaps %s", op,
                          kern_tensors_overlap(c, a) ? "a" : "b");
     return KERN_OK;
 }
 
-/* Scratch of kern_gemm_s8s8s32 on the path `ops`: the packed B, its column
- * sums and the packed A shared; per thread the larger of a row of codes and
- * an int32 tile. */
-static void kern__qg_s8_scratch(const kern__qg_ops *ops, int64_t M, int64_t N, int64_t K,
-                                size_t *shared, size_t *thread) {
+/* Scratch of kern_gemm_s8s8s32 on the table f: the packed b and its column
+ * sums (unless b came packed) and the packed a shared; per thread the
+ * larger of a row of codes and an int32 tile. */
+static void kern__qg_s8_scratch(const kern__qg_fns *f, int64_t M, int64_t N, int64_t K,
+                                int b_packed, size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt);
-    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
+    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(f->a_fmt);
+    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)f->mr_max * KERN_QGEMM_NR * 4 + 64;
     if (M == 0 || N == 0) {
         *shared = *thread = 0;
         return;
     }
-    *shared = kern__qg_round64((size_t)(n_np * k4 * 128)) + kern__qg_round64((size_t)N * 4) +
+    *shared = (b_packed ? 0 : kern__qg_round64((size_t)(n_np * k4 * 128)) +
+                                  kern__qg_round64((size_t)N * 4)) +
               kern__qg_round64((size_t)(M * a_row_bytes)) + 64;
     *thread = s1 > s2 ? s1 : s2;
 }
 
 KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_tensor *a,
                                                       const kern_tensor *b,
-                                                      const kern_tensor *c, size_t *bytes) {
+                                                      const kern_tensor *c,
+                                                      const kern_gemm_s8s8s32_params *params,
+                                                      size_t *bytes) {
     const char *op = "kern_gemm_s8s8s32_workspace_size";
+    const kern_gemm_s8s8s32_packed_b *pb = params ? params->packed_b : NULL;
     kern_status st;
-    kern__qg_ops ops;
     size_t sh, th;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
-    st = kern__qg_s8_check(op, a, b, c);
+    st = kern__qg_s8_check(op, a, b, c, pb);
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
-    kern__qg_s8_scratch(&ops, a->shape[0], b->shape[1], a->shape[1], &sh, &th);
+    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
+                        &sh, &th);
     *bytes = kern__op_workspace_bytes(ctx, sh, th);
     kern__op_end(ctx);
+    return KERN_OK;
+}
+
+/* The job of kern_gemm_s8s8s32 on ctx's table, its workspace carved: the
+ * packed b (unless pb), its column sums and the packed a. */
+static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const kern_tensor *a,
+                                     const kern_tensor *b, const kern_tensor *c,
+                                     const kern_gemm_s8s8s32_packed_b *pb, const char *op) {
+    int64_t M = a->shape[0], K = a->shape[1], N = c->shape[1], bbytes, cbytes, abytes;
+    char *ws;
+    memset(jb, 0, sizeof *jb);
+    jb->f = kern__qg_fns_ctx(ctx);
+    jb->ctx = ctx;
+    jb->a = a;
+    jb->b = b;
+    jb->c = c;
+    jb->n = N;
+    jb->k = K;
+    jb->k4 = (K + 3) / 4;
+    jb->n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
+    jb->mp = kern__qg_mpan_make(M, jb->f->mr_max);
+    jb->p0 = 0;
+    jb->p1 = jb->mp.n;
+    jb->a_row_bytes = jb->k4 * 4 * kern__qg_a_bytes(jb->f->a_fmt);
+    jb->is_int = 1;
+    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
+    bbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)(jb->n_np * jb->k4 * 128));
+    cbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)N * 4);
+    abytes = (int64_t)kern__qg_round64((size_t)(M * jb->a_row_bytes));
+    ws = (char *)kern__workspace(ctx, (size_t)(bbytes + cbytes + abytes + 64));
+    if (!ws)
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
+                         (long long)(bbytes + cbytes + abytes));
+    if (pb) {
+        jb->bdata = pb->data;
+        jb->colsum = pb->colsum;
+    } else {
+        jb->bpack_w = (int8_t *)ws;
+        jb->colsum_w = (int32_t *)(ws + bbytes);
+        jb->bdata = jb->bpack_w;
+        jb->colsum = jb->colsum_w;
+    }
+    jb->apack = ws + bbytes + cbytes;
     return KERN_OK;
 }
 
@@ -2306,69 +2290,137 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
                                        const kern_tensor *b, const kern_tensor *c,
                                        const kern_gemm_s8s8s32_params *params) {
     const char *op = "kern_gemm_s8s8s32";
+    const kern_gemm_s8s8s32_packed_b *pb = params ? params->packed_b : NULL;
     kern__qg_gjob jb;
     kern_status st;
-    int64_t M, N, K, bbytes, abytes, cbytes;
     size_t sh, th;
-    char *ws;
-    st = kern__qg_s8_check(op, a, b, c);
+    st = kern__qg_s8_check(op, a, b, c, pb);
     if (st) return st;
-    M = a->shape[0];
-    K = a->shape[1];
-    N = b->shape[1];
-    if (M == 0 || N == 0) return KERN_OK;
+    if (a->shape[0] == 0 || c->shape[1] == 0) return KERN_OK;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(kern_qgemm_isa_for(ctx));
-    kern__qg_s8_scratch(&jb.ops, M, N, K, &sh, &th);
+    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
+                        &sh, &th);
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
-    if (st) {
-        kern__op_end(ctx);
-        return st;
-    }
-    jb.ctx = ctx;
-    jb.a = a;
-    jb.b = b;
-    jb.c = c;
-    jb.n = N;
-    jb.k = K;
-    jb.k4 = (K + 3) / 4;
-    jb.n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    jb.mp = kern__qg_mpan_make(M, jb.ops.mr_max);
-    jb.p0 = 0;
-    jb.p1 = jb.mp.n;
-    jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.ops.a_fmt);
-    jb.is_int = 1;
-    jb.epi.comp = jb.ops.a_fmt == KERN__QG_A_U8;
-    bbytes = (int64_t)kern__qg_round64((size_t)(jb.n_np * jb.k4 * 128));
-    cbytes = (int64_t)kern__qg_round64((size_t)N * 4);
-    abytes = (int64_t)kern__qg_round64((size_t)(M * jb.a_row_bytes));
-    ws = (char *)kern__workspace(ctx, (size_t)(bbytes + cbytes + abytes + 64));
-    if (!ws) {
-        kern__op_end(ctx);
-        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
-                         (long long)(bbytes + cbytes + abytes));
-    }
-    jb.bpack_w = (int8_t *)ws;
-    jb.bdata = jb.bpack_w;
-    jb.colsum_w = (int32_t *)(ws + bbytes);
-    jb.colsum = jb.colsum_w;
-    jb.epi.colsum = jb.colsum;
-    jb.apack = ws + bbytes + cbytes;
-    {
-        size_t s1 = (size_t)(jb.k4 * 4 + 64);
-        size_t s2 = (size_t)jb.ops.mr_max * KERN_QGEMM_NR * 4 + 64;
-        st = kern__reserve_thread_scratch(ctx, s1 > s2 ? s1 : s2);
-    }
-    if (!st) st = kern_parallel_for(ctx, jb.n_np + jb.mp.n, kern__qg_pack_ab_task, &jb);
+    if (!st) st = kern__qg_s8_setup(&jb, ctx, a, b, c, pb, op);
+    if (!st) st = kern__reserve_thread_scratch(ctx, th);
+    if (!st)
+        st = kern_parallel_for(ctx, (jb.bpack_w ? jb.n_np : 0) + jb.mp.n, kern__qg_pack_ab_task,
+                               &jb);
     if (!st) {
         kern__qg_blocking(&jb, kern_ctx_threads(ctx));
         st = kern_parallel_for(ctx, jb.n_mb * jb.n_nb, kern__qg_gemm_task, &jb);
     }
     kern__op_end(ctx);
     return st;
+}
+
+/* ------------------------------------------------------ packed b */
+
+static kern_status kern__qg_s8_pack_check(const char *op, const kern_tensor *b, int trans,
+                                          kern_gemm_s8s8s32_packed_b **out) {
+    kern_status st;
+    int64_t K, N;
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    st = kern__qg_check_2d_int(b, KERN_I8, op, "b");
+    if (st) return st;
+    K = b->shape[trans ? 1 : 0];
+    N = b->shape[trans ? 0 : 1];
+    if (K < 1 || N < 1)
+        return kern__err(KERN_ERR_SHAPE, "%s: b.shape=[%lld,%lld] is empty", op,
+                         (long long)b->shape[0], (long long)b->shape[1]);
+    if (K > KERN_QGEMM_MAX_K)
+        return kern__err(KERN_ERR_SHAPE, "%s: K=%lld exceeds KERN_QGEMM_MAX_K=%d", op,
+                         (long long)K, KERN_QGEMM_MAX_K);
+    return KERN_OK;
+}
+
+typedef struct kern__qg_s8pack_job {
+    kern_tensor b; /* the [K,N] view */
+    kern_gemm_s8s8s32_packed_b *pb;
+} kern__qg_s8pack_job;
+
+static void kern__qg_s8pack_task(void *arg, int64_t p, int thread) {
+    kern__qg_s8pack_job *jb = (kern__qg_s8pack_job *)arg;
+    (void)thread;
+    kern__qg_pack_b_panel(&jb->b, jb->pb->k4, p, jb->pb->data + p * jb->pb->k4 * 128,
+                          jb->pb->colsum);
+}
+
+KERN_API kern_status kern_gemm_s8s8s32_pack_b(kern_ctx *ctx, const kern_tensor *b,
+                                              kern_gemm_s8s8s32_packed_b **out,
+                                              const kern_gemm_s8s8s32_pack_params *params) {
+    const char *op = "kern_gemm_s8s8s32_pack_b";
+    int trans = params && params->trans_b;
+    kern__qg_s8pack_job jb;
+    kern_gemm_s8s8s32_packed_b *pb;
+    int64_t K, N, k4, np, data;
+    size_t hdr = kern__qg_round64(sizeof(kern_gemm_s8s8s32_packed_b)), vec, total;
+    kern_status st = kern__qg_s8_pack_check(op, b, trans, out);
+    if (st) return st;
+    K = b->shape[trans ? 1 : 0];
+    N = b->shape[trans ? 0 : 1];
+    k4 = (K + 3) / 4;
+    np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
+    if (kern_mul_overflow_i64(np, k4 * 128, &data) || data > (int64_t)(SIZE_MAX / 2) ||
+        (uint64_t)N > SIZE_MAX / 8)
+        return kern__err(KERN_ERR_SHAPE, "%s: N=%lld, K=%lld is too large to pack", op,
+                         (long long)N, (long long)K);
+    vec = kern__qg_round64((size_t)N * 4);
+    total = hdr + vec + (size_t)data;
+    st = kern__op_begin(&ctx, op);
+    if (st) return st;
+    pb = (kern_gemm_s8s8s32_packed_b *)kern__alloc(ctx, total);
+    if (!pb) {
+        kern__op_end(ctx);
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes for the packed b", op,
+                         total);
+    }
+    memset(pb, 0, sizeof *pb);
+    pb->k = K;
+    pb->n = N;
+    pb->k4 = k4;
+    pb->n_panels = np;
+    pb->colsum = (int32_t *)(void *)((char *)pb + hdr);
+    pb->data = (int8_t *)pb + hdr + vec;
+    pb->data_bytes = (size_t)data;
+    pb->bytes = total;
+    jb.b = *b;
+    if (trans) { /* the [K,N] view of an [N,K] b */
+        jb.b.shape[0] = K;
+        jb.b.shape[1] = N;
+        jb.b.stride[0] = b->stride[1];
+        jb.b.stride[1] = b->stride[0];
+    }
+    jb.pb = pb;
+    st = kern_parallel_for(ctx, np, kern__qg_s8pack_task, &jb);
+    kern__op_end(ctx);
+    if (st) {
+        kern__free(ctx, pb);
+        return st;
+    }
+    *out = pb;
+    return KERN_OK;
+}
+
+KERN_API void kern_gemm_s8s8s32_packed_b_free(kern_ctx *ctx, kern_gemm_s8s8s32_packed_b *p) {
+    if (!p) return;
+    if (!ctx) ctx = kern_default_ctx();
+    kern__free(ctx, p);
+}
+
+KERN_API kern_status kern_gemm_s8s8s32_packed_b_get_info(const kern_gemm_s8s8s32_packed_b *p,
+                                                        kern_gemm_s8s8s32_packed_b_info *out) {
+    const char *op = "kern_gemm_s8s8s32_packed_b_get_info";
+    if (!p) return kern__err(KERN_ERR_ARG, "%s: p is NULL", op);
+    if (!out) return kern__err(KERN_ERR_ARG, "%s: out is NULL", op);
+    memset(out, 0, sizeof *out);
+    out->k = p->k;
+    out->n = p->n;
+    out->data_bytes = p->data_bytes;
+    out->bytes = p->bytes;
+    return KERN_OK;
 }
 
 static kern_status kern__qg_check_act(const kern_tensor *t, const char *op, const char *name) {
@@ -2387,19 +2439,8 @@ static kern_status kern__qg_check_act(const kern_tensor *t, const char *op, cons
     return KERN_OK;
 }
 
-/* Validates kern_qlinear's operands except the packed path (writes
- * nothing). */
-static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
-                                          const kern_qweight *qw, const kern_tensor *y,
-                                          const kern_qlinear_params *pp) {
-    kern_qlinear_params p;
-    const kern_tensor *bias;
-    kern_status st;
-    int64_t N, K;
-    int d;
-    if (pp) p = *pp;
-    else memset(&p, 0, sizeof p);
-    bias = p.epilogue.bias;
+/* The packed weight itself (its version and fields). */
+static kern_status kern__qg_check_qw(const char *op, const kern_qweight *qw) {
     if (!qw) return kern__err(KERN_ERR_ARG, "%s: qw is NULL", op);
     if (qw->version != KERN_QWEIGHT_VERSION)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: qw has format version %u, want %u", op,
@@ -2408,7 +2449,61 @@ static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
         !qw->colsum)
         return kern__err(KERN_ERR_ARG, "%s: qw is not a valid packed weight (N=%lld, K=%lld)",
                          op, (long long)qw->n, (long long)qw->k);
-    st = kern__qg_check_act(x, op, "x");
+    return KERN_OK;
+}
+
+/* params.epilogue's operands: bias [N] ([M] rows with bias_per_row),
+ * residual of y's shape (y itself or disjoint from it). */
+static kern_status kern__qg_check_epilogue(const char *op, const kern_epilogue *e,
+                                           const kern_tensor *y, int64_t M, int64_t N) {
+    const kern_tensor *bias = e->bias, *r = e->residual;
+    kern_status st = kern__epilogue_check(e, op, (1u << KERN_ACT_COUNT) - 1u, 1, 1);
+    int d;
+    if (st) return st;
+    if (bias) {
+        int64_t want = e->bias_per_row ? M : N;
+        st = kern_tensor_check(bias, op, "bias");
+        if (!st) st = kern__qg_nonneg(bias, op, "bias");
+        if (st) return st;
+        if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
+            return kern__err(KERN_ERR_DTYPE, "%s: bias.dtype=%s, want f32 or bf16", op,
+                             kern_dtype_name(bias->dtype));
+        if (bias->ndim != 1 || bias->shape[0] != want)
+            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld] (%s)", op, (long long)want,
+                             e->bias_per_row ? "one value per row of y" : "one per column");
+        if (kern_tensors_overlap(bias, y))
+            return kern__err(KERN_ERR_ARG, "%s: bias overlaps y", op);
+    }
+    if (r) {
+        st = kern__qg_check_act(r, op, "residual");
+        if (st) return st;
+        if (r->ndim != y->ndim)
+            return kern__err(KERN_ERR_SHAPE, "%s: residual.ndim=%d but y.ndim=%d", op, r->ndim,
+                             y->ndim);
+        for (d = 0; d < y->ndim; d++)
+            if (r->shape[d] != y->shape[d])
+                return kern__err(KERN_ERR_SHAPE, "%s: residual.shape[%d]=%lld but y.shape[%d]=%lld",
+                                 op, d, (long long)r->shape[d], d, (long long)y->shape[d]);
+        if (kern_tensors_overlap(r, y) && !kern__qg_same_view(r, y))
+            return kern__err(KERN_ERR_ARG,
+                             "%s: residual overlaps y without being exactly y", op);
+    }
+    return KERN_OK;
+}
+
+/* Validates kern_qlinear's operands except the packed path (writes
+ * nothing). */
+static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
+                                          const kern_qweight *qw, const kern_tensor *y,
+                                          const kern_qlinear_params *pp) {
+    kern_qlinear_params p;
+    kern_status st;
+    int64_t N, K;
+    int d;
+    if (pp) p = *pp;
+    else memset(&p, 0, sizeof p);
+    st = kern__qg_check_qw(op, qw);
+    if (!st) st = kern__qg_check_act(x, op, "x");
     if (!st) st = kern__qg_check_act(y, op, "y");
     if (st) return st;
     K = x->shape[x->ndim - 1];
@@ -2429,43 +2524,12 @@ static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
         return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements (a zero stride?)", op);
     if (kern_tensors_overlap(x, y))
         return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
-    st = kern__epilogue_check(&p.epilogue, op,
-                              1u << KERN_ACT_NONE | 1u << KERN_ACT_GELU | 1u << KERN_ACT_GELU_TANH,
-                              0, 0);
-    if (st) return st;
-    if (bias) {
-        st = kern_tensor_check(bias, op, "bias");
-        if (!st) st = kern__qg_nonneg(bias, op, "bias");
-        if (st) return st;
-        if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)
-            return kern__err(KERN_ERR_DTYPE, "%s: bias.dtype=%s, want f32 or bf16", op,
-                             kern_dtype_name(bias->dtype));
-        if (bias->ndim != 1 || bias->shape[0] != N)
-            return kern__err(KERN_ERR_SHAPE, "%s: bias must be [%lld]", op, (long long)N);
-        if (kern_tensors_overlap(bias, y))
-            return kern__err(KERN_ERR_ARG, "%s: bias overlaps y", op);
-    }
-    if (p.epilogue.residual) {
-        const kern_tensor *r = p.epilogue.residual;
-        st = kern__qg_check_act(r, op, "residual");
-        if (st) return st;
-        if (r->ndim != y->ndim)
-            return kern__err(KERN_ERR_SHAPE, "%s: residual.ndim=%d but y.ndim=%d", op, r->ndim,
-                             y->ndim);
-        for (d = 0; d < y->ndim; d++)
-            if (r->shape[d] != y->shape[d])
-                return kern__err(KERN_ERR_SHAPE, "%s: residual.shape[%d]=%lld but y.shape[%d]=%lld",
-                                 op, d, (long long)r->shape[d], d, (long long)y->shape[d]);
-        if (kern_tensors_overlap(r, y) && !kern__qg_same_view(r, y))
-            return kern__err(KERN_ERR_ARG,
-                             "%s: residual overlaps y without being exactly y", op);
-    }
-    return KERN_OK;
+    return kern__qg_check_epilogue(op, &p.epilogue, y, kern__qg_rows(x), N);
 }
 
 /* Rows of x quantized and packed per chunk (at most ~16 MiB of packed
  * activations): whole panels of the path's tile height. */
-static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_ops *ops, int64_t a_row_bytes,
+static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_fns *ops, int64_t a_row_bytes,
                                              int64_t n_mpanels) {
     int64_t max_rows = KERN__QG_CHUNK_BYTES / a_row_bytes, chunk_panels;
     chunk_panels = max_rows / ops->mr_max;
@@ -2475,13 +2539,13 @@ static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_ops *ops, int64_t a_
 }
 
 /* Scratch of kern_qlinear on the path `ops`: one chunk of packed
- * activations and their scales, the bias as f32 shared; per thread the
- * larger of a row of codes and an int32 tile. */
-static void kern__qg_qlinear_scratch(const kern__qg_ops *ops, int64_t M, int64_t N, int64_t K,
-                                     int has_bias, size_t *shared, size_t *thread) {
+ * activations and their scales shared; per thread the larger of a row of
+ * codes and an int32 tile with its f32 twin. */
+static void kern__qg_qlinear_scratch(const kern__qg_fns *ops, int64_t M, int64_t K,
+                                     size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt), max_rows;
     kern__qg_mpan mp;
-    size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
+    size_t s1 = (size_t)(k4 * 4 + 64), s2 = 2 * (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
     if (M == 0) {
         *shared = *thread = 0;
         return;
@@ -2489,19 +2553,17 @@ static void kern__qg_qlinear_scratch(const kern__qg_ops *ops, int64_t M, int64_t
     mp = kern__qg_mpan_make(M, ops->mr_max);
     max_rows = (int64_t)ops->mr_max * kern__qg_qlinear_chunk_panels(ops, a_row_bytes, mp.n);
     *shared = kern__qg_round64((size_t)(max_rows * a_row_bytes)) +
-              kern__qg_round64((size_t)max_rows * 4) +
-              (has_bias ? kern__qg_round64((size_t)N * 4) : 0);
+              kern__qg_round64((size_t)max_rows * 4);
     *thread = s1 > s2 ? s1 : s2;
 }
 
-/* The packed weight must be for the path ctx selects. */
-static kern_status kern__qg_qlinear_isa(const char *op, const kern_ctx *ctx,
+/* The packed weight must be for the int8 path of the table f. */
+static kern_status kern__qg_qlinear_isa(const char *op, const kern__qg_fns *f,
                                         const kern_qweight *qw) {
-    kern_qgemm_isa want = kern_qgemm_isa_for(ctx);
-    if (qw->isa != want)
+    if (qw->isa != f->isa)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: qw was packed for %s but the context selects %s; repack it", op,
-                         kern_qgemm_isa_name(qw->isa), kern_qgemm_isa_name(want));
+                         kern_qgemm_isa_name(qw->isa), kern_qgemm_isa_name(f->isa));
     return KERN_OK;
 }
 
@@ -2511,18 +2573,17 @@ KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tenso
                                                  size_t *bytes) {
     const char *op = "kern_qlinear_workspace_size";
     kern_status st;
-    kern__qg_ops ops;
+    const kern__qg_fns *f;
     size_t sh, th;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
     st = kern__qg_qlinear_check(op, x, qw, y, params);
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    st = kern__qg_qlinear_isa(op, ctx, qw);
+    f = kern__qg_fns_ctx(ctx);
+    st = kern__qg_qlinear_isa(op, f, qw);
     if (!st) {
-        ops = kern__qg_get_ops(qw->isa);
-        kern__qg_qlinear_scratch(&ops, kern__qg_rows(x), qw->n, qw->k,
-                                 params && params->epilogue.bias, &sh, &th);
+        kern__qg_qlinear_scratch(f, kern__qg_rows(x), qw->k, &sh, &th);
         *bytes = kern__op_workspace_bytes(ctx, sh, th);
     }
     kern__op_end(ctx);
@@ -2533,101 +2594,102 @@ KERN_API void kern_qlinear_params_defaults(kern_qlinear_params *p) {
     if (p) kern_epilogue_defaults(&p->epilogue);
 }
 
+/* The epilogue of kern_qlinear as kern_base.h's kern__epi: the dequantized
+ * tile is its acc (alpha 1), then bias, act, residual, out_scale, stored
+ * in y's dtype. */
+static void kern__qg_qlinear_epi(kern__qg_gjob *jb, const kern_qweight *qw, const kern_tensor *y,
+                                 const kern_epilogue *ep) {
+    const kern_tensor *res = ep->residual;
+    int64_t y_flat = kern__qg_flat_rows(y), r_flat = res ? kern__qg_flat_rows(res) : 0;
+    kern__epi *e = &jb->epi;
+    kern__epi_init(e);
+    kern__epi_set_bias(e, ep->bias, ep->bias_per_row);
+    kern__epi_set_residual(e, res);
+    e->act = ep->act;
+    e->out_scale = ep->out_scale == 0.0f ? 1.0f : ep->out_scale;
+    e->dst = (char *)y->data;
+    e->dst_dt = y->dtype;
+    e->dst_cs = 1;
+    e->dst_rs = y_flat;
+    e->res_cs = 1;
+    e->res_rs = r_flat;
+    jb->epi_flat = y_flat >= 0 && r_flat >= 0;
+    jb->y = y;
+    jb->res = res;
+    jb->sw = qw->scales;
+    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
+}
+
+/* Quantizes and packs x chunk by chunk (at most ~16 MiB of packed
+ * activations each), running the GEMM on each: two parallel phases per
+ * chunk. */
+static kern_status kern__qg_qlinear_run(kern__qg_gjob *jb, const char *op) {
+    kern_ctx *ctx = jb->ctx;
+    int64_t chunk_panels = kern__qg_qlinear_chunk_panels(jb->f, jb->a_row_bytes, jb->mp.n);
+    int64_t max_rows = (int64_t)jb->f->mr_max * chunk_panels;
+    int64_t abytes = (int64_t)kern__qg_round64((size_t)(max_rows * jb->a_row_bytes));
+    int64_t sbytes = (int64_t)kern__qg_round64((size_t)max_rows * 4);
+    size_t s1 = (size_t)(jb->k4 * 4 + 64);
+    size_t s2 = 2 * (size_t)jb->f->mr_max * KERN_QGEMM_NR * 4 + 64;
+    char *ws = (char *)kern__workspace(ctx, (size_t)(abytes + sbytes));
+    kern_status st;
+    if (!ws)
+        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
+                         (long long)(abytes + sbytes));
+    jb->apack = ws;
+    jb->sx = (float *)(ws + abytes);
+    st = kern__reserve_thread_scratch(ctx, s1 > s2 ? s1 : s2);
+    for (jb->p0 = 0; !st && jb->p0 < jb->mp.n; jb->p0 = jb->p1) {
+        jb->p1 = jb->p0 + chunk_panels;
+        if (jb->p1 > jb->mp.n) jb->p1 = jb->mp.n;
+        jb->chunk_row0 = kern__qg_mpan_row0(&jb->mp, jb->p0);
+        st = kern_parallel_for(ctx, jb->p1 - jb->p0, kern__qg_qpack_task, jb);
+        if (!st) {
+            kern__qg_blocking(jb, kern_ctx_threads(ctx));
+            st = kern_parallel_for(ctx, jb->n_mb * jb->n_nb, kern__qg_gemm_task, jb);
+        }
+    }
+    return st;
+}
+
 KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
                                   const kern_tensor *y, const kern_qlinear_params *params) {
     const char *op = "kern_qlinear";
     kern_qlinear_params p;
     kern__qg_gjob jb;
     kern_status st;
-    kern_qgemm_isa want;
-    int64_t M, N, K, chunk_panels, max_rows, abytes, sbytes, wbytes;
-    const kern_tensor *bias;
-    char *ws;
-    float *bias32 = NULL;
+    int64_t M;
     size_t sh, th;
     if (params) p = *params;
     else memset(&p, 0, sizeof p);
-    bias = p.epilogue.bias;
     st = kern__qg_qlinear_check(op, x, qw, y, &p);
     if (st) return st;
-    K = x->shape[x->ndim - 1];
-    N = y->shape[y->ndim - 1];
     M = kern__qg_rows(x);
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    st = kern__qg_qlinear_isa(op, ctx, qw);
-    if (st) {
-        kern__op_end(ctx);
-        return st;
-    }
-    want = qw->isa;
-    if (M == 0) {
-        kern__op_end(ctx);
-        return KERN_OK;
-    }
     memset(&jb, 0, sizeof jb);
-    jb.ops = kern__qg_get_ops(want);
-    kern__qg_qlinear_scratch(&jb.ops, M, N, K, bias != NULL, &sh, &th);
-    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
-    if (st) {
+    jb.f = kern__qg_fns_ctx(ctx);
+    st = kern__qg_qlinear_isa(op, jb.f, qw);
+    if (st || M == 0) {
         kern__op_end(ctx);
         return st;
     }
-    jb.ctx = ctx;
-    jb.x = x;
-    jb.bdata = qw->data;
-    jb.colsum = qw->colsum;
-    jb.n = N;
-    jb.k = K;
-    jb.k4 = qw->k4;
-    jb.n_np = qw->n_panels;
-    jb.mp = kern__qg_mpan_make(M, jb.ops.mr_max);
-    jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.ops.a_fmt);
-    /* x is quantized and packed in chunks of at most ~16 MiB of packed
-     * activations; each chunk is two parallel phases (quantize-pack, GEMM) */
-    chunk_panels = kern__qg_qlinear_chunk_panels(&jb.ops, jb.a_row_bytes, jb.mp.n);
-    max_rows = (int64_t)jb.ops.mr_max * chunk_panels;
-    abytes = (int64_t)kern__qg_round64((size_t)(max_rows * jb.a_row_bytes));
-    sbytes = (int64_t)kern__qg_round64((size_t)max_rows * 4);
-    wbytes = bias ? (int64_t)kern__qg_round64((size_t)N * 4) : 0;
-    ws = (char *)kern__workspace(ctx, (size_t)(abytes + sbytes + wbytes));
-    if (!ws) {
-        kern__op_end(ctx);
-        return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %lld bytes of workspace", op,
-                         (long long)(abytes + sbytes + wbytes));
-    }
-    jb.apack = ws;
-    jb.sx = (float *)(ws + abytes);
-    if (bias) {
-        int64_t n;
-        bias32 = (float *)(ws + abytes + sbytes);
-        for (n = 0; n < N; n++) bias32[n] = kern__qg_load_f(bias->data, bias->dtype, n * bias->stride[0]);
-    }
-    jb.epi.sw = qw->scales;
-    jb.epi.colsum = qw->colsum;
-    jb.epi.comp = jb.ops.a_fmt == KERN__QG_A_U8;
-    jb.epi.bias = bias32;
-    jb.epi.act = (int)p.epilogue.act;
-    jb.epi.y = y;
-    jb.epi.res = p.epilogue.residual;
-    jb.epi.n = N;
-    jb.epi.y_flat = kern__qg_flat_rows(y);
-    jb.epi.res_flat = p.epilogue.residual ? kern__qg_flat_rows(p.epilogue.residual) : 0;
-    jb.x_flat = kern__qg_flat_rows(x);
-    {
-        size_t s1 = (size_t)(jb.k4 * 4 + 64);
-        size_t s2 = (size_t)jb.ops.mr_max * KERN_QGEMM_NR * 4 + 64;
-        st = kern__reserve_thread_scratch(ctx, s1 > s2 ? s1 : s2);
-    }
-    for (jb.p0 = 0; !st && jb.p0 < jb.mp.n; jb.p0 = jb.p1) {
-        jb.p1 = jb.p0 + chunk_panels;
-        if (jb.p1 > jb.mp.n) jb.p1 = jb.mp.n;
-        jb.chunk_row0 = kern__qg_mpan_row0(&jb.mp, jb.p0);
-        st = kern_parallel_for(ctx, jb.p1 - jb.p0, kern__qg_qpack_task, &jb);
-        if (!st) {
-            kern__qg_blocking(&jb, kern_ctx_threads(ctx));
-            st = kern_parallel_for(ctx, jb.n_mb * jb.n_nb, kern__qg_gemm_task, &jb);
-        }
+    kern__qg_qlinear_scratch(jb.f, M, qw->k, &sh, &th);
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, sh, th);
+    if (!st) {
+        jb.ctx = ctx;
+        jb.x = x;
+        jb.x_flat = kern__qg_flat_rows(x);
+        jb.bdata = qw->data;
+        jb.colsum = qw->colsum;
+        jb.n = qw->n;
+        jb.k = qw->k;
+        jb.k4 = qw->k4;
+        jb.n_np = qw->n_panels;
+        jb.mp = kern__qg_mpan_make(M, jb.f->mr_max);
+        jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.f->a_fmt);
+        kern__qg_qlinear_epi(&jb, qw, y, &p.epilogue);
+        st = kern__qg_qlinear_run(&jb, op);
     }
     kern__op_end(ctx);
     return st;
@@ -2636,4 +2698,5 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

@@ -218,6 +218,7 @@ KERN_API kern_status kern_scatter_reduce_planned_workspace_size(
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_SCATTER_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_SCATTER_IMPLEMENTED
 
 #ifdef KERN_X86
@@ -2178,4 +2179,5 @@ KERN_API kern_status kern_gather(kern_ctx *ctx, const kern_tensor *src, int dim,
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_SCATTER_IMPLEMENTED */

@@ -256,6 +256,7 @@ KERN_API kern_status kern_sdpa_varlen_backward(
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_SDPA_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_SDPA_IMPLEMENTED
 
 #include <math.h>
@@ -266,9 +267,6 @@ KERN_API kern_status kern_sdpa_varlen_backward(
 #include <arm_neon.h>
 #endif
 
-#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -2990,4 +2988,5 @@ KERN_API void kern_sdpa_params_defaults(kern_sdpa_params *p, int64_t head_dim) {
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_IMPLEMENTATION */

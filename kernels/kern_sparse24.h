@@ -277,6 +277,7 @@ KERN_API kern_status kern_sparse24_linear_workspace_size(
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_SPARSE24_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_SPARSE24_IMPLEMENTED
 
 /* The compressed weight (opaque in the public half); one allocation: this
@@ -2069,4 +2070,5 @@ KERN_API kern_status kern_sparse24_linear(kern_ctx *ctx, const kern_tensor *x,
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_SPARSE24_IMPLEMENTATION */

@@ -187,6 +187,7 @@ KERN_API kern_status kern_spmm_reduce_backward_workspace_size(
 /*                              IMPLEMENTATION                            */
 /* ====================================================================== */
 #if defined(KERN_IMPLEMENTATION) && !defined(KERN_SPMM_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
 #define KERN_SPMM_IMPLEMENTED
 
 #ifdef __cplusplus
@@ -1070,4 +1071,5 @@ done:
 #ifdef __cplusplus
 }
 #endif
+KERN__IMPL_DIAG_END
 #endif /* KERN_SPMM_IMPLEMENTED */

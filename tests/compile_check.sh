@@ -1,36 +1,55 @@
 #!/usr/bin/env bash
-# Every public header compiles alone, declarations only and with its
-# implementation, as C99, C11 (gcc, clang) and C++17 (g++, clang++) with
-# -Wall -Wextra -Werror -pedantic; two KERN_STATIC translation units link
-# together; dist/kern.h likewise. Arguments: check only these headers.
-# JOBS (default 2) compilations run at once.
+# make compile-check: kern builds warning-free, as documented, with -Wall
+# -Wextra -Werror -pedantic:
+#   decl    every public header alone, declarations only, and dist/kern.h:
+#           C99, C11 (gcc, clang), C++17 (g++, clang++); no -O (the
+#           front end is all a declaration exercises).
+#   impl    every header alone with its implementation, the same six
+#           compilers, -O0.
+#   opt     the whole implementation (kern.h) at -O2, -O3 and -O2
+#           -march=native, as C11 and C++17 with gcc and clang: the middle
+#           end's warnings (uninitialized, array bounds, ...) arise here.
+#   use     const-friendly views and every params struct / plain struct
+#           zero-initialised as the docs say: `= {0}` in C, `{}` in C++.
+#   static  two KERN_STATIC translation units linked together.
+# Arguments: check only these headers (decl and impl). JOBS (default 2)
+# compilations run at once. Prints the seconds it took.
 set -u
-if [ "${1:-}" = "--one" ]; then # worker: --one HEADER MODE CC STD
-  h=$2; mode=$3; cc=$4; std=$5
-  name=$(basename "$h" .h)
-  src=build/cc/${name}_${mode}.c
-  tag=build/cc/${name}_${mode}_${cc}_${std}
+if [ "${1:-}" = "--one" ]; then # worker: --one SOURCE TAG CC STD OPT
+  src=$2; tag=build/cc/$3; cc=$4; std=$5; opt=$6
+  case $opt in O0) o="";; O2native) o="-O2 -march=native";; *) o="-$opt";; esac
   case $cc in *++) lang="-x c++";; *) lang="";; esac
-  if ! $cc $lang -std=$std -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -Idist \
+  if ! $cc $lang -std=$std $o -Wall -Wextra -Werror -pedantic -D_GNU_SOURCE -Iinclude -Ikernels -Idist \
        -c "$src" -o "$tag.o" 2> "$tag.err"; then
-    echo "FAIL $h ($mode, $cc -std=$std)"; head -20 "$tag.err"; exit 1
+    echo "FAIL $src ($cc -std=$std $o)"; head -20 "$tag.err"; exit 1
   fi
   exit 0
 fi
+t0=$(date +%s)
 mkdir -p build/cc
 if [ $# -gt 0 ]; then headers="$*"; else headers="$(ls include/*.h kernels/*.h) dist/kern.h"; fi
 make -s dist/kern.h >/dev/null || exit 1
 compilers="gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17"
 jobs=build/cc/jobs.txt
 : > $jobs
+# the optimised builds first: they are the longest
+printf '#define KERN_IMPLEMENTATION\n#include "kern.h"\nint kern_cc_dummy_all(void);\nint kern_cc_dummy_all(void) { return 0; }\n' > build/cc/all_impl.c
+if [ $# -eq 0 ]; then
+  for opt in O2 O3 O2native; do
+    for cm in gcc:c11 g++:c++17 clang:c11 clang++:c++17; do
+      echo "build/cc/all_impl.c all_${opt}_${cm%%:*} ${cm%%:*} ${cm##*:} $opt" >> $jobs
+    done
+  done
+fi
 for h in $headers; do
   name=$(basename "$h" .h)
-  for mode in decl impl; do
+  for mode in impl decl; do
+    [ "$h" = dist/kern.h ] && [ $mode = impl ] && continue # the same code as kern.h
     src=build/cc/${name}_${mode}.c
     if [ $mode = impl ]; then printf '#define KERN_IMPLEMENTATION\n' > $src; else : > $src; fi
     printf '#include "%s"\nint kern_cc_dummy_%s(void);\nint kern_cc_dummy_%s(void) { return 0; }\n' "$(basename $h)" "$name" "$name" >> $src
     for cm in $compilers; do
-      echo "$h $mode ${cm%%:*} ${cm##*:}" >> $jobs
+      echo "$src ${name}_${mode}_${cm%%:*}_${cm##*:} ${cm%%:*} ${cm##*:} O0" >> $jobs
     done
   done
 done
@@ -57,7 +76,19 @@ int kern_cc_constviews(void) {
     return (int)s + t2.ndim + t3.ndim + t4.ndim + (gp.epilogue.bias != NULL);
 }
 EOF_CV
-for cm in $compilers; do echo "constviews use ${cm%%:*} ${cm##*:}" >> $jobs; done
+# every params struct (and the plain structs users fill) zero-initialised
+# the documented way: `T v = {0};` in C, `T v{};` in C++ (-Wextra includes
+# -Wmissing-field-initializers)
+structs=$(grep -ho 'typedef struct kern_[a-z0-9_]*_params\b' include/*.h kernels/*.h | awk '{print $3}')
+structs="$structs kern_tensor kern_epilogue kern_allocator kern_csr kern_csr_props"
+{ printf '#include "kern.h"\n#ifdef __cplusplus\n#define KERN_CC_ZERO(T, v) T v{}\n#else\n#define KERN_CC_ZERO(T, v) T v = {0}\n#endif\n'
+  printf 'int kern_cc_params(void);\nint kern_cc_params(void) {\n    int n = 0;\n'
+  i=0; for s in $structs; do i=$((i+1)); printf '    KERN_CC_ZERO(%s, v%d);\n    n += (int)sizeof v%d;\n' "$s" $i $i; done
+  printf '    return n;\n}\n'; } > build/cc/params_use.c
+for cm in $compilers; do
+  echo "build/cc/constviews_use.c constviews_${cm%%:*}_${cm##*:} ${cm%%:*} ${cm##*:} O0" >> $jobs
+  echo "build/cc/params_use.c params_${cm%%:*}_${cm##*:} ${cm%%:*} ${cm##*:} O0" >> $jobs
+done
 n=$(wc -l < $jobs)
 fail=$(xargs -P "${JOBS:-2}" -L 1 "$0" --one < $jobs | tee build/cc/log.txt | grep -c '^FAIL ')
 grep -v '^$' build/cc/log.txt
@@ -74,5 +105,5 @@ for cc in gcc clang; do
     echo "FAIL two KERN_STATIC translation units ($cc)"; fail=$((fail+1))
   fi
 done
-echo "compile-check: $((n-fail)) of $n compilations passed"
+echo "compile-check: $((n-fail)) of $n compilations passed in $(( $(date +%s) - t0 ))s (JOBS=${JOBS:-2}, load $(cut -d' ' -f1 /proc/loadavg))"
 [ $fail -eq 0 ]

@@ -4,7 +4,7 @@
 # benchmark runner, OpenBLAS and oneDNN as C peers, and the AArch64 cross
 # compiler with qemu-user for `make test-neon`. Idempotent.
 set -e
-pkgs="build-essential clang libbenchmark-dev libopenblas-dev libdnnl-dev python3 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+pkgs="build-essential clang cmake pkg-config libbenchmark-dev libopenblas-dev libdnnl-dev python3 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

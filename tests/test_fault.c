@@ -98,11 +98,29 @@ static kern_status op_s8s8(kern_ctx *ctx, void *arg) {
     (void)arg;
     return kern_gemm_s8s8s32(ctx, &a, &b, &c, NULL);
 }
+static kern_status op_s8s8_pack(kern_ctx *ctx, void *arg) {
+    kern_tensor b = kern_tensor_2d(q_b8, KERN_I8, 64, 40);
+    kern_gemm_s8s8s32_packed_b **h = (kern_gemm_s8s8s32_packed_b **)arg;
+    kern_status st = kern_gemm_s8s8s32_pack_b(ctx, &b, h, NULL);
+    if (st == KERN_OK) {
+        kern_gemm_s8s8s32_packed_b_free(ctx, *h);
+        *h = NULL;
+    }
+    return st;
+}
+static kern_status op_s8s8_packed(kern_ctx *ctx, void *arg) {
+    kern_tensor a = kern_tensor_2d(q_a8, KERN_I8, 33, 64), c = kern_tensor_2d(q_c32, KERN_I32, 33, 40);
+    kern_gemm_s8s8s32_params p;
+    memset(&p, 0, sizeof p);
+    p.packed_b = (const kern_gemm_s8s8s32_packed_b *)arg;
+    return kern_gemm_s8s8s32(ctx, &a, NULL, &c, &p);
+}
 
 KT_TEST(fault_qgemm) {
     kern_qweight *h = NULL, *qw = NULL;
+    kern_gemm_s8s8s32_packed_b *pb = NULL;
     kern_tensor w = kern_tensor_2d(q_w, KERN_F32, 40, 64);
-    kt_region rh = {&h, sizeof h, "*out"}, ry = {q_y, sizeof q_y, "y"};
+    kt_region rh = {&h, sizeof h, "*out"}, ry = {q_y, sizeof q_y, "y"}, rpb = {&pb, sizeof pb, "*out"};
     kt_region rq[2] = {{q_xq, sizeof q_xq, "xq"}, {q_sc, sizeof q_sc, "scales"}};
     kt_region rc = {q_c32, sizeof q_c32, "c"};
     int i;
@@ -119,6 +137,13 @@ KT_TEST(fault_qgemm) {
     kern_qweight_free(kt_ctx(1, KERN_ISA_AUTO), qw);
     sweep("kern_quantize_per_token", op_quant, NULL, rq, 2);
     sweep("kern_gemm_s8s8s32", op_s8s8, NULL, &rc, 1);
+    sweep("kern_gemm_s8s8s32_pack_b", op_s8s8_pack, &pb, &rpb, 1);
+    {
+        kern_tensor b = kern_tensor_2d(q_b8, KERN_I8, 64, 40);
+        KT_OK(kern_gemm_s8s8s32_pack_b(kt_ctx(1, KERN_ISA_AUTO), &b, &pb, NULL));
+        sweep("kern_gemm_s8s8s32 (packed b)", op_s8s8_packed, pb, &rc, 1);
+        kern_gemm_s8s8s32_packed_b_free(kt_ctx(1, KERN_ISA_AUTO), pb);
+    }
 }
 
 /* ========================================================== sparse24 */

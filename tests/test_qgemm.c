@@ -82,18 +82,61 @@ static double sqnr_db(const double *ref, const float *got, int64_t n) {
 /* ------------------------------------------------------------ paths */
 
 KT_TEST(isa_selection) {
+    /* Each ISA level reaches its own function table (a function of the level
+     * alone, so checked here also for the levels this machine lacks). The
+     * AVX512 level without VNNI has no int8 dot product: it runs the AVX2
+     * int8 kernel (weights tagged avx2) with the AVX-512 row helpers. */
+    static const struct {
+        kern_isa level;
+        const char *table;
+        kern_qgemm_isa isa;
+        int mr;
+    } want[] = {
+        {KERN_ISA_SCALAR, "scalar", KERN_QGEMM_ISA_SCALAR, 4},
+#ifdef KERN_X86
+        {KERN_ISA_AVX2, "avx2", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX2_VNNI, "avx2_vnni", KERN_QGEMM_ISA_AVXVNNI, 6},
+        {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX512_VNNI, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+        {KERN_ISA_AVX512_BF16, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+#endif
+#ifdef KERN_NEON
+        {KERN_ISA_NEON, "neon", KERN_QGEMM_ISA_SCALAR, 4},
+#ifdef KERN__QG_NEON_DOT
+        {KERN_ISA_NEON_DOT, "neon_dot", KERN_QGEMM_ISA_NEON_DOT, 4},
+        {KERN_ISA_NEON_BF16, "neon_dot", KERN_QGEMM_ISA_NEON_DOT, 4},
+#endif
+#endif
+    };
+    size_t i, j;
+    for (i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const kern__qg_fns *f = kern__qg_fns_for(want[i].level);
+        kt_context("%s", kern_isa_name(want[i].level));
+        KT_CHECK(strcmp(f->name, want[i].table) == 0, "table %s, want %s", f->name, want[i].table);
+        KT_CHECK(f->isa == want[i].isa && f->mr_max == want[i].mr, "int8 path %s, %d rows",
+                 kern_qgemm_isa_name(f->isa), f->mr_max);
+        for (j = 0; j < i; j++) /* distinct levels, distinct tables */
+            if (strcmp(want[i].table, want[j].table) != 0)
+                KT_CHECK(f != kern__qg_fns_for(want[j].level), "shares %s's table",
+                         kern_isa_name(want[j].level));
+    }
+#ifdef KERN_X86
+    {
+        const kern__qg_fns *a2 = kern__qg_fns_for(KERN_ISA_AVX2), *a5 = kern__qg_fns_for(KERN_ISA_AVX512);
+        KT_CHECK(a5->ukernel == a2->ukernel && a5->a_fmt == a2->a_fmt, "avx512: the avx2 int8 kernel");
+        KT_CHECK(a5->epi_tile == kern__v_epi_tile__avx512 && a5->quant == kern__v_quant_row__avx512 &&
+                     a2->epi_tile == kern__v_epi_tile__avx2,
+                 "avx512: the AVX-512 helpers");
+    }
+#endif
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         kern_qgemm_isa q = kern_qgemm_isa_for(ctx);
-        uint32_t f = kern_ctx_features(ctx);
-        if (isa == KERN_ISA_SCALAR) KT_CHECK(q == KERN_QGEMM_ISA_SCALAR, "%s", kern_qgemm_isa_name(q));
-        if (isa == KERN_ISA_AVX2)
-            KT_CHECK(q == ((f & KERN_CPU_AVXVNNI) ? KERN_QGEMM_ISA_AVXVNNI : KERN_QGEMM_ISA_AVX2),
-                     "%s", kern_qgemm_isa_name(q));
-        if (isa == KERN_ISA_AVX512 && (f & KERN_CPU_AVX512VNNI))
-            KT_CHECK(q == KERN_QGEMM_ISA_AVX512VNNI, "%s", kern_qgemm_isa_name(q));
+        KT_CHECK(q == kern__qg_fns_for(isa)->isa, "%s runs %s", kern_isa_name(isa), kern_qgemm_isa_name(q));
         if (getenv("KT_VERBOSE"))
-            printf("qgemm: ISA cap %s runs the %s path\n", kern_isa_name(isa), kern_qgemm_isa_name(q));
+            printf("qgemm: ISA level %s runs the %s table, int8 path %s\n", kern_isa_name(isa),
+                   kern__qg_fns_for(isa)->name, kern_qgemm_isa_name(q));
     }
+    KT_CHECK(kern_qgemm_isa_for(NULL) == kern__qg_fns_for(kern_isa_best())->isa, "default context");
     KT_CHECK(strcmp(kern_qgemm_isa_name(KERN_QGEMM_ISA_COUNT), "invalid") == 0);
 }
 
@@ -443,6 +486,146 @@ KT_TEST(gemm_s8s8s32_errors) {
     kt_free(big);
 }
 
+KT_TEST(gemm_s8s8s32_packed_b) {
+    /* b packed once (row-major [K,N], a transposed view, or [N,K] with
+     * trans_b), then used by every ISA level and thread count: the bytes of
+     * the per-call packing, and exact. M = 1 and 16 are the small-M cases
+     * the packed form is for. */
+    kt_rng rng = kt_rng_make(12);
+    static const int64_t MNK[][3] = {{1, 1, 1},   {1, 100, 67}, {16, 64, 256}, {3, 33, 5},
+                                     {14, 31, 4}, {15, 97, 130}, {29, 65, 33}};
+    size_t ci;
+    for (ci = 0; ci < sizeof MNK / sizeof MNK[0]; ci++) {
+        const int64_t M = MNK[ci][0], N = MNK[ci][1], K = MNK[ci][2];
+        int mode;
+        for (mode = 0; mode < 3; mode++) { /* 0: [K,N]; 1: [K,N] view of [N,K]; 2: trans_b */
+            int8_t *a = (int8_t *)kt_alloc((size_t)(M * K), "a");
+            int8_t *b = (int8_t *)kt_alloc((size_t)(K * N), "b");
+            int32_t *c = (int32_t *)kt_alloc((size_t)(M * N) * 4, "c");
+            int32_t *c2 = (int32_t *)kt_alloc((size_t)(M * N) * 4, "c2");
+            kern_tensor ta = kern_tensor_2d(a, KERN_I8, M, K), tb, tc = kern_tensor_2d(c, KERN_I32, M, N);
+            kern_tensor tc2 = kern_tensor_2d(c2, KERN_I32, M, N), tbv;
+            kern_gemm_s8s8s32_pack_params pp;
+            kern_gemm_s8s8s32_params p;
+            kern_gemm_s8s8s32_packed_b *pb = NULL;
+            kern_gemm_s8s8s32_packed_b_info info;
+            int64_t i, j, kk, bad = 0;
+            for (i = 0; i < M * K; i++) a[i] = (int8_t)kt_randint(&rng, -128, 128);
+            for (i = 0; i < K * N; i++) b[i] = (int8_t)kt_randint(&rng, -128, 128);
+            memset(&pp, 0, sizeof pp);
+            if (mode == 0) {
+                tb = kern_tensor_2d(b, KERN_I8, K, N);
+                tbv = tb;
+            } else { /* b holds [N,K] */
+                int64_t sh[2] = {K, N}, st[2] = {1, K};
+                kern_tensor_init_strided(&tbv, b, KERN_I8, 2, sh, st);
+                tb = mode == 1 ? tbv : kern_tensor_2d(b, KERN_I8, N, K);
+                pp.trans_b = mode == 2;
+            }
+            kt_context("M=%lld N=%lld K=%lld mode=%d", (long long)M, (long long)N, (long long)K, mode);
+            KT_OK(kern_gemm_s8s8s32_pack_b(NULL, &tb, &pb, &pp));
+            KT_REQUIRE(pb != NULL);
+            KT_OK(kern_gemm_s8s8s32_packed_b_get_info(pb, &info));
+            KT_CHECK(info.k == K && info.n == N &&
+                         info.data_bytes == (size_t)((N + 31) / 32 * ((K + 3) / 4) * 128) &&
+                         info.bytes >= info.data_bytes + 4 * (size_t)N,
+                     "info k=%lld n=%lld data=%zu bytes=%zu", (long long)info.k, (long long)info.n,
+                     info.data_bytes, info.bytes);
+            memset(&p, 0, sizeof p);
+            p.packed_b = pb;
+            {
+                KT_FOR_EACH_ISA(isa, ctx, 1) {
+                    kern_ctx *ctx2 = kt_ctx(2, isa);
+                    kt_context("%s M=%lld N=%lld K=%lld mode=%d", kern_isa_name(isa), (long long)M,
+                               (long long)N, (long long)K, mode);
+                    kt_poison(c, (size_t)(M * N) * 4);
+                    kt_poison(c2, (size_t)(M * N) * 4);
+                    KT_OK(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p));
+                    KT_OK(kern_gemm_s8s8s32(ctx2, &ta, &tbv, &tc2, NULL));
+                    kt_assert_bytes_equal("packed b vs packed per call", c, c2, (size_t)(M * N) * 4);
+                    for (i = 0; i < M && bad < 3; i++)
+                        for (j = 0; j < N; j++) {
+                            int64_t s = 0;
+                            for (kk = 0; kk < K; kk++)
+                                s += (int64_t)a[i * K + kk] * (mode ? b[j * K + kk] : b[kk * N + j]);
+                            if (c[i * N + j] != s && bad++ < 3)
+                                KT_CHECK(0, "c[%lld,%lld]=%d want %lld", (long long)i, (long long)j,
+                                         c[i * N + j], (long long)s);
+                        }
+                    kt_poison(c2, (size_t)(M * N) * 4);
+                    KT_OK(kern_gemm_s8s8s32(ctx2, &ta, NULL, &tc2, &p));
+                    kt_assert_bytes_equal("packed b, 1 vs 2 threads", c, c2, (size_t)(M * N) * 4);
+                }
+            }
+            kern_gemm_s8s8s32_packed_b_free(NULL, pb);
+            kt_free(a);
+            kt_free(b);
+            kt_free(c);
+            kt_free(c2);
+        }
+    }
+}
+
+KT_TEST(gemm_s8s8s32_packed_b_errors) {
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int8_t a[12], b[12];
+    int32_t c[16];
+    int8_t *big = (int8_t *)kt_alloc(KERN_QGEMM_MAX_K + 1, "big");
+    kern_tensor ta = kern_tensor_2d(a, KERN_I8, 3, 4), tb = kern_tensor_2d(b, KERN_I8, 4, 3);
+    kern_tensor tc = kern_tensor_2d(c, KERN_I32, 3, 3), bad;
+    kern_gemm_s8s8s32_packed_b *pb = NULL, *sentinel = (kern_gemm_s8s8s32_packed_b *)(uintptr_t)0x77;
+    kern_gemm_s8s8s32_pack_params pp;
+    kern_gemm_s8s8s32_params p;
+    kern_gemm_s8s8s32_packed_b_info info;
+    size_t bytes = 0;
+    int i;
+    memset(a, 1, sizeof a);
+    memset(b, 2, sizeof b);
+    memset(c, 0x22, sizeof c);
+    memset(&pp, 0, sizeof pp);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &tb, NULL, NULL), KERN_ERR_ARG, "out is NULL");
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, NULL, &sentinel, NULL), KERN_ERR_ARG, "b is NULL");
+    bad = kern_tensor_2d(b, KERN_U8, 4, 3);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_DTYPE, "b.dtype=u8");
+    bad = kern_tensor_1d(b, KERN_I8, 12);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_SHAPE, "b.ndim=1");
+    bad = kern_tensor_2d(b, KERN_I8, 0, 3);
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, NULL), KERN_ERR_SHAPE, "is empty");
+    bad = kern_tensor_2d(big, KERN_I8, 1, KERN_QGEMM_MAX_K + 1);
+    pp.trans_b = 1; /* [N=1, K=131072] */
+    KT_ERROR(kern_gemm_s8s8s32_pack_b(ctx, &bad, &sentinel, &pp), KERN_ERR_SHAPE, "K=131072 exceeds");
+    KT_CHECK(sentinel == (kern_gemm_s8s8s32_packed_b *)(uintptr_t)0x77, "out written on error");
+    KT_ERROR(kern_gemm_s8s8s32_packed_b_get_info(NULL, &info), KERN_ERR_ARG, "p is NULL");
+    kern_gemm_s8s8s32_packed_b_free(ctx, NULL);
+    KT_OK(kern_gemm_s8s8s32_pack_b(ctx, &tb, &pb, NULL)); /* [K=4, N=3] */
+    KT_REQUIRE(pb != NULL);
+    KT_ERROR(kern_gemm_s8s8s32_packed_b_get_info(pb, NULL), KERN_ERR_ARG, "out is NULL");
+    memset(&p, 0, sizeof p);
+    p.packed_b = pb;
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, &tb, &tc, &p), KERN_ERR_ARG,
+             "b must be NULL when params.packed_b is given");
+    bad = kern_tensor_2d(a, KERN_I8, 4, 3);
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &bad, NULL, &tc, &p), KERN_ERR_SHAPE,
+             "a.shape[1]=3 but packed_b.k=4");
+    bad = kern_tensor_2d(c, KERN_I32, 3, 4);
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, NULL, &bad, &p), KERN_ERR_SHAPE, "c.shape=[3,4], want [3,3]");
+    KT_ERROR(kern_gemm_s8s8s32_workspace_size(ctx, &ta, &tb, &tc, &p, &bytes), KERN_ERR_ARG,
+             "b must be NULL");
+    KT_ERROR(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, NULL), KERN_ERR_ARG, "b is NULL");
+    for (i = 0; i < 16; i++) KT_CHECK(c[i] == 0x22222222, "c written on error");
+    /* the packed form takes less scratch than packing b per call */
+    {
+        size_t per_call = 0;
+        KT_OK(kern_gemm_s8s8s32_workspace_size(ctx, &ta, NULL, &tc, &p, &bytes));
+        KT_OK(kern_gemm_s8s8s32_workspace_size(ctx, &ta, &tb, &tc, NULL, &per_call));
+        KT_CHECK(bytes < per_call, "packed %zu, per call %zu", bytes, per_call);
+    }
+    KT_OK(kern_gemm_s8s8s32(ctx, &ta, NULL, &tc, &p));
+    for (i = 0; i < 9; i++) KT_CHECK(c[i] == 8, "c[%d]=%d", i, c[i]);
+    kern_gemm_s8s8s32_packed_b_free(ctx, pb);
+    kt_free(big);
+}
+
 /* ------------------------------------------------------- packed weights */
 
 typedef struct refw {
@@ -592,6 +775,8 @@ static double ref_act(int act, double v) {
     if (act == KERN_ACT_GELU) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
     if (act == KERN_ACT_GELU_TANH)
         return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    if (act == KERN_ACT_RELU) return v > 0 ? v : 0.0;
+    if (act == KERN_ACT_SILU) return v / (1.0 + exp(-v));
     return v;
 }
 
@@ -600,6 +785,8 @@ typedef struct qcase {
     kern_dtype xdt, ydt, bdt; /* bdt NONE: no bias */
     int act, res;
     kern_dtype rdt;
+    int per_row;     /* bias [M], one value per row */
+    float out_scale; /* 0 = 1 */
 } qcase;
 
 /* Runs kern_qlinear for one case on ctx (and ctx2 if given, checking the
@@ -610,14 +797,16 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
     size_t ysz = kern_dtype_size(c->ydt);
     void *x = kt_alloc((size_t)(M * K) * kern_dtype_size(c->xdt), "x");
     float *wf = (float *)malloc((size_t)(N * K) * 4);
-    void *bias = c->bdt ? kt_alloc((size_t)N * kern_dtype_size(c->bdt), "bias") : NULL;
+    const int64_t nb = c->per_row ? M : N;
+    const double osc = c->out_scale == 0.0f ? 1.0 : (double)c->out_scale;
+    void *bias = c->bdt ? kt_alloc((size_t)nb * kern_dtype_size(c->bdt), "bias") : NULL;
     void *y = kt_alloc((size_t)(M * N) * ysz, "y");
     void *y2 = kt_alloc((size_t)(M * N) * ysz, "y2");
     kern_dtype rdt = c->res == RES_INPLACE ? c->ydt : c->rdt;
     void *res = c->res == RES_SEP ? kt_alloc((size_t)(M * N) * kern_dtype_size(rdt), "res") : NULL;
     void *resv = c->res ? kt_alloc((size_t)(M * N) * kern_dtype_size(rdt), "res values") : NULL;
     kern_tensor tx = kern_tensor_2d(x, c->xdt, M, K), tw = kern_tensor_2d(wf, KERN_F32, N, K);
-    kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tb = kern_tensor_1d(bias, c->bdt, N), tr;
+    kern_tensor ty = kern_tensor_2d(y, c->ydt, M, N), tb = kern_tensor_1d(bias, c->bdt, nb), tr;
     kern_qlinear_params p;
     kern_qweight *qw = NULL;
     int8_t *wq = (int8_t *)malloc((size_t)(N * K));
@@ -629,13 +818,15 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
     int64_t i, m, n, bad = 0;
     kt_fill_normal(rng, x, c->xdt, M * K, 1.0);
     for (i = 0; i < N * K; i++) wf[i] = (float)(kt_normal(rng) * 0.05);
-    if (bias) kt_fill_normal(rng, bias, c->bdt, N, 0.5);
+    if (bias) kt_fill_normal(rng, bias, c->bdt, nb, 0.5);
     if (resv) kt_fill_normal(rng, resv, rdt, M * N, 1.0);
     KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
     if (!qw) goto out;
     KT_OK(kern_qweight_unpack(qw, &tu, &tus));
     memset(&p, 0, sizeof p);
     p.epilogue.act = (kern_act)c->act;
+    p.epilogue.bias_per_row = c->per_row;
+    p.epilogue.out_scale = c->out_scale;
     if (c->res == RES_SEP) {
         memcpy(res, resv, (size_t)(M * N) * kern_dtype_size(rdt));
         tr = kern_tensor_2d(res, rdt, M, N);
@@ -657,16 +848,16 @@ static void check_qlinear(kern_ctx *ctx, kern_ctx *ctx2, const qcase *c, kt_rng 
             pre = (double)acc * sx * ws[n];
             mag = fabs(pre);
             if (bias) {
-                double bv = kt_get(bias, c->bdt, n);
+                double bv = kt_get(bias, c->bdt, c->per_row ? m : n);
                 pre += bv;
                 mag += fabs(bv);
             }
-            want = ref_act(c->act, pre) + rv;
-            mag += fabs(rv);
+            want = (ref_act(c->act, pre) + rv) * osc;
+            mag = (mag + fabs(rv)) * fabs(osc);
             /* f32 epilogue: a handful of roundings (int->f32, two products,
-             * bias, GELU's polynomial exp and 1.5e-7 erf error, residual),
-             * each a few 1e-7 of the operands' magnitude: 4x the f32 tol
-             * of that magnitude. bf16 output adds its own rounding. */
+             * bias, the activation's few ulp, residual, out_scale), each a
+             * few 1e-7 of the operands' magnitude: 4x the f32 tol of that
+             * magnitude. bf16 output adds its own rounding. */
             lim = 4 * tf.rtol * mag + tf.atol;
             if (c->ydt == KERN_BF16) lim += tbf.rtol * fabs(want) + tbf.atol;
             got = kt_get(y, c->ydt, m * N + n);
@@ -718,12 +909,15 @@ KT_TEST(qlinear_grid) {
             c.xdt = i % 3 == 1 ? KERN_BF16 : KERN_F32;
             c.ydt = i % 4 == 3 ? KERN_BF16 : KERN_F32;
             c.bdt = i % 5 == 0 ? KERN_DTYPE_NONE : i % 5 == 1 ? KERN_BF16 : KERN_F32;
-            c.act = i % 3;
+            c.act = i % KERN_ACT_COUNT;
             c.res = i % 7 < 3 ? RES_NONE : i % 7 < 5 ? RES_SEP : RES_INPLACE;
             c.rdt = i % 2 ? KERN_BF16 : KERN_F32;
-            kt_context("%s M=%lld N=%lld K=%lld x=%s y=%s bias=%s act=%d res=%d", kern_isa_name(isa),
-                       (long long)c.M, (long long)c.N, (long long)c.K, kern_dtype_name(c.xdt),
-                       kern_dtype_name(c.ydt), kern_dtype_name(c.bdt), c.act, c.res);
+            c.per_row = i % 6 == 2;
+            c.out_scale = i % 4 == 1 ? 0.75f : 0.0f;
+            kt_context("%s M=%lld N=%lld K=%lld x=%s y=%s bias=%s%s act=%d res=%d out_scale=%g",
+                       kern_isa_name(isa), (long long)c.M, (long long)c.N, (long long)c.K,
+                       kern_dtype_name(c.xdt), kern_dtype_name(c.ydt), kern_dtype_name(c.bdt),
+                       c.per_row ? " per row" : "", c.act, c.res, (double)c.out_scale);
             check_qlinear(ctx, i % 2 ? ctx2 : NULL, &c, &rng);
             n++;
         }
@@ -746,9 +940,11 @@ KT_TEST(qlinear_every_tile_height) {
             c.xdt = KERN_F32;
             c.ydt = m % 2 ? KERN_F32 : KERN_BF16;
             c.bdt = KERN_F32;
-            c.act = m % 3;
+            c.act = m % KERN_ACT_COUNT;
             c.res = m % 3 == 2 ? RES_SEP : RES_NONE;
             c.rdt = KERN_F32;
+            c.per_row = m % 4 == 3;
+            c.out_scale = m % 5 == 1 ? -2.0f : 0.0f;
             kt_context("%s M=%d", kern_isa_name(isa), m);
             check_qlinear(ctx, ctx2, &c, &rng);
         }
@@ -809,6 +1005,142 @@ KT_TEST(qlinear_batched_strided) {
         kt_free(yb);
         kt_free(rb);
         free(w);
+        free(wq);
+        free(ws);
+    }
+}
+
+KT_TEST(qlinear_fused_equals_unfused) {
+    /* The fused epilogue is kern_base.h's: act(acc + bias) + residual, times
+     * out_scale, with the one math layer's activations. So kern_qlinear
+     * with the epilogue gives the bits of kern_qlinear with the bias only
+     * followed by the activation (kern__s_act, the scalar twin every vector
+     * path matches bit for bit), the residual add and the scale, on every
+     * ISA level. */
+    kt_rng rng = kt_rng_make(10);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        const int64_t M = 19, N = 77, K = 150;
+        float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x"), *w = (float *)malloc((size_t)(N * K) * 4);
+        float *b = (float *)kt_alloc((size_t)N * 4, "bias"), *r = (float *)kt_alloc((size_t)(M * N) * 4, "res");
+        float *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0"), *y1 = (float *)kt_alloc((size_t)(M * N) * 4, "y1");
+        kern_tensor tx = kern_tensor_2d(x, KERN_F32, M, K), tw = kern_tensor_2d(w, KERN_F32, N, K);
+        kern_tensor tb = kern_tensor_1d(b, KERN_F32, N), tr = kern_tensor_2d(r, KERN_F32, M, N);
+        kern_tensor ty0 = kern_tensor_2d(y0, KERN_F32, M, N), ty1 = kern_tensor_2d(y1, KERN_F32, M, N);
+        kern_qweight *qw = NULL;
+        kern_qlinear_params p;
+        int act, i;
+        kt_fill_normal(&rng, x, KERN_F32, M * K, 2.0);
+        kt_fill_normal(&rng, w, KERN_F32, N * K, 0.1);
+        kt_fill_normal(&rng, b, KERN_F32, N, 1.0);
+        kt_fill_normal(&rng, r, KERN_F32, M * N, 1.0);
+        KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
+        KT_REQUIRE(qw != NULL);
+        memset(&p, 0, sizeof p);
+        p.epilogue.bias = &tb;
+        KT_OK(kern_qlinear(ctx, &tx, qw, &ty0, &p));
+        for (act = 0; act < KERN_ACT_COUNT; act++) {
+            int with = 0;
+            for (with = 0; with < 2; with++) { /* act alone; with residual and out_scale */
+                float osc = with ? -0.375f : 1.0f;
+                int64_t bad = 0;
+                p.epilogue.act = (kern_act)act;
+                p.epilogue.residual = with ? &tr : NULL;
+                p.epilogue.out_scale = with ? osc : 0.0f;
+                kt_poison(y1, (size_t)(M * N) * 4);
+                KT_OK(kern_qlinear(ctx, &tx, qw, &ty1, &p));
+                for (i = 0; i < M * N; i++) {
+                    float v = kern__s_act(y0[i], (kern_act)act);
+                    if (with) v = (v + r[i]) * osc;
+                    if (memcmp(&v, &y1[i], 4) != 0 && bad++ < 3)
+                        KT_CHECK(0, "%s act=%s%s: y[%d]=%.9g, unfused %.9g", kern_isa_name(isa),
+                                 kern_act_name((kern_act)act), with ? " +res*scale" : "", i,
+                                 y1[i], v);
+                }
+            }
+        }
+        kern_qweight_free(ctx, qw);
+        kt_free(x);
+        free(w);
+        kt_free(b);
+        kt_free(r);
+        kt_free(y0);
+        kt_free(y1);
+    }
+}
+
+KT_TEST(qlinear_epilogue_rows_not_collapsible) {
+    /* y [B,T,N] and the residual as slices of larger buffers whose leading
+     * dims do not collapse (the epilogue then runs row by row), a per-row
+     * bias over the B*T rows, every activation, out_scale; bf16 y. */
+    kt_rng rng = kt_rng_make(11);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        const int64_t B = 2, T = 5, K = 33, N = 41, M = B * T;
+        float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x"), *w = (float *)malloc((size_t)(N * K) * 4);
+        float *b = (float *)kt_alloc((size_t)M * 4, "bias");
+        float *rb = (float *)kt_alloc((size_t)(B * (T + 2) * (N + 5)) * 4, "res");
+        uint16_t *yb = (uint16_t *)kt_alloc((size_t)(B * (T + 1) * (N + 3)) * 2, "y");
+        int8_t *wq = (int8_t *)malloc((size_t)(N * K));
+        float *ws = (float *)malloc((size_t)N * 4);
+        int64_t xsh[3] = {B, T, K}, sh[3] = {B, T, N};
+        int64_t yst[3] = {(T + 1) * (N + 3), N + 3, 1}, rst[3] = {(T + 2) * (N + 5), N + 5, 1};
+        kern_tensor tx, ty, tr, tw = kern_tensor_2d(w, KERN_F32, N, K), tb = kern_tensor_1d(b, KERN_F32, M);
+        kern_tensor tu = kern_tensor_2d(wq, KERN_I8, N, K), tus = kern_tensor_1d(ws, KERN_F32, N);
+        kern_qweight *qw = NULL;
+        kern_qlinear_params p;
+        kt_tol_t tf = kt_tol(KERN_F32), tbf = kt_tol(KERN_BF16);
+        int act;
+        kt_fill_normal(&rng, x, KERN_F32, M * K, 1.0);
+        kt_fill_normal(&rng, w, KERN_F32, N * K, 0.2);
+        kt_fill_normal(&rng, b, KERN_F32, M, 1.0);
+        kt_fill_normal(&rng, rb, KERN_F32, B * (T + 2) * (N + 5), 1.0);
+        kern_tensor_init(&tx, x, KERN_F32, 3, xsh);
+        kern_tensor_init_strided(&ty, yb, KERN_BF16, 3, sh, yst);
+        kern_tensor_init_strided(&tr, rb, KERN_F32, 3, sh, rst);
+        KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
+        KT_REQUIRE(qw != NULL);
+        KT_OK(kern_qweight_unpack(qw, &tu, &tus));
+        for (act = 0; act < KERN_ACT_COUNT; act++) {
+            int64_t bb, t, n, i, bad = 0;
+            memset(&p, 0, sizeof p);
+            p.epilogue.bias = &tb;
+            p.epilogue.bias_per_row = 1;
+            p.epilogue.act = (kern_act)act;
+            p.epilogue.residual = &tr;
+            p.epilogue.out_scale = 1.5f;
+            kt_poison(yb, (size_t)(B * (T + 1) * (N + 3)) * 2);
+            KT_OK(kern_qlinear(ctx, &tx, qw, &ty, &p));
+            for (bb = 0; bb < B; bb++)
+                for (t = 0; t < T; t++) {
+                    int64_t m = bb * T + t;
+                    int8_t xq[64];
+                    float s = ref_quant_row(x + m * K, K, xq);
+                    for (n = 0; n < N + 3; n++) {
+                        uint16_t got = yb[bb * yst[0] + t * yst[1] + n];
+                        int64_t acc = 0;
+                        double pre, want, rv, lim;
+                        if (n >= N) { /* pitch gap */
+                            KT_CHECK(got == 0xFFFF, "pitch gap written");
+                            continue;
+                        }
+                        rv = rb[bb * rst[0] + t * rst[1] + n];
+                        for (i = 0; i < K; i++) acc += (int64_t)xq[i] * wq[n * K + i];
+                        pre = (double)acc * s * ws[n] + b[m];
+                        want = (ref_act(act, pre) + rv) * 1.5;
+                        lim = 4 * tf.rtol * (fabs(pre) + fabs(b[m]) + fabs(rv)) * 1.5 + tf.atol +
+                              tbf.rtol * fabs(want) + tbf.atol;
+                        if (!(fabs(kern_bf16_to_f32(got) - want) <= lim) && bad++ < 3)
+                            KT_CHECK(0, "%s act=%s y[%lld,%lld,%lld]=%.6g want %.6g", kern_isa_name(isa),
+                                     kern_act_name((kern_act)act), (long long)bb, (long long)t,
+                                     (long long)n, kern_bf16_to_f32(got), want);
+                    }
+                }
+        }
+        kern_qweight_free(ctx, qw);
+        kt_free(x);
+        free(w);
+        kt_free(b);
+        kt_free(rb);
+        kt_free(yb);
         free(wq);
         free(ws);
     }
@@ -964,8 +1296,9 @@ KT_TEST(qlinear_errors) {
     copy.version = 2;
     KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "format version 2");
     copy = *qw;
-    copy.isa = KERN_QGEMM_ISA_NEON_DOT;
-    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED, "packed for neon-dot");
+    copy.isa = qw->isa == KERN_QGEMM_ISA_NEON_DOT ? KERN_QGEMM_ISA_AVX2 : KERN_QGEMM_ISA_NEON_DOT;
+    KT_ERROR(qlin(ctx, &tx, &copy, NULL, &ty, NULL), KERN_ERR_UNSUPPORTED,
+             qw->isa == KERN_QGEMM_ISA_NEON_DOT ? "packed for avx2" : "packed for neon-dot");
     for (i = 0; i < 4 * 8 + 8; i++) KT_CHECK(isnan(y[i]), "y[%d] written on error", i);
     /* valid call with every optional argument, for the record */
     p.epilogue.residual = &tr;
