@@ -16,6 +16,7 @@
 #include "kern_sdpa.h"
 #include "kern_scatter.h"
 #include "kern_spmm.h"
+#include "kern_llm.h"
 #include "kern_safetensors.h"
 #include "kern_graph.h"
 #endif /* KERN_H */

@@ -1,0 +1,976 @@
+/* kern_llm.h — the small ops of a decoder LLM step: rotary position
+ * embedding, the SwiGLU product, KV-cache append, argmax / top-k.
+ * Part of kern, an embeddable header-only C kernel library.
+ *
+ * WHAT IT COMPUTES
+ *   kern_rope(ctx, x, out, params)
+ *     Rotary position embedding of x [B, L, H, D] into out (same shape;
+ *     out may be x itself: in place). The position of x[b, l] is
+ *     offsets[b] + l (offsets NULL = 0: prefill; per-sequence lengths:
+ *     decode). Only the first r = rotary_dim dims rotate (0 = D; even,
+ *     <= D); dims r..D-1 pass through. With f_i = inv_freq[i] (i < r/2)
+ *     and angle a = pos * f_i, c = cos a, s = sin a:
+ *       KERN_ROPE_HALF (default; GPT-NeoX, Hugging Face Llama rotate_half):
+ *         pairs (i, i + r/2)
+ *       KERN_ROPE_INTERLEAVED (GPT-J, Meta's original Llama): pairs (2i, 2i+1)
+ *     and for a pair (x1, x2):  out1 = x1 c - x2 s,  out2 = x2 c + x1 s,
+ *     each product rounded to f32, then the sum (no fma): the same
+ *     roundings as torch's `x * cos + rotate_half(x) * sin` in f32, so
+ *     given the same c, s the f32 result has torch's bits. bf16/f16
+ *     inputs are computed in f32 and rounded once (torch rounds each op).
+ *     inv_freq[i] = (float)(1 / theta^(2i / r)) (computed in double,
+ *     rounded to f32 as Hugging Face stores it); the angle pos * f_i and
+ *     its cos/sin are computed in double and rounded once to f32, so c, s
+ *     are within 0.5 ulp of the exact values for every position (torch
+ *     forms pos * f_i in f32: at position 4096 its angle is off by up to
+ *     ~2.4e-4 rad).
+ *     params.table: a caller table [P, r] (f32) of cos and sin per
+ *     position, filled by kern_rope_table_init with exactly the values
+ *     above, or by the caller with any frequencies (Llama-3 / YaRN
+ *     scaled ones): row p = cos(p f_0) .. cos(p f_{r/2-1}), sin(p f_0) ..
+ *     sin(p f_{r/2-1}). The same table serves both styles.
+ *   kern_rope_table_init(ctx, table, params)   fills such a table.
+ *
+ *   kern_silu_mul(ctx, a, b, out)
+ *     SwiGLU's gated product out = silu(a) * b (torch: F.silu(a) * b), with
+ *     b NULL: a is [..., 2F] (the fused gate+up projection's output), the
+ *     gate a[..., :F] and up a[..., F:], out [..., F]. silu is the shared
+ *     math layer's (kern_activation(KERN_ACT_SILU)), the product rounded to
+ *     f32 without fusing: out has the bits of kern_activation(a) into f32
+ *     followed by an f32 multiply, then one rounding to out's dtype (torch
+ *     in bf16 rounds silu(a) to bf16 first: within 1 bf16 ulp of kern).
+ *
+ *   kern_kv_append(ctx, k_new, v_new, k_cache, v_cache, k_lens)
+ *     Appends the new rows of each sequence to a preallocated cache:
+ *     k_cache[b, k_lens[b] + j] = k_new[b, j] for j < Lnew (likewise v),
+ *     converting to the cache's dtype (round to nearest even), then
+ *     k_lens[b] += Lnew. v_new and v_cache may both be NULL (K only).
+ *     The lengths are those kern_sdpa's params.k_lens reads.
+ *
+ *   kern_argmax(ctx, x, indices)        torch.argmax(x, dim=-1)
+ *     Over the last dim of x [R, V]: the largest value's index (the first
+ *     one on ties, as torch.argmax); NaN counts as larger than every
+ *     number (the first NaN wins, as torch). Rows run in parallel. A
+ *     token id is never checked here: ids >= vocab are the embedding
+ *     lookup's error (kern_gather, KERN_ERR_INDEX).
+ *
+ * LAYOUTS
+ *   x, out: 4-D [B, L, H, D], any strides on B, L, H, unit stride on D;
+ *   f32, bf16 or f16 each (out's dtype may differ from x's). q and k are
+ *   rotated by two calls (their H differ under GQA).
+ *   offsets: [B] i32/i64, any stride. table: 2-D f32, unit last stride.
+ *   kv_append: k_new [B, Lnew, Hkv, D], k_cache [B, Lmax, Hkv, D] (v: Dv
+ *   may differ from D), any strides but a unit last one; f32/bf16/f16
+ *   each; k_lens [B] i32/i64. argmax: x [R, V] f32/bf16/f16 (any
+ *   strides), indices [R] i32/i64.
+ *   silu_mul: a, b, out of 1..8 dims, any strides but a unit last one,
+ *   f32/bf16/f16 each; out may be a or b itself (not another overlap).
+ *
+ * PARAMS (kern_rope_params; NULL or zero-initialised = defaults)
+ *   style       0 = KERN_ROPE_HALF
+ *   rotary_dim  0 = D (or table.shape[1] with a table)
+ *   theta       0 = 10000 (the "base"; Llama-3 uses 500000)
+ *   offsets     NULL = every sequence starts at position 0
+ *   table       NULL = cos/sin computed per position (needs the workspace:
+ *               r/2 floats of inverse frequencies)
+ *   workspace, workspace_size: NULL = the context's scratch; else at least
+ *               kern_rope_workspace_size() bytes.
+ *
+ * ERRORS (nothing is written on error)
+ *   KERN_ERR_ARG    NULL x/out, theta <= 1 or not finite, a negative
+ *                   offset, a position >= 2^31 without a table, out
+ *                   overlapping x without being x, a small workspace.
+ *   KERN_ERR_SHAPE  not 4-D, out's shape differs, odd or too large
+ *                   rotary_dim, offsets not [B], a table whose width is not
+ *                   rotary_dim, a position past the table's last row
+ *                   (names the sequence and the position).
+ *   KERN_ERR_DTYPE  x/out not f32/bf16/f16, offsets not i32/i64, table not f32.
+ *   KERN_ERR_LAYOUT D without unit stride; out with overlapping elements.
+ *   kv_append: a sequence whose k_lens[b] + Lnew exceeds Lmax (a prompt
+ *   longer than the cache) is KERN_ERR_SHAPE naming it, k_lens[b] < 0
+ *   KERN_ERR_INDEX, a cache of another shape KERN_ERR_SHAPE, of a non-float
+ *   dtype KERN_ERR_DTYPE: the caches and k_lens untouched. argmax: V = 0
+ *   with rows is KERN_ERR_SHAPE.
+ *
+ * ISA
+ *   AVX2 (also used on AVX-512 levels: no AVX-512 body yet) and scalar;
+ *   both give the same bits. NEON runs the scalar body.
+ *
+ * EXAMPLE (decode: one new token per sequence, positions = cache lengths)
+ *     kern_tensor q = kern_tensor_4d(qbuf, KERN_BF16, B, 1, Hq, 128);
+ *     kern_tensor pos = kern_tensor_1d(k_lens, KERN_I64, B);
+ *     kern_rope_params rp = {0};
+ *     rp.theta = 500000;
+ *     rp.offsets = &pos;
+ *     kern_rope(ctx, &q, &q, &rp);     // in place; same for k with Hkv
+ */
+#ifndef KERN_LLM_H
+#define KERN_LLM_H
+
+#include "kern_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kern_rope_style {
+    KERN_ROPE_DEFAULT = 0,    /* = KERN_ROPE_HALF */
+    KERN_ROPE_HALF = 1,       /* pairs (i, i + r/2): GPT-NeoX, HF Llama */
+    KERN_ROPE_INTERLEAVED = 2 /* pairs (2i, 2i + 1): GPT-J */
+} kern_rope_style;
+
+typedef struct kern_rope_params {
+    kern_rope_style style;      /* 0 = KERN_ROPE_HALF */
+    int64_t rotary_dim;         /* 0 = D (or the table's width) */
+    double theta;               /* 0 = 10000 */
+    const kern_tensor *offsets; /* NULL = 0; [B] i32/i64 start positions */
+    const kern_tensor *table;   /* NULL = computed; f32 [P, rotary_dim] */
+    void *workspace;            /* NULL = the context's scratch */
+    size_t workspace_size;
+} kern_rope_params;
+
+/* out = silu(a) * b; b NULL: a = [gate | up] along the last dim. */
+KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                   const kern_tensor *out);
+
+/* Appends k_new (and v_new) at k_lens, then advances k_lens. */
+KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
+                                    const kern_tensor *v_new, const kern_tensor *k_cache,
+                                    const kern_tensor *v_cache, const kern_tensor *k_lens);
+/* indices[r] = argmax over x[r, :] (first on ties, NaN largest). */
+KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices);
+
+/* Resolves the defaults in place for head dim `head_dim`: style HALF,
+ * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
+KERN_API void kern_rope_params_defaults(kern_rope_params *p, int64_t head_dim);
+
+/* Rotates x into out (see the top). params may be NULL. */
+KERN_API kern_status kern_rope(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *out,
+                               const kern_rope_params *params);
+/* Scratch bytes kern_rope takes on this context for these operands (0
+ * with a table). Validates like kern_rope (not the offsets' values). */
+KERN_API kern_status kern_rope_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                              const kern_tensor *out,
+                                              const kern_rope_params *params, size_t *bytes);
+/* Fills table [P, r] (f32, unit last stride) with the cos/sin of
+ * positions 0..P-1 as kern_rope computes them. Uses params->theta and
+ * params->rotary_dim (0 or r; anything else KERN_ERR_SHAPE); r even. */
+KERN_API kern_status kern_rope_table_init(kern_ctx *ctx, const kern_tensor *table,
+                                          const kern_rope_params *params);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERN_LLM_H */
+
+/* ====================================================================== */
+/*                              IMPLEMENTATION                            */
+/* ====================================================================== */
+#if defined(KERN_IMPLEMENTATION) && !defined(KERN_LLM_IMPLEMENTED)
+#define KERN_LLM_IMPLEMENTED
+
+#include <math.h>
+#ifdef KERN_X86
+#include <immintrin.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ row bodies
+ * The rotation of one head row over a chunk of n pairs starting at pair
+ * p0: c, s hold the chunk's cos/sin (n of each). HALF: pairs (i, i + h);
+ * INTERLEAVED: c2/s2 hold the chunk expanded per element (c_i twice,
+ * -s_i then +s_i), so out = x c2 + swap_pairs(x) s2. Products are
+ * rounded before the sum (kern__s_mul / kern__mul__avx2 keep the compiler
+ * from fusing), the same bits on every ISA. */
+typedef struct kern__rope_fns {
+    const char *name;
+    void (*half)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t h,
+                 int64_t p0, int64_t n, const float *c, const float *s);
+    void (*inter)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t p0,
+                  int64_t n, const float *c2, const float *s2);
+    void (*copy)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t n);
+    void (*silu_mul)(const void *a, kern_dtype adt, const void *b, kern_dtype bdt, void *o,
+                     kern_dtype odt, int64_t n);
+} kern__rope_fns;
+
+static void kern__rope_half__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
+                                    int64_t h, int64_t p0, int64_t n, const float *c,
+                                    const float *s) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    const char *xp = (const char *)x;
+    char *op = (char *)o;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        int64_t a = p0 + i, b = a + h;
+        float x1 = kern__s_load_f32(xp + a * xs, xdt, 1);
+        float x2 = kern__s_load_f32(xp + b * xs, xdt, 1);
+        float o1 = kern__s_mul(x1, c[i]) - kern__s_mul(x2, s[i]);
+        float o2 = kern__s_mul(x2, c[i]) + kern__s_mul(x1, s[i]);
+        kern__s_store_f32(op + a * os, odt, o1, 1, 0);
+        kern__s_store_f32(op + b * os, odt, o2, 1, 0);
+    }
+}
+static void kern__rope_inter__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
+                                     int64_t p0, int64_t n, const float *c2, const float *s2) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    const char *xp = (const char *)x + 2 * p0 * (int64_t)xs;
+    char *op = (char *)o + 2 * p0 * (int64_t)os;
+    int64_t i;
+    for (i = 0; i < 2 * n; i += 2) {
+        float x1 = kern__s_load_f32(xp + i * xs, xdt, 1);
+        float x2 = kern__s_load_f32(xp + (i + 1) * xs, xdt, 1);
+        float o1 = kern__s_mul(x1, c2[i]) + kern__s_mul(x2, s2[i]);
+        float o2 = kern__s_mul(x2, c2[i + 1]) + kern__s_mul(x1, s2[i + 1]);
+        kern__s_store_f32(op + i * os, odt, o1, 1, 0);
+        kern__s_store_f32(op + (i + 1) * os, odt, o2, 1, 0);
+    }
+}
+static void kern__llm_copy__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
+                                   int64_t n) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    int64_t i;
+    if (xdt == odt) {
+        memmove(o, x, (size_t)n * xs);
+        return;
+    }
+    for (i = 0; i < n; i++)
+        kern__s_store_f32((char *)o + i * os, odt,
+                          kern__s_load_f32((const char *)x + i * xs, xdt, 1), 1, 0);
+}
+/* silu(a) * b, the product kept apart from silu's last operation. */
+static void kern__silu_mul__scalar(const void *a, kern_dtype adt, const void *b, kern_dtype bdt,
+                                   void *o, kern_dtype odt, int64_t n) {
+    size_t as = kern_dtype_size(adt), bs = kern_dtype_size(bdt), os = kern_dtype_size(odt);
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        float g = kern__s_silu(kern__s_load_f32((const char *)a + i * as, adt, 1));
+        float u = kern__s_load_f32((const char *)b + i * bs, bdt, 1);
+        kern__s_store_f32((char *)o + i * os, odt, kern__s_mul(g, u), 1, 0);
+    }
+}
+static const kern__rope_fns kern__rope_fns_scalar = {"scalar", kern__rope_half__scalar,
+                                                     kern__rope_inter__scalar,
+                                                     kern__llm_copy__scalar,
+                                                     kern__silu_mul__scalar};
+
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static void kern__rope_half__avx2(const void *x, kern_dtype xdt, void *o,
+                                                   kern_dtype odt, int64_t h, int64_t p0,
+                                                   int64_t n, const float *c, const float *s) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    const char *x1p = (const char *)x + p0 * (int64_t)xs, *x2p = x1p + h * (int64_t)xs;
+    char *o1p = (char *)o + p0 * (int64_t)os, *o2p = o1p + h * (int64_t)os;
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 x1 = kern__v_load_f32__avx2(x1p + i * xs, xdt, m);
+        __m256 x2 = kern__v_load_f32__avx2(x2p + i * xs, xdt, m);
+        __m256 cv = kern__loadn__avx2(c + i, m), sv = kern__loadn__avx2(s + i, m);
+        __m256 o1 = _mm256_sub_ps(kern__mul__avx2(x1, cv), kern__mul__avx2(x2, sv));
+        __m256 o2 = _mm256_add_ps(kern__mul__avx2(x2, cv), kern__mul__avx2(x1, sv));
+        kern__v_store_f32__avx2(o1p + i * os, odt, o1, m, 0);
+        kern__v_store_f32__avx2(o2p + i * os, odt, o2, m, 0);
+    }
+}
+KERN_TARGET_AVX2 static void kern__rope_inter__avx2(const void *x, kern_dtype xdt, void *o,
+                                                    kern_dtype odt, int64_t p0, int64_t n,
+                                                    const float *c2, const float *s2) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    const char *xp = (const char *)x + 2 * p0 * (int64_t)xs;
+    char *op = (char *)o + 2 * p0 * (int64_t)os;
+    int64_t i, e = 2 * n;
+    for (i = 0; i < e; i += 8) {
+        int m = e - i >= 8 ? 8 : (int)(e - i);
+        __m256 xv = kern__v_load_f32__avx2(xp + i * xs, xdt, m);
+        __m256 sw = _mm256_permute_ps(xv, 0xB1); /* (x1, x2) -> (x2, x1) per pair */
+        __m256 cv = kern__loadn__avx2(c2 + i, m), sv = kern__loadn__avx2(s2 + i, m);
+        __m256 ov = _mm256_add_ps(kern__mul__avx2(xv, cv), kern__mul__avx2(sw, sv));
+        kern__v_store_f32__avx2(op + i * os, odt, ov, m, 0);
+    }
+}
+KERN_TARGET_AVX2 static void kern__llm_copy__avx2(const void *x, kern_dtype xdt, void *o,
+                                                  kern_dtype odt, int64_t n) {
+    size_t xs = kern_dtype_size(xdt), os = kern_dtype_size(odt);
+    int64_t i;
+    if (xdt == odt) {
+        memmove(o, x, (size_t)n * xs);
+        return;
+    }
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        kern__v_store_f32__avx2((char *)o + i * os, odt,
+                                kern__v_load_f32__avx2((const char *)x + i * xs, xdt, m), m, 0);
+    }
+}
+KERN_TARGET_AVX2 static void kern__silu_mul__avx2(const void *a, kern_dtype adt, const void *b,
+                                                  kern_dtype bdt, void *o, kern_dtype odt,
+                                                  int64_t n) {
+    size_t as = kern_dtype_size(adt), bs = kern_dtype_size(bdt), os = kern_dtype_size(odt);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 g = kern__v_silu__avx2(kern__v_load_f32__avx2((const char *)a + i * as, adt, m));
+        __m256 u = kern__v_load_f32__avx2((const char *)b + i * bs, bdt, m);
+        kern__v_store_f32__avx2((char *)o + i * os, odt, kern__mul__avx2(g, u), m, 0);
+    }
+}
+static const kern__rope_fns kern__rope_fns_avx2 = {"avx2", kern__rope_half__avx2,
+                                                   kern__rope_inter__avx2, kern__llm_copy__avx2,
+                                                   kern__silu_mul__avx2};
+#endif
+
+static const kern__rope_fns *kern__rope_fns_for(kern_isa isa) {
+    switch (isa) {
+#ifdef KERN_X86
+    case KERN_ISA_AVX512_BF16: /* no AVX-512 body yet: the AVX2 one */
+    case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AVX512:
+    case KERN_ISA_AVX2_VNNI:
+    case KERN_ISA_AVX2: return &kern__rope_fns_avx2;
+#endif
+    default: return &kern__rope_fns_scalar;
+    }
+}
+
+/* ------------------------------------------------------------ shared bits */
+
+/* Element i of a 1-D i32/i64 view. */
+static int64_t kern__llm_ix(const kern_tensor *t, int64_t i) {
+    const char *p = (const char *)t->data + i * t->stride[0] * (int64_t)kern_dtype_size(t->dtype);
+    if (t->dtype == KERN_I64) {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    } else {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+}
+static int kern__llm_float_dt(kern_dtype dt) {
+    return dt == KERN_F32 || dt == KERN_BF16 || dt == KERN_F16;
+}
+/* A view and an output: same view (in place) is fine, any other byte
+ * overlap is not. */
+static int kern__llm_same_view(const kern_tensor *a, const kern_tensor *b) {
+    int d;
+    if (a->data != b->data || a->ndim != b->ndim ||
+        kern_dtype_size(a->dtype) != kern_dtype_size(b->dtype))
+        return 0;
+    for (d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->stride[d] != b->stride[d]))
+            return 0;
+    return 1;
+}
+/* Checks a 1-D index vector [n] of i32/i64. */
+static kern_status kern__llm_check_lens(const kern_tensor *t, int64_t n, const char *op,
+                                        const char *name) {
+    kern_status st = kern_tensor_check(t, op, name);
+    if (st != KERN_OK) return st;
+    if (t->dtype != KERN_I32 && t->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not i32/i64", op, name,
+                         kern_dtype_name(t->dtype));
+    if (t->ndim != 1 || t->shape[0] != n)
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld]", op, name, (long long)n);
+    return KERN_OK;
+}
+
+/* ------------------------------------------------------------------ rope */
+
+#define KERN__ROPE_CHUNK 64 /* pairs per cos/sin block (stack: 4 x 64 floats) */
+
+typedef struct kern__rope_job {
+    const kern__rope_fns *fns;
+    const char *x;
+    char *o;
+    kern_dtype xdt, odt;
+    int64_t B, L, H, D, r;
+    int64_t xs[3], os[3]; /* byte strides of B, L, H */
+    int inter;
+    const kern_tensor *offsets;
+    const float *invf;  /* [r/2] without a table */
+    const char *table;  /* row p at table + p * trs */
+    int64_t trs;
+    int64_t rows, per_task;
+} kern__rope_job;
+
+/* cos/sin of pos * invf[i], i in [p0, p0 + n), in double, rounded once. */
+static void kern__rope_cs(double pos, const float *invf, int64_t p0, int64_t n, float *c,
+                          float *s) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double a = pos * (double)invf[p0 + i];
+        c[i] = (float)cos(a);
+        s[i] = (float)sin(a);
+    }
+}
+
+static void kern__rope_task(void *arg, int64_t task, int thread) {
+    const kern__rope_job *J = (const kern__rope_job *)arg;
+    float c[KERN__ROPE_CHUNK], s[KERN__ROPE_CHUNK];
+    float c2[2 * KERN__ROPE_CHUNK], s2[2 * KERN__ROPE_CHUNK];
+    int64_t row, r0 = task * J->per_task, r1 = r0 + J->per_task, half = J->r / 2;
+    size_t xe = kern_dtype_size(J->xdt), oe = kern_dtype_size(J->odt);
+    (void)thread;
+    if (r1 > J->rows) r1 = J->rows;
+    for (row = r0; row < r1; row++) {
+        int64_t b = row / J->L, l = row % J->L, h, p0;
+        int64_t pos = (J->offsets ? kern__llm_ix(J->offsets, b) : 0) + l;
+        const char *xr = J->x + b * J->xs[0] + l * J->xs[1];
+        char *orow = J->o + b * J->os[0] + l * J->os[1];
+        for (p0 = 0; p0 < half; p0 += KERN__ROPE_CHUNK) {
+            int64_t n = half - p0 < KERN__ROPE_CHUNK ? half - p0 : KERN__ROPE_CHUNK, i;
+            if (J->table) {
+                const float *tr = (const float *)(const void *)(J->table + pos * J->trs);
+                memcpy(c, tr + p0, (size_t)n * sizeof(float));
+                memcpy(s, tr + half + p0, (size_t)n * sizeof(float));
+            } else {
+                kern__rope_cs((double)pos, J->invf, p0, n, c, s);
+            }
+            if (J->inter)
+                for (i = 0; i < n; i++) {
+                    c2[2 * i] = c2[2 * i + 1] = c[i];
+                    s2[2 * i] = -s[i];
+                    s2[2 * i + 1] = s[i];
+                }
+            for (h = 0; h < J->H; h++) {
+                const char *xh = xr + h * J->xs[2];
+                char *oh = orow + h * J->os[2];
+                if (J->inter)
+                    J->fns->inter(xh, J->xdt, oh, J->odt, p0, n, c2, s2);
+                else
+                    J->fns->half(xh, J->xdt, oh, J->odt, half, p0, n, c, s);
+            }
+        }
+        if (J->r < J->D && (J->x != J->o || J->xdt != J->odt || J->xs[2] != J->os[2]))
+            for (h = 0; h < J->H; h++)
+                J->fns->copy(xr + h * J->xs[2] + J->r * (int64_t)xe, J->xdt,
+                             orow + h * J->os[2] + J->r * (int64_t)oe, J->odt, J->D - J->r);
+    }
+}
+
+KERN_API void kern_rope_params_defaults(kern_rope_params *p, int64_t head_dim) {
+    if (!p) return;
+    if (p->style == KERN_ROPE_DEFAULT) p->style = KERN_ROPE_HALF;
+    if (p->rotary_dim == 0) {
+        if (p->table && p->table->ndim == 2) p->rotary_dim = p->table->shape[1];
+        else if (head_dim > 0) p->rotary_dim = head_dim;
+    }
+    if (p->theta == 0) p->theta = 10000.0;
+}
+
+/* Everything kern_rope checks before reading the offsets' values. */
+static kern_status kern__rope_validate(const kern_tensor *x, const kern_tensor *out,
+                                       const kern_rope_params *pp, kern_rope_params *rp,
+                                       const char *op) {
+    kern_status st;
+    int d;
+    kern_rope_params p;
+    memset(&p, 0, sizeof p);
+    if (pp) p = *pp;
+    if (!x || !out) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "out");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(out, op, "out")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype) || !kern__llm_float_dt(out->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(x->dtype) ? "out" : "x",
+                         kern_dtype_name(kern__llm_float_dt(x->dtype) ? out->dtype : x->dtype));
+    if (x->ndim != 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: x must be 4-D [B, L, H, D], has %d dims", op,
+                         x->ndim);
+    for (d = 0; d < 4; d++)
+        if (out->ndim != 4 || out->shape[d] != x->shape[d])
+            return kern__err(KERN_ERR_SHAPE, "%s: out's shape differs from x's [%lld, %lld, %lld, %lld]",
+                             op, (long long)x->shape[0], (long long)x->shape[1],
+                             (long long)x->shape[2], (long long)x->shape[3]);
+    if (p.style != KERN_ROPE_DEFAULT && p.style != KERN_ROPE_HALF &&
+        p.style != KERN_ROPE_INTERLEAVED)
+        return kern__err(KERN_ERR_ARG, "%s: params.style=%d is not a kern_rope_style", op,
+                         (int)p.style);
+    if (!(p.theta == 0 || (p.theta > 1 && p.theta < 1e300)))
+        return kern__err(KERN_ERR_ARG, "%s: params.theta=%g must be > 1 and finite (0 = 10000)",
+                         op, p.theta);
+    if (p.table) {
+        if ((st = kern_tensor_check(p.table, op, "params.table")) != KERN_OK) return st;
+        if (p.table->dtype != KERN_F32)
+            return kern__err(KERN_ERR_DTYPE, "%s: params.table.dtype=%s is not f32", op,
+                             kern_dtype_name(p.table->dtype));
+        if (p.table->ndim != 2)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.table must be 2-D [P, rotary_dim]", op);
+        if (p.table->shape[0] > 0 && p.table->shape[1] > 1 && p.table->stride[1] != 1)
+            return kern__err(KERN_ERR_LAYOUT, "%s: params.table's last dim needs unit stride", op);
+    }
+    kern_rope_params_defaults(&p, x->shape[3]);
+    if (p.rotary_dim < 0 || p.rotary_dim % 2 || p.rotary_dim > x->shape[3])
+        return kern__err(KERN_ERR_SHAPE, "%s: rotary_dim=%lld must be even and in 0..D=%lld", op,
+                         (long long)p.rotary_dim, (long long)x->shape[3]);
+    if (p.table && p.table->shape[1] != p.rotary_dim)
+        return kern__err(KERN_ERR_SHAPE, "%s: params.table is %lld wide but rotary_dim=%lld", op,
+                         (long long)p.table->shape[1], (long long)p.rotary_dim);
+    if (p.offsets &&
+        (st = kern__llm_check_lens(p.offsets, x->shape[0], op, "params.offsets")) != KERN_OK)
+        return st;
+    if (x->shape[3] > 1 && (x->stride[3] != 1 || out->stride[3] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s's last dim needs unit stride", op,
+                         x->stride[3] != 1 ? "x" : "out");
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (!kern__llm_same_view(x, out) && kern_tensors_overlap(x, out))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps x without being x", op);
+    if (p.offsets && kern_tensors_overlap(p.offsets, out))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps params.offsets", op);
+    *rp = p;
+    return KERN_OK;
+}
+
+static size_t kern__rope_shared(const kern_rope_params *p) {
+    return p->table ? 0 : (size_t)(p->rotary_dim / 2) * sizeof(float);
+}
+
+KERN_API kern_status kern_rope_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                              const kern_tensor *out,
+                                              const kern_rope_params *params, size_t *bytes) {
+    static const char *op = "kern_rope_workspace_size";
+    kern_rope_params p;
+    kern_status st;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__rope_validate(x, out, params, &p, op)) != KERN_OK) return st;
+    if (!ctx) ctx = kern_default_ctx();
+    if (!ctx) return kern__err(KERN_ERR_NOMEM, "%s: no default context", op);
+    *bytes = kern__op_workspace_bytes(ctx, kern__rope_shared(&p), 0);
+    return KERN_OK;
+}
+
+static void kern__rope_invf(double theta, int64_t r, float *invf) {
+    int64_t i;
+    for (i = 0; i < r / 2; i++) invf[i] = (float)(1.0 / pow(theta, (double)(2 * i) / (double)r));
+}
+
+KERN_API kern_status kern_rope(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *out,
+                               const kern_rope_params *params) {
+    static const char *op = "kern_rope";
+    kern_rope_params p;
+    kern_status st;
+    kern__rope_job J;
+    int64_t b, tasks;
+    size_t xe, oe;
+    if ((st = kern__rope_validate(x, out, params, &p, op)) != KERN_OK) return st;
+    /* positions: every one must be reachable before anything is written */
+    for (b = 0; b < x->shape[0] && x->shape[1] > 0; b++) {
+        int64_t off = p.offsets ? kern__llm_ix(p.offsets, b) : 0;
+        int64_t last = off + x->shape[1] - 1;
+        if (off < 0)
+            return kern__err(KERN_ERR_ARG, "%s: params.offsets[%lld]=%lld is negative", op,
+                             (long long)b, (long long)off);
+        if (p.table && last >= p.table->shape[0])
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: sequence %lld reaches position %lld, past the table's %lld rows",
+                             op, (long long)b, (long long)last, (long long)p.table->shape[0]);
+        if (!p.table && last >= ((int64_t)1 << 31))
+            return kern__err(KERN_ERR_ARG, "%s: sequence %lld reaches position %lld >= 2^31", op,
+                             (long long)b, (long long)last);
+    }
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, kern__rope_shared(&p), 0);
+    if (st == KERN_OK && kern_tensor_numel(x) > 0) {
+        memset(&J, 0, sizeof J);
+        J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+        J.x = (const char *)x->data;
+        J.o = (char *)out->data;
+        J.xdt = x->dtype;
+        J.odt = out->dtype;
+        J.B = x->shape[0];
+        J.L = x->shape[1];
+        J.H = x->shape[2];
+        J.D = x->shape[3];
+        J.r = p.rotary_dim;
+        xe = kern_dtype_size(x->dtype);
+        oe = kern_dtype_size(out->dtype);
+        for (b = 0; b < 3; b++) {
+            J.xs[b] = x->stride[b] * (int64_t)xe;
+            J.os[b] = out->stride[b] * (int64_t)oe;
+        }
+        J.inter = p.style == KERN_ROPE_INTERLEAVED;
+        J.offsets = p.offsets;
+        if (p.table) {
+            J.table = (const char *)p.table->data;
+            J.trs = p.table->stride[0] * (int64_t)sizeof(float);
+        } else if (J.r > 0) {
+            float *invf = (float *)kern__workspace(ctx, kern__rope_shared(&p));
+            if (!invf) st = kern__err(KERN_ERR_NOMEM, "%s: no scratch for %lld frequencies", op,
+                                      (long long)(J.r / 2));
+            else kern__rope_invf(p.theta, J.r, invf);
+            J.invf = invf;
+        }
+        if (st == KERN_OK) {
+            J.rows = J.B * J.L;
+            /* about 16 K elements per task: decode (B*L small) stays on one */
+            J.per_task = (16384 + J.H * J.D - 1) / (J.H * J.D > 0 ? J.H * J.D : 1);
+            if (J.per_task < 1) J.per_task = 1;
+            tasks = (J.rows + J.per_task - 1) / J.per_task;
+            st = kern_parallel_for(ctx, tasks, kern__rope_task, &J);
+        }
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+KERN_API kern_status kern_rope_table_init(kern_ctx *ctx, const kern_tensor *table,
+                                          const kern_rope_params *params) {
+    static const char *op = "kern_rope_table_init";
+    kern_status st;
+    double theta = params && params->theta != 0 ? params->theta : 10000.0;
+    int64_t r, P, pos, half;
+    float *invf = NULL;
+    if (!table) return kern__err(KERN_ERR_ARG, "%s: table is NULL", op);
+    if ((st = kern_tensor_check(table, op, "table")) != KERN_OK) return st;
+    if (table->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: table.dtype=%s is not f32", op,
+                         kern_dtype_name(table->dtype));
+    if (table->ndim != 2) return kern__err(KERN_ERR_SHAPE, "%s: table must be 2-D [P, r]", op);
+    P = table->shape[0];
+    r = table->shape[1];
+    if (r % 2 || (params && params->rotary_dim != 0 && params->rotary_dim != r))
+        return kern__err(KERN_ERR_SHAPE, "%s: table width %lld must be even and equal rotary_dim",
+                         op, (long long)r);
+    if (!(theta > 1 && theta < 1e300))
+        return kern__err(KERN_ERR_ARG, "%s: params.theta=%g must be > 1 and finite (0 = 10000)",
+                         op, theta);
+    if (P > 0 && r > 1 && table->stride[1] != 1)
+        return kern__err(KERN_ERR_LAYOUT, "%s: table's last dim needs unit stride", op);
+    if (kern__tensor_self_overlap(table))
+        return kern__err(KERN_ERR_LAYOUT, "%s: table has overlapping elements", op);
+    if (P > ((int64_t)1 << 31))
+        return kern__err(KERN_ERR_ARG, "%s: %lld positions (at most 2^31)", op, (long long)P);
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    half = r / 2;
+    if (P > 0 && half > 0) {
+        invf = (float *)kern__workspace(ctx, (size_t)half * sizeof(float));
+        if (!invf) st = kern__err(KERN_ERR_NOMEM, "%s: no scratch for %lld frequencies", op,
+                                  (long long)half);
+    }
+    if (invf) {
+        kern__rope_invf(theta, r, invf);
+        for (pos = 0; pos < P; pos++) {
+            float *row = (float *)table->data + pos * table->stride[0];
+            kern__rope_cs((double)pos, invf, 0, half, row, row + half);
+        }
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* -------------------------------------------------------------- silu_mul */
+
+typedef struct kern__rows_job {
+    const kern__rope_fns *fns;
+    const char *a, *b;
+    char *o;
+    kern_dtype adt, bdt, odt;
+    int nd;                     /* leading dims */
+    int64_t shape[KERN_MAX_DIMS];
+    int64_t as[KERN_MAX_DIMS], bs[KERN_MAX_DIMS], os[KERN_MAX_DIMS]; /* bytes */
+    int64_t F, rows, per_task;
+} kern__rows_job;
+
+static void kern__silu_mul_task(void *arg, int64_t task, int thread) {
+    const kern__rows_job *J = (const kern__rows_job *)arg;
+    int64_t row, r0 = task * J->per_task, r1 = r0 + J->per_task;
+    (void)thread;
+    if (r1 > J->rows) r1 = J->rows;
+    for (row = r0; row < r1; row++) {
+        int64_t rem = row, ao = 0, bo = 0, oo = 0, i;
+        int d;
+        for (d = J->nd - 1; d >= 0; d--) {
+            i = rem % J->shape[d];
+            rem /= J->shape[d];
+            ao += i * J->as[d];
+            bo += i * J->bs[d];
+            oo += i * J->os[d];
+        }
+        J->fns->silu_mul(J->a + ao, J->adt, J->b + bo, J->bdt, J->o + oo, J->odt, J->F);
+    }
+}
+
+KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const kern_tensor *b,
+                                   const kern_tensor *out) {
+    static const char *op = "kern_silu_mul";
+    kern_status st;
+    kern__rows_job J;
+    int d, nd;
+    int64_t F;
+    if (!a || !out) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !a ? "a" : "out");
+    if ((st = kern_tensor_check(a, op, "a")) != KERN_OK) return st;
+    if (b && (st = kern_tensor_check(b, op, "b")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(out, op, "out")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(a->dtype) || (b && !kern__llm_float_dt(b->dtype)) ||
+        !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(a->dtype) ? a : !kern__llm_float_dt(out->dtype) ? out : b;
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         t == a ? "a" : t == b ? "b" : "out", kern_dtype_name(t->dtype));
+    }
+    nd = a->ndim;
+    if (nd < 1) return kern__err(KERN_ERR_SHAPE, "%s: a must have at least 1 dim", op);
+    if (out->ndim != nd || (b && b->ndim != nd))
+        return kern__err(KERN_ERR_SHAPE, "%s: a has %d dims but %s has %d", op, nd,
+                         out->ndim != nd ? "out" : "b", out->ndim != nd ? out->ndim : b->ndim);
+    F = b ? a->shape[nd - 1] : a->shape[nd - 1] / 2;
+    if (!b && a->shape[nd - 1] % 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: without b, a's last dim (%lld) must be even: [gate | up]",
+                         op, (long long)a->shape[nd - 1]);
+    for (d = 0; d < nd; d++) {
+        int64_t want = d == nd - 1 ? F : a->shape[d];
+        if (out->shape[d] != want || (b && b->shape[d] != want))
+            return kern__err(KERN_ERR_SHAPE, "%s: %s.shape[%d]=%lld, want %lld", op,
+                             out->shape[d] != want ? "out" : "b", d,
+                             (long long)(out->shape[d] != want ? out->shape[d] : b->shape[d]),
+                             (long long)want);
+    }
+    if (F > 1 && (a->stride[nd - 1] != 1 || out->stride[nd - 1] != 1 ||
+                  (b && b->stride[nd - 1] != 1)))
+        return kern__err(KERN_ERR_LAYOUT, "%s: the last dim needs unit stride", op);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (b ? (!kern__llm_same_view(out, a) && kern_tensors_overlap(out, a)) ||
+                (!kern__llm_same_view(out, b) && kern_tensors_overlap(out, b))
+          : kern_tensors_overlap(out, a))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps %s without being it", op,
+                         b ? (kern_tensors_overlap(out, a) ? "a" : "b") : "a");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (kern_tensor_numel(out) > 0) {
+        size_t ae = kern_dtype_size(a->dtype), oe = kern_dtype_size(out->dtype);
+        size_t be = b ? kern_dtype_size(b->dtype) : ae;
+        memset(&J, 0, sizeof J);
+        J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+        J.a = (const char *)a->data;
+        J.b = b ? (const char *)b->data : J.a + F * (int64_t)ae;
+        J.o = (char *)out->data;
+        J.adt = a->dtype;
+        J.bdt = b ? b->dtype : a->dtype;
+        J.odt = out->dtype;
+        J.nd = nd - 1;
+        J.rows = 1;
+        for (d = 0; d < nd - 1; d++) {
+            J.shape[d] = a->shape[d];
+            J.as[d] = a->stride[d] * (int64_t)ae;
+            J.bs[d] = (b ? b->stride[d] : a->stride[d]) * (int64_t)be;
+            J.os[d] = out->stride[d] * (int64_t)oe;
+            J.rows *= a->shape[d];
+        }
+        J.F = F;
+        J.per_task = (32768 + F - 1) / F;
+        st = kern_parallel_for(ctx, (J.rows + J.per_task - 1) / J.per_task, kern__silu_mul_task,
+                               &J);
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------------- kv_append */
+
+typedef struct kern__kv_job {
+    const kern__rope_fns *fns;
+    const kern_tensor *nw[2], *cache[2];
+    const kern_tensor *k_lens;
+    int64_t Lnew;
+} kern__kv_job;
+
+static void kern__kv_task(void *arg, int64_t task, int thread) {
+    const kern__kv_job *J = (const kern__kv_job *)arg;
+    int64_t b = task / J->Lnew, j = task % J->Lnew, h;
+    int64_t pos = kern__llm_ix(J->k_lens, b) + j;
+    int w;
+    (void)thread;
+    for (w = 0; w < 2; w++) {
+        const kern_tensor *n = J->nw[w], *c = J->cache[w];
+        size_t ne, ce;
+        if (!n) continue;
+        ne = kern_dtype_size(n->dtype);
+        ce = kern_dtype_size(c->dtype);
+        for (h = 0; h < n->shape[2]; h++)
+            J->fns->copy((const char *)n->data +
+                             (b * n->stride[0] + j * n->stride[1] + h * n->stride[2]) * (int64_t)ne,
+                         n->dtype,
+                         (char *)c->data +
+                             (b * c->stride[0] + pos * c->stride[1] + h * c->stride[2]) * (int64_t)ce,
+                         c->dtype, n->shape[3]);
+    }
+}
+
+static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, const char *nn,
+                                  const char *cn, const char *op) {
+    kern_status st;
+    int d;
+    if ((st = kern_tensor_check(n, op, nn)) != KERN_OK) return st;
+    if ((st = kern_tensor_check(c, op, cn)) != KERN_OK) return st;
+    if (!kern__llm_float_dt(n->dtype) || !kern__llm_float_dt(c->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(n->dtype) ? cn : nn,
+                         kern_dtype_name(kern__llm_float_dt(n->dtype) ? c->dtype : n->dtype));
+    if (n->ndim != 4 || c->ndim != 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be 4-D [B, L, Hkv, D]", op,
+                         n->ndim != 4 ? nn : cn);
+    for (d = 0; d < 4; d++)
+        if (d != 1 && n->shape[d] != c->shape[d])
+            return kern__err(KERN_ERR_SHAPE, "%s: %s.shape[%d]=%lld but %s.shape[%d]=%lld", op, cn,
+                             d, (long long)c->shape[d], nn, d, (long long)n->shape[d]);
+    if (n->shape[3] > 1 && (n->stride[3] != 1 || c->stride[3] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s's last dim needs unit stride", op,
+                         n->stride[3] != 1 ? nn : cn);
+    if (kern__tensor_self_overlap(c))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op, cn);
+    if (kern_tensors_overlap(n, c))
+        return kern__err(KERN_ERR_ARG, "%s: %s overlaps %s", op, nn, cn);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
+                                    const kern_tensor *v_new, const kern_tensor *k_cache,
+                                    const kern_tensor *v_cache, const kern_tensor *k_lens) {
+    static const char *op = "kern_kv_append";
+    kern_status st;
+    kern__kv_job J;
+    int64_t b, B, Lnew, Lmax;
+    if (!k_new || !k_cache || !k_lens)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op,
+                         !k_new ? "k_new" : !k_cache ? "k_cache" : "k_lens");
+    if (!v_new != !v_cache)
+        return kern__err(KERN_ERR_ARG, "%s: v_new and v_cache must both be given or both NULL", op);
+    if ((st = kern__kv_check(k_new, k_cache, "k_new", "k_cache", op)) != KERN_OK) return st;
+    if (v_new) {
+        if ((st = kern__kv_check(v_new, v_cache, "v_new", "v_cache", op)) != KERN_OK) return st;
+        if (v_new->shape[0] != k_new->shape[0] || v_new->shape[1] != k_new->shape[1] ||
+            v_new->shape[2] != k_new->shape[2] || v_cache->shape[1] != k_cache->shape[1])
+            return kern__err(KERN_ERR_SHAPE, "%s: v_new/v_cache differ from k_new/k_cache in B, L or Hkv",
+                             op);
+        if (kern_tensors_overlap(v_cache, k_cache) || kern_tensors_overlap(v_cache, k_new) ||
+            kern_tensors_overlap(k_cache, v_new))
+            return kern__err(KERN_ERR_ARG, "%s: the caches overlap each other or the new rows", op);
+    }
+    B = k_new->shape[0];
+    Lnew = k_new->shape[1];
+    Lmax = k_cache->shape[1];
+    if ((st = kern__llm_check_lens(k_lens, B, op, "k_lens")) != KERN_OK) return st;
+    if (kern__tensor_self_overlap(k_lens) || kern_tensors_overlap(k_lens, k_cache) ||
+        (v_cache && kern_tensors_overlap(k_lens, v_cache)))
+        return kern__err(KERN_ERR_ARG, "%s: k_lens overlaps itself or a cache", op);
+    for (b = 0; b < B; b++) {
+        int64_t n = kern__llm_ix(k_lens, b);
+        if (n < 0)
+            return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is negative", op, (long long)b,
+                             (long long)n);
+        if (n > Lmax - Lnew)
+            return kern__err(KERN_ERR_SHAPE,
+                             "%s: sequence %lld has %lld rows + %lld new > the cache's %lld", op,
+                             (long long)b, (long long)n, (long long)Lnew, (long long)Lmax);
+        if (k_lens->dtype == KERN_I32 && n + Lnew > INT32_MAX)
+            return kern__err(KERN_ERR_ARG, "%s: k_lens[%lld] would pass INT32_MAX", op, (long long)b);
+    }
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (B > 0 && Lnew > 0) {
+        memset(&J, 0, sizeof J);
+        J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+        J.nw[0] = k_new;
+        J.nw[1] = v_new;
+        J.cache[0] = k_cache;
+        J.cache[1] = v_cache;
+        J.k_lens = k_lens;
+        J.Lnew = Lnew;
+        st = kern_parallel_for(ctx, B * Lnew, kern__kv_task, &J);
+        if (st == KERN_OK)
+            for (b = 0; b < B; b++) {
+                char *p = (char *)k_lens->data +
+                          b * k_lens->stride[0] * (int64_t)kern_dtype_size(k_lens->dtype);
+                int64_t n = kern__llm_ix(k_lens, b) + Lnew;
+                if (k_lens->dtype == KERN_I64) {
+                    memcpy(p, &n, sizeof n);
+                } else {
+                    int32_t n32 = (int32_t)n;
+                    memcpy(p, &n32, sizeof n32);
+                }
+            }
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ----------------------------------------------------------- argmax/topk */
+
+typedef struct kern__sel_job {
+    const kern_tensor *x, *idx;
+    int64_t V;
+} kern__sel_job;
+
+static float kern__sel_get(const kern_tensor *t, int64_t r, int64_t i) {
+    return kern__s_load_f32((const char *)t->data +
+                                (r * t->stride[0] + i * t->stride[1]) * (int64_t)kern_dtype_size(t->dtype),
+                            t->dtype, 1);
+}
+static void kern__sel_put_idx(const kern_tensor *t, int64_t r, int64_t c, int64_t v) {
+    char *p;
+    if (!t) return;
+    p = (char *)t->data + (r * t->stride[0] + (t->ndim > 1 ? c * t->stride[1] : 0)) *
+                              (int64_t)kern_dtype_size(t->dtype);
+    if (t->dtype == KERN_I64) {
+        memcpy(p, &v, sizeof v);
+    } else {
+        int32_t v32 = (int32_t)v;
+        memcpy(p, &v32, sizeof v32);
+    }
+}
+
+static void kern__argmax_task(void *arg, int64_t r, int thread) {
+    const kern__sel_job *J = (const kern__sel_job *)arg;
+    int64_t i, best = 0;
+    float bv = kern__sel_get(J->x, r, 0);
+    (void)thread;
+    for (i = 1; i < J->V && bv == bv; i++) { /* a NaN cannot be beaten */
+        float v = kern__sel_get(J->x, r, i);
+        if (v > bv || v != v) {
+            bv = v;
+            best = i;
+        }
+    }
+    kern__sel_put_idx(J->idx, r, 0, best);
+}
+
+KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices) {
+    static const char *op = "kern_argmax";
+    kern_status st;
+    kern__sel_job J;
+    if (!x || !indices) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "indices");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(indices, op, "indices")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: x.dtype=%s is not f32/bf16/f16", op,
+                         kern_dtype_name(x->dtype));
+    if (indices->dtype != KERN_I32 && indices->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: indices.dtype=%s is not i32/i64", op,
+                         kern_dtype_name(indices->dtype));
+    if (x->ndim != 2 || indices->ndim != 1 || indices->shape[0] != x->shape[0])
+        return kern__err(KERN_ERR_SHAPE, "%s: x must be [R, V] and indices [R]", op);
+    if (x->shape[1] == 0 && x->shape[0] > 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: argmax over an empty last dim", op);
+    if (indices->dtype == KERN_I32 && x->shape[1] > INT32_MAX)
+        return kern__err(KERN_ERR_DTYPE, "%s: V=%lld needs i64 indices", op, (long long)x->shape[1]);
+    if (kern__tensor_self_overlap(indices))
+        return kern__err(KERN_ERR_LAYOUT, "%s: indices has overlapping elements", op);
+    if (kern_tensors_overlap(indices, x))
+        return kern__err(KERN_ERR_ARG, "%s: indices overlaps x", op);
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    memset(&J, 0, sizeof J);
+    J.x = x;
+    J.idx = indices;
+    J.V = x->shape[1];
+    st = kern_parallel_for(ctx, x->shape[0], kern__argmax_task, &J);
+    kern__op_end(ctx);
+    return st;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERN_LLM_IMPLEMENTATION */

@@ -1,0 +1,568 @@
+/* Tests for kern_llm.h: rope against a double reference (both styles,
+ * partial rotary dims, offsets, tables, strided views, every dtype and
+ * ISA level), and the bad-input contract. */
+#define KERN_IMPLEMENTATION
+#include "kern_llm.h"
+#include "kern_norm.h"
+#include "kt.h"
+
+static const kern_dtype FDT[3] = {KERN_F32, KERN_BF16, KERN_F16};
+
+/* A [B, L, H, D] view over a buffer laid out [B, H, L, Dp] (strided) or
+ * [B, L, H, D] (contiguous). */
+typedef struct {
+    void *buf;
+    size_t bytes;
+    kern_tensor t;
+} view4;
+
+static void view4_make(view4 *v, kern_dtype dt, int64_t B, int64_t L, int64_t H, int64_t D,
+                       int strided, const char *what) {
+    size_t es = kern_dtype_size(dt);
+    int64_t Dp = strided ? D + 3 : D, n = B * L * H * Dp;
+    int64_t shape[4], stride[4];
+    shape[0] = B; shape[1] = L; shape[2] = H; shape[3] = D;
+    if (strided) {
+        stride[0] = H * L * Dp; stride[1] = Dp; stride[2] = L * Dp; stride[3] = 1;
+    } else {
+        stride[0] = L * H * D; stride[1] = H * D; stride[2] = D; stride[3] = 1;
+    }
+    v->bytes = (size_t)(n > 0 ? n : 1) * es;
+    v->buf = kt_alloc_misaligned(v->bytes, 4, what);
+    kern_tensor_init_strided(&v->t, v->buf, dt, 4, shape, stride);
+}
+static int64_t view4_off(const view4 *v, int64_t b, int64_t l, int64_t h, int64_t d) {
+    return b * v->t.stride[0] + l * v->t.stride[1] + h * v->t.stride[2] + d;
+}
+
+/* The reference: double products of the f32-rounded input with
+ * double-accurate cos/sin of pos * invf (invf rounded to f32). */
+static double rope_ref(const view4 *x, int64_t b, int64_t l, int64_t h, int64_t d, int64_t r,
+                       int inter, double theta, int64_t pos) {
+    kern_dtype dt = x->t.dtype;
+    int64_t i, j;
+    double xi, xj, a, c, s;
+    float invf;
+    if (d >= r) return kt_get(x->buf, dt, view4_off(x, b, l, h, d));
+    if (inter) {
+        i = d / 2;
+        j = d ^ 1;
+    } else {
+        i = d < r / 2 ? d : d - r / 2;
+        j = d < r / 2 ? d + r / 2 : d - r / 2;
+    }
+    invf = (float)(1.0 / pow(theta, (double)(2 * i) / (double)r));
+    a = (double)pos * (double)invf;
+    c = (double)(float)cos(a);
+    s = (double)(float)sin(a);
+    xi = kt_get(x->buf, dt, view4_off(x, b, l, h, d));
+    xj = kt_get(x->buf, dt, view4_off(x, b, l, h, j));
+    /* first of the pair: x1 c - x2 s; second: x2 c + x1 s */
+    if ((inter && d % 2 == 0) || (!inter && d < r / 2)) return xi * c - xj * s;
+    return xi * c + xj * s;
+}
+
+typedef struct {
+    int64_t B, L, H, D, r;
+} rope_shape;
+
+/* Runs one case, checks it against the reference and returns the result
+ * gathered as f32 [B, L, H, D] (exact for every out dtype; caller frees). */
+static float *rope_case(kern_ctx *ctx, const rope_shape *sh, kern_dtype xdt, kern_dtype odt,
+                        int inter, int strided, int use_offsets, int use_table, int inplace) {
+    view4 x, o;
+    int64_t B = sh->B, L = sh->L, H = sh->H, D = sh->D, r = sh->r, b, l, h, d;
+    float *got;
+    int64_t offs[4] = {4093, 7, 30011, 1}, maxoff = 0;
+    double theta = use_offsets ? 500000.0 : 10000.0, *want;
+    kern_tensor offt = kern_tensor_1d(offs, KERN_I64, B), table;
+    float *tab = NULL;
+    kern_rope_params p;
+    kt_rng rng = kt_rng_make((uint64_t)(xdt * 131 + odt * 17 + inter * 3 + strided));
+    kt_context("B%lld L%lld H%lld D%lld r%lld %s->%s %s%s%s%s%s", (long long)B, (long long)L,
+               (long long)H, (long long)D, (long long)r, kern_dtype_name(xdt),
+               kern_dtype_name(odt), inter ? "inter" : "half", strided ? " strided" : "",
+               use_offsets ? " offsets" : "", use_table ? " table" : "", inplace ? " inplace" : "");
+    view4_make(&x, xdt, B, L, H, D, strided, "x");
+    kt_fill_normal(&rng, x.buf, xdt, (int64_t)(x.bytes / kern_dtype_size(xdt)), 1.0);
+    if (inplace) {
+        o = x;
+    } else {
+        view4_make(&o, odt, B, L, H, D, !strided, "out");
+        kt_poison(o.buf, o.bytes);
+    }
+    memset(&p, 0, sizeof p);
+    p.style = inter ? KERN_ROPE_INTERLEAVED : (use_table ? KERN_ROPE_HALF : KERN_ROPE_DEFAULT);
+    p.rotary_dim = r == D && !use_table ? 0 : r;
+    p.theta = theta == 10000.0 ? 0 : theta;
+    if (use_offsets) p.offsets = &offt;
+    if (use_table) {
+        int64_t P;
+        for (b = 0; b < B; b++) maxoff = use_offsets && offs[b] > maxoff ? offs[b] : maxoff;
+        P = maxoff + L + 2;
+        kern_rope_params tp;
+        tab = (float *)kt_alloc((size_t)(P * r > 0 ? P * r : 1) * sizeof(float), "table");
+        table = kern_tensor_2d(tab, KERN_F32, P, r);
+        memset(&tp, 0, sizeof tp);
+        tp.theta = p.theta;
+        KT_OK(kern_rope_table_init(ctx, &table, &tp));
+        p.table = &table;
+    }
+    want = (double *)malloc(sizeof(double) * (size_t)(B * L * H * D + 1));
+    for (b = 0; b < B; b++)
+        for (l = 0; l < L; l++)
+            for (h = 0; h < H; h++)
+                for (d = 0; d < D; d++)
+                    want[((b * L + l) * H + h) * D + d] =
+                        rope_ref(&x, b, l, h, d, r, inter, theta, (use_offsets ? offs[b] : 0) + l);
+    KT_OK(kern_rope(ctx, &x.t, &o.t, &p));
+    got = (float *)malloc(sizeof(float) * (size_t)(B * L * H * D + 1));
+    {
+        kt_tol_t tol = kt_tol(odt);
+        for (b = 0; b < B; b++)
+            for (l = 0; l < L; l++)
+                for (h = 0; h < H; h++)
+                    for (d = 0; d < D; d++)
+                        got[((b * L + l) * H + h) * D + d] =
+                            (float)kt_get(o.buf, odt, view4_off(&o, b, l, h, d));
+        if (xdt != KERN_F32) tol.atol *= 4; /* inputs of unit size rounded to 8/11 bits */
+        kt_assert_close("rope", got, KERN_F32, want, B * L * H * D, tol);
+    }
+    if (!inplace && strided == 0) { /* the gaps of the strided out are untouched */
+        int64_t k;
+        const unsigned char *q = (const unsigned char *)o.buf;
+        size_t es = kern_dtype_size(odt);
+        for (b = 0; b < B; b++)
+            for (h = 0; h < H; h++)
+                for (l = 0; l < L; l++)
+                    for (k = D * (int64_t)es; k < (D + 3) * (int64_t)es; k++)
+                        KT_CHECK(q[(size_t)(view4_off(&o, b, l, h, 0) * (int64_t)es + k)] == 0xFF,
+                                 "gap written");
+    }
+    if (!inplace) kt_free(o.buf);
+    kt_free(x.buf);
+    if (tab) kt_free(tab);
+    free(want);
+    return got;
+}
+
+static int same_floats(const float *a, const float *b, int64_t n) {
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+KT_TEST(rope_reference) {
+    static const rope_shape shapes[] = {
+        {1, 1, 1, 2, 2},     {2, 3, 3, 10, 6}, {2, 5, 2, 128, 128}, {1, 2, 3, 80, 32},
+        {2, 4, 1, 17, 16}, {3, 1, 4, 130, 130}, {1, 3, 2, 64, 64},
+    };
+    int si, xi, oi, inter, strided;
+    for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (xi = 0; xi < 3; xi++)
+            for (oi = 0; oi < 3; oi++)
+                for (inter = 0; inter < 2; inter++)
+                    for (strided = 0; strided < 2; strided++) {
+                        const rope_shape *s = &shapes[si];
+                        int64_t n = s->B * s->L * s->H * s->D;
+                        float *first = NULL;
+                        KT_FOR_EACH_ISA(isa, ctx, 1 + (si & 1)) {
+                            float *g = rope_case(ctx, s, FDT[xi], FDT[oi], inter, strided,
+                                                 si % 2, 0, 0);
+                            /* the same bits from a table and on every level */
+                            float *t = rope_case(ctx, s, FDT[xi], FDT[oi], inter, strided,
+                                                 si % 2, 1, 0);
+                            KT_CHECK(same_floats(g, t, n), "table path differs (%s)",
+                                     kern_isa_name(isa));
+                            free(t);
+                            if (xi == oi) { /* in place */
+                                t = rope_case(ctx, s, FDT[xi], FDT[oi], inter, strided, si % 2,
+                                              si % 3 == 0, 1);
+                                KT_CHECK(same_floats(g, t, n), "in place differs (%s)",
+                                         kern_isa_name(isa));
+                                free(t);
+                            }
+                            if (!first) first = g;
+                            else {
+                                KT_CHECK(same_floats(first, g, n), "%s differs from scalar",
+                                         kern_isa_name(isa));
+                                free(g);
+                            }
+                        }
+                        free(first);
+                    }
+}
+
+KT_TEST(rope_errors) {
+    float x[2 * 3 * 2 * 8], o[2 * 3 * 2 * 8], snap[2 * 3 * 2 * 8], tab[4 * 8];
+    int64_t offs[2] = {0, 2}, neg[2] = {0, -1};
+    kern_tensor xt = kern_tensor_4d(x, KERN_F32, 2, 3, 2, 8);
+    kern_tensor ot = kern_tensor_4d(o, KERN_F32, 2, 3, 2, 8);
+    kern_tensor off = kern_tensor_1d(offs, KERN_I64, 2), negt = kern_tensor_1d(neg, KERN_I64, 2);
+    kern_tensor tabt = kern_tensor_2d(tab, KERN_F32, 4, 8), bad;
+    kern_rope_params p;
+    size_t ws = 0;
+    int i;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    for (i = 0; i < 2 * 3 * 2 * 8; i++) x[i] = (float)i;
+    kt_poison(o, sizeof o);
+    memcpy(snap, o, sizeof o);
+    KT_OK(kern_rope_table_init(ctx, &tabt, NULL));
+    memset(&p, 0, sizeof p);
+    /* positions 2..4 of sequence 1 against a 4-row table */
+    p.offsets = &off;
+    p.table = &tabt;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_SHAPE, "past the table");
+    p.table = NULL;
+    p.offsets = &negt;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_ARG, "negative");
+    p.offsets = NULL;
+    p.rotary_dim = 5;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_SHAPE, "rotary_dim");
+    p.rotary_dim = 10;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_SHAPE, "rotary_dim");
+    p.rotary_dim = 4;
+    p.table = &tabt;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_SHAPE, "wide");
+    p.table = NULL;
+    p.rotary_dim = 0;
+    p.theta = 0.5;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_ARG, "theta");
+    p.theta = 0;
+    p.style = (kern_rope_style)7;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_ARG, "style");
+    p.style = KERN_ROPE_DEFAULT;
+    bad = kern_tensor_4d(x + 1, KERN_F32, 2, 3, 2, 8);
+    KT_ERROR(kern_rope(ctx, &xt, &bad, &p), KERN_ERR_ARG, "overlaps");
+    bad = ot;
+    bad.dtype = KERN_I32;
+    KT_ERROR(kern_rope(ctx, &xt, &bad, &p), KERN_ERR_DTYPE, "out.dtype");
+    bad = kern_tensor_3d(o, KERN_F32, 6, 2, 8);
+    KT_ERROR(kern_rope(ctx, &xt, &bad, &p), KERN_ERR_SHAPE, "shape");
+    bad = ot;
+    bad.stride[3] = 2;
+    bad.shape[0] = 1;
+    bad.stride[2] = 16;
+    bad.stride[1] = 32;
+    KT_ERROR(kern_rope(ctx, &xt, &bad, &p), KERN_ERR_SHAPE, "shape");
+    {
+        kern_tensor x4 = kern_tensor_4d(x, KERN_F32, 2, 3, 2, 4), o4 = x4;
+        o4.data = o;
+        o4.stride[3] = 2;
+        o4.stride[2] = 8;
+        o4.stride[1] = 16;
+        o4.stride[0] = 48;
+        KT_ERROR(kern_rope(ctx, &x4, &o4, &p), KERN_ERR_LAYOUT, "unit stride");
+    }
+    bad = kern_tensor_4d(o, KERN_F32, 2, 3, 2, 8);
+    bad.stride[2] = 0;
+    KT_ERROR(kern_rope(ctx, &xt, &bad, &p), KERN_ERR_LAYOUT, "overlapping");
+    bad = kern_tensor_1d(offs, KERN_I64, 1);
+    p.offsets = &bad;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_SHAPE, "offsets");
+    p.offsets = NULL;
+    p.workspace = o;
+    p.workspace_size = 1;
+    KT_ERROR(kern_rope(ctx, &xt, &ot, &p), KERN_ERR_ARG, "workspace");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    /* exactly the reported workspace works */
+    p.workspace = NULL;
+    KT_OK(kern_rope_workspace_size(ctx, &xt, &ot, &p, &ws));
+    {
+        void *w = kt_alloc_misaligned(ws, 8, "ws");
+        float o2[2 * 3 * 2 * 8];
+        KT_OK(kern_rope(ctx, &xt, &ot, NULL));
+        p.workspace = w;
+        p.workspace_size = ws;
+        ot.data = o2;
+        KT_OK(kern_rope(ctx, &xt, &ot, &p));
+        KT_CHECK(memcmp(o, o2, sizeof o) == 0, "workspace result differs");
+        kt_free(w);
+    }
+    p.workspace = NULL;
+    p.workspace_size = 0;
+    p.table = &tabt;
+    KT_OK(kern_rope_workspace_size(ctx, &xt, &ot, &p, &ws));
+    KT_CHECK(ws == 0, "a table needs no workspace (%zu)", ws);
+    bad = kern_tensor_2d(tab, KERN_F32, 4, 7);
+    KT_ERROR(kern_rope_table_init(ctx, &bad, NULL), KERN_ERR_SHAPE, "even");
+}
+
+/* silu_mul against kern_activation(SILU) into f32 then an f32 multiply
+ * (bit for bit), a double reference, the packed [gate | up] form, strided
+ * rows and in place, on every level. */
+static void silu_mul_case(kern_ctx *ctx, int64_t R, int64_t F, kern_dtype adt, kern_dtype bdt,
+                          kern_dtype odt, int packed, int inplace) {
+    int64_t ars = packed ? 2 * F + 5 : F + 3, i, j; /* padded rows */
+    size_t ae = kern_dtype_size(adt), be = kern_dtype_size(bdt), oe = kern_dtype_size(odt);
+    char *abuf = (char *)kt_alloc_misaligned((size_t)(R * ars + 1) * ae, 4, "a");
+    char *bbuf = (char *)kt_alloc_misaligned((size_t)(R * (F + 1) + 1) * be, 8, "b");
+    char *obuf = (char *)kt_alloc_misaligned((size_t)(R * (F + 2) + 1) * oe, 12, "out");
+    float *g = (float *)malloc(sizeof(float) * (size_t)(R * F + 1));
+    double *want = (double *)malloc(sizeof(double) * (size_t)(R * F + 1));
+    float *got = (float *)malloc(sizeof(float) * (size_t)(R * F + 1));
+    int64_t sh[2], ast[2] = {ars, 1}, bst[2] = {F + 1, 1}, ost[2] = {F + 2, 1};
+    kern_tensor a, b, o, gt;
+    kt_rng rng = kt_rng_make((uint64_t)(R * 7 + F + adt * 3 + bdt * 5 + odt));
+    kt_context("R%lld F%lld a %s b %s out %s%s%s", (long long)R, (long long)F,
+               kern_dtype_name(adt), kern_dtype_name(bdt), kern_dtype_name(odt),
+               packed ? " packed" : "", inplace ? " inplace" : "");
+    kt_fill_normal(&rng, abuf, adt, R * ars, 4.0);
+    kt_fill_normal(&rng, bbuf, bdt, R * (F + 1), 1.0);
+    kt_poison(obuf, (size_t)(R * (F + 2) + 1) * oe);
+    sh[0] = R;
+    sh[1] = packed ? 2 * F : F;
+    kern_tensor_init_strided(&a, abuf, adt, 2, sh, ast);
+    sh[1] = F;
+    kern_tensor_init_strided(&b, packed ? abuf + F * (int64_t)ae : bbuf, packed ? adt : bdt, 2,
+                             sh, packed ? ast : bst);
+    kern_tensor_init_strided(&o, obuf, odt, 2, sh, ost);
+    /* the unfused reference: kern_activation into f32, then multiply */
+    {
+        kern_tensor ga = a;
+        ga.shape[1] = F;
+        gt = kern_tensor_2d(g, KERN_F32, R, F);
+        KT_OK(kern_activation(ctx, &ga, NULL, &gt, KERN_ACT_SILU));
+    }
+    for (i = 0; i < R; i++)
+        for (j = 0; j < F; j++) {
+            double x = kt_get(abuf, adt, i * ars + j);
+            double u = packed ? kt_get(abuf, adt, i * ars + F + j) : kt_get(bbuf, bdt, i * (F + 1) + j);
+            float prod = g[i * F + j] * (float)u;
+            want[i * F + j] = x / (1 + exp(-x)) * u;
+            g[i * F + j] = (float)kt_get(&prod, KERN_F32, 0);
+            if (odt == KERN_BF16) g[i * F + j] = kern_bf16_to_f32(kern_f32_to_bf16(prod));
+            if (odt == KERN_F16) g[i * F + j] = kern_f16_to_f32(kern_f32_to_f16(prod));
+        }
+    if (inplace && !packed) { /* out = a's own view (same dtype needed) */
+        o = a;
+    }
+    KT_OK(kern_silu_mul(ctx, &a, packed ? NULL : &b, &o));
+    for (i = 0; i < R; i++)
+        for (j = 0; j < F; j++)
+            got[i * F + j] = (float)kt_get(o.data, o.dtype, i * o.stride[0] + j);
+    if (!inplace || packed) {
+        kt_tol_t tol = kt_tol_scaled(odt, 4);
+        kt_assert_close("silu_mul", got, KERN_F32, want, R * F, tol);
+        kt_assert_bytes_equal("silu_mul vs activation then mul", got, g, sizeof(float) * (size_t)(R * F));
+        for (i = 0; i < R; i++) /* padding untouched */
+            KT_CHECK(((unsigned char *)obuf)[(i * (F + 2) + F) * (int64_t)oe] == 0xFF, "row padding written");
+    } else if (o.dtype == odt) {
+        kt_assert_bytes_equal("silu_mul in place", got, g, sizeof(float) * (size_t)(R * F));
+    }
+    kt_free(abuf);
+    kt_free(bbuf);
+    kt_free(obuf);
+    free(g);
+    free(want);
+    free(got);
+}
+
+KT_TEST(silu_mul_reference) {
+    static const int64_t RF[][2] = {{1, 1}, {3, 7}, {2, 8}, {5, 33}, {4, 256}, {1, 1000}, {0, 5}};
+    int k, ai, bi, oi, packed;
+    for (k = 0; k < (int)(sizeof RF / sizeof RF[0]); k++)
+        for (ai = 0; ai < 3; ai++)
+            for (bi = 0; bi < 3; bi++)
+                for (oi = 0; oi < 3; oi++)
+                    for (packed = 0; packed < 2; packed++) {
+                        KT_FOR_EACH_ISA(isa, ctx, 1 + (k & 1)) {
+                            (void)isa;
+                            silu_mul_case(ctx, RF[k][0], RF[k][1], FDT[ai], FDT[bi], FDT[oi],
+                                          packed, 0);
+                            if (ai == oi && !packed)
+                                silu_mul_case(ctx, RF[k][0], RF[k][1], FDT[ai], FDT[bi],
+                                              FDT[oi], 0, 1);
+                        }
+                    }
+}
+
+KT_TEST(silu_mul_errors) {
+    float a[4 * 6], b[4 * 3], o[4 * 3], snap[4 * 3];
+    kern_tensor at = kern_tensor_2d(a, KERN_F32, 4, 6), bt = kern_tensor_2d(b, KERN_F32, 4, 3);
+    kern_tensor ot = kern_tensor_2d(o, KERN_F32, 4, 3), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 24; i++) a[i] = (float)i * 0.1f;
+    for (i = 0; i < 12; i++) b[i] = 1;
+    kt_poison(o, sizeof o);
+    memcpy(snap, o, sizeof o);
+    KT_ERROR(kern_silu_mul(ctx, &at, &bt, &ot), KERN_ERR_SHAPE, "shape");
+    bad = kern_tensor_2d(a, KERN_F32, 4, 5);
+    KT_ERROR(kern_silu_mul(ctx, &bad, NULL, &ot), KERN_ERR_SHAPE, "even");
+    bad = kern_tensor_2d(a, KERN_I8, 4, 6);
+    KT_ERROR(kern_silu_mul(ctx, &bad, NULL, &ot), KERN_ERR_DTYPE, "a.dtype");
+    bad = kern_tensor_1d(o, KERN_F32, 3);
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_SHAPE, "dims");
+    bad = kern_tensor_2d(a + 1, KERN_F32, 4, 3);
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_ARG, "overlaps");
+    bad = ot;
+    bad.stride[0] = 0;
+    KT_ERROR(kern_silu_mul(ctx, &at, NULL, &bad), KERN_ERR_LAYOUT, "overlapping");
+    KT_ERROR(kern_silu_mul(ctx, NULL, NULL, &ot), KERN_ERR_ARG, "NULL");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    KT_OK(kern_silu_mul(ctx, &at, NULL, &ot));
+}
+
+/* kv_append: decode and prefill appends into strided caches of another
+ * dtype at ragged lengths; a too long append leaves everything as it was. */
+KT_TEST(kv_append) {
+    enum { B = 3, LMAX = 9, H = 2, D = 5, DV = 3 };
+    int ni, ci, lt, ln;
+    for (ni = 0; ni < 3; ni++)
+        for (ci = 0; ci < 3; ci++)
+            for (lt = 0; lt < 2; lt++)
+                for (ln = 1; ln <= 3; ln += 2) {
+                    kern_dtype ndt = FDT[ni], cdt = FDT[ci], ldt = lt ? KERN_I32 : KERN_I64;
+                    size_t ne = kern_dtype_size(ndt), ce = kern_dtype_size(cdt);
+                    /* caches laid out [B, H, LMAX, D] (head-major), viewed [B, LMAX, H, D] */
+                    char *kc = (char *)kt_alloc((size_t)(B * H * LMAX * D) * ce, "k_cache");
+                    char *vc = (char *)kt_alloc((size_t)(B * H * LMAX * DV) * ce, "v_cache");
+                    char *kn = (char *)kt_alloc((size_t)(B * ln * H * D) * ne, "k_new");
+                    char *vn = (char *)kt_alloc((size_t)(B * ln * H * DV) * ne, "v_new");
+                    char *kc0 = (char *)malloc((size_t)(B * H * LMAX * D) * ce);
+                    char *vc0 = (char *)malloc((size_t)(B * H * LMAX * DV) * ce);
+                    int64_t lens64[B] = {0, 4, LMAX - ln}, lens0[B];
+                    int32_t lens32[B];
+                    int64_t shp[4] = {B, LMAX, H, D}, kst[4] = {H * LMAX * D, D, LMAX * D, 1};
+                    int64_t vshp[4] = {B, LMAX, H, DV}, vst[4] = {H * LMAX * DV, DV, LMAX * DV, 1};
+                    kern_tensor kct, vct, knt, vnt, lens;
+                    int64_t b, j, h, d;
+                    kt_rng rng = kt_rng_make((uint64_t)(ni * 9 + ci * 3 + lt + ln * 17));
+                    kt_context("new %s cache %s lens %s Lnew %d", kern_dtype_name(ndt),
+                               kern_dtype_name(cdt), kern_dtype_name(ldt), ln);
+                    for (b = 0; b < B; b++) lens32[b] = (int32_t)lens64[b];
+                    memcpy(lens0, lens64, sizeof lens0);
+                    kt_fill_normal(&rng, kc, cdt, B * H * LMAX * D, 1.0);
+                    kt_fill_normal(&rng, vc, cdt, B * H * LMAX * DV, 1.0);
+                    kt_fill_normal(&rng, kn, ndt, B * ln * H * D, 1.0);
+                    kt_fill_normal(&rng, vn, ndt, B * ln * H * DV, 1.0);
+                    memcpy(kc0, kc, (size_t)(B * H * LMAX * D) * ce);
+                    memcpy(vc0, vc, (size_t)(B * H * LMAX * DV) * ce);
+                    kern_tensor_init_strided(&kct, kc, cdt, 4, shp, kst);
+                    kern_tensor_init_strided(&vct, vc, cdt, 4, vshp, vst);
+                    knt = kern_tensor_4d(kn, ndt, B, ln, H, D);
+                    vnt = kern_tensor_4d(vn, ndt, B, ln, H, DV);
+                    lens = kern_tensor_1d(lt ? (void *)lens32 : (void *)lens64, ldt, B);
+                    KT_FOR_EACH_ISA(isa, ctx, 2) {
+                        (void)isa;
+                        memcpy(kc, kc0, (size_t)(B * H * LMAX * D) * ce);
+                        memcpy(vc, vc0, (size_t)(B * H * LMAX * DV) * ce);
+                        for (b = 0; b < B; b++) lens32[b] = (int32_t)(lens64[b] = lens0[b]);
+                        KT_OK(kern_kv_append(ctx, &knt, &vnt, &kct, &vct, &lens));
+                        for (b = 0; b < B; b++) {
+                            int64_t nl = lt ? lens32[b] : lens64[b];
+                            KT_CHECK(nl == lens0[b] + ln, "k_lens[%lld]=%lld", (long long)b, (long long)nl);
+                            for (h = 0; h < H; h++)
+                                for (j = 0; j < LMAX; j++) {
+                                    int fresh = j >= lens0[b] && j < lens0[b] + ln;
+                                    for (d = 0; d < D; d++) {
+                                        int64_t co = ((b * H + h) * LMAX + j) * D + d;
+                                        float want = fresh ? (float)kt_get(kn, ndt, ((b * ln + j - lens0[b]) * H + h) * D + d)
+                                                           : (float)kt_get(kc0, cdt, co);
+                                        if (cdt == KERN_BF16) want = kern_bf16_to_f32(kern_f32_to_bf16(want));
+                                        if (cdt == KERN_F16) want = kern_f16_to_f32(kern_f32_to_f16(want));
+                                        KT_CHECK((float)kt_get(kc, cdt, co) == want, "k b%lld h%lld j%lld d%lld",
+                                                 (long long)b, (long long)h, (long long)j, (long long)d);
+                                    }
+                                    for (d = 0; d < DV; d++) {
+                                        int64_t co = ((b * H + h) * LMAX + j) * DV + d;
+                                        float want = fresh ? (float)kt_get(vn, ndt, ((b * ln + j - lens0[b]) * H + h) * DV + d)
+                                                           : (float)kt_get(vc0, cdt, co);
+                                        if (cdt == KERN_BF16) want = kern_bf16_to_f32(kern_f32_to_bf16(want));
+                                        if (cdt == KERN_F16) want = kern_f16_to_f32(kern_f32_to_f16(want));
+                                        KT_CHECK((float)kt_get(vc, cdt, co) == want, "v b%lld h%lld j%lld d%lld",
+                                                 (long long)b, (long long)h, (long long)j, (long long)d);
+                                    }
+                                }
+                        }
+                        /* now sequence 2 is full: another append is refused, nothing moves */
+                        {
+                            char *kc1 = (char *)malloc((size_t)(B * H * LMAX * D) * ce);
+                            int64_t l64[B];
+                            int32_t l32[B];
+                            memcpy(kc1, kc, (size_t)(B * H * LMAX * D) * ce);
+                            memcpy(l64, lens64, sizeof l64);
+                            memcpy(l32, lens32, sizeof l32);
+                            KT_ERROR(kern_kv_append(ctx, &knt, &vnt, &kct, &vct, &lens), KERN_ERR_SHAPE,
+                                     "new >");
+                            KT_CHECK(memcmp(kc1, kc, (size_t)(B * H * LMAX * D) * ce) == 0, "cache written");
+                            KT_CHECK(memcmp(l64, lens64, sizeof l64) == 0 && memcmp(l32, lens32, sizeof l32) == 0,
+                                     "k_lens written");
+                            free(kc1);
+                        }
+                    }
+                    kt_free(kc);
+                    kt_free(vc);
+                    kt_free(kn);
+                    kt_free(vn);
+                    free(kc0);
+                    free(vc0);
+                }
+}
+
+KT_TEST(kv_append_errors) {
+    float kc[2 * 4 * 1 * 2], kn[2 * 1 * 1 * 2], snap[16];
+    int64_t lens[2] = {1, 2};
+    kern_tensor kct = kern_tensor_4d(kc, KERN_F32, 2, 4, 1, 2), knt = kern_tensor_4d(kn, KERN_F32, 2, 1, 1, 2);
+    kern_tensor lt = kern_tensor_1d(lens, KERN_I64, 2), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    memset(kc, 0, sizeof kc);
+    memset(kn, 0, sizeof kn);
+    memcpy(snap, kc, sizeof kc);
+    bad = kct;
+    bad.dtype = KERN_I32;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &bad, NULL, &lt), KERN_ERR_DTYPE, "k_cache.dtype");
+    bad = kern_tensor_4d(kc, KERN_F32, 2, 4, 1, 1);
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &bad, NULL, &lt), KERN_ERR_SHAPE, "k_cache.shape[3]");
+    KT_ERROR(kern_kv_append(ctx, &knt, &knt, &kct, NULL, &lt), KERN_ERR_ARG, "both");
+    lens[1] = -1;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt), KERN_ERR_INDEX, "negative");
+    lens[1] = 4;
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt), KERN_ERR_SHAPE, "cache");
+    bad = kern_tensor_1d(lens, KERN_I64, 1);
+    KT_ERROR(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &bad), KERN_ERR_SHAPE, "k_lens");
+    KT_CHECK(memcmp(kc, snap, sizeof kc) == 0 && lens[0] == 1 && lens[1] == 4, "an error wrote");
+    lens[1] = 3;
+    KT_OK(kern_kv_append(ctx, &knt, NULL, &kct, NULL, &lt));
+    KT_CHECK(lens[0] == 2 && lens[1] == 4, "lengths not advanced");
+}
+
+KT_TEST(argmax) {
+    int di, it;
+    for (di = 0; di < 3; di++)
+        for (it = 0; it < 2; it++) {
+            enum { R = 5, V = 1003 };
+            kern_dtype dt = FDT[di];
+            void *x = kt_alloc((size_t)(R * V) * kern_dtype_size(dt), "x");
+            int64_t idx64[R], r, i;
+            int32_t idx32[R];
+            kern_tensor xt = kern_tensor_2d(x, dt, R, V);
+            kern_tensor ix = kern_tensor_1d(it ? (void *)idx32 : (void *)idx64, it ? KERN_I32 : KERN_I64, R);
+            kt_rng rng = kt_rng_make((uint64_t)(di * 2 + it));
+            kt_fill_normal(&rng, x, dt, R * V, 1.0);
+            kt_set(x, dt, 1 * V + 17, 100.0); /* ties: the first wins */
+            kt_set(x, dt, 1 * V + 900, 100.0);
+            kt_set(x, dt, 2 * V + 5, NAN);    /* NaN wins, the first one */
+            kt_set(x, dt, 2 * V + 6, 1000.0);
+            kt_set(x, dt, 2 * V + 7, NAN);
+            for (i = 0; i < V; i++) kt_set(x, dt, 3 * V + i, -1.0); /* all equal: 0 */
+            kt_set(x, dt, 4 * V + V - 1, 50.0); /* the last element */
+            KT_OK(kern_argmax(kt_ctx(2, KERN_ISA_SCALAR), &xt, &ix));
+            for (r = 0; r < R; r++) {
+                int64_t want = 0, got = it ? idx32[r] : idx64[r];
+                double bv = kt_get(x, dt, r * V);
+                for (i = 1; i < V && !isnan(bv); i++) {
+                    double v = kt_get(x, dt, r * V + i);
+                    if (v > bv || isnan(v)) bv = v, want = i;
+                }
+                KT_CHECK(got == want, "%s row %lld: got %lld want %lld", kern_dtype_name(dt),
+                         (long long)r, (long long)got, (long long)want);
+            }
+            KT_CHECK((it ? idx32[1] : idx64[1]) == 17 && (it ? idx32[2] : idx64[2]) == 5 &&
+                         (it ? idx32[3] : idx64[3]) == 0 && (it ? idx32[4] : idx64[4]) == V - 1,
+                     "tie / NaN rules");
+            KT_ERROR(kern_argmax(NULL, &xt, &xt), KERN_ERR_DTYPE, "indices.dtype");
+            kt_free(x);
+        }
+}
+
+KT_MAIN()
