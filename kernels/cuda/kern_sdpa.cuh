@@ -1614,137 +1614,168 @@ static kern_status kern__cu_check_overlap(const char *fn, const kern_tensor *a, 
     return KERN_OK;
 }
 
-/* Validates a call and fills the kernel arguments (splits, workspace and
- * vector flags are set by the caller). hd receives the head-dim
- * instantiation. */
-static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, int *hd) {
-    const char *fn = c.fn;
-    const kern_sdpa_params *p = c.p ? &c.p->sdpa : NULL;
-    kern_sdpa_params defaults;
-    kern__cu_args a;
-    kern_status st;
-    const int nd = c.varlen ? 3 : 4;
-    /* operand views, in the order of the messages */
-    const kern_tensor *ops[9] = {c.q, c.k, c.v, c.out, c.dout, c.dq, c.dk, c.dv, NULL};
-    const char *names[9] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv", NULL};
-    const int nops = c.backward ? 8 : 4;
-    int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
-    if (!p) {
-        memset(&defaults, 0, sizeof defaults);
-        p = &defaults;
+/* kern__cu_prepare validates a call and fills the kernel arguments in
+ * named steps, each a function below: operand views and dtypes, the
+ * varlen index tensors, the logical sizes, the shapes against them, the
+ * options (scale, dropout, window, mask, k_lens), lse, aliasing, device
+ * memory, and last the argument block. */
+
+/* The attention operands of a call, in the order of the messages: q, k,
+ * v, out, then for the backward dout, dq, dk, dv. Returns their count. */
+static int kern__cu_operands(const kern__cu_call &c, const kern_tensor **ops, const char **names) {
+    static const char *const all[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+    const kern_tensor *ts[8] = {c.q, c.k, c.v, c.out, c.dout, c.dq, c.dk, c.dv};
+    const int n = c.backward ? 8 : 4;
+    for (int i = 0; i < n; i++) {
+        ops[i] = ts[i];
+        names[i] = all[i];
     }
-    memset(&a, 0, sizeof a);
+    return n;
+}
+
+/* Logical sizes: [B, H, L, X] dense, [T, H, X] varlen (B = nseq, L = the
+ * caller's max_seqlen). */
+struct kern__cu_sizes {
+    int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+};
+
+/* Step 1: every operand a valid view of the right rank with a unit last
+ * stride, f16 or bf16, all of q's dtype. */
+static kern_status kern__cu_check_operands(const kern__cu_call &c, int nd) {
+    const kern_tensor *ops[8];
+    const char *names[8];
+    const int nops = kern__cu_operands(c, ops, names);
+    kern_status st;
     for (int i = 0; i < nops; i++) {
-        if (i == 4 && !c.backward) break;
-        st = kern__cu_check_view(fn, ops[i], names[i], nd, 1);
+        st = kern__cu_check_view(c.fn, ops[i], names[i], nd, 1);
         if (st != KERN_OK) return st;
     }
     if (c.q->dtype != KERN_F16 && c.q->dtype != KERN_BF16)
-        return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s; the CUDA kernel takes f16 or bf16", fn,
+        return kern__err(KERN_ERR_DTYPE, "%s: q.dtype=%s; the CUDA kernel takes f16 or bf16", c.fn,
                          kern_dtype_name(c.q->dtype));
     for (int i = 1; i < nops; i++)
         if (ops[i]->dtype != c.q->dtype)
-            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", fn, names[i],
+            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s but q.dtype=%s", c.fn, names[i],
                              kern_dtype_name(ops[i]->dtype), kern_dtype_name(c.q->dtype));
-    /* logical sizes */
-    if (c.varlen) {
-        st = kern__cu_check_view(fn, c.cu_q, "cu_seqlens_q", 1, 0);
-        if (st == KERN_OK) st = kern__cu_check_view(fn, c.cu_k, "cu_seqlens_k", 1, 0);
-        if (st != KERN_OK) return st;
-        if (c.cu_q->dtype != KERN_I32 && c.cu_q->dtype != KERN_I64)
-            return kern__err(KERN_ERR_DTYPE, "%s: cu_seqlens_q.dtype=%s, want i32 or i64", fn,
-                             kern_dtype_name(c.cu_q->dtype));
-        if (c.cu_k->dtype != KERN_I32 && c.cu_k->dtype != KERN_I64)
-            return kern__err(KERN_ERR_DTYPE, "%s: cu_seqlens_k.dtype=%s, want i32 or i64", fn,
-                             kern_dtype_name(c.cu_k->dtype));
-        if (c.cu_q->shape[0] < 1)
-            return kern__err(KERN_ERR_SHAPE, "%s: cu_seqlens_q.shape[0]=0, want nseq+1 >= 1", fn);
-        if (c.cu_k->shape[0] != c.cu_q->shape[0])
-            return kern__err(KERN_ERR_SHAPE, "%s: cu_seqlens_k.shape[0]=%lld but cu_seqlens_q.shape[0]=%lld",
-                             fn, (long long)c.cu_k->shape[0], (long long)c.cu_q->shape[0]);
-        if ((c.cu_q->shape[0] > 1 && c.cu_q->stride[0] != 1) ||
-            (c.cu_k->shape[0] > 1 && c.cu_k->stride[0] != 1))
-            return kern__err(KERN_ERR_LAYOUT, "%s: cu_seqlens_q/k must be contiguous", fn);
-        if (c.max_q < 0 || c.max_k < 0)
-            return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld, max_seqlen_k=%lld must be >= 0", fn,
-                             (long long)c.max_q, (long long)c.max_k);
-        if (p->attn_mask || p->k_lens)
-            return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask and k_lens are not supported with varlen",
-                             fn);
-        B = c.cu_q->shape[0] - 1;
-        Hq = c.q->shape[1];
-        Hkv = c.k->shape[1];
-        Lq = c.max_q;
-        Lk = c.max_k;
-        D = c.q->shape[2];
-        Dv = c.v->shape[2];
-    } else {
-        B = c.q->shape[0];
-        Hq = c.q->shape[1];
-        Hkv = c.k->shape[1];
-        Lq = c.q->shape[2];
-        Lk = c.k->shape[2];
-        D = c.q->shape[3];
-        Dv = c.v->shape[3];
-    }
-    {
-        /* expected shapes: [B,H,L,X] dense, [T,H,X] varlen */
-        const int64_t Tq = c.q->shape[0], Tk = c.k->shape[0];
-        int64_t want[9][4];
-        const int64_t hs[8] = {Hq, Hkv, Hkv, Hq, Hq, Hq, Hkv, Hkv};
-        const int64_t xs[8] = {D, D, Dv, Dv, Dv, D, D, Dv};
-        const int qside[8] = {1, 0, 0, 1, 1, 1, 0, 0};
-        for (int i = 1; i < nops; i++) {
-            if (c.varlen) {
-                want[i][0] = qside[i] ? Tq : Tk;
-                want[i][1] = hs[i];
-                want[i][2] = xs[i];
-            } else {
-                want[i][0] = B;
-                want[i][1] = hs[i];
-                want[i][2] = qside[i] ? Lq : Lk;
-                want[i][3] = xs[i];
-            }
-            if (i == 2) { /* v: only its last dim may differ from k */
-                for (int d = 0; d + 1 < nd; d++)
-                    if (c.v->shape[d] != c.k->shape[d])
-                        return kern__err(KERN_ERR_SHAPE, "%s: v.shape[%d]=%lld but k.shape[%d]=%lld", fn, d,
-                                         (long long)c.v->shape[d], d, (long long)c.k->shape[d]);
-                continue;
-            }
-            if (i == 1) {
-                if (c.k->shape[0] != want[1][0] && !c.varlen)
-                    return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but q.shape[0]=%lld", fn,
-                                     (long long)c.k->shape[0], (long long)B);
-                if (c.k->shape[nd - 1] != D)
-                    return kern__err(KERN_ERR_SHAPE, "%s: q.shape[%d]=%lld but k.shape[%d]=%lld", fn, nd - 1,
-                                     (long long)D, nd - 1, (long long)c.k->shape[nd - 1]);
-                continue;
-            }
-            st = kern__cu_check_shape(fn, ops[i], names[i], want[i]);
-            if (st != KERN_OK) return st;
+    return KERN_OK;
+}
+
+/* Step 2 (varlen): cu_seqlens_q/k contiguous i32/i64 of one length,
+ * max_seqlen >= 0, and no option varlen does not take. */
+static kern_status kern__cu_check_varlen(const kern__cu_call &c, const kern_sdpa_params *p) {
+    const char *fn = c.fn;
+    kern_status st = kern__cu_check_view(fn, c.cu_q, "cu_seqlens_q", 1, 0);
+    if (st == KERN_OK) st = kern__cu_check_view(fn, c.cu_k, "cu_seqlens_k", 1, 0);
+    if (st != KERN_OK) return st;
+    if (c.cu_q->dtype != KERN_I32 && c.cu_q->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: cu_seqlens_q.dtype=%s, want i32 or i64", fn,
+                         kern_dtype_name(c.cu_q->dtype));
+    if (c.cu_k->dtype != KERN_I32 && c.cu_k->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: cu_seqlens_k.dtype=%s, want i32 or i64", fn,
+                         kern_dtype_name(c.cu_k->dtype));
+    if (c.cu_q->shape[0] < 1)
+        return kern__err(KERN_ERR_SHAPE, "%s: cu_seqlens_q.shape[0]=0, want nseq+1 >= 1", fn);
+    if (c.cu_k->shape[0] != c.cu_q->shape[0])
+        return kern__err(KERN_ERR_SHAPE, "%s: cu_seqlens_k.shape[0]=%lld but cu_seqlens_q.shape[0]=%lld",
+                         fn, (long long)c.cu_k->shape[0], (long long)c.cu_q->shape[0]);
+    if ((c.cu_q->shape[0] > 1 && c.cu_q->stride[0] != 1) ||
+        (c.cu_k->shape[0] > 1 && c.cu_k->stride[0] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: cu_seqlens_q/k must be contiguous", fn);
+    if (c.max_q < 0 || c.max_k < 0)
+        return kern__err(KERN_ERR_ARG, "%s: max_seqlen_q=%lld, max_seqlen_k=%lld must be >= 0", fn,
+                         (long long)c.max_q, (long long)c.max_k);
+    if (p->attn_mask || p->k_lens)
+        return kern__err(KERN_ERR_UNSUPPORTED, "%s: attn_mask and k_lens are not supported with varlen", fn);
+    return KERN_OK;
+}
+
+/* Step 3: the logical sizes, read from q, k, v (and cu_seqlens). */
+static kern__cu_sizes kern__cu_sizes_of(const kern__cu_call &c) {
+    kern__cu_sizes z;
+    const int nd = c.varlen ? 3 : 4;
+    z.B = c.varlen ? c.cu_q->shape[0] - 1 : c.q->shape[0];
+    z.Hq = c.q->shape[1];
+    z.Hkv = c.k->shape[1];
+    z.Lq = c.varlen ? c.max_q : c.q->shape[2];
+    z.Lk = c.varlen ? c.max_k : c.k->shape[2];
+    z.D = c.q->shape[nd - 1];
+    z.Dv = c.v->shape[nd - 1];
+    return z;
+}
+
+/* Step 4: every operand's shape against the sizes; heads (GQA), head
+ * dims and the launch limits. */
+static kern_status kern__cu_check_shapes(const kern__cu_call &c, const kern_sdpa_params *p,
+                                         const kern__cu_sizes &z) {
+    const char *fn = c.fn;
+    const int nd = c.varlen ? 3 : 4;
+    const kern_tensor *ops[8];
+    const char *names[8];
+    const int nops = kern__cu_operands(c, ops, names);
+    /* expected shapes: [B,H,L,X] dense, [T,H,X] varlen */
+    const int64_t Tq = c.q->shape[0], Tk = c.k->shape[0];
+    const int64_t hs[8] = {z.Hq, z.Hkv, z.Hkv, z.Hq, z.Hq, z.Hq, z.Hkv, z.Hkv};
+    const int64_t xs[8] = {z.D, z.D, z.Dv, z.Dv, z.Dv, z.D, z.D, z.Dv};
+    const int qside[8] = {1, 0, 0, 1, 1, 1, 0, 0};
+    kern_status st;
+    for (int i = 1; i < nops; i++) {
+        int64_t want[4];
+        if (c.varlen) {
+            want[0] = qside[i] ? Tq : Tk;
+            want[1] = hs[i];
+            want[2] = xs[i];
+        } else {
+            want[0] = z.B;
+            want[1] = hs[i];
+            want[2] = qside[i] ? z.Lq : z.Lk;
+            want[3] = xs[i];
         }
+        if (i == 2) { /* v: only its last dim may differ from k */
+            for (int d = 0; d + 1 < nd; d++)
+                if (c.v->shape[d] != c.k->shape[d])
+                    return kern__err(KERN_ERR_SHAPE, "%s: v.shape[%d]=%lld but k.shape[%d]=%lld", fn, d,
+                                     (long long)c.v->shape[d], d, (long long)c.k->shape[d]);
+            continue;
+        }
+        if (i == 1) {
+            if (c.k->shape[0] != want[0] && !c.varlen)
+                return kern__err(KERN_ERR_SHAPE, "%s: k.shape[0]=%lld but q.shape[0]=%lld", fn,
+                                 (long long)c.k->shape[0], (long long)z.B);
+            if (c.k->shape[nd - 1] != z.D)
+                return kern__err(KERN_ERR_SHAPE, "%s: q.shape[%d]=%lld but k.shape[%d]=%lld", fn, nd - 1,
+                                 (long long)z.D, nd - 1, (long long)c.k->shape[nd - 1]);
+            continue;
+        }
+        st = kern__cu_check_shape(fn, ops[i], names[i], want);
+        if (st != KERN_OK) return st;
     }
-    if (D == 0) return kern__err(KERN_ERR_SHAPE, "%s: head dim D=0", fn);
-    if (Hkv == 0 && Hq > 0)
-        return kern__err(KERN_ERR_SHAPE, "%s: k has 0 heads but q has %lld", fn, (long long)Hq);
-    if (Hkv > 0 && Hq != Hkv) {
+    if (z.D == 0) return kern__err(KERN_ERR_SHAPE, "%s: head dim D=0", fn);
+    if (z.Hkv == 0 && z.Hq > 0)
+        return kern__err(KERN_ERR_SHAPE, "%s: k has 0 heads but q has %lld", fn, (long long)z.Hq);
+    if (z.Hkv > 0 && z.Hq != z.Hkv) {
         if (!p->enable_gqa)
             return kern__err(KERN_ERR_SHAPE, "%s: q has %lld heads but k has %lld; set enable_gqa for GQA/MQA",
-                             fn, (long long)Hq, (long long)Hkv);
-        if (Hq % Hkv)
+                             fn, (long long)z.Hq, (long long)z.Hkv);
+        if (z.Hq % z.Hkv)
             return kern__err(KERN_ERR_SHAPE, "%s: q heads Hq=%lld are not a multiple of kv heads Hkv=%lld", fn,
-                             (long long)Hq, (long long)Hkv);
+                             (long long)z.Hq, (long long)z.Hkv);
     }
-    if (D > 256 || Dv > 256)
+    if (z.D > 256 || z.Dv > 256)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: head dims D=%lld, Dv=%lld; the CUDA kernel supports up to 256",
-                         fn, (long long)D, (long long)Dv);
-    if (B > 65535 || Hkv > 65535 || Lq > 2147483647 - 256 || Lk > 2147483647 - 256 || Hq > 2147483647)
+                         fn, (long long)z.D, (long long)z.Dv);
+    if (z.B > 65535 || z.Hkv > 65535 || z.Lq > 2147483647 - 256 || z.Lk > 2147483647 - 256 || z.Hq > 2147483647)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: B=%lld, Hkv=%lld, Lq=%lld, Lk=%lld exceed the launch limits (B, Hkv <= 65535, "
                          "L < 2^31)",
-                         fn, (long long)B, (long long)Hkv, (long long)Lq, (long long)Lk);
-    /* options */
+                         fn, (long long)z.B, (long long)z.Hkv, (long long)z.Lq, (long long)z.Lk);
+    return KERN_OK;
+}
+
+/* Step 5: the scalar options, then attn_mask (kind and broadcast strides)
+ * and k_lens into the argument block. */
+static kern_status kern__cu_check_options(const char *fn, const kern_sdpa_params *p, const kern__cu_sizes &z,
+                                          kern__cu_args *a) {
+    kern_status st;
     if (!(p->dropout_p >= 0.f && p->dropout_p < 1.f))
         return kern__err(KERN_ERR_ARG, "%s: dropout_p=%g is outside [0, 1)", fn, (double)p->dropout_p);
     if (!(p->scale >= 0.f) || isinf(p->scale))
@@ -1759,20 +1790,20 @@ static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, 
     if (p->attn_mask) {
         const kern_tensor *m = p->attn_mask;
         kern_tensor mb;
-        int64_t full[4] = {B, Hq, Lq, Lk};
+        int64_t full[4] = {z.B, z.Hq, z.Lq, z.Lk};
         st = kern_tensor_check(m, fn, "attn_mask");
         if (st != KERN_OK) return st;
-        if (m->dtype == KERN_BOOL) a.mask_kind = 1;
-        else if (m->dtype == KERN_F32) a.mask_kind = 2;
-        else if (m->dtype == KERN_F16) a.mask_kind = 3;
-        else if (m->dtype == KERN_BF16) a.mask_kind = 4;
+        if (m->dtype == KERN_BOOL) a->mask_kind = 1;
+        else if (m->dtype == KERN_F32) a->mask_kind = 2;
+        else if (m->dtype == KERN_F16) a->mask_kind = 3;
+        else if (m->dtype == KERN_BF16) a->mask_kind = 4;
         else
             return kern__err(KERN_ERR_DTYPE, "%s: attn_mask.dtype=%s, want bool, f32, f16 or bf16", fn,
                              kern_dtype_name(m->dtype));
         st = kern_tensor_broadcast_to(m, 4, full, &mb, fn, "attn_mask");
         if (st != KERN_OK) return st;
-        a.mask = m->data;
-        for (int i = 0; i < 4; i++) a.ms[i] = mb.stride[i];
+        a->mask = m->data;
+        for (int i = 0; i < 4; i++) a->ms[i] = mb.stride[i];
     }
     if (p->k_lens) {
         const kern_tensor *kl = p->k_lens;
@@ -1780,154 +1811,182 @@ static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, 
         if (st != KERN_OK) return st;
         if (kl->dtype != KERN_I32 && kl->dtype != KERN_I64)
             return kern__err(KERN_ERR_DTYPE, "%s: k_lens.dtype=%s, want i32 or i64", fn, kern_dtype_name(kl->dtype));
-        if (kl->shape[0] != B)
+        if (kl->shape[0] != z.B)
             return kern__err(KERN_ERR_SHAPE, "%s: k_lens.shape[0]=%lld but B=%lld", fn, (long long)kl->shape[0],
-                             (long long)B);
-        if (B > 1 && kl->stride[0] != 1)
+                             (long long)z.B);
+        if (z.B > 1 && kl->stride[0] != 1)
             return kern__err(KERN_ERR_LAYOUT, "%s: k_lens.stride[0]=%lld, must be 1", fn, (long long)kl->stride[0]);
-        a.klen = kl->data;
-        a.klen_i64 = kl->dtype == KERN_I64;
+        a->klen = kl->data;
+        a->klen_i64 = kl->dtype == KERN_I64;
     }
-    const kern_tensor *lse = c.backward ? c.lse_in : p->lse;
-    const char *lse_name = c.backward ? "lse" : "params->lse";
-    if (c.backward && !lse) return kern__err(KERN_ERR_ARG, "%s: lse is NULL", fn);
-    if (lse) {
-        int64_t want[3];
-        st = kern__cu_check_view(fn, lse, lse_name, c.varlen ? 2 : 3, 0);
-        if (st != KERN_OK) return st;
-        if (lse->dtype != KERN_F32)
-            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", fn, lse_name, kern_dtype_name(lse->dtype));
-        if (c.varlen) {
-            want[0] = Hq;
-            want[1] = c.q->shape[0];
-        } else {
-            want[0] = B;
-            want[1] = Hq;
-            want[2] = Lq;
-        }
-        st = kern__cu_check_shape(fn, lse, lse_name, want);
-        if (st != KERN_OK) return st;
-    }
-    /* aliasing: outputs against everything else */
-    {
-        const kern_tensor *outs[4] = {c.backward ? c.dq : c.out, c.backward ? c.dk : lse,
-                                      c.backward ? c.dv : NULL, NULL};
-        const char *onames[4] = {c.backward ? "dq" : "out", c.backward ? "dk" : lse_name,
-                                 c.backward ? "dv" : NULL, NULL};
-        const kern_tensor *ins[6] = {c.q, c.k, c.v, c.backward ? c.out : NULL,
-                                     c.backward ? c.dout : NULL, c.backward ? lse : NULL};
-        const char *inames[6] = {"q", "k", "v", "out", "dout", "lse"};
-        for (int i = 0; i < 3; i++) {
-            if (!outs[i]) continue;
-            for (int j = 0; j < 6; j++) {
-                st = kern__cu_check_overlap(fn, outs[i], onames[i], ins[j], inames[j]);
-                if (st != KERN_OK) return st;
-            }
-            for (int j = i + 1; j < 3; j++) {
-                st = kern__cu_check_overlap(fn, outs[i], onames[i], outs[j], onames[j]);
-                if (st != KERN_OK) return st;
-            }
-        }
-    }
-    /* device memory */
-    for (int i = 0; i < nops; i++) {
-        if (kern_tensor_numel(ops[i]) <= 0) continue;
-        st = kern__cu_check_device(fn, ops[i]->data, names[i]);
-        if (st != KERN_OK) return st;
-    }
-    if (lse && kern_tensor_numel(lse) > 0) {
-        st = kern__cu_check_device(fn, lse->data, lse_name);
-        if (st != KERN_OK) return st;
-    }
-    if (a.mask && kern_tensor_numel(p->attn_mask) > 0) {
-        st = kern__cu_check_device(fn, a.mask, "attn_mask");
-        if (st != KERN_OK) return st;
-    }
-    if (a.klen && B > 0) {
-        st = kern__cu_check_device(fn, a.klen, "k_lens");
-        if (st != KERN_OK) return st;
-    }
+    return KERN_OK;
+}
+
+/* Step 6: lse (the backward's input, the forward's optional output), f32
+ * [B, Hq, Lq] dense or [Hq, T] varlen. */
+static kern_status kern__cu_check_lse(const kern__cu_call &c, const kern_tensor *lse, const char *lse_name,
+                                      const kern__cu_sizes &z) {
+    int64_t want[3];
+    kern_status st;
+    if (c.backward && !lse) return kern__err(KERN_ERR_ARG, "%s: lse is NULL", c.fn);
+    if (!lse) return KERN_OK;
+    st = kern__cu_check_view(c.fn, lse, lse_name, c.varlen ? 2 : 3, 0);
+    if (st != KERN_OK) return st;
+    if (lse->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", c.fn, lse_name, kern_dtype_name(lse->dtype));
     if (c.varlen) {
-        st = kern__cu_check_device(fn, c.cu_q->data, "cu_seqlens_q");
-        if (st == KERN_OK) st = kern__cu_check_device(fn, c.cu_k->data, "cu_seqlens_k");
-        if (st != KERN_OK) return st;
-        a.cu_q = c.cu_q->data;
-        a.cu_k = c.cu_k->data;
-        a.cu_q_i64 = c.cu_q->dtype == KERN_I64;
-        a.cu_k_i64 = c.cu_k->dtype == KERN_I64;
-        a.Tq = c.q->shape[0];
-        a.Tk = c.k->shape[0];
+        want[0] = z.Hq;
+        want[1] = c.q->shape[0];
+    } else {
+        want[0] = z.B;
+        want[1] = z.Hq;
+        want[2] = z.Lq;
     }
-    /* kernel arguments */
-    a.B = (int)B;
-    a.Hq = (int)Hq;
-    a.Hkv = (int)Hkv;
-    a.G = Hkv > 0 ? (int)(Hq / Hkv) : 1;
-    a.Lq = (int)Lq;
-    a.Lk = (int)Lk;
-    a.D = (int)D;
-    a.Dv = (int)Dv;
-    {
-        /* strides (b, h, row): dense [B,H,L,X]; varlen [T,H,X] with b
-         * stride 0 and the row stride first */
-        const kern_tensor *ts[8] = {c.q, c.k, c.v, c.out, c.dout, c.dq, c.dk, c.dv};
-        int64_t *dst[8] = {a.qs, a.ks, a.vs, a.os, a.dos, a.dqs, a.dks, a.dvs};
-        for (int i = 0; i < nops; i++) {
-            if (c.varlen) {
-                dst[i][0] = 0;
-                dst[i][1] = ts[i]->stride[1];
-                dst[i][2] = ts[i]->stride[0];
-            } else {
-                dst[i][0] = ts[i]->stride[0];
-                dst[i][1] = ts[i]->stride[1];
-                dst[i][2] = ts[i]->stride[2];
-            }
+    return kern__cu_check_shape(c.fn, lse, lse_name, want);
+}
+
+/* Step 7: no output overlaps an input or another output. */
+static kern_status kern__cu_check_aliasing(const kern__cu_call &c, const kern_tensor *lse, const char *lse_name) {
+    const kern_tensor *outs[3] = {c.backward ? c.dq : c.out, c.backward ? c.dk : lse, c.backward ? c.dv : NULL};
+    const char *onames[3] = {c.backward ? "dq" : "out", c.backward ? "dk" : lse_name, c.backward ? "dv" : NULL};
+    const kern_tensor *ins[6] = {c.q, c.k, c.v, c.backward ? c.out : NULL, c.backward ? c.dout : NULL,
+                                 c.backward ? lse : NULL};
+    const char *inames[6] = {"q", "k", "v", "out", "dout", "lse"};
+    kern_status st;
+    for (int i = 0; i < 3; i++) {
+        if (!outs[i]) continue;
+        for (int j = 0; j < 6; j++) {
+            st = kern__cu_check_overlap(c.fn, outs[i], onames[i], ins[j], inames[j]);
+            if (st != KERN_OK) return st;
+        }
+        for (int j = i + 1; j < 3; j++) {
+            st = kern__cu_check_overlap(c.fn, outs[i], onames[i], outs[j], onames[j]);
+            if (st != KERN_OK) return st;
         }
     }
-    a.q = (const uint16_t *)c.q->data;
-    a.k = (const uint16_t *)c.k->data;
-    a.v = (const uint16_t *)c.v->data;
-    a.o = (uint16_t *)c.out->data;
+    return KERN_OK;
+}
+
+/* Step 8: everything the kernels dereference is device (or managed)
+ * memory. */
+static kern_status kern__cu_check_memory(const kern__cu_call &c, const kern_tensor *lse, const char *lse_name,
+                                         const kern_sdpa_params *p, const kern__cu_args &a, int64_t B) {
+    const kern_tensor *ops[8];
+    const char *names[8];
+    const int nops = kern__cu_operands(c, ops, names);
+    kern_status st = KERN_OK;
+    for (int i = 0; i < nops && st == KERN_OK; i++)
+        if (kern_tensor_numel(ops[i]) > 0) st = kern__cu_check_device(c.fn, ops[i]->data, names[i]);
+    if (st == KERN_OK && lse && kern_tensor_numel(lse) > 0) st = kern__cu_check_device(c.fn, lse->data, lse_name);
+    if (st == KERN_OK && a.mask && kern_tensor_numel(p->attn_mask) > 0)
+        st = kern__cu_check_device(c.fn, a.mask, "attn_mask");
+    if (st == KERN_OK && a.klen && B > 0) st = kern__cu_check_device(c.fn, a.klen, "k_lens");
+    if (st == KERN_OK && c.varlen) {
+        st = kern__cu_check_device(c.fn, c.cu_q->data, "cu_seqlens_q");
+        if (st == KERN_OK) st = kern__cu_check_device(c.fn, c.cu_k->data, "cu_seqlens_k");
+    }
+    return st;
+}
+
+/* Step 9: the argument block of a validated call (splits, workspace and
+ * vector flags are set by the caller); hd receives the head-dim
+ * instantiation. */
+static void kern__cu_fill_args(const kern__cu_call &c, const kern_sdpa_params *p, const kern__cu_sizes &z,
+                               const kern_tensor *lse, kern__cu_args *a, int *hd) {
+    const kern_tensor *ops[8];
+    const char *names[8];
+    const int nops = kern__cu_operands(c, ops, names);
+    int64_t *dst[8] = {a->qs, a->ks, a->vs, a->os, a->dos, a->dqs, a->dks, a->dvs};
+    if (c.varlen) {
+        a->cu_q = c.cu_q->data;
+        a->cu_k = c.cu_k->data;
+        a->cu_q_i64 = c.cu_q->dtype == KERN_I64;
+        a->cu_k_i64 = c.cu_k->dtype == KERN_I64;
+        a->Tq = c.q->shape[0];
+        a->Tk = c.k->shape[0];
+    }
+    a->B = (int)z.B;
+    a->Hq = (int)z.Hq;
+    a->Hkv = (int)z.Hkv;
+    a->G = z.Hkv > 0 ? (int)(z.Hq / z.Hkv) : 1;
+    a->Lq = (int)z.Lq;
+    a->Lk = (int)z.Lk;
+    a->D = (int)z.D;
+    a->Dv = (int)z.Dv;
+    /* strides (b, h, row): dense [B,H,L,X]; varlen [T,H,X] with b stride 0
+     * and the row stride first */
+    for (int i = 0; i < nops; i++) {
+        dst[i][0] = c.varlen ? 0 : ops[i]->stride[0];
+        dst[i][1] = ops[i]->stride[1];
+        dst[i][2] = c.varlen ? ops[i]->stride[0] : ops[i]->stride[2];
+    }
+    a->q = (const uint16_t *)c.q->data;
+    a->k = (const uint16_t *)c.k->data;
+    a->v = (const uint16_t *)c.v->data;
+    a->o = (uint16_t *)c.out->data;
     if (c.backward) {
-        a.dout = (const uint16_t *)c.dout->data;
-        a.dq = (uint16_t *)c.dq->data;
-        a.dk = (uint16_t *)c.dk->data;
-        a.dv = (uint16_t *)c.dv->data;
+        a->dout = (const uint16_t *)c.dout->data;
+        a->dq = (uint16_t *)c.dq->data;
+        a->dk = (uint16_t *)c.dk->data;
+        a->dv = (uint16_t *)c.dv->data;
     }
     if (lse) {
-        a.lse = (float *)lse->data;
-        if (c.varlen) {
-            a.ls[0] = 0;
-            a.ls[1] = lse->stride[0];
-            a.ls[2] = lse->stride[1];
-        } else {
-            a.ls[0] = lse->stride[0];
-            a.ls[1] = lse->stride[1];
-            a.ls[2] = lse->stride[2];
-        }
+        a->lse = (float *)lse->data;
+        a->ls[0] = c.varlen ? 0 : lse->stride[0];
+        a->ls[1] = c.varlen ? lse->stride[0] : lse->stride[1];
+        a->ls[2] = c.varlen ? lse->stride[1] : lse->stride[2];
     }
-    a.causal = p->causal_bottom_right ? 2 : p->is_causal ? 1 : 0;
-    a.window = p->window_set != 0;
-    a.wl = p->window_left;
-    a.wr = p->window_right;
-    a.scale = p->scale_set || p->scale > 0.f ? p->scale : (float)(1.0 / sqrt((double)D));
-    a.scale_log2 = a.scale * KERN__CU_LOG2E;
-    a.softcap = p->softcap;
-    a.dropout = p->dropout_p > 0.f;
-    a.drop_thr = kern_dropout_threshold(p->dropout_p);
-    a.drop_inv = (float)(1.0 / (1.0 - (double)p->dropout_p));
-    a.seed = p->seed;
-    a.offset = p->offset;
-    a.splits = 1;
-    a.vec_in = kern__cu_rows_aligned(c.q) && kern__cu_rows_aligned(c.k) && kern__cu_rows_aligned(c.v) &&
-               (!c.backward || kern__cu_rows_aligned(c.dout));
-    a.vec_out = c.backward ? kern__cu_rows_aligned(c.dq) && kern__cu_rows_aligned(c.dk) &&
-                                 kern__cu_rows_aligned(c.dv)
-                           : kern__cu_rows_aligned(c.out);
+    a->causal = p->causal_bottom_right ? 2 : p->is_causal ? 1 : 0;
+    a->window = p->window_set != 0;
+    a->wl = p->window_left;
+    a->wr = p->window_right;
+    a->scale = p->scale_set || p->scale > 0.f ? p->scale : (float)(1.0 / sqrt((double)z.D));
+    a->scale_log2 = a->scale * KERN__CU_LOG2E;
+    a->softcap = p->softcap;
+    a->dropout = p->dropout_p > 0.f;
+    a->drop_thr = kern_dropout_threshold(p->dropout_p);
+    a->drop_inv = (float)(1.0 / (1.0 - (double)p->dropout_p));
+    a->seed = p->seed;
+    a->offset = p->offset;
+    a->splits = 1;
+    a->vec_in = kern__cu_rows_aligned(c.q) && kern__cu_rows_aligned(c.k) && kern__cu_rows_aligned(c.v) &&
+                (!c.backward || kern__cu_rows_aligned(c.dout));
+    a->vec_out = c.backward ? kern__cu_rows_aligned(c.dq) && kern__cu_rows_aligned(c.dk) &&
+                                  kern__cu_rows_aligned(c.dv)
+                            : kern__cu_rows_aligned(c.out);
     {
-        int64_t m = D > Dv ? D : Dv;
+        int64_t m = z.D > z.Dv ? z.D : z.Dv;
         *hd = m <= 64 ? 64 : m <= 96 ? 96 : m <= 128 ? 128 : 256;
     }
+}
+
+/* Validates a call and fills the kernel arguments: the steps above in
+ * order; nothing is written to *out on an error. */
+static kern_status kern__cu_prepare(const kern__cu_call &c, kern__cu_args *out, int *hd) {
+    kern_sdpa_params defaults;
+    const kern_sdpa_params *p = c.p ? &c.p->sdpa : NULL;
+    const kern_tensor *lse;
+    const char *lse_name = c.backward ? "lse" : "params->lse";
+    kern__cu_args a;
+    kern__cu_sizes z;
+    kern_status st;
+    if (!p) {
+        memset(&defaults, 0, sizeof defaults);
+        p = &defaults;
+    }
+    lse = c.backward ? c.lse_in : p->lse;
+    memset(&a, 0, sizeof a);
+    st = kern__cu_check_operands(c, c.varlen ? 3 : 4);
+    if (st == KERN_OK && c.varlen) st = kern__cu_check_varlen(c, p);
+    if (st != KERN_OK) return st;
+    z = kern__cu_sizes_of(c);
+    st = kern__cu_check_shapes(c, p, z);
+    if (st == KERN_OK) st = kern__cu_check_options(c.fn, p, z, &a);
+    if (st == KERN_OK) st = kern__cu_check_lse(c, lse, lse_name, z);
+    if (st == KERN_OK) st = kern__cu_check_aliasing(c, lse, lse_name);
+    if (st == KERN_OK) st = kern__cu_check_memory(c, lse, lse_name, p, a, z.B);
+    if (st != KERN_OK) return st;
+    kern__cu_fill_args(c, p, z, lse, &a, hd);
     *out = a;
     return KERN_OK;
 }
