@@ -6189,7 +6189,8 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
             }
             if (st) goto wrap;
             {
-                kern_qweight_info qi = {0};
+                kern_qweight_info qi;
+                memset(&qi, 0, sizeof qi);
                 if (kern_qweight_get_info(stp->qw, &qi) == KERN_OK) p->stats.packed_bytes += qi.bytes;
             }
         } else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) {
