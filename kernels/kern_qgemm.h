@@ -1276,17 +1276,21 @@ static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, in
             memcpy(p + g * mr * 4, &v, 4);
         }
     } else if (fmt == KERN__QG_A_SM) {
+        /* four codes at a time in a uint32: m = 0xff in each byte whose
+         * sign bit is set; |q| = (v ^ m) + (m & 1) bytewise (~q + 1 <= 128,
+         * no carry between bytes); negsum adds the bytes of |q| & m */
         uint8_t *p = (uint8_t *)panel + (int64_t)r * 8;
-        int32_t neg = 0;
-        int t;
+        uint32_t neg = 0;
         for (g = 0; g < k4; g++) {
-            uint8_t *d = p + g * mr * 8;
-            for (t = 0; t < 4; t++) {
-                int v = q[4 * g + t];
-                d[t] = (uint8_t)(v < 0 ? -v : v);
-                d[4 + t] = (uint8_t)(v < 0 ? 0xff : 0);
-                if (v < 0) neg -= v;
-            }
+            uint32_t v, m, u, n;
+            memcpy(&v, q + 4 * g, 4);
+            m = ((v >> 7) & 0x01010101u) * 0xffu;
+            u = (v ^ m) + (m & 0x01010101u);
+            n = u & m;
+            n = (n & 0x00ff00ffu) + ((n >> 8) & 0x00ff00ffu);
+            neg += (n & 0xffffu) + (n >> 16);
+            memcpy(p + g * mr * 8, &u, 4);
+            memcpy(p + g * mr * 8 + 4, &m, 4);
         }
         memcpy((uint8_t *)panel + k4 * mr * 8 + (int64_t)r * 4, &neg, 4);
     } else if (fmt == KERN__QG_A_S16) {
