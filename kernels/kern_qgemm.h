@@ -62,13 +62,16 @@
  *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x32 tiles in two
  *                 16-column halves (compiled on every x86 build; runs where
  *                 the CPU has AVX-VNNI).
- *   AVX2          vpmaddubsw is NOT used: its int16 pair sum saturates
- *                 (2*255*127 > 32767, and even 2*128*128 for raw s8), and the
- *                 exact sign trick (vpsignb, then |a| * sign-applied b) costs
- *                 the same 4 uops per 32 MACs as widening. So both operands
- *                 are widened to int16 (vpmovsxbw) and multiplied with
- *                 vpmaddwd, whose int32 pair sums cannot overflow for 8-bit
- *                 inputs: exact for the whole s8 range, no compensation.
+ *   AVX2          vpmaddubsw on sign-magnitude activations, 2x32 tiles:
+ *                 a is packed as |q| (u8) and its sign as a byte mask m, and
+ *                 the kernel multiplies |q| by w ^ m (= w, or -w - 1 where
+ *                 q < 0) and adds sum over negative q of |q| per row (stored
+ *                 with the panel): exact. |q| <= 128 and w ^ m in [-128,
+ *                 127] keep every int16 pair sum in [-32768, 32512], so
+ *                 vpmaddubsw never saturates, for any s8 inputs: no
+ *                 condition on -128 and no fallback. vpmaddwd by ones then
+ *                 sums the pairs into int32. (The former kernel, int16
+ *                 widening + vpmaddwd, stays for the tests.)
  *   NEON sdot     s8 x s8, 4x32 tiles, one row at a time; built in every
  *                 AArch64 build with GCC >= 10 (a target attribute) or with
  *                 __ARM_FEATURE_DOTPROD (clang), run on the NEON_DOT level.
