@@ -1,7 +1,8 @@
 /* bench_qgemm.c — family `qgemm`: int8 dynamic-quantization linear layers.
  *
  * Case strings: "int8/M<M>/N<N>/K<K>"; work = 2*M*N*K int8 ops (peak kind
- * INT8, the vpdpbusd peak); for M <= 16 the bytes counter is the int8
+ * INT8: the vpdpbusd peak, or on AVX2 without VNNI the vpmaddubsw +
+ * vpmaddwd peak, bench/peaks.c); for M <= 16 the bytes counter is the int8
  * weight N*K, so GB/s reads as "weight streamed per second" (the same count
  * for every impl; the f32 baselines really stream 4x that, see the
  * `weight_bytes_read` counter).

@@ -4,7 +4,8 @@
  *
  *   f32   FP32 FMA FLOP/s      register-only vfmadd231ps loop (zmm, else ymm)
  *   bf16  BF16 dot FLOP/s      vdpbf16ps loop (AVX512_BF16 only)
- *   int8  int8 dot OP/s        vpdpbusd loop (AVX512_VNNI, else AVX-VNNI)
+ *   int8  int8 dot OP/s        vpdpbusd loop (AVX512_VNNI, else AVX-VNNI), else
+ *                              vpmaddubsw + vpmaddwd (AVX2)
  *   l1, l2, dram               read bandwidth (bytes/s) of a 16 KiB, 256 KiB
  *                              and 256 MiB array per thread, nonzero data
  *   dram_copy                  copy with non-temporal stores (read + written)
@@ -150,6 +151,29 @@ KERN_TARGET_AVXVNNI static double dpbusd_ymm(long iters) {
     _mm256_storeu_si256((__m256i *)out, a0);
     return (double)out[0];
 }
+/* AVX2 without VNNI: vpmaddubsw (32 u8 x s8 products, pairs summed to
+ * int16) then vpmaddwd by ones (pairs to int32), kern_qgemm.h's AVX2 form:
+ * 64 int8 OP per pair of instructions. 10 chains of two dependent ops. */
+KERN_TARGET_AVX2 static double maddubs_ymm(long iters) {
+    __m256i a0 = _mm256_set1_epi32(1), a1 = _mm256_set1_epi32(2), a2 = _mm256_set1_epi32(3), a3 = _mm256_set1_epi32(4);
+    __m256i a4 = _mm256_set1_epi32(5), a5 = _mm256_set1_epi32(6), a6 = _mm256_set1_epi32(7), a7 = _mm256_set1_epi32(8);
+    __m256i a8 = _mm256_set1_epi32(9), a9 = _mm256_set1_epi32(10);
+    const __m256i y = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+    int out[8];
+    for (long i = 0; i < iters; i++) {
+        /* the empty asm keeps each chain in its register (GCC otherwise
+         * interleaves them through the stack) */
+#define PEAK_MU(a) a = _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones); __asm__("" : "+x"(a));
+        PEAK_MU(a0) PEAK_MU(a1) PEAK_MU(a2) PEAK_MU(a3) PEAK_MU(a4)
+        PEAK_MU(a5) PEAK_MU(a6) PEAK_MU(a7) PEAK_MU(a8) PEAK_MU(a9)
+#undef PEAK_MU
+    }
+    a0 = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                          _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
+    a0 = _mm256_add_epi32(a0, _mm256_add_epi32(a8, a9));
+    _mm256_storeu_si256((__m256i *)out, a0);
+    return (double)out[0];
+}
 /* Sum of an array with 8 independent accumulators (read bandwidth: two
  * loads per cycle need more adds in flight than the add latency allows
  * with fewer). */
@@ -229,7 +253,8 @@ static void *worker(void *p) {
         break;
     case K_INT8:
         if (j->feat & KERN_CPU_AVX512VNNI) { j->sink = dpbusd_zmm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 12.0 * 128; }
-        else { j->sink = dpbusd_ymm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 12.0 * 64; }
+        else if (j->feat & KERN_CPU_AVXVNNI) { j->sink = dpbusd_ymm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 12.0 * 64; }
+        else { j->sink = maddubs_ymm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 10.0 * 64; }
         break;
     case K_L1: case K_L2: case K_DRAM:
         j->sink = read_ymm(j->buf, j->n, j->reps);
@@ -293,7 +318,7 @@ int main(int argc, char **argv) {
     if (max_threads > 64) max_threads = 64;
     have[K_F32] = (feat & (KERN_CPU_AVX2 | KERN_CPU_FMA)) == (KERN_CPU_AVX2 | KERN_CPU_FMA);
     have[K_BF16] = !!(feat & KERN_CPU_AVX512BF16);
-    have[K_INT8] = !!(feat & (KERN_CPU_AVX512VNNI | KERN_CPU_AVXVNNI));
+    have[K_INT8] = !!(feat & (KERN_CPU_AVX512VNNI | KERN_CPU_AVXVNNI | KERN_CPU_AVX2));
     have[K_L1] = have[K_L2] = have[K_DRAM] = have[K_DRAM_COPY] = !!(feat & KERN_CPU_AVX2);
     for (int t = 0; t < max_threads; t++) {
         size_t bytes = (size_t)64 << 22; /* 256 MiB per thread */

@@ -62,13 +62,16 @@
  *   AVX-VNNI      the same with VEX ymm vpdpbusd, 6x32 tiles in two
  *                 16-column halves (compiled on every x86 build; runs where
  *                 the CPU has AVX-VNNI).
- *   AVX2          vpmaddubsw is NOT used: its int16 pair sum saturates
- *                 (2*255*127 > 32767, and even 2*128*128 for raw s8), and the
- *                 exact sign trick (vpsignb, then |a| * sign-applied b) costs
- *                 the same 4 uops per 32 MACs as widening. So both operands
- *                 are widened to int16 (vpmovsxbw) and multiplied with
- *                 vpmaddwd, whose int32 pair sums cannot overflow for 8-bit
- *                 inputs: exact for the whole s8 range, no compensation.
+ *   AVX2          vpmaddubsw on sign-magnitude activations, 2x32 tiles:
+ *                 a is packed as |q| (u8) and its sign as a byte mask m, and
+ *                 the kernel multiplies |q| by w ^ m (= w, or -w - 1 where
+ *                 q < 0) and adds sum over negative q of |q| per row (stored
+ *                 with the panel): exact. |q| <= 128 and w ^ m in [-128,
+ *                 127] keep every int16 pair sum in [-32768, 32512], so
+ *                 vpmaddubsw never saturates, for any s8 inputs: no
+ *                 condition on -128 and no fallback. vpmaddwd by ones then
+ *                 sums the pairs into int32. (The former kernel, int16
+ *                 widening + vpmaddwd, stays for the tests.)
  *   NEON sdot     s8 x s8, 4x32 tiles, one row at a time; built in every
  *                 AArch64 build with GCC >= 10 (a target attribute) or with
  *                 __ARM_FEATURE_DOTPROD (clang), run on the NEON_DOT level.
@@ -403,8 +406,13 @@ struct kern_gemm_s8s8s32_packed_b {
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KERN__QG_INLINE static inline __attribute__((always_inline))
+/* Keeps a vector in a register at this point: without it GCC hoists the
+ * independent products of a microkernel step ahead of the accumulations
+ * and spills accumulators to the stack. */
+#define KERN__QG_PIN(v) __asm__("" : "+x"(v));
 #else
 #define KERN__QG_INLINE static inline
+#define KERN__QG_PIN(v)
 #endif
 
 #ifdef __cplusplus
@@ -768,8 +776,10 @@ static const void *kern__qg_unit_row(const void *x, kern_dtype dt, int64_t n, in
 
 /* ---------------------------------------------------------- path table */
 
-/* Packed activation formats. */
-enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2 };
+/* Packed activation formats. SM (sign-magnitude, the AVX2 vpmaddubsw
+ * kernel): per group and row 4 bytes |q| and 4 bytes of sign mask, then
+ * one int32 per row after the groups (kern__qg_pack_a_row). */
+enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2, KERN__QG_A_SM = 3 };
 
 /* Microkernel contract: c[r*32 + j] = sum_g sum_t a[g][r][t] * b[g][j][t]
  * for r < mr, j < 32, over k4 groups; a is a packed activation panel of mr
@@ -1031,6 +1041,96 @@ static void kern__qgemm_s16s8_3x32__avx2(int mr, int64_t k4, const void *a, cons
     default: break;
     }
 }
+
+/* AVX2 without VNNI, the vpmaddubsw form: up to 2 rows x 32 columns.
+ * a is sign-magnitude [k4][mr][8]: per group and row |q| as 4 u8 and the
+ * sign mask m = (q < 0 ? 0xff : 0) as 4 bytes; after the k4 groups one
+ * int32 per row, negsum = sum of |q| over the row's negative codes. For
+ * q < 0, w ^ m = ~w = -w - 1, so |q| * (w ^ m) = q * w - |q|; for q >= 0
+ * it is q * w. Hence sum_k |q| * (w ^ m) + negsum = sum_k q * w exactly.
+ * vpmaddubsw multiplies the u8 |q| <= 128 by the s8 w ^ m in [-128, 127]
+ * and adds adjacent pairs: a pair lies in [-32768, 32512], inside int16, so
+ * it never saturates, for any s8 inputs (no -128 condition on either side).
+ * vpmaddwd by ones adds the two pairs of a column into int32 (4 k per
+ * column, the panel layout of the VNNI paths). Per row and 8 columns: vpxor,
+ * vpmaddubsw, vpmaddwd, vpaddd = 32 multiply-adds with two uops on the
+ * integer multiply pipes (the old form needs four, docs/qgemm.md).
+ * Registers: 8 accumulators, |q| and m of 2 rows, ones, w, 2 temporaries. */
+KERN_TARGET_AVX2 KERN__QG_INLINE void kern__qg_sm_body__avx2(const int MR, int64_t k4,
+                                                             const uint8_t *a,
+                                                             const int8_t *b, int32_t *c,
+                                                             const int8_t *pf) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i c0_0 = _mm256_setzero_si256(), c0_1 = c0_0, c0_2 = c0_0, c0_3 = c0_0;
+    __m256i c1_0 = c0_0, c1_1 = c0_0, c1_2 = c0_0, c1_3 = c0_0;
+    int64_t g;
+    for (g = 0; g < k4; g++) {
+        __m256i u0, m0, u1 = c0_0, m1 = c0_0, w, t;
+        int32_t v_;
+        _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        _mm_prefetch((const char *)(pf + 64), _MM_HINT_T1);
+        memcpy(&v_, a, 4);
+        u0 = _mm256_set1_epi32(v_);
+        memcpy(&v_, a + 4, 4);
+        m0 = _mm256_set1_epi32(v_);
+        if (MR > 1) {
+            memcpy(&v_, a + 8, 4);
+            u1 = _mm256_set1_epi32(v_);
+            memcpy(&v_, a + 12, 4);
+            m1 = _mm256_set1_epi32(v_);
+        }
+#define KERN__QG_SM(r, j)                                                     \
+    t = _mm256_madd_epi16(_mm256_maddubs_epi16(u##r, _mm256_xor_si256(w, m##r)), ones); \
+    c##r##_##j = _mm256_add_epi32(c##r##_##j, t);                             \
+    KERN__QG_PIN(c##r##_##j)
+#define KERN__QG_SMJ(j)                                                       \
+    w = _mm256_load_si256((const __m256i *)(b + 32 * j));                     \
+    KERN__QG_SM(0, j)                                                         \
+    if (MR > 1) { KERN__QG_SM(1, j) }
+        KERN__QG_SMJ(0)
+        KERN__QG_SMJ(1)
+        KERN__QG_SMJ(2)
+        KERN__QG_SMJ(3)
+#undef KERN__QG_SMJ
+#undef KERN__QG_SM
+        a += 8 * MR;
+        b += 128;
+        pf += 128;
+    }
+    {
+        int32_t n_;
+        __m256i ng;
+        memcpy(&n_, a, 4); /* the corrections follow the k4 groups */
+        ng = _mm256_set1_epi32(n_);
+        _mm256_storeu_si256((__m256i *)c, _mm256_add_epi32(c0_0, ng));
+        _mm256_storeu_si256((__m256i *)(c + 8), _mm256_add_epi32(c0_1, ng));
+        _mm256_storeu_si256((__m256i *)(c + 16), _mm256_add_epi32(c0_2, ng));
+        _mm256_storeu_si256((__m256i *)(c + 24), _mm256_add_epi32(c0_3, ng));
+        if (MR > 1) {
+            memcpy(&n_, a + 4, 4);
+            ng = _mm256_set1_epi32(n_);
+            _mm256_storeu_si256((__m256i *)(c + 32), _mm256_add_epi32(c1_0, ng));
+            _mm256_storeu_si256((__m256i *)(c + 40), _mm256_add_epi32(c1_1, ng));
+            _mm256_storeu_si256((__m256i *)(c + 48), _mm256_add_epi32(c1_2, ng));
+            _mm256_storeu_si256((__m256i *)(c + 56), _mm256_add_epi32(c1_3, ng));
+        }
+    }
+}
+KERN_TARGET_AVX2 static void kern__qgemm_sm_1x32__avx2(int64_t k4, const uint8_t *a,
+                                                      const int8_t *b, int32_t *c,
+                                                      const int8_t *pf) {
+    kern__qg_sm_body__avx2(1, k4, a, b, c, pf);
+}
+KERN_TARGET_AVX2 static void kern__qgemm_sm_2x32__avx2(int64_t k4, const uint8_t *a,
+                                                      const int8_t *b, int32_t *c,
+                                                      const int8_t *pf) {
+    kern__qg_sm_body__avx2(2, k4, a, b, c, pf);
+}
+static void kern__qgemm_sm_2x32_avx2(int mr, int64_t k4, const void *a, const int8_t *b,
+                                     int32_t *c, const int8_t *pf) {
+    if (mr == 2) kern__qgemm_sm_2x32__avx2(k4, (const uint8_t *)a, b, c, pf);
+    else if (mr == 1) kern__qgemm_sm_1x32__avx2(k4, (const uint8_t *)a, b, c, pf);
+}
 #endif /* KERN_X86 */
 
 #ifdef KERN__QG_NEON_DOT
@@ -1090,11 +1190,15 @@ KERN__QG_FNS(scalar, KERN_QGEMM_ISA_SCALAR, 4, KERN__QG_A_S8, kern__qgemm_s8s8_4
 #ifdef KERN_X86
 #define KERN__QG_V2(f) kern__v_##f##__avx2
 #define KERN__QG_V5(f) kern__v_##f##__avx512
-KERN__QG_FNS(avx2, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+KERN__QG_FNS(avx2, KERN_QGEMM_ISA_AVX2, 2, KERN__QG_A_SM, kern__qgemm_sm_2x32_avx2,
+             KERN__QG_V2)
+KERN__QG_FNS(avx2_wd, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
              KERN__QG_V2)
 KERN__QG_FNS(avx2_vnni, KERN_QGEMM_ISA_AVXVNNI, 6, KERN__QG_A_U8,
              kern__qgemm_u8s8_6x32__avxvnni, KERN__QG_V2)
-KERN__QG_FNS(avx512, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
+KERN__QG_FNS(avx512, KERN_QGEMM_ISA_AVX2, 2, KERN__QG_A_SM, kern__qgemm_sm_2x32_avx2,
+             KERN__QG_V5)
+KERN__QG_FNS(avx512_wd, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s8_3x32__avx2,
              KERN__QG_V5)
 KERN__QG_FNS(avx512_vnni, KERN_QGEMM_ISA_AVX512VNNI, 14, KERN__QG_A_U8,
              kern__qgemm_u8s8_14x32__avx512vnni, KERN__QG_V5)
@@ -1109,12 +1213,17 @@ KERN__QG_FNS(neon_dot, KERN_QGEMM_ISA_NEON_DOT, 4, KERN__QG_A_S8,
 #endif
 #endif
 
-static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
+/* The table of a level. `widen` != 0 picks, on the two levels that run the
+ * AVX2 int8 path, the vpmaddwd kernel instead of the vpmaddubsw one (same
+ * weights, same results: the tests run both; the library always uses
+ * widen = 0). */
+static const kern__qg_fns *kern__qg_fns_variant(kern_isa level, int widen) {
+    (void)widen;
     switch (level) {
 #ifdef KERN_X86
-    case KERN_ISA_AVX2: return &kern__qg_fns_avx2;
+    case KERN_ISA_AVX2: return widen ? &kern__qg_fns_avx2_wd : &kern__qg_fns_avx2;
     case KERN_ISA_AVX2_VNNI: return &kern__qg_fns_avx2_vnni;
-    case KERN_ISA_AVX512: return &kern__qg_fns_avx512;
+    case KERN_ISA_AVX512: return widen ? &kern__qg_fns_avx512_wd : &kern__qg_fns_avx512;
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512_BF16: return &kern__qg_fns_avx512_vnni;
 #endif
@@ -1130,6 +1239,9 @@ static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
 #endif
     default: return &kern__qg_fns_scalar;
     }
+}
+static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
+    return kern__qg_fns_variant(level, 0);
 }
 /* The table of the level ctx runs (NULL = the default context). */
 static const kern__qg_fns *kern__qg_fns_ctx(const kern_ctx *ctx) {
@@ -1166,6 +1278,24 @@ static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, in
             v ^= 0x80808080u; /* q + 128 */
             memcpy(p + g * mr * 4, &v, 4);
         }
+    } else if (fmt == KERN__QG_A_SM) {
+        /* four codes at a time in a uint32: m = 0xff in each byte whose
+         * sign bit is set; |q| = (v ^ m) + (m & 1) bytewise (~q + 1 <= 128,
+         * no carry between bytes); negsum adds the bytes of |q| & m */
+        uint8_t *p = (uint8_t *)panel + (int64_t)r * 8;
+        uint32_t neg = 0;
+        for (g = 0; g < k4; g++) {
+            uint32_t v, m, u, n;
+            memcpy(&v, q + 4 * g, 4);
+            m = ((v >> 7) & 0x01010101u) * 0xffu;
+            u = (v ^ m) + (m & 0x01010101u);
+            n = u & m;
+            n = (n & 0x00ff00ffu) + ((n >> 8) & 0x00ff00ffu);
+            neg += (n & 0xffffu) + (n >> 16);
+            memcpy(p + g * mr * 8, &u, 4);
+            memcpy(p + g * mr * 8 + 4, &m, 4);
+        }
+        memcpy((uint8_t *)panel + k4 * mr * 8 + (int64_t)r * 4, &neg, 4);
     } else if (fmt == KERN__QG_A_S16) {
         int16_t *p = (int16_t *)panel + (int64_t)r * 4;
         for (g = 0; g < k4; g++) {
@@ -1180,7 +1310,11 @@ static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, in
         for (g = 0; g < k4; g++) memcpy(p + g * mr * 4, q + 4 * g, 4);
     }
 }
-static int kern__qg_a_bytes(int fmt) { return fmt == KERN__QG_A_S16 ? 2 : 1; }
+/* Bytes of one packed activation row of k4 groups in the format fmt. */
+static int64_t kern__qg_a_row_bytes(int fmt, int64_t k4) {
+    if (fmt == KERN__QG_A_SM) return k4 * 8 + 4;
+    return k4 * 4 * (fmt == KERN__QG_A_S16 ? 2 : 1);
+}
 
 /* Split of M rows into panels of at most mr_max rows: balanced, except
  * that two panels are split full + rest (M = 16 on a 14-row kernel: 14 + 2,
@@ -2210,7 +2344,7 @@ static kern_status kern__qg_s8_check(const char *op, const kern_tensor *a, const
 static void kern__qg_s8_scratch(const kern__qg_fns *f, int64_t M, int64_t N, int64_t K,
                                 int b_packed, size_t *shared, size_t *thread) {
     int64_t k4 = (K + 3) / 4, n_np = (N + KERN_QGEMM_NR - 1) / KERN_QGEMM_NR;
-    int64_t a_row_bytes = k4 * 4 * kern__qg_a_bytes(f->a_fmt);
+    int64_t a_row_bytes = kern__qg_a_row_bytes(f->a_fmt, k4);
     size_t s1 = (size_t)(k4 * 4 + 64), s2 = (size_t)f->mr_max * KERN_QGEMM_NR * 4 + 64;
     if (M == 0 || N == 0) {
         *shared = *thread = 0;
@@ -2245,13 +2379,14 @@ KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_
 
 /* The job of kern_gemm_s8s8s32 on ctx's table, its workspace carved: the
  * packed b (unless pb), its column sums and the packed a. */
-static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const kern_tensor *a,
-                                     const kern_tensor *b, const kern_tensor *c,
-                                     const kern_gemm_s8s8s32_packed_b *pb, const char *op) {
+static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const kern__qg_fns *f,
+                                     const kern_tensor *a, const kern_tensor *b,
+                                     const kern_tensor *c, const kern_gemm_s8s8s32_packed_b *pb,
+                                     const char *op) {
     int64_t M = a->shape[0], K = a->shape[1], N = c->shape[1], bbytes, cbytes, abytes;
     char *ws;
     memset(jb, 0, sizeof *jb);
-    jb->f = kern__qg_fns_ctx(ctx);
+    jb->f = f;
     jb->ctx = ctx;
     jb->a = a;
     jb->b = b;
@@ -2263,7 +2398,7 @@ static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const ker
     jb->mp = kern__qg_mpan_make(M, jb->f->mr_max);
     jb->p0 = 0;
     jb->p1 = jb->mp.n;
-    jb->a_row_bytes = jb->k4 * 4 * kern__qg_a_bytes(jb->f->a_fmt);
+    jb->a_row_bytes = kern__qg_a_row_bytes(jb->f->a_fmt, jb->k4);
     jb->is_int = 1;
     jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
     bbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)(jb->n_np * jb->k4 * 128));
@@ -2286,11 +2421,13 @@ static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const ker
     return KERN_OK;
 }
 
-KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
-                                       const kern_tensor *b, const kern_tensor *c,
-                                       const kern_gemm_s8s8s32_params *params) {
+/* kern_gemm_s8s8s32 on the table of ctx's level (widen: kern__qg_fns_variant). */
+static kern_status kern__qg_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
+                                         const kern_tensor *b, const kern_tensor *c,
+                                         const kern_gemm_s8s8s32_params *params, int widen) {
     const char *op = "kern_gemm_s8s8s32";
     const kern_gemm_s8s8s32_packed_b *pb = params ? params->packed_b : NULL;
+    const kern__qg_fns *f;
     kern__qg_gjob jb;
     kern_status st;
     size_t sh, th;
@@ -2299,11 +2436,11 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     if (a->shape[0] == 0 || c->shape[1] == 0) return KERN_OK;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
-                        &sh, &th);
+    f = kern__qg_fns_variant(kern_ctx_isa(ctx), widen);
+    kern__qg_s8_scratch(f, a->shape[0], c->shape[1], a->shape[1], pb != NULL, &sh, &th);
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
-    if (!st) st = kern__qg_s8_setup(&jb, ctx, a, b, c, pb, op);
+    if (!st) st = kern__qg_s8_setup(&jb, ctx, f, a, b, c, pb, op);
     if (!st) st = kern__reserve_thread_scratch(ctx, th);
     if (!st)
         st = kern_parallel_for(ctx, (jb.bpack_w ? jb.n_np : 0) + jb.mp.n, kern__qg_pack_ab_task,
@@ -2314,6 +2451,12 @@ KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     }
     kern__op_end(ctx);
     return st;
+}
+
+KERN_API kern_status kern_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
+                                       const kern_tensor *b, const kern_tensor *c,
+                                       const kern_gemm_s8s8s32_params *params) {
+    return kern__qg_gemm_s8s8s32(ctx, a, b, c, params, 0);
 }
 
 /* ------------------------------------------------------ packed b */
@@ -2543,7 +2686,7 @@ static int64_t kern__qg_qlinear_chunk_panels(const kern__qg_fns *ops, int64_t a_
  * codes and an int32 tile with its f32 twin. */
 static void kern__qg_qlinear_scratch(const kern__qg_fns *ops, int64_t M, int64_t K,
                                      size_t *shared, size_t *thread) {
-    int64_t k4 = (K + 3) / 4, a_row_bytes = k4 * 4 * kern__qg_a_bytes(ops->a_fmt), max_rows;
+    int64_t k4 = (K + 3) / 4, a_row_bytes = kern__qg_a_row_bytes(ops->a_fmt, k4), max_rows;
     kern__qg_mpan mp;
     size_t s1 = (size_t)(k4 * 4 + 64), s2 = 2 * (size_t)ops->mr_max * KERN_QGEMM_NR * 4 + 64;
     if (M == 0) {
@@ -2652,8 +2795,10 @@ static kern_status kern__qg_qlinear_run(kern__qg_gjob *jb, const char *op) {
     return st;
 }
 
-KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
-                                  const kern_tensor *y, const kern_qlinear_params *params) {
+/* kern_qlinear on the table of ctx's level (widen: kern__qg_fns_variant). */
+static kern_status kern__qg_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
+                                    const kern_tensor *y, const kern_qlinear_params *params,
+                                    int widen) {
     const char *op = "kern_qlinear";
     kern_qlinear_params p;
     kern__qg_gjob jb;
@@ -2668,7 +2813,7 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
     st = kern__op_begin(&ctx, op);
     if (st) return st;
     memset(&jb, 0, sizeof jb);
-    jb.f = kern__qg_fns_ctx(ctx);
+    jb.f = kern__qg_fns_variant(kern_ctx_isa(ctx), widen);
     st = kern__qg_qlinear_isa(op, jb.f, qw);
     if (st || M == 0) {
         kern__op_end(ctx);
@@ -2687,12 +2832,17 @@ KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const ker
         jb.k4 = qw->k4;
         jb.n_np = qw->n_panels;
         jb.mp = kern__qg_mpan_make(M, jb.f->mr_max);
-        jb.a_row_bytes = jb.k4 * 4 * kern__qg_a_bytes(jb.f->a_fmt);
+        jb.a_row_bytes = kern__qg_a_row_bytes(jb.f->a_fmt, jb.k4);
         kern__qg_qlinear_epi(&jb, qw, y, &p.epilogue);
         st = kern__qg_qlinear_run(&jb, op);
     }
     kern__op_end(ctx);
     return st;
+}
+
+KERN_API kern_status kern_qlinear(kern_ctx *ctx, const kern_tensor *x, const kern_qweight *qw,
+                                  const kern_tensor *y, const kern_qlinear_params *params) {
+    return kern__qg_qlinear(ctx, x, qw, y, params, 0);
 }
 
 #ifdef __cplusplus

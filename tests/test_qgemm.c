@@ -94,9 +94,9 @@ KT_TEST(isa_selection) {
     } want[] = {
         {KERN_ISA_SCALAR, "scalar", KERN_QGEMM_ISA_SCALAR, 4},
 #ifdef KERN_X86
-        {KERN_ISA_AVX2, "avx2", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX2, "avx2", KERN_QGEMM_ISA_AVX2, 2},
         {KERN_ISA_AVX2_VNNI, "avx2_vnni", KERN_QGEMM_ISA_AVXVNNI, 6},
-        {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 3},
+        {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 2},
         {KERN_ISA_AVX512_VNNI, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
         {KERN_ISA_AVX512_BF16, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
 #endif
@@ -452,6 +452,208 @@ KT_TEST(gemm_s8s8s32_extremes) {
     kt_free(a);
     kt_free(b);
     kt_free(c);
+}
+
+/* ------------------------------------------------------------ AVX2 forms */
+
+/* int8 values for the AVX2 form tests: mode 0 the whole s8 range, 1 only
+ * the extremes and their neighbours (-128, -127, -1, 0, 1, 126, 127), 2
+ * all -128 (the largest pair of vpmaddubsw), 3 alternating +-127. */
+static int8_t form_val(kt_rng *r, int mode, int64_t i) {
+    static const int8_t ext[7] = {-128, -127, -1, 0, 1, 126, 127};
+    if (mode == 1) return ext[kt_randint(r, 0, 7)];
+    if (mode == 2) return -128;
+    if (mode == 3) return (int8_t)(i % 2 ? -127 : 127);
+    return (int8_t)kt_randint(r, -128, 128);
+}
+
+/* The two AVX2 int8 kernels (vpmaddubsw on sign-magnitude activations, the
+ * default, and the vpmaddwd one, widen = 1) forced through
+ * kern_gemm_s8s8s32 on awkward shapes, every value class, strided views of
+ * a, b and c, b packed per call and once: bit for bit the int64 reference,
+ * 1 and 2 threads, on every level that runs the AVX2 int8 path. */
+KT_TEST(gemm_s8s8s32_avx2_forms) {
+    static const int64_t MNK[][3] = {{1, 1, 1},    {1, 33, 7},   {2, 31, 5},   {3, 65, 63},
+                                     {5, 17, 129}, {7, 97, 1},   {17, 40, 1001}, {33, 5, 2},
+                                     {14, 64, 256}, {4, 3, 3},   {9, 130, 67}};
+    kt_rng rng = kt_rng_make(25);
+    int ran = 0;
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kern_ctx *ctx2 = kt_ctx(2, isa);
+        size_t ci;
+        if (kern__qg_fns_for(isa)->isa != KERN_QGEMM_ISA_AVX2) continue;
+        for (ci = 0; ci < sizeof MNK / sizeof MNK[0]; ci++) {
+            const int64_t M = MNK[ci][0], N = MNK[ci][1], K = MNK[ci][2];
+            const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2;
+            int mode = (int)(ci % 4), view = (int)(ci % 3);
+            int8_t *a = (int8_t *)kt_alloc((size_t)(M * lda + K * M), "a");
+            int8_t *b = (int8_t *)kt_alloc((size_t)(K * ldb + N * K), "b");
+            int32_t *c = (int32_t *)kt_alloc((size_t)(M * ldc) * 4, "c");
+            int64_t *ref = (int64_t *)kt_alloc((size_t)(M * N) * 8, "ref");
+            kern_tensor ta, tb, tc;
+            int64_t i, j, kk;
+            int widen, pk, th;
+            /* view 0: a row-pitched, b row-pitched; 1: a transposed
+             * storage ([K,M] memory), b transposed ([N,K] memory); 2: a
+             * row-pitched, b transposed */
+            if (view == 1) {
+                int64_t sh[2] = {M, K}, st[2] = {1, M};
+                kern_tensor_init_strided(&ta, a, KERN_I8, 2, sh, st);
+            } else {
+                int64_t sh[2] = {M, K}, st[2] = {lda, 1};
+                kern_tensor_init_strided(&ta, a, KERN_I8, 2, sh, st);
+            }
+            if (view == 0) {
+                int64_t sh[2] = {K, N}, st[2] = {ldb, 1};
+                kern_tensor_init_strided(&tb, b, KERN_I8, 2, sh, st);
+            } else {
+                int64_t sh[2] = {K, N}, st[2] = {1, K};
+                kern_tensor_init_strided(&tb, b, KERN_I8, 2, sh, st);
+            }
+            {
+                int64_t sh[2] = {M, N}, st[2] = {ldc, 1};
+                kern_tensor_init_strided(&tc, c, KERN_I32, 2, sh, st);
+            }
+            for (i = 0; i < M; i++)
+                for (kk = 0; kk < K; kk++)
+                    ((int8_t *)ta.data)[i * ta.stride[0] + kk * ta.stride[1]] =
+                        form_val(&rng, mode, i + kk);
+            for (kk = 0; kk < K; kk++)
+                for (j = 0; j < N; j++)
+                    ((int8_t *)tb.data)[kk * tb.stride[0] + j * tb.stride[1]] =
+                        form_val(&rng, (mode + 1) % 4, kk + j);
+            for (i = 0; i < M; i++)
+                for (j = 0; j < N; j++) {
+                    int64_t s = 0;
+                    for (kk = 0; kk < K; kk++)
+                        s += (int64_t)a[i * ta.stride[0] + kk * ta.stride[1]] *
+                             b[kk * tb.stride[0] + j * tb.stride[1]];
+                    ref[i * N + j] = s;
+                }
+            for (widen = 0; widen < 2; widen++)
+                for (pk = 0; pk < 2; pk++)
+                    for (th = 1; th <= 2; th++) {
+                        kern_ctx *cx = th == 1 ? ctx : ctx2;
+                        kern_gemm_s8s8s32_params p;
+                        kern_gemm_s8s8s32_packed_b *pb = NULL;
+                        int64_t bad = 0;
+                        memset(&p, 0, sizeof p);
+                        kt_context("%s M=%lld N=%lld K=%lld mode %d view %d %s%s, %d thread(s)",
+                                   kern_isa_name(isa), (long long)M, (long long)N, (long long)K,
+                                   mode, view, widen ? "vpmaddwd" : "vpmaddubsw",
+                                   pk ? " packed b" : "", th);
+                        if (pk) {
+                            KT_OK(kern_gemm_s8s8s32_pack_b(cx, &tb, &pb, NULL));
+                            p.packed_b = pb;
+                        }
+                        kt_poison(c, (size_t)(M * ldc) * 4);
+                        KT_OK(kern__qg_gemm_s8s8s32(cx, &ta, pk ? NULL : &tb, &tc, &p, widen));
+                        for (i = 0; i < M; i++)
+                            for (j = 0; j < ldc; j++) {
+                                int32_t got = c[i * ldc + j];
+                                if (j >= N) {
+                                    KT_CHECK(got == -1, "pitch gap written");
+                                } else if ((int64_t)got != ref[i * N + j] && bad++ < 3) {
+                                    KT_CHECK(0, "c[%lld,%lld]=%d want %lld", (long long)i,
+                                             (long long)j, got, (long long)ref[i * N + j]);
+                                }
+                            }
+                        kern_gemm_s8s8s32_packed_b_free(cx, pb);
+                        ran++;
+                    }
+            kt_free(a);
+            kt_free(b);
+            kt_free(c);
+            kt_free(ref);
+        }
+    }
+    if (!kern_isa_available(KERN_ISA_AVX2)) printf("not run: gemm_s8s8s32_avx2_forms (no avx2)\n");
+    else KT_CHECK(ran >= 88, "only %d runs", ran);
+}
+
+/* kern_qlinear forced through both AVX2 kernels: int8 weights with -128 and
+ * 127 (kern_qweight_pack_int8), activations whose codes reach +-127, a
+ * row-pitched x and y, bias and GELU; the two forms, 1 and 2 threads and
+ * the scalar path (its own packing of the same int8 weights) give the same
+ * bytes. */
+KT_TEST(qlinear_avx2_forms) {
+    static const int64_t MNK[][3] = {{1, 1, 1},  {1, 40, 9},   {2, 33, 3},   {3, 31, 130},
+                                     {5, 65, 7}, {13, 32, 64}, {17, 7, 1001}, {31, 100, 33}};
+    kt_rng rng = kt_rng_make(26);
+    kern_ctx *sctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int ran = 0;
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kern_ctx *ctx2 = kt_ctx(2, isa);
+        size_t ci;
+        if (kern__qg_fns_for(isa)->isa != KERN_QGEMM_ISA_AVX2) continue;
+        for (ci = 0; ci < sizeof MNK / sizeof MNK[0]; ci++) {
+            const int64_t M = MNK[ci][0], N = MNK[ci][1], K = MNK[ci][2];
+            const int64_t ldx = K + 1, ldy = N + 3;
+            int mode = (int)(ci % 4);
+            float *x = (float *)kt_alloc((size_t)(M * ldx) * 4, "x");
+            int8_t *wq = (int8_t *)kt_alloc((size_t)(N * K), "wq");
+            float *sw = (float *)kt_alloc((size_t)N * 4, "sw");
+            float *bias = (float *)kt_alloc((size_t)N * 4, "bias");
+            float *y0 = (float *)kt_alloc((size_t)(M * ldy) * 4, "y0");
+            float *y1 = (float *)kt_alloc((size_t)(M * ldy) * 4, "y1");
+            kern_tensor tx, ty, twq = kern_tensor_2d(wq, KERN_I8, N, K);
+            kern_tensor tsw = kern_tensor_1d(sw, KERN_F32, N), tb = kern_tensor_1d(bias, KERN_F32, N);
+            kern_qweight *qw = NULL, *qws = NULL;
+            kern_qweight_params wp;
+            kern_qlinear_params p;
+            int64_t i, kk;
+            int widen, th;
+            {
+                int64_t sh[2] = {M, K}, st[2] = {ldx, 1};
+                kern_tensor_init_strided(&tx, x, KERN_F32, 2, sh, st);
+            }
+            {
+                int64_t sh[2] = {M, N}, st[2] = {ldy, 1};
+                kern_tensor_init_strided(&ty, y0, KERN_F32, 2, sh, st);
+            }
+            for (i = 0; i < M; i++)
+                for (kk = 0; kk < K; kk++) /* codes at +-127 and in between */
+                    x[i * ldx + kk] = mode == 3 ? (kk % 2 ? -2.5f : 2.5f)
+                                                : (float)form_val(&rng, mode == 2 ? 1 : mode, kk) * 0.01f;
+            for (i = 0; i < N * K; i++) wq[i] = form_val(&rng, (mode + 1) % 4, i);
+            for (i = 0; i < N; i++) {
+                sw[i] = 0.001f * (float)(i + 1);
+                bias[i] = 0.25f * (float)(i % 5) - 0.5f;
+            }
+            KT_OK(kern_qweight_pack_int8(ctx, &twq, &tsw, &qw, NULL));
+            memset(&wp, 0, sizeof wp);
+            wp.isa = KERN_QGEMM_ISA_SCALAR;
+            KT_OK(kern_qweight_pack_int8(sctx, &twq, &tsw, &qws, &wp));
+            memset(&p, 0, sizeof p);
+            p.epilogue.bias = &tb;
+            p.epilogue.act = KERN_ACT_GELU;
+            kt_poison(y0, (size_t)(M * ldy) * 4);
+            kt_context("%s M=%lld N=%lld K=%lld mode %d scalar", kern_isa_name(isa), (long long)M,
+                       (long long)N, (long long)K, mode);
+            KT_OK(kern_qlinear(sctx, &tx, qws, &ty, &p));
+            for (widen = 0; widen < 2; widen++)
+                for (th = 1; th <= 2; th++) {
+                    kern_tensor ty1 = ty;
+                    ty1.data = y1;
+                    kt_context("%s M=%lld N=%lld K=%lld mode %d %s, %d thread(s)",
+                               kern_isa_name(isa), (long long)M, (long long)N, (long long)K, mode,
+                               widen ? "vpmaddwd" : "vpmaddubsw", th);
+                    kt_poison(y1, (size_t)(M * ldy) * 4);
+                    KT_OK(kern__qg_qlinear(th == 1 ? ctx : ctx2, &tx, qw, &ty1, &p, widen));
+                    kt_assert_bytes_equal("vs the scalar path", y0, y1, (size_t)(M * ldy) * 4);
+                    ran++;
+                }
+            kern_qweight_free(ctx, qw);
+            kern_qweight_free(sctx, qws);
+            kt_free(x);
+            kt_free(wq);
+            kt_free(sw);
+            kt_free(bias);
+            kt_free(y0);
+            kt_free(y1);
+        }
+    }
+    if (kern_isa_available(KERN_ISA_AVX2)) KT_CHECK(ran >= 32, "only %d runs", ran);
 }
 
 KT_TEST(gemm_s8s8s32_errors) {
