@@ -71,7 +71,9 @@
  *   dtype, shape and strides), e.g. out = x or residual_out = residual;
  *   any other overlap between an output and an input or another output is
  *   KERN_ERR_ARG.
- *   Rows are split across the context's threads. Outputs larger than
+ *   Rows are split across the context's threads; a call below
+ *   KERN_NORM_SERIAL_STEPS of work (waking a worker would cost more than
+ *   it saves) runs on the calling thread. Outputs larger than
  *   KERN_NORM_NT_BYTES (default 16 MiB) are written with non-temporal
  *   stores (they would not stay in cache anyway; saves the read for
  *   ownership).
