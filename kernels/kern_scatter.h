@@ -1121,8 +1121,8 @@ static void kern__v_sc_store__neon(void *out, kern_dtype dt, const void *accp, i
 /* gather's row copy: n bytes; nt = non-temporal stores for whole 64-byte
  * blocks (d 64-byte aligned; kern__nt_fence() after the last). The AVX2 and
  * AVX-512 tables stream (a write-once output then costs no read for
- * ownership: on Zen 3 that read was a third of the DRAM traffic of a
- * gather); the others copy with memcpy. */
+ * ownership, a third of a gather's traffic otherwise); the others copy
+ * with memcpy. */
 static void kern__sc_copy__memcpy(char *d, const char *s, int64_t n, int nt) {
     (void)nt;
     memcpy(d, s, (size_t)n);
