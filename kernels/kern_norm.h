@@ -71,7 +71,9 @@
  *   dtype, shape and strides), e.g. out = x or residual_out = residual;
  *   any other overlap between an output and an input or another output is
  *   KERN_ERR_ARG.
- *   Rows are split across the context's threads. Outputs larger than
+ *   Rows are split across the context's threads; a call below
+ *   KERN_NORM_SERIAL_STEPS of work (waking a worker would cost more than
+ *   it saves) runs on the calling thread. Outputs larger than
  *   KERN_NORM_NT_BYTES (default 16 MiB) are written with non-temporal
  *   stores (they would not stay in cache anyway; saves the read for
  *   ownership).
@@ -251,6 +253,16 @@ KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a,
 
 #ifndef KERN_NORM_NT_BYTES
 #define KERN_NORM_NT_BYTES ((int64_t)16 << 20)
+#endif
+/* A call whose work is below this many element-steps runs on the calling
+ * thread alone (one element of a plain normalization, add or ReLU is one
+ * step; of an activation such as GELU, or of a backward, 4). Waking a
+ * sleeping pool worker took a median of 10-15 us on the 2-core Zen 3
+ * development machine (docs/norm.md, "Small problems"), and a second thread
+ * can save at most half the work: below ~2 wake-ups of work (65536 steps,
+ * ~20-25 us on one core) the second thread only costs. */
+#ifndef KERN_NORM_SERIAL_STEPS
+#define KERN_NORM_SERIAL_STEPS ((int64_t)1 << 16)
 #endif
 
 #ifdef __cplusplus
@@ -2737,6 +2749,46 @@ static inline void kern__norm_fence(int nt) {
     (void)nt;
 }
 
+/* Runs tasks [0, n_tasks) of fn: on the context's threads, or, when the
+ * call's work (`steps`, see KERN_NORM_SERIAL_STEPS) is too small to pay for
+ * waking a worker, all of them in order on the calling thread (as one task
+ * of the pool, so nesting and user pools behave as before). Every task
+ * computes the same values either way. */
+typedef struct kern__norm_serial {
+    kern_task_fn fn;
+    void *arg;
+    int64_t n;
+} kern__norm_serial;
+
+static void kern__norm_serial_task(void *arg, int64_t task, int thread) {
+    const kern__norm_serial *s = (const kern__norm_serial *)arg;
+    int64_t t;
+    (void)task;
+    for (t = 0; t < s->n; t++) s->fn(s->arg, t, thread);
+}
+
+static void kern__norm_run(kern_ctx *ctx, int64_t n_tasks, int64_t steps, kern_task_fn fn, void *arg) {
+    if (n_tasks > 1 && steps < KERN_NORM_SERIAL_STEPS) {
+        kern__norm_serial s;
+        s.fn = fn;
+        s.arg = arg;
+        s.n = n_tasks;
+        kern_parallel_for(ctx, 1, kern__norm_serial_task, &s);
+    } else {
+        kern_parallel_for(ctx, n_tasks, fn, arg);
+    }
+}
+
+/* The element-steps of rows x H elements (KERN_NORM_SERIAL_STEPS): 4 an
+ * element with `heavy` work (an activation other than ReLU, a backward),
+ * else 1; saturates at the threshold (no overflow for any shape). */
+static int64_t kern__norm_steps(int64_t rows, int64_t H, int heavy) {
+    const int64_t lim = KERN_NORM_SERIAL_STEPS;
+    if (H != 0 && rows > lim / H) return lim;
+    return rows * H * (heavy ? 4 : 1);
+}
+static int kern__norm_heavy_act(kern_act act) { return act != KERN_ACT_NONE && act != KERN_ACT_RELU; }
+
 /* -------------------------------------------------------------- forward */
 
 static void kern__norm_fwd_task(void *arg, int64_t task, int thread) {
@@ -2897,7 +2949,10 @@ KERN_API kern_status kern_norm(kern_ctx *ctx, const kern_tensor *x, const kern_t
     }
     if (d.rows > 0 && d.H > 0) {
         st = kern__norm_fwd_setup(ctx, op, x, out, &p, &d, &a);
-        if (st == KERN_OK) kern_parallel_for(ctx, (d.rows + a.rpt - 1) / a.rpt, kern__norm_fwd_task, &a);
+        if (st == KERN_OK)
+            kern__norm_run(ctx, (d.rows + a.rpt - 1) / a.rpt,
+                           kern__norm_steps(d.rows, d.H, kern__norm_heavy_act(p.act)),
+                           kern__norm_fwd_task, &a);
     }
     kern__op_end(ctx);
     return st;
@@ -3134,10 +3189,11 @@ KERN_API kern_status kern_norm_backward(kern_ctx *ctx, const kern_tensor *dout,
                                            p.dbias->dtype, 0.0f, 1, 0);
         }
     } else if ((st = kern__norm_bwd_setup(ctx, op, dout, x, dx, &p, &d, &a)) == KERN_OK) {
-        kern_parallel_for(ctx, (d.rows + a.rpt - 1) / a.rpt, kern__norm_bwd_task, &a);
+        const int64_t steps = kern__norm_steps(d.rows, d.H, 1);
+        kern__norm_run(ctx, (d.rows + a.rpt - 1) / a.rpt, steps, kern__norm_bwd_task, &a);
         if (p.dweight || p.dbias)
-            kern_parallel_for(ctx, (d.H + KERN__NORM_RED_COLS - 1) / KERN__NORM_RED_COLS,
-                              kern__norm_bwd_reduce_task, &a);
+            kern__norm_run(ctx, (d.H + KERN__NORM_RED_COLS - 1) / KERN__NORM_RED_COLS, steps,
+                           kern__norm_bwd_reduce_task, &a);
     }
     kern__op_end(ctx);
     return st;
@@ -3249,8 +3305,9 @@ static kern_status kern__norm_ew_run(kern_ctx *ctx, const kern__norm_ew_args *g)
     if ((st = kern__norm_ew_check(g, &rows, &H)) != KERN_OK) return st;
     if ((st = kern__op_begin(&ctx, g->op)) != KERN_OK) return st;
     if (rows > 0 && H > 0 && (st = kern__norm_ew_setup(ctx, g, rows, H, &e)) == KERN_OK)
-        kern_parallel_for(ctx, e.nseg > 1 ? rows * e.nseg : (rows + e.rpt - 1) / e.rpt,
-                          kern__norm_ew_task, &e);
+        kern__norm_run(ctx, e.nseg > 1 ? rows * e.nseg : (rows + e.rpt - 1) / e.rpt,
+                       kern__norm_steps(rows, H, g->ewop != KERN__NORM_EW_ADD && kern__norm_heavy_act(g->act)),
+                       kern__norm_ew_task, &e);
     kern__op_end(ctx);
     return st;
 }

@@ -719,6 +719,58 @@ KT_TEST(backward_deterministic_threads) {
     }
 }
 
+/* Small problems run on the calling thread (KERN_NORM_SERIAL_STEPS): a
+ * user pool sees one task; a big one is still split. */
+static int64_t small_max_tasks;
+static void small_pool(void *user, int64_t n_tasks, kern_task_fn fn, void *arg) {
+    int64_t i;
+    (void)user;
+    if (n_tasks > small_max_tasks) small_max_tasks = n_tasks;
+    for (i = 0; i < n_tasks; i++) fn(arg, i, (int)(i & 1));
+}
+KT_TEST(small_problems_inline) {
+    static const int64_t shapes[4][2] = {{1, 4096}, {8, 1024}, {3, 4000}, {512, 1024}};
+    kern_ctx_params cp = {0};
+    kern_ctx *ctx = NULL;
+    int si;
+    cp.n_threads = 2;
+    cp.parallel_for = small_pool;
+    KT_OK(kern_ctx_create(&cp, &ctx));
+    if (!ctx) return;
+    for (si = 0; si < 4; si++) {
+        const int64_t R = shapes[si][0], H = shapes[si][1];
+        const int big = R * H * 4 >= KERN_NORM_SERIAL_STEPS * 8;
+        float *x = (float *)calloc((size_t)(R * H), 4), *y = (float *)calloc((size_t)(R * H), 4);
+        float *w = (float *)calloc((size_t)H, 4), *dw = (float *)calloc((size_t)H, 4);
+        float *m = (float *)calloc((size_t)R, 4), *rs = (float *)calloc((size_t)R, 4);
+        kern_tensor X = kern_tensor_2d(x, KERN_F32, R, H), Y = kern_tensor_2d(y, KERN_F32, R, H);
+        kern_tensor W = kern_tensor_1d(w, KERN_F32, H), DW = kern_tensor_1d(dw, KERN_F32, H);
+        kern_tensor M = kern_tensor_1d(m, KERN_F32, R), S = kern_tensor_1d(rs, KERN_F32, R);
+        kern_norm_params fp = {0};
+        kern_norm_backward_params bp = {0};
+        int64_t i;
+        for (i = 0; i < R * H; i++) x[i] = (float)(i % 13) - 6.0f;
+        for (i = 0; i < H; i++) w[i] = 1.0f;
+        kt_context("R=%lld H=%lld", (long long)R, (long long)H);
+        fp.weight = &W; fp.mean = &M; fp.rstd = &S; fp.act = KERN_ACT_GELU;
+        small_max_tasks = 0;
+        KT_OK(kern_norm(ctx, &X, &Y, &fp));
+        KT_CHECK(big ? small_max_tasks > 1 : small_max_tasks == 1, "forward: %lld tasks",
+                 (long long)small_max_tasks);
+        bp.weight = &W; bp.mean = &M; bp.rstd = &S; bp.dweight = &DW;
+        small_max_tasks = 0;
+        KT_OK(kern_norm_backward(ctx, &X, &X, &Y, &bp));
+        KT_CHECK(big ? small_max_tasks > 1 : small_max_tasks == 1, "backward: %lld tasks",
+                 (long long)small_max_tasks);
+        small_max_tasks = 0;
+        KT_OK(kern_gelu(ctx, &X, &Y, KERN_ACT_GELU));
+        KT_CHECK(big ? small_max_tasks > 1 : small_max_tasks == 1, "gelu: %lld tasks",
+                 (long long)small_max_tasks);
+        free(x); free(y); free(w); free(dw); free(m); free(rs);
+    }
+    kern_ctx_destroy(ctx);
+}
+
 /* dbias without dweight (the partials of each are their own). */
 KT_TEST(backward_dbias_alone) {
     KT_FOR_EACH_ISA(isa, ctx, 2) {
