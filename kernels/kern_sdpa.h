@@ -2231,6 +2231,14 @@ static void kern__sdpa_fwd_relpos(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
         lo = kern__sdpa_rel_idx(amin, kq - 1, sq, sk, kq, n);
         hi = kern__sdpa_rel_idx(amax, 0, sq, sk, kq, n);
         p->fn->mk(hi - lo + 1, NQ, D, tab + lo * D, D, 1, qf, NQ, T->sc.rt, NQ, 0);
+        if (sq == 1.0f && sk == 1.0f) { /* equal sides: row a - kx + kq - 1 */
+            for (r = 0; r < NQ; r++) a[r] = r < nr ? a[r] + kq - 1 - lo : 0;
+            for (kx = 0; kx < kq; kx++)
+                for (r = 0; r < NQ; r++)
+                    out[kx * NQ + r] =
+                        r < nr ? T->sc.rt[(a[r] - kx) * NQ + r] * KERN__SDPA_LOG2E : 0.0f;
+            continue;
+        }
         for (kx = 0; kx < kq; kx++)
             for (r = 0; r < NQ; r++)
                 out[kx * NQ + r] =
