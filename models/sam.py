@@ -69,6 +69,9 @@ def build_model(a):
                 p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.05)
             elif name.endswith("bias") or "rel_pos" in name or "pos_embed" in name:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+            elif p.dim() >= 2:  # HF's initializer_range (1e-10) would leave them ~0
+                fan_in = p[0].numel()
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
     return cfg, model
 
 
@@ -176,9 +179,9 @@ def export_weights(model):
     sd = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
     e = "vision_encoder"
     pw = sd["%s.patch_embed.projection.weight" % e]
-    sd["%s.patch_embed.projection.weight2d" % e] = pw.reshape(pw.shape[0], -1).contiguous()
+    sd["%s.patch_embed.projection.weight2d" % e] = pw.reshape(pw.shape[0], -1).clone()
     c1 = sd["%s.neck.conv1.weight" % e]
-    sd["%s.neck.conv1.weight2d" % e] = c1.reshape(c1.shape[0], -1).contiguous()
+    sd["%s.neck.conv1.weight2d" % e] = c1.reshape(c1.shape[0], -1).clone()
     c2 = sd["%s.neck.conv2.weight" % e]
     sd["%s.neck.conv2.weight2d" % e] = c2.permute(0, 2, 3, 1).reshape(c2.shape[0], -1).contiguous()
     return sd
