@@ -36,6 +36,12 @@
  *                   k_lens? [B] -> [B,Hq,Lq,Dv]; is_causal,
  *                   causal_bottom_right, scale, enable_gqa, window, softcap
  *                   (torch scaled_dot_product_attention; kern_sdpa)
+ *   sdpa_relpos     q [B,H,L,D], k [B,H,L,D], v [B,H,L,Dv], rel_pos_h
+ *                   [2*gh-1, D], rel_pos_w [2*gw-1, D] -> [B,H,L,Dv] with
+ *                   L = gh*gw: SAM's attention with the decomposed
+ *                   relative-position bias fused (HF SamVisionAttention;
+ *                   kern_sdpa's rel_pos options, query grid = key grid =
+ *                   gh x gw read from the tables' lengths); scale
  *   layer_norm, rms_norm  x [..,H], weight? [H], bias? [H], residual? ->
  *                   y [, x + residual as a second output]; eps, act
  *                   (none/gelu/gelu_tanh) (kern_norm)
@@ -194,7 +200,8 @@ extern "C" {
     X(QUANTIZE_PER_TOKEN, "quantize_per_token")                               \
     X(SPARSE24_LINEAR, "sparse24_linear")                                     \
     X(SCATTER_REDUCE, "scatter_reduce")                                       \
-    X(SPMM_REDUCE, "spmm_reduce")
+    X(SPMM_REDUCE, "spmm_reduce")                                             \
+    X(SDPA_RELPOS, "sdpa_relpos")
 
 typedef enum kern_graph_op {
     KERN_GRAPH_OP_NONE = 0,
@@ -2373,6 +2380,49 @@ static kern_status kern__ginfer_spmm(kern__ginf *c) {
     return kern__ginf_out(c, 0, x->dtype, 2, od);
 }
 
+/* sdpa_relpos: q, k, v as sdpa without GQA; the grid gh x gw from the
+ * tables' lengths (2*gh-1, 2*gw-1), L = gh*gw when L is concrete (a
+ * symbolic L is checked by kern_sdpa when the step runs). */
+static kern_status kern__ginfer_sdpa_relpos(kern__ginf *c) {
+    const kern__gval *q = KERN__GIN(0), *k = KERN__GIN(1), *v = KERN__GIN(2);
+    const kern__gval *rh = KERN__GIN(3), *rw = KERN__GIN(4);
+    int64_t od[4], gh, gw;
+    int i;
+    char s1[64], s2[64];
+    KERN__GFLOAT(0);
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "q, k, v must be 4-D [B,H,L,D]");
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return kern__ginf_err(c, KERN_ERR_DTYPE, "q, k, v must have the same dtype");
+    for (i = 0; i < 3; i++)
+        if (!kern__gd_eq(q->dims[i], k->dims[i]) || !kern__gd_eq(q->dims[i], v->dims[i]))
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "q, k, v differ in dim %d", i);
+    if (!kern__gd_eq(q->dims[3], k->dims[3]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "q.shape[3]=%s != k.shape[3]=%s",
+                              kern__gd_s(c->g, q->dims[3], s1, sizeof s1),
+                              kern__gd_s(c->g, k->dims[3], s2, sizeof s2));
+    if (!kern_dtype_is_float(rh->dtype) || !kern_dtype_is_float(rw->dtype))
+        return kern__ginf_err(c, KERN_ERR_DTYPE, "rel_pos_h and rel_pos_w must be float");
+    if (rh->ndim != 2 || rw->ndim != 2 || !kern__gd_eq(rh->dims[1], q->dims[3]) ||
+        !kern__gd_eq(rw->dims[1], q->dims[3]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "rel_pos_h and rel_pos_w must be [2*g-1, D]");
+    if (rh->dims[0] < 1 || rw->dims[0] < 1 || rh->dims[0] % 2 == 0 || rw->dims[0] % 2 == 0)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "rel_pos_h has %s rows, rel_pos_w %s: each "
+                              "must be 2*g-1 for a concrete grid side g",
+                              kern__gd_s(c->g, rh->dims[0], s1, sizeof s1),
+                              kern__gd_s(c->g, rw->dims[0], s2, sizeof s2));
+    gh = (rh->dims[0] + 1) / 2;
+    gw = (rw->dims[0] + 1) / 2;
+    if (q->dims[2] >= 0 && q->dims[2] != gh * gw)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "L=%lld but the tables give a %lld x %lld grid",
+                              (long long)q->dims[2], (long long)gh, (long long)gw);
+    if (!isfinite(c->a->scale))
+        return kern__ginf_err(c, KERN_ERR_ARG, "scale must be finite");
+    for (i = 0; i < 3; i++) od[i] = q->dims[i];
+    od[3] = v->dims[3];
+    return kern__ginf_out(c, 0, q->dtype, 4, od);
+}
+
 #define KERN__GA_NONE 0u
 static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     {"", 0, 0, 0, 0, 0, 0, NULL},
@@ -2430,7 +2480,9 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
                           KERN__GAF(AXIS) | KERN__GAF(REDUCE) | KERN__GAF(INCLUDE_SELF),
                           kern__ginfer_scatter},
     /* SPMM_REDUCE */ {"rowptr,col,values?,dense", 4, 4, KERN__GC_FAMILY, 1, 1,
-                       KERN__GAF(REDUCE), kern__ginfer_spmm}};
+                       KERN__GAF(REDUCE), kern__ginfer_spmm},
+    /* SDPA_RELPOS */ {"q,k,v,rel_pos_h,rel_pos_w", 5, 5, KERN__GC_FAMILY, 1, 1,
+                       KERN__GAF(SCALE), kern__ginfer_sdpa_relpos}};
 
 static const kern__gopdef *kern__gop(kern_graph_op op) { return &kern__gops[op]; }
 
@@ -4873,6 +4925,19 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         sp.workspace_size = ws ? ws_size : 0;
         return kern_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp);
     }
+    case KERN_GRAPH_OP_SDPA_RELPOS: {
+        kern_sdpa_params sp;
+        memset(&sp, 0, sizeof sp);
+        sp.scale = n->a.scale;
+        sp.rel_pos_h = KERN__GT(3);
+        sp.rel_pos_w = KERN__GT(4);
+        sp.rel_q_h = sp.rel_k_h = (KERN__GT(3)->shape[0] + 1) / 2;
+        sp.rel_q_w = sp.rel_k_w = (KERN__GT(4)->shape[0] + 1) / 2;
+        if (query) return kern_sdpa_workspace_size(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp, query);
+        sp.workspace = ws;
+        sp.workspace_size = ws ? ws_size : 0;
+        return kern_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), y, &sp);
+    }
     case KERN_GRAPH_OP_LAYER_NORM: case KERN_GRAPH_OP_RMS_NORM: {
         kern_norm_params np;
         memset(&np, 0, sizeof np);
@@ -5047,7 +5112,7 @@ static void kern__g_cost(const kern_graph_plan *p, const kern__gstep *st, const 
             (double)(n->a.trans_a ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1]);
         break;
     }
-    case KERN_GRAPH_OP_SDPA: {
+    case KERN_GRAPH_OP_SDPA: case KERN_GRAPH_OP_SDPA_RELPOS: {
         const kern_tensor *q = &T[n->in[0]], *kk = &T[n->in[1]], *v = &T[n->in[2]];
         f = 2.0 * (double)q->shape[0] * (double)q->shape[1] * (double)q->shape[2] *
             (double)kk->shape[2] * (double)(q->shape[3] + v->shape[3]);

@@ -63,6 +63,22 @@
  *                masked (padded batches, KV caches). Dense entry points only.
  *   lse          NULL = not written. f32 output: log(sum_j exp(s_ij)) of the
  *                masked, capped scores (before dropout), in natural log.
+ *   rel_pos_h, rel_pos_w, rel_q_h, rel_q_w, rel_k_h, rel_k_w,
+ *   rel_pos_interpolate  SAM's decomposed relative position (HF
+ *                SamVisionAttention's get_rel_pos / add_decomposed_rel_pos),
+ *                dense forward only: s_ij = capped(scale q_i.k_j) +
+ *                q_i . Rh[ih(i, j)] + q_i . Rw[iw(i, j)] + mask, with the
+ *                unscaled q; query i sits at (i / rel_q_w, i % rel_q_w) of
+ *                a rel_q_h x rel_q_w grid (Lq = rel_q_h * rel_q_w), key j
+ *                likewise on rel_k_h x rel_k_w; ih = trunc(a * sq - b * sk +
+ *                (rel_k_h - 1) * sk) with sq = max(kh/qh, 1), sk = max(qh/kh,
+ *                1) in f32, iw likewise. Tables [N, D], any float dtype and
+ *                strides, shared by batch entries and heads; N must be
+ *                2 * max(q, k) - 1 on its axis, or with rel_pos_interpolate
+ *                any N >= 1, resized as F.interpolate(mode="linear"). The
+ *                [Lq, Lk] bias is never formed: per query panel the kernel
+ *                computes q . (the table rows its rows reach) with the
+ *                microkernel and adds rh[kh] + rw[kw] to each score tile.
  *   workspace, workspace_size  NULL = the context's reusable scratch; else
  *                caller memory of at least the entry point's
  *                *_workspace_size bytes (kern_sdpa_workspace_size, ..._varlen_,
@@ -89,14 +105,17 @@
  *   kern_sdpa_varlen_backward  the same for packed sequences.
  *
  * ERRORS (nothing is written on error; kern_last_error() names the argument)
- *   KERN_ERR_ARG     NULL q/k/v/out/..., dropout_p outside [0,1), window
+ *   KERN_ERR_ARG     NULL q/k/v/out/..., only one of rel_pos_h/rel_pos_w,
+ *                    dropout_p outside [0,1), window
  *                    < -1, a non-finite scale, a negative or non-finite
  *                    softcap, outputs that overlap inputs or each other, a
  *                    caller workspace smaller than the *_workspace_size.
  *   KERN_ERR_SHAPE   ndim, B/H/L/D mismatches between q, k, v, out (and
  *                    dout, dq, dk, dv, lse), Hq not a multiple of Hkv, Hq !=
  *                    Hkv without enable_gqa, D = 0, a mask that does not
- *                    broadcast, k_lens / cu_seqlens of the wrong length.
+ *                    broadcast, k_lens / cu_seqlens of the wrong length,
+ *                    a rel-pos grid whose product is not Lq / Lk, a rel_pos
+ *                    table not [N, D] or of the wrong N.
  *   KERN_ERR_DTYPE   mixed or non-float q/k/v dtypes, a mask that is not
  *                    bool/f32/f16/bf16, lse not f32, k_lens / cu_seqlens not
  *                    i32/i64.
@@ -105,7 +124,8 @@
  *   KERN_ERR_INDEX   k_lens[b] < 0 or > Lk; cu_seqlens not starting at 0,
  *                    decreasing, not ending at T, or with a sequence longer
  *                    than max_seqlen.
- *   KERN_ERR_UNSUPPORTED  attn_mask or k_lens with the varlen entry points.
+ *   KERN_ERR_UNSUPPORTED  attn_mask or k_lens with the varlen entry points;
+ *                    rel_pos_h/w with varlen or the backward.
  *   KERN_ERR_NOMEM   scratch could not be allocated.
  *
  * ISA PATHS (one const table per level: kern__sdpa_fns_for(kern_ctx_isa(ctx)))
@@ -175,6 +195,17 @@ typedef struct kern_sdpa_params {
                                      *_workspace_size bytes; NULL = the
                                      context's scratch */
     size_t workspace_size;
+    /* Decomposed relative position bias (SAM, MViTv2; forward, dense
+     * entry points): scores[i][j] += q_i . Rh[h(i), h(j)] + q_i . Rw[w(i),
+     * w(j)] with the unscaled q, queries on a rel_q_h x rel_q_w grid and
+     * keys on a rel_k_h x rel_k_w grid (row-major: i = h(i) * rel_q_w +
+     * w(i)). NULL = none; both or neither. [Nh, D] / [Nw, D], any float
+     * dtype and strides, shared by every batch entry and head. */
+    const kern_tensor *rel_pos_h, *rel_pos_w;
+    int64_t rel_q_h, rel_q_w, rel_k_h, rel_k_w;
+    int rel_pos_interpolate;      /* 0: Nh must be 2*max(rel_q_h, rel_k_h)-1
+                                     (Nw likewise); nonzero: any length >= 1,
+                                     resized linearly as HF SAM's get_rel_pos */
 } kern_sdpa_params;
 
 /* Resolves the defaults in place for queries of head dim `head_dim`: scale
@@ -360,6 +391,9 @@ typedef struct kern__sdpa_fns {
                    const uint16_t *k, int64_t k_rs, float *s, int64_t ls);
     /* rows path: P rows to bf16 (zero padded to even) */
     void (*rows16)(const float *s, int64_t ls, int64_t R, int64_t nk, uint16_t *p16, int64_t lp);
+    /* decomposed relative position added to a panel (template) */
+    void (*relpos)(float *s, int64_t nk, float c, const float *rh, const float *rw, int64_t jh0,
+                   int64_t jw0, int64_t kw);
 } kern__sdpa_fns;
 
 /* ---------------------------------------------------------- scalar path */
@@ -539,6 +573,27 @@ static int kern__s_sdpa_rstep(float *s, int64_t ls, int64_t R, int64_t nk, float
     }
     return changed;
 }
+
+/* Decomposed relative position (SAM): S^T[j][lane] = S^T[j][lane] * c +
+ * rh[jh][lane] + rw[jw][lane] for the keys j < nk of a block, key j at
+ * grid cell (jh, jw) starting at (jh0, jw0) on a key grid kw wide. */
+static void kern__s_sdpa_relpos(float *s, int64_t nk, float c, const float *rh,
+                                              const float *rw, int64_t jh0, int64_t jw0,
+                                              int64_t kw) {
+    const float cv = (c);
+    int64_t j, jh = jh0, jw = jw0;
+    int v;
+    for (j = 0; j < nk; j++) {
+        const float *a = rh + jh * KERN__SDPA_NQ, *b = rw + jw * KERN__SDPA_NQ;
+        float *sp = s + j * KERN__SDPA_NQ;
+        for (v = 0; v < KERN__SDPA_NQ / 1; v++)
+            (*(float *)(sp + 1 * v) = (kern__s_fma((*(const float *)(sp + 1 * v)), cv, (((*(const float *)(a + 1 * v))) + ((*(const float *)(b + 1 * v)))))));
+        if (++jw == kw) {
+            jw = 0;
+            jh++;
+        }
+    }
+}
 #ifdef KERN_X86
 /* ---- avx2 ---- */
 /* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
@@ -642,6 +697,27 @@ KERN_TARGET_AVX2 static int kern__v_sdpa_rstep__avx2(float *s, int64_t ls, int64
     }
     return changed;
 }
+
+/* Decomposed relative position (SAM): S^T[j][lane] = S^T[j][lane] * c +
+ * rh[jh][lane] + rw[jw][lane] for the keys j < nk of a block, key j at
+ * grid cell (jh, jw) starting at (jh0, jw0) on a key grid kw wide. */
+KERN_TARGET_AVX2 static void kern__v_sdpa_relpos__avx2(float *s, int64_t nk, float c, const float *rh,
+                                              const float *rw, int64_t jh0, int64_t jw0,
+                                              int64_t kw) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t j, jh = jh0, jw = jw0;
+    int v;
+    for (j = 0; j < nk; j++) {
+        const float *a = rh + jh * KERN__SDPA_NQ, *b = rw + jw * KERN__SDPA_NQ;
+        float *sp = s + j * KERN__SDPA_NQ;
+        for (v = 0; v < KERN__SDPA_NQ / 8; v++)
+            _mm256_storeu_ps(sp + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(sp + 8 * v), cv, _mm256_add_ps(_mm256_loadu_ps(a + 8 * v), _mm256_loadu_ps(b + 8 * v))));
+        if (++jw == kw) {
+            jw = 0;
+            jh++;
+        }
+    }
+}
 /* ---- avx512 ---- */
 /* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
  * -Inf gives 0, NaN stays NaN). */
@@ -743,6 +819,27 @@ KERN_TARGET_AVX512 static int kern__v_sdpa_rstep__avx512(float *s, int64_t ls, i
         l[r] = l[r] * alpha[r] + sum;
     }
     return changed;
+}
+
+/* Decomposed relative position (SAM): S^T[j][lane] = S^T[j][lane] * c +
+ * rh[jh][lane] + rw[jw][lane] for the keys j < nk of a block, key j at
+ * grid cell (jh, jw) starting at (jh0, jw0) on a key grid kw wide. */
+KERN_TARGET_AVX512 static void kern__v_sdpa_relpos__avx512(float *s, int64_t nk, float c, const float *rh,
+                                              const float *rw, int64_t jh0, int64_t jw0,
+                                              int64_t kw) {
+    const __m512 cv = _mm512_set1_ps(c);
+    int64_t j, jh = jh0, jw = jw0;
+    int v;
+    for (j = 0; j < nk; j++) {
+        const float *a = rh + jh * KERN__SDPA_NQ, *b = rw + jw * KERN__SDPA_NQ;
+        float *sp = s + j * KERN__SDPA_NQ;
+        for (v = 0; v < KERN__SDPA_NQ / 16; v++)
+            _mm512_storeu_ps(sp + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(sp + 16 * v), cv, _mm512_add_ps(_mm512_loadu_ps(a + 16 * v), _mm512_loadu_ps(b + 16 * v))));
+        if (++jw == kw) {
+            jw = 0;
+            jh++;
+        }
+    }
 }
 #endif /* KERN_X86 */
 #ifdef KERN_NEON
@@ -847,6 +944,27 @@ static int kern__v_sdpa_rstep__neon(float *s, int64_t ls, int64_t R, int64_t nk,
         l[r] = l[r] * alpha[r] + sum;
     }
     return changed;
+}
+
+/* Decomposed relative position (SAM): S^T[j][lane] = S^T[j][lane] * c +
+ * rh[jh][lane] + rw[jw][lane] for the keys j < nk of a block, key j at
+ * grid cell (jh, jw) starting at (jh0, jw0) on a key grid kw wide. */
+static void kern__v_sdpa_relpos__neon(float *s, int64_t nk, float c, const float *rh,
+                                              const float *rw, int64_t jh0, int64_t jw0,
+                                              int64_t kw) {
+    const float32x4_t cv = vdupq_n_f32(c);
+    int64_t j, jh = jh0, jw = jw0;
+    int v;
+    for (j = 0; j < nk; j++) {
+        const float *a = rh + jh * KERN__SDPA_NQ, *b = rw + jw * KERN__SDPA_NQ;
+        float *sp = s + j * KERN__SDPA_NQ;
+        for (v = 0; v < KERN__SDPA_NQ / 4; v++)
+            vst1q_f32(sp + 4 * v, vfmaq_f32(vaddq_f32(vld1q_f32(a + 4 * v), vld1q_f32(b + 4 * v)), vld1q_f32(sp + 4 * v), cv));
+        if (++jw == kw) {
+            jw = 0;
+            jh++;
+        }
+    }
 }
 #endif /* KERN_NEON */
 /* END GENERATED */
@@ -1563,25 +1681,27 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
 static const kern__sdpa_fns kern__sdpa_fns_scalar = {
     "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
     kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos};
 #ifdef KERN_X86
 static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
     "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
-    kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
+    kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
+    kern__v_sdpa_relpos__avx2};
 static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
     "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
     kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512};
 static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
     "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
     KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
     kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
-    kern__sdpa_rows16__avx512bf16};
+    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512};
 #endif
 #ifdef KERN_NEON
 static const kern__sdpa_fns kern__sdpa_fns_neon = {
     "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
-    kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL};
+    kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
+    kern__v_sdpa_relpos__neon};
 #endif
 #undef KERN__SDPA_SOFTMAX
 
@@ -1635,6 +1755,14 @@ typedef struct kern__sdpa_prob {
     int64_t wl, wr;
     const kern__sdpa_fns *fn;
     int bf16_native;
+    /* decomposed relative position: grids, table lengths after resizing
+     * (2 * max - 1), coordinate scales, the tables as given and their f32
+     * resized copies (in the forward's shared workspace) */
+    int relpos;
+    int64_t rqh, rqw, rkh, rkw, rnh, rnw;
+    float rsqh, rskh, rsqw, rskw;
+    const kern_tensor *rph, *rpw;
+    float *rth, *rtw;
 } kern__sdpa_prob;
 
 static inline int64_t kern__sdpa_geti(const void *p, kern_dtype dt, int64_t i) {
@@ -1844,6 +1972,11 @@ typedef struct kern__sdpa_fscr {
     float *kc, *vc;       /* [BK][D], [BK][Dv] converted tiles */
     uint16_t *vp;         /* [BK/2][Dv][2] */
     float *row;           /* max(D, Dv) + 16 */
+    /* decomposed relative position (P->relpos): queries as f32 [D][NQ]
+     * (for bf16-native panels and the rows path), q . table rows
+     * [max(rnh, rnw)][NQ], and per panel the bias terms in log2 units
+     * QB x [rkh][NQ] and QB x [rkw][NQ] */
+    float *qf, *rt, *rh, *rw;
 } kern__sdpa_fscr;
 
 static size_t kern__sdpa_fscr_carve(const kern__sdpa_prob *p, char *base,
@@ -1867,6 +2000,14 @@ static size_t kern__sdpa_fscr_carve(const kern__sdpa_prob *p, char *base,
     sc->vc = (float *)kern__sdpa_take(&c, (size_t)(BK * (Dv > 0 ? Dv : 1)) * 4);
     sc->vp = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * (Dv > 0 ? Dv : 1)) * 2);
     sc->row = (float *)kern__sdpa_take(&c, (size_t)mx * 4);
+    sc->qf = sc->rt = sc->rh = sc->rw = NULL;
+    if (p->relpos) {
+        int64_t nt = p->rnh > p->rnw ? p->rnh : p->rnw;
+        sc->qf = (float *)kern__sdpa_take(&c, (size_t)(p->D * NQ) * 4);
+        sc->rt = (float *)kern__sdpa_take(&c, (size_t)(nt * NQ) * 4);
+        sc->rh = (float *)kern__sdpa_take(&c, (size_t)(QB * p->rkh * NQ) * 4);
+        sc->rw = (float *)kern__sdpa_take(&c, (size_t)(QB * p->rkw * NQ) * 4);
+    }
     return c.used;
 }
 
@@ -2035,6 +2176,78 @@ static void kern__sdpa_fwd_pack_q(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
     }
 }
 
+/* Row of the resized relative-position table that query coordinate a and
+ * key coordinate b read on one axis (HF SAM's get_rel_pos: a * sq - b * sk
+ * + (k - 1) * sk in f32, truncated), clamped to the table. */
+static inline int64_t kern__sdpa_rel_idx(int64_t a, int64_t b, float sq, float sk, int64_t k,
+                                         int64_t n) {
+    float x = (float)a * sq - (float)b * sk + (float)((double)(k - 1) * (double)sk);
+    int64_t r = x > 0.0f ? (int64_t)x : 0;
+    return r < n ? r : n - 1;
+}
+
+/* Step 2b (relative position): panel pi's bias terms in log2 units,
+ * rh[kh][lane] = q_lane . Rh[idx(h(lane), kh)] and rw likewise: one
+ * microkernel call per axis over the table rows the lanes reach, then a
+ * gather. Lanes past nr get zeros. */
+static void kern__sdpa_fwd_relpos(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_lane *ln = T->sc.ln + pi * KERN__SDPA_NQ;
+    int64_t NQ = KERN__SDPA_NQ, D = p->D, r, d, ax, kx, a[KERN__SDPA_NQ];
+    const float *qf;
+    if (!T->f->rows_path && !T->native) {
+        qf = T->sc.qt + pi * T->D16 * NQ; /* already f32 [D][NQ], zero lanes past nr */
+    } else {
+        float *dst = T->sc.qf, *row = T->sc.row;
+        for (r = 0; r < NQ; r++) {
+            if (r < nr) {
+                const char *qr =
+                    p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h, ln[r].i) * p->es;
+                kern__sdpa_to_f32(T->f->ctx, qr, p->dt, row, D);
+                for (d = 0; d < D; d++) dst[d * NQ + r] = row[d];
+            } else {
+                for (d = 0; d < D; d++) dst[d * NQ + r] = 0.0f;
+            }
+        }
+        qf = dst;
+    }
+    for (ax = 0; ax < 2; ax++) {
+        int64_t kq = ax ? p->rkw : p->rkh, n = ax ? p->rnw : p->rnh, lo, hi, amin = INT64_MAX,
+                amax = -1;
+        float sq = ax ? p->rsqw : p->rsqh, sk = ax ? p->rskw : p->rskh;
+        const float *tab = ax ? p->rtw : p->rth;
+        float *out = ax ? T->sc.rw + pi * p->rkw * NQ : T->sc.rh + pi * p->rkh * NQ;
+        if (kq == 0) continue;
+        for (r = 0; r < nr; r++) {
+            a[r] = ax ? ln[r].i % p->rqw : ln[r].i / p->rqw;
+            if (a[r] < amin) amin = a[r];
+            if (a[r] > amax) amax = a[r];
+        }
+        if (amax < 0) {
+            memset(out, 0, (size_t)(kq * NQ) * 4);
+            continue;
+        }
+        /* the index grows with the query coordinate, falls with the key's */
+        lo = kern__sdpa_rel_idx(amin, kq - 1, sq, sk, kq, n);
+        hi = kern__sdpa_rel_idx(amax, 0, sq, sk, kq, n);
+        p->fn->mk(hi - lo + 1, NQ, D, tab + lo * D, D, 1, qf, NQ, T->sc.rt, NQ, 0);
+        if (sq == 1.0f && sk == 1.0f) { /* equal sides: row a - kx + kq - 1 */
+            for (r = 0; r < NQ; r++) a[r] = r < nr ? a[r] + kq - 1 - lo : 0;
+            for (kx = 0; kx < kq; kx++)
+                for (r = 0; r < NQ; r++)
+                    out[kx * NQ + r] =
+                        r < nr ? T->sc.rt[(a[r] - kx) * NQ + r] * KERN__SDPA_LOG2E : 0.0f;
+            continue;
+        }
+        for (kx = 0; kx < kq; kx++)
+            for (r = 0; r < NQ; r++)
+                out[kx * NQ + r] =
+                    r < nr ? T->sc.rt[(kern__sdpa_rel_idx(a[r], kx, sq, sk, kq, n) - lo) * NQ + r] *
+                                 KERN__SDPA_LOG2E
+                           : 0.0f;
+    }
+}
+
 /* Step 2: per panel, the lanes' visible key ranges (their union in
  * [klo, khi)), the softmax state and the packed queries. */
 static void kern__sdpa_fwd_init(kern__sdpa_ftask *T) {
@@ -2057,6 +2270,7 @@ static void kern__sdpa_fwd_init(kern__sdpa_ftask *T) {
         if (T->f->rows_path) memset(T->sc.ot, 0, (size_t)(T->R * Dv) * 4);
         else memset(T->sc.ot + pi * Dv * NQ, 0, (size_t)(Dv * NQ) * 4);
         kern__sdpa_fwd_pack_q(T, pi, nr);
+        if (p->relpos) kern__sdpa_fwd_relpos(T, pi, nr);
     }
 }
 
@@ -2125,6 +2339,21 @@ static void kern__sdpa_fwd_softmax(const kern__sdpa_ftask *T, int64_t pi, int64_
     if (!full || p->mask || p->softcap > 0) {
         /* blocks lie inside [ks0, ks1): only the lanes' ranges need applying */
         kern__sdpa_prepare(p, sc->s, nk, j0, sc->ln + pi * NQ, nr, sc->tmp, 0, T->f->rows_path);
+        c = 1.0f;
+    }
+    if (p->relpos) { /* s = s * c + rh + rw (a masked -inf stays -inf) */
+        const float *rh = sc->rh + pi * p->rkh * NQ, *rw = sc->rw + pi * p->rkw * NQ;
+        if (T->f->rows_path) {
+            int64_t jj;
+            for (r = 0; r < T->R; r++)
+                for (jj = 0; jj < nk; jj++) {
+                    float *x = sc->s + r * KERN__SDPA_BK + jj;
+                    *x = *x * c + (rh[((j0 + jj) / p->rkw) * NQ + r] +
+                                   rw[((j0 + jj) % p->rkw) * NQ + r]);
+                }
+        } else {
+            p->fn->relpos(sc->s, nk, c, rh, rw, j0 / p->rkw, j0 % p->rkw, p->rkw);
+        }
         c = 1.0f;
     }
     if (T->f->rows_path) {
@@ -2569,11 +2798,85 @@ static kern_status kern__sdpa_setup_masks(kern__sdpa_prob *P, const kern__sdpa_a
     return KERN_OK;
 }
 
+/* Whether a x b == n exactly (all >= 0, no overflow). */
+static int kern__sdpa_grid_is(int64_t a, int64_t b, int64_t n) {
+    if (a < 0 || b < 0) return 0;
+    if (a == 0 || b == 0) return n == 0;
+    return a <= n / b && a * b == n;
+}
+
+/* Step 5b: the decomposed relative position tables and grids (forward,
+ * dense only). Table lengths: 2 * max(query, key) - 1 on each axis, or any
+ * length >= 1 with rel_pos_interpolate (resized in the forward). */
+static kern_status kern__sdpa_setup_relpos(kern__sdpa_prob *P, const kern__sdpa_args *a) {
+    kern_status st;
+    const kern_sdpa_params *pp = a->pp;
+    const char *op = a->op;
+    const kern_tensor *t[2];
+    const char *nm[2] = {"rel_pos_h", "rel_pos_w"};
+    int64_t n[2], x;
+    int i;
+    if (!pp->rel_pos_h && !pp->rel_pos_w) return KERN_OK;
+    if (!pp->rel_pos_h || !pp->rel_pos_w)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL but %s is given (both or neither)", op,
+                         pp->rel_pos_h ? "rel_pos_w" : "rel_pos_h",
+                         pp->rel_pos_h ? "rel_pos_h" : "rel_pos_w");
+    if (a->varlen || a->bwd)
+        return kern__err(KERN_ERR_UNSUPPORTED, "%s: rel_pos_h/rel_pos_w are supported by the "
+                         "dense forward only (kern_sdpa)", op);
+    if (!kern__sdpa_grid_is(pp->rel_q_h, pp->rel_q_w, P->Lq))
+        return kern__err(KERN_ERR_SHAPE, "%s: query grid rel_q_h x rel_q_w = %lld x %lld does "
+                         "not match q's Lq=%lld", op, (long long)pp->rel_q_h,
+                         (long long)pp->rel_q_w, (long long)P->Lq);
+    if (!kern__sdpa_grid_is(pp->rel_k_h, pp->rel_k_w, P->Lk))
+        return kern__err(KERN_ERR_SHAPE, "%s: key grid rel_k_h x rel_k_w = %lld x %lld does "
+                         "not match k's Lk=%lld", op, (long long)pp->rel_k_h,
+                         (long long)pp->rel_k_w, (long long)P->Lk);
+    t[0] = pp->rel_pos_h;
+    t[1] = pp->rel_pos_w;
+    n[0] = 2 * (pp->rel_q_h > pp->rel_k_h ? pp->rel_q_h : pp->rel_k_h) - 1;
+    n[1] = 2 * (pp->rel_q_w > pp->rel_k_w ? pp->rel_q_w : pp->rel_k_w) - 1;
+    for (i = 0; i < 2; i++) {
+        if ((st = kern_tensor_check(t[i], op, nm[i]))) return st;
+        if (!kern_dtype_is_float(t[i]->dtype))
+            return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32, bf16 or f16", op, nm[i],
+                             kern_dtype_name(t[i]->dtype));
+        if (t[i]->ndim != 2 || t[i]->shape[1] != P->D)
+            return kern__err(KERN_ERR_SHAPE, "%s: %s must be [N, D=%lld] (ndim=%d, shape[%d]=%lld)",
+                             op, nm[i], (long long)P->D, t[i]->ndim, t[i]->ndim == 2 ? 1 : 0,
+                             (long long)(t[i]->ndim == 2 ? t[i]->shape[1]
+                                                        : t[i]->ndim ? t[i]->shape[0] : 0));
+        x = t[i]->shape[0];
+        if (n[i] >= 1 && (pp->rel_pos_interpolate ? x < 1 : x != n[i]))
+            return kern__err(KERN_ERR_SHAPE,
+                             pp->rel_pos_interpolate
+                                 ? "%s: %s has %lld rows; interpolation needs at least 1 (%lld)"
+                                 : "%s: %s has %lld rows, want 2*max(query, key)-1 = %lld on "
+                                   "this grid (or set rel_pos_interpolate)",
+                             op, nm[i], (long long)x, (long long)n[i]);
+    }
+    P->relpos = 1;
+    P->rqh = pp->rel_q_h;
+    P->rqw = pp->rel_q_w;
+    P->rkh = pp->rel_k_h;
+    P->rkw = pp->rel_k_w;
+    P->rnh = n[0] > 0 ? n[0] : 0;
+    P->rnw = n[1] > 0 ? n[1] : 0;
+    /* HF's coordinate scales: the shorter side is stretched to the longer */
+    P->rsqh = P->rkh > P->rqh && P->rqh > 0 ? (float)((double)P->rkh / (double)P->rqh) : 1.0f;
+    P->rskh = P->rqh > P->rkh && P->rkh > 0 ? (float)((double)P->rqh / (double)P->rkh) : 1.0f;
+    P->rsqw = P->rkw > P->rqw && P->rqw > 0 ? (float)((double)P->rkw / (double)P->rqw) : 1.0f;
+    P->rskw = P->rqw > P->rkw && P->rkw > 0 ? (float)((double)P->rqw / (double)P->rkw) : 1.0f;
+    P->rph = t[0];
+    P->rpw = t[1];
+    return KERN_OK;
+}
+
 /* Step 6: outputs with distinct elements, overlapping no input and no
  * other output. */
 static kern_status kern__sdpa_check_alias(const kern__sdpa_args *a) {
-    const kern_tensor *in[8], *ou[4];
-    const char *inm[8], *onm[4], *op = a->op;
+    const kern_tensor *in[10], *ou[4];
+    const char *inm[10], *onm[4], *op = a->op;
     const kern_sdpa_params *pp = a->pp;
     int ni = 0, no = 0, x, c;
     in[ni] = a->q; inm[ni++] = "q";
@@ -2581,6 +2884,8 @@ static kern_status kern__sdpa_check_alias(const kern__sdpa_args *a) {
     in[ni] = a->v; inm[ni++] = "v";
     if (pp->attn_mask) { in[ni] = pp->attn_mask; inm[ni++] = "attn_mask"; }
     if (pp->k_lens) { in[ni] = pp->k_lens; inm[ni++] = "k_lens"; }
+    if (pp->rel_pos_h) { in[ni] = pp->rel_pos_h; inm[ni++] = "rel_pos_h"; }
+    if (pp->rel_pos_w) { in[ni] = pp->rel_pos_w; inm[ni++] = "rel_pos_w"; }
     if (a->cuq) { in[ni] = a->cuq; inm[ni++] = "cu_seqlens_q"; }
     if (a->cuk) { in[ni] = a->cuk; inm[ni++] = "cu_seqlens_k"; }
     if (a->bwd) {
@@ -2688,7 +2993,8 @@ static kern_status kern__sdpa_setup(kern__sdpa_prob *P, const char *op, int varl
     if ((st = kern__sdpa_check_operands(&a))) return st;
     st = varlen ? kern__sdpa_shapes_varlen(P, &a) : kern__sdpa_shapes_dense(P, &a);
     if (st || (st = kern__sdpa_check_heads(P, &a)) || (st = kern__sdpa_setup_lse(P, &a)) ||
-        (st = kern__sdpa_setup_masks(P, &a)) || (st = kern__sdpa_check_alias(&a)))
+        (st = kern__sdpa_setup_masks(P, &a)) || (st = kern__sdpa_setup_relpos(P, &a)) ||
+        (st = kern__sdpa_check_alias(&a)))
         return st;
     return kern__sdpa_fill(P, &a);
 }
@@ -2736,8 +3042,38 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     if ((size_t)(2 * P->Dv + 64) * 4 > scr) scr = (size_t)(2 * P->Dv + 64) * 4;
     *thread = scr;
     if (f.nsplit > 1) *shared = (size_t)(base * f.nsplit * f.rows_cap * (P->Dv + 2)) * 4;
+    /* the resized f32 relative-position tables follow the partials */
+    if (P->relpos) *shared = ((*shared + 63) & ~(size_t)63) + (size_t)((P->rnh + P->rnw) * P->D) * 4;
     *fp = f;
     return 1;
+}
+
+/* A relative-position table [in, D] (any float dtype, any strides) as f32
+ * [n, D]: copied when in = n, else resized linearly along its length as
+ * torch's F.interpolate(mode="linear", align_corners=False), in f32. */
+static void kern__sdpa_rel_resize(const kern_tensor *t, int64_t n, int64_t D, float *dst) {
+    int64_t in = t->shape[0], r, d, s0 = t->stride[0], s1 = t->stride[1];
+    float sc = (float)in / (float)n;
+    for (r = 0; r < n; r++) {
+        int64_t i0 = r, i1 = r;
+        float l0 = 1.0f, l1 = 0.0f;
+        if (in != n) {
+            float src = sc * ((float)r + 0.5f) - 0.5f;
+            if (src < 0.0f) src = 0.0f;
+            i0 = (int64_t)src;
+            if (i0 > in - 1) i0 = in - 1;
+            l1 = src - (float)i0;
+            if (l1 < 0.0f) l1 = 0.0f;
+            if (l1 > 1.0f) l1 = 1.0f;
+            l0 = 1.0f - l1;
+            i1 = i0 + (i0 < in - 1 ? 1 : 0);
+        }
+        for (d = 0; d < D; d++) {
+            float x0 = kern__sdpa_ld(t->data, t->dtype, i0 * s0 + d * s1);
+            float x1 = kern__sdpa_ld(t->data, t->dtype, i1 * s0 + d * s1);
+            dst[r * D + d] = in == n ? x0 : l0 * x0 + l1 * x1;
+        }
+    }
 }
 
 static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P, const char *op,
@@ -2749,11 +3085,19 @@ static kern_status kern__sdpa_forward(kern_ctx *ctx, kern__sdpa_prob *P, const c
     if ((st = kern__op_workspace(ctx, op, pp->workspace, pp->workspace_size, shared, thread)))
         return st;
     if ((st = kern__reserve_thread_scratch(ctx, thread))) return st;
-    if (f.nsplit > 1) {
-        f.part = (float *)kern__workspace(ctx, shared);
-        if (!f.part)
+    if (shared > 0) {
+        char *ws = (char *)kern__workspace(ctx, shared);
+        if (!ws)
             return kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of workspace", op,
                              shared);
+        if (f.nsplit > 1) f.part = (float *)ws;
+        if (P->relpos) {
+            size_t off = f.nsplit > 1 ? (size_t)(f.ntasks * f.rows_cap * (P->Dv + 2)) * 4 : 0;
+            P->rth = (float *)(ws + ((off + 63) & ~(size_t)63));
+            P->rtw = P->rth + P->rnh * P->D;
+            kern__sdpa_rel_resize(P->rph, P->rnh, P->D, P->rth);
+            kern__sdpa_rel_resize(P->rpw, P->rnw, P->D, P->rtw);
+        }
     }
     kern_parallel_for(ctx, f.ntasks, kern__sdpa_fwd_task, &f);
     if (f.nsplit > 1) kern_parallel_for(ctx, f.ntasks / f.nsplit, kern__sdpa_combine_task, &f);

@@ -31,6 +31,11 @@ typedef struct tcase {
                       4 bf16 [Hq,Lq,Lk], 5 f32 [Lk] */
     int klens;     /* 0 none, 1 i32, 2 i64 */
     int want_lse;
+    /* decomposed relative position (SAM): grids, table rows and dtype,
+     * interpolation */
+    int rel, rinterp;
+    int64_t rqh, rqw, rkh, rkw, rnh, rnw;
+    kern_dtype rdt;
 } tcase;
 
 static tcase tc_default(void) {
@@ -92,11 +97,55 @@ static void ref_range(const tcase *c, int64_t i, int64_t lk, int64_t *lo, int64_
 }
 
 typedef struct tdata {
-    kern_tensor q, k, v, o, mask, klens, lse;
-    void *qp, *kp, *vp, *op, *mp, *klp, *lsep;
+    kern_tensor q, k, v, o, mask, klens, lse, rph, rpw;
+    void *qp, *kp, *vp, *op, *mp, *klp, *lsep, *rhp, *rwp;
     size_t qb, kb, vb, ob, mb;
     int has_mask, has_klens;
+    /* relative position: tables resized to 2*max-1 rows (double) and the
+     * row index of every (query, key) coordinate pair per axis */
+    double *rth, *rtw;
+    int64_t *ridxh, *ridxw;
 } tdata;
+
+/* Sets case c to use the decomposed relative position on the given grids
+ * (table lengths 2*max-1, f32, no interpolation). */
+static void tc_rel(tcase *c, int64_t qh, int64_t qw, int64_t kh, int64_t kw) {
+    c->rel = 1;
+    c->rqh = qh; c->rqw = qw; c->rkh = kh; c->rkw = kw;
+    c->Lq = qh * qw;
+    c->Lk = kh * kw;
+    c->rnh = 2 * (qh > kh ? qh : kh) - 1;
+    c->rnw = 2 * (qw > kw ? qw : kw) - 1;
+    c->rdt = KERN_F32;
+}
+
+/* HF SAM's get_rel_pos restated: a table [n][D] (strided view) resized
+ * linearly (torch's F.interpolate, align_corners=False, index math in f32)
+ * to m = 2*max(q,k)-1 rows in double; idx[a*k + b] = the row for query
+ * coordinate a, key coordinate b (coords scaled in f32, truncated). */
+static void ref_rel_table(const kern_tensor *t, int64_t q, int64_t k, double *out,
+                          int64_t *idx) {
+    int64_t n = t->shape[0], D = t->shape[1], m = 2 * (q > k ? q : k) - 1, r, e, a, b;
+    float sq = k > q ? (float)((double)k / q) : 1.0f, sk = q > k ? (float)((double)q / k) : 1.0f;
+    for (r = 0; r < m; r++) {
+        float sc = (float)n / (float)m, src = sc * ((float)r + 0.5f) - 0.5f, lam;
+        int64_t i0, i1;
+        if (n == m) src = (float)r;
+        if (src < 0) src = 0;
+        i0 = (int64_t)src;
+        if (i0 > n - 1) i0 = n - 1;
+        lam = src - (float)i0;
+        i1 = i0 + (i0 < n - 1);
+        for (e = 0; e < D; e++)
+            out[r * D + e] = (1.0 - lam) * kt_get(t->data, t->dtype, i0 * t->stride[0] + e) +
+                             lam * kt_get(t->data, t->dtype, i1 * t->stride[0] + e);
+    }
+    for (a = 0; a < q; a++)
+        for (b = 0; b < k; b++) {
+            float x = (float)a * sq - (float)b * sk + (float)((double)(k - 1) * sk);
+            idx[a * k + b] = (int64_t)x;
+        }
+}
 
 static void td_make(const tcase *c, tdata *d, kt_rng *rng) {
     int64_t i, n;
@@ -144,6 +193,26 @@ static void td_make(const tcase *c, tdata *d, kt_rng *rng) {
         d->klens = kern_tensor_1d(d->klp, c->klens == 1 ? KERN_I32 : KERN_I64, c->B);
         d->has_klens = 1;
     }
+    if (c->rel) {
+        /* tables as strided views (3 elements of padding per row) */
+        int64_t e, D3 = c->D + 3, mh = 2 * (c->rqh > c->rkh ? c->rqh : c->rkh) - 1;
+        int64_t mw = 2 * (c->rqw > c->rkw ? c->rqw : c->rkw) - 1;
+        size_t es = kern_dtype_size(c->rdt);
+        d->rhp = kt_alloc((size_t)(c->rnh * D3 > 0 ? c->rnh * D3 : 1) * es, "rel_pos_h");
+        d->rwp = kt_alloc((size_t)(c->rnw * D3 > 0 ? c->rnw * D3 : 1) * es, "rel_pos_w");
+        kt_fill_normal(rng, d->rhp, c->rdt, c->rnh * D3, 0.5);
+        kt_fill_normal(rng, d->rwp, c->rdt, c->rnw * D3, 0.5);
+        d->rph = kern_tensor_2d(d->rhp, c->rdt, c->rnh, c->D);
+        d->rpw = kern_tensor_2d(d->rwp, c->rdt, c->rnw, c->D);
+        d->rph.stride[0] = d->rpw.stride[0] = D3;
+        d->rth = (double *)malloc((size_t)((mh > 0 ? mh : 1) * c->D) * sizeof(double));
+        d->rtw = (double *)malloc((size_t)((mw > 0 ? mw : 1) * c->D) * sizeof(double));
+        d->ridxh = (int64_t *)malloc((size_t)(c->rqh * c->rkh + 1) * sizeof(int64_t));
+        d->ridxw = (int64_t *)malloc((size_t)(c->rqw * c->rkw + 1) * sizeof(int64_t));
+        ref_rel_table(&d->rph, c->rqh, c->rkh, d->rth, d->ridxh);
+        ref_rel_table(&d->rpw, c->rqw, c->rkw, d->rtw, d->ridxw);
+        (void)e;
+    }
     d->lsep = kt_alloc((size_t)(c->B * c->Hq * c->Lq > 0 ? c->B * c->Hq * c->Lq : 1) * 4, "lse");
     d->lse = kern_tensor_4d(d->lsep, KERN_F32, 1, c->B, c->Hq, c->Lq);
     d->lse.ndim = 3;
@@ -155,6 +224,14 @@ static void td_free(tdata *d) {
     kt_free(d->qp); kt_free(d->kp); kt_free(d->vp); kt_free(d->op);
     if (d->mp) kt_free(d->mp);
     if (d->klp) kt_free(d->klp);
+    if (d->rhp) {
+        kt_free(d->rhp);
+        kt_free(d->rwp);
+        free(d->rth);
+        free(d->rtw);
+        free(d->ridxh);
+        free(d->ridxw);
+    }
     kt_free(d->lsep);
 }
 
@@ -175,7 +252,29 @@ static kern_sdpa_params tc_params(const tcase *c, tdata *d) {
     p.softcap = c->softcap;
     p.k_lens = d->has_klens ? &d->klens : NULL;
     p.lse = c->want_lse ? &d->lse : NULL;
+    if (c->rel) {
+        p.rel_pos_h = &d->rph;
+        p.rel_pos_w = &d->rpw;
+        p.rel_q_h = c->rqh;
+        p.rel_q_w = c->rqw;
+        p.rel_k_h = c->rkh;
+        p.rel_k_w = c->rkw;
+        p.rel_pos_interpolate = c->rinterp;
+    }
     return p;
+}
+
+/* The materialized decomposed relative-position bias of query row i of
+ * (b, h) against key j: q_i . Rh[idx_h] + q_i . Rw[idx_w] (unscaled q). */
+static double rel_bias(const tcase *c, const tdata *d, int64_t b, int64_t h, int64_t i,
+                       int64_t j) {
+    int64_t hi = i / c->rqw, wi = i % c->rqw, hj = j / c->rkw, wj = j % c->rkw, e;
+    const double *rh = d->rth + d->ridxh[hi * c->rkh + hj] * c->D;
+    const double *rw = d->rtw + d->ridxw[wi * c->rkw + wj] * c->D;
+    double acc = 0;
+    for (e = 0; e < c->D; e++)
+        acc += kt_get(d->qp, c->dt, toff(&d->q, b, h, i, e)) * (rh[e] + rw[e]);
+    return acc;
 }
 
 static double mask_val(const tcase *c, const tdata *d, int64_t b, int64_t h, int64_t i,
@@ -225,6 +324,7 @@ static void ref_fwd(const tcase *c, const tdata *d, double *out, double *lse, do
                                kt_get(d->kp, c->dt, toff(&d->k, b, hk, j, e));
                     x = scale * acc;
                     if (c->softcap > 0) x = c->softcap * tanh(x / c->softcap);
+                    if (c->rel) x += rel_bias(c, d, b, h, i, j);
                     x += mask_val(c, d, b, h, i, j, &vis);
                     if (!vis || j < lo || j >= hi || j >= lk) x = -INFINITY;
                     s[j] = x;
@@ -1595,6 +1695,208 @@ KT_TEST(fuzz_findings) {
             td_free(&d);
         }
     }
+}
+
+/* ------------------------------------------------- relative position */
+
+/* SAM's decomposed relative position fused into the forward, against the
+ * reference that materializes the bias: awkward grids (3x5 takes the rows
+ * path, 5x3 with GQA a partial panel), SAM's 14x14 windows, a 64x64
+ * global grid at small D, query and key grids of different sizes. */
+KT_TEST(fwd_relpos_grids) {
+    static const int64_t G[][4] = {{3, 5, 3, 5},   {14, 14, 14, 14}, {5, 3, 5, 3}, {7, 9, 7, 9},
+                                   {1, 1, 1, 1},   {2, 3, 4, 6},     {4, 6, 2, 3}, {3, 5, 6, 4},
+                                   {16, 16, 16, 16}};
+    int ci;
+    for (ci = 0; ci < 9; ci++) {
+        tcase c = tc_default();
+        tc_rel(&c, G[ci][0], G[ci][1], G[ci][2], G[ci][3]);
+        c.D = c.Dv = ci == 1 ? 64 : 16;
+        c.B = 1 + (ci & 1);
+        c.Hq = ci == 2 ? 4 : 1 + (ci % 3);
+        c.Hkv = ci == 2 ? 2 : c.Hq;
+        c.blhd = ci == 3;
+        c.pad = ci == 3 ? 5 : 0;
+        fwd_case(&c, 100 + (uint64_t)ci);
+    }
+}
+
+KT_TEST(fwd_relpos_global_64x64) {
+    tcase c = tc_default();
+#ifdef KT_SANITIZER
+    tc_rel(&c, 24, 24, 24, 24);
+#else
+    tc_rel(&c, 64, 64, 64, 64);
+#endif
+    c.D = c.Dv = 8;
+    fwd_case(&c, 200);
+}
+
+/* bf16 and f16 inputs, tables in another dtype; every option with the
+ * bias (mask, causal, window, softcap, k_lens, dropout, scale). */
+KT_TEST(fwd_relpos_dtypes_options) {
+    static const kern_dtype dts[] = {KERN_BF16, KERN_F16, KERN_F32};
+    int ci;
+    for (ci = 0; ci < 9; ci++) {
+        tcase c = tc_default();
+        tc_rel(&c, ci & 1 ? 14 : 6, ci & 1 ? 14 : 7, ci & 1 ? 14 : 6, ci & 1 ? 14 : 7);
+        c.dt = dts[ci % 3];
+        c.rdt = dts[(ci + 1) % 3];
+        c.D = c.Dv = ci % 3 == 0 ? 32 : 16;
+        c.B = 2;
+        c.Hq = 2;
+        c.Hkv = ci == 4 ? 1 : 2;
+        switch (ci) {
+        case 0: c.mask_kind = 2; break;
+        case 1: c.causal = 1; break;
+        case 2: c.window = 1; c.wl = 5; c.wr = 3; break;
+        case 3: c.softcap = 4.0f; break;
+        case 4: c.klens = 1; break;
+        case 5: c.dropout = 0.25f; break;
+        case 6: c.scale = 0.3f; c.mask_kind = 1; break;
+        case 7: c.mask_kind = 3; c.blhd = 1; break;
+        default: c.bottom_right = 1; c.klens = 2; break;
+        }
+        fwd_case(&c, 300 + (uint64_t)ci);
+    }
+}
+
+/* rel_pos_interpolate: tables shorter and longer than 2*max-1 resized as
+ * HF does; a decode-shaped problem (key split, partials in the shared
+ * workspace ahead of the resized tables). */
+KT_TEST(fwd_relpos_interpolate_and_split) {
+    tcase c = tc_default();
+    tc_rel(&c, 14, 14, 14, 14);
+    c.rinterp = 1;
+    c.rnh = 7;
+    c.rnw = 40;
+    fwd_case(&c, 400);
+    c = tc_default();
+    tc_rel(&c, 1, 4, 32, 32);
+    c.rinterp = 1;
+    c.rnh = 63;
+    c.rnw = 5;
+    fwd_case(&c, 401);
+}
+
+/* The fused bias against kern_sdpa with the same bias materialized as an
+ * f32 attn_mask [B,Hq,Lq,Lk] (the unfused path). */
+KT_TEST(fwd_relpos_vs_materialized) {
+    tcase c = tc_default();
+    tdata d;
+    kt_rng rng = kt_rng_make(500);
+    int64_t b, h, i, j, n, nm;
+    double *want;
+    float *bias;
+    kern_tensor bt;
+    tc_rel(&c, 14, 14, 14, 14);
+    c.B = 2;
+    c.Hq = c.Hkv = 3;
+    c.D = c.Dv = 32;
+    td_make(&c, &d, &rng);
+    n = c.B * c.Hq * c.Lq * c.Dv;
+    nm = c.B * c.Hq * c.Lq * c.Lk;
+    bias = (float *)malloc((size_t)nm * 4);
+    want = (double *)malloc((size_t)n * sizeof(double));
+    for (b = 0; b < c.B; b++)
+        for (h = 0; h < c.Hq; h++)
+            for (i = 0; i < c.Lq; i++)
+                for (j = 0; j < c.Lk; j++)
+                    bias[((b * c.Hq + h) * c.Lq + i) * c.Lk + j] = (float)rel_bias(&c, &d, b, h, i, j);
+    bt = kern_tensor_4d(bias, KERN_F32, c.B, c.Hq, c.Lq, c.Lk);
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kern_sdpa_params p;
+        int64_t t;
+        kt_context("%s", kern_isa_name(isa));
+        memset(&p, 0, sizeof p);
+        p.attn_mask = &bt;
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        for (t = 0; t < n; t++) want[t] = ((const float *)d.op)[t];
+        p = tc_params(&c, &d);
+        p.lse = NULL;
+        KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+        kt_assert_close("fused vs materialized", d.op, KERN_F32, want, n, fwd_tol(KERN_F32));
+        { /* caller workspace: the resized tables live in it too */
+            size_t ws = 0;
+            void *mem;
+            for (t = 0; t < n; t++) want[t] = ((const float *)d.op)[t];
+            KT_OK(kern_sdpa_workspace_size(ctx, &d.q, &d.k, &d.v, &d.o, &p, &ws));
+            mem = kt_alloc(ws ? ws : 1, "workspace");
+            p.workspace = mem;
+            p.workspace_size = ws;
+            kt_poison(d.op, d.ob);
+            KT_OK(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p));
+            kt_assert_close("caller workspace", d.op, KERN_F32, want, n, kt_tol_scaled(KERN_F32, 0));
+            p.workspace_size = ws - 1;
+            KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "workspace");
+            kt_free(mem);
+        }
+    }
+    free(bias);
+    free(want);
+    td_free(&d);
+}
+
+KT_TEST(errors_relpos) {
+    tcase c = tc_default();
+    tdata d;
+    kt_rng rng = kt_rng_make(600);
+    kern_sdpa_params p, q0;
+    kern_tensor bad, ii;
+    int32_t ibuf[64];
+    tc_rel(&c, 3, 5, 3, 5);
+    td_make(&c, &d, &rng);
+    q0 = tc_params(&c, &d);
+    p = q0; p.rel_pos_w = NULL;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "rel_pos_w");
+    p = q0; p.rel_pos_h = NULL;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_ARG, "rel_pos_h");
+    p = q0; p.rel_q_w = 4;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_q_h x rel_q_w");
+    p = q0; p.rel_k_h = 5; p.rel_k_w = 3;
+    /* 5x3 keys: the tables are 2*max-1 = 9 and 5 rows, not 5 and 9 */
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_pos_h has 5 rows");
+    p = q0; p.rel_k_h = -3; p.rel_k_w = -5;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_k_h x rel_k_w");
+    bad = d.rph; bad.shape[0] = 4;
+    p = q0; p.rel_pos_h = &bad;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_pos_h has 4 rows");
+    bad = d.rpw; bad.shape[1] = c.D - 1;
+    p = q0; p.rel_pos_w = &bad;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_pos_w must be [N, D=16]");
+    bad = d.rpw; bad.shape[0] = 0;
+    p = q0; p.rel_pos_w = &bad; p.rel_pos_interpolate = 1;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_SHAPE, "rel_pos_w has 0 rows");
+    memset(ibuf, 0, sizeof ibuf);
+    ii = kern_tensor_2d(ibuf, KERN_I32, 5, 1);
+    p = q0; p.rel_pos_h = &ii;
+    FWD_ERR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_DTYPE, "rel_pos_h.dtype");
+    /* out overlapping a table */
+    bad = d.o;
+    bad.data = d.rhp;
+    bad.dtype = c.rdt;
+    p = q0;
+    KT_ERROR(kern_sdpa(NULL, &d.q, &d.k, &d.v, &bad, &p), KERN_ERR_ARG, "overlaps input rel_pos_h");
+    /* forward only */
+    {
+        kern_tensor cu;
+        int32_t cub[2] = {0, 15};
+        kern_tensor q3 = d.q, k3 = d.k, v3 = d.v, o3 = d.o;
+        cu = kern_tensor_1d(cub, KERN_I32, 2);
+        q3.ndim = k3.ndim = v3.ndim = o3.ndim = 3;
+        q3.shape[0] = k3.shape[0] = v3.shape[0] = o3.shape[0] = 15;
+        q3.shape[1] = k3.shape[1] = v3.shape[1] = o3.shape[1] = 1;
+        q3.shape[2] = k3.shape[2] = v3.shape[2] = o3.shape[2] = c.D;
+        q3.stride[0] = k3.stride[0] = v3.stride[0] = o3.stride[0] = c.D;
+        q3.stride[1] = k3.stride[1] = v3.stride[1] = o3.stride[1] = c.D;
+        q3.stride[2] = k3.stride[2] = v3.stride[2] = o3.stride[2] = 1;
+        p = q0; p.lse = NULL;
+        FWD_ERR(kern_sdpa_varlen(NULL, &q3, &k3, &v3, &o3, &cu, &cu, 15, 15, &p),
+                KERN_ERR_UNSUPPORTED, "dense forward only");
+        KT_ERROR(kern_sdpa_backward(NULL, &d.q, &d.k, &d.v, &d.o, &d.o, &d.lse, &d.q, &d.k, &d.v, &p),
+                 KERN_ERR_UNSUPPORTED, "dense forward only");
+    }
+    td_free(&d);
 }
 
 KT_MAIN()

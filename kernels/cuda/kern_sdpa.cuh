@@ -91,6 +91,7 @@
  *   KERN_ERR_LAYOUT  non-unit last-dim stride.
  *   KERN_ERR_UNSUPPORTED  D or Dv > 256, sizes beyond the launch limits
  *                    (L >= 2^31, B > 65535), attn_mask/k_lens with varlen,
+ *                    rel_pos_h/rel_pos_w (CPU only),
  *                    a device without enough shared memory (sm_80+ needed).
  *   KERN_ERR_DEVICE  a CUDA runtime error, with the runtime's message.
  *
@@ -1763,6 +1764,9 @@ static kern_status kern__cu_check_shapes(const kern__cu_call &c, const kern_sdpa
     if (z.D > 256 || z.Dv > 256)
         return kern__err(KERN_ERR_UNSUPPORTED, "%s: head dims D=%lld, Dv=%lld; the CUDA kernel supports up to 256",
                          fn, (long long)z.D, (long long)z.Dv);
+    if (p->rel_pos_h || p->rel_pos_w)
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: rel_pos_h/rel_pos_w (decomposed relative position) are CPU only (kern_sdpa)", fn);
     if (z.B > 65535 || z.Hkv > 65535 || z.Lq > 2147483647 - 256 || z.Lk > 2147483647 - 256 || z.Hq > 2147483647)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: B=%lld, Hkv=%lld, Lq=%lld, Lk=%lld exceed the launch limits (B, Hkv <= 65535, "

@@ -1104,6 +1104,11 @@ KT_TEST(errors_forward) {
     l2 = P.tlse;
     l2.shape[2] = 3;
     EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_SHAPE, "lse.shape");
+    /* the decomposed relative position is a CPU-only option */
+    p2 = p;
+    kern_tensor rp = kern_tensor_2d(mb.d, KERN_F32, 15, 16);
+    p2.sdpa.rel_pos_h = p2.sdpa.rel_pos_w = &rp;
+    EXPECT_ERR(kern_cuda_sdpa(NULL, &q, &k, &v, &o, &p2), KERN_ERR_UNSUPPORTED, "CPU only");
     /* aliasing and host memory */
     t = o;
     t.data = q.data;

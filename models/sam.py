@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""SAM's image encoder in kern: export a Hugging Face SamVisionModel to kern's
+text IR + safetensors, run it with build/kern-run, compare with Hugging Face.
+
+    bench/.venv/bin/python models/sam.py                  # small config, padded windows
+    bench/.venv/bin/python models/sam.py --image 1024 --hidden 768 --heads 12 \\
+        --layers 12 --window 14 --global 2,5,8,11 --mlp 3072 --out-ch 256   # ViT-B
+
+The model is built from a SamVisionConfig (nothing is downloaded) with
+random weights: every parameter gets seeded noise (the rel-pos tables and
+the absolute position embedding too, which HF initialises to zero). The
+graph is written as HF computes it, with kern's ops:
+
+    patch embedding   the 16x16 stride-16 convolution as reshape/permute
+                      (a copy) + linear over (c, ky, kx)
+    window partition  pad (concat with expanded zeros), reshape, permute,
+                      reshape; unpartition the reverse, then slices (crop)
+    attention         qkv linear, reshape/permute/split into heads,
+                      sdpa_relpos (the fused decomposed rel-pos bias)
+    neck              1x1 conv = linear, LayerNorm2d = layer_norm over the
+                      channels of the NHWC tensor, 3x3 conv = im2col (zero
+                      pad by concat, nine slices, concat) + linear
+
+Derived weights (the convolutions as [out, in*kh*kw] matrices) are written
+under new names next to HF's. Check: max|kern - hf| / max|hf| <= 1e-4 (f32).
+Files go to build/models/sam-<config>/.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image", type=int, default=128)
+    ap.add_argument("--patch", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--window", type=int, default=3)
+    ap.add_argument("--global", dest="glob", default="1,3")
+    ap.add_argument("--mlp", type=int, default=128)
+    ap.add_argument("--out-ch", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=1)
+    return ap.parse_args()
+
+
+def build_model(a):
+    import torch
+    from transformers import SamVisionConfig
+    from transformers.models.sam.modeling_sam import SamVisionModel
+    glob = [int(x) for x in a.glob.split(",") if x != ""]
+    cfg = SamVisionConfig(hidden_size=a.hidden, num_hidden_layers=a.layers,
+                          num_attention_heads=a.heads, image_size=a.image, patch_size=a.patch,
+                          window_size=a.window, global_attn_indexes=glob, mlp_dim=a.mlp,
+                          output_channels=a.out_ch, attn_implementation="eager")
+    torch.manual_seed(a.seed)
+    model = SamVisionModel(cfg).eval()
+    g = torch.Generator().manual_seed(a.seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.05)
+            elif name.endswith("bias") or "rel_pos" in name or "pos_embed" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+            elif p.dim() >= 2:  # HF's initializer_range (1e-10) would leave them ~0
+                fan_in = p[0].numel()
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
+    return cfg, model
+
+
+def ir_text(cfg, B, shapes):
+    C, H = cfg.hidden_size, cfg.num_attention_heads
+    hd = C // H
+    p, S = cfg.patch_size, cfg.image_size
+    g = S // p
+    O = cfg.output_channels
+    eps = repr(float(cfg.layer_norm_eps))
+    L = []
+    w = L.append
+    w("kern-graph 1")
+    w("input pixel_values f32 [%d,3,%d,%d]" % (B, S, S))
+    for n, s in shapes:
+        w("weight %s f32 [%s]" % (n, ",".join(str(x) for x in s)))
+    w("const zero f32 [1,1,1,1] 0")
+    e = "vision_encoder"
+    w("pe.6 = reshape(pixel_values) shape=%d,3,%d,%d,%d,%d" % (B, g, p, g, p))
+    w("pe.p = permute(pe.6) perm=0,2,4,1,3,5")
+    w("pe.cols = reshape(pe.p) shape=%d,%d,%d,%d" % (B, g, g, 3 * p * p))
+    w("pe = linear(pe.cols, %s.patch_embed.projection.weight2d, %s.patch_embed.projection.bias)"
+      % (e, e))
+    w("h.0 = add(pe, %s.pos_embed)" % e)
+    for i in range(cfg.num_hidden_layers):
+        lp = "%s.layers.%d" % (e, i)
+        x = "h.%d" % i
+        ws = 0 if i in cfg.global_attn_indexes else cfg.window_size
+        w("%s.ln1 = layer_norm(%s, %s.layer_norm1.weight, %s.layer_norm1.bias) eps=%s"
+          % (lp, x, lp, lp, eps))
+        cur = lp + ".ln1"
+        if ws > 0:
+            gp = (g + ws - 1) // ws * ws
+            pad = gp - g
+            if pad:
+                w("%s.zh = expand(zero) shape=%d,%d,%d,%d" % (lp, B, pad, g, C))
+                w("%s.padh = concat(%s, %s.zh) axis=1" % (lp, cur, lp))
+                w("%s.zw = expand(zero) shape=%d,%d,%d,%d" % (lp, B, gp, pad, C))
+                w("%s.pad = concat(%s.padh, %s.zw) axis=2" % (lp, lp, lp))
+                cur = lp + ".pad"
+            n = gp // ws
+            Bw, side = B * n * n, ws
+            w("%s.win6 = reshape(%s) shape=%d,%d,%d,%d,%d,%d" % (lp, cur, B, n, ws, n, ws, C))
+            w("%s.winp = permute(%s.win6) perm=0,1,3,2,4,5" % (lp, lp))
+            w("%s.win = reshape(%s.winp) shape=%d,%d,%d,%d" % (lp, lp, Bw, ws, ws, C))
+            cur = lp + ".win"
+        else:
+            Bw, side = B, g
+        Lt = side * side
+        a = lp + ".attn"
+        w("%s.qkv = linear(%s, %s.qkv.weight, %s.qkv.bias)" % (a, cur, a, a))
+        w("%s.qkv5 = reshape(%s.qkv) shape=%d,%d,3,%d,%d" % (a, a, Bw, Lt, H, hd))
+        w("%s.qkvp = permute(%s.qkv5) perm=2,0,3,1,4" % (a, a))
+        w("%s.q5, %s.k5, %s.v5 = split(%s.qkvp) axis=0 sizes=1,1,1" % (a, a, a, a))
+        for t in "qkv":
+            w("%s.%s = reshape(%s.%s5) shape=%d,%d,%d,%d" % (a, t, a, t, Bw, H, Lt, hd))
+        w("%s.ctx = sdpa_relpos(%s.q, %s.k, %s.v, %s.rel_pos_h, %s.rel_pos_w)" % (a, a, a, a, a, a))
+        w("%s.ctxp = permute(%s.ctx) perm=0,2,1,3" % (a, a))
+        w("%s.ctx4 = reshape(%s.ctxp) shape=%d,%d,%d,%d" % (a, a, Bw, side, side, C))
+        w("%s.proj = linear(%s.ctx4, %s.proj.weight, %s.proj.bias)" % (a, a, a, a))
+        cur = a + ".proj"
+        if ws > 0:
+            w("%s.un6 = reshape(%s) shape=%d,%d,%d,%d,%d,%d" % (lp, cur, B, n, n, ws, ws, C))
+            w("%s.unp = permute(%s.un6) perm=0,1,3,2,4,5" % (lp, lp))
+            w("%s.un = reshape(%s.unp) shape=%d,%d,%d,%d" % (lp, lp, B, gp, gp, C))
+            cur = lp + ".un"
+            if gp != g:
+                w("%s.croph = slice(%s) axis=1 start=0 length=%d" % (lp, cur, g))
+                w("%s.crop = slice(%s.croph) axis=2 start=0 length=%d" % (lp, lp, g))
+                cur = lp + ".crop"
+        w("%s.res = add(%s, %s)" % (lp, x, cur))
+        w("%s.ln2 = layer_norm(%s.res, %s.layer_norm2.weight, %s.layer_norm2.bias) eps=%s"
+          % (lp, lp, lp, lp, eps))
+        w("%s.mlp.lin1 = linear(%s.ln2, %s.mlp.lin1.weight, %s.mlp.lin1.bias)" % (lp, lp, lp, lp))
+        w("%s.mlp.act = gelu(%s.mlp.lin1)" % (lp, lp))
+        w("%s.mlp.lin2 = linear(%s.mlp.act, %s.mlp.lin2.weight, %s.mlp.lin2.bias)" % (lp, lp, lp, lp))
+        w("h.%d = add(%s.res, %s.mlp.lin2)" % (i + 1, lp, lp))
+    x = "h.%d" % cfg.num_hidden_layers
+    nk = e + ".neck"
+    w("neck.c1 = linear(%s, %s.conv1.weight2d)" % (x, nk))
+    w("neck.ln1 = layer_norm(neck.c1, %s.layer_norm1.weight, %s.layer_norm1.bias) eps=%s" % (nk, nk, eps))
+    w("neck.zr = expand(zero) shape=%d,1,%d,%d" % (B, g, O))
+    w("neck.padh = concat(neck.zr, neck.ln1, neck.zr) axis=1")
+    w("neck.zc = expand(zero) shape=%d,%d,1,%d" % (B, g + 2, O))
+    w("neck.pad = concat(neck.zc, neck.padh, neck.zc) axis=2")
+    sl = []
+    for dy in range(3):
+        w("neck.r%d = slice(neck.pad) axis=1 start=%d length=%d" % (dy, dy, g))
+        for dx in range(3):
+            w("neck.s%d%d = slice(neck.r%d) axis=2 start=%d length=%d" % (dy, dx, dy, dx, g))
+            sl.append("neck.s%d%d" % (dy, dx))
+    w("neck.cols8 = concat(%s) axis=3" % ", ".join(sl[:8]))
+    w("neck.cols = concat(neck.cols8, %s) axis=3" % sl[8])
+    w("neck.c2 = linear(neck.cols, %s.conv2.weight2d)" % nk)
+    w("neck.ln2 = layer_norm(neck.c2, %s.layer_norm2.weight, %s.layer_norm2.bias) eps=%s" % (nk, nk, eps))
+    w("neck.nchw = permute(neck.ln2) perm=0,3,1,2")
+    w("last_hidden_state = copy(neck.nchw)")
+    w("output last_hidden_state")
+    return "\n".join(L) + "\n"
+
+
+def export_weights(model):
+    """HF's state dict plus the convolutions as matrices: patch [C, 3*p*p]
+    over (c, ky, kx); neck conv1 [O, C]; conv2 [O, 9*O] over (ky, kx, c)."""
+    sd = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+    e = "vision_encoder"
+    pw = sd["%s.patch_embed.projection.weight" % e]
+    sd["%s.patch_embed.projection.weight2d" % e] = pw.reshape(pw.shape[0], -1).clone()
+    c1 = sd["%s.neck.conv1.weight" % e]
+    sd["%s.neck.conv1.weight2d" % e] = c1.reshape(c1.shape[0], -1).clone()
+    c2 = sd["%s.neck.conv2.weight" % e]
+    sd["%s.neck.conv2.weight2d" % e] = c2.permute(0, 2, 3, 1).reshape(c2.shape[0], -1).contiguous()
+    return sd
+
+
+def main():
+    a = parse()
+    import numpy as np
+    import torch
+    from safetensors.torch import load_file, save_file
+    cfg, model = build_model(a)
+    d = os.path.join(ROOT, "build", "models", "sam-i%d-h%d-l%d-w%d" % (a.image, a.hidden, a.layers,
+                                                                       a.window))
+    os.makedirs(d, exist_ok=True)
+    sd = export_weights(model)
+    ir = ir_text(cfg, a.batch, [(k, list(v.shape)) for k, v in sd.items()])
+    with open(os.path.join(d, "model.kg"), "w") as f:
+        f.write(ir)
+    save_file(sd, os.path.join(d, "model.safetensors"))
+    g = torch.Generator().manual_seed(a.seed + 2)
+    pix = torch.randn(a.batch, 3, a.image, a.image, generator=g)
+    save_file({"pixel_values": pix}, os.path.join(d, "inputs.safetensors"))
+    with torch.no_grad():
+        want = model(pixel_values=pix).last_hidden_state.float()
+    out = os.path.join(d, "out.safetensors")
+    cmd = [os.path.join(ROOT, "build", "kern-run"), os.path.join(d, "model.kg"),
+           os.path.join(d, "model.safetensors"), "--inputs", os.path.join(d, "inputs.safetensors"),
+           "--out", out, "--threads", str(a.threads), "--runs", str(a.runs)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stdout.write(r.stdout + r.stderr)
+        print("FAIL kern-run exited %d" % r.returncode)
+        return 1
+    got = load_file(out)["last_hidden_state"]
+    err = float((got - want).abs().max() / want.abs().max())
+    ok = err <= 1e-4
+    print("%s f32 SAM vision encoder (image %d, hidden %d, %d layers, window %d, global %s): "
+          "max|kern-hf|/max|hf| = %.3g (limit 1e-4)" % ("ok  " if ok else "FAIL", a.image, a.hidden,
+                                                       a.layers, a.window, a.glob, err))
+    for line in r.stdout.splitlines():
+        if "median" in line or "run" in line.lower()[:12]:
+            print("   ", line)
+    _ = np
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
