@@ -14,7 +14,8 @@
  *   kern         kern_gemm, B as given (packed inside every call; for
  *                M <= 16 the row-major f32 B is streamed without packing)
  *   kern_packed  kern_gemm with B prepacked by kern_gemm_pack_b outside the
- *                timed loop (the weight-reuse case), M <= 128 only
+ *                timed loop (the weight-reuse case), M <= 128 and the
+ *                f32 BERT-base shapes at M = 1024
  *   openblas     cblas_sgemm (f32); cblas_sbgemm for bf16 (note: OpenBLAS
  *                writes an f32 C there, ours writes bf16), threads set
  *                with openblas_set_num_threads before each run; on the
@@ -51,7 +52,7 @@ typedef struct gcase {
     char name[80];
 } gcase;
 
-#define MAXC 32
+#define MAXC 40
 static gcase gcases[MAXC];
 static int ncases;
 
@@ -231,12 +232,19 @@ KBENCH_INIT(gemm) {
     add_case(512, 3072, 768, KERN_F32, 0);
     add_case(128, 768, 3072, KERN_F32, 1);
     add_case(512, 3072, 768, KERN_F32, 1);
+    /* BERT-base linears at 1024 tokens (batch 8 x seq 128): QKV, attention
+     * output, FFN up, FFN down */
+    add_case(1024, 2304, 768, KERN_F32, 0);
+    add_case(1024, 768, 768, KERN_F32, 0);
+    add_case(1024, 3072, 768, KERN_F32, 0);
+    add_case(1024, 768, 3072, KERN_F32, 0);
     for (i = 0; i < ncases; i++) {
         const gcase *c = &gcases[i];
         kbench_peak pk = c->dt == KERN_F32 ? KBENCH_PEAK_F32 : KBENCH_PEAK_BF16;
         for (t = 1; t <= 2; t++) {
             kbench_add("gemm", c->name, "kern", t, pk, run_kern, (void *)c);
-            if (c->M <= 128) kbench_add("gemm", c->name, "kern_packed", t, pk, run_kern_packed, (void *)c);
+            if (c->M <= 128 || (c->dt == KERN_F32 && c->M == 1024 && c->K <= 3072))
+                kbench_add("gemm", c->name, "kern_packed", t, pk, run_kern_packed, (void *)c);
             kbench_add("gemm", c->name, "openblas", t, pk, run_openblas, (void *)c);
             if (t == 1) kbench_add("gemm", c->name, "naive", t, pk, run_naive, (void *)c);
         }

@@ -271,10 +271,22 @@ struct kern_gemm_packed_b {
  * of C, so kc is large (1024: 4 KiB-strided C tiles are read and written
  * once per 1024 k); the A micro-panel (48 KiB) then lives in L2 and B
  * streams from L3 at ~5 bytes/cycle, which Zen 4 sustains. kc = 320 with B
- * in L2 measured 84% of peak at 2048^3, kc = 1024 90%. */
+ * in L2 measured 84% of peak at 2048^3, kc = 1024 90%.
+ * AVX2 (Zen 3: 32 KiB L1d, 512 KiB L2) uses the classic order instead:
+ * kc = 256 so the 16 KiB B micro-panel (256 x 16 floats) stays in L1 while
+ * the task's mb = 144 rows of A (144 KiB, in L2) pass under it, columns
+ * outer; the 6x16 kernel needs 64 bytes of B per 6 cycles, twice the
+ * AVX-512 kernel's share, too much to stream from L3 (the rows-outer order
+ * with kc = 512 dropped to ~60% of peak when other processes shared L3).
+ * Its streaming path stops at M = 128: above that the general path's
+ * one-time B packing costs less than re-reading A for every 32 columns. */
 typedef struct kern__gemm_cfg {
     const char *name;
     int mr, nr, kc, nb, nc, mb, mc;
+    int stream_m;  /* up to this M the streaming path (<= KERN__GEMM_STREAM_M) */
+    int col_outer; /* tile order in a task: 1 = columns outer (the B
+                    * micro-panel stays in L1 while the task's A rows pass
+                    * under it), 0 = rows outer (A micro-panel in L1) */
 } kern__gemm_cfg;
 
 enum {
@@ -286,13 +298,30 @@ enum {
     KERN__GEMM_CFG_COUNT
 };
 
+/* The AVX2 row of the table; overridable to retune on another core. */
+#ifndef KERN__GEMM_AVX2_KC
+#define KERN__GEMM_AVX2_KC 256
+#endif
+#ifndef KERN__GEMM_AVX2_NB
+#define KERN__GEMM_AVX2_NB 768
+#endif
+#ifndef KERN__GEMM_AVX2_MB
+#define KERN__GEMM_AVX2_MB 144
+#endif
+#ifndef KERN__GEMM_AVX2_SM
+#define KERN__GEMM_AVX2_SM 128
+#endif
+#ifndef KERN__GEMM_AVX2_CO
+#define KERN__GEMM_AVX2_CO 1
+#endif
 static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
-    /* name          mr  nr    kc    nb    nc   mb    mc */
-    {"scalar",        4, 16,  256,  256, 2048,  64, 1024},
-    {"avx2",          6, 16,  512,  768, 2048,  96, 2048},
-    {"avx512",       12, 32, 1024,  768, 2048,  96, 2048},
-    {"avx512bf16",   12, 32, 2048,  768, 2048,  96, 2048},
-    {"neon",          4, 16,  256,  256, 2048,  64, 1024},
+    /* name          mr  nr    kc    nb    nc   mb    mc stream_m col_outer */
+    {"scalar",        4, 16,  256,  256, 2048,  64, 1024,  512, 0},
+    {"avx2",          6, 16, KERN__GEMM_AVX2_KC, KERN__GEMM_AVX2_NB, 2048, KERN__GEMM_AVX2_MB, 2048,
+                                                                    KERN__GEMM_AVX2_SM, KERN__GEMM_AVX2_CO},
+    {"avx512",       12, 32, 1024,  768, 2048,  96, 2048,  512, 0},
+    {"avx512bf16",   12, 32, 2048,  768, 2048,  96, 2048,  512, 0},
+    {"neon",          4, 16,  256,  256, 2048,  64, 1024,  512, 0},
 };
 
 /* ---------------------------------------------------------- scalar packing */
@@ -384,7 +413,29 @@ static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
 
 /* ------------------------------------------------------------ AVX2 packing */
 
-/* 8 source values (w..w+7 along a unit stride) as f32. */
+/* In-register transpose of an 8x8 block of floats. */
+KERN_TARGET_AVX2 static inline void kern__gemm_tr8__avx2(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Packs for the AVX2 kernels: unit-stride rows of the panel (w along the
+ * source's unit stride) are copied 8 values at a time; a source with k
+ * contiguous goes through 8x8 register transposes. */
 KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char *src,
                                                    kern_dtype dt, int64_t sw, int64_t sk,
                                                    int nw, int64_t kc, int fmt) {
@@ -399,6 +450,34 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
                 int nn = nw - w < 0 ? 0 : (nw - w > 8 ? 8 : nw - w);
                 __m256 v = nn ? kern__v_load_f32__avx2(s + w * (int64_t)es, dt, nn) : _mm256_setzero_ps();
                 _mm256_storeu_ps(d + k * W + w, v);
+            }
+        }
+        return;
+    }
+    if (fmt == KERN__GEMM_FMT_F32 && sk == 1) {
+        /* k contiguous in the source (a row-major A, a [N,K] weight):
+         * 8 rows x 8 k loaded and transposed in registers. */
+        float *d = (float *)dst;
+        int64_t es = (int64_t)kern_dtype_size(dt), k0;
+        int w0;
+        for (w0 = 0; w0 < W; w0 += 8) {
+            int rows = nw - w0 < 0 ? 0 : (nw - w0 > 8 ? 8 : nw - w0);
+            int ws = W - w0 > 8 ? 8 : W - w0;
+            for (k0 = 0; k0 < kc; k0 += 8) {
+                int kk = kc - k0 > 8 ? 8 : (int)(kc - k0), q;
+                __m256 r[8];
+                for (q = 0; q < 8; q++)
+                    r[q] = q < rows ? kern__v_load_f32__avx2(src + ((w0 + q) * sw + k0) * es, dt, kk)
+                                    : _mm256_setzero_ps();
+                kern__gemm_tr8__avx2(r);
+                for (q = 0; q < kk; q++) {
+                    float *o = d + (k0 + q) * W + w0;
+                    /* a narrow panel (W < 8) stores 8 lanes and lets the
+                     * next row's store overwrite the spill, except at the
+                     * panel's last row */
+                    if (ws == 8 || (W < 8 && k0 + q + 1 < kc)) _mm256_storeu_ps(o, r[q]);
+                    else kern__storen__avx2(o, r[q], ws);
+                }
             }
         }
         return;
@@ -958,21 +1037,37 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
     int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
     int pf_res = e->res && e->res_cs == 1;
+    /* Tiles in row-major order (rows outer) or column-major order
+     * (columns outer, ks->cfg->col_outer); the order changes which operand
+     * stays in L1, never the bits of a result. */
+    int co = ks->cfg->col_outer;
+    int64_t o0 = co ? c0 : r0, o1 = co ? c1 : r1, i0 = co ? r0 : c0, i1 = co ? r1 : c1;
+    int64_t os = co ? nr : mr, is = co ? mr : nr, oo, ii;
     (void)thread;
-    for (ir = r0; ir < r1; ir += mr) {
-        const char *ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
-        int m = (int)kern__gemm_min(mr, r1 - ir);
-        const float *ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * 4) : NULL;
-        for (jr = c0; jr < c1; jr += nr) {
+    for (oo = o0; oo < o1; oo += os)
+        for (ii = i0; ii < i1; ii += is) {
             int64_t ldb, pi, pj;
-            int n = (int)kern__gemm_min(nr, c1 - jr), pm;
-            const void *bp = kern__gemm_bpanel(j, jr, &ldb);
+            const char *ap;
+            const float *ua;
+            const void *bp;
+            int m, n, pm;
+            ir = co ? ii : oo;
+            jr = co ? oo : ii;
+            ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
+            m = (int)kern__gemm_min(mr, r1 - ir);
+            n = (int)kern__gemm_min(nr, c1 - jr);
+            ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * 4) : NULL;
+            bp = kern__gemm_bpanel(j, jr, &ldb);
             /* Start fetching the C (or scratch) lines of the next tile, so
              * they arrive while this microkernel runs: the rows of a C tile
              * are far apart and the hardware prefetchers miss them. (Inline
              * here: GCC deletes a helper that only prefetches as a pure
              * function.) */
-            if (jr + nr < c1) { pi = ir; pj = jr + nr; pm = m; }
+            if (co) {
+                if (ir + mr < r1) { pi = ir + mr; pj = jr; }
+                else { pi = r0; pj = jr + nr; }
+                pm = pj < c1 ? (int)kern__gemm_min(mr, r1 - pi) : 0;
+            } else if (jr + nr < c1) { pi = ir; pj = jr + nr; pm = m; }
             else { pi = ir + mr; pj = c0; pm = (int)kern__gemm_min(mr, r1 - pi); }
             if (pf && pm > 0)
                 for (i = 0; i < pm; i++) {
@@ -1002,7 +1097,6 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
                 ks->store(e, ir, jr, tile, nr, m, n);
             }
         }
-    }
 }
 
 typedef void (*kern__gemm_task_fn)(void *arg, int64_t task, int thread);
@@ -1027,6 +1121,7 @@ static void kern__gemm_run(kern_ctx *ctx, int64_t n, kern__gemm_task_fn fn, void
  * chunk of B while it is still in cache, so B is read from memory once.
  * M <= 16 uses the small-M kernels (1x32, 2x32, 4x32, 8x32, 16x16), larger
  * M the main kernel over cdiv(M, mr) row panels. */
+
 #define KERN__GEMM_SMALL_KC 256
 
 typedef struct kern__gemm_sjob {
@@ -1044,7 +1139,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
     const kern__gemm_small *sk = &s->sk;
-    int64_t col = task * KERN__GEMM_PW, ldb, k0, p;
+    int64_t col = task * KERN__GEMM_PW, ldb, k0, p, skc = KERN__GEMM_SMALL_KC;
     int n = (int)kern__gemm_min(KERN__GEMM_PW, j->N - col), h;
     const char *bp;
     float *tile = s->tiles + (s->per_thread ? (int64_t)thread * KERN__GEMM_STREAM_TILE : 0);
@@ -1059,8 +1154,8 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
         ldb = j->b_rs;
     }
     if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * KERN__GEMM_PW));
-    for (k0 = 0; k0 < s->kst; k0 += KERN__GEMM_SMALL_KC) {
-        int64_t kk = kern__gemm_min(KERN__GEMM_SMALL_KC, s->kst - k0);
+    for (k0 = 0; k0 < s->kst; k0 += skc) {
+        int64_t kk = kern__gemm_min(skc, s->kst - k0);
         for (p = 0; p < s->npan; p++) {
             if (k0 + kk >= s->kst) { /* the lines this panel's store reads */
                 const kern__epi *e = &j->fin;
@@ -1080,7 +1175,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
                 }
             }
             for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
-                sk->ukr(kk, s->apack + (p * s->kst + k0) * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb,
+                sk->ukr(kk, s->apack + (k0 * s->npan + p * kk) * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb,
                         tile + p * sk->mr * KERN__GEMM_PW + h, KERN__GEMM_PW, k0 > 0);
         }
     }
@@ -1095,10 +1190,17 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
     const kern__gemm_fns *ks = j->ks;
     (void)thread;
     if (task < s->npan) {
-        int64_t row = task * s->sk.mr;
-        ks->pack((char *)(uintptr_t)s->apack + task * s->kst * s->sk.mr * 4, s->sk.mr,
-                 j->a + row * j->a_rs * j->es, j->in_dt, j->a_rs, j->a_cs,
-                 (int)kern__gemm_min(s->sk.mr, j->M - row), j->K, ks->fmt);
+        /* chunk-major: the panels of one k chunk are adjacent, so the
+         * compute tasks read A as one forward stream per chunk */
+        int64_t row = task * s->sk.mr, skc = KERN__GEMM_SMALL_KC, k0;
+        int pair = ks->fmt == KERN__GEMM_FMT_PAIR;
+        for (k0 = 0; k0 < s->kst; k0 += skc) {
+            int64_t kk = kern__gemm_min(skc, s->kst - k0), kx = pair ? 2 * k0 : k0;
+            ks->pack((char *)(uintptr_t)s->apack + (k0 * s->npan + task * kk) * s->sk.mr * 4,
+                     s->sk.mr, j->a + (row * j->a_rs + kx * j->a_cs) * j->es, j->in_dt, j->a_rs,
+                     j->a_cs, (int)kern__gemm_min(s->sk.mr, j->M - row),
+                     kern__gemm_min(j->K - kx, pair ? 2 * kk : kk), ks->fmt);
+        }
     } else {
         int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW;
         ks->pack((float *)(uintptr_t)s->edge, KERN__GEMM_PW, j->b + col * j->es, j->in_dt, j->b_cs,
@@ -1107,7 +1209,7 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
 }
 
 static int kern__gemm_small_ok(const kern__gemm_job *j) {
-    if (j->M > KERN__GEMM_STREAM_M || j->M == 0) return 0;
+    if (j->M > j->ks->cfg->stream_m || j->M == 0) return 0;
     if (j->pb) return j->pb->fmt == j->ks->fmt;
     return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
 }

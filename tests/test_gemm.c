@@ -302,6 +302,34 @@ KT_TEST(epilogues) {
     }
 }
 
+/* Epilogues on the general (packed) path with several k passes, M above
+ * the AVX2 streaming limit: the shape of a transformer linear (a [N,K]
+ * weight, as given or prepacked; f32 and f16 inputs; A as given and
+ * transposed), every activation with bias and residual. */
+KT_TEST(epilogues_general_multi_pass) {
+    static const int64_t sh[][3] = {{140, 70, 600}, {257, 45, 530}};
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        int s, act;
+        for (s = 0; s < 2; s++)
+            for (act = 0; act < KERN_ACT_COUNT; act++) {
+                gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
+                g.tb = 1;
+                g.ta = act == 2;
+                g.act = act;
+                g.use_bias = 1;
+                g.use_res = 1;
+                g.packed = act & 1;
+                g.in_dt = act == 3 ? KERN_F16 : KERN_F32;
+                g.c_dt = act == 4 ? KERN_BF16 : KERN_F32;
+                g.pad_a = s;
+                kt_context("isa=%s act=%d M=%lld N=%lld K=%lld", kern_isa_name(isa), act,
+                           (long long)g.M, (long long)g.N, (long long)g.K);
+                run_case(ctx, &g, NULL);
+                if (act == 1) run_case(kt_ctx(2, isa), &g, NULL);
+            }
+    }
+}
+
 /* The residual c itself (c = act(alpha A B + beta c + bias) + c): one k
  * pass and several (the partial sums then wait in scratch), the general
  * and small-M paths, bf16 and transposed C, with beta, 1 and 2 threads. */
