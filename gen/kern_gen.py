@@ -170,6 +170,7 @@ class Graph:
         self.inputs = []        # (name, dtype, dims text list)
         self.weights = []
         self.consts = []        # (name, dtype, dims, values)
+        self.merged = []        # (name, dtype, dims, source weights): built at prepare
         self.nodes = []
         self.outputs = []
 
@@ -387,6 +388,12 @@ class Lowering:
             v.base, v.kind = ('const', i), 'const'
             self.vals[n] = v
             self.consts.append((v, vals))
+        self.merged = []        # (Val, source Vals): weights the model concatenates
+        for j, (n, dt, dims, srcs) in enumerate(getattr(g, 'merged', [])):
+            v = Val(n, dt, [int(d) for d in dims])
+            v.base, v.kind = ('mw', j), 'weight'
+            self.vals[n] = v
+            self.merged.append((v, [self.vals[x] for x in srcs]))
         for n in g.nodes:
             self.lower(n)
         self.finish_outputs()
@@ -515,10 +522,10 @@ class Lowering:
         out_scale = self.fattr(n, 'out_scale')
         pk = None
         if n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2:
-            wi = w.base[1]
+            wi = w.base
             if wi not in self.pack_of:
                 self.pack_of[wi] = len(self.packs)
-                self.packs.append(wi)
+                self.packs.append(w)
             pk = self.pack_of[wi]
         xv, yv, rv = x, y, r
         if n.op == 'linear' and len(x.shape) > 2:
@@ -568,10 +575,10 @@ class Lowering:
         if key not in self.instances:
             self.instances.append(key)
         gi = self.instances.index(key)
-        wi = w.base[1]
+        wi = w.base
         if wi not in self.ipack_of:
             self.ipack_of[wi] = len(self.ipacks)
-            self.ipacks.append((wi, gi))
+            self.ipacks.append((w, gi))
         ip = self.ipack_of[wi]
         epi = alpha_set or act != 'none' or r is not None or out_scale
         nm = self.name
@@ -981,6 +988,8 @@ class Emitter:
             return '(const char *)inputs[%d]' % i, True
         if kind == 'w':
             return '(const char *)m->w[%d]' % i, True
+        if kind == 'mw':
+            return '(const char *)m->mw[%d]' % i, True
         if kind == 'const':
             return '(const char *)%s__c%d' % (self.name, i), True
         if kind == 'out':
@@ -1274,6 +1283,8 @@ def emit_model(low, name, banner):
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
+    w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
+        len(low.merged) + 1))
     w('} %s_model;' % N)
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
@@ -1351,6 +1362,8 @@ def emit_model(low, name, banner):
     w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
+    for j in range(len(low.merged)):
+        w('    kern__free(ctx, m->mw[%d]);' % j)
     w('    memset(m, 0, sizeof *m);')
     w('}')
     w('')
@@ -1367,22 +1380,34 @@ def emit_model(low, name, banner):
     w('        }')
     w('        m->w[i] = weights[i];')
     w('    }')
-    for j, wi in enumerate(low.packs):
-        v = low.weights[wi]
+    for j, (v, srcs) in enumerate(low.merged):
+        w('    /* %s: %s concatenated */' % (v.name.replace('*/', '* /'), ', '.join(
+            x.name.replace('*/', '* /') for x in srcs)))
+        w('    m->mw[%d] = kern__alloc(ctx, (size_t)%d);' % (j, max(v.numel() * v.esize(), 1)))
+        w('    if (!m->mw[%d]) {' % j)
+        w('        %s_release(ctx, m);' % N)
+        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w('    }')
+        off = 0
+        for x in srcs:
+            nb = x.numel() * x.esize()
+            w('    memcpy((char *)m->mw[%d] + %d, m->w[%d], %d);' % (j, off, x.base[1], nb))
+            off += nb
+    for j, v in enumerate(low.packs):
         w('    { /* %s */' % v.name.replace('*/', '* /'))
         w('        kern_gemm_pack_params pp;')
         w('        kern_tensor t;')
         w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
         w('        memset(&pp, 0, sizeof pp);')
         w('        pp.trans_b = 1;')
-        w('        %s__view(&t, m->w[%d], %s, 2, d);' % (N, wi, DTYPES[v.dtype][0]))
+        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
         w('        st = kern_gemm_pack_b(ctx, &t, &m->pb[%d], &pp);' % j)
         w('        if (st) {')
         w('            %s_release(ctx, m);' % N)
         w('            return st;')
         w('        }')
         w('    }')
-    for j, (wi, gi) in enumerate(low.ipacks):
+    for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki = low.instances[gi]
         w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
             j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
@@ -1390,7 +1415,12 @@ def emit_model(low, name, banner):
         w('        %s_release(ctx, m);' % N)
         w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
         w('    }')
-        w('    %s__gi%d_pack((const float *)m->w[%d], m->ip[%d]);' % (N, gi, wi, j))
+        w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
+            N, gi, E.base_expr(wv)[0], j))
+    for j, (v, srcs) in enumerate(low.merged):
+        if len(v.shape) == 2:  # a weight: only its packed form is read
+            w('    kern__free(ctx, m->mw[%d]);' % j)
+            w('    m->mw[%d] = NULL;' % j)
     w('    (void)ctx;')
     w('    return st;')
     w('}')
@@ -1518,7 +1548,7 @@ def main(argv=None):
 # _QKV off). Shapes are compared concretely (the executor compares
 # symbolic dims): only a binding that makes two different expressions
 # equal (L and P both 5) can fuse here where the executor does not.
-PASSES = ('dce', 'epilogue', 'residual_norm', 'norm_act')
+PASSES = ('dce', 'epilogue', 'qkv', 'residual_norm', 'norm_act')
 GEMM_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh', 'silu': 'silu', 'relu': 'relu'}
 
 
@@ -1632,6 +1662,69 @@ def _producer(g, v):
     return None
 
 
+def pass_qkv(g, vals, log):
+    """The executor's Q/K/V merge (kern__gpx_qkv): linears reading the same
+    x whose weights (and biases, all or none) are graph weights of one
+    dtype and K, none with a residual, act, alpha or out_scale, become one
+    GEMM over the rows of their weights concatenated (in node order; the
+    model builds the merged weight at prepare) and a split into views."""
+    for i, a in enumerate(list(g.nodes)):
+        if a not in g.nodes or a.op != 'linear':
+            continue
+        _pad(a)
+        wa = vals[a.ins[1]]
+        has_bias = a.ins[2] != '-'
+        grp = []
+        for b in g.nodes[g.nodes.index(a):]:
+            if len(grp) >= 8:
+                break
+            if b.op != 'linear' or b.ins[0] != a.ins[0]:
+                continue
+            _pad(b)
+            wb = vals[b.ins[1]]
+            if (wb.kind != 'weight' or wb.dtype != wa.dtype or len(wb.shape) != 2 or
+                    len(wa.shape) != 2 or wb.shape[1] != wa.shape[1] or b.ins[3] != '-' or
+                    b.attrs.get('act', 'none') != 'none' or 'alpha' in b.attrs or
+                    float(b.attrs.get('out_scale', 0) or 0) != 0 or
+                    (b.ins[2] != '-') != has_bias):
+                continue
+            if has_bias and (vals[b.ins[2]].kind != 'weight' or
+                             vals[b.ins[2]].dtype != vals[a.ins[2]].dtype):
+                continue
+            grp.append(b)
+        if len(grp) < 2 or wa.kind != 'weight':
+            continue
+        ntot = sum(vals[b.ins[1]].shape[0] for b in grp)
+        base = a.outs[0]
+        wname = fresh(g, base + '.merged_weight')
+        g.merged.append((wname, wa.dtype, [str(ntot), str(wa.shape[1])], [b.ins[1] for b in grp]))
+        bname = '-'
+        if has_bias:
+            bname = fresh(g, base + '.merged_bias')
+            g.merged.append((bname, vals[a.ins[2]].dtype, [str(ntot)], [b.ins[2] for b in grp]))
+        mname = fresh(g, base + '.merged')
+        at = g.nodes.index(grp[0])
+        m = Node(grp[0].line, [mname], 'linear', [a.ins[0], wname, bname, '-'], {})
+        s = Node(grp[0].line, [b.outs[0] for b in grp], 'split', [mname],
+                 {'axis': '-1', 'sizes': ','.join(str(vals[b.ins[1]].shape[0]) for b in grp)})
+        for b in grp:
+            g.nodes.remove(b)
+        g.nodes[at:at] = [m, s]
+        log.append("fuse: %d linears reading '%s' (%s) -> one GEMM '%s' [%d outputs]" % (
+            len(grp), a.ins[0], ', '.join("'%s'" % b.outs[0] for b in grp), mname, ntot))
+
+
+def fresh(g, name):
+    taken = set(n for n, *_ in g.inputs) | set(n for n, *_ in g.weights) | \
+        set(c[0] for c in g.consts) | set(m[0] for m in g.merged) | \
+        set(o for n in g.nodes for o in n.outs)
+    out, k = name, 1
+    while out in taken:
+        out = '%s.%d' % (name, k)
+        k += 1
+    return out
+
+
 def pass_residual_norm(g, vals, log):
     uses = _uses(g)
     for n in list(g.nodes):
@@ -1690,6 +1783,9 @@ def run_passes(g, bind, name, passes):
     if 'epilogue' in passes:
         vals, consts = shapes()
         pass_epilogue(g, vals, consts, log)
+    if 'qkv' in passes:
+        vals, _ = shapes()
+        pass_qkv(g, vals, log)
     if 'residual_norm' in passes:
         vals, _ = shapes()
         pass_residual_norm(g, vals, log)

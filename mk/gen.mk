@@ -22,7 +22,7 @@ GEN_BIND_decomposed_ln := B=3,L=4
 # the passes the generator does not repeat switched off (decomposed
 # patterns, Q/K/V merge), and NAME_unfused.h (--no-fuse all) against the
 # executor with every pass but prepacking, in-place and DCE off.
-GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED | KERN_GRAPH_PASS_QKV)
+GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED)
 GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
