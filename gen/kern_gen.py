@@ -520,13 +520,7 @@ class Lowering:
         alpha_set = 'alpha' in n.attrs
         alpha = self.fattr(n, 'alpha')
         out_scale = self.fattr(n, 'out_scale')
-        pk = None
-        if n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2:
-            wi = w.base
-            if wi not in self.pack_of:
-                self.pack_of[wi] = len(self.packs)
-                self.packs.append(w)
-            pk = self.pack_of[wi]
+        packable = n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2
         xv, yv, rv = x, y, r
         if n.op == 'linear' and len(x.shape) > 2:
             x2, y2 = flatten2(x), flatten2(y)
@@ -536,12 +530,18 @@ class Lowering:
                 elif r.shape == y.shape and flatten2(r):
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
-        if (self.spec_max_m and n.op == 'linear' and pk is not None and x.dtype == 'f32' and
+        if (self.spec_max_m and n.op == 'linear' and packable and x.dtype == 'f32' and
                 w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
                 yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
                 (b is None or (b.dtype == 'f32' and b.stride == [1]))):
             self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
             return
+        pk = None
+        if packable:  # kern_gemm's packing (the instances pack their own way)
+            if w.base not in self.pack_of:
+                self.pack_of[w.base] = len(self.packs)
+                self.packs.append(w)
+            pk = self.pack_of[w.base]
 
         def emit(G):
             L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);',
@@ -584,47 +584,25 @@ class Lowering:
         nm = self.name
 
         def emit(G):
-            if act in ('gelu', 'gelu_tanh'):
-                G.helpers.add(act)
-            L = ['float *py = %s;' % G.ptr(y, True),
-                 'st = %s__gi%d_run(ctx, %s, m->ip[%d], %s, py);' % (
-                     nm, gi, G.ptr(x), ip, 'NULL' if (b is None or epi) else G.ptr(b))]
+            L = ['float *py = %s;' % G.ptr(y, True)]
             if not epi:
-                return L
-            L.append('if (st) return st;')
+                return L + ['st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], %s, py, NULL, 1.0f);' % (
+                    nm, gi, G.ptr(x), ip, 'NULL' if b is None else G.ptr(b))]
+            # kern_gemm's epilogue (kern__epilogue_apply_f32): its order and
+            # roundings, applied per task to the panels it computed
+            L += ['kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
             if b is not None:
-                L.append('const float *pb = %s;' % G.ptr(b))
+                L += G.tview('tbias', b) + ['ep.bias = &tbias;']
+            if act != 'none':
+                L.append('ep.act = %s;' % ACTS[act])
             if r is not None:
-                L.append('const %s *pr = %s;' % (CTYPE[r.dtype], G.ptr(r)))
-            rs = G.bstrides(r, y.shape) if r is not None else None
-
-            def body(o):
-                e = ['float v = py[%s];' % o[0]]
-                if alpha_set:
-                    e.append('v = %s * v;' % c_float(alpha))
-                if b is not None:
-                    e.append('v = v + pb[i1];')
-                if act == 'gelu':
-                    e.append('v = %s__gelu(v);' % nm)
-                elif act == 'gelu_tanh':
-                    e.append('v = %s__gelu_tanh(v);' % nm)
-                elif act == 'relu':
-                    e.append('v = v > 0 ? v : (v != v ? v : 0.0f);')
-                elif act == 'silu':
-                    e.append('v = v / (1.0f + expf(-v));')
-                if r is not None:
-                    e.append('v = v + %s;' % G.load(r, 'pr', o[1]))
-                if out_scale:
-                    e.append('v = %s * v;' % c_float(out_scale))
-                return e + ['py[%s] = v;' % o[0]]
-            # two explicit loops (no merging) so i1 is the column
-            L.append('for (int64_t i0 = 0; i0 < %d; i0++) {' % y.shape[0])
-            L.append('    for (int64_t i1 = 0; i1 < %d; i1++) {' % y.shape[1])
-            o = ['i0 * %d + i1' % y.shape[1]]
-            if r is not None:
-                o.append('i0 * %d + i1 * %d' % (rs[0], rs[1]))
-            L += ['        ' + l for l in body(o)]
-            L += ['    }', '}']
+                rb = Val(r.name, r.dtype, y.shape)
+                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+                L += G.tview('tres', rb) + ['ep.residual = &tres;']
+            if out_scale:
+                L.append('ep.out_scale = %s;' % c_float(out_scale))
+            L.append('st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], NULL, py, &ep, %s);' % (
+                nm, gi, G.ptr(x), ip, c_float(alpha) if alpha_set else '1.0f'))
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
@@ -1954,8 +1932,9 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
         w('')
         if isa == 'avx2':
             w('#ifdef KERN_X86')
-        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y) {' % (name, isa))
-        w('    for (int64_t p = 0; p < %d; p++) {' % NP)
+        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
+        w('                         int64_t p0, int64_t p1) {')
+        w('    for (int64_t p = p0; p < p1; p++) {')
         w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
         w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
@@ -1966,18 +1945,63 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
         if isa == 'avx2':
             w('#endif')
     w('')
-    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % (sto, name))
-    w('                   float *y) {')
-    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('typedef struct %s__args {' % name)
+    w('    kern_ctx *ctx;')
+    w('    const float *x, *packed, *bias;')
+    w('    float *y;')
+    w('    const kern_epilogue *epi;')
+    w('    float alpha;')
+    w('    int64_t per;')
+    w('} %s__args;' % name)
+    w('')
+    w('/* panels [t per, (t + 1) per) and their epilogue */')
+    w('static void %s__task(void *arg, int64_t t, int thread) {' % name)
+    w('    const %s__args *a = (const %s__args *)arg;' % (name, name))
+    w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
+    w('    (void)thread;')
     w('#ifdef KERN_X86')
-    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
-    w('        %s__panels_avx2(x, packed, bias, y);' % name)
+    w('    if (kern_ctx_isa(a->ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(a->ctx) < KERN_ISA_NEON)')
+    w('        %s__panels_avx2(a->x, a->packed, a->bias, a->y, p0, p1);' % name)
+    w('    else')
+    w('#endif')
+    w('        %s__panels_scalar(a->x, a->packed, a->bias, a->y, p0, p1);' % name)
+    w('    if (a->epi)')
+    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
+      % (N, M, GEMM_NR, GEMM_NR, N, GEMM_NR, N, GEMM_NR))
+    w('                                 a->alpha, a->epi);')
+    w('}')
+    w('')
+    w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue (bias applied by')
+    w(' * the micro-kernels when epi is NULL); the column panels split over the')
+    w(' * context\'s threads (the same bits on any thread count). */')
+    w('static kern_status %s__run_epi(kern_ctx *ctx, const float *x, const float *packed,' % name)
+    w('                               const float *bias, float *y, const kern_epilogue *epi,')
+    w('                               float alpha) {')
+    w('    %s__args a;' % name)
+    w('    int nt = kern_ctx_threads(ctx);')
+    w('    int64_t ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    a.ctx = ctx;')
+    w('    a.x = x;')
+    w('    a.packed = packed;')
+    w('    a.bias = bias;')
+    w('    a.y = y;')
+    w('    a.epi = epi;')
+    w('    a.alpha = alpha;')
+    w('    if (nt <= 1 || ntask <= 1) {')
+    w('        a.per = %d;' % NP)
+    w('        %s__task(&a, 0, 0);' % name)
     w('        return KERN_OK;')
     w('    }')
-    w('#endif')
-    w('    (void)ctx;')
-    w('    %s__panels_scalar(x, packed, bias, y);' % name)
-    w('    return KERN_OK;')
+    w('    a.per = (%d + ntask - 1) / ntask;' % NP)
+    w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    w('}')
+    if sto:
+        return  # inside a model: it calls NAME__run_epi
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
+    w('                   float *y) {')
+    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('    return %s__run_epi(ctx, x, packed, bias, y, NULL, 1.0f);' % name)
     w('}')
 
 
@@ -2130,9 +2154,11 @@ def time_gemm_candidates(M, N, K, cands):
             src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
             src.append('            double t = now();')
             src.append('#ifdef KERN_X86')
-            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y); else' % i)
+            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y, 0, %d); else' % (
+                i, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('#endif')
-            src.append('            t%d__panels_scalar(x, pk, NULL, y);' % i)
+            src.append('            t%d__panels_scalar(x, pk, NULL, y, 0, %d);' % (
+                i, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('            t = now() - t;')
             src.append('            spent += t;')
             src.append('            if (r && t < best) best = t;')
