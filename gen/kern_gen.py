@@ -1275,6 +1275,7 @@ def emit_model(low, name, banner):
     w(' * stays allocated and *m is zeroed. */')
     w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m);' % (N, N))
     w('void %s_release(kern_ctx *ctx, %s_model *m);' % (N, N))
+    emit_st_decl(w, low, N, U)
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena);')
     w('#endif /* %s_H */' % U)
@@ -1403,6 +1404,8 @@ def emit_model(low, name, banner):
     w('    return st;')
     w('}')
     w('')
+    emit_st_impl(w, low, N, U)
+    w('')
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena) {')
     w('    char *A = (char *)arena;')
@@ -1454,6 +1457,8 @@ def cmd_model(args, argv):
     log = run_passes(g, bind, name, passes)
     low = Lowering(g, bind, name, args.specialize_max_m)
     low.inst_cfg = {}
+    if args.safetensors:
+        bind_safetensors(low, args.safetensors)
     if args.autotune and low.instances:
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
@@ -1463,7 +1468,9 @@ def cmd_model(args, argv):
             save_cache(path, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
-              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
+              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)')] + (
+              ['weights: %s (safetensors, header fnv1a64 %016x)' % (
+                  os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
               'passes:  %s' % (', '.join(passes) or 'none')] + log + [
               'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
                                       or 'none'),
@@ -1487,6 +1494,9 @@ def main(argv=None):
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pm.add_argument('--safetensors', default='', metavar='FILE',
+                    help='check the weights against this file and emit NAME_prepare_safetensors '
+                         '(the weights at their offsets in it)')
     pm.add_argument('-o', '--out', required=True)
     pg = sub.add_parser('gemm', help='one GEMM instance: y = x . W^T (+ bias)')
     pg.add_argument('--m', type=int, required=True)
@@ -2215,6 +2225,129 @@ def tune_gemm(M, N, K, cache, log):
     log.append('autotune: %s: mr=%d split=%d unroll=%d, %.1f us (%d candidates, %.1f s)' % (
         key, c['mr'], c['split'], c['unroll'], us[best], len(cands), time.time() - t0))
     return c
+
+
+
+# ------------------------------------------------------------- safetensors
+ST_DTYPES = {'F32': 'f32', 'F16': 'f16', 'BF16': 'bf16', 'I8': 'i8', 'U8': 'u8', 'I32': 'i32',
+             'I64': 'i64', 'BOOL': 'bool'}
+
+
+def read_safetensors(path):
+    """The header of a safetensors file: (header bytes, {name: (dtype,
+    shape, begin, end)} with absolute file offsets, file size)."""
+    import json
+    try:
+        size = os.path.getsize(path)
+        with open(path, 'rb') as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise GenError('safetensors %s: shorter than 8 bytes' % path)
+            n = struct.unpack('<Q', head)[0]
+            if n < 2 or n > 100 << 20 or 8 + n > size:
+                raise GenError('safetensors %s: header length %d does not fit the file (%d bytes)'
+                               % (path, n, size))
+            hdr = f.read(n)
+    except OSError as e:
+        raise GenError('cannot read %s: %s' % (path, e.strerror))
+    try:
+        j = json.loads(hdr.decode('utf-8'))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GenError('safetensors %s: the header is not JSON (%s)' % (path, str(e).split('\n')[0]))
+    if not isinstance(j, dict):
+        raise GenError('safetensors %s: the header is not a JSON object' % path)
+    out = {}
+    for name, e in j.items():
+        if name == '__metadata__':
+            continue
+        ok = (isinstance(e, dict) and e.get('dtype') in ST_DTYPES and
+              isinstance(e.get('shape'), list) and all(isinstance(d, int) and d >= 0 for d in e['shape'])
+              and isinstance(e.get('data_offsets'), list) and len(e['data_offsets']) == 2 and
+              all(isinstance(d, int) for d in e['data_offsets']))
+        if not ok:
+            raise GenError("safetensors %s: entry '%s' is not {dtype, shape, data_offsets} "
+                           "of a known dtype" % (path, name))
+        dt = ST_DTYPES[e['dtype']]
+        b, en = e['data_offsets']
+        if not (0 <= b <= en and 8 + n + en <= size and en - b == functools_prod(e['shape']) * DTYPES[dt][1]):
+            raise GenError("safetensors %s: entry '%s' has data_offsets %s outside the file or not "
+                           "of its shape's size" % (path, name, e['data_offsets']))
+        out[name] = (dt, list(e['shape']), 8 + n + b, 8 + n + en)
+    return hdr, out, size
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for c in bytearray(data):
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def bind_safetensors(low, path):
+    hdr, ents, size = read_safetensors(path)
+    offs = []
+    for v in low.weights:
+        e = ents.get(v.name)
+        if e is None:
+            raise GenError("safetensors %s: no tensor '%s' (a weight of the graph)" % (path, v.name))
+        if e[0] != v.dtype or e[1] != v.shape:
+            raise GenError("safetensors %s: '%s' is %s %s; the graph wants %s %s" % (
+                path, v.name, e[0], e[1], v.dtype, v.shape))
+        if e[2] % v.esize():
+            raise GenError("safetensors %s: '%s' starts at byte %d, not a multiple of its %d-byte "
+                           "elements" % (path, v.name, e[2], v.esize()))
+        offs.append(e[2])
+    low.st = {'path': path, 'hlen': len(hdr), 'hash': fnv1a64(hdr), 'offs': offs, 'size': size,
+              'min': max([e[3] for e in ents.values()] + [8 + len(hdr)])}
+
+
+def emit_st_decl(w, low, N, U):
+    if not getattr(low, 'st', None):
+        return
+    st = low.st
+    w('/* The weights straight from the safetensors file the model was generated')
+    w(' * from (%s; its header is checked): file = the whole file in memory' % os.path.basename(st['path']).replace('*/', '* /'))
+    w(' * (e.g. mmap), 8-byte aligned, outliving the model. */')
+    w('#define %s_SAFETENSORS_MIN_SIZE ((size_t)%d)' % (U, st['min']))
+    w('kern_status %s_prepare_safetensors(kern_ctx *ctx, const void *file, size_t size, %s_model *m);'
+      % (N, N))
+
+
+def emit_st_impl(w, low, N, U):
+    if not getattr(low, 'st', None):
+        return
+    st = low.st
+    w('')
+    w('static const uint64_t %s__st_off[%s_N_WEIGHTS + 1] = {%s};' % (
+        N, U, ', '.join(['%dull' % o for o in st['offs']] + ['0'])))
+    w('')
+    w('kern_status %s_prepare_safetensors(kern_ctx *ctx, const void *file, size_t size, %s_model *m) {'
+      % (N, N))
+    w('    const unsigned char *f = (const unsigned char *)file;')
+    w('    const void *wp[%s_N_WEIGHTS + 1];' % U)
+    w('    uint64_t n = 0, h = 0xcbf29ce484222325ull;')
+    w('    int64_t i;')
+    w('    if (!f || !m) return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: file or m is NULL");' % N)
+    w('    if ((uintptr_t)f % 8)')
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: file is not 8-byte aligned");' % N)
+    w('    if (size < %s_SAFETENSORS_MIN_SIZE)' % U)
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: %%llu bytes; the file it was "' % N)
+    w('                         "generated from has at least %d", (unsigned long long)size);' % st['min'])
+    w('    for (i = 0; i < 8; i++) n |= (uint64_t)f[i] << (8 * i);')
+    w('    if (n != %dull)' % st['hlen'])
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: header of %%llu bytes; the file "' % N)
+    w('                         "it was generated from has %d", (unsigned long long)n);' % st['hlen'])
+    w('    for (i = 0; i < %d; i++) {' % st['hlen'])
+    w('        h ^= f[8 + i];')
+    w('        h *= 0x100000001b3ull;')
+    w('    }')
+    w('    if (h != 0x%016xull)' % st['hash'])
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: the header differs from the "' % N)
+    w('                         "one it was generated from (%s)");' % c_str(os.path.basename(st['path'])))
+    w('    for (i = 0; i < %s_N_WEIGHTS; i++) wp[i] = f + %s__st_off[i];' % (U, N))
+    w('    wp[%s_N_WEIGHTS] = NULL;' % U)
+    w('    return %s_prepare(ctx, wp, m);' % N)
+    w('}')
 
 
 if __name__ == '__main__':

@@ -80,6 +80,18 @@ build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 
+# kern_gen.py model --safetensors: bert1's weights in a safetensors file
+# (tests/gen/write_st.py), NAME_prepare_safetensors against NAME_prepare
+build/gen/bert1.safetensors: tests/gen/bert1.kg tests/gen/write_st.py gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) tests/gen/write_st.py $< $(GEN_BIND_bert1) $@
+build/gen/bert1_st.h: tests/gen/bert1.kg build/gen/bert1.safetensors gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_bert1) --specialize-max-m 64 \
+	  --safetensors build/gen/bert1.safetensors --name bert1_st -o $@
+build/gen/check_st: tests/gen_st_check.c build/gen/bert1_st.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_st
+
 test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 

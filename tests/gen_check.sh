@@ -62,5 +62,17 @@ expect_error "foreign cache" "another CPU" $gen gemm --m 2 --n 16 --k 8 --autotu
 sed 's/"version": 1/"version": 0/' "$tc" > "$dir/old.json"
 expect_error "old cache" "format version 0" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
 
+# --safetensors: the file's tensors must be the graph's weights (name,
+# dtype, shape); a file that is not safetensors is refused
+$py tests/gen/write_st.py $good B=1,L=4 "$dir/w.st" \
+  && $gen model $good --bind B=1,L=4 --safetensors "$dir/w.st" -o "$dir/st.h" \
+  && grep -q "st_prepare_safetensors" "$dir/st.h" && pass || fail "safetensors model"
+printf 'kern-graph 1\ninput x f32 [2,4]\nweight extra f32 [4]\nz = add(x, extra)\noutput z\n' > "$dir/st2.kg"
+expect_error "safetensors missing weight" "no tensor 'extra'" $gen model "$dir/st2.kg" --safetensors "$dir/w.st" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,8]\nweight embeddings.LayerNorm.bias f32 [8]\ny = add(x, embeddings.LayerNorm.bias)\noutput y\n' > "$dir/st3.kg"
+expect_error "safetensors shape" "the graph wants f32 [8]" $gen model "$dir/st3.kg" --safetensors "$dir/w.st" -o "$dir/out.h"
+printf 'not a safetensors file at all' > "$dir/bad.st"
+expect_error "not safetensors" "does not fit the file" $gen model $good --bind B=1,L=4 --safetensors "$dir/bad.st" -o "$dir/out.h"
+
 echo "[gen_check.sh] $ok ok, $failed failed"
 [ $failed -eq 0 ]
