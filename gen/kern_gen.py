@@ -353,6 +353,7 @@ class Lowering:
         self.g, self.name = g, name
         self.spec_max_m = specialize_max_m
         self.instances = []     # (M, N, K)
+        self.norm_instances = []  # (kind, rows, H, eps)
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
         for s in g.syms:
@@ -654,6 +655,34 @@ class Lowering:
         eps_set = 'eps' in n.attrs
         eps = self.fattr(n, 'eps')
         kind = 'KERN_NORM_RMS' if n.op == 'rms_norm' else 'KERN_NORM_LAYER'
+        H = x.shape[-1] if x.shape else 0
+        R = x.numel() // H if H else 0
+
+        def dense(v):
+            return v is None or (v.dtype == 'f32' and v.shape == x.shape and v.contiguous())
+        if (self.spec_max_m and H % 8 == 0 and H and R and dense(x) and dense(y) and dense(r) and
+                dense(y1) and all(t is None or (t.dtype == 'f32' and t.shape == [H] and t.stride == [1])
+                                  for t in (w, b))):
+            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5))
+            if key not in self.norm_instances:
+                self.norm_instances.append(key)
+            ni = self.norm_instances.index(key)
+            nm = self.name
+
+            def emit_i(G):
+                L = ['float *py = %s;' % G.ptr(y, True),
+                     'st = %s__ni%d_run(ctx, %s, %s, %s, %s, py, %s);' % (
+                         nm, ni, G.ptr(x), 'NULL' if r is None else G.ptr(r),
+                         'NULL' if w is None else G.ptr(w), 'NULL' if b is None else G.ptr(b),
+                         'NULL' if y1 is None else G.ptr(y1, True))]
+                if act != 'none':  # kern_gemm's epilogue with act only: kern's activation
+                    L += ['{', '    kern_epilogue ep;', '    memset(&ep, 0, sizeof ep);',
+                          '    ep.act = %s;' % ACTS[act],
+                          '    kern__epilogue_apply_f32(ctx, py, %d, %d, 0, %d, 1.0f, &ep);' % (H, R, H),
+                          '}']
+                return L
+            self.add_step(n, [x, w, b, r], [y, y1], emit_i)
+            return
 
         def emit(G):
             L = ['kern_norm_params np;', 'memset(&np, 0, sizeof np);', 'np.norm = %s;' % kind]
@@ -1285,7 +1314,7 @@ def emit_model(low, name, banner):
     w('#define %s_IMPLEMENTED' % U)
     w('#include <math.h>')
     w('#include <string.h>')
-    if low.instances:
+    if low.instances or low.norm_instances:
         w('#ifdef KERN_X86')
         w('#include <immintrin.h>')
         w('#endif')
@@ -1334,6 +1363,8 @@ def emit_model(low, name, banner):
     for gi, (Mi, Ni, Ki) in enumerate(low.instances):
         o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
                            cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
+    for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
+        o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
@@ -1474,6 +1505,8 @@ def cmd_model(args, argv):
               'passes:  %s' % (', '.join(passes) or 'none')] + log + [
               'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
                                       or 'none'),
+              'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
+                                                for k in low.norm_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -1510,12 +1543,22 @@ def main(argv=None):
     pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL',
                     help='a blocking by hand (what --autotune chooses among)')
     pg.add_argument('-o', '--out', required=True)
+    pn = sub.add_parser('norm', help='one norm instance: y = norm(x + residual) * weight + bias')
+    pn.add_argument('--rows', type=int, required=True)
+    pn.add_argument('--h', type=int, required=True)
+    pn.add_argument('--kind', default='layer', help='layer or rms')
+    pn.add_argument('--eps', type=float, default=None, help='default 1e-5 (kern_norm\'s)')
+    pn.add_argument('--dtype', default='f32')
+    pn.add_argument('--name', default='')
+    pn.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
         if args.cmd == 'model':
             cmd_model(args, argv)
         elif args.cmd == 'gemm':
             cmd_gemm(args, argv)
+        elif args.cmd == 'norm':
+            cmd_norm(args, argv)
         else:
             ap.print_usage(sys.stderr)
             return 2
@@ -2348,6 +2391,186 @@ def emit_st_impl(w, low, N, U):
     w('    wp[%s_N_WEIGHTS] = NULL;' % U)
     w('    return %s_prepare(ctx, wp, m);' % N)
     w('}')
+
+# ---------------------------------------------------------- norm instances
+def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
+    """y[R,H] = norm(x (+ residual)) (* weight) (+ bias), the sum kept in
+    residual_out when given; layer (mean and variance in two passes) or rms.
+    H a multiple of 8: 8 lanes accumulate, summed in one fixed order, so
+    the AVX2 row and its scalar twin (fmaf, the same order) give the same
+    bits. f32, one thread (rows are few where it is used)."""
+    U = name.upper()
+    o = []
+    w = o.append
+    sto = 'static ' if impl_only else ''
+    layer = kind == 'layer'
+    if impl_only:
+        w('')
+        w('/* norm instance %s R=%d H=%d eps=%s (kern_gen.py norm) */' % (kind, R, H, c_float(eps)))
+    else:
+        w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+        for b in banner:
+            w(' *   %s' % b)
+        w(' *')
+        w(' * y[%d,%d] = %s_norm(x + residual) * weight + bias, eps %s; residual,' % (
+            R, H, kind, c_float(eps)))
+        w(' * weight, bias and residual_out (where x + residual is written) may be')
+        w(' * NULL; f32, contiguous rows, one thread; the ISA is the context\'s (AVX2')
+        w(' * or the scalar twin, which gives the same bits). */')
+        w('#ifndef %s_H' % U)
+        w('#define %s_H' % U)
+        w('#include "kern.h"')
+        w('#define %s_ROWS %d' % (U, R))
+        w('#define %s_HIDDEN %d' % (U, H))
+        w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % name)
+        w('                   const float *bias, float *y, float *residual_out);')
+        w('#endif /* %s_H */' % U)
+        w('')
+        w('#ifdef %s_IMPLEMENTATION' % U)
+        w('#ifndef %s_IMPLEMENTED' % U)
+        w('#define %s_IMPLEMENTED' % U)
+        w('#include <math.h>')
+        w('#include <string.h>')
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    hs = ['    {',
+          '        float s4[4], s2[2];',
+          '        int l;',
+          '        for (l = 0; l < 4; l++) s4[l] = acc[l] + acc[l + 4];',
+          '        for (l = 0; l < 2; l++) s2[l] = s4[l] + s4[l + 2];',
+          '        %s = s2[0] + s2[1];',
+          '    }']
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX2')
+        w('static void %s__row_%s(const float *x, const float *res, const float *wt, const float *bs,' % (name, isa))
+        w('                         float *y, float *so) {')
+        w('    float s, mean = 0.0f, rstd;')
+        w('    int64_t j;')
+        if isa == 'avx2':
+            def hsum(dst):
+                return ['    {',
+                        '        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));',
+                        '        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));',
+                        '        %s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));' % dst,
+                        '    }']
+            w('    __m256 acc = _mm256_setzero_ps();')
+            w('    for (j = 0; j < %d; j += 8) {' % H)
+            w('        __m256 v = _mm256_loadu_ps(x + j);')
+            w('        if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+            w('        if (so) _mm256_storeu_ps(so + j, v);')
+            w('        acc = %s;' % ('_mm256_add_ps(acc, v)' if layer else '_mm256_fmadd_ps(v, v, acc)'))
+            w('    }')
+            for l in hsum('s'):
+                w(l)
+            if layer:
+                w('    mean = s / %d.0f;' % H)
+                w('    acc = _mm256_setzero_ps();')
+                w('    for (j = 0; j < %d; j += 8) {' % H)
+                w('        __m256 v = so ? _mm256_loadu_ps(so + j) : _mm256_loadu_ps(x + j);')
+                w('        if (res && !so) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+                w('        v = _mm256_sub_ps(v, _mm256_set1_ps(mean));')
+                w('        acc = _mm256_fmadd_ps(v, v, acc);')
+                w('    }')
+                for l in hsum('s'):
+                    w(l)
+            w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+            w('    for (j = 0; j < %d; j += 8) {' % H)
+            w('        __m256 v = so ? _mm256_loadu_ps(so + j) : _mm256_loadu_ps(x + j);')
+            w('        if (res && !so) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+            w('        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean)), _mm256_set1_ps(rstd));')
+            w('        if (wt && bs) v = _mm256_fmadd_ps(v, _mm256_loadu_ps(wt + j), _mm256_loadu_ps(bs + j));')
+            w('        else if (wt) v = _mm256_mul_ps(v, _mm256_loadu_ps(wt + j));')
+            w('        else if (bs) v = _mm256_add_ps(v, _mm256_loadu_ps(bs + j));')
+            w('        _mm256_storeu_ps(y + j, v);')
+            w('    }')
+        else:
+            w('    float acc[8];')
+            w('    int l;')
+            w('    memset(acc, 0, sizeof acc);')
+            w('    for (j = 0; j < %d; j += 8)' % H)
+            w('        for (l = 0; l < 8; l++) {')
+            w('            float v = x[j + l];')
+            w('            if (res) v = v + res[j + l];')
+            w('            if (so) so[j + l] = v;')
+            w('            acc[l] = %s;' % ('acc[l] + v' if layer else 'fmaf(v, v, acc[l])'))
+            w('        }')
+            for l in hs:
+                w(l % ('s',) if '%s' in l else l)
+            if layer:
+                w('    mean = s / %d.0f;' % H)
+                w('    memset(acc, 0, sizeof acc);')
+                w('    for (j = 0; j < %d; j += 8)' % H)
+                w('        for (l = 0; l < 8; l++) {')
+                w('            float v = so ? so[j + l] : x[j + l];')
+                w('            if (res && !so) v = v + res[j + l];')
+                w('            v = v - mean;')
+                w('            acc[l] = fmaf(v, v, acc[l]);')
+                w('        }')
+                for l in hs:
+                    w(l % ('s',) if '%s' in l else l)
+            w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+            w('    for (j = 0; j < %d; j++) {' % H)
+            w('        float v = so ? so[j] : x[j];')
+            w('        if (res && !so) v = v + res[j];')
+            w('        v = (v - mean) * rstd;')
+            w('        if (wt && bs) v = fmaf(v, wt[j], bs[j]);')
+            w('        else if (wt) v = v * wt[j];')
+            w('        else if (bs) v = v + bs[j];')
+            w('        y[j] = v;')
+            w('    }')
+        if not layer:
+            w('    (void)mean;')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % (sto, name))
+    w('                   const float *bias, float *y, float *residual_out) {')
+    w('    int64_t r;')
+    w('    if (!x || !y) return kern__err(KERN_ERR_ARG, "%s_run: x or y is NULL");' % name)
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+    w('        for (r = 0; r < %d; r++)' % R)
+    w('            %s__row_avx2(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                         residual_out ? residual_out + r * %d : NULL);' % H)
+    w('        return KERN_OK;')
+    w('    }')
+    w('#endif')
+    w('    (void)ctx;')
+    w('    for (r = 0; r < %d; r++)' % R)
+    w('        %s__row_scalar(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                       residual_out ? residual_out + r * %d : NULL);' % H)
+    w('    return KERN_OK;')
+    w('}')
+    if not impl_only:
+        w('#endif /* %s_IMPLEMENTED */' % U)
+        w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def cmd_norm(args, argv):
+    if args.dtype != 'f32':
+        raise GenError('norm: no %s instance yet (f32 only)' % args.dtype)
+    if args.kind not in ('layer', 'rms'):
+        raise GenError("norm: --kind must be 'layer' or 'rms', not %r" % args.kind)
+    if args.rows < 1 or args.rows > 1 << 20:
+        raise GenError('norm: --rows %d is outside [1, 1048576]' % args.rows)
+    if args.h < 8 or args.h > 1 << 20 or args.h % 8:
+        raise GenError('norm: --h %d must be a multiple of 8 in [8, 1048576]' % args.h)
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    eps = f32(args.eps if args.eps is not None else 1e-5)
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: %s_norm f32 rows=%d H=%d eps=%s' % (args.kind, args.rows, args.h, c_float(eps))]
+    write_atomic(args.out, emit_norm(name, args.rows, args.h, args.kind, eps, banner))
+
 
 
 if __name__ == '__main__':

@@ -80,6 +80,18 @@ build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 
+# standalone norm instances (kern_gen.py norm): layer with a small H, rms
+# with BERT's
+build/gen/norm_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --rows 5 --h 40 --kind layer -o $@
+build/gen/norm_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
+build/gen/check_norm: tests/gen_norm_check.c build/gen/norm_a.h build/gen/norm_b.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_norm
+
 # kern_gen.py model --safetensors: bert1's weights in a safetensors file
 # (tests/gen/write_st.py), NAME_prepare_safetensors against NAME_prepare
 build/gen/bert1.safetensors: tests/gen/bert1.kg tests/gen/write_st.py gen/kern_gen.py

@@ -47,6 +47,11 @@ $gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)
   && pass || fail "gemm instance"
 expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
 
+# standalone norm instance; H not a multiple of 8, an unknown kind
+$gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
+expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
+expect_error "norm kind" "--kind must be" $gen norm --rows 4 --h 64 --kind batch -o "$dir/out.h"
+
 # autotune: a real (tiny) tuning run writes the cache, the next replays it
 # without timing; a corrupt, foreign or old cache is refused
 tc="$dir/tune.json"
