@@ -92,6 +92,18 @@ build/gen/check_norm: tests/gen_norm_check.c build/gen/norm_a.h build/gen/norm_b
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_norm
 
+# standalone attention instances (kern_gen.py sdpa): decode with grouped
+# heads, and causal with 3 queries
+build/gen/sdpa_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
+build/gen/sdpa_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
+build/gen/check_sdpa: tests/gen_sdpa_check.c build/gen/sdpa_a.h build/gen/sdpa_b.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_sdpa
+
 # kern_gen.py model --safetensors: bert1's weights in a safetensors file
 # (tests/gen/write_st.py), NAME_prepare_safetensors against NAME_prepare
 build/gen/bert1.safetensors: tests/gen/bert1.kg tests/gen/write_st.py gen/kern_gen.py

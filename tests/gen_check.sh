@@ -52,6 +52,11 @@ $gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$di
 expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
 expect_error "norm kind" "--kind must be" $gen norm --rows 4 --h 64 --kind batch -o "$dir/out.h"
 
+# standalone attention instance; bad head grouping, D not a multiple of 8
+$gen sdpa --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/s.h" && grep -q "Hq=8 Hkv=2 Lq=1 Lk=64 D=32" "$dir/s.h" && pass || fail "sdpa instance"
+expect_error "sdpa groups" "not a multiple of --hkv" $gen sdpa --hq 6 --hkv 4 --lk 8 --d 32 -o "$dir/out.h"
+expect_error "sdpa d" "multiple of 8" $gen sdpa --hq 2 --lk 8 --d 30 -o "$dir/out.h"
+
 # autotune: a real (tiny) tuning run writes the cache, the next replays it
 # without timing; a corrupt, foreign or old cache is refused
 tc="$dir/tune.json"
