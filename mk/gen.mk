@@ -6,8 +6,8 @@
 #             kern_impl.o) and runs it: outputs equal kern_graph_run's bit
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
-# make gen-compile-check   two generated samples (plain, with GEMM
-#             instances) as C99, C11 (gcc, clang)
+# make gen-compile-check   generated samples (plain; with GEMM and norm
+#             instances and safetensors; standalone gemm, norm, sdpa) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
@@ -120,8 +120,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h
-	@fail=0; for h in bert1 bert1_spec; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
+	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
