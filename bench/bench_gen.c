@@ -6,13 +6,15 @@
  *       (gen/bert_ir.py: hidden 768, 12 heads, 3072, vocab 30522), f32,
  *       random weights. impls: kern_graph (the executor, every pass, one
  *       plan bound at L=32); gen (kern_gen.py model: the same kernels with
- *       constant shapes, bit-identical to the executor without its Q/K/V
- *       merge); gen_spec (--specialize-max-m 64: the linears through
- *       generated GEMM instances, single-threaded, within f32 tolerance).
+ *       constant shapes and the same passes, bit-identical to the executor
+ *       without its decomposed-pattern pass); gen_spec (--specialize-max-m
+ *       64: the linears and norms through generated instances, the GEMMs
+ *       over the context's threads, within f32 tolerance). Peer:
+ *       onnxruntime (bench/peers/gen.py).
  *   gemm/f32/M<m>/N4096/K4096, m in 1, 4, 16, 64   y = x.W^T, W a torch
  *       Linear weight packed once. impls: kern_gemm (prepacked with
- *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing). One
- *       thread (the instances are single-threaded).
+ *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
+ *       panels over the threads). 1 and 2 threads.
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -173,7 +175,7 @@ static float *gemm_w, *gemm_x, *gemm_y;
 static void run_gemm(kbench_state *st, void *user) {
     const gcase *c = (const gcase *)user;
     const int64_t N = 4096, K = 4096, M = c->M;
-    kern_ctx *ctx = kbench_ctx(1);
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
     if (!gemm_w) {
         gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
         gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
@@ -224,7 +226,8 @@ KBENCH_INIT(gen) {
                        KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
     for (i = 0; i < 8; i++) {
         snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
-        kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", 1, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
+        for (t = 1; t <= 2; t++)
+            kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
     }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");

@@ -170,6 +170,7 @@ class Graph:
         self.inputs = []        # (name, dtype, dims text list)
         self.weights = []
         self.consts = []        # (name, dtype, dims, values)
+        self.merged = []        # (name, dtype, dims, source weights): built at prepare
         self.nodes = []
         self.outputs = []
 
@@ -352,6 +353,7 @@ class Lowering:
         self.g, self.name = g, name
         self.spec_max_m = specialize_max_m
         self.instances = []     # (M, N, K)
+        self.norm_instances = []  # (kind, rows, H, eps)
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
         for s in g.syms:
@@ -387,6 +389,12 @@ class Lowering:
             v.base, v.kind = ('const', i), 'const'
             self.vals[n] = v
             self.consts.append((v, vals))
+        self.merged = []        # (Val, source Vals): weights the model concatenates
+        for j, (n, dt, dims, srcs) in enumerate(getattr(g, 'merged', [])):
+            v = Val(n, dt, [int(d) for d in dims])
+            v.base, v.kind = ('mw', j), 'weight'
+            self.vals[n] = v
+            self.merged.append((v, [self.vals[x] for x in srcs]))
         for n in g.nodes:
             self.lower(n)
         self.finish_outputs()
@@ -513,13 +521,7 @@ class Lowering:
         alpha_set = 'alpha' in n.attrs
         alpha = self.fattr(n, 'alpha')
         out_scale = self.fattr(n, 'out_scale')
-        pk = None
-        if n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2:
-            wi = w.base[1]
-            if wi not in self.pack_of:
-                self.pack_of[wi] = len(self.packs)
-                self.packs.append(wi)
-            pk = self.pack_of[wi]
+        packable = n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2
         xv, yv, rv = x, y, r
         if n.op == 'linear' and len(x.shape) > 2:
             x2, y2 = flatten2(x), flatten2(y)
@@ -529,12 +531,18 @@ class Lowering:
                 elif r.shape == y.shape and flatten2(r):
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
-        if (self.spec_max_m and n.op == 'linear' and pk is not None and x.dtype == 'f32' and
+        if (self.spec_max_m and n.op == 'linear' and packable and x.dtype == 'f32' and
                 w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
                 yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
                 (b is None or (b.dtype == 'f32' and b.stride == [1]))):
             self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
             return
+        pk = None
+        if packable:  # kern_gemm's packing (the instances pack their own way)
+            if w.base not in self.pack_of:
+                self.pack_of[w.base] = len(self.packs)
+                self.packs.append(w)
+            pk = self.pack_of[w.base]
 
         def emit(G):
             L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);',
@@ -568,56 +576,34 @@ class Lowering:
         if key not in self.instances:
             self.instances.append(key)
         gi = self.instances.index(key)
-        wi = w.base[1]
+        wi = w.base
         if wi not in self.ipack_of:
             self.ipack_of[wi] = len(self.ipacks)
-            self.ipacks.append((wi, gi))
+            self.ipacks.append((w, gi))
         ip = self.ipack_of[wi]
         epi = alpha_set or act != 'none' or r is not None or out_scale
         nm = self.name
 
         def emit(G):
-            if act in ('gelu', 'gelu_tanh'):
-                G.helpers.add(act)
-            L = ['float *py = %s;' % G.ptr(y, True),
-                 'st = %s__gi%d_run(ctx, %s, m->ip[%d], %s, py);' % (
-                     nm, gi, G.ptr(x), ip, 'NULL' if (b is None or epi) else G.ptr(b))]
+            L = ['float *py = %s;' % G.ptr(y, True)]
             if not epi:
-                return L
-            L.append('if (st) return st;')
+                return L + ['st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], %s, py, NULL, 1.0f);' % (
+                    nm, gi, G.ptr(x), ip, 'NULL' if b is None else G.ptr(b))]
+            # kern_gemm's epilogue (kern__epilogue_apply_f32): its order and
+            # roundings, applied per task to the panels it computed
+            L += ['kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
             if b is not None:
-                L.append('const float *pb = %s;' % G.ptr(b))
+                L += G.tview('tbias', b) + ['ep.bias = &tbias;']
+            if act != 'none':
+                L.append('ep.act = %s;' % ACTS[act])
             if r is not None:
-                L.append('const %s *pr = %s;' % (CTYPE[r.dtype], G.ptr(r)))
-            rs = G.bstrides(r, y.shape) if r is not None else None
-
-            def body(o):
-                e = ['float v = py[%s];' % o[0]]
-                if alpha_set:
-                    e.append('v = %s * v;' % c_float(alpha))
-                if b is not None:
-                    e.append('v = v + pb[i1];')
-                if act == 'gelu':
-                    e.append('v = %s__gelu(v);' % nm)
-                elif act == 'gelu_tanh':
-                    e.append('v = %s__gelu_tanh(v);' % nm)
-                elif act == 'relu':
-                    e.append('v = v > 0 ? v : (v != v ? v : 0.0f);')
-                elif act == 'silu':
-                    e.append('v = v / (1.0f + expf(-v));')
-                if r is not None:
-                    e.append('v = v + %s;' % G.load(r, 'pr', o[1]))
-                if out_scale:
-                    e.append('v = %s * v;' % c_float(out_scale))
-                return e + ['py[%s] = v;' % o[0]]
-            # two explicit loops (no merging) so i1 is the column
-            L.append('for (int64_t i0 = 0; i0 < %d; i0++) {' % y.shape[0])
-            L.append('    for (int64_t i1 = 0; i1 < %d; i1++) {' % y.shape[1])
-            o = ['i0 * %d + i1' % y.shape[1]]
-            if r is not None:
-                o.append('i0 * %d + i1 * %d' % (rs[0], rs[1]))
-            L += ['        ' + l for l in body(o)]
-            L += ['    }', '}']
+                rb = Val(r.name, r.dtype, y.shape)
+                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+                L += G.tview('tres', rb) + ['ep.residual = &tres;']
+            if out_scale:
+                L.append('ep.out_scale = %s;' % c_float(out_scale))
+            L.append('st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], NULL, py, &ep, %s);' % (
+                nm, gi, G.ptr(x), ip, c_float(alpha) if alpha_set else '1.0f'))
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
@@ -669,6 +655,34 @@ class Lowering:
         eps_set = 'eps' in n.attrs
         eps = self.fattr(n, 'eps')
         kind = 'KERN_NORM_RMS' if n.op == 'rms_norm' else 'KERN_NORM_LAYER'
+        H = x.shape[-1] if x.shape else 0
+        R = x.numel() // H if H else 0
+
+        def dense(v):
+            return v is None or (v.dtype == 'f32' and v.shape == x.shape and v.contiguous())
+        if (self.spec_max_m and H % 8 == 0 and H and R and dense(x) and dense(y) and dense(r) and
+                dense(y1) and all(t is None or (t.dtype == 'f32' and t.shape == [H] and t.stride == [1])
+                                  for t in (w, b))):
+            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5))
+            if key not in self.norm_instances:
+                self.norm_instances.append(key)
+            ni = self.norm_instances.index(key)
+            nm = self.name
+
+            def emit_i(G):
+                L = ['float *py = %s;' % G.ptr(y, True),
+                     'st = %s__ni%d_run(ctx, %s, %s, %s, %s, py, %s);' % (
+                         nm, ni, G.ptr(x), 'NULL' if r is None else G.ptr(r),
+                         'NULL' if w is None else G.ptr(w), 'NULL' if b is None else G.ptr(b),
+                         'NULL' if y1 is None else G.ptr(y1, True))]
+                if act != 'none':  # kern_gemm's epilogue with act only: kern's activation
+                    L += ['{', '    kern_epilogue ep;', '    memset(&ep, 0, sizeof ep);',
+                          '    ep.act = %s;' % ACTS[act],
+                          '    kern__epilogue_apply_f32(ctx, py, %d, %d, 0, %d, 1.0f, &ep);' % (H, R, H),
+                          '}']
+                return L
+            self.add_step(n, [x, w, b, r], [y, y1], emit_i)
+            return
 
         def emit(G):
             L = ['kern_norm_params np;', 'memset(&np, 0, sizeof np);', 'np.norm = %s;' % kind]
@@ -981,6 +995,8 @@ class Emitter:
             return '(const char *)inputs[%d]' % i, True
         if kind == 'w':
             return '(const char *)m->w[%d]' % i, True
+        if kind == 'mw':
+            return '(const char *)m->mw[%d]' % i, True
         if kind == 'const':
             return '(const char *)%s__c%d' % (self.name, i), True
         if kind == 'out':
@@ -1274,6 +1290,8 @@ def emit_model(low, name, banner):
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
+    w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
+        len(low.merged) + 1))
     w('} %s_model;' % N)
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
@@ -1286,6 +1304,7 @@ def emit_model(low, name, banner):
     w(' * stays allocated and *m is zeroed. */')
     w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m);' % (N, N))
     w('void %s_release(kern_ctx *ctx, %s_model *m);' % (N, N))
+    emit_st_decl(w, low, N, U)
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena);')
     w('#endif /* %s_H */' % U)
@@ -1295,7 +1314,7 @@ def emit_model(low, name, banner):
     w('#define %s_IMPLEMENTED' % U)
     w('#include <math.h>')
     w('#include <string.h>')
-    if low.instances:
+    if low.instances or low.norm_instances:
         w('#ifdef KERN_X86')
         w('#include <immintrin.h>')
         w('#endif')
@@ -1344,6 +1363,8 @@ def emit_model(low, name, banner):
     for gi, (Mi, Ni, Ki) in enumerate(low.instances):
         o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
                            cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
+    for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
+        o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
@@ -1351,6 +1372,8 @@ def emit_model(low, name, banner):
     w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
+    for j in range(len(low.merged)):
+        w('    kern__free(ctx, m->mw[%d]);' % j)
     w('    memset(m, 0, sizeof *m);')
     w('}')
     w('')
@@ -1367,22 +1390,34 @@ def emit_model(low, name, banner):
     w('        }')
     w('        m->w[i] = weights[i];')
     w('    }')
-    for j, wi in enumerate(low.packs):
-        v = low.weights[wi]
+    for j, (v, srcs) in enumerate(low.merged):
+        w('    /* %s: %s concatenated */' % (v.name.replace('*/', '* /'), ', '.join(
+            x.name.replace('*/', '* /') for x in srcs)))
+        w('    m->mw[%d] = kern__alloc(ctx, (size_t)%d);' % (j, max(v.numel() * v.esize(), 1)))
+        w('    if (!m->mw[%d]) {' % j)
+        w('        %s_release(ctx, m);' % N)
+        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w('    }')
+        off = 0
+        for x in srcs:
+            nb = x.numel() * x.esize()
+            w('    memcpy((char *)m->mw[%d] + %d, m->w[%d], %d);' % (j, off, x.base[1], nb))
+            off += nb
+    for j, v in enumerate(low.packs):
         w('    { /* %s */' % v.name.replace('*/', '* /'))
         w('        kern_gemm_pack_params pp;')
         w('        kern_tensor t;')
         w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
         w('        memset(&pp, 0, sizeof pp);')
         w('        pp.trans_b = 1;')
-        w('        %s__view(&t, m->w[%d], %s, 2, d);' % (N, wi, DTYPES[v.dtype][0]))
+        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
         w('        st = kern_gemm_pack_b(ctx, &t, &m->pb[%d], &pp);' % j)
         w('        if (st) {')
         w('            %s_release(ctx, m);' % N)
         w('            return st;')
         w('        }')
         w('    }')
-    for j, (wi, gi) in enumerate(low.ipacks):
+    for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki = low.instances[gi]
         w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
             j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
@@ -1390,10 +1425,17 @@ def emit_model(low, name, banner):
         w('        %s_release(ctx, m);' % N)
         w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
         w('    }')
-        w('    %s__gi%d_pack((const float *)m->w[%d], m->ip[%d]);' % (N, gi, wi, j))
+        w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
+            N, gi, E.base_expr(wv)[0], j))
+    for j, (v, srcs) in enumerate(low.merged):
+        if len(v.shape) == 2:  # a weight: only its packed form is read
+            w('    kern__free(ctx, m->mw[%d]);' % j)
+            w('    m->mw[%d] = NULL;' % j)
     w('    (void)ctx;')
     w('    return st;')
     w('}')
+    w('')
+    emit_st_impl(w, low, N, U)
     w('')
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena) {')
@@ -1446,6 +1488,8 @@ def cmd_model(args, argv):
     log = run_passes(g, bind, name, passes)
     low = Lowering(g, bind, name, args.specialize_max_m)
     low.inst_cfg = {}
+    if args.safetensors:
+        bind_safetensors(low, args.safetensors)
     if args.autotune and low.instances:
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
@@ -1455,10 +1499,14 @@ def cmd_model(args, argv):
             save_cache(path, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
-              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)'),
+              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)')] + (
+              ['weights: %s (safetensors, header fnv1a64 %016x)' % (
+                  os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
               'passes:  %s' % (', '.join(passes) or 'none')] + log + [
               'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
                                       or 'none'),
+              'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
+                                                for k in low.norm_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -1479,6 +1527,9 @@ def main(argv=None):
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pm.add_argument('--safetensors', default='', metavar='FILE',
+                    help='check the weights against this file and emit NAME_prepare_safetensors '
+                         '(the weights at their offsets in it)')
     pm.add_argument('-o', '--out', required=True)
     pg = sub.add_parser('gemm', help='one GEMM instance: y = x . W^T (+ bias)')
     pg.add_argument('--m', type=int, required=True)
@@ -1492,12 +1543,35 @@ def main(argv=None):
     pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL',
                     help='a blocking by hand (what --autotune chooses among)')
     pg.add_argument('-o', '--out', required=True)
+    pn = sub.add_parser('norm', help='one norm instance: y = norm(x + residual) * weight + bias')
+    pn.add_argument('--rows', type=int, required=True)
+    pn.add_argument('--h', type=int, required=True)
+    pn.add_argument('--kind', default='layer', help='layer or rms')
+    pn.add_argument('--eps', type=float, default=None, help='default 1e-5 (kern_norm\'s)')
+    pn.add_argument('--dtype', default='f32')
+    pn.add_argument('--name', default='')
+    pn.add_argument('-o', '--out', required=True)
+    ps = sub.add_parser('sdpa', help='one attention instance (decode / GQA): y = softmax(q k^T s) v')
+    ps.add_argument('--hq', type=int, required=True)
+    ps.add_argument('--hkv', type=int, default=0, help='K/V heads (default: --hq)')
+    ps.add_argument('--lq', type=int, default=1)
+    ps.add_argument('--lk', type=int, required=True)
+    ps.add_argument('--d', type=int, required=True)
+    ps.add_argument('--causal', action='store_true')
+    ps.add_argument('--scale', type=float, default=None, help='default 1/sqrt(D)')
+    ps.add_argument('--dtype', default='f32')
+    ps.add_argument('--name', default='')
+    ps.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
         if args.cmd == 'model':
             cmd_model(args, argv)
         elif args.cmd == 'gemm':
             cmd_gemm(args, argv)
+        elif args.cmd == 'norm':
+            cmd_norm(args, argv)
+        elif args.cmd == 'sdpa':
+            cmd_sdpa(args, argv)
         else:
             ap.print_usage(sys.stderr)
             return 2
@@ -1518,7 +1592,7 @@ def main(argv=None):
 # _QKV off). Shapes are compared concretely (the executor compares
 # symbolic dims): only a binding that makes two different expressions
 # equal (L and P both 5) can fuse here where the executor does not.
-PASSES = ('dce', 'epilogue', 'residual_norm', 'norm_act')
+PASSES = ('dce', 'epilogue', 'qkv', 'residual_norm', 'norm_act')
 GEMM_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh', 'silu': 'silu', 'relu': 'relu'}
 
 
@@ -1632,6 +1706,69 @@ def _producer(g, v):
     return None
 
 
+def pass_qkv(g, vals, log):
+    """The executor's Q/K/V merge (kern__gpx_qkv): linears reading the same
+    x whose weights (and biases, all or none) are graph weights of one
+    dtype and K, none with a residual, act, alpha or out_scale, become one
+    GEMM over the rows of their weights concatenated (in node order; the
+    model builds the merged weight at prepare) and a split into views."""
+    for i, a in enumerate(list(g.nodes)):
+        if a not in g.nodes or a.op != 'linear':
+            continue
+        _pad(a)
+        wa = vals[a.ins[1]]
+        has_bias = a.ins[2] != '-'
+        grp = []
+        for b in g.nodes[g.nodes.index(a):]:
+            if len(grp) >= 8:
+                break
+            if b.op != 'linear' or b.ins[0] != a.ins[0]:
+                continue
+            _pad(b)
+            wb = vals[b.ins[1]]
+            if (wb.kind != 'weight' or wb.dtype != wa.dtype or len(wb.shape) != 2 or
+                    len(wa.shape) != 2 or wb.shape[1] != wa.shape[1] or b.ins[3] != '-' or
+                    b.attrs.get('act', 'none') != 'none' or 'alpha' in b.attrs or
+                    float(b.attrs.get('out_scale', 0) or 0) != 0 or
+                    (b.ins[2] != '-') != has_bias):
+                continue
+            if has_bias and (vals[b.ins[2]].kind != 'weight' or
+                             vals[b.ins[2]].dtype != vals[a.ins[2]].dtype):
+                continue
+            grp.append(b)
+        if len(grp) < 2 or wa.kind != 'weight':
+            continue
+        ntot = sum(vals[b.ins[1]].shape[0] for b in grp)
+        base = a.outs[0]
+        wname = fresh(g, base + '.merged_weight')
+        g.merged.append((wname, wa.dtype, [str(ntot), str(wa.shape[1])], [b.ins[1] for b in grp]))
+        bname = '-'
+        if has_bias:
+            bname = fresh(g, base + '.merged_bias')
+            g.merged.append((bname, vals[a.ins[2]].dtype, [str(ntot)], [b.ins[2] for b in grp]))
+        mname = fresh(g, base + '.merged')
+        at = g.nodes.index(grp[0])
+        m = Node(grp[0].line, [mname], 'linear', [a.ins[0], wname, bname, '-'], {})
+        s = Node(grp[0].line, [b.outs[0] for b in grp], 'split', [mname],
+                 {'axis': '-1', 'sizes': ','.join(str(vals[b.ins[1]].shape[0]) for b in grp)})
+        for b in grp:
+            g.nodes.remove(b)
+        g.nodes[at:at] = [m, s]
+        log.append("fuse: %d linears reading '%s' (%s) -> one GEMM '%s' [%d outputs]" % (
+            len(grp), a.ins[0], ', '.join("'%s'" % b.outs[0] for b in grp), mname, ntot))
+
+
+def fresh(g, name):
+    taken = set(n for n, *_ in g.inputs) | set(n for n, *_ in g.weights) | \
+        set(c[0] for c in g.consts) | set(m[0] for m in g.merged) | \
+        set(o for n in g.nodes for o in n.outs)
+    out, k = name, 1
+    while out in taken:
+        out = '%s.%d' % (name, k)
+        k += 1
+    return out
+
+
 def pass_residual_norm(g, vals, log):
     uses = _uses(g)
     for n in list(g.nodes):
@@ -1690,6 +1827,9 @@ def run_passes(g, bind, name, passes):
     if 'epilogue' in passes:
         vals, consts = shapes()
         pass_epilogue(g, vals, consts, log)
+    if 'qkv' in passes:
+        vals, _ = shapes()
+        pass_qkv(g, vals, log)
     if 'residual_norm' in passes:
         vals, _ = shapes()
         pass_residual_norm(g, vals, log)
@@ -1858,8 +1998,9 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
         w('')
         if isa == 'avx2':
             w('#ifdef KERN_X86')
-        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y) {' % (name, isa))
-        w('    for (int64_t p = 0; p < %d; p++) {' % NP)
+        w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
+        w('                         int64_t p0, int64_t p1) {')
+        w('    for (int64_t p = p0; p < p1; p++) {')
         w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
         w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
@@ -1870,18 +2011,63 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
         if isa == 'avx2':
             w('#endif')
     w('')
-    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % (sto, name))
-    w('                   float *y) {')
-    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('typedef struct %s__args {' % name)
+    w('    kern_ctx *ctx;')
+    w('    const float *x, *packed, *bias;')
+    w('    float *y;')
+    w('    const kern_epilogue *epi;')
+    w('    float alpha;')
+    w('    int64_t per;')
+    w('} %s__args;' % name)
+    w('')
+    w('/* panels [t per, (t + 1) per) and their epilogue */')
+    w('static void %s__task(void *arg, int64_t t, int thread) {' % name)
+    w('    const %s__args *a = (const %s__args *)arg;' % (name, name))
+    w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
+    w('    (void)thread;')
     w('#ifdef KERN_X86')
-    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
-    w('        %s__panels_avx2(x, packed, bias, y);' % name)
+    w('    if (kern_ctx_isa(a->ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(a->ctx) < KERN_ISA_NEON)')
+    w('        %s__panels_avx2(a->x, a->packed, a->bias, a->y, p0, p1);' % name)
+    w('    else')
+    w('#endif')
+    w('        %s__panels_scalar(a->x, a->packed, a->bias, a->y, p0, p1);' % name)
+    w('    if (a->epi)')
+    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
+      % (N, M, GEMM_NR, GEMM_NR, N, GEMM_NR, N, GEMM_NR))
+    w('                                 a->alpha, a->epi);')
+    w('}')
+    w('')
+    w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue (bias applied by')
+    w(' * the micro-kernels when epi is NULL); the column panels split over the')
+    w(' * context\'s threads (the same bits on any thread count). */')
+    w('static kern_status %s__run_epi(kern_ctx *ctx, const float *x, const float *packed,' % name)
+    w('                               const float *bias, float *y, const kern_epilogue *epi,')
+    w('                               float alpha) {')
+    w('    %s__args a;' % name)
+    w('    int nt = kern_ctx_threads(ctx);')
+    w('    int64_t ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    a.ctx = ctx;')
+    w('    a.x = x;')
+    w('    a.packed = packed;')
+    w('    a.bias = bias;')
+    w('    a.y = y;')
+    w('    a.epi = epi;')
+    w('    a.alpha = alpha;')
+    w('    if (nt <= 1 || ntask <= 1) {')
+    w('        a.per = %d;' % NP)
+    w('        %s__task(&a, 0, 0);' % name)
     w('        return KERN_OK;')
     w('    }')
-    w('#endif')
-    w('    (void)ctx;')
-    w('    %s__panels_scalar(x, packed, bias, y);' % name)
-    w('    return KERN_OK;')
+    w('    a.per = (%d + ntask - 1) / ntask;' % NP)
+    w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    w('}')
+    if sto:
+        return  # inside a model: it calls NAME__run_epi
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
+    w('                   float *y) {')
+    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('    return %s__run_epi(ctx, x, packed, bias, y, NULL, 1.0f);' % name)
     w('}')
 
 
@@ -2034,9 +2220,11 @@ def time_gemm_candidates(M, N, K, cands):
             src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
             src.append('            double t = now();')
             src.append('#ifdef KERN_X86')
-            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y); else' % i)
+            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y, 0, %d); else' % (
+                i, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('#endif')
-            src.append('            t%d__panels_scalar(x, pk, NULL, y);' % i)
+            src.append('            t%d__panels_scalar(x, pk, NULL, y, 0, %d);' % (
+                i, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('            t = now() - t;')
             src.append('            spent += t;')
             src.append('            if (r && t < best) best = t;')
@@ -2093,6 +2281,484 @@ def tune_gemm(M, N, K, cache, log):
     log.append('autotune: %s: mr=%d split=%d unroll=%d, %.1f us (%d candidates, %.1f s)' % (
         key, c['mr'], c['split'], c['unroll'], us[best], len(cands), time.time() - t0))
     return c
+
+
+
+# ------------------------------------------------------------- safetensors
+ST_DTYPES = {'F32': 'f32', 'F16': 'f16', 'BF16': 'bf16', 'I8': 'i8', 'U8': 'u8', 'I32': 'i32',
+             'I64': 'i64', 'BOOL': 'bool'}
+
+
+def read_safetensors(path):
+    """The header of a safetensors file: (header bytes, {name: (dtype,
+    shape, begin, end)} with absolute file offsets, file size)."""
+    import json
+    try:
+        size = os.path.getsize(path)
+        with open(path, 'rb') as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise GenError('safetensors %s: shorter than 8 bytes' % path)
+            n = struct.unpack('<Q', head)[0]
+            if n < 2 or n > 100 << 20 or 8 + n > size:
+                raise GenError('safetensors %s: header length %d does not fit the file (%d bytes)'
+                               % (path, n, size))
+            hdr = f.read(n)
+    except OSError as e:
+        raise GenError('cannot read %s: %s' % (path, e.strerror))
+    try:
+        j = json.loads(hdr.decode('utf-8'))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GenError('safetensors %s: the header is not JSON (%s)' % (path, str(e).split('\n')[0]))
+    if not isinstance(j, dict):
+        raise GenError('safetensors %s: the header is not a JSON object' % path)
+    out = {}
+    for name, e in j.items():
+        if name == '__metadata__':
+            continue
+        ok = (isinstance(e, dict) and e.get('dtype') in ST_DTYPES and
+              isinstance(e.get('shape'), list) and all(isinstance(d, int) and d >= 0 for d in e['shape'])
+              and isinstance(e.get('data_offsets'), list) and len(e['data_offsets']) == 2 and
+              all(isinstance(d, int) for d in e['data_offsets']))
+        if not ok:
+            raise GenError("safetensors %s: entry '%s' is not {dtype, shape, data_offsets} "
+                           "of a known dtype" % (path, name))
+        dt = ST_DTYPES[e['dtype']]
+        b, en = e['data_offsets']
+        if not (0 <= b <= en and 8 + n + en <= size and en - b == functools_prod(e['shape']) * DTYPES[dt][1]):
+            raise GenError("safetensors %s: entry '%s' has data_offsets %s outside the file or not "
+                           "of its shape's size" % (path, name, e['data_offsets']))
+        out[name] = (dt, list(e['shape']), 8 + n + b, 8 + n + en)
+    return hdr, out, size
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for c in bytearray(data):
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def bind_safetensors(low, path):
+    hdr, ents, size = read_safetensors(path)
+    offs = []
+    for v in low.weights:
+        e = ents.get(v.name)
+        if e is None:
+            raise GenError("safetensors %s: no tensor '%s' (a weight of the graph)" % (path, v.name))
+        if e[0] != v.dtype or e[1] != v.shape:
+            raise GenError("safetensors %s: '%s' is %s %s; the graph wants %s %s" % (
+                path, v.name, e[0], e[1], v.dtype, v.shape))
+        if e[2] % v.esize():
+            raise GenError("safetensors %s: '%s' starts at byte %d, not a multiple of its %d-byte "
+                           "elements" % (path, v.name, e[2], v.esize()))
+        offs.append(e[2])
+    low.st = {'path': path, 'hlen': len(hdr), 'hash': fnv1a64(hdr), 'offs': offs, 'size': size,
+              'min': max([e[3] for e in ents.values()] + [8 + len(hdr)])}
+
+
+def emit_st_decl(w, low, N, U):
+    if not getattr(low, 'st', None):
+        return
+    st = low.st
+    w('/* The weights straight from the safetensors file the model was generated')
+    w(' * from (%s; its header is checked): file = the whole file in memory' % os.path.basename(st['path']).replace('*/', '* /'))
+    w(' * (e.g. mmap), 8-byte aligned, outliving the model. */')
+    w('#define %s_SAFETENSORS_MIN_SIZE ((size_t)%d)' % (U, st['min']))
+    w('kern_status %s_prepare_safetensors(kern_ctx *ctx, const void *file, size_t size, %s_model *m);'
+      % (N, N))
+
+
+def emit_st_impl(w, low, N, U):
+    if not getattr(low, 'st', None):
+        return
+    st = low.st
+    w('')
+    w('static const uint64_t %s__st_off[%s_N_WEIGHTS + 1] = {%s};' % (
+        N, U, ', '.join(['%dull' % o for o in st['offs']] + ['0'])))
+    w('')
+    w('kern_status %s_prepare_safetensors(kern_ctx *ctx, const void *file, size_t size, %s_model *m) {'
+      % (N, N))
+    w('    const unsigned char *f = (const unsigned char *)file;')
+    w('    const void *wp[%s_N_WEIGHTS + 1];' % U)
+    w('    uint64_t n = 0, h = 0xcbf29ce484222325ull;')
+    w('    int64_t i;')
+    w('    if (!f || !m) return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: file or m is NULL");' % N)
+    w('    if ((uintptr_t)f % 8)')
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: file is not 8-byte aligned");' % N)
+    w('    if (size < %s_SAFETENSORS_MIN_SIZE)' % U)
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: %%llu bytes; the file it was "' % N)
+    w('                         "generated from has at least %d", (unsigned long long)size);' % st['min'])
+    w('    for (i = 0; i < 8; i++) n |= (uint64_t)f[i] << (8 * i);')
+    w('    if (n != %dull)' % st['hlen'])
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: header of %%llu bytes; the file "' % N)
+    w('                         "it was generated from has %d", (unsigned long long)n);' % st['hlen'])
+    w('    for (i = 0; i < %d; i++) {' % st['hlen'])
+    w('        h ^= f[8 + i];')
+    w('        h *= 0x100000001b3ull;')
+    w('    }')
+    w('    if (h != 0x%016xull)' % st['hash'])
+    w('        return kern__err(KERN_ERR_ARG, "%s_prepare_safetensors: the header differs from the "' % N)
+    w('                         "one it was generated from (%s)");' % c_str(os.path.basename(st['path'])))
+    w('    for (i = 0; i < %s_N_WEIGHTS; i++) wp[i] = f + %s__st_off[i];' % (U, N))
+    w('    wp[%s_N_WEIGHTS] = NULL;' % U)
+    w('    return %s_prepare(ctx, wp, m);' % N)
+    w('}')
+
+# ---------------------------------------------------------- norm instances
+def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
+    """y[R,H] = norm(x (+ residual)) (* weight) (+ bias), the sum kept in
+    residual_out when given; layer (mean and variance in two passes) or rms.
+    H a multiple of 8: 8 lanes accumulate, summed in one fixed order, so
+    the AVX2 row and its scalar twin (fmaf, the same order) give the same
+    bits. f32, one thread (rows are few where it is used)."""
+    U = name.upper()
+    o = []
+    w = o.append
+    sto = 'static ' if impl_only else ''
+    layer = kind == 'layer'
+    if impl_only:
+        w('')
+        w('/* norm instance %s R=%d H=%d eps=%s (kern_gen.py norm) */' % (kind, R, H, c_float(eps)))
+    else:
+        w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+        for b in banner:
+            w(' *   %s' % b)
+        w(' *')
+        w(' * y[%d,%d] = %s_norm(x + residual) * weight + bias, eps %s; residual,' % (
+            R, H, kind, c_float(eps)))
+        w(' * weight, bias and residual_out (where x + residual is written) may be')
+        w(' * NULL; f32, contiguous rows, one thread; the ISA is the context\'s (AVX2')
+        w(' * or the scalar twin, which gives the same bits). */')
+        w('#ifndef %s_H' % U)
+        w('#define %s_H' % U)
+        w('#include "kern.h"')
+        w('#define %s_ROWS %d' % (U, R))
+        w('#define %s_HIDDEN %d' % (U, H))
+        w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % name)
+        w('                   const float *bias, float *y, float *residual_out);')
+        w('#endif /* %s_H */' % U)
+        w('')
+        w('#ifdef %s_IMPLEMENTATION' % U)
+        w('#ifndef %s_IMPLEMENTED' % U)
+        w('#define %s_IMPLEMENTED' % U)
+        w('#include <math.h>')
+        w('#include <string.h>')
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    hs = ['    {',
+          '        float s4[4], s2[2];',
+          '        int l;',
+          '        for (l = 0; l < 4; l++) s4[l] = acc[l] + acc[l + 4];',
+          '        for (l = 0; l < 2; l++) s2[l] = s4[l] + s4[l + 2];',
+          '        %s = s2[0] + s2[1];',
+          '    }']
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX2')
+        w('static void %s__row_%s(const float *x, const float *res, const float *wt, const float *bs,' % (name, isa))
+        w('                         float *y, float *so) {')
+        w('    float s, mean = 0.0f, rstd;')
+        w('    int64_t j;')
+        if isa == 'avx2':
+            def hsum(dst):
+                return ['    {',
+                        '        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));',
+                        '        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));',
+                        '        %s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));' % dst,
+                        '    }']
+            w('    __m256 acc = _mm256_setzero_ps();')
+            w('    for (j = 0; j < %d; j += 8) {' % H)
+            w('        __m256 v = _mm256_loadu_ps(x + j);')
+            w('        if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+            w('        if (so) _mm256_storeu_ps(so + j, v);')
+            w('        acc = %s;' % ('_mm256_add_ps(acc, v)' if layer else '_mm256_fmadd_ps(v, v, acc)'))
+            w('    }')
+            for l in hsum('s'):
+                w(l)
+            if layer:
+                w('    mean = s / %d.0f;' % H)
+                w('    acc = _mm256_setzero_ps();')
+                w('    for (j = 0; j < %d; j += 8) {' % H)
+                w('        __m256 v = so ? _mm256_loadu_ps(so + j) : _mm256_loadu_ps(x + j);')
+                w('        if (res && !so) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+                w('        v = _mm256_sub_ps(v, _mm256_set1_ps(mean));')
+                w('        acc = _mm256_fmadd_ps(v, v, acc);')
+                w('    }')
+                for l in hsum('s'):
+                    w(l)
+            w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+            w('    for (j = 0; j < %d; j += 8) {' % H)
+            w('        __m256 v = so ? _mm256_loadu_ps(so + j) : _mm256_loadu_ps(x + j);')
+            w('        if (res && !so) v = _mm256_add_ps(v, _mm256_loadu_ps(res + j));')
+            w('        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean)), _mm256_set1_ps(rstd));')
+            w('        if (wt && bs) v = _mm256_fmadd_ps(v, _mm256_loadu_ps(wt + j), _mm256_loadu_ps(bs + j));')
+            w('        else if (wt) v = _mm256_mul_ps(v, _mm256_loadu_ps(wt + j));')
+            w('        else if (bs) v = _mm256_add_ps(v, _mm256_loadu_ps(bs + j));')
+            w('        _mm256_storeu_ps(y + j, v);')
+            w('    }')
+        else:
+            w('    float acc[8];')
+            w('    int l;')
+            w('    memset(acc, 0, sizeof acc);')
+            w('    for (j = 0; j < %d; j += 8)' % H)
+            w('        for (l = 0; l < 8; l++) {')
+            w('            float v = x[j + l];')
+            w('            if (res) v = v + res[j + l];')
+            w('            if (so) so[j + l] = v;')
+            w('            acc[l] = %s;' % ('acc[l] + v' if layer else 'fmaf(v, v, acc[l])'))
+            w('        }')
+            for l in hs:
+                w(l % ('s',) if '%s' in l else l)
+            if layer:
+                w('    mean = s / %d.0f;' % H)
+                w('    memset(acc, 0, sizeof acc);')
+                w('    for (j = 0; j < %d; j += 8)' % H)
+                w('        for (l = 0; l < 8; l++) {')
+                w('            float v = so ? so[j + l] : x[j + l];')
+                w('            if (res && !so) v = v + res[j + l];')
+                w('            v = v - mean;')
+                w('            acc[l] = fmaf(v, v, acc[l]);')
+                w('        }')
+                for l in hs:
+                    w(l % ('s',) if '%s' in l else l)
+            w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+            w('    for (j = 0; j < %d; j++) {' % H)
+            w('        float v = so ? so[j] : x[j];')
+            w('        if (res && !so) v = v + res[j];')
+            w('        v = (v - mean) * rstd;')
+            w('        if (wt && bs) v = fmaf(v, wt[j], bs[j]);')
+            w('        else if (wt) v = v * wt[j];')
+            w('        else if (bs) v = v + bs[j];')
+            w('        y[j] = v;')
+            w('    }')
+        if not layer:
+            w('    (void)mean;')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % (sto, name))
+    w('                   const float *bias, float *y, float *residual_out) {')
+    w('    int64_t r;')
+    w('    if (!x || !y) return kern__err(KERN_ERR_ARG, "%s_run: x or y is NULL");' % name)
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+    w('        for (r = 0; r < %d; r++)' % R)
+    w('            %s__row_avx2(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                         residual_out ? residual_out + r * %d : NULL);' % H)
+    w('        return KERN_OK;')
+    w('    }')
+    w('#endif')
+    w('    (void)ctx;')
+    w('    for (r = 0; r < %d; r++)' % R)
+    w('        %s__row_scalar(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                       residual_out ? residual_out + r * %d : NULL);' % H)
+    w('    return KERN_OK;')
+    w('}')
+    if not impl_only:
+        w('#endif /* %s_IMPLEMENTED */' % U)
+        w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def cmd_norm(args, argv):
+    if args.dtype != 'f32':
+        raise GenError('norm: no %s instance yet (f32 only)' % args.dtype)
+    if args.kind not in ('layer', 'rms'):
+        raise GenError("norm: --kind must be 'layer' or 'rms', not %r" % args.kind)
+    if args.rows < 1 or args.rows > 1 << 20:
+        raise GenError('norm: --rows %d is outside [1, 1048576]' % args.rows)
+    if args.h < 8 or args.h > 1 << 20 or args.h % 8:
+        raise GenError('norm: --h %d must be a multiple of 8 in [8, 1048576]' % args.h)
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    eps = f32(args.eps if args.eps is not None else 1e-5)
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: %s_norm f32 rows=%d H=%d eps=%s' % (args.kind, args.rows, args.h, c_float(eps))]
+    write_atomic(args.out, emit_norm(name, args.rows, args.h, args.kind, eps, banner))
+
+
+# ---------------------------------------------------------- sdpa instances
+def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
+    """Attention for one sequence with every size constant: q [HQ,LQ,D],
+    k and v [HKV,LK,D], y [HQ,LQ,D], contiguous f32. The HQ/HKV query heads
+    of a group (GQA) walk their K/V rows together (each row read once per
+    group), with an online softmax (running max, rescaled sum and
+    accumulator); causal aligns the queries to the last keys. D a multiple
+    of 8: dot products in 8 lanes summed in one fixed order, expf for the
+    weights, so the AVX2 code and its scalar twin (fmaf) give the same
+    bits. The K/V heads split over the context's threads (same bits)."""
+    U = name.upper()
+    G = HQ // HKV
+    RW = G * LQ
+    o = []
+    w = o.append
+    w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+    for b in banner:
+        w(' *   %s' % b)
+    w(' *')
+    w(' * y[%d,%d,%d] = softmax(q k^T * %s%s) v; q [%d,%d,%d], k and v [%d,%d,%d],' % (
+        HQ, LQ, D, repr(scale), ', causal (queries at the last keys)' if causal else '',
+        HQ, LQ, D, HKV, LK, D))
+    w(' * contiguous f32; query head h reads K/V head h / %d. The ISA is the' % G)
+    w(' * context\'s (AVX2 or the scalar twin: the same bits), the K/V heads split')
+    w(' * over its threads. */')
+    w('#ifndef %s_H' % U)
+    w('#define %s_H' % U)
+    w('#include "kern.h"')
+    w('kern_status %s_run(kern_ctx *ctx, const float *q, const float *k, const float *v, float *y);' % name)
+    w('#endif /* %s_H */' % U)
+    w('')
+    w('#ifdef %s_IMPLEMENTATION' % U)
+    w('#ifndef %s_IMPLEMENTED' % U)
+    w('#define %s_IMPLEMENTED' % U)
+    w('#include <math.h>')
+    w('#include <string.h>')
+    w('#ifdef KERN_X86')
+    w('#include <immintrin.h>')
+    w('#endif')
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX2')
+        w('static void %s__head_%s(const float *q, const float *k, const float *v, float *y, int64_t g) {' % (name, isa))
+        w('    /* the %d rows (query head, query) of K/V head g */' % RW)
+        w('    float mx[%d], sum[%d], acc[%d];' % (RW, RW, RW * D))
+        w('    int64_t j, r, d;')
+        w('    const float *kg = k + g * %d, *vg = v + g * %d;' % (LK * D, LK * D))
+        w('    const float *qg = q + g * %d;' % (G * LQ * D))
+        w('    for (r = 0; r < %d; r++) {' % RW)
+        w('        mx[r] = -INFINITY;')
+        w('        sum[r] = 0.0f;')
+        w('    }')
+        w('    memset(acc, 0, sizeof acc);')
+        w('    for (j = 0; j < %d; j++) {' % LK)
+        w('        const float *kj = kg + j * %d, *vj = vg + j * %d;' % (D, D))
+        w('        for (r = 0; r < %d; r++) {' % RW)
+        w('            const float *qr = qg + r * %d;' % D)
+        w('            float s, mn, corr, p;')
+        if causal:
+            w('            if (j > %d + r %% %d) continue;' % (LK - LQ, LQ))
+        if isa == 'avx2':
+            w('            {')
+            w('                __m256 a = _mm256_setzero_ps();')
+            w('                for (d = 0; d < %d; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(kj + d), a);' % D)
+            w('                {')
+            w('                    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));')
+            w('                    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));')
+            w('                    s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));')
+            w('                }')
+            w('            }')
+        else:
+            w('            {')
+            w('                float a[8], s4[4], s2[2];')
+            w('                int l;')
+            w('                memset(a, 0, sizeof a);')
+            w('                for (d = 0; d < %d; d += 8)' % D)
+            w('                    for (l = 0; l < 8; l++) a[l] = fmaf(qr[d + l], kj[d + l], a[l]);')
+            w('                for (l = 0; l < 4; l++) s4[l] = a[l] + a[l + 4];')
+            w('                for (l = 0; l < 2; l++) s2[l] = s4[l] + s4[l + 2];')
+            w('                s = s2[0] + s2[1];')
+            w('            }')
+        w('            s = s * %s;' % c_float(scale))
+        w('            mn = s > mx[r] ? s : mx[r];')
+        w('            corr = expf(mx[r] - mn);')
+        w('            p = expf(s - mn);')
+        w('            mx[r] = mn;')
+        w('            sum[r] = fmaf(sum[r], corr, p);')
+        if isa == 'avx2':
+            w('            {')
+            w('                const __m256 vc = _mm256_set1_ps(corr), vp = _mm256_set1_ps(p);')
+            w('                float *ar = acc + r * %d;' % D)
+            w('                for (d = 0; d < %d; d += 8)' % D)
+            w('                    _mm256_storeu_ps(ar + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(vj + d), _mm256_mul_ps(_mm256_loadu_ps(ar + d), vc)));')
+            w('            }')
+        else:
+            w('            for (d = 0; d < %d; d++) acc[r * %d + d] = fmaf(p, vj[d], acc[r * %d + d] * corr);' % (D, D, D))
+        w('        }')
+        w('    }')
+        w('    for (r = 0; r < %d; r++) {' % RW)
+        w('        const float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;')
+        w('        float *yr = y + (g * %d + r) * %d;' % (RW, D))
+        w('        for (d = 0; d < %d; d++) yr[d] = acc[r * %d + d] * inv;' % (D, D))
+        w('    }')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('typedef struct %s__args {' % name)
+    w('    kern_ctx *ctx;')
+    w('    const float *q, *k, *v;')
+    w('    float *y;')
+    w('} %s__args;' % name)
+    w('')
+    w('static void %s__task(void *arg, int64_t g, int thread) {' % name)
+    w('    const %s__args *a = (const %s__args *)arg;' % (name, name))
+    w('    (void)thread;')
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(a->ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(a->ctx) < KERN_ISA_NEON) {')
+    w('        %s__head_avx2(a->q, a->k, a->v, a->y, g);' % name)
+    w('        return;')
+    w('    }')
+    w('#endif')
+    w('    %s__head_scalar(a->q, a->k, a->v, a->y, g);' % name)
+    w('}')
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const float *q, const float *k, const float *v, float *y) {' % name)
+    w('    %s__args a;' % name)
+    w('    if (!q || !k || !v || !y) return kern__err(KERN_ERR_ARG, "%s_run: q, k, v or y is NULL");' % name)
+    w('    a.ctx = ctx;')
+    w('    a.q = q;')
+    w('    a.k = k;')
+    w('    a.v = v;')
+    w('    a.y = y;')
+    w('    if (kern_ctx_threads(ctx) <= 1 || %d == 1) {' % HKV)
+    w('        int64_t g;')
+    w('        for (g = 0; g < %d; g++) %s__task(&a, g, 0);' % (HKV, name))
+    w('        return KERN_OK;')
+    w('    }')
+    w('    return kern_parallel_for(ctx, %d, %s__task, &a);' % (HKV, name))
+    w('}')
+    w('#endif /* %s_IMPLEMENTED */' % U)
+    w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def cmd_sdpa(args, argv):
+    import math
+    if args.dtype != 'f32':
+        raise GenError('sdpa: no %s instance yet (f32 only)' % args.dtype)
+    hkv = args.hkv or args.hq
+    for k, v in (('hq', args.hq), ('hkv', hkv), ('lq', args.lq), ('lk', args.lk), ('d', args.d)):
+        if v < 1 or v > 1 << 20:
+            raise GenError('sdpa: --%s %d is outside [1, 1048576]' % (k, v))
+    if args.hq % hkv:
+        raise GenError('sdpa: --hq %d is not a multiple of --hkv %d' % (args.hq, hkv))
+    if args.d % 8:
+        raise GenError('sdpa: --d %d must be a multiple of 8' % args.d)
+    if args.causal and args.lq > args.lk:
+        raise GenError('sdpa: causal with --lq %d > --lk %d' % (args.lq, args.lk))
+    if (args.hq // hkv) * args.lq * args.d > 16384:
+        raise GenError('sdpa: a K/V group of %d query rows x D %d does not fit the instance\'s '
+                       'stack state (at most 16384 floats)' % ((args.hq // hkv) * args.lq, args.d))
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    scale = f32(args.scale if args.scale is not None else 1.0 / math.sqrt(args.d))
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: sdpa f32 Hq=%d Hkv=%d Lq=%d Lk=%d D=%d%s scale=%.9g' % (
+                  args.hq, hkv, args.lq, args.lk, args.d, ' causal' if args.causal else '', scale)]
+    write_atomic(args.out, emit_sdpa(name, args.hq, hkv, args.lq, args.lk, args.d, args.causal,
+                                     scale, banner))
+
 
 
 if __name__ == '__main__':

@@ -657,6 +657,11 @@ KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem
 KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
                                           unsigned acts, int per_row_ok,
                                           int out_scale_ok);
+/* kern_gemm's epilogue after alpha, in place on columns [j0, j0 + n) of
+ * rows [0, m) of an f32 output (row stride ldy), on the context's ISA
+ * (gen/kern_gen.py's GEMM instances; defined with the math layer). */
+KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int64_t m, int64_t j0,
+                                       int64_t n, float alpha, const kern_epilogue *epi);
 /* Ensures every thread slot has at least `size` bytes of scratch. Call
  * before kern_parallel_for; then tasks fetch theirs with
  * kern__thread_scratch. Slots are 64-byte aligned and never share a cache
@@ -4657,6 +4662,50 @@ static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int
 }
 #endif /* KERN_NEON */
 /* END GENERATED */
+
+/* The GEMM epilogue (alpha, then kern_epilogue's bias / act / residual /
+ * out_scale, in kern__epi's order and roundings) applied in place to
+ * columns [j0, j0 + n) of rows [0, m) of an f32 output y (row stride ldy,
+ * unit columns): for code outside the families that computes its own
+ * accumulators (gen/kern_gen.py's GEMM instances), so its epilogue gives
+ * kern_gemm's bits for the same accumulators. Bias and residual are
+ * indexed by the output's (row, column), as in kern_gemm. */
+KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int64_t m, int64_t j0,
+                                       int64_t n, float alpha, const kern_epilogue *epi) {
+    kern__epi e;
+    kern_isa isa = kern_ctx_isa(ctx);
+    kern__epi_init(&e);
+    e.alpha = alpha;
+    if (epi) {
+        kern__epi_set_bias(&e, epi->bias, epi->bias_per_row);
+        e.act = epi->act;
+        kern__epi_set_residual(&e, epi->residual);
+        e.out_scale = epi->out_scale != 0.0f ? epi->out_scale : 1.0f;
+    }
+    e.dst = (char *)y;
+    e.dst_dt = KERN_F32;
+    e.dst_rs = ldy;
+    e.dst_cs = 1;
+    if (m <= 0 || n <= 0) return;
+#ifdef KERN_X86
+    if (isa >= KERN_ISA_AVX512 && isa < KERN_ISA_NEON) {
+        kern__v_epi_tile__avx512(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        return;
+    }
+    if (isa >= KERN_ISA_AVX2 && isa < KERN_ISA_NEON) {
+        kern__v_epi_tile__avx2(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        return;
+    }
+#endif
+#ifdef KERN_NEON
+    if (isa >= KERN_ISA_NEON) {
+        kern__v_epi_tile__neon(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        return;
+    }
+#endif
+    (void)isa;
+    kern__s_epi_tile(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+}
 
 #ifdef __cplusplus
 }

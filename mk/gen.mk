@@ -6,8 +6,8 @@
 #             kern_impl.o) and runs it: outputs equal kern_graph_run's bit
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
-# make gen-compile-check   two generated samples (plain, with GEMM
-#             instances) as C99, C11 (gcc, clang)
+# make gen-compile-check   generated samples (plain; with GEMM and norm
+#             instances and safetensors; standalone gemm, norm, sdpa) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
@@ -22,7 +22,7 @@ GEN_BIND_decomposed_ln := B=3,L=4
 # the passes the generator does not repeat switched off (decomposed
 # patterns, Q/K/V merge), and NAME_unfused.h (--no-fuse all) against the
 # executor with every pass but prepacking, in-place and DCE off.
-GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED | KERN_GRAPH_PASS_QKV)
+GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED)
 GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
@@ -80,12 +80,48 @@ build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 
+# standalone norm instances (kern_gen.py norm): layer with a small H, rms
+# with BERT's
+build/gen/norm_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --rows 5 --h 40 --kind layer -o $@
+build/gen/norm_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
+build/gen/check_norm: tests/gen_norm_check.c build/gen/norm_a.h build/gen/norm_b.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_norm
+
+# standalone attention instances (kern_gen.py sdpa): decode with grouped
+# heads, and causal with 3 queries
+build/gen/sdpa_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
+build/gen/sdpa_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
+build/gen/check_sdpa: tests/gen_sdpa_check.c build/gen/sdpa_a.h build/gen/sdpa_b.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_sdpa
+
+# kern_gen.py model --safetensors: bert1's weights in a safetensors file
+# (tests/gen/write_st.py), NAME_prepare_safetensors against NAME_prepare
+build/gen/bert1.safetensors: tests/gen/bert1.kg tests/gen/write_st.py gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) tests/gen/write_st.py $< $(GEN_BIND_bert1) $@
+build/gen/bert1_st.h: tests/gen/bert1.kg build/gen/bert1.safetensors gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_bert1) --specialize-max-m 64 \
+	  --safetensors build/gen/bert1.safetensors --name bert1_st -o $@
+build/gen/check_st: tests/gen_st_check.c build/gen/bert1_st.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_st
+
 test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h
-	@fail=0; for h in bert1 bert1_spec; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
+	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

@@ -47,6 +47,16 @@ $gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)
   && pass || fail "gemm instance"
 expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
 
+# standalone norm instance; H not a multiple of 8, an unknown kind
+$gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
+expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
+expect_error "norm kind" "--kind must be" $gen norm --rows 4 --h 64 --kind batch -o "$dir/out.h"
+
+# standalone attention instance; bad head grouping, D not a multiple of 8
+$gen sdpa --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/s.h" && grep -q "Hq=8 Hkv=2 Lq=1 Lk=64 D=32" "$dir/s.h" && pass || fail "sdpa instance"
+expect_error "sdpa groups" "not a multiple of --hkv" $gen sdpa --hq 6 --hkv 4 --lk 8 --d 32 -o "$dir/out.h"
+expect_error "sdpa d" "multiple of 8" $gen sdpa --hq 2 --lk 8 --d 30 -o "$dir/out.h"
+
 # autotune: a real (tiny) tuning run writes the cache, the next replays it
 # without timing; a corrupt, foreign or old cache is refused
 tc="$dir/tune.json"
@@ -61,6 +71,18 @@ sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
 expect_error "foreign cache" "another CPU" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/foreign.json" -o "$dir/out.h"
 sed 's/"version": 1/"version": 0/' "$tc" > "$dir/old.json"
 expect_error "old cache" "format version 0" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
+
+# --safetensors: the file's tensors must be the graph's weights (name,
+# dtype, shape); a file that is not safetensors is refused
+$py tests/gen/write_st.py $good B=1,L=4 "$dir/w.st" \
+  && $gen model $good --bind B=1,L=4 --safetensors "$dir/w.st" -o "$dir/st.h" \
+  && grep -q "st_prepare_safetensors" "$dir/st.h" && pass || fail "safetensors model"
+printf 'kern-graph 1\ninput x f32 [2,4]\nweight extra f32 [4]\nz = add(x, extra)\noutput z\n' > "$dir/st2.kg"
+expect_error "safetensors missing weight" "no tensor 'extra'" $gen model "$dir/st2.kg" --safetensors "$dir/w.st" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,8]\nweight embeddings.LayerNorm.bias f32 [8]\ny = add(x, embeddings.LayerNorm.bias)\noutput y\n' > "$dir/st3.kg"
+expect_error "safetensors shape" "the graph wants f32 [8]" $gen model "$dir/st3.kg" --safetensors "$dir/w.st" -o "$dir/out.h"
+printf 'not a safetensors file at all' > "$dir/bad.st"
+expect_error "not safetensors" "does not fit the file" $gen model $good --bind B=1,L=4 --safetensors "$dir/bad.st" -o "$dir/out.h"
 
 echo "[gen_check.sh] $ok ok, $failed failed"
 [ $failed -eq 0 ]

@@ -2,7 +2,8 @@
  * (mk/gen.mk generates gemm_a .. gemm_d, gemm_d with a blocking other than
  * the default): against a double
  * reference within f32 rounding of the products' magnitudes, the AVX2
- * kernel and its scalar twin bit for bit, with and without bias. */
+ * kernel and its scalar twin bit for bit, with and without bias, and the
+ * column panels split over 2 and 3 threads bit for bit with one. */
 #include "kern.h"
 #include "kt.h"
 #define GEMM_A_IMPLEMENTATION
@@ -28,6 +29,7 @@ static void gen_gemm_case(const char *what, int64_t M, int64_t N, int64_t K, siz
     float *y1 = (float *)kt_alloc((size_t)(M * N) * 4, "y1");
     int use_bias, bad = 0;
     kern_ctx *sc = kt_ctx(1, KERN_ISA_SCALAR), *best = kt_ctx(1, KERN_ISA_AUTO);
+    int nt;
     kt_fill_normal(&r, x, KERN_F32, M * K, 1.0);
     kt_fill_normal(&r, w, KERN_F32, N * K, 1.0);
     kt_fill_normal(&r, bias, KERN_F32, N, 1.0);
@@ -38,6 +40,11 @@ static void gen_gemm_case(const char *what, int64_t M, int64_t N, int64_t K, siz
         KT_OK(run(best, x, pk, use_bias ? bias : NULL, y1));
         KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 4) == 0, "%s: scalar and %s differ", what,
                  kern_isa_name(kern_ctx_isa(best)));
+        for (nt = 2; nt <= 3; nt++) {
+            memset(y1, 0xA5, (size_t)(M * N) * 4);
+            KT_OK(run(kt_ctx(nt, KERN_ISA_AUTO), x, pk, use_bias ? bias : NULL, y1));
+            KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 4) == 0, "%s: %d threads differ from one", what, nt);
+        }
         for (i = 0; i < M && !bad; i++)
             for (j = 0; j < N && !bad; j++) {
                 double ref = use_bias ? bias[j] : 0, mag = use_bias ? fabs(bias[j]) : 0;
