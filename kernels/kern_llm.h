@@ -139,6 +139,12 @@ KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
                                     const kern_tensor *v_cache, const kern_tensor *k_lens);
 /* indices[r] = argmax over x[r, :] (first on ties, NaN largest). */
 KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices);
+/* The k largest of each row of x [R, V], k = indices.shape[1]: indices
+ * [R, k] (i32/i64) and values [R, k] (NULL = not wanted), sorted largest
+ * first, ties to the lower index, NaN largest (torch.topk(x, k, -1,
+ * largest=True, sorted=True)). No scratch: the heap lives in indices. */
+KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *values,
+                               const kern_tensor *indices);
 
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
@@ -194,6 +200,9 @@ typedef struct kern__rope_fns {
     void (*copy)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t n);
     void (*silu_mul)(const void *a, kern_dtype adt, const void *b, kern_dtype bdt, void *o,
                      kern_dtype odt, int64_t n);
+    /* The first i in [i0, n) of the unit-stride row x with x[i] > thr or
+     * x[i] NaN (thr not NaN); n if none. */
+    int64_t (*above)(const void *x, kern_dtype dt, int64_t i0, int64_t n, float thr);
 } kern__rope_fns;
 
 static void kern__rope_half__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
@@ -251,10 +260,21 @@ static void kern__silu_mul__scalar(const void *a, kern_dtype adt, const void *b,
         kern__s_store_f32((char *)o + i * os, odt, kern__s_mul(g, u), 1, 0);
     }
 }
+static int64_t kern__above__scalar(const void *x, kern_dtype dt, int64_t i0, int64_t n,
+                                   float thr) {
+    size_t es = kern_dtype_size(dt);
+    int64_t i;
+    for (i = i0; i < n; i++) {
+        float v = kern__s_load_f32((const char *)x + i * es, dt, 1);
+        if (v > thr || v != v) return i;
+    }
+    return n;
+}
 static const kern__rope_fns kern__rope_fns_scalar = {"scalar", kern__rope_half__scalar,
                                                      kern__rope_inter__scalar,
                                                      kern__llm_copy__scalar,
-                                                     kern__silu_mul__scalar};
+                                                     kern__silu_mul__scalar,
+                                                     kern__above__scalar};
 
 #ifdef KERN_X86
 KERN_TARGET_AVX2 static void kern__rope_half__avx2(const void *x, kern_dtype xdt, void *o,
@@ -317,9 +337,33 @@ KERN_TARGET_AVX2 static void kern__silu_mul__avx2(const void *a, kern_dtype adt,
         kern__v_store_f32__avx2((char *)o + i * os, odt, kern__mul__avx2(g, u), m, 0);
     }
 }
+/* 32 values per step: one movemask test of four compares (v > thr or
+ * unordered) skips the many rows' values below the k-th best. */
+KERN_TARGET_AVX2 static int64_t kern__above__avx2(const void *x, kern_dtype dt, int64_t i0,
+                                                  int64_t n, float thr) {
+    size_t es = kern_dtype_size(dt);
+    const char *p = (const char *)x;
+    __m256 t = _mm256_set1_ps(thr);
+    int64_t i = i0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 c0 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + i * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c1 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 8) * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c2 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 16) * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c3 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 24) * es, dt, 8), t, _CMP_NLE_UQ);
+        if (_mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(c0, c1), _mm256_or_ps(c2, c3)))) break;
+    }
+    for (; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        int bits = _mm256_movemask_ps(
+                       _mm256_cmp_ps(kern__v_load_f32__avx2(p + i * es, dt, m), t, _CMP_NLE_UQ)) &
+                   ((1 << m) - 1);
+        if (bits) return i + __builtin_ctz((unsigned)bits);
+    }
+    return n;
+}
 static const kern__rope_fns kern__rope_fns_avx2 = {"avx2", kern__rope_half__avx2,
                                                    kern__rope_inter__avx2, kern__llm_copy__avx2,
-                                                   kern__silu_mul__avx2};
+                                                   kern__silu_mul__avx2, kern__above__avx2};
 #endif
 
 static const kern__rope_fns *kern__rope_fns_for(kern_isa isa) {
@@ -966,6 +1010,162 @@ KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern
     J.idx = indices;
     J.V = x->shape[1];
     st = kern_parallel_for(ctx, x->shape[0], kern__argmax_task, &J);
+    kern__op_end(ctx);
+    return st;
+}
+
+/* topk: a binary heap of k indices per row kept in the indices row itself,
+ * the worst kept element at its root. Order: a before b when a's value is
+ * larger, or NaN and b's is not, or equal (both NaN included) with a lower
+ * index. Scanning in index order, a later element enters only when it is
+ * strictly better than the root: v > root or (v NaN, root not). */
+typedef struct kern__topk_job {
+    const kern__rope_fns *fns;
+    const kern_tensor *x, *val, *idx;
+    int64_t V, k;
+} kern__topk_job;
+
+static int kern__topk_before(float a, int64_t ia, float b, int64_t ib) {
+    if (a != a) return b == b || ia < ib;
+    if (b != b) return 0;
+    return a > b || (a == b && ia < ib);
+}
+static int64_t kern__topk_hget(const kern_tensor *t, int64_t r, int64_t c) {
+    const char *p = (const char *)t->data +
+                    (r * t->stride[0] + c * t->stride[1]) * (int64_t)kern_dtype_size(t->dtype);
+    if (t->dtype == KERN_I64) {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    } else {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+}
+/* Sifts the element at slot c down a heap of n slots (root = the worst). */
+static void kern__topk_sift(const kern__topk_job *J, int64_t r, int64_t c, int64_t n) {
+    int64_t e = kern__topk_hget(J->idx, r, c);
+    float ev = kern__sel_get(J->x, r, e);
+    for (;;) {
+        int64_t ch = 2 * c + 1, w, wi;
+        float wv;
+        if (ch >= n) break;
+        w = ch;
+        wi = kern__topk_hget(J->idx, r, ch);
+        wv = kern__sel_get(J->x, r, wi);
+        if (ch + 1 < n) {
+            int64_t i2 = kern__topk_hget(J->idx, r, ch + 1);
+            float v2 = kern__sel_get(J->x, r, i2);
+            if (kern__topk_before(wv, wi, v2, i2)) { /* the worse child rises */
+                w = ch + 1;
+                wi = i2;
+                wv = v2;
+            }
+        }
+        if (!kern__topk_before(ev, e, wv, wi)) break;
+        kern__sel_put_idx(J->idx, r, c, wi);
+        c = w;
+    }
+    kern__sel_put_idx(J->idx, r, c, e);
+}
+
+static void kern__topk_task(void *arg, int64_t r, int thread) {
+    const kern__topk_job *J = (const kern__topk_job *)arg;
+    int64_t k = J->k, V = J->V, i, c;
+    const char *row = (const char *)J->x->data +
+                      r * J->x->stride[0] * (int64_t)kern_dtype_size(J->x->dtype);
+    int unit = J->x->stride[1] == 1 || V <= 1;
+    float thr;
+    (void)thread;
+    if (k == 0) return;
+    for (i = 0; i < k; i++) kern__sel_put_idx(J->idx, r, i, i);
+    for (c = k / 2 - 1; c >= 0; c--) kern__topk_sift(J, r, c, k);
+    thr = kern__sel_get(J->x, r, kern__topk_hget(J->idx, r, 0));
+    i = k;
+    while (i < V && thr == thr) { /* a NaN root cannot be beaten */
+        float v;
+        if (unit) {
+            i = J->fns->above(row, J->x->dtype, i, V, thr);
+            if (i >= V) break;
+        }
+        v = kern__sel_get(J->x, r, i);
+        if (v > thr || v != v) {
+            kern__sel_put_idx(J->idx, r, 0, i);
+            kern__topk_sift(J, r, 0, k);
+            thr = kern__sel_get(J->x, r, kern__topk_hget(J->idx, r, 0));
+        }
+        i++;
+    }
+    /* heap sort: the worst moves to the end, leaving the best first */
+    for (c = k - 1; c > 0; c--) {
+        int64_t a = kern__topk_hget(J->idx, r, 0), b = kern__topk_hget(J->idx, r, c);
+        kern__sel_put_idx(J->idx, r, 0, b);
+        kern__sel_put_idx(J->idx, r, c, a);
+        kern__topk_sift(J, r, 0, c);
+    }
+    if (J->val) {
+        size_t ve = kern_dtype_size(J->val->dtype), xe = kern_dtype_size(J->x->dtype);
+        for (c = 0; c < k; c++) {
+            int64_t ix = kern__topk_hget(J->idx, r, c);
+            char *dst = (char *)J->val->data + (r * J->val->stride[0] + c * J->val->stride[1]) * (int64_t)ve;
+            const char *src = row + ix * J->x->stride[1] * (int64_t)xe;
+            if (J->val->dtype == J->x->dtype) memcpy(dst, src, ve); /* NaN payloads kept */
+            else kern__s_store_f32(dst, J->val->dtype, kern__s_load_f32(src, J->x->dtype, 1), 1, 0);
+        }
+    }
+}
+
+KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *values,
+                               const kern_tensor *indices) {
+    static const char *op = "kern_topk";
+    kern_status st;
+    kern__topk_job J;
+    int64_t R, V, k;
+    if (!x || !indices) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "indices");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(indices, op, "indices")) != KERN_OK) return st;
+    if (values && (st = kern_tensor_check(values, op, "values")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype) || (values && !kern__llm_float_dt(values->dtype)))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(x->dtype) ? "values" : "x",
+                         kern_dtype_name(kern__llm_float_dt(x->dtype) ? values->dtype : x->dtype));
+    if (indices->dtype != KERN_I32 && indices->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: indices.dtype=%s is not i32/i64", op,
+                         kern_dtype_name(indices->dtype));
+    if (x->ndim != 2 || indices->ndim != 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: x must be [R, V] and indices [R, k]", op);
+    R = x->shape[0];
+    V = x->shape[1];
+    k = indices->shape[1];
+    if (indices->shape[0] != R)
+        return kern__err(KERN_ERR_SHAPE, "%s: indices.shape[0]=%lld but x has %lld rows", op,
+                         (long long)indices->shape[0], (long long)R);
+    if (k > V)
+        return kern__err(KERN_ERR_SHAPE, "%s: k=%lld is larger than the last dim (%lld)", op,
+                         (long long)k, (long long)V);
+    if (values && (values->ndim != 2 || values->shape[0] != R || values->shape[1] != k))
+        return kern__err(KERN_ERR_SHAPE, "%s: values must be [%lld, %lld] like indices", op,
+                         (long long)R, (long long)k);
+    if (indices->dtype == KERN_I32 && V > INT32_MAX)
+        return kern__err(KERN_ERR_DTYPE, "%s: V=%lld needs i64 indices", op, (long long)V);
+    if (kern__tensor_self_overlap(indices) || (values && kern__tensor_self_overlap(values)))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op,
+                         kern__tensor_self_overlap(indices) ? "indices" : "values");
+    if (kern_tensors_overlap(indices, x) ||
+        (values && (kern_tensors_overlap(values, x) || kern_tensors_overlap(values, indices))))
+        return kern__err(KERN_ERR_ARG, "%s: %s overlaps %s", op,
+                         kern_tensors_overlap(indices, x) ? "indices" : "values",
+                         kern_tensors_overlap(indices, x) || kern_tensors_overlap(values, x) ? "x" : "indices");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    memset(&J, 0, sizeof J);
+    J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+    J.x = x;
+    J.val = values;
+    J.idx = indices;
+    J.V = V;
+    J.k = k;
+    st = kern_parallel_for(ctx, R, kern__topk_task, &J);
     kern__op_end(ctx);
     return st;
 }

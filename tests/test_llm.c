@@ -565,4 +565,125 @@ KT_TEST(argmax) {
         }
 }
 
+/* The reference order of torch.topk: larger first, NaN largest, ties to
+ * the lower index. */
+static int topk_before(double a, int64_t ia, double b, int64_t ib) {
+    if (isnan(a)) return !isnan(b) || ia < ib;
+    if (isnan(b)) return 0;
+    return a > b || (a == b && ia < ib);
+}
+
+#ifdef KT_SANITIZER
+#define KT_SANITIZER_ON 1
+#else
+#define KT_SANITIZER_ON 0
+#endif
+static const double *topk_row_;
+static int topk_cmp(const void *a, const void *b) {
+    int64_t ia = *(const int64_t *)a, ib = *(const int64_t *)b;
+    return topk_before(topk_row_[ia], ia, topk_row_[ib], ib) ? -1 : 1;
+}
+
+KT_TEST(topk) {
+    static const int64_t Vs[] = {1, 7, 33, 1000, 32003};
+    static const int64_t ks[] = {1, 2, 5, 40, 1000};
+    int di, it, vi, ki, st;
+    for (di = 0; di < 3; di++)
+        for (vi = 0; vi < 5; vi++)
+            for (ki = 0; ki < 5; ki++)
+                for (st = 0; st < 2; st++) {
+                    enum { R = 4 };
+                    kern_dtype dt = FDT[di];
+                    int64_t V = Vs[vi], k = ks[ki], XS = st ? V + 5 : V, r, i, j;
+                    void *x, *vals;
+                    int64_t *want;
+                    double *rowv;
+                    kern_tensor xt, vt, ix;
+                    kern_dtype vdt = di == 1 ? KERN_F32 : dt;
+                    kt_rng rng = kt_rng_make((uint64_t)(di * 100 + vi * 10 + ki));
+                    if (k > V || (KT_SANITIZER_ON && V > 1000)) continue;
+                    it = (int)((vi + ki) % 2);
+                    x = kt_alloc((size_t)(R * XS) * kern_dtype_size(dt), "x");
+                    vals = kt_alloc((size_t)(R * k) * kern_dtype_size(vdt), "vals");
+                    want = (int64_t *)malloc((size_t)V * sizeof *want);
+                    rowv = (double *)malloc((size_t)V * sizeof *rowv);
+                    kt_fill_normal(&rng, x, dt, R * XS, 1.0);
+                    /* row 1: few distinct values (ties), row 2: NaNs, row 3: ascending */
+                    for (i = 0; i < V; i++) kt_set(x, dt, 1 * XS + i, (double)(kt_next(&rng) % 4));
+                    for (i = 0; i < V; i += 3) kt_set(x, dt, 2 * XS + i, NAN);
+                    for (i = 0; i < V; i++) kt_set(x, dt, 3 * XS + i, (double)i * 0.25);
+                    {
+                        int64_t shp[2] = {R, V}, str[2] = {XS, 1};
+                        kern_tensor_init_strided(&xt, x, dt, 2, shp, str);
+                    }
+                    vt = kern_tensor_2d(vals, vdt, R, k);
+                    {
+                        void *ibuf = kt_alloc((size_t)(R * k) * (it ? 4 : 8), "idx");
+                        ix = kern_tensor_2d(ibuf, it ? KERN_I32 : KERN_I64, R, k);
+                        KT_FOR_EACH_ISA(isa, ctx, 2) {
+                            kt_context("%s V%lld k%lld %s", kern_dtype_name(dt), (long long)V,
+                                       (long long)k, kern_isa_name(isa));
+                            KT_OK(kern_topk(ctx, &xt, &vt, &ix));
+                            for (r = 0; r < R; r++) {
+                                /* reference: the whole row sorted in torch's order */
+                                for (i = 0; i < V; i++) want[i] = i, rowv[i] = kt_get(x, dt, r * XS + i);
+                                topk_row_ = rowv;
+                                qsort(want, (size_t)V, sizeof *want, topk_cmp);
+                                for (j = 0; j < k; j++) {
+                                    int64_t got = it ? ((int32_t *)ibuf)[r * k + j] : ((int64_t *)ibuf)[r * k + j];
+                                    double gv = kt_get(vals, vdt, r * k + j), wv = kt_get(x, dt, r * XS + want[j]);
+                                    KT_CHECK(got == want[j], "row %lld slot %lld: got %lld want %lld",
+                                             (long long)r, (long long)j, (long long)got, (long long)want[j]);
+                                    KT_CHECK(gv == wv || (isnan(gv) && isnan(wv)), "value row %lld slot %lld",
+                                             (long long)r, (long long)j);
+                                    if (got != want[j]) break;
+                                }
+                            }
+                        }
+                        kt_context("");
+                        kt_free(ibuf);
+                    }
+                    kt_free(x);
+                    kt_free(vals);
+                    free(want);
+                    free(rowv);
+                }
+}
+
+KT_TEST(topk_errors) {
+    float x[2 * 5], vals[2 * 3], snapv[6];
+    int64_t idx[2 * 6], snapi[12];
+    int32_t i32[6];
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, 2, 5), it = kern_tensor_2d(idx, KERN_I64, 2, 3);
+    kern_tensor vt = kern_tensor_2d(vals, KERN_F32, 2, 3), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 10; i++) x[i] = (float)i;
+    for (i = 0; i < 12; i++) idx[i] = -7;
+    for (i = 0; i < 6; i++) vals[i] = -7.0f;
+    memcpy(snapi, idx, sizeof idx);
+    memcpy(snapv, vals, sizeof vals);
+    bad = kern_tensor_2d(idx, KERN_I64, 2, 6);
+    KT_ERROR(kern_topk(ctx, &xt, NULL, &bad), KERN_ERR_SHAPE, "k=6 is larger");
+    bad = kern_tensor_2d(idx, KERN_F32, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &vt, &bad), KERN_ERR_DTYPE, "indices.dtype");
+    bad = kern_tensor_2d(vals, KERN_I32, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &bad, &it), KERN_ERR_DTYPE, "values.dtype");
+    bad = kern_tensor_2d(vals, KERN_F32, 2, 2);
+    KT_ERROR(kern_topk(ctx, &xt, &bad, &it), KERN_ERR_SHAPE, "values must be");
+    bad = kern_tensor_2d(idx, KERN_I64, 1, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &vt, &bad), KERN_ERR_SHAPE, "indices.shape[0]");
+    bad = kern_tensor_2d(x, KERN_I64, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, NULL, &bad), KERN_ERR_ARG, "overlaps x");
+    KT_ERROR(kern_topk(ctx, NULL, &vt, &it), KERN_ERR_ARG, "x is NULL");
+    KT_CHECK(memcmp(idx, snapi, sizeof idx) == 0 && memcmp(vals, snapv, sizeof vals) == 0,
+             "an error wrote");
+    bad = kern_tensor_2d(i32, KERN_I32, 2, 3);
+    KT_OK(kern_topk(ctx, &xt, &vt, &bad));
+    KT_CHECK(i32[0] == 4 && i32[1] == 3 && i32[2] == 2 && vals[0] == 4.0f && vals[5] == 7.0f,
+             "topk of 0..4: %d %d %d", i32[0], i32[1], i32[2]);
+    bad = kern_tensor_2d(idx, KERN_I64, 2, 0);
+    KT_OK(kern_topk(ctx, &xt, NULL, &bad));
+}
+
 KT_MAIN()
