@@ -146,6 +146,20 @@ KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern
 KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *values,
                                const kern_tensor *indices);
 
+/* kern_linear_gemv: y = epilogue(x w^T (* w_scale)) for few rows of x. */
+typedef struct kern_gemv_params {
+    kern_epilogue epilogue;     /* bias [N] (or [M] per row), act, residual [M, N], out_scale */
+    const kern_tensor *w_scale; /* [N] f32 per-output-channel scales: required with an i8 w,
+                                   NULL otherwise */
+} kern_gemv_params;
+
+/* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout),
+ * times w_scale[n] for an i8 w, then the shared epilogue. Built for
+ * M = 1..8 (decode): the weight streams once from memory, threads split
+ * N. Any M works (the weight is re-read from cache per 8 rows). */
+KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
+                                      const kern_tensor *y, const kern_gemv_params *params);
+
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
 KERN_API void kern_rope_params_defaults(kern_rope_params *p, int64_t head_dim);
@@ -1166,6 +1180,333 @@ KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_t
     J.V = V;
     J.k = k;
     st = kern_parallel_for(ctx, R, kern__topk_task, &J);
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------------------ gemv
+ * Four weight rows at a time against one or two x rows: each weight
+ * vector is loaded once and feeds every x row, so at M = 1..2 the weight
+ * streams from memory exactly once; larger M re-reads a block of
+ * KERN__GEMV_NB rows from L2 per pair of x rows. out[m * 4 + r] is the
+ * dot product of x row m and weight row r (f32 sums in 8 lanes per row,
+ * two partial sums per lane at M = 1, then a horizontal add). */
+#define KERN__GEMV_NB 16 /* weight rows per task */
+#define KERN__GEMV_MB 8  /* x rows per epilogue tile */
+
+typedef void (*kern__gemv_dot_fn)(const char *const *w, kern_dtype wdt, const char *x0,
+                                  const char *x1, kern_dtype xdt, int m, int64_t K, float *out);
+
+static float kern__gemv_wget(const char *w, kern_dtype wdt, int64_t k) {
+    if (wdt == KERN_I8) return (float)((const int8_t *)w)[k];
+    return kern__s_load_f32(w + k * (int64_t)kern_dtype_size(wdt), wdt, 1);
+}
+static void kern__gemv_dot__scalar(const char *const *w, kern_dtype wdt, const char *x0,
+                                   const char *x1, kern_dtype xdt, int m, int64_t K, float *out) {
+    size_t xe = kern_dtype_size(xdt);
+    int r, i;
+    for (i = 0; i < m; i++)
+        for (r = 0; r < 4; r++) {
+            const char *x = i ? x1 : x0;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t k;
+            for (k = 0; k < K; k++)
+                acc[k & 7] += kern__s_mul(kern__s_load_f32(x + k * (int64_t)xe, xdt, 1),
+                                          kern__gemv_wget(w[r], wdt, k));
+            out[i * 4 + r] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                             ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        }
+}
+
+#ifdef KERN_X86
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__gemv_wload__avx2(const char *p, kern_dtype wdt,
+                                                             int64_t k, int n) {
+    if (wdt == KERN_I8) {
+        __m128i q;
+        if (n >= 8) {
+            q = _mm_loadl_epi64((const __m128i *)(p + k));
+        } else {
+            int8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            memcpy(t, p + k, (size_t)n);
+            q = _mm_loadl_epi64((const __m128i *)t);
+        }
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    }
+    if (wdt == KERN_BF16 && n >= 8)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 2 * k))), 16));
+    return kern__v_load_f32__avx2(p + k * (int64_t)kern_dtype_size(wdt), wdt, n);
+}
+KERN_TARGET_AVX2 static inline float kern__gemv_hsum__avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+/* The body for one weight dtype and one x-row count (constants after
+ * inlining). */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const *w, kern_dtype wdt,
+                                                              const char *x0, const char *x1,
+                                                              kern_dtype xdt, int m, int64_t K,
+                                                              float *out) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    size_t xe = kern_dtype_size(xdt);
+    int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* x0 rows 0..3 */
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0; /* m = 2: x1; m = 1: second k half */
+    if (m == 1) {
+        for (; k + 16 <= K; k += 16) {
+            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, 8);
+            __m256 xb = kern__v_load_f32__avx2(x0 + (k + 8) * (int64_t)xe, xdt, 8);
+            _mm_prefetch(w0 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w1 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w2 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w3 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            a0 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w0, wdt, k, 8), a0);
+            a1 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w1, wdt, k, 8), a1);
+            a2 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w2, wdt, k, 8), a2);
+            a3 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w3, wdt, k, 8), a3);
+            b0 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w0, wdt, k + 8, 8), b0);
+            b1 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w1, wdt, k + 8, 8), b1);
+            b2 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w2, wdt, k + 8, 8), b2);
+            b3 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w3, wdt, k + 8, 8), b3);
+        }
+        for (; k < K; k += 8) {
+            int n = K - k >= 8 ? 8 : (int)(K - k);
+            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
+            a0 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w0, wdt, k, n), a0);
+            a1 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w1, wdt, k, n), a1);
+            a2 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w2, wdt, k, n), a2);
+            a3 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w3, wdt, k, n), a3);
+        }
+        out[0] = kern__gemv_hsum__avx2(_mm256_add_ps(a0, b0));
+        out[1] = kern__gemv_hsum__avx2(_mm256_add_ps(a1, b1));
+        out[2] = kern__gemv_hsum__avx2(_mm256_add_ps(a2, b2));
+        out[3] = kern__gemv_hsum__avx2(_mm256_add_ps(a3, b3));
+        return;
+    }
+    for (; k < K; k += 8) {
+        int n = K - k >= 8 ? 8 : (int)(K - k);
+        __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
+        __m256 xb = kern__v_load_f32__avx2(x1 + k * (int64_t)xe, xdt, n);
+        __m256 v0 = kern__gemv_wload__avx2(w0, wdt, k, n), v1 = kern__gemv_wload__avx2(w1, wdt, k, n);
+        __m256 v2 = kern__gemv_wload__avx2(w2, wdt, k, n), v3 = kern__gemv_wload__avx2(w3, wdt, k, n);
+        if ((k & 15) == 0) {
+            _mm_prefetch(w0 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w1 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w2 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w3 + (k + 512 / 4) * wb, _MM_HINT_T0);
+        }
+        a0 = _mm256_fmadd_ps(xa, v0, a0);
+        a1 = _mm256_fmadd_ps(xa, v1, a1);
+        a2 = _mm256_fmadd_ps(xa, v2, a2);
+        a3 = _mm256_fmadd_ps(xa, v3, a3);
+        b0 = _mm256_fmadd_ps(xb, v0, b0);
+        b1 = _mm256_fmadd_ps(xb, v1, b1);
+        b2 = _mm256_fmadd_ps(xb, v2, b2);
+        b3 = _mm256_fmadd_ps(xb, v3, b3);
+    }
+    out[0] = kern__gemv_hsum__avx2(a0);
+    out[1] = kern__gemv_hsum__avx2(a1);
+    out[2] = kern__gemv_hsum__avx2(a2);
+    out[3] = kern__gemv_hsum__avx2(a3);
+    out[4] = kern__gemv_hsum__avx2(b0);
+    out[5] = kern__gemv_hsum__avx2(b1);
+    out[6] = kern__gemv_hsum__avx2(b2);
+    out[7] = kern__gemv_hsum__avx2(b3);
+}
+KERN_TARGET_AVX2 static void kern__gemv_dot__avx2(const char *const *w, kern_dtype wdt,
+                                                  const char *x0, const char *x1, kern_dtype xdt,
+                                                  int m, int64_t K, float *out) {
+#define KERN__GEMV_CASE(WDT, XDT)                                                           \
+    if (wdt == WDT && xdt == XDT) {                                                       \
+        if (m == 1) kern__gemv_dot_body__avx2(w, WDT, x0, x1, XDT, 1, K, out);            \
+        else kern__gemv_dot_body__avx2(w, WDT, x0, x1, XDT, 2, K, out);                   \
+        return;                                                                           \
+    }
+    KERN__GEMV_CASE(KERN_F32, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
+    KERN__GEMV_CASE(KERN_I8, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+#undef KERN__GEMV_CASE
+    if (m == 1) kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 1, K, out);
+    else kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 2, K, out);
+}
+#endif
+
+typedef struct kern__gemv_job {
+    kern__gemv_dot_fn dot;
+    void (*epi_tile)(const kern__epi *e, int64_t i0, int64_t j0, const float *t, int64_t ldt,
+                     int m, int n);
+    const kern_tensor *x, *w, *scale;
+    kern__epi epi;
+    int64_t M, N, K;
+} kern__gemv_job;
+
+static void kern__gemv_task(void *arg, int64_t task, int thread) {
+    const kern__gemv_job *J = (const kern__gemv_job *)arg;
+    float tile[KERN__GEMV_MB * KERN__GEMV_NB], out[8];
+    int64_t n0 = task * KERN__GEMV_NB, nn = J->N - n0 < KERN__GEMV_NB ? J->N - n0 : KERN__GEMV_NB;
+    int64_t m0, g, wes = J->w->dtype == KERN_I8 ? 1 : (int64_t)kern_dtype_size(J->w->dtype);
+    int64_t xes = (int64_t)kern_dtype_size(J->x->dtype);
+    (void)thread;
+    for (m0 = 0; m0 < J->M; m0 += KERN__GEMV_MB) {
+        int mb = J->M - m0 < KERN__GEMV_MB ? (int)(J->M - m0) : KERN__GEMV_MB;
+        for (g = 0; g < nn; g += 4) {
+            const char *wr[4];
+            int r, i;
+            for (r = 0; r < 4; r++) { /* past N: the last row again, discarded */
+                int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
+                wr[r] = (const char *)J->w->data + n * J->w->stride[0] * wes;
+            }
+            for (i = 0; i < mb; i += 2) {
+                int m = mb - i >= 2 ? 2 : 1, j;
+                const char *x0 = (const char *)J->x->data + (m0 + i) * J->x->stride[0] * xes;
+                const char *x1 = x0 + (m == 2 ? J->x->stride[0] * xes : 0);
+                J->dot(wr, J->w->dtype, x0, x1, J->x->dtype, m, J->K, out);
+                for (j = 0; j < m; j++)
+                    for (r = 0; r < 4 && g + r < nn; r++)
+                        tile[(i + j) * KERN__GEMV_NB + g + r] = out[j * 4 + r];
+            }
+        }
+        if (J->scale) {
+            int64_t j;
+            int i;
+            for (j = 0; j < nn; j++) {
+                float sc = kern__s_load_f32((const char *)J->scale->data +
+                                                (n0 + j) * J->scale->stride[0] * (int64_t)4,
+                                            KERN_F32, 1);
+                for (i = 0; i < mb; i++) tile[i * KERN__GEMV_NB + j] *= sc;
+            }
+        }
+        J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMV_NB, mb, (int)nn);
+    }
+}
+
+static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
+    return kern__llm_same_view(a, b);
+}
+
+KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
+                                      const kern_tensor *y, const kern_gemv_params *params) {
+    static const char *op = "kern_linear_gemv";
+    kern_gemv_params p;
+    kern_status st;
+    kern__gemv_job J;
+    const kern_epilogue *ep;
+    int64_t M, N, K;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    ep = &p.epilogue;
+    if (!x || !w || !y)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : !w ? "w" : "y");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(w, op, "w")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(y, op, "y")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype) || !kern__llm_float_dt(y->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(x->dtype) ? "y" : "x",
+                         kern_dtype_name(kern__llm_float_dt(x->dtype) ? y->dtype : x->dtype));
+    if (w->dtype != KERN_F32 && w->dtype != KERN_BF16 && w->dtype != KERN_F16 &&
+        w->dtype != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: w.dtype=%s is not f32/bf16/f16/i8", op,
+                         kern_dtype_name(w->dtype));
+    if ((w->dtype == KERN_I8) != (p.w_scale != NULL))
+        return kern__err(KERN_ERR_ARG, "%s: %s", op,
+                         p.w_scale ? "params.w_scale is only for an i8 w"
+                                   : "an i8 w needs params.w_scale (one f32 scale per output)");
+    if (x->ndim != 2 || w->ndim != 2 || y->ndim != 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: x [M, K], w [N, K] and y [M, N] must be 2-D", op);
+    M = x->shape[0];
+    K = x->shape[1];
+    N = w->shape[0];
+    if (w->shape[1] != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: w.shape[1]=%lld but x.shape[1]=%lld", op,
+                         (long long)w->shape[1], (long long)K);
+    if (y->shape[0] != M || y->shape[1] != N)
+        return kern__err(KERN_ERR_SHAPE, "%s: y must be [%lld, %lld], got [%lld, %lld]", op,
+                         (long long)M, (long long)N, (long long)y->shape[0],
+                         (long long)y->shape[1]);
+    if (K > 1 && (x->stride[1] != 1 || w->stride[1] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s needs a unit stride along K", op,
+                         x->stride[1] != 1 ? "x" : "w");
+    if (x->stride[0] < 0 || w->stride[0] < 0)
+        return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
+    if (p.w_scale) {
+        const kern_tensor *sc = p.w_scale;
+        if ((st = kern_tensor_check(sc, op, "params.w_scale")) != KERN_OK) return st;
+        if (sc->dtype != KERN_F32)
+            return kern__err(KERN_ERR_DTYPE, "%s: params.w_scale.dtype=%s, want f32", op,
+                             kern_dtype_name(sc->dtype));
+        if (sc->ndim != 1 || sc->shape[0] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.w_scale must be [%lld]", op,
+                             (long long)N);
+        if (kern_tensors_overlap(sc, y))
+            return kern__err(KERN_ERR_ARG, "%s: params.w_scale overlaps y", op);
+    }
+    if ((st = kern__epilogue_check(ep, op, (1u << KERN_ACT_COUNT) - 1u, 1, 1)) != KERN_OK)
+        return st;
+    if (ep->bias) {
+        int64_t want = ep->bias_per_row ? M : N;
+        if ((st = kern_tensor_check(ep->bias, op, "params.epilogue.bias")) != KERN_OK) return st;
+        if (!kern__llm_float_dt(ep->bias->dtype))
+            return kern__err(KERN_ERR_DTYPE, "%s: params.epilogue.bias.dtype=%s is not f32/bf16/f16",
+                             op, kern_dtype_name(ep->bias->dtype));
+        if (ep->bias->ndim != 1 || ep->bias->shape[0] != want)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.bias must be [%lld]", op,
+                             (long long)want);
+        if (kern_tensors_overlap(ep->bias, y))
+            return kern__err(KERN_ERR_ARG, "%s: params.epilogue.bias overlaps y", op);
+    }
+    if (ep->residual) {
+        const kern_tensor *r = ep->residual;
+        if ((st = kern_tensor_check(r, op, "params.epilogue.residual")) != KERN_OK) return st;
+        if (!kern__llm_float_dt(r->dtype))
+            return kern__err(KERN_ERR_DTYPE,
+                             "%s: params.epilogue.residual.dtype=%s is not f32/bf16/f16", op,
+                             kern_dtype_name(r->dtype));
+        if (r->ndim != 2 || r->shape[0] != M || r->shape[1] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.residual must be [%lld, %lld]",
+                             op, (long long)M, (long long)N);
+        if (kern_tensors_overlap(r, y) && !kern__gemv_same_view(r, y))
+            return kern__err(KERN_ERR_ARG,
+                             "%s: params.epilogue.residual overlaps y without being y", op);
+    }
+    if (kern__tensor_self_overlap(y))
+        return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements", op);
+    if (kern_tensors_overlap(y, x) || kern_tensors_overlap(y, w))
+        return kern__err(KERN_ERR_ARG, "%s: y overlaps %s", op,
+                         kern_tensors_overlap(y, x) ? "x" : "w");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (M > 0 && N > 0) {
+        memset(&J, 0, sizeof J);
+#ifdef KERN_X86
+        if (kern_ctx_features(ctx) & KERN_CPU_AVX2) {
+            J.dot = kern__gemv_dot__avx2;
+            J.epi_tile = kern__v_epi_tile__avx2;
+        } else
+#endif
+        {
+            J.dot = kern__gemv_dot__scalar;
+            J.epi_tile = kern__s_epi_tile;
+        }
+        J.x = x;
+        J.w = w;
+        J.scale = p.w_scale;
+        J.M = M;
+        J.N = N;
+        J.K = K;
+        kern__epi_init(&J.epi);
+        kern__epi_set_bias(&J.epi, ep->bias, ep->bias_per_row);
+        kern__epi_set_residual(&J.epi, ep->residual);
+        J.epi.act = ep->act;
+        J.epi.out_scale = ep->out_scale == 0.0f ? 1.0f : ep->out_scale;
+        J.epi.dst = (char *)y->data;
+        J.epi.dst_dt = y->dtype;
+        J.epi.dst_rs = y->stride[0];
+        J.epi.dst_cs = y->stride[1];
+        st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);
+    }
     kern__op_end(ctx);
     return st;
 }

@@ -686,4 +686,165 @@ KT_TEST(topk_errors) {
     KT_OK(kern_topk(ctx, &xt, NULL, &bad));
 }
 
+/* gemv against a double reference: every weight dtype, x/y dtypes,
+ * awkward M, N, K, row strides, the epilogue (bias, SiLU, residual). */
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+
+KT_TEST(linear_gemv) {
+    static const kern_dtype WDT[4] = {KERN_F32, KERN_BF16, KERN_F16, KERN_I8};
+    static const int64_t Ms[] = {1, 2, 3, 8, 9};
+    static const int64_t Ns[] = {1, 5, 37, 64};
+    static const int64_t Ks[] = {1, 7, 64, 300};
+    int wi, mi, ni, ki, var;
+    for (wi = 0; wi < 4; wi++)
+        for (mi = 0; mi < 5; mi++)
+            for (ni = 0; ni < 4; ni++)
+                for (ki = 0; ki < 4; ki++) {
+                    kern_dtype wdt = WDT[wi];
+                    int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], m, n, k;
+                    int epi, strided;
+                    kern_dtype xdt, ydt;
+                    int64_t XS, WS, YS;
+                    void *x, *w, *y, *res, *bias;
+                    float *scale;
+                    double *want, *bound;
+                    kern_tensor xt, wt, yt, rt, bt, st;
+                    kern_gemv_params p;
+                    kt_rng rng;
+                    var = (int)(wi + mi + ni + ki);
+                    epi = var % 2;
+                    strided = (var / 2) % 2;
+                    xdt = (var % 3) == 1 ? KERN_BF16 : KERN_F32;
+                    ydt = (var % 4) == 3 ? KERN_BF16 : KERN_F32;
+                    XS = strided ? K + 3 : K;
+                    WS = strided ? K + 5 : K;
+                    YS = strided ? N + 2 : N;
+                    rng = kt_rng_make((uint64_t)(wi * 1000 + mi * 100 + ni * 10 + ki));
+                    x = kt_alloc((size_t)(M * XS) * kern_dtype_size(xdt), "x");
+                    w = kt_alloc((size_t)(N * WS) * kern_dtype_size(wdt), "w");
+                    y = kt_alloc((size_t)(M * YS) * kern_dtype_size(ydt), "y");
+                    res = kt_alloc((size_t)(M * N) * 4, "res");
+                    bias = kt_alloc((size_t)N * 4, "bias");
+                    scale = (float *)kt_alloc((size_t)N * 4, "scale");
+                    want = (double *)malloc((size_t)(M * N) * sizeof *want);
+                    bound = (double *)malloc((size_t)(M * N) * sizeof *bound);
+                    kt_fill_normal(&rng, x, xdt, M * XS, 1.0);
+                    if (wdt == KERN_I8) {
+                        for (k = 0; k < N * WS; k++) ((int8_t *)w)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
+                    } else {
+                        kt_fill_normal(&rng, w, wdt, N * WS, 0.1);
+                    }
+                    kt_fill_normal(&rng, res, KERN_F32, M * N, 1.0);
+                    kt_fill_normal(&rng, bias, KERN_F32, N, 1.0);
+                    for (n = 0; n < N; n++) scale[n] = (float)kt_uniform(&rng, 0.001, 0.01);
+                    {
+                        int64_t sh[2] = {M, K}, str[2] = {XS, 1};
+                        kern_tensor_init_strided(&xt, x, xdt, 2, sh, str);
+                        sh[0] = N; str[0] = WS;
+                        kern_tensor_init_strided(&wt, w, wdt, 2, sh, str);
+                        sh[0] = M; sh[1] = N; str[0] = YS;
+                        kern_tensor_init_strided(&yt, y, ydt, 2, sh, str);
+                    }
+                    rt = kern_tensor_2d(res, KERN_F32, M, N);
+                    bt = kern_tensor_1d(bias, KERN_F32, N);
+                    st = kern_tensor_1d(scale, KERN_F32, N);
+                    memset(&p, 0, sizeof p);
+                    if (wdt == KERN_I8) p.w_scale = &st;
+                    if (epi) {
+                        p.epilogue.bias = &bt;
+                        p.epilogue.act = KERN_ACT_SILU;
+                        p.epilogue.residual = &rt;
+                    }
+                    for (m = 0; m < M; m++)
+                        for (n = 0; n < N; n++) {
+                            double acc = 0, mag = 0, v;
+                            for (k = 0; k < K; k++) {
+                                double a = kt_get(x, xdt, m * XS + k);
+                                double b = wdt == KERN_I8 ? (double)((int8_t *)w)[n * WS + k] : kt_get(w, wdt, n * WS + k);
+                                acc += a * b;
+                                mag += fabs(a * b);
+                            }
+                            if (wdt == KERN_I8) acc *= scale[n], mag *= scale[n];
+                            v = acc;
+                            if (epi) {
+                                v = silu_d(acc + ((float *)bias)[n]) + ((float *)res)[m * N + n];
+                                mag += fabs(acc + ((float *)bias)[n]) + fabs(((float *)res)[m * N + n]);
+                            }
+                            want[m * N + n] = v;
+                            bound[m * N + n] = 4e-6 * mag * (1.0 + sqrt((double)K) / 8) + 1e-30 +
+                                               (ydt == KERN_BF16 ? fabs(v) / 256.0 : 0);
+                        }
+                    KT_FOR_EACH_ISA(isa, ctx, 2) {
+                        kt_context("w %s x %s y %s M%lld N%lld K%lld epi%d strided%d %s",
+                                   kern_dtype_name(wdt), kern_dtype_name(xdt), kern_dtype_name(ydt),
+                                   (long long)M, (long long)N, (long long)K, epi, strided,
+                                   kern_isa_name(isa));
+                        kt_poison(y, (size_t)(M * YS) * kern_dtype_size(ydt));
+                        KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, &p));
+                        for (m = 0; m < M; m++)
+                            for (n = 0; n < N; n++) {
+                                double g = kt_get(y, ydt, m * YS + n), e = want[m * N + n];
+                                KT_CHECK(fabs(g - e) <= bound[m * N + n], "y[%lld, %lld] = %.9g want %.9g",
+                                         (long long)m, (long long)n, g, e);
+                            }
+                    }
+                    kt_context("");
+                    KT_CHECK(kt_guards_ok(y), "y guard bytes");
+                    kt_free(x);
+                    kt_free(w);
+                    kt_free(y);
+                    kt_free(res);
+                    kt_free(bias);
+                    kt_free(scale);
+                    free(want);
+                    free(bound);
+                }
+}
+
+KT_TEST(linear_gemv_errors) {
+    float x[2 * 8], w[3 * 8], y[2 * 3], snap[6], sc[3] = {1, 1, 1};
+    int8_t w8[3 * 8];
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, 2, 8), wt = kern_tensor_2d(w, KERN_F32, 3, 8);
+    kern_tensor yt = kern_tensor_2d(y, KERN_F32, 2, 3), w8t = kern_tensor_2d(w8, KERN_I8, 3, 8);
+    kern_tensor sct = kern_tensor_1d(sc, KERN_F32, 3), bad;
+    kern_gemv_params p;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 16; i++) x[i] = 1.0f;
+    for (i = 0; i < 24; i++) w[i] = 0.5f, w8[i] = 2;
+    for (i = 0; i < 6; i++) y[i] = -3.0f;
+    memcpy(snap, y, sizeof y);
+    memset(&p, 0, sizeof p);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &w8t, &yt, &p), KERN_ERR_ARG, "w_scale");
+    p.w_scale = &sct;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_ARG, "only for an i8 w");
+    p.w_scale = NULL;
+    bad = kern_tensor_2d(w, KERN_F32, 3, 7);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_SHAPE, "w.shape[1]");
+    bad = kern_tensor_2d(y, KERN_F32, 2, 2);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &bad, &p), KERN_ERR_SHAPE, "y must be");
+    bad = kern_tensor_2d(w, KERN_I32, 3, 8);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_DTYPE, "w.dtype");
+    bad = kern_tensor_2d(x, KERN_F32, 2, 3);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &bad, &p), KERN_ERR_ARG, "overlaps x");
+    bad = kern_tensor_1d(sc, KERN_F32, 2);
+    p.epilogue.bias = &bad;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_SHAPE, "bias must be [3]");
+    p.epilogue.bias = NULL;
+    p.epilogue.act = (kern_act)99;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_ARG, "act");
+    p.epilogue.act = KERN_ACT_NONE;
+    {
+        int64_t sh[2] = {2, 8}, str[2] = {8, 2};
+        kern_tensor_init_strided(&bad, w, KERN_F32, 2, sh, str);
+        KT_ERROR(kern_linear_gemv(ctx, &bad, &wt, &yt, &p), KERN_ERR_LAYOUT, "unit stride");
+    }
+    KT_CHECK(memcmp(y, snap, sizeof y) == 0, "an error wrote y");
+    KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, NULL));
+    KT_CHECK(y[0] == 4.0f && y[5] == 4.0f, "y = %g", y[0]);
+    p.w_scale = &sct;
+    KT_OK(kern_linear_gemv(ctx, &xt, &w8t, &yt, &p));
+    KT_CHECK(y[0] == 16.0f && y[5] == 16.0f, "y = %g", y[0]);
+}
+
 KT_MAIN()
