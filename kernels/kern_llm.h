@@ -160,6 +160,29 @@ typedef struct kern_gemv_params {
 KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
                                       const kern_tensor *y, const kern_gemv_params *params);
 
+/* kern_decode_attention: attention of a few new queries per sequence
+ * against a KV cache with per-sequence lengths (see the top). */
+typedef struct kern_decode_attention_params {
+    float scale;       /* 0 (and scale_set 0) = 1/sqrt(D) */
+    int scale_set;     /* nonzero: scale used as given, 0 included */
+    void *workspace;   /* NULL = the context's scratch */
+    size_t workspace_size;
+} kern_decode_attention_params;
+
+/* out [B, Lq, H, Dv] = softmax(scale q k^T) v over the first k_lens[b]
+ * rows of the cache, query l of Lq seeing rows 0 .. k_lens[b] - Lq + l
+ * (the new rows are already appended: causal, bottom right); GQA when
+ * Hkv divides H (query head h reads kv head h / (H / Hkv)). */
+KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
+                                           const kern_tensor *k_cache,
+                                           const kern_tensor *v_cache,
+                                           const kern_tensor *k_lens, const kern_tensor *out,
+                                           const kern_decode_attention_params *params);
+KERN_API kern_status kern_decode_attention_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k_cache, const kern_tensor *v_cache,
+    const kern_tensor *k_lens, const kern_tensor *out, const kern_decode_attention_params *params,
+    size_t *bytes);
+
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
 KERN_API void kern_rope_params_defaults(kern_rope_params *p, int64_t head_dim);
@@ -1506,6 +1529,329 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         J.epi.dst_rs = y->stride[0];
         J.epi.dst_cs = y->stride[1];
         st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------ decode attention
+ * Split-KV: one task per (sequence, kv head, chunk of KERN__DA_CHUNK cache
+ * rows) handles all G * Lq query rows that read that kv head (G = H/Hkv),
+ * so each K/V byte is read once per step. A task writes, per query row,
+ * its chunk's max m (log2 units), sum l = sum 2^(s - m) and acc = sum
+ * 2^(s - m) v to the shared workspace; a second pass merges the chunks
+ * with the log-sum-exp rule out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c -
+ * M) l_c, M = max_c m_c. The chunking depends on the shapes only: the
+ * same bits for any thread count. A row that sees no cache row gets 0. */
+#define KERN__DA_CHUNK 256
+
+typedef struct kern__da_fns {
+    float (*dot)(const float *q, const void *k, kern_dtype kdt, int64_t n);
+    void (*axpy)(float *acc, float a, const void *v, kern_dtype vdt, int64_t n);
+    void (*scale)(float *acc, float a, int64_t n);
+    float (*exp2n)(float x);
+} kern__da_fns;
+
+static float kern__da_dot__scalar(const float *q, const void *k, kern_dtype kdt, int64_t n) {
+    size_t es = kern_dtype_size(kdt);
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i;
+    for (i = 0; i < n; i++)
+        a[i & 7] += kern__s_mul(q[i], kern__s_load_f32((const char *)k + i * (int64_t)es, kdt, 1));
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+static void kern__da_axpy__scalar(float *acc, float a, const void *v, kern_dtype vdt, int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    int64_t i;
+    for (i = 0; i < n; i++)
+        acc[i] += kern__s_mul(a, kern__s_load_f32((const char *)v + i * (int64_t)es, vdt, 1));
+}
+static void kern__da_scale__scalar(float *acc, float a, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) acc[i] = kern__s_mul(acc[i], a);
+}
+static float kern__da_exp2n(float x) { return kern__s_exp2_neg(x); }
+static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_axpy__scalar,
+                                                 kern__da_scale__scalar, kern__da_exp2n};
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
+                                                 int64_t n) {
+    size_t es = kern_dtype_size(kdt);
+    const char *kp = (const char *)k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kern__v_load_f32__avx2(kp + i * es, kdt, 8), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8),
+                             kern__v_load_f32__avx2(kp + (i + 8) * es, kdt, 8), a1);
+    }
+    for (; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kern__v_load_f32__avx2(kp + i * es, kdt, m), a0);
+    }
+    return kern__gemv_hsum__avx2(_mm256_add_ps(a0, a1));
+}
+KERN_TARGET_AVX2 static void kern__da_axpy__avx2(float *acc, float a, const void *v, kern_dtype vdt,
+                                                 int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 r = _mm256_fmadd_ps(av, kern__v_load_f32__avx2((const char *)v + i * es, vdt, m),
+                                   kern__loadn__avx2(acc + i, m));
+        if (m == 8) _mm256_storeu_ps(acc + i, r);
+        else kern__storen__avx2(acc + i, r, m);
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_scale__avx2(float *acc, float a, int64_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 r = kern__mul__avx2(av, kern__loadn__avx2(acc + i, m));
+        if (m == 8) _mm256_storeu_ps(acc + i, r);
+        else kern__storen__avx2(acc + i, r, m);
+    }
+}
+static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
+                                               kern__da_scale__avx2, kern__da_exp2n};
+#endif
+
+typedef struct kern__da_job {
+    const kern__da_fns *f;
+    kern_ctx *ctx;
+    const kern_tensor *q, *k, *v, *lens, *out;
+    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = G * Lq per task */
+    float scale2;   /* scale * log2(e) */
+    float *part;    /* [B * Hkv * nchunk][rows][Dv + 2] */
+} kern__da_job;
+
+static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
+    return (size_t)(rows * (D + KERN__DA_CHUNK + Dv)) * sizeof(float);
+}
+
+static void kern__da_task(void *arg, int64_t task, int thread) {
+    const kern__da_job *J = (const kern__da_job *)arg;
+    int64_t c = task % J->nchunk, bh = task / J->nchunk, b = bh / J->Hkv, hk = bh % J->Hkv;
+    int64_t len = kern__llm_ix(J->lens, b), j0 = c * KERN__DA_CHUNK, r;
+    float *qs = (float *)kern__thread_scratch(J->ctx, thread);
+    float *S = qs + J->rows * J->D;
+    float *part = J->part + task * J->rows * (J->Dv + 2);
+    size_t qe = kern_dtype_size(J->q->dtype), ke = kern_dtype_size(J->k->dtype);
+    size_t ve = kern_dtype_size(J->v->dtype);
+    const char *kb = (const char *)J->k->data + (b * J->k->stride[0] + hk * J->k->stride[2]) * (int64_t)ke;
+    const char *vb = (const char *)J->v->data + (b * J->v->stride[0] + hk * J->v->stride[2]) * (int64_t)ve;
+    int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
+    int64_t nmax = len - j0; /* rows of the chunk the last query sees */
+    if (nmax > KERN__DA_CHUNK) nmax = KERN__DA_CHUNK;
+    /* q rows of this kv head, scaled into log2 units, as f32 */
+    for (r = 0; r < J->rows; r++) {
+        int64_t g = r / J->Lq, l = r % J->Lq, h = hk * J->G + g, d;
+        const char *qp = (const char *)J->q->data +
+                         (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
+        float *o = part + r * (J->Dv + 2);
+        for (d = 0; d < J->D; d++)
+            qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
+        o[0] = -INFINITY;
+        o[1] = 0.0f;
+        memset(o + 2, 0, (size_t)J->Dv * sizeof(float));
+    }
+    if (nmax <= 0) return;
+    for (r = 0; r < J->rows; r++) {
+        int64_t l = r % J->Lq, n = len - (J->Lq - 1 - l) - j0, j;
+        float m = -INFINITY, sum = 0.0f, *o = part + r * (J->Dv + 2);
+        if (n > KERN__DA_CHUNK) n = KERN__DA_CHUNK;
+        if (n <= 0) continue;
+        for (j = 0; j < n; j++) {
+            S[j] = J->f->dot(qs + r * J->D, kb + (j0 + j) * ks, J->k->dtype, J->D);
+            m = kern__s_max(m, S[j]);
+        }
+        for (j = 0; j < n; j++) {
+            float pj = J->f->exp2n(S[j] - m);
+            sum += pj;
+            J->f->axpy(o + 2, pj, vb + (j0 + j) * vs, J->v->dtype, J->Dv);
+        }
+        o[0] = m;
+        o[1] = sum;
+    }
+}
+
+static void kern__da_merge_task(void *arg, int64_t row, int thread) {
+    const kern__da_job *J = (const kern__da_job *)arg;
+    /* row = ((b * Hkv + hk) * rows + r) */
+    int64_t r = row % J->rows, bh = row / J->rows, b = bh / J->Hkv, hk = bh % J->Hkv;
+    int64_t g = r / J->Lq, l = r % J->Lq, h = hk * J->G + g, c, stride = J->rows * (J->Dv + 2);
+    const float *p0 = J->part + bh * J->nchunk * stride + r * (J->Dv + 2);
+    float *acc = (float *)kern__thread_scratch(J->ctx, thread);
+    float M = -INFINITY, den = 0.0f;
+    size_t oe = kern_dtype_size(J->out->dtype);
+    char *op = (char *)J->out->data +
+               (b * J->out->stride[0] + l * J->out->stride[1] + h * J->out->stride[2]) * (int64_t)oe;
+    int64_t d;
+    for (c = 0; c < J->nchunk; c++) M = kern__s_max(M, p0[c * stride]);
+    memset(acc, 0, (size_t)J->Dv * sizeof(float));
+    if (M != -INFINITY) {
+        for (c = 0; c < J->nchunk; c++) {
+            const float *p = p0 + c * stride;
+            float w;
+            if (p[1] == 0.0f && p[0] == -INFINITY) continue;
+            w = J->f->exp2n(p[0] - M);
+            den += kern__s_mul(w, p[1]);
+            for (d = 0; d < J->Dv; d++) acc[d] += kern__s_mul(w, p[2 + d]);
+        }
+        J->f->scale(acc, 1.0f / den, J->Dv);
+    }
+    for (d = 0; d < J->Dv; d++) kern__s_store_f32(op + d * (int64_t)oe, J->out->dtype, acc[d], 1, 0);
+}
+
+static kern_status kern__da_check(const char *op, const kern_tensor *q, const kern_tensor *k,
+                                  const kern_tensor *v, const kern_tensor *lens,
+                                  const kern_tensor *out, int check_values) {
+    kern_status st;
+    int64_t B, b;
+    int d;
+    if (!q || !k || !v || !lens || !out)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op,
+                         !q ? "q" : !k ? "k_cache" : !v ? "v_cache" : !lens ? "k_lens" : "out");
+    if ((st = kern_tensor_check(q, op, "q")) || (st = kern_tensor_check(k, op, "k_cache")) ||
+        (st = kern_tensor_check(v, op, "v_cache")) || (st = kern_tensor_check(out, op, "out")))
+        return st;
+    if (!kern__llm_float_dt(q->dtype) || !kern__llm_float_dt(k->dtype) ||
+        !kern__llm_float_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__llm_float_dt(k->dtype) ? k
+                               : !kern__llm_float_dt(v->dtype) ? v : out;
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         t == q ? "q" : t == k ? "k_cache" : t == v ? "v_cache" : "out",
+                         kern_dtype_name(t->dtype));
+    }
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || out->ndim != 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: q, k_cache, v_cache and out must be 4-D", op);
+    B = q->shape[0];
+    if (k->shape[0] != B || v->shape[0] != B || out->shape[0] != B)
+        return kern__err(KERN_ERR_SHAPE, "%s: the batch (%lld) differs between q, the caches and out",
+                         op, (long long)B);
+    if (k->shape[3] != q->shape[3])
+        return kern__err(KERN_ERR_SHAPE, "%s: k_cache.shape[3]=%lld but q.shape[3]=%lld", op,
+                         (long long)k->shape[3], (long long)q->shape[3]);
+    if (v->shape[1] != k->shape[1] || v->shape[2] != k->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: v_cache's [Lmax, Hkv] differ from k_cache's", op);
+    if (k->shape[2] < 1 || q->shape[2] % k->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: q's %lld heads are not a multiple of the cache's %lld",
+                         op, (long long)q->shape[2], (long long)k->shape[2]);
+    if (out->shape[1] != q->shape[1] || out->shape[2] != q->shape[2] ||
+        out->shape[3] != v->shape[3])
+        return kern__err(KERN_ERR_SHAPE, "%s: out must be [%lld, %lld, %lld, %lld]", op,
+                         (long long)B, (long long)q->shape[1], (long long)q->shape[2],
+                         (long long)v->shape[3]);
+    for (d = 0; d < 4; d++) {
+        const kern_tensor *t = d == 0 ? q : d == 1 ? k : d == 2 ? v : out;
+        if (t->shape[3] > 1 && t->stride[3] != 1)
+            return kern__err(KERN_ERR_LAYOUT, "%s: %s's last dim needs unit stride", op,
+                             d == 0 ? "q" : d == 1 ? "k_cache" : d == 2 ? "v_cache" : "out");
+    }
+    if ((st = kern__llm_check_lens(lens, B, op, "k_lens"))) return st;
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (kern_tensors_overlap(out, q) || kern_tensors_overlap(out, k) ||
+        kern_tensors_overlap(out, v) || kern_tensors_overlap(out, lens))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps an input", op);
+    if (check_values)
+        for (b = 0; b < B; b++) {
+            int64_t n = kern__llm_ix(lens, b);
+            if (n < 0)
+                return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is negative", op,
+                                 (long long)b, (long long)n);
+            if (n > k->shape[1])
+                return kern__err(KERN_ERR_SHAPE, "%s: k_lens[%lld]=%lld is past the cache's %lld rows",
+                                 op, (long long)b, (long long)n, (long long)k->shape[1]);
+        }
+    return KERN_OK;
+}
+
+static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+                          kern__da_job *J, size_t *shared, size_t *thread) {
+    memset(J, 0, sizeof *J);
+    J->B = q->shape[0];
+    J->Lq = q->shape[1];
+    J->H = q->shape[2];
+    J->D = q->shape[3];
+    J->Hkv = k->shape[2];
+    J->Lmax = k->shape[1];
+    J->Dv = v->shape[3];
+    J->G = J->H / J->Hkv;
+    J->rows = J->G * J->Lq;
+    J->nchunk = (J->Lmax + KERN__DA_CHUNK - 1) / KERN__DA_CHUNK;
+    if (J->nchunk < 1) J->nchunk = 1;
+    *shared = (size_t)(J->B * J->Hkv * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
+    *thread = kern__da_thread_bytes(J->rows, J->D, J->Dv);
+    if (J->B * J->H * J->Lq == 0) *shared = *thread = 0;
+}
+
+KERN_API kern_status kern_decode_attention_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k_cache, const kern_tensor *v_cache,
+    const kern_tensor *k_lens, const kern_tensor *out, const kern_decode_attention_params *params,
+    size_t *bytes) {
+    static const char *op = "kern_decode_attention_workspace_size";
+    kern__da_job J;
+    size_t shared, thread;
+    kern_status st;
+    (void)params;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 0))) return st;
+    if ((st = kern__op_begin(&ctx, op))) return st;
+    kern__da_plan(q, k_cache, v_cache, &J, &shared, &thread);
+    *bytes = kern__op_workspace_bytes(ctx, shared, thread);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
+                                           const kern_tensor *k_cache,
+                                           const kern_tensor *v_cache,
+                                           const kern_tensor *k_lens, const kern_tensor *out,
+                                           const kern_decode_attention_params *params) {
+    static const char *op = "kern_decode_attention";
+    kern_decode_attention_params p;
+    kern__da_job J;
+    size_t shared, thread;
+    kern_status st;
+    float scale;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 1))) return st;
+    if (p.scale_set && !(p.scale == p.scale && p.scale - p.scale == 0.0f))
+        return kern__err(KERN_ERR_ARG, "%s: params.scale is not finite", op);
+    scale = p.scale_set || p.scale != 0.0f ? p.scale
+                                           : (float)(1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1)));
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__da_plan(q, k_cache, v_cache, &J, &shared, &thread);
+    if (shared == 0 && thread == 0) {
+        kern__op_end(ctx);
+        return KERN_OK;
+    }
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, shared, thread);
+    if (!st) st = kern__reserve_thread_scratch(ctx, thread);
+    if (!st) {
+        J.part = (float *)kern__workspace(ctx, shared);
+        if (!J.part)
+            st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of workspace", op, shared);
+    }
+    if (!st) {
+#ifdef KERN_X86
+        J.f = (kern_ctx_features(ctx) & KERN_CPU_AVX2) ? &kern__da_fns_avx2 : &kern__da_fns_scalar;
+#else
+        J.f = &kern__da_fns_scalar;
+#endif
+        J.ctx = ctx;
+        J.q = q;
+        J.k = k_cache;
+        J.v = v_cache;
+        J.lens = k_lens;
+        J.out = out;
+        J.scale2 = (float)((double)scale * 1.4426950408889634);
+        st = kern_parallel_for(ctx, J.B * J.Hkv * J.nchunk, kern__da_task, &J);
+        if (!st) st = kern_parallel_for(ctx, J.B * J.Hkv * J.rows, kern__da_merge_task, &J);
     }
     kern__op_end(ctx);
     return st;

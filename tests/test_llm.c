@@ -847,4 +847,153 @@ KT_TEST(linear_gemv_errors) {
     KT_CHECK(y[0] == 16.0f && y[5] == 16.0f, "y = %g", y[0]);
 }
 
+/* decode attention against a double softmax over the visible rows. */
+static void da_ref(const view4 *q, const view4 *k, const view4 *v, const int64_t *lens,
+                   double scale, double *want /* [B, Lq, H, Dv] */) {
+    int64_t B = q->t.shape[0], Lq = q->t.shape[1], H = q->t.shape[2], D = q->t.shape[3];
+    int64_t Hkv = k->t.shape[2], Dv = v->t.shape[3], G = H / Hkv, b, l, h, j, d;
+    double *sc = (double *)malloc((size_t)(k->t.shape[1] + 1) * sizeof(double));
+    for (b = 0; b < B; b++)
+        for (l = 0; l < Lq; l++)
+            for (h = 0; h < H; h++) {
+                int64_t n = lens[b] - (Lq - 1 - l), hk = h / G;
+                double mx = -INFINITY, sum = 0;
+                double *o = want + ((b * Lq + l) * H + h) * Dv;
+                for (d = 0; d < Dv; d++) o[d] = 0;
+                if (n <= 0) continue;
+                for (j = 0; j < n; j++) {
+                    double a = 0;
+                    for (d = 0; d < D; d++)
+                        a += kt_get(q->buf, q->t.dtype, view4_off(q, b, l, h, d)) *
+                             kt_get(k->buf, k->t.dtype, view4_off(k, b, j, hk, d));
+                    sc[j] = a * scale;
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (j = 0; j < n; j++) {
+                    double pj = exp(sc[j] - mx);
+                    sum += pj;
+                    for (d = 0; d < Dv; d++) o[d] += pj * kt_get(v->buf, v->t.dtype, view4_off(v, b, j, hk, d));
+                }
+                for (d = 0; d < Dv; d++) o[d] /= sum;
+            }
+    free(sc);
+}
+
+KT_TEST(decode_attention) {
+    static const int64_t lens_sets[3][3] = {{1, 7, 513}, {0, 600, 256}, {257, 2, 31}};
+    int var;
+    for (var = 0; var < 12; var++) {
+        int64_t B = 3, Lq = var % 3 == 2 ? 3 : 1, H = var % 2 ? 8 : 4, Hkv = var % 2 ? 2 : 4;
+        int64_t D = var % 4 == 1 ? 40 : 64, Dv = var % 4 == 3 ? 24 : D, Lmax = 600, b, i;
+        kern_dtype cdt = FDT[var % 3], qdt = var % 4 == 2 ? KERN_BF16 : KERN_F32;
+        kern_dtype odt = var % 5 == 4 ? KERN_BF16 : KERN_F32;
+        int strided = var % 2;
+        int64_t lens[3];
+        view4 q, k, v, o;
+        double *want, vmax = 0;
+        kern_tensor lt;
+        float *first = NULL;
+        kt_rng rng = kt_rng_make((uint64_t)(500 + var));
+        if (KT_SANITIZER_ON && var % 3) continue;
+        for (b = 0; b < B; b++) lens[b] = lens_sets[var % 3][b];
+        view4_make(&q, qdt, B, Lq, H, D, strided, "q");
+        view4_make(&k, cdt, B, Lmax, Hkv, D, strided, "k");
+        view4_make(&v, cdt, B, Lmax, Hkv, Dv, strided, "v");
+        view4_make(&o, odt, B, Lq, H, Dv, 0, "o");
+        kt_fill_normal(&rng, q.buf, qdt, (int64_t)(q.bytes / kern_dtype_size(qdt)), 1.0);
+        kt_fill_normal(&rng, k.buf, cdt, (int64_t)(k.bytes / kern_dtype_size(cdt)), 1.0);
+        kt_fill_normal(&rng, v.buf, cdt, (int64_t)(v.bytes / kern_dtype_size(cdt)), 1.0);
+        want = (double *)malloc((size_t)(B * Lq * H * Dv) * sizeof *want);
+        da_ref(&q, &k, &v, lens, 1.0 / sqrt((double)D), want);
+        for (i = 0; i < B * Lq * H * Dv; i++) vmax = fabs(want[i]) > vmax ? fabs(want[i]) : vmax;
+        lt = kern_tensor_1d(lens, KERN_I64, B);
+        KT_FOR_EACH_ISA(isa, ctx, 2) {
+            int th;
+            for (th = 1; th <= 2; th++) {
+                kern_ctx *c2 = kt_ctx(th, isa);
+                kt_context("var %d cache %s q %s out %s Lq %lld H %lld/%lld D %lld/%lld %s t%d", var,
+                           kern_dtype_name(cdt), kern_dtype_name(qdt), kern_dtype_name(odt),
+                           (long long)Lq, (long long)H, (long long)Hkv, (long long)D, (long long)Dv,
+                           kern_isa_name(isa), th);
+                kt_poison(o.buf, o.bytes);
+                KT_OK(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, NULL));
+                for (i = 0; i < B * Lq * H * Dv; i++) {
+                    double g = kt_get(o.buf, odt, i), w = want[i];
+                    double tol = 2e-5 * (vmax + 1) + (odt == KERN_BF16 ? fabs(w) / 256 : 0);
+                    if (!(fabs(g - w) <= tol)) {
+                        KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
+                        break;
+                    }
+                }
+                /* the same bits for 1 and 2 threads */
+                if (th == 1) {
+                    free(first);
+                    first = (float *)malloc(o.bytes);
+                    memcpy(first, o.buf, o.bytes);
+                } else {
+                    KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "1 and 2 threads differ");
+                }
+            }
+            (void)ctx;
+        }
+        /* exactly the workspace size works, one byte less is refused */
+        {
+            kern_ctx *c2 = kt_ctx(2, KERN_ISA_AUTO);
+            size_t ws = 0;
+            char *mem;
+            kern_decode_attention_params p;
+            memset(&p, 0, sizeof p);
+            KT_OK(kern_decode_attention_workspace_size(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p, &ws));
+            mem = (char *)kt_alloc_misaligned(ws ? ws : 1, 3, "ws");
+            p.workspace = mem;
+            p.workspace_size = ws;
+            kt_poison(o.buf, o.bytes);
+            KT_OK(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p));
+            KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "caller workspace changed the result");
+            p.workspace_size = ws - 1;
+            memset(o.buf, 0x11, o.bytes);
+            KT_ERROR(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p), KERN_ERR_ARG, "");
+            KT_CHECK(((unsigned char *)o.buf)[0] == 0x11, "a refused call wrote out");
+            KT_CHECK(kt_guards_ok(mem), "workspace guards");
+            kt_free(mem);
+        }
+        kt_context("");
+        free(first);
+        free(want);
+        kt_free(q.buf);
+        kt_free(k.buf);
+        kt_free(v.buf);
+        kt_free(o.buf);
+    }
+}
+
+KT_TEST(decode_attention_errors) {
+    float q[1 * 1 * 4 * 8], kc[1 * 5 * 2 * 8], vc[1 * 5 * 2 * 8], o[32], snap[32];
+    int64_t lens[1] = {6};
+    kern_tensor qt = kern_tensor_4d(q, KERN_F32, 1, 1, 4, 8), kt = kern_tensor_4d(kc, KERN_F32, 1, 5, 2, 8);
+    kern_tensor vt = kern_tensor_4d(vc, KERN_F32, 1, 5, 2, 8), ot = kern_tensor_4d(o, KERN_F32, 1, 1, 4, 8);
+    kern_tensor lt = kern_tensor_1d(lens, KERN_I64, 1), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 32; i++) q[i] = 0.1f * (float)i, o[i] = -5.0f;
+    for (i = 0; i < 80; i++) kc[i] = vc[i] = 0.01f * (float)i;
+    memcpy(snap, o, sizeof o);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "past the cache");
+    lens[0] = -1;
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL), KERN_ERR_INDEX, "negative");
+    lens[0] = 5;
+    bad = kern_tensor_4d(kc, KERN_I32, 1, 5, 2, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_DTYPE, "k_cache.dtype");
+    bad = kern_tensor_4d(kc, KERN_F32, 1, 5, 3, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "");
+    bad = kern_tensor_4d(q, KERN_F32, 1, 1, 3, 8);
+    KT_ERROR(kern_decode_attention(ctx, &bad, &kt, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "multiple");
+    bad = kern_tensor_4d(kc, KERN_F32, 1, 5, 2, 7);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "k_cache.shape[3]");
+    bad = kern_tensor_4d(q, KERN_F32, 1, 1, 4, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &bad, NULL), KERN_ERR_ARG, "overlaps");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    KT_OK(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL));
+}
+
 KT_MAIN()
