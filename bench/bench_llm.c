@@ -9,10 +9,21 @@
  *   every call reads it from DRAM, not from the 32 MiB L3.
  * Impls: kern (kern_linear_gemv). The torch peer (bench/peers/llm.py)
  * times F.linear on the same shapes and copies.
+ *
+ * Cases: "decode/<c>/B<b>/H<h>/Hkv<hkv>/D<d>/L<len>"  one query token per
+ *   sequence against a KV cache of `len` rows per sequence (Lmax = len),
+ *   cache dtype c (f32 | bf16; q and out the same). Bytes: K and V of the
+ *   cache (B * len * Hkv * D * 2 elements). The cache is 64+ MiB for the
+ *   large cases; the small ones cycle through copies like the gemv cases.
+ *   Impls: kern (kern_decode_attention on the [B, L, Hkv, D] cache),
+ *   kern_sdpa (kern_sdpa with k_lens on the same cache viewed as
+ *   [B, Hkv, L, D]); the torch peer runs F.scaled_dot_product_attention
+ *   (enable_gqa) on [B, Hkv, L, D] tensors.
  * Peak: DRAM.
  */
 #define KERN_IMPLEMENTATION
 #include "kern_llm.h"
+#include "kern_sdpa.h"
 #include "kbench.h"
 
 #include <stdio.h>
@@ -72,6 +83,80 @@ static void run_gemv(kbench_state *st, void *user) {
     kbench_set_flops(st, 2.0 * (double)(c->M * c->N * c->K));
 }
 
+typedef struct dcase {
+    kern_dtype dt;
+    int64_t B, H, Hkv, D, L;
+    double bytes;
+} dcase;
+
+static void run_decode(kbench_state *st, void *user, int sdpa) {
+    const dcase *c = (const dcase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    size_t es = kern_dtype_size(c->dt), cb = (size_t)(c->B * c->L * c->Hkv * c->D) * es;
+    int copies = (int)((256u << 20) / (2 * cb)) + 1, i = 0, j;
+    void **kc = (void **)malloc((size_t)copies * sizeof *kc), **vc = (void **)malloc((size_t)copies * sizeof *vc);
+    void *q = kbench_alloc((size_t)(c->B * c->H * c->D) * es), *o = kbench_alloc((size_t)(c->B * c->H * c->D) * es);
+    int64_t *lens = (int64_t *)kbench_alloc((size_t)c->B * 8);
+    kern_tensor qt, ot, kt, vt, lt = kern_tensor_1d(lens, KERN_I64, c->B);
+    kern_status s = KERN_OK;
+    if (!kc || !vc || !q || !o || !lens) {
+        kbench_skip(st, "out of memory");
+        free(kc);
+        free(vc);
+        return;
+    }
+    for (j = 0; j < c->B; j++) lens[j] = c->L;
+    kbench_fill(q, c->dt, c->B * c->H * c->D, 3);
+    for (j = 0; j < copies; j++) {
+        kc[j] = kbench_alloc(cb);
+        vc[j] = kbench_alloc(cb);
+        if (!kc[j] || !vc[j]) {
+            kbench_skip(st, "out of memory");
+            free(kc);
+            free(vc);
+            return;
+        }
+        kbench_fill(kc[j], c->dt, (int64_t)(cb / es), (uint64_t)(20 + j));
+        kbench_fill(vc[j], c->dt, (int64_t)(cb / es), (uint64_t)(40 + j));
+    }
+    if (!sdpa) {
+        qt = kern_tensor_4d(q, c->dt, c->B, 1, c->H, c->D);
+        ot = kern_tensor_4d(o, c->dt, c->B, 1, c->H, c->D);
+        while (kbench_next(st)) {
+            kt = kern_tensor_4d(kc[i], c->dt, c->B, c->L, c->Hkv, c->D);
+            vt = kern_tensor_4d(vc[i], c->dt, c->B, c->L, c->Hkv, c->D);
+            s |= kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL);
+            i = (i + 1) % copies;
+        }
+    } else {
+        int64_t shp[4] = {c->B, c->Hkv, c->L, c->D};
+        int64_t str[4] = {c->L * c->Hkv * c->D, c->D, c->Hkv * c->D, 1};
+        kern_sdpa_params p;
+        memset(&p, 0, sizeof p);
+        p.enable_gqa = 1;
+        p.k_lens = &lt;
+        qt = kern_tensor_4d(q, c->dt, c->B, c->H, 1, c->D);
+        ot = kern_tensor_4d(o, c->dt, c->B, c->H, 1, c->D);
+        while (kbench_next(st)) {
+            kern_tensor_init_strided(&kt, kc[i], c->dt, 4, shp, str);
+            kern_tensor_init_strided(&vt, vc[i], c->dt, 4, shp, str);
+            s |= kern_sdpa(ctx, &qt, &kt, &vt, &ot, &p);
+            i = (i + 1) % copies;
+        }
+    }
+    kbench_use(o);
+    free(kc);
+    free(vc);
+    if (s != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    kbench_set_bytes(st, c->bytes);
+    kbench_set_flops(st, 4.0 * (double)(c->B * c->H * c->L * c->D));
+}
+static void run_decode_kern(kbench_state *st, void *user) { run_decode(st, user, 0); }
+static void run_decode_sdpa(kbench_state *st, void *user) { run_decode(st, user, 1); }
+
 KBENCH_INIT(llm) {
     static const kern_dtype wdts[3] = {KERN_F32, KERN_BF16, KERN_I8};
     static const int64_t shapes[2][2] = {{4096, 4096}, {11008, 4096}};
@@ -93,6 +178,31 @@ KBENCH_INIT(llm) {
                          (long long)c->M, (long long)c->N, (long long)c->K);
                 for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
             }
+    {
+        static const kern_dtype ddts[2] = {KERN_F32, KERN_BF16};
+        static const int64_t dshapes[3][2] = {{1, 4096}, {1, 16384}, {4, 4096}}; /* B, L */
+        static dcase dc[2 * 3];
+        int di, k2 = 0;
+        for (di = 0; di < 2; di++)
+            for (si = 0; si < 3; si++) {
+                dcase *c = &dc[k2++];
+                char name[96];
+                c->dt = ddts[di];
+                c->B = dshapes[si][0];
+                c->L = dshapes[si][1];
+                c->H = 32;
+                c->Hkv = 8;
+                c->D = 128;
+                c->bytes = 2.0 * (double)(c->B * c->L * c->Hkv * c->D) * (double)kern_dtype_size(c->dt);
+                snprintf(name, sizeof name, "decode/%s/B%lld/H32/Hkv8/D128/L%lld", kern_dtype_name(c->dt),
+                         (long long)c->B, (long long)c->L);
+                for (t = 1; t <= 2; t++) {
+                    kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_decode_kern, c);
+                    kbench_add("llm", name, "kern_sdpa", t, KBENCH_PEAK_DRAM, run_decode_sdpa, c);
+                }
+            }
+    }
+    kbench_headline("llm", "decode/bf16/B1/H32/Hkv8/D128/L4096");
     kbench_headline("llm", "gemv/f32/M1/N4096/K4096");
     kbench_headline("llm", "gemv/bf16/M1/N4096/K4096");
     kbench_headline("llm", "gemv/i8/M1/N4096/K4096");

@@ -1535,21 +1535,28 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 }
 
 /* ------------------------------------------------------ decode attention
- * Split-KV: one task per (sequence, kv head, chunk of KERN__DA_CHUNK cache
- * rows) handles all G * Lq query rows that read that kv head (G = H/Hkv),
- * so each K/V byte is read once per step. A task writes, per query row,
+ * Split-KV: one task per (sequence, chunk of KERN__DA_CHUNK cache rows)
+ * handles all H * Lq query rows, so each K/V byte is read once per step
+ * and the chunk's rows (every kv head of a position is contiguous) are
+ * read in address order. A task writes, per query row,
  * its chunk's max m (log2 units), sum l = sum 2^(s - m) and acc = sum
  * 2^(s - m) v to the shared workspace; a second pass merges the chunks
  * with the log-sum-exp rule out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c -
  * M) l_c, M = max_c m_c. The chunking depends on the shapes only: the
  * same bits for any thread count. A row that sees no cache row gets 0. */
-#define KERN__DA_CHUNK 256
+#define KERN__DA_CHUNK 128
 
 typedef struct kern__da_fns {
     float (*dot)(const float *q, const void *k, kern_dtype kdt, int64_t n);
     void (*axpy)(float *acc, float a, const void *v, kern_dtype vdt, int64_t n);
     void (*scale)(float *acc, float a, int64_t n);
     float (*exp2n)(float x);
+    /* four q rows (stride qs) against one k row: out[0..3] */
+    void (*dot4)(const float *q, int64_t qs, const void *k, kern_dtype kdt, int64_t n, float *out);
+    /* four acc rows (stride as) += a[i] * v */
+    void (*axpy4)(float *acc, int64_t as, const float *a, const void *v, kern_dtype vdt, int64_t n);
+    /* x[i] = 2^(x[i] - m) for i < n; returns their sum (in lane order) */
+    float (*exp2row)(float *x, float m, int64_t n);
 } kern__da_fns;
 
 static float kern__da_dot__scalar(const float *q, const void *k, kern_dtype kdt, int64_t n) {
@@ -1571,8 +1578,29 @@ static void kern__da_scale__scalar(float *acc, float a, int64_t n) {
     for (i = 0; i < n; i++) acc[i] = kern__s_mul(acc[i], a);
 }
 static float kern__da_exp2n(float x) { return kern__s_exp2_neg(x); }
+static void kern__da_dot4__scalar(const float *q, int64_t qs, const void *k, kern_dtype kdt,
+                                  int64_t n, float *out) {
+    int i;
+    for (i = 0; i < 4; i++) out[i] = kern__da_dot__scalar(q + i * qs, k, kdt, n);
+}
+static void kern__da_axpy4__scalar(float *acc, int64_t as, const float *a, const void *v,
+                                   kern_dtype vdt, int64_t n) {
+    int i;
+    for (i = 0; i < 4; i++) kern__da_axpy__scalar(acc + i * as, a[i], v, vdt, n);
+}
+static float kern__da_exp2row__scalar(float *x, float m, int64_t n) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        x[i] = kern__s_exp2_neg(x[i] - m);
+        s[i & 7] += x[i];
+    }
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
 static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_axpy__scalar,
-                                                 kern__da_scale__scalar, kern__da_exp2n};
+                                                 kern__da_scale__scalar, kern__da_exp2n,
+                                                 kern__da_dot4__scalar, kern__da_axpy4__scalar,
+                                                 kern__da_exp2row__scalar};
 #ifdef KERN_X86
 KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
                                                  int64_t n) {
@@ -1614,75 +1642,177 @@ KERN_TARGET_AVX2 static void kern__da_scale__avx2(float *acc, float a, int64_t n
         else kern__storen__avx2(acc + i, r, m);
     }
 }
+KERN_TARGET_AVX2 static void kern__da_dot4__avx2(const float *q, int64_t qs, const void *k,
+                                                  kern_dtype kdt, int64_t n, float *out) {
+    size_t es = kern_dtype_size(kdt);
+    const char *kp = (const char *)k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m128 s01, s23;
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 kv = kern__v_load_f32__avx2(kp + i * es, kdt, m);
+        if (m == 8) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + qs + i), kv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * qs + i), kv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * qs + i), kv, a3);
+        } else {
+            a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kv, a0);
+            a1 = _mm256_fmadd_ps(kern__loadn__avx2(q + qs + i, m), kv, a1);
+            a2 = _mm256_fmadd_ps(kern__loadn__avx2(q + 2 * qs + i, m), kv, a2);
+            a3 = _mm256_fmadd_ps(kern__loadn__avx2(q + 3 * qs + i, m), kv, a3);
+        }
+    }
+    /* four horizontal sums at once */
+    a0 = _mm256_hadd_ps(a0, a1);
+    a2 = _mm256_hadd_ps(a2, a3);
+    a0 = _mm256_hadd_ps(a0, a2);
+    s01 = _mm256_castps256_ps128(a0);
+    s23 = _mm256_extractf128_ps(a0, 1);
+    _mm_storeu_ps(out, _mm_add_ps(s01, s23));
+}
+KERN_TARGET_AVX2 static void kern__da_axpy4__avx2(float *acc, int64_t as, const float *a,
+                                                   const void *v, kern_dtype vdt, int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    __m256 c0 = _mm256_set1_ps(a[0]), c1 = _mm256_set1_ps(a[1]);
+    __m256 c2 = _mm256_set1_ps(a[2]), c3 = _mm256_set1_ps(a[3]);
+    float *r0 = acc, *r1 = acc + as, *r2 = acc + 2 * as, *r3 = acc + 3 * as;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, 8);
+        _mm256_storeu_ps(r0 + i, _mm256_fmadd_ps(c0, vv, _mm256_loadu_ps(r0 + i)));
+        _mm256_storeu_ps(r1 + i, _mm256_fmadd_ps(c1, vv, _mm256_loadu_ps(r1 + i)));
+        _mm256_storeu_ps(r2 + i, _mm256_fmadd_ps(c2, vv, _mm256_loadu_ps(r2 + i)));
+        _mm256_storeu_ps(r3 + i, _mm256_fmadd_ps(c3, vv, _mm256_loadu_ps(r3 + i)));
+    }
+    if (i < n) {
+        int m = (int)(n - i);
+        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, m);
+        kern__storen__avx2(r0 + i, _mm256_fmadd_ps(c0, vv, kern__loadn__avx2(r0 + i, m)), m);
+        kern__storen__avx2(r1 + i, _mm256_fmadd_ps(c1, vv, kern__loadn__avx2(r1 + i, m)), m);
+        kern__storen__avx2(r2 + i, _mm256_fmadd_ps(c2, vv, kern__loadn__avx2(r2 + i, m)), m);
+        kern__storen__avx2(r3 + i, _mm256_fmadd_ps(c3, vv, kern__loadn__avx2(r3 + i, m)), m);
+    }
+}
+KERN_TARGET_AVX2 static float kern__da_exp2row__avx2(float *x, float m, int64_t n) {
+    __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    float s[8];
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int c = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 e = kern__v_exp2_neg__avx2(_mm256_sub_ps(kern__loadn__avx2(x + i, c), mv));
+        if (c < 8) e = _mm256_and_ps(e, _mm256_castsi256_ps(kern__tailmask__avx2(c)));
+        kern__storen__avx2(x + i, e, c);
+        acc = _mm256_add_ps(acc, e);
+    }
+    _mm256_storeu_ps(s, acc);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
 static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
-                                               kern__da_scale__avx2, kern__da_exp2n};
+                                               kern__da_scale__avx2, kern__da_exp2n,
+                                               kern__da_dot4__avx2, kern__da_axpy4__avx2,
+                                               kern__da_exp2row__avx2};
 #endif
 
 typedef struct kern__da_job {
     const kern__da_fns *f;
     kern_ctx *ctx;
     const kern_tensor *q, *k, *v, *lens, *out;
-    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = G * Lq per task */
+    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = H * Lq per task */
     float scale2;   /* scale * log2(e) */
-    float *part;    /* [B * Hkv * nchunk][rows][Dv + 2] */
+    float *part;    /* [B * nchunk][rows][Dv + 2] */
 } kern__da_job;
 
 static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
-    return (size_t)(rows * (D + KERN__DA_CHUNK + Dv)) * sizeof(float);
+    return (size_t)(rows * (D + KERN__DA_CHUNK) + Dv) * sizeof(float);
 }
 
+/* One (sequence, chunk) task: every head, so the cache rows [j0, j0 + n)
+ * (all kv heads of a row are contiguous in the [B, Lmax, Hkv, D] layout)
+ * stream through once, in order. Row r = h * Lq + l. */
 static void kern__da_task(void *arg, int64_t task, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
-    int64_t c = task % J->nchunk, bh = task / J->nchunk, b = bh / J->Hkv, hk = bh % J->Hkv;
-    int64_t len = kern__llm_ix(J->lens, b), j0 = c * KERN__DA_CHUNK, r;
+    int64_t c = task % J->nchunk, b = task / J->nchunk, R = J->rows, Lq = J->Lq;
+    int64_t len = kern__llm_ix(J->lens, b), j0 = c * KERN__DA_CHUNK, r, j, hk, g;
     float *qs = (float *)kern__thread_scratch(J->ctx, thread);
-    float *S = qs + J->rows * J->D;
-    float *part = J->part + task * J->rows * (J->Dv + 2);
+    float *S = qs + R * J->D;
+    float *part = J->part + task * R * (J->Dv + 2);
     size_t qe = kern_dtype_size(J->q->dtype), ke = kern_dtype_size(J->k->dtype);
     size_t ve = kern_dtype_size(J->v->dtype);
-    const char *kb = (const char *)J->k->data + (b * J->k->stride[0] + hk * J->k->stride[2]) * (int64_t)ke;
-    const char *vb = (const char *)J->v->data + (b * J->v->stride[0] + hk * J->v->stride[2]) * (int64_t)ve;
+    const char *kb = (const char *)J->k->data + b * J->k->stride[0] * (int64_t)ke;
+    const char *vb = (const char *)J->v->data + b * J->v->stride[0] * (int64_t)ve;
     int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
+    int64_t khs = J->k->stride[2] * (int64_t)ke, vhs = J->v->stride[2] * (int64_t)ve;
     int64_t nmax = len - j0; /* rows of the chunk the last query sees */
     if (nmax > KERN__DA_CHUNK) nmax = KERN__DA_CHUNK;
-    /* q rows of this kv head, scaled into log2 units, as f32 */
-    for (r = 0; r < J->rows; r++) {
-        int64_t g = r / J->Lq, l = r % J->Lq, h = hk * J->G + g, d;
-        const char *qp = (const char *)J->q->data +
-                         (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
+    for (r = 0; r < R; r++) {
         float *o = part + r * (J->Dv + 2);
-        for (d = 0; d < J->D; d++)
-            qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
         o[0] = -INFINITY;
         o[1] = 0.0f;
         memset(o + 2, 0, (size_t)J->Dv * sizeof(float));
     }
     if (nmax <= 0) return;
-    for (r = 0; r < J->rows; r++) {
-        int64_t l = r % J->Lq, n = len - (J->Lq - 1 - l) - j0, j;
-        float m = -INFINITY, sum = 0.0f, *o = part + r * (J->Dv + 2);
-        if (n > KERN__DA_CHUNK) n = KERN__DA_CHUNK;
-        if (n <= 0) continue;
-        for (j = 0; j < n; j++) {
-            S[j] = J->f->dot(qs + r * J->D, kb + (j0 + j) * ks, J->k->dtype, J->D);
-            m = kern__s_max(m, S[j]);
+    /* q rows, scaled into log2 units, as f32 */
+    for (r = 0; r < R; r++) {
+        int64_t h = r / Lq, l = r % Lq, d;
+        const char *qp = (const char *)J->q->data +
+                         (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
+        for (d = 0; d < J->D; d++)
+            qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
+    }
+    /* scores, cache row by cache row */
+    for (j = 0; j < nmax; j++) {
+        const char *krow = kb + (j0 + j) * ks;
+        for (hk = 0; hk < J->Hkv; hk++) {
+            int64_t r1 = (hk + 1) * J->G * Lq;
+            float o4[4];
+            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
+                J->f->dot4(qs + r * J->D, J->D, krow + hk * khs, J->k->dtype, J->D, o4);
+                for (g = 0; g < 4; g++) S[(r + g) * KERN__DA_CHUNK + j] = o4[g];
+            }
+            for (; r < r1; r++)
+                S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
         }
-        for (j = 0; j < n; j++) {
-            float pj = J->f->exp2n(S[j] - m);
-            sum += pj;
-            J->f->axpy(o + 2, pj, vb + (j0 + j) * vs, J->v->dtype, J->Dv);
+    }
+    /* per row: max, probabilities (in S), sum */
+    for (r = 0; r < R; r++) {
+        int64_t n = len - (Lq - 1 - r % Lq) - j0;
+        float m = -INFINITY, sum = 0.0f, *sr = S + r * KERN__DA_CHUNK, *o = part + r * (J->Dv + 2);
+        if (n > nmax) n = nmax;
+        if (n < 0) n = 0;
+        for (j = 0; j < n; j++) m = kern__s_max(m, sr[j]);
+        if (n > 0) sum = J->f->exp2row(sr, m, n);
+        for (j = n; j < nmax; j++) sr[j] = 0.0f;
+        if (n > 0) {
+            o[0] = m;
+            o[1] = sum;
         }
-        o[0] = m;
-        o[1] = sum;
+    }
+    /* acc += p v, cache row by cache row */
+    for (j = 0; j < nmax; j++) {
+        const char *vrow = vb + (j0 + j) * vs;
+        for (hk = 0; hk < J->Hkv; hk++) {
+            int64_t r1 = (hk + 1) * J->G * Lq;
+            float a4[4];
+            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
+                for (g = 0; g < 4; g++) a4[g] = S[(r + g) * KERN__DA_CHUNK + j];
+                J->f->axpy4(part + r * (J->Dv + 2) + 2, J->Dv + 2, a4, vrow + hk * vhs,
+                            J->v->dtype, J->Dv);
+            }
+            for (; r < r1; r++)
+                J->f->axpy(part + r * (J->Dv + 2) + 2, S[r * KERN__DA_CHUNK + j], vrow + hk * vhs,
+                           J->v->dtype, J->Dv);
+        }
     }
 }
 
 static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
-    /* row = ((b * Hkv + hk) * rows + r) */
-    int64_t r = row % J->rows, bh = row / J->rows, b = bh / J->Hkv, hk = bh % J->Hkv;
-    int64_t g = r / J->Lq, l = r % J->Lq, h = hk * J->G + g, c, stride = J->rows * (J->Dv + 2);
-    const float *p0 = J->part + bh * J->nchunk * stride + r * (J->Dv + 2);
+    /* row = b * rows + r */
+    int64_t r = row % J->rows, b = row / J->rows, h = r / J->Lq, l = r % J->Lq;
+    int64_t c, stride = J->rows * (J->Dv + 2);
+    const float *p0 = J->part + b * J->nchunk * stride + r * (J->Dv + 2);
     float *acc = (float *)kern__thread_scratch(J->ctx, thread);
     float M = -INFINITY, den = 0.0f;
     size_t oe = kern_dtype_size(J->out->dtype);
@@ -1698,7 +1828,7 @@ static void kern__da_merge_task(void *arg, int64_t row, int thread) {
             if (p[1] == 0.0f && p[0] == -INFINITY) continue;
             w = J->f->exp2n(p[0] - M);
             den += kern__s_mul(w, p[1]);
-            for (d = 0; d < J->Dv; d++) acc[d] += kern__s_mul(w, p[2 + d]);
+            J->f->axpy(acc, w, p + 2, KERN_F32, J->Dv);
         }
         J->f->scale(acc, 1.0f / den, J->Dv);
     }
@@ -1780,10 +1910,10 @@ static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern
     J->Lmax = k->shape[1];
     J->Dv = v->shape[3];
     J->G = J->H / J->Hkv;
-    J->rows = J->G * J->Lq;
+    J->rows = J->H * J->Lq;
     J->nchunk = (J->Lmax + KERN__DA_CHUNK - 1) / KERN__DA_CHUNK;
     if (J->nchunk < 1) J->nchunk = 1;
-    *shared = (size_t)(J->B * J->Hkv * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
+    *shared = (size_t)(J->B * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
     *thread = kern__da_thread_bytes(J->rows, J->D, J->Dv);
     if (J->B * J->H * J->Lq == 0) *shared = *thread = 0;
 }
@@ -1850,8 +1980,8 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
         J.lens = k_lens;
         J.out = out;
         J.scale2 = (float)((double)scale * 1.4426950408889634);
-        st = kern_parallel_for(ctx, J.B * J.Hkv * J.nchunk, kern__da_task, &J);
-        if (!st) st = kern_parallel_for(ctx, J.B * J.Hkv * J.rows, kern__da_merge_task, &J);
+        st = kern_parallel_for(ctx, J.B * J.nchunk, kern__da_task, &J);
+        if (!st) st = kern_parallel_for(ctx, J.B * J.rows, kern__da_merge_task, &J);
     }
     kern__op_end(ctx);
     return st;
