@@ -4,7 +4,9 @@
 #define KERN_IMPLEMENTATION
 #include "kern_llm.h"
 #include "kern_norm.h"
+#include "kern_graph.h"
 #include "kt.h"
+#include "../models/llama_graph.h"
 
 static const kern_dtype FDT[3] = {KERN_F32, KERN_BF16, KERN_F16};
 
@@ -994,6 +996,224 @@ KT_TEST(decode_attention_errors) {
     KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &bad, NULL), KERN_ERR_ARG, "overlaps");
     KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
     KT_OK(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL));
+}
+
+/* A tiny Llama (2 layers, GQA 4/2) through the graph (embedding, rms_norm,
+ * linear, rope, kv_append, decode_attention, silu_mul) against a plain C
+ * forward pass, token by token with its own cache: prefill of 5 tokens for
+ * 2 sequences, then greedy decoding. */
+typedef struct tl_model {
+    llama_cfg c;
+    float *emb, *lm, *fnorm, *table;
+    float *ln1[2], *wq[2], *wk[2], *wv[2], *wo[2], *ln2[2], *wg[2], *wu[2], *wd[2];
+    float *kc[2], *vc[2]; /* reference caches [B][Lmax][Hkv][D] */
+} tl_model;
+
+static void tl_rms(const tl_model *m, const float *x, const float *w, float *y) {
+    double ss = 0;
+    int64_t i;
+    float r;
+    for (i = 0; i < m->c.hidden; i++) ss += (double)x[i] * x[i];
+    r = (float)(1.0 / sqrt(ss / (double)m->c.hidden + m->c.rms_eps));
+    for (i = 0; i < m->c.hidden; i++) y[i] = x[i] * r * w[i];
+}
+static void tl_mv(const float *W, const float *x, int64_t N, int64_t K, float *y) {
+    int64_t n, k;
+    for (n = 0; n < N; n++) {
+        double a = 0;
+        for (k = 0; k < K; k++) a += (double)W[n * K + k] * x[k];
+        y[n] = (float)a;
+    }
+}
+static void tl_rope(const tl_model *m, float *x, int64_t nh, int64_t pos) {
+    int64_t D = m->c.head_dim, hf = D / 2, h, i;
+    const float *row = m->table + pos * D;
+    for (h = 0; h < nh; h++)
+        for (i = 0; i < hf; i++) {
+            float a = x[h * D + i], b = x[h * D + i + hf];
+            x[h * D + i] = a * row[i] - b * row[hf + i];
+            x[h * D + i + hf] = b * row[i] + a * row[hf + i];
+        }
+}
+/* One token of sequence b at position pos: logits[V]. */
+static void tl_step(tl_model *m, int64_t b, int64_t tok, int64_t pos, float *logits) {
+    const llama_cfg *c = &m->c;
+    int64_t Hd = c->hidden, D = c->head_dim, H = c->heads, Hkv = c->kv_heads, G = H / Hkv;
+    float h[64], x[64], q[64], k[64], v[64], a[64], o[64], g[128], u[128], sc[64];
+    int64_t l, i, hh, j;
+    memcpy(h, m->emb + tok * Hd, sizeof(float) * (size_t)Hd);
+    for (l = 0; l < c->layers; l++) {
+        float *kc = m->kc[l] + b * c->max_len * Hkv * D, *vc = m->vc[l] + b * c->max_len * Hkv * D;
+        tl_rms(m, h, m->ln1[l], x);
+        tl_mv(m->wq[l], x, H * D, Hd, q);
+        tl_mv(m->wk[l], x, Hkv * D, Hd, k);
+        tl_mv(m->wv[l], x, Hkv * D, Hd, v);
+        tl_rope(m, q, H, pos);
+        tl_rope(m, k, Hkv, pos);
+        memcpy(kc + pos * Hkv * D, k, sizeof(float) * (size_t)(Hkv * D));
+        memcpy(vc + pos * Hkv * D, v, sizeof(float) * (size_t)(Hkv * D));
+        for (hh = 0; hh < H; hh++) {
+            int64_t kh = hh / G;
+            double mx = -1e300, sum = 0, acc[16] = {0};
+            for (j = 0; j <= pos; j++) {
+                double s = 0;
+                for (i = 0; i < D; i++) s += (double)q[hh * D + i] * kc[(j * Hkv + kh) * D + i];
+                sc[j] = (float)(s / sqrt((double)D));
+                if (sc[j] > mx) mx = sc[j];
+            }
+            for (j = 0; j <= pos; j++) {
+                double p = exp(sc[j] - mx);
+                sum += p;
+                for (i = 0; i < D; i++) acc[i] += p * vc[(j * Hkv + kh) * D + i];
+            }
+            for (i = 0; i < D; i++) a[hh * D + i] = (float)(acc[i] / sum);
+        }
+        tl_mv(m->wo[l], a, Hd, H * D, o);
+        for (i = 0; i < Hd; i++) h[i] += o[i];
+        tl_rms(m, h, m->ln2[l], x);
+        tl_mv(m->wg[l], x, c->ffn, Hd, g);
+        tl_mv(m->wu[l], x, c->ffn, Hd, u);
+        for (i = 0; i < c->ffn; i++) g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i]))) * u[i];
+        tl_mv(m->wd[l], g, Hd, c->ffn, o);
+        for (i = 0; i < Hd; i++) h[i] += o[i];
+    }
+    tl_rms(m, h, m->fnorm, x);
+    tl_mv(m->lm, x, c->vocab, Hd, logits);
+}
+
+static float *tl_rand(kt_rng *r, int64_t n, double scale, double offset) {
+    float *p = (float *)malloc((size_t)n * sizeof(float));
+    int64_t i;
+    for (i = 0; i < n; i++) p[i] = (float)(offset + scale * kt_normal(r));
+    return p;
+}
+
+static void tl_bind(kern_graph *g, const char *name, float *data, int ndim, int64_t d0, int64_t d1) {
+    kern_tensor t;
+    int64_t shape[2];
+    shape[0] = d0;
+    shape[1] = d1;
+    kern_tensor_init(&t, data, KERN_F32, ndim, shape);
+    KT_OK(kern_graph_bind_weight(g, name, &t, KERN_GRAPH_BORROW));
+}
+
+KT_TEST(tiny_llama_graph) {
+    enum { B = 2, P = 5, STEPS = 6 };
+    tl_model m;
+    llama_cfg *c = &m.c;
+    kt_rng rng = kt_rng_make(77);
+    kern_graph *g = NULL;
+    kern_graph_plan *plan = NULL;
+    kern_graph_plan_params pp;
+    kern_rope_params rp;
+    kern_tensor tt;
+    float *kcache[2], *vcache[2], ref_logits[B][64];
+    int64_t ids[B * P], lens[B] = {0, 0}, l, b, i, step, V;
+    kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+    char nm[128];
+    double worst = 0;
+    memset(&m, 0, sizeof m);
+    c->vocab = 64; c->hidden = 32; c->heads = 4; c->kv_heads = 2; c->head_dim = 8;
+    c->ffn = 48; c->layers = 2; c->max_len = 16; c->rope_theta = 10000.0; c->rms_eps = 1e-6f;
+    V = c->vocab;
+    m.emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
+    m.lm = tl_rand(&rng, V * c->hidden, 0.3, 0);
+    m.fnorm = tl_rand(&rng, c->hidden, 0.1, 1.0);
+    m.table = (float *)malloc((size_t)(c->max_len * c->head_dim) * sizeof(float));
+    for (l = 0; l < 2; l++) {
+        m.ln1[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m.ln2[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m.wq[l] = tl_rand(&rng, c->heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wk[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wv[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wo[l] = tl_rand(&rng, c->hidden * c->heads * c->head_dim, 0.2, 0);
+        m.wg[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m.wu[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m.wd[l] = tl_rand(&rng, c->hidden * c->ffn, 0.2, 0);
+        m.kc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        m.vc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        kcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        vcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+    }
+    memset(&rp, 0, sizeof rp);
+    rp.theta = c->rope_theta;
+    tt = kern_tensor_2d(m.table, KERN_F32, c->max_len, c->head_dim);
+    KT_OK(kern_rope_table_init(ctx, &tt, &rp));
+    KT_OK(kern_graph_create(ctx, &g));
+    KT_REQUIRE(g != NULL);
+    KT_OK(llama_graph_build(g, c));
+    tl_bind(g, "model.embed_tokens.weight", m.emb, 2, V, c->hidden);
+    tl_bind(g, "lm_head.weight", m.lm, 2, V, c->hidden);
+    tl_bind(g, "model.norm.weight", m.fnorm, 1, c->hidden, 0);
+    tl_bind(g, "rope.table", m.table, 2, c->max_len, c->head_dim);
+    for (l = 0; l < 2; l++) {
+#define TL_B(s, p, nd, a0, a1) (snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)l, s), tl_bind(g, nm, p, nd, a0, a1))
+        TL_B("input_layernorm", m.ln1[l], 1, c->hidden, 0);
+        TL_B("post_attention_layernorm", m.ln2[l], 1, c->hidden, 0);
+        TL_B("self_attn.q_proj", m.wq[l], 2, c->heads * c->head_dim, c->hidden);
+        TL_B("self_attn.k_proj", m.wk[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.v_proj", m.wv[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.o_proj", m.wo[l], 2, c->hidden, c->heads * c->head_dim);
+        TL_B("mlp.gate_proj", m.wg[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.up_proj", m.wu[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.down_proj", m.wd[l], 2, c->hidden, c->ffn);
+#undef TL_B
+    }
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=5";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+    KT_REQUIRE(plan != NULL);
+    for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
+    for (step = 0; step <= STEPS; step++) {
+        int64_t L = step == 0 ? P : 1, pos0 = lens[0];
+        kern_tensor in[6], out[2];
+        int64_t next[B];
+        in[0] = kern_tensor_2d(ids, KERN_I64, B, L);
+        in[1] = kern_tensor_1d(lens, KERN_I64, B);
+        for (l = 0; l < 2; l++) {
+            in[2 + 2 * l] = kern_tensor_4d(kcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
+            in[3 + 2 * l] = kern_tensor_4d(vcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
+        }
+        memset(out, 0, sizeof out);
+        KT_OK(kern_graph_run(plan, in, 6, out, 2));
+        KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == L);
+        for (b = 0; b < B; b++) {
+            const int64_t *nl = (const int64_t *)out[1].data;
+            KT_CHECK(nl[b] == pos0 + L, "new length %lld", (long long)nl[b]);
+            for (i = 0; i < L; i++) {
+                const float *gl = (const float *)out[0].data + (b * L + i) * V;
+                int64_t j, best = 0, rbest = 0;
+                double mx = 0;
+                tl_step(&m, b, ids[b * L + i], pos0 + i, ref_logits[b]);
+                for (j = 0; j < V; j++) mx = fabs(ref_logits[b][j]) > mx ? fabs(ref_logits[b][j]) : mx;
+                for (j = 0; j < V; j++) {
+                    double e = fabs(gl[j] - ref_logits[b][j]) / mx;
+                    worst = e > worst ? e : worst;
+                    if (gl[j] > gl[best]) best = j;
+                    if (ref_logits[b][j] > ref_logits[b][rbest]) rbest = j;
+                }
+                KT_CHECK(worst < 1e-4, "step %lld seq %lld token %lld: logits rel error %.3g",
+                         (long long)step, (long long)b, (long long)i, worst);
+                if (i == L - 1) {
+                    KT_CHECK(best == rbest, "step %lld seq %lld: greedy token %lld, reference %lld",
+                             (long long)step, (long long)b, (long long)best, (long long)rbest);
+                    next[b] = best;
+                }
+            }
+        }
+        for (b = 0; b < B; b++) {
+            lens[b] = ((const int64_t *)out[1].data)[b];
+            ids[b] = next[b]; /* the next step's [B, 1] ids */
+        }
+    }
+    kern_graph_plan_free(plan);
+    kern_graph_destroy(g);
+    free(m.emb); free(m.lm); free(m.fnorm); free(m.table);
+    for (l = 0; l < 2; l++) {
+        free(m.ln1[l]); free(m.ln2[l]); free(m.wq[l]); free(m.wk[l]); free(m.wv[l]); free(m.wo[l]);
+        free(m.wg[l]); free(m.wu[l]); free(m.wd[l]); free(m.kc[l]); free(m.vc[l]);
+        free(kcache[l]); free(vcache[l]);
+    }
 }
 
 KT_MAIN()
