@@ -54,7 +54,29 @@
  *     token id is never checked here: ids >= vocab are the embedding
  *     lookup's error (kern_gather, KERN_ERR_INDEX).
  *
+ *   kern_topk(ctx, x, values, indices)   torch.topk(x, k, dim=-1)
+ *     The k = indices.shape[1] largest of each row of x [R, V], sorted
+ *     largest first, ties to the lower index, NaN largest (torch's sorted
+ *     order); values (NULL = not wanted) [R, k]. k > V: KERN_ERR_SHAPE.
+ *
+ *   kern_linear_gemv(ctx, x, w, y, params)   F.linear for decode sizes
+ *     y [M, N] = epilogue(x [M, K] . w [N, K]^T), w f32/bf16/f16 or i8
+ *     with params.w_scale [N] f32 (y = scale[n] * sum_k x w before the
+ *     epilogue). The weight streams once from memory (M = 1..8); threads
+ *     split N. f32 accumulation (not kern_gemm's summation order).
+ *
+ *   kern_decode_attention(ctx, q, k_cache, v_cache, k_lens, out, params)
+ *     out[b, l, h] = softmax(scale q k^T) v over cache rows
+ *     0 .. k_lens[b] - Lq + l (the new rows already appended), kv head
+ *     h / (H / Hkv); 0 where no row is visible. scale: 0 = 1/sqrt(D) unless
+ *     scale_set. Split-KV over 128-row chunks with a log-sum-exp merge; the
+ *     same bits for any thread count. Workspace:
+ *     kern_decode_attention_workspace_size, params.workspace.
+ *
  * LAYOUTS
+ *   gemv: x [M, K], w [N, K] with unit stride along K, y [M, N] any
+ *   strides. decode attention: q [B, Lq, H, D], caches [B, Lmax, Hkv, D]
+ *   ([.., Dv] for v), out [B, Lq, H, Dv], unit last strides; k_lens [B].
  *   x, out: 4-D [B, L, H, D], any strides on B, L, H, unit stride on D;
  *   f32, bf16 or f16 each (out's dtype may differ from x's). q and k are
  *   rotated by two calls (their H differ under GQA).
@@ -92,9 +114,17 @@
  *   dtype KERN_ERR_DTYPE: the caches and k_lens untouched. argmax: V = 0
  *   with rows is KERN_ERR_SHAPE.
  *
+ *   topk: indices/values overlapping x, k > V KERN_ERR_SHAPE. gemv: an i8
+ *   w without params.w_scale (or a scale with a float w) KERN_ERR_ARG, K
+ *   without unit stride KERN_ERR_LAYOUT. decode attention: k_lens[b] >
+ *   Lmax KERN_ERR_SHAPE, < 0 KERN_ERR_INDEX, H not a multiple of Hkv
+ *   KERN_ERR_SHAPE. Nothing is written on error.
+ *
  * ISA
  *   AVX2 (also used on AVX-512 levels: no AVX-512 body yet) and scalar;
- *   both give the same bits. NEON runs the scalar body.
+ *   rope, silu_mul, kv_append and topk give the same bits on both; gemv
+ *   and decode attention sum in another order on each. NEON runs the
+ *   scalar body.
  *
  * EXAMPLE (decode: one new token per sequence, positions = cache lengths)
  *     kern_tensor q = kern_tensor_4d(qbuf, KERN_BF16, B, 1, Hq, 128);
