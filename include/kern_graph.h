@@ -70,6 +70,19 @@
  *                   include_self (torch scatter_reduce; kern_scatter_reduce)
  *   spmm_reduce     rowptr [N+1], col [E], values? [E], dense [C,F] -> [N,F];
  *                   reduce (torch.sparse.mm(csr, dense, reduce))
+ *   rope            x [B,L,H,D], table [P,r] f32 (kern_rope_table_init),
+ *                   offsets? [B] i32/i64 -> x's shape; half-split rotation
+ *                   (HF Llama) of the first r dims at positions offsets[b] + l
+ *                   (kern_rope)
+ *   silu_mul        a, b? -> silu(a) * b; without b, a = [.., 2F] holds
+ *                   [gate | up] -> [.., F] (kern_silu_mul)
+ *   kv_append       k_new [B,Lnew,Hkv,D], v_new, k_cache [B,Lmax,Hkv,D],
+ *                   v_cache, k_lens [B] -> k_lens + Lnew; writes the new
+ *                   rows into the caches, which must be graph inputs (the
+ *                   caller's buffers, updated in place; k_lens itself is
+ *                   not changed) (kern_kv_append)
+ *   decode_attention q [B,Lq,H,D], k_cache, v_cache [B,Lmax,Hkv,D|Dv],
+ *                   k_lens [B] -> [B,Lq,H,Dv]; scale (kern_decode_attention)
  *   Every node is validated when added (dtypes, ranks, symbolic shapes,
  *   attributes that do not apply); an error names the node, its op and its
  *   inputs' shapes and leaves the graph unchanged.
@@ -146,6 +159,7 @@
 #include "kern_sdpa.h"
 #include "kern_scatter.h"
 #include "kern_spmm.h"
+#include "kern_llm.h"
 #include "kern_safetensors.h"
 
 #ifdef __cplusplus
@@ -201,7 +215,11 @@ extern "C" {
     X(SPARSE24_LINEAR, "sparse24_linear")                                     \
     X(SCATTER_REDUCE, "scatter_reduce")                                       \
     X(SPMM_REDUCE, "spmm_reduce")                                             \
-    X(SDPA_RELPOS, "sdpa_relpos")
+    X(SDPA_RELPOS, "sdpa_relpos")                                             \
+    X(ROPE, "rope")                                                           \
+    X(SILU_MUL, "silu_mul")                                                   \
+    X(KV_APPEND, "kv_append")                                                 \
+    X(DECODE_ATTENTION, "decode_attention")
 
 typedef enum kern_graph_op {
     KERN_GRAPH_OP_NONE = 0,
@@ -2423,6 +2441,98 @@ static kern_status kern__ginfer_sdpa_relpos(kern__ginf *c) {
     return kern__ginf_out(c, 0, q->dtype, 4, od);
 }
 
+static kern_status kern__ginfer_rope(kern__ginf *c) {
+    const kern__gval *x = KERN__GIN(0), *t = KERN__GIN(1), *o = KERN__GIN(2);
+    KERN__GFLOAT(0);
+    if (x->ndim != 4) return kern__ginf_err(c, KERN_ERR_SHAPE, "x must be 4-D [B,L,H,D]");
+    if (t->dtype != KERN_F32 || t->ndim != 2)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "table must be f32 [P, rotary_dim]");
+    if (t->dims[1] < 0 || x->dims[3] < 0 || t->dims[1] % 2 || t->dims[1] > x->dims[3])
+        return kern__ginf_err(c, KERN_ERR_SHAPE,
+                              "table's width must be a concrete even rotary_dim <= D");
+    if (o) {
+        if (o->dtype != KERN_I32 && o->dtype != KERN_I64)
+            return kern__ginf_err(c, KERN_ERR_DTYPE, "offsets must be i32 or i64");
+        if (o->ndim != 1 || !kern__gd_eq(o->dims[0], x->dims[0]))
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "offsets must be [B]");
+    }
+    return kern__ginf_out(c, 0, x->dtype, 4, x->dims);
+}
+
+static kern_status kern__ginfer_silu_mul(kern__ginf *c) {
+    const kern__gval *a = KERN__GIN(0), *b = KERN__GIN(1);
+    int64_t od[KERN_MAX_DIMS];
+    int d;
+    KERN__GFLOAT(0);
+    KERN__GFLOAT(1);
+    if (a->ndim < 1) return kern__ginf_err(c, KERN_ERR_SHAPE, "a must have at least 1 dim");
+    memcpy(od, a->dims, sizeof(int64_t) * (size_t)a->ndim);
+    if (b) {
+        if (b->ndim != a->ndim)
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "a and b must have the same shape");
+        for (d = 0; d < a->ndim; d++)
+            if (!kern__gd_eq(a->dims[d], b->dims[d]))
+                return kern__ginf_err(c, KERN_ERR_SHAPE, "a and b must have the same shape");
+    } else {
+        int64_t last = a->dims[a->ndim - 1];
+        if (last < 0 || last % 2)
+            return kern__ginf_err(c, KERN_ERR_SHAPE,
+                                  "without b, a's last dim must be concrete and even ([gate | up])");
+        od[a->ndim - 1] = last / 2;
+    }
+    return kern__ginf_out(c, 0, a->dtype, a->ndim, od);
+}
+
+static kern_status kern__ginfer_kv_append(kern__ginf *c) {
+    const kern__gval *kn = KERN__GIN(0), *vn = KERN__GIN(1), *kc = KERN__GIN(2);
+    const kern__gval *vc = KERN__GIN(3), *kl = KERN__GIN(4);
+    int i, d;
+    for (i = 0; i < 4; i++) KERN__GFLOAT(i);
+    for (i = 0; i < 4; i++)
+        if (c->in[i]->ndim != 4)
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "k_new, v_new, k_cache, v_cache must be 4-D");
+    if (kc->kind != KERN_GRAPH_VAL_INPUT || vc->kind != KERN_GRAPH_VAL_INPUT)
+        return kern__ginf_err(c, KERN_ERR_ARG,
+                              "k_cache and v_cache must be graph inputs (they are written in place)");
+    for (d = 0; d < 4; d++)
+        if ((d != 1 && (!kern__gd_eq(kn->dims[d], kc->dims[d]) || !kern__gd_eq(vn->dims[d], vc->dims[d]))) ||
+            (d < 3 && !kern__gd_eq(kn->dims[d], vn->dims[d])))
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "the new rows and the caches disagree in dim %d", d);
+    if (!kern__gd_eq(kc->dims[1], vc->dims[1]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "k_cache and v_cache differ in Lmax");
+    if (kl->dtype != KERN_I32 && kl->dtype != KERN_I64)
+        return kern__ginf_err(c, KERN_ERR_DTYPE, "k_lens must be i32 or i64");
+    if (kl->ndim != 1 || !kern__gd_eq(kl->dims[0], kn->dims[0]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "k_lens must be [B]");
+    return kern__ginf_out(c, 0, kl->dtype, 1, kl->dims);
+}
+
+static kern_status kern__ginfer_decode_attn(kern__ginf *c) {
+    const kern__gval *q = KERN__GIN(0), *k = KERN__GIN(1), *v = KERN__GIN(2), *kl = KERN__GIN(3);
+    int64_t od[4], r;
+    int i;
+    for (i = 0; i < 3; i++) KERN__GFLOAT(i);
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "q, k_cache, v_cache must be 4-D [B,L,H,D]");
+    if (!kern__gd_eq(q->dims[0], k->dims[0]) || !kern__gd_eq(q->dims[0], v->dims[0]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "batch dims differ");
+    if (!kern__gd_eq(q->dims[3], k->dims[3]) || !kern__gd_eq(k->dims[1], v->dims[1]) ||
+        !kern__gd_eq(k->dims[2], v->dims[2]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "q, k_cache and v_cache disagree in D, Lmax or Hkv");
+    if (!kern__gd_eq(q->dims[2], k->dims[2]) && !kern__gx_div(c->g, q->dims[2], k->dims[2], &r))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "q's heads are not a multiple of the cache's");
+    if (kl->dtype != KERN_I32 && kl->dtype != KERN_I64)
+        return kern__ginf_err(c, KERN_ERR_DTYPE, "k_lens must be i32 or i64");
+    if (kl->ndim != 1 || !kern__gd_eq(kl->dims[0], q->dims[0]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "k_lens must be [B]");
+    if (!isfinite(c->a->scale)) return kern__ginf_err(c, KERN_ERR_ARG, "scale must be finite");
+    od[0] = q->dims[0];
+    od[1] = q->dims[1];
+    od[2] = q->dims[2];
+    od[3] = v->dims[3];
+    return kern__ginf_out(c, 0, q->dtype, 4, od);
+}
+
 #define KERN__GA_NONE 0u
 static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     {"", 0, 0, 0, 0, 0, 0, NULL},
@@ -2482,7 +2592,13 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     /* SPMM_REDUCE */ {"rowptr,col,values?,dense", 4, 4, KERN__GC_FAMILY, 1, 1,
                        KERN__GAF(REDUCE), kern__ginfer_spmm},
     /* SDPA_RELPOS */ {"q,k,v,rel_pos_h,rel_pos_w", 5, 5, KERN__GC_FAMILY, 1, 1,
-                       KERN__GAF(SCALE), kern__ginfer_sdpa_relpos}};
+                       KERN__GAF(SCALE), kern__ginfer_sdpa_relpos},
+    /* ROPE */ {"x,table,offsets?", 3, 2, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_rope},
+    /* SILU_MUL */ {"a,b?", 2, 1, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_silu_mul},
+    /* KV_APPEND */ {"k_new,v_new,k_cache,v_cache,k_lens", 5, 5, KERN__GC_FAMILY, 1, 1, 0,
+                     kern__ginfer_kv_append},
+    /* DECODE_ATTENTION */ {"q,k_cache,v_cache,k_lens", 4, 4, KERN__GC_FAMILY, 1, 1,
+                            KERN__GAF(SCALE), kern__ginfer_decode_attn}};
 
 static const kern__gopdef *kern__gop(kern_graph_op op) { return &kern__gops[op]; }
 
@@ -5018,6 +5134,39 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         a.index_dtype = rp->dtype;
         a.value_dtype = val ? val->dtype : KERN_F32;
         return kern_spmm_reduce(ctx, &a, x, y, n->a.reduce, NULL, NULL);
+    }
+    case KERN_GRAPH_OP_ROPE: {
+        kern_rope_params rp;
+        if (query) return KERN_OK; /* with a table: no scratch */
+        memset(&rp, 0, sizeof rp);
+        rp.table = KERN__GT(1);
+        rp.offsets = KERN__GT(2);
+        return kern_rope(ctx, KERN__GT(0), y, &rp);
+    }
+    case KERN_GRAPH_OP_SILU_MUL:
+        if (query) return KERN_OK;
+        return kern_silu_mul(ctx, KERN__GT(0), KERN__GT(1), y);
+    case KERN_GRAPH_OP_KV_APPEND: {
+        /* the output starts as k_lens and is advanced by the append */
+        const kern_tensor *kl = KERN__GT(4);
+        size_t es = kern_dtype_size(kl->dtype);
+        int64_t b;
+        if (query) return KERN_OK;
+        for (b = 0; b < kl->shape[0]; b++)
+            memcpy((char *)y->data + b * y->stride[0] * (int64_t)es,
+                   (const char *)kl->data + b * kl->stride[0] * (int64_t)es, es);
+        return kern_kv_append(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), KERN__GT(3), y);
+    }
+    case KERN_GRAPH_OP_DECODE_ATTENTION: {
+        kern_decode_attention_params dp;
+        memset(&dp, 0, sizeof dp);
+        dp.scale = n->a.scale;
+        if (query)
+            return kern_decode_attention_workspace_size(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2),
+                                                        KERN__GT(3), y, &dp, query);
+        dp.workspace = ws;
+        dp.workspace_size = ws ? ws_size : 0;
+        return kern_decode_attention(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), KERN__GT(3), y, &dp);
     }
     default:
         return kern__err(KERN_ERR_UNSUPPORTED, "op %s has no family call", kern_graph_op_name(n->op));

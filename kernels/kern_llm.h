@@ -54,7 +54,29 @@
  *     token id is never checked here: ids >= vocab are the embedding
  *     lookup's error (kern_gather, KERN_ERR_INDEX).
  *
+ *   kern_topk(ctx, x, values, indices)   torch.topk(x, k, dim=-1)
+ *     The k = indices.shape[1] largest of each row of x [R, V], sorted
+ *     largest first, ties to the lower index, NaN largest (torch's sorted
+ *     order); values (NULL = not wanted) [R, k]. k > V: KERN_ERR_SHAPE.
+ *
+ *   kern_linear_gemv(ctx, x, w, y, params)   F.linear for decode sizes
+ *     y [M, N] = epilogue(x [M, K] . w [N, K]^T), w f32/bf16/f16 or i8
+ *     with params.w_scale [N] f32 (y = scale[n] * sum_k x w before the
+ *     epilogue). The weight streams once from memory (M = 1..8); threads
+ *     split N. f32 accumulation (not kern_gemm's summation order).
+ *
+ *   kern_decode_attention(ctx, q, k_cache, v_cache, k_lens, out, params)
+ *     out[b, l, h] = softmax(scale q k^T) v over cache rows
+ *     0 .. k_lens[b] - Lq + l (the new rows already appended), kv head
+ *     h / (H / Hkv); 0 where no row is visible. scale: 0 = 1/sqrt(D) unless
+ *     scale_set. Split-KV over 128-row chunks with a log-sum-exp merge; the
+ *     same bits for any thread count. Workspace:
+ *     kern_decode_attention_workspace_size, params.workspace.
+ *
  * LAYOUTS
+ *   gemv: x [M, K], w [N, K] with unit stride along K, y [M, N] any
+ *   strides. decode attention: q [B, Lq, H, D], caches [B, Lmax, Hkv, D]
+ *   ([.., Dv] for v), out [B, Lq, H, Dv], unit last strides; k_lens [B].
  *   x, out: 4-D [B, L, H, D], any strides on B, L, H, unit stride on D;
  *   f32, bf16 or f16 each (out's dtype may differ from x's). q and k are
  *   rotated by two calls (their H differ under GQA).
@@ -92,9 +114,17 @@
  *   dtype KERN_ERR_DTYPE: the caches and k_lens untouched. argmax: V = 0
  *   with rows is KERN_ERR_SHAPE.
  *
+ *   topk: indices/values overlapping x, k > V KERN_ERR_SHAPE. gemv: an i8
+ *   w without params.w_scale (or a scale with a float w) KERN_ERR_ARG, K
+ *   without unit stride KERN_ERR_LAYOUT. decode attention: k_lens[b] >
+ *   Lmax KERN_ERR_SHAPE, < 0 KERN_ERR_INDEX, H not a multiple of Hkv
+ *   KERN_ERR_SHAPE. Nothing is written on error.
+ *
  * ISA
  *   AVX2 (also used on AVX-512 levels: no AVX-512 body yet) and scalar;
- *   both give the same bits. NEON runs the scalar body.
+ *   rope, silu_mul, kv_append and topk give the same bits on both; gemv
+ *   and decode attention sum in another order on each. NEON runs the
+ *   scalar body.
  *
  * EXAMPLE (decode: one new token per sequence, positions = cache lengths)
  *     kern_tensor q = kern_tensor_4d(qbuf, KERN_BF16, B, 1, Hq, 128);
@@ -139,6 +169,49 @@ KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
                                     const kern_tensor *v_cache, const kern_tensor *k_lens);
 /* indices[r] = argmax over x[r, :] (first on ties, NaN largest). */
 KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices);
+/* The k largest of each row of x [R, V], k = indices.shape[1]: indices
+ * [R, k] (i32/i64) and values [R, k] (NULL = not wanted), sorted largest
+ * first, ties to the lower index, NaN largest (torch.topk(x, k, -1,
+ * largest=True, sorted=True)). No scratch: the heap lives in indices. */
+KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *values,
+                               const kern_tensor *indices);
+
+/* kern_linear_gemv: y = epilogue(x w^T (* w_scale)) for few rows of x. */
+typedef struct kern_gemv_params {
+    kern_epilogue epilogue;     /* bias [N] (or [M] per row), act, residual [M, N], out_scale */
+    const kern_tensor *w_scale; /* [N] f32 per-output-channel scales: required with an i8 w,
+                                   NULL otherwise */
+} kern_gemv_params;
+
+/* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout),
+ * times w_scale[n] for an i8 w, then the shared epilogue. Built for
+ * M = 1..8 (decode): the weight streams once from memory, threads split
+ * N. Any M works (the weight is re-read from cache per 8 rows). */
+KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
+                                      const kern_tensor *y, const kern_gemv_params *params);
+
+/* kern_decode_attention: attention of a few new queries per sequence
+ * against a KV cache with per-sequence lengths (see the top). */
+typedef struct kern_decode_attention_params {
+    float scale;       /* 0 (and scale_set 0) = 1/sqrt(D) */
+    int scale_set;     /* nonzero: scale used as given, 0 included */
+    void *workspace;   /* NULL = the context's scratch */
+    size_t workspace_size;
+} kern_decode_attention_params;
+
+/* out [B, Lq, H, Dv] = softmax(scale q k^T) v over the first k_lens[b]
+ * rows of the cache, query l of Lq seeing rows 0 .. k_lens[b] - Lq + l
+ * (the new rows are already appended: causal, bottom right); GQA when
+ * Hkv divides H (query head h reads kv head h / (H / Hkv)). */
+KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
+                                           const kern_tensor *k_cache,
+                                           const kern_tensor *v_cache,
+                                           const kern_tensor *k_lens, const kern_tensor *out,
+                                           const kern_decode_attention_params *params);
+KERN_API kern_status kern_decode_attention_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k_cache, const kern_tensor *v_cache,
+    const kern_tensor *k_lens, const kern_tensor *out, const kern_decode_attention_params *params,
+    size_t *bytes);
 
 /* Resolves the defaults in place for head dim `head_dim`: style HALF,
  * rotary_dim = the table's width or head_dim, theta 10000. NULL ignored. */
@@ -194,6 +267,9 @@ typedef struct kern__rope_fns {
     void (*copy)(const void *x, kern_dtype xdt, void *o, kern_dtype odt, int64_t n);
     void (*silu_mul)(const void *a, kern_dtype adt, const void *b, kern_dtype bdt, void *o,
                      kern_dtype odt, int64_t n);
+    /* The first i in [i0, n) of the unit-stride row x with x[i] > thr or
+     * x[i] NaN (thr not NaN); n if none. */
+    int64_t (*above)(const void *x, kern_dtype dt, int64_t i0, int64_t n, float thr);
 } kern__rope_fns;
 
 static void kern__rope_half__scalar(const void *x, kern_dtype xdt, void *o, kern_dtype odt,
@@ -251,10 +327,21 @@ static void kern__silu_mul__scalar(const void *a, kern_dtype adt, const void *b,
         kern__s_store_f32((char *)o + i * os, odt, kern__s_mul(g, u), 1, 0);
     }
 }
+static int64_t kern__above__scalar(const void *x, kern_dtype dt, int64_t i0, int64_t n,
+                                   float thr) {
+    size_t es = kern_dtype_size(dt);
+    int64_t i;
+    for (i = i0; i < n; i++) {
+        float v = kern__s_load_f32((const char *)x + i * es, dt, 1);
+        if (v > thr || v != v) return i;
+    }
+    return n;
+}
 static const kern__rope_fns kern__rope_fns_scalar = {"scalar", kern__rope_half__scalar,
                                                      kern__rope_inter__scalar,
                                                      kern__llm_copy__scalar,
-                                                     kern__silu_mul__scalar};
+                                                     kern__silu_mul__scalar,
+                                                     kern__above__scalar};
 
 #ifdef KERN_X86
 KERN_TARGET_AVX2 static void kern__rope_half__avx2(const void *x, kern_dtype xdt, void *o,
@@ -317,9 +404,33 @@ KERN_TARGET_AVX2 static void kern__silu_mul__avx2(const void *a, kern_dtype adt,
         kern__v_store_f32__avx2((char *)o + i * os, odt, kern__mul__avx2(g, u), m, 0);
     }
 }
+/* 32 values per step: one movemask test of four compares (v > thr or
+ * unordered) skips the many rows' values below the k-th best. */
+KERN_TARGET_AVX2 static int64_t kern__above__avx2(const void *x, kern_dtype dt, int64_t i0,
+                                                  int64_t n, float thr) {
+    size_t es = kern_dtype_size(dt);
+    const char *p = (const char *)x;
+    __m256 t = _mm256_set1_ps(thr);
+    int64_t i = i0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 c0 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + i * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c1 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 8) * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c2 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 16) * es, dt, 8), t, _CMP_NLE_UQ);
+        __m256 c3 = _mm256_cmp_ps(kern__v_load_f32__avx2(p + (i + 24) * es, dt, 8), t, _CMP_NLE_UQ);
+        if (_mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(c0, c1), _mm256_or_ps(c2, c3)))) break;
+    }
+    for (; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        int bits = _mm256_movemask_ps(
+                       _mm256_cmp_ps(kern__v_load_f32__avx2(p + i * es, dt, m), t, _CMP_NLE_UQ)) &
+                   ((1 << m) - 1);
+        if (bits) return i + __builtin_ctz((unsigned)bits);
+    }
+    return n;
+}
 static const kern__rope_fns kern__rope_fns_avx2 = {"avx2", kern__rope_half__avx2,
                                                    kern__rope_inter__avx2, kern__llm_copy__avx2,
-                                                   kern__silu_mul__avx2};
+                                                   kern__silu_mul__avx2, kern__above__avx2};
 #endif
 
 static const kern__rope_fns *kern__rope_fns_for(kern_isa isa) {
@@ -966,6 +1077,942 @@ KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern
     J.idx = indices;
     J.V = x->shape[1];
     st = kern_parallel_for(ctx, x->shape[0], kern__argmax_task, &J);
+    kern__op_end(ctx);
+    return st;
+}
+
+/* topk: a binary heap of k indices per row kept in the indices row itself,
+ * the worst kept element at its root. Order: a before b when a's value is
+ * larger, or NaN and b's is not, or equal (both NaN included) with a lower
+ * index. Scanning in index order, a later element enters only when it is
+ * strictly better than the root: v > root or (v NaN, root not). */
+typedef struct kern__topk_job {
+    const kern__rope_fns *fns;
+    const kern_tensor *x, *val, *idx;
+    int64_t V, k;
+} kern__topk_job;
+
+static int kern__topk_before(float a, int64_t ia, float b, int64_t ib) {
+    if (a != a) return b == b || ia < ib;
+    if (b != b) return 0;
+    return a > b || (a == b && ia < ib);
+}
+static int64_t kern__topk_hget(const kern_tensor *t, int64_t r, int64_t c) {
+    const char *p = (const char *)t->data +
+                    (r * t->stride[0] + c * t->stride[1]) * (int64_t)kern_dtype_size(t->dtype);
+    if (t->dtype == KERN_I64) {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    } else {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+}
+/* Sifts the element at slot c down a heap of n slots (root = the worst). */
+static void kern__topk_sift(const kern__topk_job *J, int64_t r, int64_t c, int64_t n) {
+    int64_t e = kern__topk_hget(J->idx, r, c);
+    float ev = kern__sel_get(J->x, r, e);
+    for (;;) {
+        int64_t ch = 2 * c + 1, w, wi;
+        float wv;
+        if (ch >= n) break;
+        w = ch;
+        wi = kern__topk_hget(J->idx, r, ch);
+        wv = kern__sel_get(J->x, r, wi);
+        if (ch + 1 < n) {
+            int64_t i2 = kern__topk_hget(J->idx, r, ch + 1);
+            float v2 = kern__sel_get(J->x, r, i2);
+            if (kern__topk_before(wv, wi, v2, i2)) { /* the worse child rises */
+                w = ch + 1;
+                wi = i2;
+                wv = v2;
+            }
+        }
+        if (!kern__topk_before(ev, e, wv, wi)) break;
+        kern__sel_put_idx(J->idx, r, c, wi);
+        c = w;
+    }
+    kern__sel_put_idx(J->idx, r, c, e);
+}
+
+static void kern__topk_task(void *arg, int64_t r, int thread) {
+    const kern__topk_job *J = (const kern__topk_job *)arg;
+    int64_t k = J->k, V = J->V, i, c;
+    const char *row = (const char *)J->x->data +
+                      r * J->x->stride[0] * (int64_t)kern_dtype_size(J->x->dtype);
+    int unit = J->x->stride[1] == 1 || V <= 1;
+    float thr;
+    (void)thread;
+    if (k == 0) return;
+    for (i = 0; i < k; i++) kern__sel_put_idx(J->idx, r, i, i);
+    for (c = k / 2 - 1; c >= 0; c--) kern__topk_sift(J, r, c, k);
+    thr = kern__sel_get(J->x, r, kern__topk_hget(J->idx, r, 0));
+    i = k;
+    while (i < V && thr == thr) { /* a NaN root cannot be beaten */
+        float v;
+        if (unit) {
+            i = J->fns->above(row, J->x->dtype, i, V, thr);
+            if (i >= V) break;
+        }
+        v = kern__sel_get(J->x, r, i);
+        if (v > thr || v != v) {
+            kern__sel_put_idx(J->idx, r, 0, i);
+            kern__topk_sift(J, r, 0, k);
+            thr = kern__sel_get(J->x, r, kern__topk_hget(J->idx, r, 0));
+        }
+        i++;
+    }
+    /* heap sort: the worst moves to the end, leaving the best first */
+    for (c = k - 1; c > 0; c--) {
+        int64_t a = kern__topk_hget(J->idx, r, 0), b = kern__topk_hget(J->idx, r, c);
+        kern__sel_put_idx(J->idx, r, 0, b);
+        kern__sel_put_idx(J->idx, r, c, a);
+        kern__topk_sift(J, r, 0, c);
+    }
+    if (J->val) {
+        size_t ve = kern_dtype_size(J->val->dtype), xe = kern_dtype_size(J->x->dtype);
+        for (c = 0; c < k; c++) {
+            int64_t ix = kern__topk_hget(J->idx, r, c);
+            char *dst = (char *)J->val->data + (r * J->val->stride[0] + c * J->val->stride[1]) * (int64_t)ve;
+            const char *src = row + ix * J->x->stride[1] * (int64_t)xe;
+            if (J->val->dtype == J->x->dtype) memcpy(dst, src, ve); /* NaN payloads kept */
+            else kern__s_store_f32(dst, J->val->dtype, kern__s_load_f32(src, J->x->dtype, 1), 1, 0);
+        }
+    }
+}
+
+KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *values,
+                               const kern_tensor *indices) {
+    static const char *op = "kern_topk";
+    kern_status st;
+    kern__topk_job J;
+    int64_t R, V, k;
+    if (!x || !indices) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "indices");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(indices, op, "indices")) != KERN_OK) return st;
+    if (values && (st = kern_tensor_check(values, op, "values")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype) || (values && !kern__llm_float_dt(values->dtype)))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(x->dtype) ? "values" : "x",
+                         kern_dtype_name(kern__llm_float_dt(x->dtype) ? values->dtype : x->dtype));
+    if (indices->dtype != KERN_I32 && indices->dtype != KERN_I64)
+        return kern__err(KERN_ERR_DTYPE, "%s: indices.dtype=%s is not i32/i64", op,
+                         kern_dtype_name(indices->dtype));
+    if (x->ndim != 2 || indices->ndim != 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: x must be [R, V] and indices [R, k]", op);
+    R = x->shape[0];
+    V = x->shape[1];
+    k = indices->shape[1];
+    if (indices->shape[0] != R)
+        return kern__err(KERN_ERR_SHAPE, "%s: indices.shape[0]=%lld but x has %lld rows", op,
+                         (long long)indices->shape[0], (long long)R);
+    if (k > V)
+        return kern__err(KERN_ERR_SHAPE, "%s: k=%lld is larger than the last dim (%lld)", op,
+                         (long long)k, (long long)V);
+    if (values && (values->ndim != 2 || values->shape[0] != R || values->shape[1] != k))
+        return kern__err(KERN_ERR_SHAPE, "%s: values must be [%lld, %lld] like indices", op,
+                         (long long)R, (long long)k);
+    if (indices->dtype == KERN_I32 && V > INT32_MAX)
+        return kern__err(KERN_ERR_DTYPE, "%s: V=%lld needs i64 indices", op, (long long)V);
+    if (kern__tensor_self_overlap(indices) || (values && kern__tensor_self_overlap(values)))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op,
+                         kern__tensor_self_overlap(indices) ? "indices" : "values");
+    if (kern_tensors_overlap(indices, x) ||
+        (values && (kern_tensors_overlap(values, x) || kern_tensors_overlap(values, indices))))
+        return kern__err(KERN_ERR_ARG, "%s: %s overlaps %s", op,
+                         kern_tensors_overlap(indices, x) ? "indices" : "values",
+                         kern_tensors_overlap(indices, x) || kern_tensors_overlap(values, x) ? "x" : "indices");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    memset(&J, 0, sizeof J);
+    J.fns = kern__rope_fns_for(kern_ctx_isa(ctx));
+    J.x = x;
+    J.val = values;
+    J.idx = indices;
+    J.V = V;
+    J.k = k;
+    st = kern_parallel_for(ctx, R, kern__topk_task, &J);
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------------------ gemv
+ * Four weight rows at a time against one or two x rows: each weight
+ * vector is loaded once and feeds every x row, so at M = 1..2 the weight
+ * streams from memory exactly once; larger M re-reads a block of
+ * KERN__GEMV_NB rows from L2 per pair of x rows. out[m * 4 + r] is the
+ * dot product of x row m and weight row r (f32 sums in 8 lanes per row,
+ * two partial sums per lane at M = 1, then a horizontal add). */
+#define KERN__GEMV_NB 16 /* weight rows per task */
+#define KERN__GEMV_MB 8  /* x rows per epilogue tile */
+
+typedef void (*kern__gemv_dot_fn)(const char *const *w, kern_dtype wdt, const char *x0,
+                                  const char *x1, kern_dtype xdt, int m, int64_t K, float *out);
+
+static float kern__gemv_wget(const char *w, kern_dtype wdt, int64_t k) {
+    if (wdt == KERN_I8) return (float)((const int8_t *)w)[k];
+    return kern__s_load_f32(w + k * (int64_t)kern_dtype_size(wdt), wdt, 1);
+}
+static void kern__gemv_dot__scalar(const char *const *w, kern_dtype wdt, const char *x0,
+                                   const char *x1, kern_dtype xdt, int m, int64_t K, float *out) {
+    size_t xe = kern_dtype_size(xdt);
+    int r, i;
+    for (i = 0; i < m; i++)
+        for (r = 0; r < 4; r++) {
+            const char *x = i ? x1 : x0;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t k;
+            for (k = 0; k < K; k++)
+                acc[k & 7] += kern__s_mul(kern__s_load_f32(x + k * (int64_t)xe, xdt, 1),
+                                          kern__gemv_wget(w[r], wdt, k));
+            out[i * 4 + r] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                             ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        }
+}
+
+#ifdef KERN_X86
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__gemv_wload__avx2(const char *p, kern_dtype wdt,
+                                                             int64_t k, int n) {
+    if (wdt == KERN_I8) {
+        __m128i q;
+        if (n >= 8) {
+            q = _mm_loadl_epi64((const __m128i *)(p + k));
+        } else {
+            int8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            memcpy(t, p + k, (size_t)n);
+            q = _mm_loadl_epi64((const __m128i *)t);
+        }
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    }
+    if (wdt == KERN_BF16 && n >= 8)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 2 * k))), 16));
+    return kern__v_load_f32__avx2(p + k * (int64_t)kern_dtype_size(wdt), wdt, n);
+}
+KERN_TARGET_AVX2 static inline float kern__gemv_hsum__avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+/* The body for one weight dtype and one x-row count (constants after
+ * inlining). */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const *w, kern_dtype wdt,
+                                                              const char *x0, const char *x1,
+                                                              kern_dtype xdt, int m, int64_t K,
+                                                              float *out) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    size_t xe = kern_dtype_size(xdt);
+    int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* x0 rows 0..3 */
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0; /* m = 2: x1; m = 1: second k half */
+    if (m == 1) {
+        for (; k + 16 <= K; k += 16) {
+            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, 8);
+            __m256 xb = kern__v_load_f32__avx2(x0 + (k + 8) * (int64_t)xe, xdt, 8);
+            _mm_prefetch(w0 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w1 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w2 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w3 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            a0 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w0, wdt, k, 8), a0);
+            a1 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w1, wdt, k, 8), a1);
+            a2 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w2, wdt, k, 8), a2);
+            a3 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w3, wdt, k, 8), a3);
+            b0 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w0, wdt, k + 8, 8), b0);
+            b1 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w1, wdt, k + 8, 8), b1);
+            b2 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w2, wdt, k + 8, 8), b2);
+            b3 = _mm256_fmadd_ps(xb, kern__gemv_wload__avx2(w3, wdt, k + 8, 8), b3);
+        }
+        for (; k < K; k += 8) {
+            int n = K - k >= 8 ? 8 : (int)(K - k);
+            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
+            a0 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w0, wdt, k, n), a0);
+            a1 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w1, wdt, k, n), a1);
+            a2 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w2, wdt, k, n), a2);
+            a3 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w3, wdt, k, n), a3);
+        }
+        out[0] = kern__gemv_hsum__avx2(_mm256_add_ps(a0, b0));
+        out[1] = kern__gemv_hsum__avx2(_mm256_add_ps(a1, b1));
+        out[2] = kern__gemv_hsum__avx2(_mm256_add_ps(a2, b2));
+        out[3] = kern__gemv_hsum__avx2(_mm256_add_ps(a3, b3));
+        return;
+    }
+    for (; k < K; k += 8) {
+        int n = K - k >= 8 ? 8 : (int)(K - k);
+        __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
+        __m256 xb = kern__v_load_f32__avx2(x1 + k * (int64_t)xe, xdt, n);
+        __m256 v0 = kern__gemv_wload__avx2(w0, wdt, k, n), v1 = kern__gemv_wload__avx2(w1, wdt, k, n);
+        __m256 v2 = kern__gemv_wload__avx2(w2, wdt, k, n), v3 = kern__gemv_wload__avx2(w3, wdt, k, n);
+        if ((k & 15) == 0) {
+            _mm_prefetch(w0 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w1 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w2 + (k + 512 / 4) * wb, _MM_HINT_T0);
+            _mm_prefetch(w3 + (k + 512 / 4) * wb, _MM_HINT_T0);
+        }
+        a0 = _mm256_fmadd_ps(xa, v0, a0);
+        a1 = _mm256_fmadd_ps(xa, v1, a1);
+        a2 = _mm256_fmadd_ps(xa, v2, a2);
+        a3 = _mm256_fmadd_ps(xa, v3, a3);
+        b0 = _mm256_fmadd_ps(xb, v0, b0);
+        b1 = _mm256_fmadd_ps(xb, v1, b1);
+        b2 = _mm256_fmadd_ps(xb, v2, b2);
+        b3 = _mm256_fmadd_ps(xb, v3, b3);
+    }
+    out[0] = kern__gemv_hsum__avx2(a0);
+    out[1] = kern__gemv_hsum__avx2(a1);
+    out[2] = kern__gemv_hsum__avx2(a2);
+    out[3] = kern__gemv_hsum__avx2(a3);
+    out[4] = kern__gemv_hsum__avx2(b0);
+    out[5] = kern__gemv_hsum__avx2(b1);
+    out[6] = kern__gemv_hsum__avx2(b2);
+    out[7] = kern__gemv_hsum__avx2(b3);
+}
+KERN_TARGET_AVX2 static void kern__gemv_dot__avx2(const char *const *w, kern_dtype wdt,
+                                                  const char *x0, const char *x1, kern_dtype xdt,
+                                                  int m, int64_t K, float *out) {
+#define KERN__GEMV_CASE(WDT, XDT)                                                           \
+    if (wdt == WDT && xdt == XDT) {                                                       \
+        if (m == 1) kern__gemv_dot_body__avx2(w, WDT, x0, x1, XDT, 1, K, out);            \
+        else kern__gemv_dot_body__avx2(w, WDT, x0, x1, XDT, 2, K, out);                   \
+        return;                                                                           \
+    }
+    KERN__GEMV_CASE(KERN_F32, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
+    KERN__GEMV_CASE(KERN_I8, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+#undef KERN__GEMV_CASE
+    if (m == 1) kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 1, K, out);
+    else kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 2, K, out);
+}
+#endif
+
+typedef struct kern__gemv_job {
+    kern__gemv_dot_fn dot;
+    void (*epi_tile)(const kern__epi *e, int64_t i0, int64_t j0, const float *t, int64_t ldt,
+                     int m, int n);
+    const kern_tensor *x, *w, *scale;
+    kern__epi epi;
+    int64_t M, N, K;
+} kern__gemv_job;
+
+static void kern__gemv_task(void *arg, int64_t task, int thread) {
+    const kern__gemv_job *J = (const kern__gemv_job *)arg;
+    float tile[KERN__GEMV_MB * KERN__GEMV_NB], out[8];
+    int64_t n0 = task * KERN__GEMV_NB, nn = J->N - n0 < KERN__GEMV_NB ? J->N - n0 : KERN__GEMV_NB;
+    int64_t m0, g, wes = J->w->dtype == KERN_I8 ? 1 : (int64_t)kern_dtype_size(J->w->dtype);
+    int64_t xes = (int64_t)kern_dtype_size(J->x->dtype);
+    (void)thread;
+    for (m0 = 0; m0 < J->M; m0 += KERN__GEMV_MB) {
+        int mb = J->M - m0 < KERN__GEMV_MB ? (int)(J->M - m0) : KERN__GEMV_MB;
+        for (g = 0; g < nn; g += 4) {
+            const char *wr[4];
+            int r, i;
+            for (r = 0; r < 4; r++) { /* past N: the last row again, discarded */
+                int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
+                wr[r] = (const char *)J->w->data + n * J->w->stride[0] * wes;
+            }
+            for (i = 0; i < mb; i += 2) {
+                int m = mb - i >= 2 ? 2 : 1, j;
+                const char *x0 = (const char *)J->x->data + (m0 + i) * J->x->stride[0] * xes;
+                const char *x1 = x0 + (m == 2 ? J->x->stride[0] * xes : 0);
+                J->dot(wr, J->w->dtype, x0, x1, J->x->dtype, m, J->K, out);
+                for (j = 0; j < m; j++)
+                    for (r = 0; r < 4 && g + r < nn; r++)
+                        tile[(i + j) * KERN__GEMV_NB + g + r] = out[j * 4 + r];
+            }
+        }
+        if (J->scale) {
+            int64_t j;
+            int i;
+            for (j = 0; j < nn; j++) {
+                float sc = kern__s_load_f32((const char *)J->scale->data +
+                                                (n0 + j) * J->scale->stride[0] * (int64_t)4,
+                                            KERN_F32, 1);
+                for (i = 0; i < mb; i++) tile[i * KERN__GEMV_NB + j] *= sc;
+            }
+        }
+        J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMV_NB, mb, (int)nn);
+    }
+}
+
+static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
+    return kern__llm_same_view(a, b);
+}
+
+KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
+                                      const kern_tensor *y, const kern_gemv_params *params) {
+    static const char *op = "kern_linear_gemv";
+    kern_gemv_params p;
+    kern_status st;
+    kern__gemv_job J;
+    const kern_epilogue *ep;
+    int64_t M, N, K;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    ep = &p.epilogue;
+    if (!x || !w || !y)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : !w ? "w" : "y");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(w, op, "w")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(y, op, "y")) != KERN_OK) return st;
+    if (!kern__llm_float_dt(x->dtype) || !kern__llm_float_dt(y->dtype))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         kern__llm_float_dt(x->dtype) ? "y" : "x",
+                         kern_dtype_name(kern__llm_float_dt(x->dtype) ? y->dtype : x->dtype));
+    if (w->dtype != KERN_F32 && w->dtype != KERN_BF16 && w->dtype != KERN_F16 &&
+        w->dtype != KERN_I8)
+        return kern__err(KERN_ERR_DTYPE, "%s: w.dtype=%s is not f32/bf16/f16/i8", op,
+                         kern_dtype_name(w->dtype));
+    if ((w->dtype == KERN_I8) != (p.w_scale != NULL))
+        return kern__err(KERN_ERR_ARG, "%s: %s", op,
+                         p.w_scale ? "params.w_scale is only for an i8 w"
+                                   : "an i8 w needs params.w_scale (one f32 scale per output)");
+    if (x->ndim != 2 || w->ndim != 2 || y->ndim != 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: x [M, K], w [N, K] and y [M, N] must be 2-D", op);
+    M = x->shape[0];
+    K = x->shape[1];
+    N = w->shape[0];
+    if (w->shape[1] != K)
+        return kern__err(KERN_ERR_SHAPE, "%s: w.shape[1]=%lld but x.shape[1]=%lld", op,
+                         (long long)w->shape[1], (long long)K);
+    if (y->shape[0] != M || y->shape[1] != N)
+        return kern__err(KERN_ERR_SHAPE, "%s: y must be [%lld, %lld], got [%lld, %lld]", op,
+                         (long long)M, (long long)N, (long long)y->shape[0],
+                         (long long)y->shape[1]);
+    if (K > 1 && (x->stride[1] != 1 || w->stride[1] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s needs a unit stride along K", op,
+                         x->stride[1] != 1 ? "x" : "w");
+    if (x->stride[0] < 0 || w->stride[0] < 0)
+        return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
+    if (p.w_scale) {
+        const kern_tensor *sc = p.w_scale;
+        if ((st = kern_tensor_check(sc, op, "params.w_scale")) != KERN_OK) return st;
+        if (sc->dtype != KERN_F32)
+            return kern__err(KERN_ERR_DTYPE, "%s: params.w_scale.dtype=%s, want f32", op,
+                             kern_dtype_name(sc->dtype));
+        if (sc->ndim != 1 || sc->shape[0] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.w_scale must be [%lld]", op,
+                             (long long)N);
+        if (kern_tensors_overlap(sc, y))
+            return kern__err(KERN_ERR_ARG, "%s: params.w_scale overlaps y", op);
+    }
+    if ((st = kern__epilogue_check(ep, op, (1u << KERN_ACT_COUNT) - 1u, 1, 1)) != KERN_OK)
+        return st;
+    if (ep->bias) {
+        int64_t want = ep->bias_per_row ? M : N;
+        if ((st = kern_tensor_check(ep->bias, op, "params.epilogue.bias")) != KERN_OK) return st;
+        if (!kern__llm_float_dt(ep->bias->dtype))
+            return kern__err(KERN_ERR_DTYPE, "%s: params.epilogue.bias.dtype=%s is not f32/bf16/f16",
+                             op, kern_dtype_name(ep->bias->dtype));
+        if (ep->bias->ndim != 1 || ep->bias->shape[0] != want)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.bias must be [%lld]", op,
+                             (long long)want);
+        if (kern_tensors_overlap(ep->bias, y))
+            return kern__err(KERN_ERR_ARG, "%s: params.epilogue.bias overlaps y", op);
+    }
+    if (ep->residual) {
+        const kern_tensor *r = ep->residual;
+        if ((st = kern_tensor_check(r, op, "params.epilogue.residual")) != KERN_OK) return st;
+        if (!kern__llm_float_dt(r->dtype))
+            return kern__err(KERN_ERR_DTYPE,
+                             "%s: params.epilogue.residual.dtype=%s is not f32/bf16/f16", op,
+                             kern_dtype_name(r->dtype));
+        if (r->ndim != 2 || r->shape[0] != M || r->shape[1] != N)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.residual must be [%lld, %lld]",
+                             op, (long long)M, (long long)N);
+        if (kern_tensors_overlap(r, y) && !kern__gemv_same_view(r, y))
+            return kern__err(KERN_ERR_ARG,
+                             "%s: params.epilogue.residual overlaps y without being y", op);
+    }
+    if (kern__tensor_self_overlap(y))
+        return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements", op);
+    if (kern_tensors_overlap(y, x) || kern_tensors_overlap(y, w))
+        return kern__err(KERN_ERR_ARG, "%s: y overlaps %s", op,
+                         kern_tensors_overlap(y, x) ? "x" : "w");
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (M > 0 && N > 0) {
+        memset(&J, 0, sizeof J);
+#ifdef KERN_X86
+        if (kern_ctx_features(ctx) & KERN_CPU_AVX2) {
+            J.dot = kern__gemv_dot__avx2;
+            J.epi_tile = kern__v_epi_tile__avx2;
+        } else
+#endif
+        {
+            J.dot = kern__gemv_dot__scalar;
+            J.epi_tile = kern__s_epi_tile;
+        }
+        J.x = x;
+        J.w = w;
+        J.scale = p.w_scale;
+        J.M = M;
+        J.N = N;
+        J.K = K;
+        kern__epi_init(&J.epi);
+        kern__epi_set_bias(&J.epi, ep->bias, ep->bias_per_row);
+        kern__epi_set_residual(&J.epi, ep->residual);
+        J.epi.act = ep->act;
+        J.epi.out_scale = ep->out_scale == 0.0f ? 1.0f : ep->out_scale;
+        J.epi.dst = (char *)y->data;
+        J.epi.dst_dt = y->dtype;
+        J.epi.dst_rs = y->stride[0];
+        J.epi.dst_cs = y->stride[1];
+        st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);
+    }
+    kern__op_end(ctx);
+    return st;
+}
+
+/* ------------------------------------------------------ decode attention
+ * Split-KV: one task per (sequence, chunk of KERN__DA_CHUNK cache rows)
+ * handles all H * Lq query rows, so each K/V byte is read once per step
+ * and the chunk's rows (every kv head of a position is contiguous) are
+ * read in address order. A task writes, per query row,
+ * its chunk's max m (log2 units), sum l = sum 2^(s - m) and acc = sum
+ * 2^(s - m) v to the shared workspace; a second pass merges the chunks
+ * with the log-sum-exp rule out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c -
+ * M) l_c, M = max_c m_c. The chunking depends on the shapes only: the
+ * same bits for any thread count. A row that sees no cache row gets 0. */
+#define KERN__DA_CHUNK 128
+
+typedef struct kern__da_fns {
+    float (*dot)(const float *q, const void *k, kern_dtype kdt, int64_t n);
+    void (*axpy)(float *acc, float a, const void *v, kern_dtype vdt, int64_t n);
+    void (*scale)(float *acc, float a, int64_t n);
+    float (*exp2n)(float x);
+    /* four q rows (stride qs) against one k row: out[0..3] */
+    void (*dot4)(const float *q, int64_t qs, const void *k, kern_dtype kdt, int64_t n, float *out);
+    /* four acc rows (stride as) += a[i] * v */
+    void (*axpy4)(float *acc, int64_t as, const float *a, const void *v, kern_dtype vdt, int64_t n);
+    /* x[i] = 2^(x[i] - m) for i < n; returns their sum (in lane order) */
+    float (*exp2row)(float *x, float m, int64_t n);
+} kern__da_fns;
+
+static float kern__da_dot__scalar(const float *q, const void *k, kern_dtype kdt, int64_t n) {
+    size_t es = kern_dtype_size(kdt);
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i;
+    for (i = 0; i < n; i++)
+        a[i & 7] += kern__s_mul(q[i], kern__s_load_f32((const char *)k + i * (int64_t)es, kdt, 1));
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+static void kern__da_axpy__scalar(float *acc, float a, const void *v, kern_dtype vdt, int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    int64_t i;
+    for (i = 0; i < n; i++)
+        acc[i] += kern__s_mul(a, kern__s_load_f32((const char *)v + i * (int64_t)es, vdt, 1));
+}
+static void kern__da_scale__scalar(float *acc, float a, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) acc[i] = kern__s_mul(acc[i], a);
+}
+static float kern__da_exp2n(float x) { return kern__s_exp2_neg(x); }
+static void kern__da_dot4__scalar(const float *q, int64_t qs, const void *k, kern_dtype kdt,
+                                  int64_t n, float *out) {
+    int i;
+    for (i = 0; i < 4; i++) out[i] = kern__da_dot__scalar(q + i * qs, k, kdt, n);
+}
+static void kern__da_axpy4__scalar(float *acc, int64_t as, const float *a, const void *v,
+                                   kern_dtype vdt, int64_t n) {
+    int i;
+    for (i = 0; i < 4; i++) kern__da_axpy__scalar(acc + i * as, a[i], v, vdt, n);
+}
+static float kern__da_exp2row__scalar(float *x, float m, int64_t n) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        x[i] = kern__s_exp2_neg(x[i] - m);
+        s[i & 7] += x[i];
+    }
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_axpy__scalar,
+                                                 kern__da_scale__scalar, kern__da_exp2n,
+                                                 kern__da_dot4__scalar, kern__da_axpy4__scalar,
+                                                 kern__da_exp2row__scalar};
+#ifdef KERN_X86
+KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
+                                                 int64_t n) {
+    size_t es = kern_dtype_size(kdt);
+    const char *kp = (const char *)k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kern__v_load_f32__avx2(kp + i * es, kdt, 8), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8),
+                             kern__v_load_f32__avx2(kp + (i + 8) * es, kdt, 8), a1);
+    }
+    for (; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kern__v_load_f32__avx2(kp + i * es, kdt, m), a0);
+    }
+    return kern__gemv_hsum__avx2(_mm256_add_ps(a0, a1));
+}
+KERN_TARGET_AVX2 static void kern__da_axpy__avx2(float *acc, float a, const void *v, kern_dtype vdt,
+                                                 int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 r = _mm256_fmadd_ps(av, kern__v_load_f32__avx2((const char *)v + i * es, vdt, m),
+                                   kern__loadn__avx2(acc + i, m));
+        if (m == 8) _mm256_storeu_ps(acc + i, r);
+        else kern__storen__avx2(acc + i, r, m);
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_scale__avx2(float *acc, float a, int64_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 r = kern__mul__avx2(av, kern__loadn__avx2(acc + i, m));
+        if (m == 8) _mm256_storeu_ps(acc + i, r);
+        else kern__storen__avx2(acc + i, r, m);
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_dot4__avx2(const float *q, int64_t qs, const void *k,
+                                                  kern_dtype kdt, int64_t n, float *out) {
+    size_t es = kern_dtype_size(kdt);
+    const char *kp = (const char *)k;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m128 s01, s23;
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 kv = kern__v_load_f32__avx2(kp + i * es, kdt, m);
+        if (m == 8) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + qs + i), kv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * qs + i), kv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * qs + i), kv, a3);
+        } else {
+            a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kv, a0);
+            a1 = _mm256_fmadd_ps(kern__loadn__avx2(q + qs + i, m), kv, a1);
+            a2 = _mm256_fmadd_ps(kern__loadn__avx2(q + 2 * qs + i, m), kv, a2);
+            a3 = _mm256_fmadd_ps(kern__loadn__avx2(q + 3 * qs + i, m), kv, a3);
+        }
+    }
+    /* four horizontal sums at once */
+    a0 = _mm256_hadd_ps(a0, a1);
+    a2 = _mm256_hadd_ps(a2, a3);
+    a0 = _mm256_hadd_ps(a0, a2);
+    s01 = _mm256_castps256_ps128(a0);
+    s23 = _mm256_extractf128_ps(a0, 1);
+    _mm_storeu_ps(out, _mm_add_ps(s01, s23));
+}
+KERN_TARGET_AVX2 static void kern__da_axpy4__avx2(float *acc, int64_t as, const float *a,
+                                                   const void *v, kern_dtype vdt, int64_t n) {
+    size_t es = kern_dtype_size(vdt);
+    __m256 c0 = _mm256_set1_ps(a[0]), c1 = _mm256_set1_ps(a[1]);
+    __m256 c2 = _mm256_set1_ps(a[2]), c3 = _mm256_set1_ps(a[3]);
+    float *r0 = acc, *r1 = acc + as, *r2 = acc + 2 * as, *r3 = acc + 3 * as;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, 8);
+        _mm256_storeu_ps(r0 + i, _mm256_fmadd_ps(c0, vv, _mm256_loadu_ps(r0 + i)));
+        _mm256_storeu_ps(r1 + i, _mm256_fmadd_ps(c1, vv, _mm256_loadu_ps(r1 + i)));
+        _mm256_storeu_ps(r2 + i, _mm256_fmadd_ps(c2, vv, _mm256_loadu_ps(r2 + i)));
+        _mm256_storeu_ps(r3 + i, _mm256_fmadd_ps(c3, vv, _mm256_loadu_ps(r3 + i)));
+    }
+    if (i < n) {
+        int m = (int)(n - i);
+        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, m);
+        kern__storen__avx2(r0 + i, _mm256_fmadd_ps(c0, vv, kern__loadn__avx2(r0 + i, m)), m);
+        kern__storen__avx2(r1 + i, _mm256_fmadd_ps(c1, vv, kern__loadn__avx2(r1 + i, m)), m);
+        kern__storen__avx2(r2 + i, _mm256_fmadd_ps(c2, vv, kern__loadn__avx2(r2 + i, m)), m);
+        kern__storen__avx2(r3 + i, _mm256_fmadd_ps(c3, vv, kern__loadn__avx2(r3 + i, m)), m);
+    }
+}
+KERN_TARGET_AVX2 static float kern__da_exp2row__avx2(float *x, float m, int64_t n) {
+    __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    float s[8];
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int c = n - i >= 8 ? 8 : (int)(n - i);
+        __m256 e = kern__v_exp2_neg__avx2(_mm256_sub_ps(kern__loadn__avx2(x + i, c), mv));
+        if (c < 8) e = _mm256_and_ps(e, _mm256_castsi256_ps(kern__tailmask__avx2(c)));
+        kern__storen__avx2(x + i, e, c);
+        acc = _mm256_add_ps(acc, e);
+    }
+    _mm256_storeu_ps(s, acc);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
+                                               kern__da_scale__avx2, kern__da_exp2n,
+                                               kern__da_dot4__avx2, kern__da_axpy4__avx2,
+                                               kern__da_exp2row__avx2};
+#endif
+
+typedef struct kern__da_job {
+    const kern__da_fns *f;
+    kern_ctx *ctx;
+    const kern_tensor *q, *k, *v, *lens, *out;
+    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = H * Lq per task */
+    float scale2;   /* scale * log2(e) */
+    float *part;    /* [B * nchunk][rows][Dv + 2] */
+} kern__da_job;
+
+static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
+    return (size_t)(rows * (D + KERN__DA_CHUNK) + Dv) * sizeof(float);
+}
+
+/* One (sequence, chunk) task: every head, so the cache rows [j0, j0 + n)
+ * (all kv heads of a row are contiguous in the [B, Lmax, Hkv, D] layout)
+ * stream through once, in order. Row r = h * Lq + l. */
+static void kern__da_task(void *arg, int64_t task, int thread) {
+    const kern__da_job *J = (const kern__da_job *)arg;
+    int64_t c = task % J->nchunk, b = task / J->nchunk, R = J->rows, Lq = J->Lq;
+    int64_t len = kern__llm_ix(J->lens, b), j0 = c * KERN__DA_CHUNK, r, j, hk, g;
+    float *qs = (float *)kern__thread_scratch(J->ctx, thread);
+    float *S = qs + R * J->D;
+    float *part = J->part + task * R * (J->Dv + 2);
+    size_t qe = kern_dtype_size(J->q->dtype), ke = kern_dtype_size(J->k->dtype);
+    size_t ve = kern_dtype_size(J->v->dtype);
+    const char *kb = (const char *)J->k->data + b * J->k->stride[0] * (int64_t)ke;
+    const char *vb = (const char *)J->v->data + b * J->v->stride[0] * (int64_t)ve;
+    int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
+    int64_t khs = J->k->stride[2] * (int64_t)ke, vhs = J->v->stride[2] * (int64_t)ve;
+    int64_t nmax = len - j0; /* rows of the chunk the last query sees */
+    if (nmax > KERN__DA_CHUNK) nmax = KERN__DA_CHUNK;
+    for (r = 0; r < R; r++) {
+        float *o = part + r * (J->Dv + 2);
+        o[0] = -INFINITY;
+        o[1] = 0.0f;
+        memset(o + 2, 0, (size_t)J->Dv * sizeof(float));
+    }
+    if (nmax <= 0) return;
+    /* q rows, scaled into log2 units, as f32 */
+    for (r = 0; r < R; r++) {
+        int64_t h = r / Lq, l = r % Lq, d;
+        const char *qp = (const char *)J->q->data +
+                         (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
+        for (d = 0; d < J->D; d++)
+            qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
+    }
+    /* scores, cache row by cache row */
+    for (j = 0; j < nmax; j++) {
+        const char *krow = kb + (j0 + j) * ks;
+        for (hk = 0; hk < J->Hkv; hk++) {
+            int64_t r1 = (hk + 1) * J->G * Lq;
+            float o4[4];
+            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
+                J->f->dot4(qs + r * J->D, J->D, krow + hk * khs, J->k->dtype, J->D, o4);
+                for (g = 0; g < 4; g++) S[(r + g) * KERN__DA_CHUNK + j] = o4[g];
+            }
+            for (; r < r1; r++)
+                S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
+        }
+    }
+    /* per row: max, probabilities (in S), sum */
+    for (r = 0; r < R; r++) {
+        int64_t n = len - (Lq - 1 - r % Lq) - j0;
+        float m = -INFINITY, sum = 0.0f, *sr = S + r * KERN__DA_CHUNK, *o = part + r * (J->Dv + 2);
+        if (n > nmax) n = nmax;
+        if (n < 0) n = 0;
+        for (j = 0; j < n; j++) m = kern__s_max(m, sr[j]);
+        if (n > 0) sum = J->f->exp2row(sr, m, n);
+        for (j = n; j < nmax; j++) sr[j] = 0.0f;
+        if (n > 0) {
+            o[0] = m;
+            o[1] = sum;
+        }
+    }
+    /* acc += p v, cache row by cache row */
+    for (j = 0; j < nmax; j++) {
+        const char *vrow = vb + (j0 + j) * vs;
+        for (hk = 0; hk < J->Hkv; hk++) {
+            int64_t r1 = (hk + 1) * J->G * Lq;
+            float a4[4];
+            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
+                for (g = 0; g < 4; g++) a4[g] = S[(r + g) * KERN__DA_CHUNK + j];
+                J->f->axpy4(part + r * (J->Dv + 2) + 2, J->Dv + 2, a4, vrow + hk * vhs,
+                            J->v->dtype, J->Dv);
+            }
+            for (; r < r1; r++)
+                J->f->axpy(part + r * (J->Dv + 2) + 2, S[r * KERN__DA_CHUNK + j], vrow + hk * vhs,
+                           J->v->dtype, J->Dv);
+        }
+    }
+}
+
+static void kern__da_merge_task(void *arg, int64_t row, int thread) {
+    const kern__da_job *J = (const kern__da_job *)arg;
+    /* row = b * rows + r */
+    int64_t r = row % J->rows, b = row / J->rows, h = r / J->Lq, l = r % J->Lq;
+    int64_t c, stride = J->rows * (J->Dv + 2);
+    const float *p0 = J->part + b * J->nchunk * stride + r * (J->Dv + 2);
+    float *acc = (float *)kern__thread_scratch(J->ctx, thread);
+    float M = -INFINITY, den = 0.0f;
+    size_t oe = kern_dtype_size(J->out->dtype);
+    char *op = (char *)J->out->data +
+               (b * J->out->stride[0] + l * J->out->stride[1] + h * J->out->stride[2]) * (int64_t)oe;
+    int64_t d;
+    for (c = 0; c < J->nchunk; c++) M = kern__s_max(M, p0[c * stride]);
+    memset(acc, 0, (size_t)J->Dv * sizeof(float));
+    if (M != -INFINITY) {
+        for (c = 0; c < J->nchunk; c++) {
+            const float *p = p0 + c * stride;
+            float w;
+            if (p[1] == 0.0f && p[0] == -INFINITY) continue;
+            w = J->f->exp2n(p[0] - M);
+            den += kern__s_mul(w, p[1]);
+            J->f->axpy(acc, w, p + 2, KERN_F32, J->Dv);
+        }
+        J->f->scale(acc, 1.0f / den, J->Dv);
+    }
+    for (d = 0; d < J->Dv; d++) kern__s_store_f32(op + d * (int64_t)oe, J->out->dtype, acc[d], 1, 0);
+}
+
+static kern_status kern__da_check(const char *op, const kern_tensor *q, const kern_tensor *k,
+                                  const kern_tensor *v, const kern_tensor *lens,
+                                  const kern_tensor *out, int check_values) {
+    kern_status st;
+    int64_t B, b;
+    int d;
+    if (!q || !k || !v || !lens || !out)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op,
+                         !q ? "q" : !k ? "k_cache" : !v ? "v_cache" : !lens ? "k_lens" : "out");
+    if ((st = kern_tensor_check(q, op, "q")) || (st = kern_tensor_check(k, op, "k_cache")) ||
+        (st = kern_tensor_check(v, op, "v_cache")) || (st = kern_tensor_check(out, op, "out")))
+        return st;
+    if (!kern__llm_float_dt(q->dtype) || !kern__llm_float_dt(k->dtype) ||
+        !kern__llm_float_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__llm_float_dt(k->dtype) ? k
+                               : !kern__llm_float_dt(v->dtype) ? v : out;
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+                         t == q ? "q" : t == k ? "k_cache" : t == v ? "v_cache" : "out",
+                         kern_dtype_name(t->dtype));
+    }
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || out->ndim != 4)
+        return kern__err(KERN_ERR_SHAPE, "%s: q, k_cache, v_cache and out must be 4-D", op);
+    B = q->shape[0];
+    if (k->shape[0] != B || v->shape[0] != B || out->shape[0] != B)
+        return kern__err(KERN_ERR_SHAPE, "%s: the batch (%lld) differs between q, the caches and out",
+                         op, (long long)B);
+    if (k->shape[3] != q->shape[3])
+        return kern__err(KERN_ERR_SHAPE, "%s: k_cache.shape[3]=%lld but q.shape[3]=%lld", op,
+                         (long long)k->shape[3], (long long)q->shape[3]);
+    if (v->shape[1] != k->shape[1] || v->shape[2] != k->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: v_cache's [Lmax, Hkv] differ from k_cache's", op);
+    if (k->shape[2] < 1 || q->shape[2] % k->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: q's %lld heads are not a multiple of the cache's %lld",
+                         op, (long long)q->shape[2], (long long)k->shape[2]);
+    if (out->shape[1] != q->shape[1] || out->shape[2] != q->shape[2] ||
+        out->shape[3] != v->shape[3])
+        return kern__err(KERN_ERR_SHAPE, "%s: out must be [%lld, %lld, %lld, %lld]", op,
+                         (long long)B, (long long)q->shape[1], (long long)q->shape[2],
+                         (long long)v->shape[3]);
+    for (d = 0; d < 4; d++) {
+        const kern_tensor *t = d == 0 ? q : d == 1 ? k : d == 2 ? v : out;
+        if (t->shape[3] > 1 && t->stride[3] != 1)
+            return kern__err(KERN_ERR_LAYOUT, "%s: %s's last dim needs unit stride", op,
+                             d == 0 ? "q" : d == 1 ? "k_cache" : d == 2 ? "v_cache" : "out");
+    }
+    if ((st = kern__llm_check_lens(lens, B, op, "k_lens"))) return st;
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (kern_tensors_overlap(out, q) || kern_tensors_overlap(out, k) ||
+        kern_tensors_overlap(out, v) || kern_tensors_overlap(out, lens))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps an input", op);
+    if (check_values)
+        for (b = 0; b < B; b++) {
+            int64_t n = kern__llm_ix(lens, b);
+            if (n < 0)
+                return kern__err(KERN_ERR_INDEX, "%s: k_lens[%lld]=%lld is negative", op,
+                                 (long long)b, (long long)n);
+            if (n > k->shape[1])
+                return kern__err(KERN_ERR_SHAPE, "%s: k_lens[%lld]=%lld is past the cache's %lld rows",
+                                 op, (long long)b, (long long)n, (long long)k->shape[1]);
+        }
+    return KERN_OK;
+}
+
+static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern_tensor *v,
+                          kern__da_job *J, size_t *shared, size_t *thread) {
+    memset(J, 0, sizeof *J);
+    J->B = q->shape[0];
+    J->Lq = q->shape[1];
+    J->H = q->shape[2];
+    J->D = q->shape[3];
+    J->Hkv = k->shape[2];
+    J->Lmax = k->shape[1];
+    J->Dv = v->shape[3];
+    J->G = J->H / J->Hkv;
+    J->rows = J->H * J->Lq;
+    J->nchunk = (J->Lmax + KERN__DA_CHUNK - 1) / KERN__DA_CHUNK;
+    if (J->nchunk < 1) J->nchunk = 1;
+    *shared = (size_t)(J->B * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
+    *thread = kern__da_thread_bytes(J->rows, J->D, J->Dv);
+    if (J->B * J->H * J->Lq == 0) *shared = *thread = 0;
+}
+
+KERN_API kern_status kern_decode_attention_workspace_size(
+    kern_ctx *ctx, const kern_tensor *q, const kern_tensor *k_cache, const kern_tensor *v_cache,
+    const kern_tensor *k_lens, const kern_tensor *out, const kern_decode_attention_params *params,
+    size_t *bytes) {
+    static const char *op = "kern_decode_attention_workspace_size";
+    kern__da_job J;
+    size_t shared, thread;
+    kern_status st;
+    (void)params;
+    if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 0))) return st;
+    if ((st = kern__op_begin(&ctx, op))) return st;
+    kern__da_plan(q, k_cache, v_cache, &J, &shared, &thread);
+    *bytes = kern__op_workspace_bytes(ctx, shared, thread);
+    kern__op_end(ctx);
+    return KERN_OK;
+}
+
+KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
+                                           const kern_tensor *k_cache,
+                                           const kern_tensor *v_cache,
+                                           const kern_tensor *k_lens, const kern_tensor *out,
+                                           const kern_decode_attention_params *params) {
+    static const char *op = "kern_decode_attention";
+    kern_decode_attention_params p;
+    kern__da_job J;
+    size_t shared, thread;
+    kern_status st;
+    float scale;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 1))) return st;
+    if (p.scale_set && !(p.scale == p.scale && p.scale - p.scale == 0.0f))
+        return kern__err(KERN_ERR_ARG, "%s: params.scale is not finite", op);
+    scale = p.scale_set || p.scale != 0.0f ? p.scale
+                                           : (float)(1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1)));
+    if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    kern__da_plan(q, k_cache, v_cache, &J, &shared, &thread);
+    if (shared == 0 && thread == 0) {
+        kern__op_end(ctx);
+        return KERN_OK;
+    }
+    st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size, shared, thread);
+    if (!st) st = kern__reserve_thread_scratch(ctx, thread);
+    if (!st) {
+        J.part = (float *)kern__workspace(ctx, shared);
+        if (!J.part)
+            st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of workspace", op, shared);
+    }
+    if (!st) {
+#ifdef KERN_X86
+        J.f = (kern_ctx_features(ctx) & KERN_CPU_AVX2) ? &kern__da_fns_avx2 : &kern__da_fns_scalar;
+#else
+        J.f = &kern__da_fns_scalar;
+#endif
+        J.ctx = ctx;
+        J.q = q;
+        J.k = k_cache;
+        J.v = v_cache;
+        J.lens = k_lens;
+        J.out = out;
+        J.scale2 = (float)((double)scale * 1.4426950408889634);
+        st = kern_parallel_for(ctx, J.B * J.nchunk, kern__da_task, &J);
+        if (!st) st = kern_parallel_for(ctx, J.B * J.rows, kern__da_merge_task, &J);
+    }
     kern__op_end(ctx);
     return st;
 }

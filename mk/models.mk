@@ -5,11 +5,23 @@
 #                    int8 dynamic) and a 2-layer GraphSAGE vs PyTorch
 #                    Geometric, one line per check with its figure.
 #                    MODELS_THREADS sets the thread count (default 2).
+#                    Also a 2-layer GQA Llama (models/llama.py): HF
+#                    LlamaForCausalLM with random weights against
+#                    build/models/llama_run (the graph of
+#                    models/llama_graph.h), logits and greedy tokens.
 
 MODELS_PY      ?= bench/.venv/bin/python
 MODELS_THREADS ?= 2
 
 .PHONY: test-models
-test-models: build/kern-run $(MODELS_PY)
+test-models: build/kern-run build/models/llama_run $(MODELS_PY)
 	nice -n 10 $(MODELS_PY) models/bert.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/graphsage.py --threads $(MODELS_THREADS)
+	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS)
+
+build/models/llama_run: models/llama_run.c models/llama_graph.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+
+# the tiny-model test includes the graph builder
+build/tests/test_llm: models/llama_graph.h

@@ -4,7 +4,9 @@
 #define KERN_IMPLEMENTATION
 #include "kern_llm.h"
 #include "kern_norm.h"
+#include "kern_graph.h"
 #include "kt.h"
+#include "../models/llama_graph.h"
 
 static const kern_dtype FDT[3] = {KERN_F32, KERN_BF16, KERN_F16};
 
@@ -563,6 +565,655 @@ KT_TEST(argmax) {
             KT_ERROR(kern_argmax(NULL, &xt, &xt), KERN_ERR_DTYPE, "indices.dtype");
             kt_free(x);
         }
+}
+
+/* The reference order of torch.topk: larger first, NaN largest, ties to
+ * the lower index. */
+static int topk_before(double a, int64_t ia, double b, int64_t ib) {
+    if (isnan(a)) return !isnan(b) || ia < ib;
+    if (isnan(b)) return 0;
+    return a > b || (a == b && ia < ib);
+}
+
+#ifdef KT_SANITIZER
+#define KT_SANITIZER_ON 1
+#else
+#define KT_SANITIZER_ON 0
+#endif
+static const double *topk_row_;
+static int topk_cmp(const void *a, const void *b) {
+    int64_t ia = *(const int64_t *)a, ib = *(const int64_t *)b;
+    return topk_before(topk_row_[ia], ia, topk_row_[ib], ib) ? -1 : 1;
+}
+
+KT_TEST(topk) {
+    static const int64_t Vs[] = {1, 7, 33, 1000, 32003};
+    static const int64_t ks[] = {1, 2, 5, 40, 1000};
+    int di, it, vi, ki, st;
+    for (di = 0; di < 3; di++)
+        for (vi = 0; vi < 5; vi++)
+            for (ki = 0; ki < 5; ki++)
+                for (st = 0; st < 2; st++) {
+                    enum { R = 4 };
+                    kern_dtype dt = FDT[di];
+                    int64_t V = Vs[vi], k = ks[ki], XS = st ? V + 5 : V, r, i, j;
+                    void *x, *vals;
+                    int64_t *want;
+                    double *rowv;
+                    kern_tensor xt, vt, ix;
+                    kern_dtype vdt = di == 1 ? KERN_F32 : dt;
+                    kt_rng rng = kt_rng_make((uint64_t)(di * 100 + vi * 10 + ki));
+                    if (k > V || (KT_SANITIZER_ON && V > 1000)) continue;
+                    it = (int)((vi + ki) % 2);
+                    x = kt_alloc((size_t)(R * XS) * kern_dtype_size(dt), "x");
+                    vals = kt_alloc((size_t)(R * k) * kern_dtype_size(vdt), "vals");
+                    want = (int64_t *)malloc((size_t)V * sizeof *want);
+                    rowv = (double *)malloc((size_t)V * sizeof *rowv);
+                    kt_fill_normal(&rng, x, dt, R * XS, 1.0);
+                    /* row 1: few distinct values (ties), row 2: NaNs, row 3: ascending */
+                    for (i = 0; i < V; i++) kt_set(x, dt, 1 * XS + i, (double)(kt_next(&rng) % 4));
+                    for (i = 0; i < V; i += 3) kt_set(x, dt, 2 * XS + i, NAN);
+                    for (i = 0; i < V; i++) kt_set(x, dt, 3 * XS + i, (double)i * 0.25);
+                    {
+                        int64_t shp[2] = {R, V}, str[2] = {XS, 1};
+                        kern_tensor_init_strided(&xt, x, dt, 2, shp, str);
+                    }
+                    vt = kern_tensor_2d(vals, vdt, R, k);
+                    {
+                        void *ibuf = kt_alloc((size_t)(R * k) * (it ? 4 : 8), "idx");
+                        ix = kern_tensor_2d(ibuf, it ? KERN_I32 : KERN_I64, R, k);
+                        KT_FOR_EACH_ISA(isa, ctx, 2) {
+                            kt_context("%s V%lld k%lld %s", kern_dtype_name(dt), (long long)V,
+                                       (long long)k, kern_isa_name(isa));
+                            KT_OK(kern_topk(ctx, &xt, &vt, &ix));
+                            for (r = 0; r < R; r++) {
+                                /* reference: the whole row sorted in torch's order */
+                                for (i = 0; i < V; i++) want[i] = i, rowv[i] = kt_get(x, dt, r * XS + i);
+                                topk_row_ = rowv;
+                                qsort(want, (size_t)V, sizeof *want, topk_cmp);
+                                for (j = 0; j < k; j++) {
+                                    int64_t got = it ? ((int32_t *)ibuf)[r * k + j] : ((int64_t *)ibuf)[r * k + j];
+                                    double gv = kt_get(vals, vdt, r * k + j), wv = kt_get(x, dt, r * XS + want[j]);
+                                    KT_CHECK(got == want[j], "row %lld slot %lld: got %lld want %lld",
+                                             (long long)r, (long long)j, (long long)got, (long long)want[j]);
+                                    KT_CHECK(gv == wv || (isnan(gv) && isnan(wv)), "value row %lld slot %lld",
+                                             (long long)r, (long long)j);
+                                    if (got != want[j]) break;
+                                }
+                            }
+                        }
+                        kt_context("");
+                        kt_free(ibuf);
+                    }
+                    kt_free(x);
+                    kt_free(vals);
+                    free(want);
+                    free(rowv);
+                }
+}
+
+KT_TEST(topk_errors) {
+    float x[2 * 5], vals[2 * 3], snapv[6];
+    int64_t idx[2 * 6], snapi[12];
+    int32_t i32[6];
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, 2, 5), it = kern_tensor_2d(idx, KERN_I64, 2, 3);
+    kern_tensor vt = kern_tensor_2d(vals, KERN_F32, 2, 3), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 10; i++) x[i] = (float)i;
+    for (i = 0; i < 12; i++) idx[i] = -7;
+    for (i = 0; i < 6; i++) vals[i] = -7.0f;
+    memcpy(snapi, idx, sizeof idx);
+    memcpy(snapv, vals, sizeof vals);
+    bad = kern_tensor_2d(idx, KERN_I64, 2, 6);
+    KT_ERROR(kern_topk(ctx, &xt, NULL, &bad), KERN_ERR_SHAPE, "k=6 is larger");
+    bad = kern_tensor_2d(idx, KERN_F32, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &vt, &bad), KERN_ERR_DTYPE, "indices.dtype");
+    bad = kern_tensor_2d(vals, KERN_I32, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &bad, &it), KERN_ERR_DTYPE, "values.dtype");
+    bad = kern_tensor_2d(vals, KERN_F32, 2, 2);
+    KT_ERROR(kern_topk(ctx, &xt, &bad, &it), KERN_ERR_SHAPE, "values must be");
+    bad = kern_tensor_2d(idx, KERN_I64, 1, 3);
+    KT_ERROR(kern_topk(ctx, &xt, &vt, &bad), KERN_ERR_SHAPE, "indices.shape[0]");
+    bad = kern_tensor_2d(x, KERN_I64, 2, 3);
+    KT_ERROR(kern_topk(ctx, &xt, NULL, &bad), KERN_ERR_ARG, "overlaps x");
+    KT_ERROR(kern_topk(ctx, NULL, &vt, &it), KERN_ERR_ARG, "x is NULL");
+    KT_CHECK(memcmp(idx, snapi, sizeof idx) == 0 && memcmp(vals, snapv, sizeof vals) == 0,
+             "an error wrote");
+    bad = kern_tensor_2d(i32, KERN_I32, 2, 3);
+    KT_OK(kern_topk(ctx, &xt, &vt, &bad));
+    KT_CHECK(i32[0] == 4 && i32[1] == 3 && i32[2] == 2 && vals[0] == 4.0f && vals[5] == 7.0f,
+             "topk of 0..4: %d %d %d", i32[0], i32[1], i32[2]);
+    bad = kern_tensor_2d(idx, KERN_I64, 2, 0);
+    KT_OK(kern_topk(ctx, &xt, NULL, &bad));
+}
+
+/* gemv against a double reference: every weight dtype, x/y dtypes,
+ * awkward M, N, K, row strides, the epilogue (bias, SiLU, residual). */
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+
+KT_TEST(linear_gemv) {
+    static const kern_dtype WDT[4] = {KERN_F32, KERN_BF16, KERN_F16, KERN_I8};
+    static const int64_t Ms[] = {1, 2, 3, 8, 9};
+    static const int64_t Ns[] = {1, 5, 37, 64};
+    static const int64_t Ks[] = {1, 7, 64, 300};
+    int wi, mi, ni, ki, var;
+    for (wi = 0; wi < 4; wi++)
+        for (mi = 0; mi < 5; mi++)
+            for (ni = 0; ni < 4; ni++)
+                for (ki = 0; ki < 4; ki++) {
+                    kern_dtype wdt = WDT[wi];
+                    int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], m, n, k;
+                    int epi, strided;
+                    kern_dtype xdt, ydt;
+                    int64_t XS, WS, YS;
+                    void *x, *w, *y, *res, *bias;
+                    float *scale;
+                    double *want, *bound;
+                    kern_tensor xt, wt, yt, rt, bt, st;
+                    kern_gemv_params p;
+                    kt_rng rng;
+                    var = (int)(wi + mi + ni + ki);
+                    epi = var % 2;
+                    strided = (var / 2) % 2;
+                    xdt = (var % 3) == 1 ? KERN_BF16 : KERN_F32;
+                    ydt = (var % 4) == 3 ? KERN_BF16 : KERN_F32;
+                    XS = strided ? K + 3 : K;
+                    WS = strided ? K + 5 : K;
+                    YS = strided ? N + 2 : N;
+                    rng = kt_rng_make((uint64_t)(wi * 1000 + mi * 100 + ni * 10 + ki));
+                    x = kt_alloc((size_t)(M * XS) * kern_dtype_size(xdt), "x");
+                    w = kt_alloc((size_t)(N * WS) * kern_dtype_size(wdt), "w");
+                    y = kt_alloc((size_t)(M * YS) * kern_dtype_size(ydt), "y");
+                    res = kt_alloc((size_t)(M * N) * 4, "res");
+                    bias = kt_alloc((size_t)N * 4, "bias");
+                    scale = (float *)kt_alloc((size_t)N * 4, "scale");
+                    want = (double *)malloc((size_t)(M * N) * sizeof *want);
+                    bound = (double *)malloc((size_t)(M * N) * sizeof *bound);
+                    kt_fill_normal(&rng, x, xdt, M * XS, 1.0);
+                    if (wdt == KERN_I8) {
+                        for (k = 0; k < N * WS; k++) ((int8_t *)w)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
+                    } else {
+                        kt_fill_normal(&rng, w, wdt, N * WS, 0.1);
+                    }
+                    kt_fill_normal(&rng, res, KERN_F32, M * N, 1.0);
+                    kt_fill_normal(&rng, bias, KERN_F32, N, 1.0);
+                    for (n = 0; n < N; n++) scale[n] = (float)kt_uniform(&rng, 0.001, 0.01);
+                    {
+                        int64_t sh[2] = {M, K}, str[2] = {XS, 1};
+                        kern_tensor_init_strided(&xt, x, xdt, 2, sh, str);
+                        sh[0] = N; str[0] = WS;
+                        kern_tensor_init_strided(&wt, w, wdt, 2, sh, str);
+                        sh[0] = M; sh[1] = N; str[0] = YS;
+                        kern_tensor_init_strided(&yt, y, ydt, 2, sh, str);
+                    }
+                    rt = kern_tensor_2d(res, KERN_F32, M, N);
+                    bt = kern_tensor_1d(bias, KERN_F32, N);
+                    st = kern_tensor_1d(scale, KERN_F32, N);
+                    memset(&p, 0, sizeof p);
+                    if (wdt == KERN_I8) p.w_scale = &st;
+                    if (epi) {
+                        p.epilogue.bias = &bt;
+                        p.epilogue.act = KERN_ACT_SILU;
+                        p.epilogue.residual = &rt;
+                    }
+                    for (m = 0; m < M; m++)
+                        for (n = 0; n < N; n++) {
+                            double acc = 0, mag = 0, v;
+                            for (k = 0; k < K; k++) {
+                                double a = kt_get(x, xdt, m * XS + k);
+                                double b = wdt == KERN_I8 ? (double)((int8_t *)w)[n * WS + k] : kt_get(w, wdt, n * WS + k);
+                                acc += a * b;
+                                mag += fabs(a * b);
+                            }
+                            if (wdt == KERN_I8) acc *= scale[n], mag *= scale[n];
+                            v = acc;
+                            if (epi) {
+                                v = silu_d(acc + ((float *)bias)[n]) + ((float *)res)[m * N + n];
+                                mag += fabs(acc + ((float *)bias)[n]) + fabs(((float *)res)[m * N + n]);
+                            }
+                            want[m * N + n] = v;
+                            bound[m * N + n] = 4e-6 * mag * (1.0 + sqrt((double)K) / 8) + 1e-30 +
+                                               (ydt == KERN_BF16 ? fabs(v) / 256.0 : 0);
+                        }
+                    KT_FOR_EACH_ISA(isa, ctx, 2) {
+                        kt_context("w %s x %s y %s M%lld N%lld K%lld epi%d strided%d %s",
+                                   kern_dtype_name(wdt), kern_dtype_name(xdt), kern_dtype_name(ydt),
+                                   (long long)M, (long long)N, (long long)K, epi, strided,
+                                   kern_isa_name(isa));
+                        kt_poison(y, (size_t)(M * YS) * kern_dtype_size(ydt));
+                        KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, &p));
+                        for (m = 0; m < M; m++)
+                            for (n = 0; n < N; n++) {
+                                double g = kt_get(y, ydt, m * YS + n), e = want[m * N + n];
+                                KT_CHECK(fabs(g - e) <= bound[m * N + n], "y[%lld, %lld] = %.9g want %.9g",
+                                         (long long)m, (long long)n, g, e);
+                            }
+                    }
+                    kt_context("");
+                    KT_CHECK(kt_guards_ok(y), "y guard bytes");
+                    kt_free(x);
+                    kt_free(w);
+                    kt_free(y);
+                    kt_free(res);
+                    kt_free(bias);
+                    kt_free(scale);
+                    free(want);
+                    free(bound);
+                }
+}
+
+KT_TEST(linear_gemv_errors) {
+    float x[2 * 8], w[3 * 8], y[2 * 3], snap[6], sc[3] = {1, 1, 1};
+    int8_t w8[3 * 8];
+    kern_tensor xt = kern_tensor_2d(x, KERN_F32, 2, 8), wt = kern_tensor_2d(w, KERN_F32, 3, 8);
+    kern_tensor yt = kern_tensor_2d(y, KERN_F32, 2, 3), w8t = kern_tensor_2d(w8, KERN_I8, 3, 8);
+    kern_tensor sct = kern_tensor_1d(sc, KERN_F32, 3), bad;
+    kern_gemv_params p;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 16; i++) x[i] = 1.0f;
+    for (i = 0; i < 24; i++) w[i] = 0.5f, w8[i] = 2;
+    for (i = 0; i < 6; i++) y[i] = -3.0f;
+    memcpy(snap, y, sizeof y);
+    memset(&p, 0, sizeof p);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &w8t, &yt, &p), KERN_ERR_ARG, "w_scale");
+    p.w_scale = &sct;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_ARG, "only for an i8 w");
+    p.w_scale = NULL;
+    bad = kern_tensor_2d(w, KERN_F32, 3, 7);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_SHAPE, "w.shape[1]");
+    bad = kern_tensor_2d(y, KERN_F32, 2, 2);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &bad, &p), KERN_ERR_SHAPE, "y must be");
+    bad = kern_tensor_2d(w, KERN_I32, 3, 8);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_DTYPE, "w.dtype");
+    bad = kern_tensor_2d(x, KERN_F32, 2, 3);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &bad, &p), KERN_ERR_ARG, "overlaps x");
+    bad = kern_tensor_1d(sc, KERN_F32, 2);
+    p.epilogue.bias = &bad;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_SHAPE, "bias must be [3]");
+    p.epilogue.bias = NULL;
+    p.epilogue.act = (kern_act)99;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_ARG, "act");
+    p.epilogue.act = KERN_ACT_NONE;
+    {
+        int64_t sh[2] = {2, 8}, str[2] = {8, 2};
+        kern_tensor_init_strided(&bad, w, KERN_F32, 2, sh, str);
+        KT_ERROR(kern_linear_gemv(ctx, &bad, &wt, &yt, &p), KERN_ERR_LAYOUT, "unit stride");
+    }
+    KT_CHECK(memcmp(y, snap, sizeof y) == 0, "an error wrote y");
+    KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, NULL));
+    KT_CHECK(y[0] == 4.0f && y[5] == 4.0f, "y = %g", y[0]);
+    p.w_scale = &sct;
+    KT_OK(kern_linear_gemv(ctx, &xt, &w8t, &yt, &p));
+    KT_CHECK(y[0] == 16.0f && y[5] == 16.0f, "y = %g", y[0]);
+}
+
+/* decode attention against a double softmax over the visible rows. */
+static void da_ref(const view4 *q, const view4 *k, const view4 *v, const int64_t *lens,
+                   double scale, double *want /* [B, Lq, H, Dv] */) {
+    int64_t B = q->t.shape[0], Lq = q->t.shape[1], H = q->t.shape[2], D = q->t.shape[3];
+    int64_t Hkv = k->t.shape[2], Dv = v->t.shape[3], G = H / Hkv, b, l, h, j, d;
+    double *sc = (double *)malloc((size_t)(k->t.shape[1] + 1) * sizeof(double));
+    for (b = 0; b < B; b++)
+        for (l = 0; l < Lq; l++)
+            for (h = 0; h < H; h++) {
+                int64_t n = lens[b] - (Lq - 1 - l), hk = h / G;
+                double mx = -INFINITY, sum = 0;
+                double *o = want + ((b * Lq + l) * H + h) * Dv;
+                for (d = 0; d < Dv; d++) o[d] = 0;
+                if (n <= 0) continue;
+                for (j = 0; j < n; j++) {
+                    double a = 0;
+                    for (d = 0; d < D; d++)
+                        a += kt_get(q->buf, q->t.dtype, view4_off(q, b, l, h, d)) *
+                             kt_get(k->buf, k->t.dtype, view4_off(k, b, j, hk, d));
+                    sc[j] = a * scale;
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (j = 0; j < n; j++) {
+                    double pj = exp(sc[j] - mx);
+                    sum += pj;
+                    for (d = 0; d < Dv; d++) o[d] += pj * kt_get(v->buf, v->t.dtype, view4_off(v, b, j, hk, d));
+                }
+                for (d = 0; d < Dv; d++) o[d] /= sum;
+            }
+    free(sc);
+}
+
+KT_TEST(decode_attention) {
+    static const int64_t lens_sets[3][3] = {{1, 7, 513}, {0, 600, 256}, {257, 2, 31}};
+    int var;
+    for (var = 0; var < 12; var++) {
+        int64_t B = 3, Lq = var % 3 == 2 ? 3 : 1, H = var % 2 ? 8 : 4, Hkv = var % 2 ? 2 : 4;
+        int64_t D = var % 4 == 1 ? 40 : 64, Dv = var % 4 == 3 ? 24 : D, Lmax = 600, b, i;
+        kern_dtype cdt = FDT[var % 3], qdt = var % 4 == 2 ? KERN_BF16 : KERN_F32;
+        kern_dtype odt = var % 5 == 4 ? KERN_BF16 : KERN_F32;
+        int strided = var % 2;
+        int64_t lens[3];
+        view4 q, k, v, o;
+        double *want, vmax = 0;
+        kern_tensor lt;
+        float *first = NULL;
+        kt_rng rng = kt_rng_make((uint64_t)(500 + var));
+        if (KT_SANITIZER_ON && var % 3) continue;
+        for (b = 0; b < B; b++) lens[b] = lens_sets[var % 3][b];
+        view4_make(&q, qdt, B, Lq, H, D, strided, "q");
+        view4_make(&k, cdt, B, Lmax, Hkv, D, strided, "k");
+        view4_make(&v, cdt, B, Lmax, Hkv, Dv, strided, "v");
+        view4_make(&o, odt, B, Lq, H, Dv, 0, "o");
+        kt_fill_normal(&rng, q.buf, qdt, (int64_t)(q.bytes / kern_dtype_size(qdt)), 1.0);
+        kt_fill_normal(&rng, k.buf, cdt, (int64_t)(k.bytes / kern_dtype_size(cdt)), 1.0);
+        kt_fill_normal(&rng, v.buf, cdt, (int64_t)(v.bytes / kern_dtype_size(cdt)), 1.0);
+        want = (double *)malloc((size_t)(B * Lq * H * Dv) * sizeof *want);
+        da_ref(&q, &k, &v, lens, 1.0 / sqrt((double)D), want);
+        for (i = 0; i < B * Lq * H * Dv; i++) vmax = fabs(want[i]) > vmax ? fabs(want[i]) : vmax;
+        lt = kern_tensor_1d(lens, KERN_I64, B);
+        KT_FOR_EACH_ISA(isa, ctx, 2) {
+            int th;
+            for (th = 1; th <= 2; th++) {
+                kern_ctx *c2 = kt_ctx(th, isa);
+                kt_context("var %d cache %s q %s out %s Lq %lld H %lld/%lld D %lld/%lld %s t%d", var,
+                           kern_dtype_name(cdt), kern_dtype_name(qdt), kern_dtype_name(odt),
+                           (long long)Lq, (long long)H, (long long)Hkv, (long long)D, (long long)Dv,
+                           kern_isa_name(isa), th);
+                kt_poison(o.buf, o.bytes);
+                KT_OK(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, NULL));
+                for (i = 0; i < B * Lq * H * Dv; i++) {
+                    double g = kt_get(o.buf, odt, i), w = want[i];
+                    double tol = 2e-5 * (vmax + 1) + (odt == KERN_BF16 ? fabs(w) / 256 : 0);
+                    if (!(fabs(g - w) <= tol)) {
+                        KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
+                        break;
+                    }
+                }
+                /* the same bits for 1 and 2 threads */
+                if (th == 1) {
+                    free(first);
+                    first = (float *)malloc(o.bytes);
+                    memcpy(first, o.buf, o.bytes);
+                } else {
+                    KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "1 and 2 threads differ");
+                }
+            }
+            (void)ctx;
+        }
+        /* exactly the workspace size works, one byte less is refused */
+        {
+            kern_ctx *c2 = kt_ctx(2, KERN_ISA_AUTO);
+            size_t ws = 0;
+            char *mem;
+            kern_decode_attention_params p;
+            memset(&p, 0, sizeof p);
+            KT_OK(kern_decode_attention_workspace_size(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p, &ws));
+            mem = (char *)kt_alloc_misaligned(ws ? ws : 1, 3, "ws");
+            p.workspace = mem;
+            p.workspace_size = ws;
+            kt_poison(o.buf, o.bytes);
+            KT_OK(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p));
+            KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "caller workspace changed the result");
+            p.workspace_size = ws - 1;
+            memset(o.buf, 0x11, o.bytes);
+            KT_ERROR(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, &p), KERN_ERR_ARG, "");
+            KT_CHECK(((unsigned char *)o.buf)[0] == 0x11, "a refused call wrote out");
+            KT_CHECK(kt_guards_ok(mem), "workspace guards");
+            kt_free(mem);
+        }
+        kt_context("");
+        free(first);
+        free(want);
+        kt_free(q.buf);
+        kt_free(k.buf);
+        kt_free(v.buf);
+        kt_free(o.buf);
+    }
+}
+
+KT_TEST(decode_attention_errors) {
+    float q[1 * 1 * 4 * 8], kc[1 * 5 * 2 * 8], vc[1 * 5 * 2 * 8], o[32], snap[32];
+    int64_t lens[1] = {6};
+    kern_tensor qt = kern_tensor_4d(q, KERN_F32, 1, 1, 4, 8), kt = kern_tensor_4d(kc, KERN_F32, 1, 5, 2, 8);
+    kern_tensor vt = kern_tensor_4d(vc, KERN_F32, 1, 5, 2, 8), ot = kern_tensor_4d(o, KERN_F32, 1, 1, 4, 8);
+    kern_tensor lt = kern_tensor_1d(lens, KERN_I64, 1), bad;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
+    int i;
+    for (i = 0; i < 32; i++) q[i] = 0.1f * (float)i, o[i] = -5.0f;
+    for (i = 0; i < 80; i++) kc[i] = vc[i] = 0.01f * (float)i;
+    memcpy(snap, o, sizeof o);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "past the cache");
+    lens[0] = -1;
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL), KERN_ERR_INDEX, "negative");
+    lens[0] = 5;
+    bad = kern_tensor_4d(kc, KERN_I32, 1, 5, 2, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_DTYPE, "k_cache.dtype");
+    bad = kern_tensor_4d(kc, KERN_F32, 1, 5, 3, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "");
+    bad = kern_tensor_4d(q, KERN_F32, 1, 1, 3, 8);
+    KT_ERROR(kern_decode_attention(ctx, &bad, &kt, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "multiple");
+    bad = kern_tensor_4d(kc, KERN_F32, 1, 5, 2, 7);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &bad, &vt, &lt, &ot, NULL), KERN_ERR_SHAPE, "k_cache.shape[3]");
+    bad = kern_tensor_4d(q, KERN_F32, 1, 1, 4, 8);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &bad, NULL), KERN_ERR_ARG, "overlaps");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    KT_OK(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL));
+}
+
+/* A tiny Llama (2 layers, GQA 4/2) through the graph (embedding, rms_norm,
+ * linear, rope, kv_append, decode_attention, silu_mul) against a plain C
+ * forward pass, token by token with its own cache: prefill of 5 tokens for
+ * 2 sequences, then greedy decoding. */
+typedef struct tl_model {
+    llama_cfg c;
+    float *emb, *lm, *fnorm, *table;
+    float *ln1[2], *wq[2], *wk[2], *wv[2], *wo[2], *ln2[2], *wg[2], *wu[2], *wd[2];
+    float *kc[2], *vc[2]; /* reference caches [B][Lmax][Hkv][D] */
+} tl_model;
+
+static void tl_rms(const tl_model *m, const float *x, const float *w, float *y) {
+    double ss = 0;
+    int64_t i;
+    float r;
+    for (i = 0; i < m->c.hidden; i++) ss += (double)x[i] * x[i];
+    r = (float)(1.0 / sqrt(ss / (double)m->c.hidden + m->c.rms_eps));
+    for (i = 0; i < m->c.hidden; i++) y[i] = x[i] * r * w[i];
+}
+static void tl_mv(const float *W, const float *x, int64_t N, int64_t K, float *y) {
+    int64_t n, k;
+    for (n = 0; n < N; n++) {
+        double a = 0;
+        for (k = 0; k < K; k++) a += (double)W[n * K + k] * x[k];
+        y[n] = (float)a;
+    }
+}
+static void tl_rope(const tl_model *m, float *x, int64_t nh, int64_t pos) {
+    int64_t D = m->c.head_dim, hf = D / 2, h, i;
+    const float *row = m->table + pos * D;
+    for (h = 0; h < nh; h++)
+        for (i = 0; i < hf; i++) {
+            float a = x[h * D + i], b = x[h * D + i + hf];
+            x[h * D + i] = a * row[i] - b * row[hf + i];
+            x[h * D + i + hf] = b * row[i] + a * row[hf + i];
+        }
+}
+/* One token of sequence b at position pos: logits[V]. */
+static void tl_step(tl_model *m, int64_t b, int64_t tok, int64_t pos, float *logits) {
+    const llama_cfg *c = &m->c;
+    int64_t Hd = c->hidden, D = c->head_dim, H = c->heads, Hkv = c->kv_heads, G = H / Hkv;
+    float h[64], x[64], q[64], k[64], v[64], a[64], o[64], g[128], u[128], sc[64];
+    int64_t l, i, hh, j;
+    memcpy(h, m->emb + tok * Hd, sizeof(float) * (size_t)Hd);
+    for (l = 0; l < c->layers; l++) {
+        float *kc = m->kc[l] + b * c->max_len * Hkv * D, *vc = m->vc[l] + b * c->max_len * Hkv * D;
+        tl_rms(m, h, m->ln1[l], x);
+        tl_mv(m->wq[l], x, H * D, Hd, q);
+        tl_mv(m->wk[l], x, Hkv * D, Hd, k);
+        tl_mv(m->wv[l], x, Hkv * D, Hd, v);
+        tl_rope(m, q, H, pos);
+        tl_rope(m, k, Hkv, pos);
+        memcpy(kc + pos * Hkv * D, k, sizeof(float) * (size_t)(Hkv * D));
+        memcpy(vc + pos * Hkv * D, v, sizeof(float) * (size_t)(Hkv * D));
+        for (hh = 0; hh < H; hh++) {
+            int64_t kh = hh / G;
+            double mx = -1e300, sum = 0, acc[16] = {0};
+            for (j = 0; j <= pos; j++) {
+                double s = 0;
+                for (i = 0; i < D; i++) s += (double)q[hh * D + i] * kc[(j * Hkv + kh) * D + i];
+                sc[j] = (float)(s / sqrt((double)D));
+                if (sc[j] > mx) mx = sc[j];
+            }
+            for (j = 0; j <= pos; j++) {
+                double p = exp(sc[j] - mx);
+                sum += p;
+                for (i = 0; i < D; i++) acc[i] += p * vc[(j * Hkv + kh) * D + i];
+            }
+            for (i = 0; i < D; i++) a[hh * D + i] = (float)(acc[i] / sum);
+        }
+        tl_mv(m->wo[l], a, Hd, H * D, o);
+        for (i = 0; i < Hd; i++) h[i] += o[i];
+        tl_rms(m, h, m->ln2[l], x);
+        tl_mv(m->wg[l], x, c->ffn, Hd, g);
+        tl_mv(m->wu[l], x, c->ffn, Hd, u);
+        for (i = 0; i < c->ffn; i++) g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i]))) * u[i];
+        tl_mv(m->wd[l], g, Hd, c->ffn, o);
+        for (i = 0; i < Hd; i++) h[i] += o[i];
+    }
+    tl_rms(m, h, m->fnorm, x);
+    tl_mv(m->lm, x, c->vocab, Hd, logits);
+}
+
+static float *tl_rand(kt_rng *r, int64_t n, double scale, double offset) {
+    float *p = (float *)malloc((size_t)n * sizeof(float));
+    int64_t i;
+    for (i = 0; i < n; i++) p[i] = (float)(offset + scale * kt_normal(r));
+    return p;
+}
+
+static void tl_bind(kern_graph *g, const char *name, float *data, int ndim, int64_t d0, int64_t d1) {
+    kern_tensor t;
+    int64_t shape[2];
+    shape[0] = d0;
+    shape[1] = d1;
+    kern_tensor_init(&t, data, KERN_F32, ndim, shape);
+    KT_OK(kern_graph_bind_weight(g, name, &t, KERN_GRAPH_BORROW));
+}
+
+KT_TEST(tiny_llama_graph) {
+    enum { B = 2, P = 5, STEPS = 6 };
+    tl_model m;
+    llama_cfg *c = &m.c;
+    kt_rng rng = kt_rng_make(77);
+    kern_graph *g = NULL;
+    kern_graph_plan *plan = NULL;
+    kern_graph_plan_params pp;
+    kern_rope_params rp;
+    kern_tensor tt;
+    float *kcache[2], *vcache[2], ref_logits[B][64];
+    int64_t ids[B * P], lens[B] = {0, 0}, l, b, i, step, V;
+    kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+    char nm[128];
+    double worst = 0;
+    memset(&m, 0, sizeof m);
+    c->vocab = 64; c->hidden = 32; c->heads = 4; c->kv_heads = 2; c->head_dim = 8;
+    c->ffn = 48; c->layers = 2; c->max_len = 16; c->rope_theta = 10000.0; c->rms_eps = 1e-6f;
+    V = c->vocab;
+    m.emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
+    m.lm = tl_rand(&rng, V * c->hidden, 0.3, 0);
+    m.fnorm = tl_rand(&rng, c->hidden, 0.1, 1.0);
+    m.table = (float *)malloc((size_t)(c->max_len * c->head_dim) * sizeof(float));
+    for (l = 0; l < 2; l++) {
+        m.ln1[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m.ln2[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m.wq[l] = tl_rand(&rng, c->heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wk[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wv[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m.wo[l] = tl_rand(&rng, c->hidden * c->heads * c->head_dim, 0.2, 0);
+        m.wg[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m.wu[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m.wd[l] = tl_rand(&rng, c->hidden * c->ffn, 0.2, 0);
+        m.kc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        m.vc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        kcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        vcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+    }
+    memset(&rp, 0, sizeof rp);
+    rp.theta = c->rope_theta;
+    tt = kern_tensor_2d(m.table, KERN_F32, c->max_len, c->head_dim);
+    KT_OK(kern_rope_table_init(ctx, &tt, &rp));
+    KT_OK(kern_graph_create(ctx, &g));
+    KT_REQUIRE(g != NULL);
+    KT_OK(llama_graph_build(g, c));
+    tl_bind(g, "model.embed_tokens.weight", m.emb, 2, V, c->hidden);
+    tl_bind(g, "lm_head.weight", m.lm, 2, V, c->hidden);
+    tl_bind(g, "model.norm.weight", m.fnorm, 1, c->hidden, 0);
+    tl_bind(g, "rope.table", m.table, 2, c->max_len, c->head_dim);
+    for (l = 0; l < 2; l++) {
+#define TL_B(s, p, nd, a0, a1) (snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)l, s), tl_bind(g, nm, p, nd, a0, a1))
+        TL_B("input_layernorm", m.ln1[l], 1, c->hidden, 0);
+        TL_B("post_attention_layernorm", m.ln2[l], 1, c->hidden, 0);
+        TL_B("self_attn.q_proj", m.wq[l], 2, c->heads * c->head_dim, c->hidden);
+        TL_B("self_attn.k_proj", m.wk[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.v_proj", m.wv[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.o_proj", m.wo[l], 2, c->hidden, c->heads * c->head_dim);
+        TL_B("mlp.gate_proj", m.wg[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.up_proj", m.wu[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.down_proj", m.wd[l], 2, c->hidden, c->ffn);
+#undef TL_B
+    }
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=5";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+    KT_REQUIRE(plan != NULL);
+    for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
+    for (step = 0; step <= STEPS; step++) {
+        int64_t L = step == 0 ? P : 1, pos0 = lens[0];
+        kern_tensor in[6], out[2];
+        int64_t next[B];
+        in[0] = kern_tensor_2d(ids, KERN_I64, B, L);
+        in[1] = kern_tensor_1d(lens, KERN_I64, B);
+        for (l = 0; l < 2; l++) {
+            in[2 + 2 * l] = kern_tensor_4d(kcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
+            in[3 + 2 * l] = kern_tensor_4d(vcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
+        }
+        memset(out, 0, sizeof out);
+        KT_OK(kern_graph_run(plan, in, 6, out, 2));
+        KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == L);
+        for (b = 0; b < B; b++) {
+            const int64_t *nl = (const int64_t *)out[1].data;
+            KT_CHECK(nl[b] == pos0 + L, "new length %lld", (long long)nl[b]);
+            for (i = 0; i < L; i++) {
+                const float *gl = (const float *)out[0].data + (b * L + i) * V;
+                int64_t j, best = 0, rbest = 0;
+                double mx = 0;
+                tl_step(&m, b, ids[b * L + i], pos0 + i, ref_logits[b]);
+                for (j = 0; j < V; j++) mx = fabs(ref_logits[b][j]) > mx ? fabs(ref_logits[b][j]) : mx;
+                for (j = 0; j < V; j++) {
+                    double e = fabs(gl[j] - ref_logits[b][j]) / mx;
+                    worst = e > worst ? e : worst;
+                    if (gl[j] > gl[best]) best = j;
+                    if (ref_logits[b][j] > ref_logits[b][rbest]) rbest = j;
+                }
+                KT_CHECK(worst < 1e-4, "step %lld seq %lld token %lld: logits rel error %.3g",
+                         (long long)step, (long long)b, (long long)i, worst);
+                if (i == L - 1) {
+                    KT_CHECK(best == rbest, "step %lld seq %lld: greedy token %lld, reference %lld",
+                             (long long)step, (long long)b, (long long)best, (long long)rbest);
+                    next[b] = best;
+                }
+            }
+        }
+        for (b = 0; b < B; b++) {
+            lens[b] = ((const int64_t *)out[1].data)[b];
+            ids[b] = next[b]; /* the next step's [B, 1] ids */
+        }
+    }
+    kern_graph_plan_free(plan);
+    kern_graph_destroy(g);
+    free(m.emb); free(m.lm); free(m.fnorm); free(m.table);
+    for (l = 0; l < 2; l++) {
+        free(m.ln1[l]); free(m.ln2[l]); free(m.wq[l]); free(m.wk[l]); free(m.wv[l]); free(m.wo[l]);
+        free(m.wg[l]); free(m.wu[l]); free(m.wd[l]); free(m.kc[l]); free(m.vc[l]);
+        free(kcache[l]); free(vcache[l]);
+    }
 }
 
 KT_MAIN()

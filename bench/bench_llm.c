@@ -1,0 +1,209 @@
+/* bench_llm.c — family `llm`: the decode step's memory-bound pieces.
+ *
+ * Cases: "gemv/<w>/M<m>/N<n>/K<k>"  y [M, N] = x [M, K] . w [N, K]^T
+ *   w    f32 | bf16 | i8 (per-output-channel f32 scales); x and y f32
+ *        (bf16 weight: x bf16 too, as a bf16 model runs)
+ *   Bytes per call: the weight (+ its scales), the bytes that must come
+ *   from DRAM each decode step; x and y are noise at these sizes.
+ *   The weight cycles through enough copies (>= 256 MiB together) that
+ *   every call reads it from DRAM, not from the 32 MiB L3.
+ * Impls: kern (kern_linear_gemv). The torch peer (bench/peers/llm.py)
+ * times F.linear on the same shapes and copies.
+ *
+ * Cases: "decode/<c>/B<b>/H<h>/Hkv<hkv>/D<d>/L<len>"  one query token per
+ *   sequence against a KV cache of `len` rows per sequence (Lmax = len),
+ *   cache dtype c (f32 | bf16; q and out the same). Bytes: K and V of the
+ *   cache (B * len * Hkv * D * 2 elements). The cache is 64+ MiB for the
+ *   large cases; the small ones cycle through copies like the gemv cases.
+ *   Impls: kern (kern_decode_attention on the [B, L, Hkv, D] cache),
+ *   kern_sdpa (kern_sdpa with k_lens on the same cache viewed as
+ *   [B, Hkv, L, D]); the torch peer runs F.scaled_dot_product_attention
+ *   (enable_gqa) on [B, Hkv, L, D] tensors.
+ * Peak: DRAM.
+ */
+#define KERN_IMPLEMENTATION
+#include "kern_llm.h"
+#include "kern_sdpa.h"
+#include "kbench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct gcase {
+    kern_dtype wdt;
+    int64_t M, N, K;
+    double bytes;
+} gcase;
+
+static void run_gemv(kbench_state *st, void *user) {
+    const gcase *c = (const gcase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    kern_dtype xdt = c->wdt == KERN_BF16 ? KERN_BF16 : KERN_F32;
+    size_t wbytes = (size_t)(c->N * c->K) * (c->wdt == KERN_I8 ? 1 : kern_dtype_size(c->wdt));
+    int copies = (int)((256u << 20) / wbytes) + 1, i = 0;
+    void **w = (void **)malloc((size_t)copies * sizeof *w);
+    void *x = kbench_alloc((size_t)(c->M * c->K) * kern_dtype_size(xdt));
+    float *y = (float *)kbench_alloc((size_t)(c->M * c->N) * 4);
+    float *sc = (float *)kbench_alloc((size_t)c->N * 4);
+    kern_tensor xt = kern_tensor_2d(x, xdt, c->M, c->K), yt = kern_tensor_2d(y, KERN_F32, c->M, c->N);
+    kern_tensor st_ = kern_tensor_1d(sc, KERN_F32, c->N), wt;
+    kern_gemv_params p;
+    kern_status s = KERN_OK;
+    int j;
+    if (!w) {
+        kbench_skip(st, "out of memory");
+        return;
+    }
+    kbench_fill(x, xdt, c->M * c->K, 1);
+    kbench_fill(sc, KERN_F32, c->N, 2);
+    for (j = 0; j < copies; j++) {
+        w[j] = kbench_alloc(wbytes);
+        if (!w[j]) {
+            kbench_skip(st, "out of memory");
+            free(w);
+            return;
+        }
+        if (c->wdt == KERN_I8) memset(w[j], 3 + j, wbytes);
+        else kbench_fill(w[j], c->wdt, c->N * c->K, (uint64_t)(10 + j));
+    }
+    memset(&p, 0, sizeof p);
+    if (c->wdt == KERN_I8) p.w_scale = &st_;
+    while (kbench_next(st)) {
+        wt = kern_tensor_2d(w[i], c->wdt, c->N, c->K);
+        s |= kern_linear_gemv(ctx, &xt, &wt, &yt, &p);
+        i = (i + 1) % copies;
+    }
+    kbench_use(y);
+    free(w); /* the copies are freed at exit (kbench_alloc) */
+    if (s != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    kbench_set_bytes(st, c->bytes);
+    kbench_set_flops(st, 2.0 * (double)(c->M * c->N * c->K));
+}
+
+typedef struct dcase {
+    kern_dtype dt;
+    int64_t B, H, Hkv, D, L;
+    double bytes;
+} dcase;
+
+static void run_decode(kbench_state *st, void *user, int sdpa) {
+    const dcase *c = (const dcase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    size_t es = kern_dtype_size(c->dt), cb = (size_t)(c->B * c->L * c->Hkv * c->D) * es;
+    int copies = (int)((256u << 20) / (2 * cb)) + 1, i = 0, j;
+    void **kc = (void **)malloc((size_t)copies * sizeof *kc), **vc = (void **)malloc((size_t)copies * sizeof *vc);
+    void *q = kbench_alloc((size_t)(c->B * c->H * c->D) * es), *o = kbench_alloc((size_t)(c->B * c->H * c->D) * es);
+    int64_t *lens = (int64_t *)kbench_alloc((size_t)c->B * 8);
+    kern_tensor qt, ot, kt, vt, lt = kern_tensor_1d(lens, KERN_I64, c->B);
+    kern_status s = KERN_OK;
+    if (!kc || !vc || !q || !o || !lens) {
+        kbench_skip(st, "out of memory");
+        free(kc);
+        free(vc);
+        return;
+    }
+    for (j = 0; j < c->B; j++) lens[j] = c->L;
+    kbench_fill(q, c->dt, c->B * c->H * c->D, 3);
+    for (j = 0; j < copies; j++) {
+        kc[j] = kbench_alloc(cb);
+        vc[j] = kbench_alloc(cb);
+        if (!kc[j] || !vc[j]) {
+            kbench_skip(st, "out of memory");
+            free(kc);
+            free(vc);
+            return;
+        }
+        kbench_fill(kc[j], c->dt, (int64_t)(cb / es), (uint64_t)(20 + j));
+        kbench_fill(vc[j], c->dt, (int64_t)(cb / es), (uint64_t)(40 + j));
+    }
+    if (!sdpa) {
+        qt = kern_tensor_4d(q, c->dt, c->B, 1, c->H, c->D);
+        ot = kern_tensor_4d(o, c->dt, c->B, 1, c->H, c->D);
+        while (kbench_next(st)) {
+            kt = kern_tensor_4d(kc[i], c->dt, c->B, c->L, c->Hkv, c->D);
+            vt = kern_tensor_4d(vc[i], c->dt, c->B, c->L, c->Hkv, c->D);
+            s |= kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL);
+            i = (i + 1) % copies;
+        }
+    } else {
+        int64_t shp[4] = {c->B, c->Hkv, c->L, c->D};
+        int64_t str[4] = {c->L * c->Hkv * c->D, c->D, c->Hkv * c->D, 1};
+        kern_sdpa_params p;
+        memset(&p, 0, sizeof p);
+        p.enable_gqa = 1;
+        p.k_lens = &lt;
+        qt = kern_tensor_4d(q, c->dt, c->B, c->H, 1, c->D);
+        ot = kern_tensor_4d(o, c->dt, c->B, c->H, 1, c->D);
+        while (kbench_next(st)) {
+            kern_tensor_init_strided(&kt, kc[i], c->dt, 4, shp, str);
+            kern_tensor_init_strided(&vt, vc[i], c->dt, 4, shp, str);
+            s |= kern_sdpa(ctx, &qt, &kt, &vt, &ot, &p);
+            i = (i + 1) % copies;
+        }
+    }
+    kbench_use(o);
+    free(kc);
+    free(vc);
+    if (s != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    kbench_set_bytes(st, c->bytes);
+    kbench_set_flops(st, 4.0 * (double)(c->B * c->H * c->L * c->D));
+}
+static void run_decode_kern(kbench_state *st, void *user) { run_decode(st, user, 0); }
+static void run_decode_sdpa(kbench_state *st, void *user) { run_decode(st, user, 1); }
+
+KBENCH_INIT(llm) {
+    static const kern_dtype wdts[3] = {KERN_F32, KERN_BF16, KERN_I8};
+    static const int64_t shapes[2][2] = {{4096, 4096}, {11008, 4096}};
+    static const int64_t Ms[2] = {1, 4};
+    static gcase cases[3 * 2 * 2];
+    int n = 0, wi, si, mi, t;
+    for (wi = 0; wi < 3; wi++)
+        for (si = 0; si < 2; si++)
+            for (mi = 0; mi < 2; mi++) {
+                gcase *c = &cases[n++];
+                char name[96];
+                c->wdt = wdts[wi];
+                c->M = Ms[mi];
+                c->N = shapes[si][0];
+                c->K = shapes[si][1];
+                c->bytes = (double)(c->N * c->K) * (c->wdt == KERN_I8 ? 1.0 : (double)kern_dtype_size(c->wdt)) +
+                           (c->wdt == KERN_I8 ? 4.0 * (double)c->N : 0.0);
+                snprintf(name, sizeof name, "gemv/%s/M%lld/N%lld/K%lld", kern_dtype_name(c->wdt),
+                         (long long)c->M, (long long)c->N, (long long)c->K);
+                for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
+            }
+    {
+        static const kern_dtype ddts[2] = {KERN_F32, KERN_BF16};
+        static const int64_t dshapes[3][2] = {{1, 4096}, {1, 16384}, {4, 4096}}; /* B, L */
+        static dcase dc[2 * 3];
+        int di, k2 = 0;
+        for (di = 0; di < 2; di++)
+            for (si = 0; si < 3; si++) {
+                dcase *c = &dc[k2++];
+                char name[96];
+                c->dt = ddts[di];
+                c->B = dshapes[si][0];
+                c->L = dshapes[si][1];
+                c->H = 32;
+                c->Hkv = 8;
+                c->D = 128;
+                c->bytes = 2.0 * (double)(c->B * c->L * c->Hkv * c->D) * (double)kern_dtype_size(c->dt);
+                snprintf(name, sizeof name, "decode/%s/B%lld/H32/Hkv8/D128/L%lld", kern_dtype_name(c->dt),
+                         (long long)c->B, (long long)c->L);
+                for (t = 1; t <= 2; t++) {
+                    kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_decode_kern, c);
+                    kbench_add("llm", name, "kern_sdpa", t, KBENCH_PEAK_DRAM, run_decode_sdpa, c);
+                }
+            }
+    }
+    kbench_headline("llm", "decode/bf16/B1/H32/Hkv8/D128/L4096");
+    kbench_headline("llm", "gemv/f32/M1/N4096/K4096");
+    kbench_headline("llm", "gemv/bf16/M1/N4096/K4096");
+    kbench_headline("llm", "gemv/i8/M1/N4096/K4096");
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""A Llama-style decoder in kern: a Hugging Face LlamaForCausalLM with
+random weights (nothing downloaded) against build/models/llama_run, which
+runs the graph of models/llama_graph.h (embedding, rms_norm, linear, rope,
+kv_append, decode_attention, silu_mul) from the model's safetensors.
+
+    bench/.venv/bin/python models/llama.py            # 2 layers, GQA 4/2, 16 steps
+    bench/.venv/bin/python models/llama.py --hidden 256 --layers 4 --steps 32
+
+Prefill of a random prompt, then greedy decoding; Hugging Face runs the same
+loop with its KV cache (eager attention, f32). Checks (one line each, exit
+status 1 if any fails):
+    logits  max over steps of max|kern - hf| / max|hf| (last position) <= 1e-4
+    tokens  the greedy tokens are identical
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--prompt", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--theta", type=float, default=10000.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(args.threads)
+    max_len = args.prompt + args.steps
+    cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
+                      intermediate_size=args.ffn, num_hidden_layers=args.layers,
+                      num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                      max_position_embeddings=max_len, rms_norm_eps=1e-6,
+                      rope_theta=args.theta, tie_word_embeddings=False,
+                      attention_bias=False, mlp_bias=False, attn_implementation="eager")
+    torch.manual_seed(args.seed)
+    model = LlamaForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(args.seed + 1)
+    with torch.no_grad():  # larger weights than HF's init, so logits spread
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.1)
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    head_dim = args.hidden // args.heads
+    prompt = torch.randint(0, args.vocab, (1, args.prompt), generator=g)
+
+    # Hugging Face: prefill, then one token at a time with its cache
+    hf_logits, hf_tokens = [], []
+    with torch.no_grad():
+        out = model(prompt, use_cache=True)
+        past = out.past_key_values
+        last = out.logits[0, -1]
+        for s in range(args.steps):
+            hf_logits.append(last.numpy().copy())
+            tok = int(torch.argmax(last))
+            hf_tokens.append(tok)
+            if s + 1 == args.steps:
+                break
+            out = model(torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            last = out.logits[0, -1]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wpath = os.path.join(tmp, "model.safetensors")
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, wpath)
+        lpath = os.path.join(tmp, "logits.f32")
+        conf = "%d,%d,%d,%d,%d,%d,%d,%d,%r,%r,%d" % (
+            args.vocab, args.hidden, args.heads, args.kv_heads, head_dim, args.ffn,
+            args.layers, max_len, args.theta, 1e-6, args.threads)
+        exe = os.path.join(ROOT, "build", "models", "llama_run")
+        r = subprocess.run([exe, wpath, conf, ",".join(str(int(t)) for t in prompt[0]),
+                            str(args.steps), lpath], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("llama_run failed: %s" % (r.stderr.strip() or r.stdout.strip()))
+            return 1
+        lines = r.stdout.strip().splitlines()
+        kern_tokens = [int(t) for t in lines[0].split(",")]
+        kl = np.fromfile(lpath, dtype=np.float32).reshape(args.steps, args.vocab)
+    hl = np.stack(hf_logits)
+    rel = float(np.max(np.abs(kl - hl)) / np.max(np.abs(hl)))
+    same = kern_tokens == hf_tokens
+    top1 = float(np.mean(np.argmax(kl, 1) == np.argmax(hl, 1)))
+    name = "llama L%d H%d GQA %d/%d V%d, prompt %d + %d greedy steps" % (
+        args.layers, args.hidden, args.heads, args.kv_heads, args.vocab, args.prompt, args.steps)
+    ok1 = rel <= 1e-4
+    print("%s  %s: logits max rel error %.3g (<= 1e-4), top-1 agreement %.3f" %
+          ("ok  " if ok1 else "FAIL", name, rel, top1))
+    print("%s  %s: greedy tokens %s (%s)" % ("ok  " if same else "FAIL", name,
+          "identical" if same else "differ", lines[1] if len(lines) > 1 else ""))
+    if not same:
+        print("      kern %s\n      hf   %s" % (kern_tokens, hf_tokens))
+    return 0 if ok1 and same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+/* llama_graph.h — a Llama-style decoder (Hugging Face LlamaForCausalLM:
+ * RMSNorm, GQA attention with half-split rotary embedding, SwiGLU MLP,
+ * untied lm_head) built with kern's graph API, one graph for prefill and
+ * decode. Used by tests/test_llm.c (a tiny model against a plain C
+ * reference) and models/llama_run.c (Hugging Face weights from
+ * safetensors, checked by models/llama.py).
+ *
+ * Graph inputs, in order:
+ *   ids     [B, L] i64        the new tokens of each sequence
+ *   k_lens  [B] i64           rows already in the caches (= the position
+ *                             of the first new token); not modified
+ *   k_cache.<i>, v_cache.<i>  [B, Lmax, Hkv, D] f32, one pair per layer:
+ *                             the caller's caches, appended in place
+ * Outputs: logits [B, L, V] f32, k_lens + L [B] i64.
+ * Weights (Hugging Face names, [out, in] as nn.Linear stores them):
+ *   model.embed_tokens.weight, model.layers.<i>.{input_layernorm,
+ *   post_attention_layernorm}.weight, model.layers.<i>.self_attn.
+ *   {q,k,v,o}_proj.weight, model.layers.<i>.mlp.{gate,up,down}_proj.weight,
+ *   model.norm.weight, lm_head.weight, and rope.table [Lmax, D] (the
+ *   cos/sin table, from kern_rope_table_init; not in HF's file).
+ * Declared without data: bind them (kern_graph_bind_weight or
+ * kern_graph_bind_safetensors) before planning.
+ */
+#ifndef KERN_MODELS_LLAMA_GRAPH_H
+#define KERN_MODELS_LLAMA_GRAPH_H
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct llama_cfg {
+    int64_t vocab, hidden, heads, kv_heads, head_dim, ffn, layers, max_len;
+    double rope_theta;
+    float rms_eps;
+} llama_cfg;
+
+static kern_status llama__w(kern_graph *g, const char *name, int ndim, int64_t d0, int64_t d1,
+                            kern_graph_val *out) {
+    kern_tensor t;
+    memset(&t, 0, sizeof t); /* data NULL: declared, bound later */
+    t.dtype = KERN_F32;
+    t.ndim = ndim;
+    t.shape[0] = d0;
+    t.shape[1] = d1;
+    t.stride[ndim - 1] = 1;
+    if (ndim == 2) t.stride[0] = d1;
+    return kern_graph_weight(g, name, &t, KERN_GRAPH_BORROW, out);
+}
+
+static kern_status llama__lin(kern_graph *g, const char *name, kern_graph_val x, kern_graph_val w,
+                              kern_graph_val residual, kern_graph_val *out) {
+    kern_graph_node_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = KERN_GRAPH_OP_LINEAR;
+    d.name = name;
+    d.inputs[0] = x;
+    d.inputs[1] = w;
+    d.inputs[3] = residual;
+    return kern_graph_add(g, &d, out);
+}
+
+static kern_status llama__node(kern_graph *g, kern_graph_op op, const char *name,
+                               kern_graph_val a, kern_graph_val b, kern_graph_val c,
+                               kern_graph_val d4, kern_graph_val e, const kern_graph_attrs *at,
+                               kern_graph_val *out) {
+    kern_graph_node_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.name = name;
+    d.inputs[0] = a;
+    d.inputs[1] = b;
+    d.inputs[2] = c;
+    d.inputs[3] = d4;
+    d.inputs[4] = e;
+    if (at) d.attrs = *at;
+    return kern_graph_add(g, &d, out);
+}
+
+static kern_status llama__reshape(kern_graph *g, const char *name, kern_graph_val x, int n,
+                                  const int64_t *shape, kern_graph_val *out) {
+    kern_graph_attrs at;
+    memset(&at, 0, sizeof at);
+    at.n_shape = n;
+    memcpy(at.shape, shape, sizeof(int64_t) * (size_t)n);
+    return llama__node(g, KERN_GRAPH_OP_RESHAPE, name, x, 0, 0, 0, 0, &at, out);
+}
+
+/* Builds the graph into g (empty). */
+static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
+    kern_graph_val ids, lens, h, table, emb, x, q, k, v, a, m, gt, up, newlens = 0, logits;
+    kern_graph_val kc, vc, w[9];
+    kern_graph_attrs norm, att;
+    int64_t B, L, shp[4];
+    char nm[160], nm2[160];
+    int64_t i;
+    kern_status st;
+    static const char *wn[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+                                "self_attn.v_proj", "self_attn.o_proj",
+                                "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                                "mlp.down_proj"};
+#define LLAMA__TRY(e)                                                                          \
+    do {                                                                                       \
+        if ((st = (e)) != KERN_OK) return st;                                                  \
+    } while (0)
+    LLAMA__TRY(kern_graph_symbol(g, "B", &B));
+    LLAMA__TRY(kern_graph_symbol(g, "L", &L));
+    shp[0] = B;
+    shp[1] = L;
+    LLAMA__TRY(kern_graph_input(g, "ids", KERN_I64, 2, shp, &ids));
+    LLAMA__TRY(kern_graph_input(g, "k_lens", KERN_I64, 1, shp, &lens));
+    LLAMA__TRY(llama__w(g, "model.embed_tokens.weight", 2, c->vocab, c->hidden, &emb));
+    LLAMA__TRY(llama__w(g, "rope.table", 2, c->max_len, c->head_dim, &table));
+    memset(&norm, 0, sizeof norm);
+    norm.eps_set = 1;
+    norm.eps = c->rms_eps;
+    memset(&att, 0, sizeof att);
+    LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_EMBEDDING, "embed", ids, emb, 0, 0, 0, NULL, &h));
+    for (i = 0; i < c->layers; i++) {
+        int j;
+        for (j = 0; j < 9; j++) {
+            int vec = j == 0 || j == 5;
+            int64_t d0 = j == 1 ? c->heads * c->head_dim
+                         : j == 2 || j == 3 ? c->kv_heads * c->head_dim
+                         : j == 6 || j == 7 ? c->ffn : c->hidden;
+            int64_t d1 = j == 4 ? c->heads * c->head_dim : j == 8 ? c->ffn : c->hidden;
+            snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)i, wn[j]);
+            LLAMA__TRY(llama__w(g, nm, vec ? 1 : 2, d0, d1, &w[j]));
+        }
+        shp[0] = B;
+        shp[1] = c->max_len;
+        shp[2] = c->kv_heads;
+        shp[3] = c->head_dim;
+        snprintf(nm, sizeof nm, "k_cache.%lld", (long long)i);
+        LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 4, shp, &kc));
+        snprintf(nm, sizeof nm, "v_cache.%lld", (long long)i);
+        LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 4, shp, &vc));
+#define LLAMA__NM(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)i, s), nm)
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, LLAMA__NM("ln1"), h, w[0], 0, 0, 0, &norm, &x));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("q"), x, w[1], 0, &q));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("k"), x, w[2], 0, &k));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("v"), x, w[3], 0, &v));
+        shp[0] = B;
+        shp[1] = L;
+        shp[2] = c->heads;
+        shp[3] = c->head_dim;
+        LLAMA__TRY(llama__reshape(g, LLAMA__NM("q4"), q, 4, shp, &q));
+        shp[2] = c->kv_heads;
+        LLAMA__TRY(llama__reshape(g, LLAMA__NM("k4"), k, 4, shp, &k));
+        LLAMA__TRY(llama__reshape(g, LLAMA__NM("v4"), v, 4, shp, &v));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_ROPE, LLAMA__NM("q_rope"), q, table, lens, 0, 0, NULL, &q));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_ROPE, LLAMA__NM("k_rope"), k, table, lens, 0, 0, NULL, &k));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_KV_APPEND, LLAMA__NM("kv"), k, v, kc, vc, lens, NULL,
+                               &newlens));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_DECODE_ATTENTION, LLAMA__NM("attn"), q, kc, vc,
+                               newlens, 0, &att, &a));
+        shp[2] = c->heads * c->head_dim;
+        LLAMA__TRY(llama__reshape(g, LLAMA__NM("attn3"), a, 3, shp, &a));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("o"), a, w[4], h, &h));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, LLAMA__NM("ln2"), h, w[5], 0, 0, 0, &norm, &x));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("gate"), x, w[6], 0, &gt));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("up"), x, w[7], 0, &up));
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_SILU_MUL, LLAMA__NM("swiglu"), gt, up, 0, 0, 0, NULL, &m));
+        LLAMA__TRY(llama__lin(g, LLAMA__NM("down"), m, w[8], h, &h));
+#undef LLAMA__NM
+    }
+    LLAMA__TRY(llama__w(g, "model.norm.weight", 1, c->hidden, 0, &w[0]));
+    LLAMA__TRY(llama__w(g, "lm_head.weight", 2, c->vocab, c->hidden, &w[1]));
+    LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, "final_norm", h, w[0], 0, 0, 0, &norm, &x));
+    LLAMA__TRY(llama__lin(g, "logits", x, w[1], 0, &logits));
+    (void)nm2;
+    LLAMA__TRY(kern_graph_output(g, logits));
+    LLAMA__TRY(kern_graph_output(g, newlens));
+#undef LLAMA__TRY
+    return KERN_OK;
+}
+
+#endif /* KERN_MODELS_LLAMA_GRAPH_H */
