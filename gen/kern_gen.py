@@ -55,7 +55,8 @@ for _u in UNARY:
     OPS[_u] = 'x'
 # ops the executor knows that have no generated form yet
 KNOWN_UNSUPPORTED = {'qlinear', 'quantize_per_token', 'sparse24_linear', 'scatter_reduce',
-                     'spmm_reduce'}
+                     'spmm_reduce', 'sdpa_relpos', 'rope', 'silu_mul', 'kv_append',
+                     'decode_attention'}
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
