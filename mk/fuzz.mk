@@ -20,7 +20,7 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZERS      ?= $(FUZZ_NAMES)
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZERS))
-FUZZ_DEPS    := tests/fuzz/kf.h tests/fuzz/kf_adapt.h tests/kt.h $(HEADERS)
+FUZZ_DEPS    := tests/fuzz/kf.h tests/fuzz/kf_adapt.h tests/fuzz/fz.h tests/fuzz/fz_replay.h tests/kt.h $(HEADERS)
 FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE $(WARN) $(INC) -Itests/fuzz
 
@@ -50,15 +50,21 @@ build/ubsan/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -Itests/fuzz -DKT_SANITIZER $(REPLAY_DEF) $< -o $@ $(LIBS)
 
+build/san/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -Itests/fuzz -DKT_SANITIZER $(REPLAY_DEF) $< -o $@ $(LIBS)
+
 REPLAY_TESTS       := $(patsubst %,build/tests/fuzz_replay_%,$(REPLAY_NAMES))
 REPLAY_ASAN_TESTS  := $(patsubst %,build/asan/fuzz_replay_%,$(REPLAY_NAMES))
 REPLAY_UBSAN_TESTS := $(patsubst %,build/ubsan/fuzz_replay_%,$(REPLAY_NAMES))
 TESTS       += $(REPLAY_TESTS)
 ASAN_TESTS  += $(REPLAY_ASAN_TESTS)
 UBSAN_TESTS += $(REPLAY_UBSAN_TESTS)
+SAN_TESTS   += $(patsubst %,build/san/fuzz_replay_%,$(REPLAY_NAMES))
 test: $(REPLAY_TESTS)
 asan: $(REPLAY_ASAN_TESTS)
 ubsan: $(REPLAY_UBSAN_TESTS)
+sanitize: $(patsubst %,build/san/fuzz_replay_%,$(REPLAY_NAMES))
 
 # --- ThreadSanitizer: every test binary and the replays. TSAN_CC: clang
 # (or gcc >= 12); -O1 keeps the run time bearable; KT_SANITIZER shrinks

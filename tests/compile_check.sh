@@ -14,6 +14,11 @@
 #   static  two KERN_STATIC translation units linked together.
 # Arguments: check only these headers (decl and impl). JOBS (default 2)
 # compilations run at once. Prints the seconds it took.
+# CC_CHECK=ci (what .ci/run uses): opt keeps three of the twelve
+# whole-implementation builds (gcc -O3 C11, g++ -O2 C++17, clang -O2 C11;
+# each costs several test compiles: at -O3 gcc inlines the generated
+# kernels into very large functions) and impl three of the six compilers
+# (gcc C99, clang C11, clang++ C++17); decl, use and static are unchanged.
 set -u
 if [ "${1:-}" = "--one" ]; then # worker: --one SOURCE TAG CC STD OPT
   src=$2; tag=build/cc/$3; cc=$4; std=$5; opt=$6
@@ -30,15 +35,20 @@ mkdir -p build/cc
 if [ $# -gt 0 ]; then headers="$*"; else headers="$(ls include/*.h kernels/*.h) dist/kern.h"; fi
 make -s dist/kern.h >/dev/null || exit 1
 compilers="gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17"
+impl_compilers=$compilers
+opt_jobs="O2:gcc:c11 O2:g++:c++17 O2:clang:c11 O2:clang++:c++17 O3:gcc:c11 O3:g++:c++17 O3:clang:c11 O3:clang++:c++17 O2native:gcc:c11 O2native:g++:c++17 O2native:clang:c11 O2native:clang++:c++17"
+if [ "${CC_CHECK:-}" = ci ]; then
+  impl_compilers="gcc:c99 clang:c11 clang++:c++17"
+  opt_jobs="O3:gcc:c11 O2:g++:c++17 O2:clang:c11"
+fi
 jobs=build/cc/jobs.txt
 : > $jobs
 # the optimised builds first: they are the longest
 printf '#define KERN_IMPLEMENTATION\n#include "kern.h"\nint kern_cc_dummy_all(void);\nint kern_cc_dummy_all(void) { return 0; }\n' > build/cc/all_impl.c
 if [ $# -eq 0 ]; then
-  for opt in O2 O3 O2native; do
-    for cm in gcc:c11 g++:c++17 clang:c11 clang++:c++17; do
-      echo "build/cc/all_impl.c all_${opt}_${cm%%:*} ${cm%%:*} ${cm##*:} $opt" >> $jobs
-    done
+  for j in $opt_jobs; do
+    opt=${j%%:*}; cm=${j#*:}
+    echo "build/cc/all_impl.c all_${opt}_${cm%%:*} ${cm%%:*} ${cm##*:} $opt" >> $jobs
   done
 fi
 for h in $headers; do
@@ -48,7 +58,8 @@ for h in $headers; do
     src=build/cc/${name}_${mode}.c
     if [ $mode = impl ]; then printf '#define KERN_IMPLEMENTATION\n' > $src; else : > $src; fi
     printf '#include "%s"\nint kern_cc_dummy_%s(void);\nint kern_cc_dummy_%s(void) { return 0; }\n' "$(basename $h)" "$name" "$name" >> $src
-    for cm in $compilers; do
+    cms=$compilers; [ $mode = impl ] && cms=$impl_compilers
+    for cm in $cms; do
       echo "$src ${name}_${mode}_${cm%%:*}_${cm##*:} ${cm%%:*} ${cm##*:} O0" >> $jobs
     done
   done

@@ -21,41 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long live;
-static void *fz_alloc(void *u, size_t n, size_t a) {
-    void *p = NULL;
-    (void)u;
-    if (posix_memalign(&p, a, n ? n : 1)) return NULL;
-    live++;
-    return p;
-}
-static void fz_free(void *u, void *p) {
-    (void)u;
-    if (p) live--;
-    free(p);
-}
-
-#define FZ_CHECK(c)                                                           \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            fprintf(stderr, "contract broken: %s (%s:%d) last error: %s\n", #c, __FILE__, \
-                    __LINE__, kern_last_error());                             \
-            abort();                                                          \
-        }                                                                     \
-    } while (0)
-
-static kern_ctx *fz_ctx(void) {
-    static kern_ctx *c;
-    if (!c) {
-        kern_ctx_params p;
-        memset(&p, 0, sizeof p);
-        p.n_threads = 1;
-        p.allocator.alloc = fz_alloc;
-        p.allocator.free = fz_free;
-        if (kern_ctx_create(&p, &c)) abort();
-    }
-    return c;
-}
+#include "fz.h"
 
 static char *fz_write(const kern_graph *g, size_t *n) {
     char *b;

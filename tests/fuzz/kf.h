@@ -406,65 +406,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifdef KF_REPLAY
-#include <dirent.h>
-#include <sys/stat.h>
-
-static int kf__replay_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    long n;
-    uint8_t *buf;
-    if (!f) return 0;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (uint8_t *)malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
-        fclose(f);
-        free(buf);
-        return 0;
-    }
-    fclose(f);
-    kf__input_name = path;
-    LLVMFuzzerTestOneInput(buf, (size_t)(n > 0 ? n : 0));
-    free(buf);
-    return 1;
-}
-
-int main(int argc, char **argv) {
-    int i, count = 0;
-    const char *base = strrchr(argv[0], '/');
-#ifdef KF_CORPUS
-    static char *dflt[2] = {NULL, (char *)KF_CORPUS};
-    if (argc < 2) { /* no arguments: the checked-in corpus */
-        dflt[0] = argv[0];
-        argc = 2;
-        argv = dflt;
-    }
-#endif
-    for (i = 1; i < argc; i++) {
-        struct stat sb;
-        if (stat(argv[i], &sb) != 0) {
-            fprintf(stderr, "kf: cannot read %s\n", argv[i]);
-            return 2;
-        }
-        if (S_ISDIR(sb.st_mode)) {
-            DIR *d = opendir(argv[i]);
-            struct dirent *e;
-            char path[4096];
-            while (d && (e = readdir(d)) != NULL) {
-                if (e->d_name[0] == '.') continue;
-                snprintf(path, sizeof path, "%s/%s", argv[i], e->d_name);
-                count += kf__replay_file(path);
-            }
-            if (d) closedir(d);
-        } else {
-            count += kf__replay_file(argv[i]);
-        }
-    }
-    /* one "case" per replayed input; a violation aborts before this line */
-    printf("[%s] %d ok, 0 failed\n", base ? base + 1 : argv[0], count);
-    return 0;
-}
+/* the file-running main, shared with the whole-input fuzzers; the
+ * input's name goes into kf's failure messages */
+#define FZ_REPLAY_NAME(path) (kf__input_name = (path))
+#include "fz_replay.h"
 #endif
 
 #endif /* KERN_KF_H */
