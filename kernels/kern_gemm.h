@@ -1226,8 +1226,8 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t 
     return r;
 }
 
-/* Scratch for one item (see kern__gemm_item). */
-static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
+/* Scratch for one item at exactly this M. */
+static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
     const kern__gemm_cfg *cfg = j->ks->cfg;
     size_t sz = 0;
     if (kern__gemm_small_ok(j)) {
@@ -1245,6 +1245,25 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
         if (!j->pb || j->pb->fmt != j->ks->fmt)
             sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
         if (j->use_ctmp) sz += kern__gemm_al64((size_t)(j->M * nc * 4));
+    }
+    return sz;
+}
+
+/* Scratch for one item (see kern__gemm_item), never less than a smaller
+ * M needs: the streaming path (M <= cfg->stream_m) packs all of A, which
+ * can exceed the general path's mc x kc block, so above stream_m the
+ * figure is at least the streaming one at M = stream_m. A workspace sized
+ * at a bound thus serves every M below it (the graph executor sizes its
+ * arena that way). */
+static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
+    size_t sz = kern__gemm_item_bytes_at(j, threads);
+    if (j->M > j->ks->cfg->stream_m) {
+        kern__gemm_job js = *j;
+        js.M = j->ks->cfg->stream_m;
+        if (kern__gemm_small_ok(&js)) {
+            size_t s2 = kern__gemm_item_bytes_at(&js, threads);
+            if (s2 > sz) sz = s2;
+        }
     }
     return sz;
 }

@@ -787,6 +787,35 @@ KT_TEST(workspace) {
     free(w);
 }
 
+/* The workspace for a bound M serves every smaller M (the graph executor
+ * sizes its arena at the bound): the streaming path below cfg->stream_m
+ * packs all of A, more than the general path's block above it. */
+KT_TEST(workspace_monotonic_in_m) {
+    static const int64_t NK[][2] = {{64, 64}, {256, 64}, {64, 256}, {768, 3072}, {3072, 768}};
+    static const int64_t Ms[] = {1, 5, 6, 64, 127, 128, 129, 144, 200, 512, 1024};
+    size_t n, mi, mj;
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        for (n = 0; n < sizeof NK / sizeof NK[0]; n++) {
+            size_t sz[sizeof Ms / sizeof Ms[0]];
+            for (mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                /* sizes only: never read or written, distinct ranges */
+                kern_tensor ta = kern_tensor_2d((void *)(uintptr_t)0x10000000u, KERN_F32, Ms[mi], NK[n][1]);
+                kern_tensor tb = kern_tensor_2d((void *)(uintptr_t)0x20000000u, KERN_F32, NK[n][1], NK[n][0]);
+                kern_tensor tc = kern_tensor_2d((void *)(uintptr_t)0x30000000u, KERN_F32, Ms[mi], NK[n][0]);
+                kern_gemm_params p;
+                memset(&p, 0, sizeof p);
+                sz[mi] = 0;
+                KT_OK(kern_gemm_workspace_size(ctx, &ta, &tb, &tc, &p, &sz[mi]));
+            }
+            for (mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+                for (mj = 0; mj < mi; mj++)
+                    KT_CHECK(sz[mj] <= sz[mi], "%s N=%lld K=%lld: M=%lld needs %zu bytes but M=%lld %zu",
+                             kern_isa_name(isa), (long long)NK[n][0], (long long)NK[n][1],
+                             (long long)Ms[mj], sz[mj], (long long)Ms[mi], sz[mi]);
+        }
+    }
+}
+
 /* Every documented error: status, message, and C untouched. */
 KT_TEST(errors) {
     float A[6 * 4], B[4 * 5], C[6 * 5], Cref[6 * 5], bias[7];
