@@ -3,8 +3,9 @@
 text IR + safetensors, run it with build/kern-run, compare with Hugging Face.
 
     bench/.venv/bin/python models/sam.py                  # small config, padded windows
-    bench/.venv/bin/python models/sam.py --image 1024 --hidden 768 --heads 12 \\
-        --layers 12 --window 14 --global 2,5,8,11 --mlp 3072 --out-ch 256   # ViT-B
+    bench/.venv/bin/python models/sam.py --vit-b          # SAM ViT-B: image 1024,
+        # hidden 768, 12 heads, 12 layers, window 14 (64x64 grid padded to
+        # 70x70), global attention in layers 2, 5, 8, 11, mlp 3072, neck 256
 
 The model is built from a SamVisionConfig (nothing is downloaded) with
 random weights: every parameter gets seeded noise (the rel-pos tables and
@@ -48,7 +49,13 @@ def parse():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=1)
-    return ap.parse_args()
+    ap.add_argument("--vit-b", action="store_true",
+                    help="SAM ViT-B's vision config (overrides the size options)")
+    a = ap.parse_args()
+    if a.vit_b:
+        a.image, a.patch, a.hidden, a.heads, a.layers = 1024, 16, 768, 12, 12
+        a.window, a.glob, a.mlp, a.out_ch = 14, "2,5,8,11", 3072, 256
+    return a
 
 
 def build_model(a):
