@@ -99,7 +99,9 @@ def build_model(a):
         for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "image_size",
                   "patch_size", "window_size", "global_attn_indexes", "mlp_dim",
                   "output_channels", "use_rel_pos", "qkv_bias", "layer_norm_eps"):
-            assert getattr(cfg, f) == getattr(ref, f), f
+            x, y = getattr(cfg, f), getattr(ref, f)
+            assert (list(x) if isinstance(x, (list, tuple)) else x) == \
+                (list(y) if isinstance(y, (list, tuple)) else y), f
     torch.manual_seed(a.seed)
     model = SamVisionModel(cfg).eval()
     g = torch.Generator().manual_seed(a.seed + 1)
