@@ -2431,9 +2431,21 @@ static kern_status kern__ginfer_sdpa_relpos(kern__ginf *c) {
                               kern__gd_s(c->g, rw->dims[0], s2, sizeof s2));
     gh = (rh->dims[0] + 1) / 2;
     gw = (rw->dims[0] + 1) / 2;
-    if (q->dims[2] >= 0 && q->dims[2] != gh * gw)
-        return kern__ginf_err(c, KERN_ERR_SHAPE, "L=%lld but the tables give a %lld x %lld grid",
-                              (long long)q->dims[2], (long long)gh, (long long)gw);
+    if (q->dims[2] >= 0 && q->dims[2] != gh * gw) {
+        /* a square L (SAM's windows and global grid) tells which table is off */
+        int64_t L = q->dims[2], g = 0;
+        while ((g + 1) * (g + 1) <= L) g++;
+        if (g * g == L && (gh == g) != (gw == g))
+            return kern__ginf_err(c, KERN_ERR_SHAPE,
+                                  "%s has %lld rows but L=%lld is a %lld x %lld grid, which needs "
+                                  "2*%lld-1 = %lld", gh == g ? "rel_pos_w" : "rel_pos_h",
+                                  (long long)(gh == g ? rw->dims[0] : rh->dims[0]), (long long)L,
+                                  (long long)g, (long long)g, (long long)g, (long long)(2 * g - 1));
+        return kern__ginf_err(c, KERN_ERR_SHAPE,
+                              "L=%lld but the tables give a %lld x %lld grid (rel_pos_h %lld rows, "
+                              "rel_pos_w %lld: 2*g-1 each)", (long long)L, (long long)gh,
+                              (long long)gw, (long long)rh->dims[0], (long long)rw->dims[0]);
+    }
     if (!isfinite(c->a->scale))
         return kern__ginf_err(c, KERN_ERR_ARG, "scale must be finite");
     for (i = 0; i < 3; i++) od[i] = q->dims[i];
@@ -6261,6 +6273,10 @@ KERN_API kern_status kern_graph_run(kern_graph_plan *p, const kern_tensor *input
             int64_t want = kern__gx_eval(w, x->dims[d], sv, &bad);
             if (t->shape[d] != want) {
                 char s1[64];
+                if (!kern__gx_is_expr(x->dims[d])) /* a constant, not a symbol */
+                    return kern__err(KERN_ERR_SHAPE,
+                                     "%s: input '%s' dim %d is %lld, the graph declares %lld", op,
+                                     w->str + x->name, d, (long long)t->shape[d], (long long)want);
                 return kern__err(KERN_ERR_SHAPE,
                                  "%s: input '%s' dim %d is %lld but the graph says %s = %lld here",
                                  op, w->str + x->name, d, (long long)t->shape[d],

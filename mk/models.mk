@@ -18,6 +18,7 @@ test-models: build/kern-run build/models/llama_run $(MODELS_PY)
 	nice -n 10 $(MODELS_PY) models/bert.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/graphsage.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS)
+	nice -n 10 $(MODELS_PY) models/sam.py --threads $(MODELS_THREADS)
 
 build/models/llama_run: models/llama_run.c models/llama_graph.h $(HEADERS)
 	@mkdir -p $(@D)
