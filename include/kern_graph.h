@@ -29,7 +29,9 @@
  * OPS (input slots in order; "?" = optional, 0 means absent)
  *   linear          x [..,K], weight [N,K], bias? [N], residual? -> [..,N]
  *                   y = out_scale * (act(alpha * x W^T + bias) + residual)
- *                   (torch.nn.functional.linear + epilogue; kern_gemm)
+ *                   (torch.nn.functional.linear + epilogue; kern_gemm, or
+ *                   kern_linear_gemv on the unpacked weight when x has at
+ *                   most 8 rows at the plan's bound)
  *   matmul          a [..,M,K], b [..,K,N], bias? [N], residual? -> [..,M,N]
  *                   trans_a / trans_b, alpha, act, out_scale as linear
  *   sdpa            q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], mask?,
@@ -406,7 +408,8 @@ enum {
     KERN_GRAPH_PASS_RESIDUAL_NORM = 1u << 3,
     KERN_GRAPH_PASS_NORM_ACT = 1u << 4,
     KERN_GRAPH_PASS_DCE = 1u << 5,        /* dead-node elimination */
-    KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time */
+    KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time
+                                           * (linears above 8 rows at the bound) */
     KERN_GRAPH_PASS_INPLACE = 1u << 7,    /* outputs over dying inputs */
     KERN_GRAPH_PASS_ALL = 0xffu
 };
