@@ -29,7 +29,9 @@
  * OPS (input slots in order; "?" = optional, 0 means absent)
  *   linear          x [..,K], weight [N,K], bias? [N], residual? -> [..,N]
  *                   y = out_scale * (act(alpha * x W^T + bias) + residual)
- *                   (torch.nn.functional.linear + epilogue; kern_gemm)
+ *                   (torch.nn.functional.linear + epilogue; kern_gemm, or
+ *                   kern_linear_gemv on the unpacked weight when x has at
+ *                   most 8 rows at the plan's bound)
  *   matmul          a [..,M,K], b [..,K,N], bias? [N], residual? -> [..,M,N]
  *                   trans_a / trans_b, alpha, act, out_scale as linear
  *   sdpa            q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], mask?,
@@ -406,7 +408,8 @@ enum {
     KERN_GRAPH_PASS_RESIDUAL_NORM = 1u << 3,
     KERN_GRAPH_PASS_NORM_ACT = 1u << 4,
     KERN_GRAPH_PASS_DCE = 1u << 5,        /* dead-node elimination */
-    KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time */
+    KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time
+                                           * (linears above 8 rows at the bound) */
     KERN_GRAPH_PASS_INPLACE = 1u << 7,    /* outputs over dying inputs */
     KERN_GRAPH_PASS_ALL = 0xffu
 };
@@ -4016,6 +4019,7 @@ typedef struct kern__gstep {
     kern_qweight *qw;
     kern_sparse24 *sw;
     int32_t seg_end; /* exec steps: one past the last step of its segment */
+    int64_t bound_rows; /* linear: rows of x at the plan's bound */
 } kern__gstep;
 
 struct kern__gex;
@@ -4987,6 +4991,37 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->packed_b = st->pb;
 }
 
+/* Decode-sized linears. A linear whose x has at most KERN__G_GEMV_M rows
+ * at the plan's bound keeps its weight as bound ([N, K], F.linear's layout;
+ * no prepacked copy) and runs kern_linear_gemv, which streams that weight
+ * once per call whatever the row count up to 8; a larger bound prepacks for
+ * kern_gemm as before (and its runs at M <= 8 stay on kern_gemm's packed
+ * panels). One form of each weight either way. */
+#define KERN__G_GEMV_M 8
+static int kern__g_gemv_dt(kern_dtype dt) {
+    return dt == KERN_F32 || dt == KERN_BF16 || dt == KERN_F16;
+}
+/* The node allows the GEMV (dtypes, alpha); the shapes are checked per run. */
+static int kern__g_gemv_node(const kern__gnode *n, const kern_tensor *w) {
+    if (n->op != KERN_GRAPH_OP_LINEAR || n->a.trans_a) return 0;
+    if (n->a.alpha_set && n->a.alpha != 1.0f) return 0;
+    return w && w->ndim == 2 && kern__g_gemv_dt(w->dtype);
+}
+/* This run of a linear step goes to kern_linear_gemv. */
+static int kern__g_gemv_run(const kern__gnode *n, const kern__gstep *st, const kern__glin *la,
+                            const kern_tensor *w, const kern_tensor *bias) {
+    const kern_tensor *r = la->resp;
+    if (st->pb || !kern__g_gemv_node(n, w)) return 0;
+    if (la->x.ndim != 2 || la->y.ndim != 2 || la->x.shape[0] > KERN__G_GEMV_M) return 0;
+    if (!kern__g_gemv_dt(la->x.dtype) || !kern__g_gemv_dt(la->y.dtype)) return 0;
+    if (la->x.shape[1] > 1 && (la->x.stride[1] != 1 || w->stride[1] != 1)) return 0;
+    if (la->x.stride[0] < 0 || w->stride[0] < 0) return 0;
+    if (bias && bias->ndim != 1) return 0;
+    if (r && (r->ndim != 2 || r->shape[0] != la->y.shape[0] || r->shape[1] != la->y.shape[1]))
+        return 0;
+    return 1;
+}
+
 /* Runs one family step with the plan's workspace (ws, ws_size; NULL = the
  * context's scratch). With query != NULL it runs nothing and writes the
  * scratch bytes the call would take instead (0 when the op takes no
@@ -5027,6 +5062,15 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             la.resp = KERN__GT(3);
         }
         if (query) return KERN_OK; /* sized by kern__gfam_gemm_ws */
+        if (kern__g_gemv_run(n, st, &la, KERN__GT(1), KERN__GT(2))) {
+            kern_gemv_params vp;
+            memset(&vp, 0, sizeof vp);
+            vp.epilogue.bias = KERN__GT(2);
+            vp.epilogue.act = n->a.act;
+            vp.epilogue.residual = la.resp;
+            vp.epilogue.out_scale = n->a.out_scale;
+            return kern_linear_gemv(ctx, &la.x, KERN__GT(1), &la.y, &vp);
+        }
         kern__g_gemm_params(n, st, T, &la, &gp);
         gp.workspace = ws;
         gp.workspace_size = ws ? ws_size : 0;
@@ -5244,6 +5288,8 @@ static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, co
         la.y = t[3];
         la.resp = n->in[3] ? &t[2] : NULL;
     }
+    if (kern__g_gemv_run(n, st, &la, &t[1], n->in[2] ? &T[n->in[2]] : NULL))
+        return 0; /* kern_linear_gemv takes no workspace */
     kern__g_gemm_params(n, st, T, &la, &gp);
     if (kern_gemm_workspace_size(p->ctx, &la.x, st->pb ? NULL : &t[1], &la.y, &gp, &bytes))
         return 0;
@@ -5634,6 +5680,11 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
         }
         p->steps[p->n_steps].node = p->order[i];
         p->steps[p->n_steps].op = n->op;
+        if (n->op == KERN_GRAPH_OP_LINEAR && n->in[0]) {
+            const kern_tensor *x = &TB[n->in[0]];
+            int64_t kx = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
+            p->steps[p->n_steps].bound_rows = kx > 0 ? kern_tensor_numel(x) / kx : 0;
+        }
         p->steps[p->n_steps].cls = (int8_t)(od->cls == KERN__GC_VIEW ? KERN__GC_EXEC : od->cls);
         p->node_step[p->order[i]] = (int32_t)p->n_steps;
         for (k = 0; k < n->n_out; k++) {
@@ -6392,6 +6443,11 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
         if (n->op == KERN_GRAPH_OP_LINEAR && is_w && !(p->prm.disable & KERN_GRAPH_PASS_PREPACK)) {
             kern_tensor wt = kern__gp_wview(p, wv);
             kern_gemm_pack_params pp;
+            if (stp->bound_rows <= KERN__G_GEMV_M && kern__g_gemv_node(n, &wt)) {
+                kern__gp_log(p, "gemv: linear '%s' has at most %lld rows at the bound: weight kept as [N, K], not prepacked",
+                             nm, (long long)stp->bound_rows);
+                continue;
+            }
             memset(&pp, 0, sizeof pp);
             pp.trans_b = 1;
             st = kern_gemm_pack_b(p->ctx, &wt, &stp->pb, &pp);

@@ -24,5 +24,11 @@ build/models/llama_run: models/llama_run.c models/llama_graph.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
 
+# decode tokens/s of the graph Llama with random weights (no peers needed):
+# build/models/llama_bench gemv|gemm [CONFIG [P STEPS]], see the file
+build/models/llama_bench: models/llama_bench.c models/llama_graph.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+
 # the tiny-model test includes the graph builder
 build/tests/test_llm: models/llama_graph.h

@@ -8,6 +8,10 @@
  *   tokens in all, each the argmax of the last logits), writes the last
  *   position's logits of every step to LOGITS.f32 (STEPS x vocab f32) and
  *   prints the new token ids and the decode tokens/s on stdout.
+ *   The prefill runs through a plan bound at the prompt length (prepacked
+ *   weights, kern_gemm), freed before decoding; the decode steps run
+ *   through a plan bound at one token, whose linears stream the [N, K]
+ *   weights with kern_linear_gemv.
  */
 #define KERN_IMPLEMENTATION
 #include "kern.h"
@@ -30,7 +34,7 @@ int main(int argc, char **argv) {
     kern_ctx *ctx = NULL;
     kern_safetensors *st = NULL;
     kern_graph *g = NULL;
-    kern_graph_plan *plan = NULL;
+    kern_graph_plan *plan = NULL, *dec = NULL;
     kern_graph_plan_params pp;
     kern_rope_params rp;
     kern_tensor tt;
@@ -97,13 +101,19 @@ int main(int argc, char **argv) {
         int64_t L = s == 0 ? P : 1, j, best = 0;
         kern_tensor in[2 + 2 * 64], res[2];
         const float *last;
-        if (s == 1) t0 = now_s();
+        if (s == 1) {
+            kern_graph_plan_free(plan); /* its prepacked copies go with it */
+            plan = NULL;
+            pp.bind = "B=1,L=1";
+            TRY(kern_graph_plan_create(g, ctx, &pp, &dec));
+            t0 = now_s();
+        }
         in[0] = kern_tensor_2d(s == 0 ? ids : &tok, KERN_I64, 1, L);
         in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
         for (l = 0; l < 2 * c.layers && l < 128; l++)
             in[2 + l] = kern_tensor_4d(caches[l], KERN_F32, 1, c.max_len, c.kv_heads, c.head_dim);
         memset(res, 0, sizeof res);
-        TRY(kern_graph_run(plan, in, (int)(2 + 2 * c.layers), res, 2));
+        TRY(kern_graph_run(s == 0 ? plan : dec, in, (int)(2 + 2 * c.layers), res, 2));
         last = (const float *)res[0].data + (L - 1) * V;
         for (j = 1; j < V; j++)
             if (last[j] > last[best]) best = j;
@@ -116,6 +126,7 @@ int main(int argc, char **argv) {
     printf("\n%.2f tokens/s decode\n", t_dec > 0 ? (double)(steps - 1) / t_dec : 0.0);
     fclose(out);
     kern_graph_plan_free(plan);
+    kern_graph_plan_free(dec);
     kern_graph_destroy(g);
     kern_safetensors_free(ctx, st);
     kern_ctx_destroy(ctx);

@@ -998,6 +998,119 @@ KT_TEST(decode_attention_errors) {
     KT_OK(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL));
 }
 
+/* The graph's linear at decode sizes: a plan whose bound has at most 8 rows
+ * of x keeps the weight unpacked and runs kern_linear_gemv; a larger bound
+ * prepacks for kern_gemm. Both against a double reference for M = 1..8,
+ * f32/bf16/f16, bias + act + residual, every ISA level. */
+static double gelu_d(double v) { return 0.5 * v * (1.0 + erf(v / sqrt(2.0))); }
+KT_TEST(graph_linear_gemv_route) {
+    enum { N = 37, K = 45 };
+    static const kern_act acts[4] = {KERN_ACT_NONE, KERN_ACT_SILU, KERN_ACT_GELU, KERN_ACT_RELU};
+    kt_rng rng = kt_rng_make(515);
+    int di;
+    for (di = 0; di < 3; di++) {
+        kern_dtype dt = FDT[di];
+        size_t es = kern_dtype_size(dt);
+        void *w = malloc((size_t)(N * K) * es), *bias = malloc((size_t)N * es);
+        void *x = malloc((size_t)(8 * K) * es), *res = malloc((size_t)(8 * N) * es);
+        double want[8 * N], bound[8 * N];
+        int64_t M, m, n, k;
+        kt_fill_normal(&rng, w, dt, N * K, 0.3);
+        kt_fill_normal(&rng, bias, dt, N, 0.5);
+        kt_fill_normal(&rng, x, dt, 8 * K, 1.0);
+        kt_fill_normal(&rng, res, dt, 8 * N, 1.0);
+        for (M = 1; M <= 8; M++) {
+            kern_act act = acts[M % 4];
+            int route;
+            for (m = 0; m < M; m++)
+                for (n = 0; n < N; n++) {
+                    double acc = 0, mag = 0, v;
+                    for (k = 0; k < K; k++) {
+                        double a = kt_get(x, dt, m * K + k) * kt_get(w, dt, n * K + k);
+                        acc += a;
+                        mag += fabs(a);
+                    }
+                    acc += kt_get(bias, dt, n);
+                    mag += fabs(kt_get(bias, dt, n));
+                    v = act == KERN_ACT_SILU ? silu_d(acc) : act == KERN_ACT_GELU ? gelu_d(acc)
+                        : act == KERN_ACT_RELU ? (acc > 0 ? acc : 0) : acc;
+                    v += kt_get(res, dt, m * N + n);
+                    mag += fabs(kt_get(res, dt, m * N + n));
+                    want[m * N + n] = v;
+                    /* f32 sums in another order than the reference; bf16 and
+                     * f16 round y once (and gemm may round the pre-residual
+                     * value once more) */
+                    bound[m * N + n] = 4e-6 * mag * (1.0 + sqrt((double)K) / 8) + 1e-6 * fabs(v) +
+                                       (dt == KERN_BF16 ? mag / 128.0 : dt == KERN_F16 ? mag / 1024.0 : 0);
+                }
+            for (route = 0; route < 2; route++) {
+                KT_FOR_EACH_ISA(isa, ctx, 2) {
+                    kern_graph *g = NULL;
+                    kern_graph_plan *plan = NULL;
+                    kern_graph_plan_params pp;
+                    kern_graph_plan_stats ps;
+                    kern_graph_node_desc d;
+                    kern_graph_val xv, rv, wv, bv, yv;
+                    kern_tensor wt, bt, in[2], out[1];
+                    int64_t Ms, shp[2];
+                    char bind[32];
+                    kt_context("%s M%lld %s %s", kern_dtype_name(dt), (long long)M,
+                               route ? "prepacked (bound 16)" : "gemv (bound M)", kern_isa_name(isa));
+                    KT_OK(kern_graph_create(ctx, &g));
+                    KT_OK(kern_graph_symbol(g, "M", &Ms));
+                    shp[0] = Ms;
+                    shp[1] = K;
+                    KT_OK(kern_graph_input(g, "x", dt, 2, shp, &xv));
+                    shp[1] = N;
+                    KT_OK(kern_graph_input(g, "r", dt, 2, shp, &rv));
+                    wt = kern_tensor_2d(w, dt, N, K);
+                    bt = kern_tensor_1d(bias, dt, N);
+                    KT_OK(kern_graph_weight(g, "w", &wt, KERN_GRAPH_BORROW, &wv));
+                    KT_OK(kern_graph_weight(g, "b", &bt, KERN_GRAPH_BORROW, &bv));
+                    memset(&d, 0, sizeof d);
+                    d.op = KERN_GRAPH_OP_LINEAR;
+                    d.name = "y";
+                    d.inputs[0] = xv;
+                    d.inputs[1] = wv;
+                    d.inputs[2] = bv;
+                    d.inputs[3] = rv;
+                    d.attrs.act = act;
+                    KT_OK(kern_graph_add(g, &d, &yv));
+                    KT_OK(kern_graph_output(g, yv));
+                    memset(&pp, 0, sizeof pp);
+                    snprintf(bind, sizeof bind, "M=%lld", (long long)(route ? 16 : M));
+                    pp.bind = bind;
+                    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+                    KT_REQUIRE(plan != NULL);
+                    KT_OK(kern_graph_plan_stats_get(plan, &ps));
+                    KT_CHECK(route ? ps.packed_bytes > 0 : ps.packed_bytes == 0, "packed bytes %zu",
+                             ps.packed_bytes);
+                    KT_CHECK((strstr(kern_graph_plan_report(plan), "gemv: linear 'y'") != NULL) == !route,
+                             "report: %s", kern_graph_plan_report(plan));
+                    in[0] = kern_tensor_2d(x, dt, M, K);
+                    in[1] = kern_tensor_2d(res, dt, M, N);
+                    memset(out, 0, sizeof out);
+                    KT_OK(kern_graph_run(plan, in, 2, out, 1));
+                    KT_REQUIRE(out[0].data != NULL && out[0].shape[0] == M && out[0].shape[1] == N);
+                    for (m = 0; m < M; m++)
+                        for (n = 0; n < N; n++) {
+                            double gv = kt_get(out[0].data, dt, m * N + n), e = want[m * N + n];
+                            KT_CHECK(fabs(gv - e) <= bound[m * N + n], "y[%lld, %lld] = %.9g want %.9g",
+                                     (long long)m, (long long)n, gv, e);
+                        }
+                    kern_graph_plan_free(plan);
+                    kern_graph_destroy(g);
+                }
+            }
+        }
+        kt_context("");
+        free(w);
+        free(bias);
+        free(x);
+        free(res);
+    }
+}
+
 /* A tiny Llama (2 layers, GQA 4/2) through the graph (embedding, rms_norm,
  * linear, rope, kv_append, decode_attention, silu_mul) against a plain C
  * forward pass, token by token with its own cache: prefill of 5 tokens for
@@ -1103,8 +1216,9 @@ KT_TEST(tiny_llama_graph) {
     llama_cfg *c = &m.c;
     kt_rng rng = kt_rng_make(77);
     kern_graph *g = NULL;
-    kern_graph_plan *plan = NULL;
+    kern_graph_plan *plan = NULL, *plan_dec = NULL;
     kern_graph_plan_params pp;
+    kern_graph_plan_stats ps;
     kern_rope_params rp;
     kern_tensor tt;
     float *kcache[2], *vcache[2], ref_logits[B][64];
@@ -1163,6 +1277,13 @@ KT_TEST(tiny_llama_graph) {
     pp.bind = "B=2,L=5";
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
     KT_REQUIRE(plan != NULL);
+    /* decode through a plan bound at one token: its linears run the GEMV
+     * on the unpacked weights */
+    pp.bind = "B=2,L=1";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan_dec));
+    KT_REQUIRE(plan_dec != NULL);
+    KT_OK(kern_graph_plan_stats_get(plan_dec, &ps));
+    KT_CHECK(ps.packed_bytes == 0, "decode plan packed %zu bytes", ps.packed_bytes);
     for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
     for (step = 0; step <= STEPS; step++) {
         int64_t L = step == 0 ? P : 1, pos0 = lens[0];
@@ -1175,7 +1296,7 @@ KT_TEST(tiny_llama_graph) {
             in[3 + 2 * l] = kern_tensor_4d(vcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
         }
         memset(out, 0, sizeof out);
-        KT_OK(kern_graph_run(plan, in, 6, out, 2));
+        KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, 6, out, 2));
         KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == L);
         for (b = 0; b < B; b++) {
             const int64_t *nl = (const int64_t *)out[1].data;
@@ -1207,6 +1328,7 @@ KT_TEST(tiny_llama_graph) {
         }
     }
     kern_graph_plan_free(plan);
+    kern_graph_plan_free(plan_dec);
     kern_graph_destroy(g);
     free(m.emb); free(m.lm); free(m.fnorm); free(m.table);
     for (l = 0; l < 2; l++) {
