@@ -2748,19 +2748,25 @@ static inline void kern__epi_init(kern__epi *e) {
     e->out_scale = 1.0f;
     e->act = KERN_ACT_NONE;
 }
+/* The stride of dimension d as an epilogue uses it: 0 for a dimension of
+ * size 1, whose stride is never stepped and may be any value (callers
+ * multiply it by element sizes, which must not overflow). */
+static inline int64_t kern__epi_stride(const kern_tensor *t, int d) {
+    return t->shape[d] <= 1 ? 0 : t->stride[d];
+}
 /* bias: a 1-D view ([N], or [M] with per_row); residual: a 2-D (or
  * broadcast) view of the [M, N] output, NULL for none. */
 static inline void kern__epi_set_bias(kern__epi *e, const kern_tensor *bias, int per_row) {
     e->bias = bias ? (const char *)bias->data : NULL;
     e->bias_dt = bias ? bias->dtype : KERN_F32;
-    e->bias_st = bias && bias->ndim > 0 ? bias->stride[bias->ndim - 1] : 0;
+    e->bias_st = bias && bias->ndim > 0 ? kern__epi_stride(bias, bias->ndim - 1) : 0;
     e->bias_per_row = per_row;
 }
 static inline void kern__epi_set_residual(kern__epi *e, const kern_tensor *res) {
     e->res = res ? (const char *)res->data : NULL;
     e->res_dt = res ? res->dtype : KERN_F32;
-    e->res_rs = res && res->ndim >= 2 ? res->stride[res->ndim - 2] : 0;
-    e->res_cs = res && res->ndim >= 1 ? res->stride[res->ndim - 1] : 0;
+    e->res_rs = res && res->ndim >= 2 ? kern__epi_stride(res, res->ndim - 2) : 0;
+    e->res_cs = res && res->ndim >= 1 ? kern__epi_stride(res, res->ndim - 1) : 0;
 }
 
 /* ---- the one int8 quantization rule ----

@@ -1973,7 +1973,7 @@ static void kern__sp24_linear_job(kern__sp24_job *J, const kern_tensor *x,
     kern__epi_init(&J->epi);
     J->epi.dst = (char *)y->data;
     J->epi.dst_dt = y->dtype;
-    J->epi.dst_rs = y->stride[0];
+    J->epi.dst_rs = kern__epi_stride(y, 0);
     J->epi.dst_cs = 1;
     kern__epi_set_bias(&J->epi, bias, p ? p->epilogue.bias_per_row : 0);
     kern__epi_set_residual(&J->epi, res);
