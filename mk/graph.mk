@@ -14,9 +14,9 @@
 # Included at the end of the Makefile: the `test` recipe expands TESTS
 # when it runs, so appending the script here adds it to that run.
 
-build/kern-run: tools/kern_run.c $(HEADERS)
+build/kern-run: tools/kern_run.c build/gen/kern_impl.o $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
+	$(CC) $(BASEFLAGS) -DKT_LINKED $< build/gen/kern_impl.o -o $@ $(LIBS)
 
 all: build/kern-run
 test: build/kern-run

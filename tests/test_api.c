@@ -3,7 +3,9 @@
  * (every *_workspace_size: exactly that many bytes work, one byte less is
  * KERN_ERR_ARG), the *_info queries of packed handles, the *_defaults
  * functions and the options a family rejects as KERN_ERR_UNSUPPORTED. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern.h"
 #include "kt.h"
 

@@ -2,7 +2,9 @@
  * f16/bf16 conversions (exhaustive, against a reference written here with
  * double arithmetic, not the header's bit tricks), CPU features and ISA
  * caps, the context and thread pool, tensors and bad input, Philox. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_base.h"
 #include "kt.h"
 

@@ -7,7 +7,9 @@
  * paths that allocate: gemm packing, split keys in sdpa, the fast and
  * general scatter paths, the spmm transpose, thread scratch on 1 and 2
  * threads. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern.h"
 #include "kt.h"
 

@@ -1,7 +1,9 @@
 /* Tests for kern_llm.h: rope against a double reference (both styles,
  * partial rotary dims, offsets, tables, strided views, every dtype and
  * ISA level), and the bad-input contract. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_llm.h"
 #include "kern_norm.h"
 #include "kern_graph.h"

@@ -4,7 +4,9 @@
  * with its status and message, every truncation of a valid file, random
  * corruptions (no crash, no out-of-bounds read under ASan), and no memory
  * left allocated after an error. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_safetensors.h"
 #include "kt.h"
 

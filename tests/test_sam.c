@@ -10,7 +10,9 @@
  * padded grid. Each is a status and a message naming the tensor, with
  * nothing run or bound.
  */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_graph.h"
 #include "kt.h"
 

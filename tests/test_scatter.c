@@ -1,7 +1,9 @@
 /* Tests for kern_scatter.h: scatter_reduce (fast GNN path, stream and csr
  * strategies, planned, general any-dim path) and gather, against plain
  * references (double accumulation for floats, wrapping int64 for ints). */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_scatter.h"
 #include "kt.h"
 

@@ -1,7 +1,9 @@
 /* Tests for kern_spmm.h: spmm_reduce forward/backward against plain and
  * dense references and finite differences, CSR validate / COO->CSR /
  * transpose, errors. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_spmm.h"
 #include "kt.h"
 

@@ -4,7 +4,9 @@
  * is part of `make tsan`). Each thread runs a different mix of families
  * (gemm, sdpa, scatter_reduce, norm, spmm) that use the context's
  * workspace, thread scratch and pool. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern.h"
 #include "kt.h"
 

@@ -29,13 +29,16 @@
  * Exit status: 0 ok (and the checker agreed), 1 an error (message on
  * stderr), 2 bad usage, 3 the checker found a node beyond tolerance.
  */
+#ifndef KT_LINKED /* make links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(void) {
     fprintf(stderr,

@@ -2,12 +2,15 @@
  * kern_csr_transpose, kern_spmm_reduce(_backward) on CSRs, COO lists and
  * sizes from the input (huge ncols, odd nnz, bad rowptrs, bad dtypes).
  * See kf.h for the contract every call is checked against. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_spmm.h"
 #include "kf.h"
 #include "kf_adapt.h"
 
 /* Sizes the harness can back with real buffers. */
+static int csr_float_dtype(kern_dtype dt) { return dt == KERN_F32 || dt == KERN_BF16 || dt == KERN_F16; }
 #define CSR_MAX 4096
 
 static int64_t ix(const void *p, int is64, int64_t i) {
@@ -53,7 +56,7 @@ static int make_csr(kf_in *in, kern_csr *a, int allow_huge_ncols) {
         a->values = kf_in_buf((size_t)(a->nnz > 0 ? a->nnz : 0) * kern_dtype_size(KERN_F32),
                               "values");
         if (a->nnz > 0 && kern_dtype_size(a->value_dtype))
-            kf_fill_values(in, a->values, kern__sp_float(a->value_dtype) ? a->value_dtype : KERN_F32,
+            kf_fill_values(in, a->values, csr_float_dtype(a->value_dtype) ? a->value_dtype : KERN_F32,
                            a->nnz);
     }
     if (a->nrows < 0 || a->nnz < 0) return 1;
@@ -143,7 +146,7 @@ static void fuzz_coo(kf_in *in, kern_ctx *ctx) {
     }
     if (kf_bool(in, 2)) {
         val = kf_in_buf((size_t)(nnz > 0 ? nnz : 0) * 4, "values");
-        if (nnz > 0) kf_fill_values(in, val, kern__sp_float(vt) ? vt : KERN_F32, nnz);
+        if (nnz > 0) kf_fill_values(in, val, csr_float_dtype(vt) ? vt : KERN_F32, nnz);
     }
     memset(&out, 0, sizeof out);
     out.rowptr = kf_out(in, (size_t)((!big_rows && nrows > 0 ? nrows : 0) + 1) * is, "out.rowptr");

@@ -14,7 +14,9 @@
  * Without libFuzzer, -DKF_REPLAY (the corpus replay of make test) or
  * -DKERN_FUZZ_MAIN gives a main that runs the files
  * named on the command line. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern.h"
 
 #include <stdio.h>

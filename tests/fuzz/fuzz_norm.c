@@ -5,7 +5,9 @@
  * modest finite f32 inputs: out (and mean, rstd, residual_out) match a
  * plain double reference within a loose tolerance; a successful backward
  * gives finite gradients for finite inputs. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_norm.h"
 #include "kf.h"
 #include "kf_adapt.h"

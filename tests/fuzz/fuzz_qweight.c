@@ -7,10 +7,19 @@
  * back to the same bytes; a packed weight round-trips through serialize
  * and deserialize; codes unpacked from a float weight are in [-127, 127]
  * and scales positive. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_qgemm.h"
 #include "kf.h"
 #include "kf_adapt.h"
+
+/* The serialized header's size (the format in kern_qgemm.h); checked
+ * against the implementation's constant when it is compiled in. */
+#define QW_HDR 40
+#ifdef KERN_IMPLEMENTATION
+_Static_assert(QW_HDR == KERN__QG_HDR, "qweight header size");
+#endif
 
 #include <math.h>
 
@@ -72,10 +81,10 @@ static void fuzz_deserialize(kf_in *in, kern_ctx *ctx) {
             size_t at = (size_t)kf_int(in, 0, (int64_t)size - 1);
             if (c < 100) buf[at] ^= (unsigned char)(1u << (c & 7));
             else if (c < 140) put32(buf + 4 * (size_t)kf_int(in, 1, 9), kf_u32(in)); /* header word */
-            else if (c < 170 && size > KERN__QG_HDR + 4) /* a scale */
-                put32(buf + KERN__QG_HDR + 4 * (size_t)kf_int(in, 0, n - 1), kern__f32_bits(kf_float(in)));
+            else if (c < 170 && size > QW_HDR + 4) /* a scale */
+                put32(buf + QW_HDR + 4 * (size_t)kf_int(in, 0, n - 1), kern__f32_bits(kf_float(in)));
             else if (c < 200) /* a colsum */
-                put32(buf + KERN__QG_HDR + 4 * (size_t)(n + kf_int(in, 0, n - 1)), kf_u32(in));
+                put32(buf + QW_HDR + 4 * (size_t)(n + kf_int(in, 0, n - 1)), kf_u32(in));
             else buf[at] = kf_u8(in);
         }
         if (kf_bool(in, 8)) size = (size_t)kf_int(in, 0, (int64_t)size + 8); /* wrong size */

@@ -9,7 +9,9 @@
  *     names, dtypes, shapes and bytes.
  * Build: make fuzz FUZZERS=safetensors. -DKF_REPLAY (the corpus replay of
  * make test) or -DKERN_FUZZ_MAIN gives a file-running main. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_safetensors.h"
 
 #include <stdio.h>

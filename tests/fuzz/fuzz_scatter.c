@@ -6,7 +6,9 @@
  * equal to self (arg_out = the sentinel there), an amax/amin arg_out
  * points at the src element whose value the output holds, and integer
  * (and float amax/amin) results equal a plain reference bit for bit. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_scatter.h"
 #include "kf.h"
 #include "kf_adapt.h"

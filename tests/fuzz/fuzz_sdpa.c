@@ -7,7 +7,9 @@
  * modest finite inputs: out and lse match a plain double reference (loose
  * tolerance: this catches wrong answers, the unit tests measure accuracy);
  * a successful backward gives finite gradients for finite inputs. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_sdpa.h"
 #include "kf.h"
 #include "kf_adapt.h"

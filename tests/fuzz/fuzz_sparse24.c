@@ -7,7 +7,9 @@
  * is on the decompressed matrix: every group has at most two nonzeros,
  * and compress(decompress(w)) decompresses to the same bytes); prune gives
  * a 2:4 matrix that compresses. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_sparse24.h"
 #include "kf.h"
 #include "kf_adapt.h"

@@ -5,7 +5,9 @@
  * kern_convert through a fuzzed context. Views live in exactly-sized heap
  * blocks, so a read past shape[]/stride[] is an ASan report. Contract:
  * kf.h, plus the consistency of the helpers with each other. */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_base.h"
 #include "kf.h"
 #include "kf_adapt.h"

@@ -1,0 +1,62 @@
+# mk/linked.mk — test programs and fuzz harnesses that use only kern's
+# public API link the implementation compiled once per build flavour
+# (tests/gen_impl.c) instead of compiling all of it themselves: with
+# -DKT_LINKED they include the headers without KERN_IMPLEMENTATION. On 2
+# cores this takes minutes off every flavour of make test / sanitize /
+# tsan / fuzz. The internals test_api and test_base use are KERN_API
+# declarations (kern__op_begin, kern__workspace, ...). The tests of static
+# internals (ISA function tables, generated vector bodies, the graph's
+# structures: test_gemm, test_graph, test_math, test_norm, test_qgemm,
+# test_sdpa, test_sparse24) still compile the implementation themselves.
+# Included after mk/fuzz.mk (REPLAY_NAMES, FUZZ_DEPS, *_FLAGS).
+
+LINKED_NAMES := test_api test_base test_fault test_llm test_sam test_safetensors test_scatter \
+                test_spmm test_threads
+
+# $(call KT_LINKED_RULES,DIR,IMPL_OBJECT,COMPILE): every linked test and
+# fuzz replay of the flavour built in DIR with COMPILE, linking IMPL_OBJECT.
+define KT_LINKED_RULES
+$(patsubst %,$(1)/%,$(LINKED_NAMES)): $(1)/%: tests/%.c $(2) tests/kt.h $(HEADERS)
+	@mkdir -p $$(@D)
+	$(3) -DKT_LINKED $$< $(2) -o $$@ $(LIBS)
+$(patsubst %,$(1)/fuzz_replay_%,$(REPLAY_NAMES)): $(1)/fuzz_replay_%: tests/fuzz/fuzz_%.c $(2) $(FUZZ_DEPS)
+	@mkdir -p $$(@D)
+	$(3) -DKT_LINKED -Itests/fuzz $$(REPLAY_DEF) $$< $(2) -o $$@ $(LIBS)
+endef
+
+SAN_COMPILE   := $(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
+ASAN_COMPILE  := $(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
+UBSAN_COMPILE := $(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
+TSAN_COMPILE  := $(TSAN_CC) $(TSAN_FLAGS)
+
+# build/gen/kern_impl.o (mk/gen.mk) is the plain flavour's.
+build/san/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(SAN_COMPILE) -c $< -o $@
+build/asan/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(ASAN_COMPILE) -c $< -o $@
+build/ubsan/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(UBSAN_COMPILE) -c $< -o $@
+build/tsan/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(TSAN_COMPILE) -c $< -o $@
+
+$(eval $(call KT_LINKED_RULES,build/tests,build/gen/kern_impl.o,$$(CC) $$(BASEFLAGS)))
+$(eval $(call KT_LINKED_RULES,build/san,build/san/kern_impl.o,$$(SAN_COMPILE)))
+$(eval $(call KT_LINKED_RULES,build/asan,build/asan/kern_impl.o,$$(ASAN_COMPILE)))
+$(eval $(call KT_LINKED_RULES,build/ubsan,build/ubsan/kern_impl.o,$$(UBSAN_COMPILE)))
+$(eval $(call KT_LINKED_RULES,build/tsan,build/tsan/kern_impl.o,$$(TSAN_COMPILE)))
+
+# The libFuzzer targets: the implementation with coverage instrumentation
+# but without libFuzzer's main (fuzzer-no-link), each harness linked to it.
+KT_COMMA := ,
+FUZZ_IMPL_FLAGS := $(subst -fsanitize=fuzzer$(KT_COMMA),-fsanitize=fuzzer-no-link$(KT_COMMA),$(FUZZ_FLAGS))
+build/fuzz/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@tests/fuzz/check_libfuzzer.sh "$(FUZZ_CC)"
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_IMPL_FLAGS) -c $< -o $@
+$(FUZZ_BINS): build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/kern_impl.o $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DKT_LINKED $< build/fuzz/kern_impl.o -o $@ -lm -lpthread
