@@ -1495,7 +1495,7 @@ static kern_status kern__g_parse_shape(kern_graph *g, const char *s, size_t l, i
 
 KERN_API kern_status kern_graph_input_s(kern_graph *g, const char *name, kern_dtype dt,
                                         const char *shape, kern_graph_val *out) {
-    int ndim;
+    int ndim = 0; /* set on success; g++ -O3 cannot see that */
     int64_t dims[KERN_MAX_DIMS];
     size_t e;
     kern_status st;
