@@ -29,19 +29,17 @@ ASAN_COMPILE  := $(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN)
 UBSAN_COMPILE := $(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
 TSAN_COMPILE  := $(TSAN_CC) $(TSAN_FLAGS)
 
+# Each flavour's implementation object: $(call KT_IMPL_RULE,DIR,COMPILE).
 # build/gen/kern_impl.o (mk/gen.mk) is the plain flavour's.
-build/san/kern_impl.o: tests/gen_impl.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(SAN_COMPILE) -c $< -o $@
-build/asan/kern_impl.o: tests/gen_impl.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(ASAN_COMPILE) -c $< -o $@
-build/ubsan/kern_impl.o: tests/gen_impl.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(UBSAN_COMPILE) -c $< -o $@
-build/tsan/kern_impl.o: tests/gen_impl.c $(HEADERS)
-	@mkdir -p $(@D)
-	$(TSAN_COMPILE) -c $< -o $@
+define KT_IMPL_RULE
+$(1)/kern_impl.o: tests/gen_impl.c $(HEADERS)
+	@mkdir -p $$(@D)
+	$(2) -c $$< -o $$@
+endef
+$(eval $(call KT_IMPL_RULE,build/san,$$(SAN_COMPILE)))
+$(eval $(call KT_IMPL_RULE,build/asan,$$(ASAN_COMPILE)))
+$(eval $(call KT_IMPL_RULE,build/ubsan,$$(UBSAN_COMPILE)))
+$(eval $(call KT_IMPL_RULE,build/tsan,$$(TSAN_COMPILE)))
 
 $(eval $(call KT_LINKED_RULES,build/tests,build/gen/kern_impl.o,$$(CC) $$(BASEFLAGS)))
 $(eval $(call KT_LINKED_RULES,build/san,build/san/kern_impl.o,$$(SAN_COMPILE)))
