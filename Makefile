@@ -66,20 +66,26 @@ build/tests/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
 
+# Each sanitizer flavour's compile command (mk/linked.mk and mk/fuzz.mk
+# use them too).
+ASAN_COMPILE  = $(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
+UBSAN_COMPILE = $(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
+
 build/asan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
+	$(ASAN_COMPILE) $< -o $@ $(LIBS)
 
 build/ubsan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
+	$(UBSAN_COMPILE) $< -o $@ $(LIBS)
 
 # ASan and UBSan in one build: what CI runs (one compile of every test
 # instead of two; the separate targets stay for reading one report alone).
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_COMPILE = $(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
 build/san/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER $< -o $@ $(LIBS)
+	$(SAN_COMPILE) $< -o $@ $(LIBS)
 
 # The vendoring check: an example compiled against dist/kern.h alone.
 build/examples/amalgamated: examples/basic.c dist/kern.h

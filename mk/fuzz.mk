@@ -26,10 +26,17 @@ FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefin
 
 .PHONY: fuzz fuzz-build tsan
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+# The implementation with coverage instrumentation but without libFuzzer's
+# main (fuzzer-no-link), compiled once; every harness links it (-DKT_LINKED).
+KT_COMMA := ,
+FUZZ_IMPL_FLAGS := $(subst -fsanitize=fuzzer$(KT_COMMA),-fsanitize=fuzzer-no-link$(KT_COMMA),$(FUZZ_FLAGS))
+build/fuzz/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@tests/fuzz/check_libfuzzer.sh "$(FUZZ_CC)"
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $< -o $@ -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_IMPL_FLAGS) -c $< -o $@
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/kern_impl.o $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DKT_LINKED $< build/fuzz/kern_impl.o -o $@ -lm -lpthread
 
 fuzz-build: $(FUZZ_BINS)
 
@@ -40,20 +47,7 @@ fuzz: $(FUZZ_BINS)
 REPLAY_NAMES := $(FUZZ_NAMES)
 REPLAY_DEF = -DKF_REPLAY -DKF_CORPUS='"tests/fuzz/corpus/$*"'
 
-build/tests/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -Itests/fuzz $(REPLAY_DEF) $< -o $@ $(LIBS)
-build/asan/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -Itests/fuzz -DKT_SANITIZER $(REPLAY_DEF) $< -o $@ $(LIBS)
-build/ubsan/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -Itests/fuzz -DKT_SANITIZER $(REPLAY_DEF) $< -o $@ $(LIBS)
-
-build/san/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -Itests/fuzz -DKT_SANITIZER $(REPLAY_DEF) $< -o $@ $(LIBS)
-
+# Every replay is built by mk/linked.mk, against its flavour's implementation object.
 REPLAY_TESTS       := $(patsubst %,build/tests/fuzz_replay_%,$(REPLAY_NAMES))
 REPLAY_ASAN_TESTS  := $(patsubst %,build/asan/fuzz_replay_%,$(REPLAY_NAMES))
 REPLAY_UBSAN_TESTS := $(patsubst %,build/ubsan/fuzz_replay_%,$(REPLAY_NAMES))
@@ -75,12 +69,11 @@ TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread $(WARN) -std=c11 
 TSAN_TESTS := $(patsubst tests/%.c,build/tsan/%,$(TEST_SRC)) \
               $(patsubst %,build/tsan/fuzz_replay_%,$(REPLAY_NAMES))
 
+TSAN_COMPILE = $(TSAN_CC) $(TSAN_FLAGS)
+
 build/tsan/%: tests/%.c $(HEADERS) tests/kt.h
 	@mkdir -p $(@D)
-	$(TSAN_CC) $(TSAN_FLAGS) $< -o $@ $(LIBS)
-build/tsan/fuzz_replay_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(TSAN_CC) $(TSAN_FLAGS) -Itests/fuzz $(REPLAY_DEF) $< -o $@ $(LIBS)
+	$(TSAN_COMPILE) $< -o $@ $(LIBS)
 
 tsan: $(TSAN_TESTS)
 	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)" tests/run $(TSAN_TESTS)

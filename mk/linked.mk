@@ -8,7 +8,8 @@
 # internals (ISA function tables, generated vector bodies, the graph's
 # structures: test_gemm, test_graph, test_math, test_norm, test_qgemm,
 # test_sdpa, test_sparse24) still compile the implementation themselves.
-# Included after mk/fuzz.mk (REPLAY_NAMES, FUZZ_DEPS, *_FLAGS).
+# The libFuzzer targets link build/fuzz/kern_impl.o the same way (mk/fuzz.mk).
+# Included after mk/fuzz.mk (REPLAY_NAMES, FUZZ_DEPS, TSAN_COMPILE).
 
 LINKED_NAMES := test_api test_base test_fault test_llm test_sam test_safetensors test_scatter \
                 test_spmm test_threads
@@ -23,11 +24,6 @@ $(patsubst %,$(1)/fuzz_replay_%,$(REPLAY_NAMES)): $(1)/fuzz_replay_%: tests/fuzz
 	@mkdir -p $$(@D)
 	$(3) -DKT_LINKED -Itests/fuzz $$(REPLAY_DEF) $$< $(2) -o $$@ $(LIBS)
 endef
-
-SAN_COMPILE   := $(CC) $(SAN_FLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
-ASAN_COMPILE  := $(CC) -O1 -g -fno-omit-frame-pointer -fsanitize=address $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
-UBSAN_COMPILE := $(CC) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_SANITIZER
-TSAN_COMPILE  := $(TSAN_CC) $(TSAN_FLAGS)
 
 # Each flavour's implementation object: $(call KT_IMPL_RULE,DIR,COMPILE).
 # build/gen/kern_impl.o (mk/gen.mk) is the plain flavour's.
@@ -46,15 +42,3 @@ $(eval $(call KT_LINKED_RULES,build/san,build/san/kern_impl.o,$$(SAN_COMPILE)))
 $(eval $(call KT_LINKED_RULES,build/asan,build/asan/kern_impl.o,$$(ASAN_COMPILE)))
 $(eval $(call KT_LINKED_RULES,build/ubsan,build/ubsan/kern_impl.o,$$(UBSAN_COMPILE)))
 $(eval $(call KT_LINKED_RULES,build/tsan,build/tsan/kern_impl.o,$$(TSAN_COMPILE)))
-
-# The libFuzzer targets: the implementation with coverage instrumentation
-# but without libFuzzer's main (fuzzer-no-link), each harness linked to it.
-KT_COMMA := ,
-FUZZ_IMPL_FLAGS := $(subst -fsanitize=fuzzer$(KT_COMMA),-fsanitize=fuzzer-no-link$(KT_COMMA),$(FUZZ_FLAGS))
-build/fuzz/kern_impl.o: tests/gen_impl.c $(HEADERS)
-	@tests/fuzz/check_libfuzzer.sh "$(FUZZ_CC)"
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_IMPL_FLAGS) -c $< -o $@
-$(FUZZ_BINS): build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/kern_impl.o $(FUZZ_DEPS)
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -DKT_LINKED $< build/fuzz/kern_impl.o -o $@ -lm -lpthread

@@ -10,7 +10,6 @@
 #include "kf_adapt.h"
 
 /* Sizes the harness can back with real buffers. */
-static int csr_float_dtype(kern_dtype dt) { return dt == KERN_F32 || dt == KERN_BF16 || dt == KERN_F16; }
 #define CSR_MAX 4096
 
 static int64_t ix(const void *p, int is64, int64_t i) {
@@ -56,7 +55,7 @@ static int make_csr(kf_in *in, kern_csr *a, int allow_huge_ncols) {
         a->values = kf_in_buf((size_t)(a->nnz > 0 ? a->nnz : 0) * kern_dtype_size(KERN_F32),
                               "values");
         if (a->nnz > 0 && kern_dtype_size(a->value_dtype))
-            kf_fill_values(in, a->values, csr_float_dtype(a->value_dtype) ? a->value_dtype : KERN_F32,
+            kf_fill_values(in, a->values, kern_dtype_is_float(a->value_dtype) ? a->value_dtype : KERN_F32,
                            a->nnz);
     }
     if (a->nrows < 0 || a->nnz < 0) return 1;
@@ -146,7 +145,7 @@ static void fuzz_coo(kf_in *in, kern_ctx *ctx) {
     }
     if (kf_bool(in, 2)) {
         val = kf_in_buf((size_t)(nnz > 0 ? nnz : 0) * 4, "values");
-        if (nnz > 0) kf_fill_values(in, val, csr_float_dtype(vt) ? vt : KERN_F32, nnz);
+        if (nnz > 0) kf_fill_values(in, val, kern_dtype_is_float(vt) ? vt : KERN_F32, nnz);
     }
     memset(&out, 0, sizeof out);
     out.rowptr = kf_out(in, (size_t)((!big_rows && nrows > 0 ? nrows : 0) + 1) * is, "out.rowptr");
