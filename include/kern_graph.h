@@ -533,8 +533,12 @@ extern "C" {
 /* ------------------------------------------------------------ utilities */
 
 /* Grows *p (elements of `elem` bytes, capacity *cap) to hold `need`; new
- * slots are zeroed. 0 on allocation failure (nothing changed). */
-static int kern__g_grow(kern_ctx *ctx, void **p, int64_t *cap, int64_t need, size_t elem) {
+ * slots are zeroed when `zero` is set (kern__g_grow), left as they come
+ * otherwise (kern__g_grow_raw: arrays whose slots are written before they
+ * are read: nodes, values, the string pool). 0 on allocation failure
+ * (nothing changed). */
+static int kern__g_grow_z(kern_ctx *ctx, void **p, int64_t *cap, int64_t need, size_t elem,
+                          int zero) {
     int64_t nc;
     void *q;
     if (need <= *cap) return 1;
@@ -543,11 +547,17 @@ static int kern__g_grow(kern_ctx *ctx, void **p, int64_t *cap, int64_t need, siz
     q = kern__alloc(ctx, (size_t)nc * elem);
     if (!q) return 0;
     if (*cap) memcpy(q, *p, (size_t)*cap * elem);
-    memset((char *)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    if (zero) memset((char *)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
     kern__free(ctx, *p);
     *p = q;
     *cap = nc;
     return 1;
+}
+static int kern__g_grow(kern_ctx *ctx, void **p, int64_t *cap, int64_t need, size_t elem) {
+    return kern__g_grow_z(ctx, p, cap, need, elem, 1);
+}
+static int kern__g_grow_raw(kern_ctx *ctx, void **p, int64_t *cap, int64_t need, size_t elem) {
+    return kern__g_grow_z(ctx, p, cap, need, elem, 0);
 }
 
 static double kern__g_now(void) {
@@ -675,6 +685,7 @@ typedef struct kern__gexpr {
 
 typedef struct kern__gval {
     uint32_t name;   /* offset in the string pool */
+    uint32_t hash;   /* kern__g_hash of the name (low 32 bits) */
     uint8_t kind;    /* kern_graph_val_kind */
     kern_dtype dtype;
     int ndim;
@@ -684,17 +695,19 @@ typedef struct kern__gval {
     int32_t aux;     /* weight / const slot, or input index */
 } kern__gval;
 
+/* What the node scans of the passes and the planner read (op, dead, pos,
+ * in, out) lies in the first 64 bytes; the attributes follow. */
 typedef struct kern__gnode {
     kern_graph_op op;
     int n_in, n_out;
+    /* planner bookkeeping */
+    uint8_t dead;
+    uint8_t xform;     /* 1: made by the quantize transform, 2: sparsify */
+    int64_t pos;       /* order key */
+    uint32_t fused;    /* string: what the passes folded in ("" = nothing) */
     kern_graph_val in[KERN_GRAPH_MAX_INPUTS];
     kern_graph_val out[KERN_GRAPH_MAX_OUTPUTS];
     kern_graph_attrs a;
-    /* planner bookkeeping */
-    int64_t pos;       /* order key */
-    uint32_t fused;    /* string: what the passes folded in ("" = nothing) */
-    uint8_t dead;
-    uint8_t xform;     /* 1: made by the quantize transform, 2: sparsify */
 } kern__gnode;
 
 typedef struct kern__gweight {
@@ -740,6 +753,10 @@ struct kern_graph {
     int n_sym;
     kern_graph_val *inputs, *outputs;
     int64_t n_inputs, cap_inputs, n_outputs, cap_outputs;
+    /* products of symbolic dims already made: {a, b, a*b} by a hash of
+     * (a, b) (expressions are interned and never removed, so an entry
+     * stays true; all-zero = empty) */
+    int64_t mulc[64][3];
 };
 
 static const char *kern__g_vname(const kern_graph *g, kern_graph_val v) {
@@ -775,15 +792,20 @@ static uint64_t kern__g_hash(const char *s) {
     return h;
 }
 
-static kern_graph_val kern__g_lookup(const kern_graph *g, const char *name) {
+/* The value named `name` (0 if none); hash = kern__g_hash(name). */
+static kern_graph_val kern__g_lookup_h(const kern_graph *g, const char *name, uint64_t hash) {
     uint64_t h, mask;
     if (!g->cap_ht) return 0;
     mask = (uint64_t)g->cap_ht - 1;
-    for (h = kern__g_hash(name) & mask;; h = (h + 1) & mask) {
+    for (h = hash & mask;; h = (h + 1) & mask) {
         int32_t v = g->ht[h];
         if (!v) return 0;
-        if (strcmp(g->str + g->vals[v].name, name) == 0) return v;
+        if (g->vals[v].hash == (uint32_t)hash && strcmp(g->str + g->vals[v].name, name) == 0)
+            return v;
     }
+}
+static kern_graph_val kern__g_lookup(const kern_graph *g, const char *name) {
+    return kern__g_lookup_h(g, name, kern__g_hash(name));
 }
 
 /* Makes room for `extra` more names (so inserting cannot fail later). */
@@ -800,7 +822,7 @@ static int kern__g_ht_reserve(kern_graph *g, int64_t extra) {
         int32_t v = g->ht[i];
         uint64_t h;
         if (!v) continue;
-        for (h = kern__g_hash(g->str + g->vals[v].name) & (uint64_t)(nc - 1); t[h];
+        for (h = g->vals[v].hash & (uint64_t)(nc - 1); t[h];
              h = (h + 1) & (uint64_t)(nc - 1)) {
         }
         t[h] = v;
@@ -812,25 +834,27 @@ static int kern__g_ht_reserve(kern_graph *g, int64_t extra) {
 }
 static void kern__g_ht_insert(kern_graph *g, kern_graph_val v) {
     uint64_t mask = (uint64_t)g->cap_ht - 1, h;
-    for (h = kern__g_hash(g->str + g->vals[v].name) & mask; g->ht[h]; h = (h + 1) & mask) {
+    for (h = g->vals[v].hash & mask; g->ht[h]; h = (h + 1) & mask) {
     }
     g->ht[h] = v;
     g->n_ht++;
 }
 
 /* Names: 1..127 of [A-Za-z0-9_.:/-], not "-" alone. */
+static int kern__g_name_char(unsigned char c) {
+    /* bit c of the 128-bit set: - . / 0-9 : A-Z _ a-z */
+    static const uint64_t lo = 0x07ffe00000000000ull, hi = 0x07fffffe87fffffeull;
+    return c < 64 ? (int)((lo >> c) & 1u) : c < 128 ? (int)((hi >> (c - 64)) & 1u) : 0;
+}
 static int kern__g_name_ok(const char *s) {
-    size_t i, l;
-    if (!s) return 0;
-    l = strlen(s);
-    if (l == 0 || l > KERN__G_NAME_MAX || strcmp(s, "-") == 0) return 0;
-    for (i = 0; i < l; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == ':' || c == '/' || c == '-'))
-            return 0;
+    size_t i;
+    int bad = 0;
+    if (!s || !s[0] || (s[0] == '-' && !s[1])) return 0;
+    for (i = 0; s[i]; i++) {
+        if (i >= KERN__G_NAME_MAX) return 0;
+        bad |= !kern__g_name_char((unsigned char)s[i]);
     }
-    return 1;
+    return !bad;
 }
 static int kern__g_sym_ok(const char *s, size_t l) {
     size_t i;
@@ -1016,7 +1040,7 @@ static int kern__gx_mono_mul(uint64_t a, uint64_t b, uint64_t *r) {
 
 static kern_status kern__gx_mul(kern_graph *g, int64_t a, int64_t b, int64_t *r) {
     kern__gexpr x, y, z;
-    int i, j;
+    int i, j, slot;
     if (a == 1 || b == 1) { /* the common case in shape products */
         *r = a == 1 ? b : a;
         return KERN_OK;
@@ -1024,6 +1048,14 @@ static kern_status kern__gx_mul(kern_graph *g, int64_t a, int64_t b, int64_t *r)
     if (!kern__gx_is_expr(a) && !kern__gx_is_expr(b)) {
         if (kern_mul_overflow_i64(a, b, r)) return kern__gx_err_complex();
         return kern__gx_fix_neg(g, r);
+    }
+    {
+        uint64_t k = ((uint64_t)a * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)b * 0xc2b2ae3d27d4eb4full);
+        slot = (int)(k >> 58);
+        if (g->mulc[slot][0] == a && g->mulc[slot][1] == b && g->mulc[slot][2]) {
+            *r = g->mulc[slot][2];
+            return KERN_OK;
+        }
     }
     kern__gx_of(g, a, &x);
     kern__gx_of(g, b, &y);
@@ -1049,6 +1081,9 @@ static kern_status kern__gx_mul(kern_graph *g, int64_t a, int64_t b, int64_t *r)
         }
     if (!kern__gx_norm(&z)) return kern__gx_err_complex();
     if (!kern__gx_make(g, &z, r)) return kern__err(KERN_ERR_NOMEM, "kern_graph: out of memory");
+    g->mulc[slot][0] = a;
+    g->mulc[slot][1] = b;
+    g->mulc[slot][2] = *r;
     return KERN_OK;
 }
 
@@ -1309,15 +1344,17 @@ KERN_API kern_status kern_graph_create(kern_ctx *ctx, kern_graph **out) {
     if (!g) return kern__err(KERN_ERR_NOMEM, "kern_graph_create: out of memory");
     memset(g, 0, sizeof *g);
     g->ctx = ctx;
-    if (!kern__g_grow(ctx, (void **)&g->str, &g->cap_str, 8192, 1) ||
-        !kern__g_grow(ctx, (void **)&g->vals, &g->cap_vals, 256, sizeof(kern__gval)) ||
-        !kern__g_grow(ctx, (void **)&g->nodes, &g->cap_nodes, 128, sizeof(kern__gnode)) ||
+    if (!kern__g_grow_raw(ctx, (void **)&g->str, &g->cap_str, 8192, 1) ||
+        !kern__g_grow_raw(ctx, (void **)&g->vals, &g->cap_vals, 256, sizeof(kern__gval)) ||
+        !kern__g_grow_raw(ctx, (void **)&g->nodes, &g->cap_nodes, 128, sizeof(kern__gnode)) ||
         !kern__g_grow(ctx, (void **)&g->ent, &g->cap_ent, 512, sizeof(kern__gentry)) ||
         !kern__g_ht_reserve(g, 1024)) {
         kern_graph_destroy(g);
         return kern__err(KERN_ERR_NOMEM, "kern_graph_create: out of memory");
     }
+    g->str[0] = 0;
     g->n_str = 1; /* offset 0 is "" */
+    memset(&g->vals[0], 0, sizeof g->vals[0]);
     g->n_vals = 1;
     *out = g;
     return KERN_OK;
@@ -1374,34 +1411,39 @@ KERN_API kern_status kern_graph_dim(kern_graph *g, const char *expr, int64_t *di
 
 /* Reserves room for one more value (+ entries); nothing changes on failure. */
 static kern_status kern__g_reserve_val(kern_graph *g, int nvals, const char *name) {
-    if (!kern__g_grow(g->ctx, (void **)&g->vals, &g->cap_vals, g->n_vals + nvals,
-                      sizeof(kern__gval)) ||
+    if (!kern__g_grow_raw(g->ctx, (void **)&g->vals, &g->cap_vals, g->n_vals + nvals,
+                          sizeof(kern__gval)) ||
         !kern__g_grow(g->ctx, (void **)&g->ent, &g->cap_ent, g->n_ent + 2, sizeof(kern__gentry)) ||
-        !kern__g_grow(g->ctx, (void **)&g->str, &g->cap_str,
+        !kern__g_grow_raw(g->ctx, (void **)&g->str, &g->cap_str,
                       g->n_str + (int64_t)(nvals * (KERN__G_NAME_MAX + 8)), 1) ||
         !kern__g_ht_reserve(g, nvals))
         return kern__err(KERN_ERR_NOMEM, "kern_graph: out of memory adding '%s'", name);
     return KERN_OK;
 }
 
-static kern_status kern__g_check_new_name(const kern_graph *g, const char *op, const char *name) {
+/* Checks a name for a new value; *hash = kern__g_hash(name) for
+ * kern__g_new_val. */
+static kern_status kern__g_check_new_name(const kern_graph *g, const char *op, const char *name,
+                                          uint64_t *hash) {
     if (!kern__g_name_ok(name))
         return kern__err(KERN_ERR_ARG,
                          "%s: name '%.140s' is not 1..127 characters of letters, digits and "
                          "_ . : / -",
                          op, name ? name : "(null)");
-    if (kern__g_lookup(g, name))
+    *hash = kern__g_hash(name);
+    if (kern__g_lookup_h(g, name, *hash))
         return kern__err(KERN_ERR_ARG, "%s: a value named '%s' already exists", op, name);
     return KERN_OK;
 }
 
-/* Appends a value (room reserved). */
-static kern_graph_val kern__g_new_val(kern_graph *g, const char *name, int kind, kern_dtype dt,
-                                      int ndim, const int64_t *dims) {
+/* Appends a value (room reserved); hash = kern__g_hash(name). */
+static kern_graph_val kern__g_new_val(kern_graph *g, const char *name, uint64_t hash, int kind,
+                                      kern_dtype dt, int ndim, const int64_t *dims) {
     kern_graph_val v = (kern_graph_val)g->n_vals++;
     kern__gval *x = &g->vals[v];
     memset(x, 0, sizeof *x);
     kern__g_intern(g, name, &x->name); /* room reserved */
+    x->hash = (uint32_t)hash;
     x->kind = (uint8_t)kind;
     x->dtype = dt;
     x->ndim = ndim;
@@ -1439,9 +1481,10 @@ KERN_API kern_status kern_graph_input(kern_graph *g, const char *name, kern_dtyp
                                       const int64_t *dims, kern_graph_val *out) {
     const char *op = "kern_graph_input";
     kern_status st;
+    uint64_t h;
     kern_graph_val v;
     if (!g) return kern__err(KERN_ERR_ARG, "%s: g is NULL", op);
-    if ((st = kern__g_check_new_name(g, op, name)) != KERN_OK) return st;
+    if ((st = kern__g_check_new_name(g, op, name, &h)) != KERN_OK) return st;
     if (kern_dtype_size(dt) == 0)
         return kern__err(KERN_ERR_DTYPE, "%s: '%s': dtype %d is not a kern_dtype", op, name, (int)dt);
     if ((st = kern__g_check_dims(g, op, name, ndim, dims, 1)) != KERN_OK) return st;
@@ -1449,7 +1492,7 @@ KERN_API kern_status kern_graph_input(kern_graph *g, const char *name, kern_dtyp
     if (!kern__g_grow(g->ctx, (void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1,
                       sizeof(kern_graph_val)))
         return kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);
-    v = kern__g_new_val(g, name, KERN_GRAPH_VAL_INPUT, dt, ndim, dims);
+    v = kern__g_new_val(g, name, h, KERN_GRAPH_VAL_INPUT, dt, ndim, dims);
     g->vals[v].aux = (int32_t)g->n_inputs;
     g->inputs[g->n_inputs++] = v;
     g->ent[g->n_ent].kind = KERN__GE_INPUT;
@@ -1551,12 +1594,13 @@ KERN_API kern_status kern_graph_weight(kern_graph *g, const char *name, const ke
                                        int flags, kern_graph_val *out) {
     const char *op = "kern_graph_weight";
     kern_status st;
+    uint64_t h;
     kern_graph_val v;
     void *data;
     int owned;
     kern_tensor chk;
     if (!g || !t) return kern__err(KERN_ERR_ARG, "%s: g or t is NULL", op);
-    if ((st = kern__g_check_new_name(g, op, name)) != KERN_OK) return st;
+    if ((st = kern__g_check_new_name(g, op, name, &h)) != KERN_OK) return st;
     chk = *t;
     if (!chk.data) { /* declared only: check the shape with a dummy pointer */
         int i;
@@ -1568,7 +1612,7 @@ KERN_API kern_status kern_graph_weight(kern_graph *g, const char *name, const ke
     if (!kern__g_grow(g->ctx, (void **)&g->w, &g->cap_w, g->n_w + 1, sizeof(kern__gweight)))
         return kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);
     if ((st = kern__g_weight_data(g, op, name, t, flags, &data, &owned)) != KERN_OK) return st;
-    v = kern__g_new_val(g, name, KERN_GRAPH_VAL_WEIGHT, t->dtype, t->ndim, t->shape);
+    v = kern__g_new_val(g, name, h, KERN_GRAPH_VAL_WEIGHT, t->dtype, t->ndim, t->shape);
     g->vals[v].aux = (int32_t)g->n_w;
     memset(&g->w[g->n_w], 0, sizeof g->w[g->n_w]);
     g->w[g->n_w].val = v;
@@ -1587,12 +1631,13 @@ KERN_API kern_status kern_graph_const(kern_graph *g, const char *name, kern_dtyp
                                       kern_graph_val *out) {
     const char *op = "kern_graph_const";
     kern_status st;
+    uint64_t h;
     kern_graph_val v;
     int64_t n = 1;
     int i;
     double *copy;
     if (!g) return kern__err(KERN_ERR_ARG, "%s: g is NULL", op);
-    if ((st = kern__g_check_new_name(g, op, name)) != KERN_OK) return st;
+    if ((st = kern__g_check_new_name(g, op, name, &h)) != KERN_OK) return st;
     if (kern_dtype_size(dt) == 0)
         return kern__err(KERN_ERR_DTYPE, "%s: '%s': dtype %d is not a kern_dtype", op, name, (int)dt);
     if ((st = kern__g_check_dims(g, op, name, ndim, shape, 0)) != KERN_OK) return st;
@@ -1608,7 +1653,7 @@ KERN_API kern_status kern_graph_const(kern_graph *g, const char *name, kern_dtyp
     copy = (double *)kern__alloc(g->ctx, (size_t)(n ? n : 1) * sizeof(double));
     if (!copy) return kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);
     if (n) memcpy(copy, values, (size_t)n * sizeof(double));
-    v = kern__g_new_val(g, name, KERN_GRAPH_VAL_CONST, dt, ndim, shape);
+    v = kern__g_new_val(g, name, h, KERN_GRAPH_VAL_CONST, dt, ndim, shape);
     g->vals[v].aux = (int32_t)g->n_k;
     g->k[g->n_k].val = v;
     g->k[g->n_k].v = copy;
@@ -2713,15 +2758,16 @@ KERN_API kern_status kern_graph_add(kern_graph *g, const kern_graph_node_desc *d
                                     kern_graph_val *outputs) {
     kern__ginf c;
     kern_status st;
+    uint64_t h[KERN_GRAPH_MAX_OUTPUTS];
     int i, j;
     kern__gnode *n;
     if (!g || !d) return kern__err(KERN_ERR_ARG, "kern_graph_add: g or desc is NULL");
-    if ((st = kern__g_check_new_name(g, "kern_graph_add", d->name)) != KERN_OK) return st;
+    if ((st = kern__g_check_new_name(g, "kern_graph_add", d->name, &h[0])) != KERN_OK) return st;
     if ((st = kern__g_infer_node(g, d, &c)) != KERN_OK) return st;
     for (i = 1; i < c.n_out; i++) {
         char nm[KERN__G_NAME_MAX + 16];
         kern__g_out_name(d, i, nm, sizeof nm);
-        if ((st = kern__g_check_new_name(g, "kern_graph_add", nm)) != KERN_OK) return st;
+        if ((st = kern__g_check_new_name(g, "kern_graph_add", nm, &h[i])) != KERN_OK) return st;
         for (j = 0; j < i; j++) {
             char nj[KERN__G_NAME_MAX + 16];
             kern__g_out_name(d, j, nj, sizeof nj);
@@ -2731,7 +2777,7 @@ KERN_API kern_status kern_graph_add(kern_graph *g, const kern_graph_node_desc *d
         }
     }
     if ((st = kern__g_reserve_val(g, c.n_out, d->name)) != KERN_OK) return st;
-    if (!kern__g_grow(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1,
+    if (!kern__g_grow_raw(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1,
                       sizeof(kern__gnode)))
         return kern__err(KERN_ERR_NOMEM, "kern_graph_add: out of memory");
     n = &g->nodes[g->n_nodes];
@@ -2750,7 +2796,7 @@ KERN_API kern_status kern_graph_add(kern_graph *g, const kern_graph_node_desc *d
         char nm[KERN__G_NAME_MAX + 16];
         kern_graph_val v;
         kern__g_out_name(d, i, nm, sizeof nm);
-        v = kern__g_new_val(g, nm, KERN_GRAPH_VAL_NODE, c.odt[i], c.ond[i], c.od[i]);
+        v = kern__g_new_val(g, nm, h[i], KERN_GRAPH_VAL_NODE, c.odt[i], c.ond[i], c.od[i]);
         g->vals[v].node = (int32_t)g->n_nodes;
         g->vals[v].oidx = i;
         n->out[i] = v;
@@ -4200,6 +4246,7 @@ static kern_status kern__g_clone(const kern_graph *s, kern_graph *d) {
         d->n_ht = s->n_ht;
     }
     memcpy(d->sym, s->sym, sizeof d->sym);
+    memcpy(d->mulc, s->mulc, sizeof d->mulc);
     d->n_sym = s->n_sym;
     return KERN_OK;
 nomem:
@@ -5386,12 +5433,19 @@ static int kern__gmb_by_class(const void *a, const void *b) {
 static size_t kern__g_place(kern__gmb *b, int64_t n, int32_t *placed, int first_fit) {
     int64_t i, np = 0, k;
     size_t total = 0;
+    int32_t *live = placed + n; /* the placed blocks whose lifetimes meet b[i]'s */
     for (i = 0; i < n; i++) {
         size_t best = (size_t)-1, best_off = 0, prev_end = 0;
         int found = 0;
-        for (k = 0; k < np; k++) { /* placed[] is sorted by offset */
+        int64_t nl = 0, j;
+        const int32_t fi = b[i].first, la = b[i].last;
+        for (k = 0; k < np; k++) { /* without branches: which ones meet is data */
             const kern__gmb *q = &b[placed[k]];
-            if (q->last < b[i].first || q->first > b[i].last) continue;
+            live[nl] = placed[k];
+            nl += (q->last >= fi) & (q->first <= la);
+        }
+        for (j = 0; j < nl; j++) { /* placed[] is sorted by offset, so is live[] */
+            const kern__gmb *q = &b[live[j]];
             if (q->off >= prev_end && q->off - prev_end >= b[i].size && q->off - prev_end < best &&
                 !(first_fit && found)) {
                 best = q->off - prev_end;
@@ -5421,7 +5475,7 @@ static size_t kern__g_memplan(kern_ctx *ctx, int64_t n, const size_t *size, cons
     *ok = 1;
     if (n == 0) return 0;
     b = (kern__gmb *)kern__alloc(ctx, (size_t)n * sizeof *b);
-    placed = (int32_t *)kern__alloc(ctx, (size_t)n * sizeof *placed);
+    placed = (int32_t *)kern__alloc(ctx, (size_t)(2 * n) * sizeof *placed);
     if (!b || !placed) {
         kern__free(ctx, b);
         kern__free(ctx, placed);
@@ -6553,16 +6607,10 @@ KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
     if ((st = kern__g_passes(p)) != KERN_OK) goto fail;
     if ((st = kern__gp_outputs(p)) != KERN_OK) goto fail;
     if ((st = kern__gp_structure(p)) != KERN_OK) goto fail;
-    t1 = kern__g_now();
-    {
-        struct timespec c0, c1;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-        if ((st = kern__gp_prepack(p)) != KERN_OK) goto fail;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-        p->stats.prepack_cpu_seconds = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
-    }
-    p->stats.prepack_seconds = kern__g_now() - t1;
-    /* run-time memory, all allocated here */
+    /* run-time memory, all allocated here, before the weights are prepared:
+     * with a heap allocator the block then reuses memory freed earlier
+     * instead of lying above the prepared weights, where a fresh plan
+     * after a freed one would fault in new pages */
     p->n_inst = prm.cache_size ? prm.cache_size : 4;
     {
         /* everything a run uses, in one block (instances are touched only
@@ -6605,6 +6653,15 @@ KERN_API kern_status kern_graph_plan_create(kern_graph *g, kern_ctx *ctx,
         p->arena_owned = 1;
         p->arena_set = 1;
     }
+    t1 = kern__g_now();
+    {
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        if ((st = kern__gp_prepack(p)) != KERN_OK) goto fail;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        p->stats.prepack_cpu_seconds = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    }
+    p->stats.prepack_seconds = kern__g_now() - t1;
     /* the binding at the bound checks every op once and sizes the family
      * workspace (one block, shared by the steps, which run one at a time) */
     {
@@ -6686,22 +6743,33 @@ typedef struct kern__gpx {
     int32_t *cstart; /* value -> first entry in cons */
     int32_t *cons;   /* node index of each (value, consumer) pair */
     int32_t *is_out; /* graph output count per value */
+    int32_t *fill;   /* scratch: next free entry per value */
     int64_t n_vals;  /* values when the lists were built */
+    int64_t cap_vals, cap_cons; /* room in cstart/is_out/fill, cons */
     int fused;
 } kern__gpx;
 
+/* Rebuilds the consumer lists (the buffers are kept between passes and
+ * grow only when the graph did). */
 static kern_status kern__gpx_refresh(kern__gpx *x) {
     kern_graph *w = x->w;
-    int64_t i, total = 0;
+    kern_ctx *ctx = x->p->ctx;
+    int64_t i, total = 0, nv = w->n_vals + 1;
     int k;
-    kern__free(x->p->ctx, x->cstart);
-    kern__free(x->p->ctx, x->cons);
-    kern__free(x->p->ctx, x->is_out);
-    x->cstart = (int32_t *)kern__alloc(x->p->ctx, (size_t)(w->n_vals + 1) * sizeof(int32_t));
-    x->is_out = (int32_t *)kern__alloc(x->p->ctx, (size_t)(w->n_vals + 1) * sizeof(int32_t));
-    if (!x->cstart || !x->is_out) goto nomem;
-    memset(x->cstart, 0, (size_t)(w->n_vals + 1) * sizeof(int32_t));
-    memset(x->is_out, 0, (size_t)(w->n_vals + 1) * sizeof(int32_t));
+    if (nv > x->cap_vals) {
+        int32_t *m;
+        kern__free(ctx, x->cstart);
+        x->cstart = x->is_out = x->fill = NULL;
+        x->cap_vals = 0;
+        m = (int32_t *)kern__alloc(ctx, (size_t)(3 * (nv + 16)) * sizeof(int32_t));
+        if (!m) goto nomem;
+        x->cstart = m;
+        x->is_out = m + nv + 16;
+        x->fill = m + 2 * (nv + 16);
+        x->cap_vals = nv + 16;
+    }
+    memset(x->cstart, 0, (size_t)nv * sizeof(int32_t));
+    memset(x->is_out, 0, (size_t)nv * sizeof(int32_t));
     for (i = 0; i < w->n_nodes; i++) {
         const kern__gnode *n = &w->nodes[i];
         if (n->dead) continue;
@@ -6709,24 +6777,25 @@ static kern_status kern__gpx_refresh(kern__gpx *x) {
             if (n->in[k]) { x->cstart[n->in[k] + 1]++; total++; }
     }
     for (i = 0; i < w->n_vals; i++) x->cstart[i + 1] += x->cstart[i];
-    x->cons = (int32_t *)kern__alloc(x->p->ctx, (size_t)(total + 1) * sizeof(int32_t));
-    if (!x->cons) goto nomem;
-    {
-        int32_t *fill = (int32_t *)kern__alloc(x->p->ctx, (size_t)(w->n_vals + 1) * sizeof(int32_t));
-        if (!fill) goto nomem;
-        memcpy(fill, x->cstart, (size_t)(w->n_vals + 1) * sizeof(int32_t));
-        for (i = 0; i < w->n_nodes; i++) {
-            const kern__gnode *n = &w->nodes[i];
-            if (n->dead) continue;
-            for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
-                if (n->in[k]) x->cons[fill[n->in[k]]++] = (int32_t)i;
-        }
-        kern__free(x->p->ctx, fill);
+    if (total + 1 > x->cap_cons) {
+        kern__free(ctx, x->cons);
+        x->cap_cons = 0;
+        x->cons = (int32_t *)kern__alloc(ctx, (size_t)(total + 1 + total / 4) * sizeof(int32_t));
+        if (!x->cons) goto nomem;
+        x->cap_cons = total + 1 + total / 4;
+    }
+    memcpy(x->fill, x->cstart, (size_t)nv * sizeof(int32_t));
+    for (i = 0; i < w->n_nodes; i++) {
+        const kern__gnode *n = &w->nodes[i];
+        if (n->dead) continue;
+        for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
+            if (n->in[k]) x->cons[x->fill[n->in[k]]++] = (int32_t)i;
     }
     for (i = 0; i < w->n_outputs; i++) x->is_out[w->outputs[i]]++;
     x->n_vals = w->n_vals;
     return KERN_OK;
 nomem:
+    x->n_vals = 0; /* no lists: every value reads as unused */
     return kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory in a pass");
 }
 
@@ -7782,9 +7851,8 @@ static kern_status kern__g_passes(kern_graph_plan *p) {
     }
 done:
     p->stats.n_fused = x.fused;
-    kern__free(p->ctx, x.cstart);
+    kern__free(p->ctx, x.cstart); /* with is_out and fill */
     kern__free(p->ctx, x.cons);
-    kern__free(p->ctx, x.is_out);
     return st;
 }
 

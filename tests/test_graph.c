@@ -1730,7 +1730,7 @@ KT_TEST(graph_deterministic_across_threads) {
 KT_TEST(graph_plan_and_run_errors) {
     kern_graph *g;
     kt_rng r = kt_rng_make(14);
-    kern_graph_val x, m, w, y, e;
+    kern_graph_val x = 0, m = 0, w = 0, y = 0, e = 0;
     kern_graph_plan *p = (kern_graph_plan *)(uintptr_t)1;
     kern_graph_plan_params pp;
     float xd[64], md[64], od[64];
