@@ -11,6 +11,9 @@
  *     causal: useful work), backward 2.5x that.
  *   decode/<dt>/B<B>/Hq32/Hkv8/Lk<Lk>/D128, B in {1,8}, Lk in {4096,32768}:
  *     bytes = the K and V bytes read (peak kind DRAM).
+ *   fwd/f32/B8/H12/L128/D64/padmask: BERT-base's attention with its
+ *     additive [B, 1, 1, Lk] padding mask (batch entry b masks its last
+ *     8*b keys with -inf); FLOPs counted as unmasked. No naive impl.
  * The whole grid takes a while; select with --benchmark_filter (e.g.
  * 'sdpa/kern/t1/fwd/f32/B1/H16/L1024/D128$', or bench/run --filter).
  */
@@ -28,6 +31,7 @@ typedef struct scase {
     int64_t B, Hq, Hkv, Lq, Lk, D;
     kern_dtype dt;
     int causal;
+    int padmask; /* an additive f32 [B, 1, 1, Lk] padding mask */
     char name[96];
 } scase;
 
@@ -36,7 +40,7 @@ static scase cases[NCASES];
 static int ncases;
 
 /* Reusable buffers (grown on demand; one case runs at a time). */
-enum { BQ, BK, BV, BO, BDO, BDQ, BDK, BDV, BLSE, BS, BP, BDP, BP16, NBUF };
+enum { BQ, BK, BV, BO, BDO, BDQ, BDK, BDV, BLSE, BS, BP, BDP, BP16, BM, NBUF };
 static void *buf[NBUF];
 static size_t bufsz[NBUF];
 static void *getbuf(int i, size_t bytes, kern_dtype fill) {
@@ -61,7 +65,7 @@ static double case_flops(const scase *c) {
 }
 
 typedef struct tens {
-    kern_tensor q, k, v, o, dout, dq, dk, dv, lse;
+    kern_tensor q, k, v, o, dout, dq, dk, dv, lse, mask;
 } tens;
 
 static int setup(const scase *c, tens *t, int grads) {
@@ -74,6 +78,14 @@ static int setup(const scase *c, tens *t, int grads) {
     t->k = kern_tensor_4d(k, c->dt, c->B, c->Hkv, c->Lk, c->D);
     t->v = kern_tensor_4d(v, c->dt, c->B, c->Hkv, c->Lk, c->D);
     t->o = kern_tensor_4d(o, c->dt, c->B, c->Hq, c->Lq, c->D);
+    if (c->padmask) {
+        float *m = (float *)getbuf(BM, (size_t)(c->B * c->Lk) * 4, KERN_DTYPE_NONE);
+        int64_t b, j;
+        if (!m) return 0;
+        for (b = 0; b < c->B; b++)
+            for (j = 0; j < c->Lk; j++) m[b * c->Lk + j] = j >= c->Lk - 8 * b ? -INFINITY : 0.0f;
+        t->mask = kern_tensor_4d(m, KERN_F32, c->B, 1, 1, c->Lk);
+    }
     if (grads) {
         void *dO = getbuf(BDO, nq * es, c->dt), *dq = getbuf(BDQ, nq * es, KERN_DTYPE_NONE);
         void *dk = getbuf(BDK, nk * es, KERN_DTYPE_NONE), *dv = getbuf(BDV, nk * es, KERN_DTYPE_NONE);
@@ -114,6 +126,7 @@ static void run_kern(kbench_state *st, void *user) {
     memset(&p, 0, sizeof p);
     p.is_causal = c->causal;
     p.enable_gqa = c->Hq != c->Hkv;
+    if (c->padmask) p.attn_mask = &t.mask;
     if (c->kind == 1) {
         p.lse = &t.lse;
         if (kern_sdpa(ctx, &t.q, &t.k, &t.v, &t.o, &p) != KERN_OK) {
@@ -311,7 +324,7 @@ static void run_naive(kbench_state *st, void *user) {
 /* ------------------------------------------------------------- registry */
 
 static void add_case(int kind, int64_t B, int64_t Hq, int64_t Hkv, int64_t Lq, int64_t Lk,
-                     int64_t D, kern_dtype dt, int causal) {
+                     int64_t D, kern_dtype dt, int causal, int padmask) {
     scase *c;
     int t;
     kbench_peak peak;
@@ -321,18 +334,19 @@ static void add_case(int kind, int64_t B, int64_t Hq, int64_t Hkv, int64_t Lq, i
     c->B = B; c->Hq = Hq; c->Hkv = Hkv; c->Lq = Lq; c->Lk = Lk; c->D = D;
     c->dt = dt;
     c->causal = causal;
+    c->padmask = padmask;
     if (kind == 2)
         snprintf(c->name, sizeof c->name, "decode/%s/B%lld/Hq%lld/Hkv%lld/Lk%lld/D%lld",
                  kern_dtype_name(dt), (long long)B, (long long)Hq, (long long)Hkv, (long long)Lk,
                  (long long)D);
     else
-        snprintf(c->name, sizeof c->name, "%s/%s/B%lld/H%lld/L%lld/D%lld%s", kind ? "bwd" : "fwd",
+        snprintf(c->name, sizeof c->name, "%s/%s/B%lld/H%lld/L%lld/D%lld%s%s", kind ? "bwd" : "fwd",
                  kern_dtype_name(dt), (long long)B, (long long)Hq, (long long)Lq, (long long)D,
-                 causal ? "/causal" : "");
+                 causal ? "/causal" : "", padmask ? "/padmask" : "");
     peak = kind == 2 ? KBENCH_PEAK_DRAM : (dt == KERN_BF16 ? KBENCH_PEAK_BF16 : KBENCH_PEAK_F32);
     for (t = 1; t <= 2; t++) {
         kbench_add("sdpa", c->name, "kern", t, peak, run_kern, c);
-        kbench_add("sdpa", c->name, "naive", t, peak, run_naive, c);
+        if (!padmask) kbench_add("sdpa", c->name, "naive", t, peak, run_naive, c);
     }
 }
 
@@ -345,11 +359,12 @@ KBENCH_INIT(sdpa) {
             for (di = 0; di < 2; di++)
                 for (li = 0; li < 4; li++)
                     for (causal = 0; causal < 2; causal++)
-                        add_case(kind, 1, 16, 16, Ls[li], Ls[li], Ds[di], dts[ti], causal);
+                        add_case(kind, 1, 16, 16, Ls[li], Ls[li], Ds[di], dts[ti], causal, 0);
     for (ti = 0; ti < 2; ti++)
         for (bi = 0; bi < 2; bi++)
             for (ki = 0; ki < 2; ki++)
-                add_case(2, bi ? 8 : 1, 32, 8, 1, ki ? 32768 : 4096, 128, dts[ti], 0);
+                add_case(2, bi ? 8 : 1, 32, 8, 1, ki ? 32768 : 4096, 128, dts[ti], 0, 0);
+    add_case(0, 8, 12, 12, 128, 128, 64, KERN_F32, 0, 1);
     /* headline cases: the default `make bench` set (docs/bench.md) */
     kbench_headline("sdpa", "fwd/f32/B1/H16/L2048/D128");
     kbench_headline("sdpa", "bwd/f32/B1/H16/L2048/D128");

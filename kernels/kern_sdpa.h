@@ -1873,6 +1873,26 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
     int64_t jj, r, seg, nseg = rows ? nr : 1, len = rows ? nk : nk * KERN__SDPA_NQ;
     int64_t sj = rows ? 1 : KERN__SDPA_NQ, sr = rows ? KERN__SDPA_BK : 1;
     int64_t nl = rows ? nr : KERN__SDPA_NQ;
+    int mask_done = 0;
+    if (p->mask && !rows && p->softcap <= 0 && nr == KERN__SDPA_NQ && p->maskv.dtype == KERN_F32) {
+        /* the panel's lanes share one mask row (a [B, 1, 1, Lk] padding
+         * mask): scale and mask in one pass, x = x c + m log2(e), one
+         * mask value down each key's column of NQ lanes */
+        const kern_tensor *m = &p->maskv;
+        int same = 1;
+        for (r = 1; r < nr && same; r++) same = ln[r].moff == ln[0].moff;
+        if (same) {
+            const float *mr = (const float *)m->data + ln[0].moff + j0 * m->stride[3];
+            float c = p->scale * KERN__SDPA_LOG2E;
+            for (jj = 0; jj < nk; jj++) {
+                float a = mr[jj * m->stride[3]] * KERN__SDPA_LOG2E;
+                float *col = s + jj * KERN__SDPA_NQ;
+                for (r = 0; r < KERN__SDPA_NQ; r++) col[r] = col[r] * c + a;
+            }
+            mask_done = 1;
+            nseg = 0;
+        }
+    }
     for (seg = 0; seg < nseg; seg++) {
         float *x = s + seg * KERN__SDPA_BK, *t = tmp + seg * KERN__SDPA_BK;
         if (p->softcap > 0) {
@@ -1891,17 +1911,35 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
             for (jj = 0; jj < len; jj++) x[jj] *= c;
         }
     }
-    if (p->mask) {
+    if (p->mask && !mask_done) {
         const kern_tensor *m = &p->maskv;
         int64_t msj = m->stride[3];
-        for (r = 0; r < nr; r++) {
-            float *sr0 = s + r * sr;
+        int same = nr > 0; /* every lane reads one mask row (a [B, 1, 1, Lk] padding mask) */
+        for (r = 1; r < nr && same; r++) same = ln[r].moff == ln[0].moff;
+        if (same && m->dtype == KERN_F32) {
+            /* one value per key, added down the key's column of lanes */
+            const float *mr = (const float *)m->data + ln[0].moff + j0 * msj;
             for (jj = 0; jj < nk; jj++) {
-                int64_t o = ln[r].moff + (j0 + jj) * msj;
-                if (m->dtype == KERN_BOOL) {
-                    if (!((const uint8_t *)m->data)[o]) sr0[jj * sj] = -INFINITY;
-                } else {
-                    sr0[jj * sj] += kern__sdpa_ld(m->data, m->dtype, o) * KERN__SDPA_LOG2E;
+                float a = mr[jj * msj] * KERN__SDPA_LOG2E;
+                float *col = s + jj * sj;
+                for (r = 0; r < nr; r++) col[r * sr] += a;
+            }
+        } else if (m->dtype == KERN_F32) {
+            for (r = 0; r < nr; r++) {
+                const float *mr = (const float *)m->data + ln[r].moff + j0 * msj;
+                float *sr0 = s + r * sr;
+                for (jj = 0; jj < nk; jj++) sr0[jj * sj] += mr[jj * msj] * KERN__SDPA_LOG2E;
+            }
+        } else {
+            for (r = 0; r < nr; r++) {
+                float *sr0 = s + r * sr;
+                for (jj = 0; jj < nk; jj++) {
+                    int64_t o = ln[r].moff + (j0 + jj) * msj;
+                    if (m->dtype == KERN_BOOL) {
+                        if (!((const uint8_t *)m->data)[o]) sr0[jj * sj] = -INFINITY;
+                    } else {
+                        sr0[jj * sj] += kern__sdpa_ld(m->data, m->dtype, o) * KERN__SDPA_LOG2E;
+                    }
                 }
             }
         }

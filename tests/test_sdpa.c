@@ -28,7 +28,7 @@ typedef struct tcase {
     int64_t wl, wr;
     float scale, softcap, dropout;
     int mask_kind; /* 0 none, 1 bool [Lq,Lk], 2 f32 [B,1,Lq,Lk], 3 bool [B,Hq,1,Lk],
-                      4 bf16 [Hq,Lq,Lk], 5 f32 [Lk] */
+                      4 bf16 [Hq,Lq,Lk], 5 f32 [Lk], 6 f32 [B,1,1,Lk] (padding) */
     int klens;     /* 0 none, 1 i32, 2 i64 */
     int want_lse;
     /* decomposed relative position (SAM): grids, table rows and dtype,
@@ -166,6 +166,7 @@ static void td_make(const tcase *c, tdata *d, kt_rng *rng) {
         case 2: nd = 4; sh[0] = c->B; sh[1] = 1; sh[2] = c->Lq; sh[3] = c->Lk; mdt = KERN_F32; break;
         case 3: nd = 4; sh[0] = c->B; sh[1] = c->Hq; sh[2] = 1; sh[3] = c->Lk; mdt = KERN_BOOL; break;
         case 4: nd = 3; sh[0] = c->Hq; sh[1] = c->Lq; sh[2] = c->Lk; mdt = KERN_BF16; break;
+        case 6: nd = 4; sh[0] = c->B; sh[1] = 1; sh[2] = 1; sh[3] = c->Lk; mdt = KERN_F32; break;
         default: nd = 1; sh[0] = c->Lk; mdt = KERN_F32; break;
         }
         n = 1;
@@ -566,7 +567,7 @@ static tcase opt_base(int i) {
 
 KT_TEST(fwd_options_alone) {
     int i;
-    for (i = 0; i < 16; i++) {
+    for (i = 0; i < 17; i++) {
         tcase c = opt_base(i);
         switch (i) {
         case 0: c.causal = 1; break;
@@ -584,6 +585,7 @@ KT_TEST(fwd_options_alone) {
         case 12: c.klens = 2; break;
         case 13: c.dropout = 0.3f; break;
         case 14: c.Hq = 8; c.Hkv = 1; break; /* MQA */
+        case 15: c.mask_kind = 6; break; /* BERT's padding mask: one row per batch entry */
         default: c.want_lse = 0; break;
         }
         fwd_case(&c, 300 + (uint64_t)i);

@@ -35,6 +35,9 @@ def cases():
                 name = "decode/%s/B%d/Hq32/Hkv8/Lk%d/D128" % (dt, B, Lk)
                 out.append(dict(kind="decode", dt=dt, B=B, Hq=32, Hkv=8, Lq=1, Lk=Lk, D=128,
                                 causal=0, name=name))
+    # BERT-base's attention with its [B, 1, 1, Lk] padding mask (bench_sdpa.c)
+    out.append(dict(kind="fwd", dt="f32", B=8, Hq=12, Hkv=12, Lq=128, Lk=128, D=64, causal=0,
+                    padmask=1, name="fwd/f32/B8/H12/L128/D64/padmask"))
     return out
 
 
@@ -87,9 +90,17 @@ def run_torch(args, cs):
                     def fn():
                         torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
                 else:
+                    mask = None
+                    if c.get("padmask"):
+                        # batch entry b masks its last 8*b keys (bench_sdpa.c)
+                        mask = torch.zeros(c["B"], 1, 1, c["Lk"], dtype=dt)
+                        for b in range(1, c["B"]):
+                            mask[b, 0, 0, c["Lk"] - 8 * b:] = float("-inf")
+
                     def fn():
                         with torch.no_grad():
-                            F.scaled_dot_product_attention(q, k, v, is_causal=bool(c["causal"]),
+                            F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                           is_causal=bool(c["causal"]),
                                                            enable_gqa=gqa)
                 sec = common.timeit(fn, quick=args.quick)
                 common.emit(FAMILY, c["name"], t, "torch", sec, flops, nbytes)
@@ -164,6 +175,10 @@ def run_ort(args, cs):
             if c["kind"] == "bwd":
                 common.emit(FAMILY, c["name"], t, "onnxruntime",
                             skipped="onnxruntime (inference package) has no attention backward")
+                continue
+            if c.get("padmask"):
+                common.emit(FAMILY, c["name"], t, "onnxruntime",
+                            skipped="the bench's ONNX Attention graph has no mask input")
                 continue
             if c["dt"] != "f32":
                 # verified with onnxruntime 1.31: a bf16 Attention graph fails
