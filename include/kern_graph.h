@@ -1265,11 +1265,14 @@ static kern_status kern__g_parse_dim(kern_graph *g, const char *s, size_t l, int
             if (i < l && s[i] >= '0' && s[i] <= '9') {
                 uint64_t v = 0;
                 while (i < l && s[i] >= '0' && s[i] <= '9') {
-                    v = v * 10 + (uint64_t)(s[i] - '0');
-                    if (v > (uint64_t)INT64_MAX / 16) {
+                    uint64_t dg = (uint64_t)(s[i] - '0');
+                    /* any value up to INT64_MAX: products and sums of dims
+                     * reach it, and the writer prints them folded */
+                    if (v > ((uint64_t)INT64_MAX - dg) / 10) {
                         *errpos = b;
                         return kern__err(KERN_ERR_ARG, "kern_graph: dim value too large");
                     }
+                    v = v * 10 + dg;
                     i++;
                 }
                 f = (int64_t)v;
