@@ -5547,7 +5547,12 @@ static kern_status kern__gp_shape_ev(const kern_graph *w, kern_graph_val v, cons
         }
         t->shape[i] = d;
         t->stride[i] = s;
-        s *= d > 0 ? d : 1;
+        if (d > 0 && kern_mul_overflow_i64(s, d, &s)) {
+            /* dims bound separately each fit; their product does not */
+            return kern__err(KERN_ERR_SHAPE,
+                             "kern_graph: value '%s' has more elements than int64 holds under "
+                             "this binding", w->str + x->name);
+        }
     }
     for (i = x->ndim; i < KERN_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
     return KERN_OK;
