@@ -3356,9 +3356,14 @@ static int kern__ir_is_dim_attr(const kern__irst *s, kern__irtok key) {
 
 /* Tokenizes one statement line. */
 static kern_status kern__ir_lex(kern__irst *s) {
-    int i = 0;
+    int i = 0, j;
     kern__irtok w;
     kern__ir_word(s, &i, &w, 0);
+    /* a value may be named like a keyword ("dim = add(a, b)", as the writer
+     * prints it): a keyword followed by '=' or ',' starts a node line */
+    for (j = i; j < s->len && kern__ir_ws(s->text[j]); j++) {
+    }
+    if (j < s->len && (s->text[j] == '=' || s->text[j] == ',')) w.len = 0;
     if (kern__ir_tokeq(s, w, "dim") || kern__ir_tokeq(s, w, "output")) {
         s->kind = kern__ir_tokeq(s, w, "dim") ? KERN__IR_DIM : KERN__IR_OUTPUT;
         if (!kern__ir_name(s, &i, &s->out[0]))
