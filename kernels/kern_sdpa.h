@@ -1914,17 +1914,7 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
     if (p->mask && !mask_done) {
         const kern_tensor *m = &p->maskv;
         int64_t msj = m->stride[3];
-        int same = nr > 0; /* every lane reads one mask row (a [B, 1, 1, Lk] padding mask) */
-        for (r = 1; r < nr && same; r++) same = ln[r].moff == ln[0].moff;
-        if (same && m->dtype == KERN_F32) {
-            /* one value per key, added down the key's column of lanes */
-            const float *mr = (const float *)m->data + ln[0].moff + j0 * msj;
-            for (jj = 0; jj < nk; jj++) {
-                float a = mr[jj * msj] * KERN__SDPA_LOG2E;
-                float *col = s + jj * sj;
-                for (r = 0; r < nr; r++) col[r * sr] += a;
-            }
-        } else if (m->dtype == KERN_F32) {
+        if (m->dtype == KERN_F32) {
             for (r = 0; r < nr; r++) {
                 const float *mr = (const float *)m->data + ln[r].moff + j0 * msj;
                 float *sr0 = s + r * sr;
