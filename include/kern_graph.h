@@ -4774,6 +4774,15 @@ static void kern__gx_map(const kern__gex *e, int64_t lo, int64_t hi, float *scr)
     }
 }
 
+/* A step with no units of work (an empty output): nothing to touch (its
+ * tensors may have no memory at all). */
+static void kern__gx_nop(const kern__gex *e, int64_t lo, int64_t hi, float *scr) {
+    (void)e;
+    (void)lo;
+    (void)hi;
+    (void)scr;
+}
+
 /* The common case, f32 everywhere, y contiguous, each input contiguous
  * with y's shape or a single value: one flat loop over elements (units =
  * elements). The dispatch-bound tiny nodes land here. */
@@ -6150,6 +6159,7 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
             break;
         }
         }
+        if (e->units == 0) e->fn = kern__gx_nop;
         {
             int64_t ny = kern_tensor_numel(&T[y]);
             int64_t pm = p->parallel_min;
