@@ -763,8 +763,7 @@ static const char *kern__g_vname(const kern_graph *g, kern_graph_val v) {
     return v > 0 && v < g->n_vals ? g->str + g->vals[v].name : "?";
 }
 
-static int kern__g_intern(kern_graph *g, const char *s, uint32_t *off) {
-    size_t l = strlen(s);
+static int kern__g_intern_n(kern_graph *g, const char *s, size_t l, uint32_t *off) {
     if (!kern__g_grow(g->ctx, (void **)&g->str, &g->cap_str, g->n_str + (int64_t)l + 1, 1))
         return 0;
     memcpy(g->str + g->n_str, s, l + 1);
@@ -772,12 +771,15 @@ static int kern__g_intern(kern_graph *g, const char *s, uint32_t *off) {
     g->n_str += (int64_t)l + 1;
     return 1;
 }
+static int kern__g_intern(kern_graph *g, const char *s, uint32_t *off) {
+    return kern__g_intern_n(g, s, strlen(s), off);
+}
 
-static uint64_t kern__g_hash(const char *s) {
+/* the hash of the l-byte string s */
+static uint64_t kern__g_hash_n(const char *s, size_t l) {
     /* FNV-1a over 8-byte words (names are short; this halves the cost of
      * the byte loop), then a final mix */
     uint64_t h = 1469598103934665603ull, w;
-    size_t l = strlen(s);
     while (l >= 8) {
         memcpy(&w, s, 8);
         h = (h ^ w) * 1099511628211ull;
@@ -791,6 +793,7 @@ static uint64_t kern__g_hash(const char *s) {
     h ^= h >> 32;
     return h;
 }
+static uint64_t kern__g_hash(const char *s) { return kern__g_hash_n(s, strlen(s)); }
 
 /* The value named `name` (0 if none); hash = kern__g_hash(name). */
 static kern_graph_val kern__g_lookup_h(const kern_graph *g, const char *name, uint64_t hash) {
@@ -841,21 +844,40 @@ static void kern__g_ht_insert(kern_graph *g, kern_graph_val v) {
 }
 
 /* Names: 1..127 of [A-Za-z0-9_.:/-], not "-" alone. */
-static int kern__g_name_char(unsigned char c) {
-    /* bit c of the 128-bit set: - . / 0-9 : A-Z _ a-z */
-    static const uint64_t lo = 0x07ffe00000000000ull, hi = 0x07fffffe87fffffeull;
-    return c < 64 ? (int)((lo >> c) & 1u) : c < 128 ? (int)((hi >> (c - 64)) & 1u) : 0;
+
+/* High bit of each byte of w set where that byte (< 0x80) lies in
+ * [lo, hi]: x + (0x80 - lo) sets it iff x >= lo, x + (0x7f - hi) iff
+ * x > hi, and neither sum carries into the next byte. */
+#define KERN__G_B8(c) (0x0101010101010101ull * (uint64_t)(c))
+static uint64_t kern__g_in8(uint64_t w, unsigned lo, unsigned hi) {
+    return (w + KERN__G_B8(0x80u - lo)) & ~(w + KERN__G_B8(0x7fu - hi)) & KERN__G_B8(0x80u);
 }
-static int kern__g_name_ok(const char *s) {
-    size_t i;
-    int bad = 0;
-    if (!s || !s[0] || (s[0] == '-' && !s[1])) return 0;
-    for (i = 0; s[i]; i++) {
-        if (i >= KERN__G_NAME_MAX) return 0;
-        bad |= !kern__g_name_char((unsigned char)s[i]);
+/* The length of a valid name, else -1: eight bytes per step. */
+static int kern__g_name_len(const char *s) {
+    size_t l, i;
+    uint64_t bad = 0;
+    if (!s) return -1;
+    l = strlen(s);
+    if (l == 0 || l > KERN__G_NAME_MAX || (l == 1 && s[0] == '-')) return -1;
+    for (i = 0; i < l; i += 8) {
+        uint64_t w = 0, pad = 0, x;
+        if (i + 8 <= l) {
+            memcpy(&w, s + i, 8);
+        } else if (l >= 8) { /* the last 8 bytes, overlapping checked ones */
+            memcpy(&w, s + l - 8, 8);
+        } else { /* a short name, byte by byte (no partial-word copy) */
+            size_t k;
+            for (k = 0; k < l; k++) w |= (uint64_t)(unsigned char)s[k] << (8 * k);
+            pad = KERN__G_B8(0x80u) << (8 * l); /* absent bytes pass */
+        }
+        x = w & ~KERN__G_B8(0x80u); /* bytes >= 0x80 fail below */
+        bad |= (w | ~(kern__g_in8(x, '-', ':') | kern__g_in8(x, 'A', 'Z') |
+                      kern__g_in8(x, '_', '_') | kern__g_in8(x, 'a', 'z') | pad)) &
+               KERN__G_B8(0x80u);
     }
-    return !bad;
+    return bad ? -1 : (int)l;
 }
+#undef KERN__G_B8
 static int kern__g_sym_ok(const char *s, size_t l) {
     size_t i;
     if (l == 0 || l > 31) return 0;
@@ -1347,9 +1369,10 @@ KERN_API kern_status kern_graph_create(kern_ctx *ctx, kern_graph **out) {
     if (!g) return kern__err(KERN_ERR_NOMEM, "kern_graph_create: out of memory");
     memset(g, 0, sizeof *g);
     g->ctx = ctx;
-    if (!kern__g_grow_raw(ctx, (void **)&g->str, &g->cap_str, 8192, 1) ||
-        !kern__g_grow_raw(ctx, (void **)&g->vals, &g->cap_vals, 256, sizeof(kern__gval)) ||
-        !kern__g_grow_raw(ctx, (void **)&g->nodes, &g->cap_nodes, 128, sizeof(kern__gnode)) ||
+    /* room for a 12-layer transformer without regrowing (which copies) */
+    if (!kern__g_grow_raw(ctx, (void **)&g->str, &g->cap_str, 16384, 1) ||
+        !kern__g_grow_raw(ctx, (void **)&g->vals, &g->cap_vals, 512, sizeof(kern__gval)) ||
+        !kern__g_grow_raw(ctx, (void **)&g->nodes, &g->cap_nodes, 256, sizeof(kern__gnode)) ||
         !kern__g_grow(ctx, (void **)&g->ent, &g->cap_ent, 512, sizeof(kern__gentry)) ||
         !kern__g_ht_reserve(g, 1024)) {
         kern_graph_destroy(g);
@@ -1424,29 +1447,36 @@ static kern_status kern__g_reserve_val(kern_graph *g, int nvals, const char *nam
     return KERN_OK;
 }
 
-/* Checks a name for a new value; *hash = kern__g_hash(name) for
- * kern__g_new_val. */
+/* A checked name: its hash and length, from one scan. */
+typedef struct kern__gkey {
+    uint64_t hash;
+    size_t len;
+} kern__gkey;
+
+/* Checks a name for a new value; *key is what kern__g_new_val needs. */
 static kern_status kern__g_check_new_name(const kern_graph *g, const char *op, const char *name,
-                                          uint64_t *hash) {
-    if (!kern__g_name_ok(name))
+                                          kern__gkey *key) {
+    int l = kern__g_name_len(name);
+    if (l < 0)
         return kern__err(KERN_ERR_ARG,
                          "%s: name '%.140s' is not 1..127 characters of letters, digits and "
                          "_ . : / -",
                          op, name ? name : "(null)");
-    *hash = kern__g_hash(name);
-    if (kern__g_lookup_h(g, name, *hash))
+    key->len = (size_t)l;
+    key->hash = kern__g_hash_n(name, key->len);
+    if (kern__g_lookup_h(g, name, key->hash))
         return kern__err(KERN_ERR_ARG, "%s: a value named '%s' already exists", op, name);
     return KERN_OK;
 }
 
-/* Appends a value (room reserved); hash = kern__g_hash(name). */
-static kern_graph_val kern__g_new_val(kern_graph *g, const char *name, uint64_t hash, int kind,
+/* Appends a value (room reserved); key from kern__g_check_new_name. */
+static kern_graph_val kern__g_new_val(kern_graph *g, const char *name, kern__gkey key, int kind,
                                       kern_dtype dt, int ndim, const int64_t *dims) {
     kern_graph_val v = (kern_graph_val)g->n_vals++;
     kern__gval *x = &g->vals[v];
     memset(x, 0, sizeof *x);
-    kern__g_intern(g, name, &x->name); /* room reserved */
-    x->hash = (uint32_t)hash;
+    kern__g_intern_n(g, name, key.len, &x->name); /* room reserved */
+    x->hash = (uint32_t)key.hash;
     x->kind = (uint8_t)kind;
     x->dtype = dt;
     x->ndim = ndim;
@@ -1484,7 +1514,7 @@ KERN_API kern_status kern_graph_input(kern_graph *g, const char *name, kern_dtyp
                                       const int64_t *dims, kern_graph_val *out) {
     const char *op = "kern_graph_input";
     kern_status st;
-    uint64_t h;
+    kern__gkey h;
     kern_graph_val v;
     if (!g) return kern__err(KERN_ERR_ARG, "%s: g is NULL", op);
     if ((st = kern__g_check_new_name(g, op, name, &h)) != KERN_OK) return st;
@@ -1597,7 +1627,7 @@ KERN_API kern_status kern_graph_weight(kern_graph *g, const char *name, const ke
                                        int flags, kern_graph_val *out) {
     const char *op = "kern_graph_weight";
     kern_status st;
-    uint64_t h;
+    kern__gkey h;
     kern_graph_val v;
     void *data;
     int owned;
@@ -1634,7 +1664,7 @@ KERN_API kern_status kern_graph_const(kern_graph *g, const char *name, kern_dtyp
                                       kern_graph_val *out) {
     const char *op = "kern_graph_const";
     kern_status st;
-    uint64_t h;
+    kern__gkey h;
     kern_graph_val v;
     int64_t n = 1;
     int i;
@@ -1786,6 +1816,35 @@ static int kern__gattr_default(const kern_graph_attrs *at, int a) {
     }
     default: return 1;
     }
+}
+
+/* 0 when no attribute outside the set `allowed` (bit a = attribute a)
+ * can hold a value: every byte of *at outside the allowed attributes'
+ * fields is zero (the common case, checked without the per-attribute
+ * table walk). 1 means "look closer" (a padding byte or an unset -0.0f
+ * may be nonzero and still hold the default). */
+static int kern__gattr_foreign(const kern_graph_attrs *at, unsigned allowed) {
+    static const kern_graph_attrs zero;
+    kern_graph_attrs m = *at;
+    unsigned char *b = (unsigned char *)&m;
+    int a;
+    for (a = 0; a < KERN__GA_COUNT; a++) {
+        const kern__gattr *d = &kern__gattrs[a];
+        size_t n = 4;
+        if (!((allowed >> a) & 1u)) continue;
+        switch (d->type) {
+        case KERN__GT_WINDOW: n = 16; break;
+        case KERN__GT_INT: case KERN__GT_DIM: n = 8; break;
+        case KERN__GT_INTLIST: n = sizeof m.perm; break;
+        case KERN__GT_DIMLIST:
+            n = d->off == offsetof(kern_graph_attrs, sizes) ? sizeof m.sizes : sizeof m.shape;
+            break;
+        default: break;
+        }
+        memset(b + d->off, 0, n);
+        if (d->off2) memset(b + d->off2, 0, sizeof(int));
+    }
+    return memcmp(&m, &zero, sizeof m) != 0;
 }
 
 /* ---------------------------------------------------------- op table */
@@ -2722,16 +2781,12 @@ static kern_status kern__g_infer_node(kern_graph *g, const kern_graph_node_desc 
             if (!d->inputs[i])
                 return kern__err(KERN_ERR_ARG, "kern_graph: node '%s' (concat): input %d is absent",
                                  c->name, i);
-    {
-        /* most nodes have no attributes: skip the per-attribute checks */
-        static const unsigned char zero[sizeof(kern_graph_attrs)] = {0};
-        if (memcmp(&d->attrs, zero, sizeof zero) != 0)
-            for (a = 0; a < KERN__GA_COUNT; a++)
-                if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
-                    return kern__err(KERN_ERR_ARG,
-                                     "kern_graph: node '%s': attribute '%s' does not apply to op '%s'",
-                                     c->name, kern__gattrs[a].name, kern_graph_op_name(d->op));
-    }
+    if (kern__gattr_foreign(&d->attrs, od->attrs))
+        for (a = 0; a < KERN__GA_COUNT; a++)
+            if (!((od->attrs >> a) & 1u) && !kern__gattr_default(&d->attrs, a))
+                return kern__err(KERN_ERR_ARG,
+                                 "kern_graph: node '%s': attribute '%s' does not apply to op '%s'",
+                                 c->name, kern__gattrs[a].name, kern_graph_op_name(d->op));
     if (d->n_outputs < 0 || d->n_outputs > od->max_out)
         return kern__err(KERN_ERR_ARG, "kern_graph: node '%s' (%s): n_outputs=%d (at most %d)",
                          c->name, kern_graph_op_name(d->op), d->n_outputs, od->max_out);
@@ -2761,7 +2816,7 @@ KERN_API kern_status kern_graph_add(kern_graph *g, const kern_graph_node_desc *d
                                     kern_graph_val *outputs) {
     kern__ginf c;
     kern_status st;
-    uint64_t h[KERN_GRAPH_MAX_OUTPUTS];
+    kern__gkey h[KERN_GRAPH_MAX_OUTPUTS];
     int i, j;
     kern__gnode *n;
     if (!g || !d) return kern__err(KERN_ERR_ARG, "kern_graph_add: g or desc is NULL");
@@ -2789,10 +2844,6 @@ KERN_API kern_status kern_graph_add(kern_graph *g, const kern_graph_node_desc *d
     n->n_in = c.n_in;
     memcpy(n->in, d->inputs, sizeof n->in);
     n->a = d->attrs;
-    if (d->op == KERN_GRAPH_OP_SPLIT && !n->a.n_sizes) { /* record the pieces */
-        int k;
-        for (k = 0; k < c.n_out; k++) (void)k;
-    }
     n->n_out = c.n_out;
     n->pos = g->n_nodes * 1024;
     for (i = 0; i < c.n_out; i++) {
@@ -4165,6 +4216,9 @@ struct kern_graph_plan {
     kern__gwskey wsc_key[32]; /* workspace answers by shape (plan time) */
     size_t wsc_val[32];
     int n_wsc;
+    int32_t wsn_node[32];     /* other family ops: answers by earlier node */
+    size_t wsn_val[32];
+    int n_wsn;
     float *scratch;
     size_t scratch_floats;   /* per thread */
     int n_threads;
@@ -4189,13 +4243,56 @@ static void kern__gp_log(kern_graph_plan *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Formats fmt into line[cap] when it uses only %s, %d, %lld and %%
+ * (what most report lines need), without the cost of vsnprintf. Returns
+ * the length, or -1 for any other conversion (the caller then uses
+ * vsnprintf). Truncates at cap - 1. */
+static int kern__gp_fmt(char *line, size_t cap, const char *fmt, va_list ap) {
+    size_t n = 0;
+    const char *f;
+    for (f = fmt; *f; f++) {
+        char num[24];
+        const char *t;
+        if (*f != '%') {
+            if (n + 1 < cap) line[n++] = *f;
+            continue;
+        }
+        f++;
+        if (*f == 's') {
+            t = va_arg(ap, const char *);
+            if (!t) t = "(null)";
+        } else if (*f == 'd' || (f[0] == 'l' && f[1] == 'l' && f[2] == 'd')) {
+            long long v = *f == 'd' ? (long long)va_arg(ap, int) : va_arg(ap, long long);
+            unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+            int k = (int)sizeof num - 1;
+            num[k] = 0;
+            do { num[--k] = (char)('0' + (int)(u % 10)); u /= 10; } while (u);
+            if (v < 0) num[--k] = '-';
+            t = num + k;
+            if (*f == 'l') f += 2;
+        } else if (*f == '%') {
+            t = "%";
+        } else {
+            return -1;
+        }
+        while (*t && n + 1 < cap) line[n++] = *t++;
+    }
+    line[n] = 0;
+    return (int)n;
+}
+
 static void kern__gp_log(kern_graph_plan *p, const char *fmt, ...) {
     char line[600];
     int k;
     va_list ap;
     va_start(ap, fmt);
-    k = vsnprintf(line, sizeof line, fmt, ap);
+    k = kern__gp_fmt(line, sizeof line - 1, fmt, ap);
     va_end(ap);
+    if (k < 0) {
+        va_start(ap, fmt);
+        k = vsnprintf(line, sizeof line, fmt, ap);
+        va_end(ap);
+    }
     if (k < 0) return;
     if ((size_t)k >= sizeof line - 1) k = (int)sizeof line - 2;
     line[k++] = '\n';
@@ -4346,7 +4443,7 @@ static int32_t *kern__gw_uses(kern_graph_plan *p) {
     for (i = 0; i < w->n_nodes; i++) {
         const kern__gnode *n = &w->nodes[i];
         if (n->dead) continue;
-        for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
+        for (k = 0; k < kern__gop(n->op)->max_in; k++)
             if (n->in[k]) u[n->in[k]]++;
     }
     for (i = 0; i < w->n_outputs; i++) u[w->outputs[i]]++;
@@ -5298,14 +5395,54 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
  * layers repeat, so the answer is cached per (op, shapes, strides, flags);
  * the other families answer from their _workspace_size. */
 static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T);
+/* 1 if family nodes a and b ask the same of their kernel: op, attributes
+ * and, slot by slot, tensors of the same dtype, shape and strides, with
+ * or without memory alike, equally aligned and sharing memory alike (a
+ * node repeated layer after layer). Then their workspace sizes are equal. */
+static int kern__gfam_same(const kern__gnode *a, const kern__gnode *b, const kern_tensor *T) {
+    enum { NS = KERN_GRAPH_MAX_INPUTS + KERN_GRAPH_MAX_OUTPUTS };
+    const kern_tensor *ta[NS], *tb[NS];
+    int i, j;
+    if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out ||
+        memcmp(&a->a, &b->a, sizeof a->a) != 0)
+        return 0;
+    for (i = 0; i < NS; i++) {
+        kern_graph_val va = i < KERN_GRAPH_MAX_INPUTS ? a->in[i] : a->out[i - KERN_GRAPH_MAX_INPUTS];
+        kern_graph_val vb = i < KERN_GRAPH_MAX_INPUTS ? b->in[i] : b->out[i - KERN_GRAPH_MAX_INPUTS];
+        const kern_tensor *x, *y;
+        if (!va != !vb) return 0;
+        ta[i] = tb[i] = NULL;
+        if (!va) continue;
+        x = ta[i] = &T[va];
+        y = tb[i] = &T[vb];
+        if (x->dtype != y->dtype || x->ndim != y->ndim || !x->data != !y->data ||
+            ((uintptr_t)x->data & 63) != ((uintptr_t)y->data & 63) ||
+            memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim) != 0 ||
+            memcmp(x->stride, y->stride, sizeof(int64_t) * (size_t)x->ndim) != 0)
+            return 0;
+    }
+    for (i = 0; i < NS; i++)
+        for (j = i + 1; j < NS; j++)
+            if (ta[i] && ta[j] && ta[i]->data &&
+                (ta[i]->data == ta[j]->data) != (tb[i]->data == tb[j]->data))
+                return 0;
+    return 1;
+}
+
 static size_t kern__gfam_ws(kern_graph_plan *p, const kern__gstep *st, const kern_tensor *T) {
     const kern__gnode *n = &p->w.nodes[st->node];
     kern__gwskey k;
     int i, j = 0, d;
     size_t bytes;
     if (n->op != KERN_GRAPH_OP_LINEAR && n->op != KERN_GRAPH_OP_MATMUL) {
+        for (i = 0; i < p->n_wsn; i++)
+            if (kern__gfam_same(&p->w.nodes[p->wsn_node[i]], n, T)) return p->wsn_val[i];
         bytes = 0;
         if (kern__gfam_run(p, st, T, NULL, 0, &bytes)) return 0;
+        if (p->n_wsn < (int)(sizeof p->wsn_val / sizeof p->wsn_val[0])) {
+            p->wsn_node[p->n_wsn] = st->node;
+            p->wsn_val[p->n_wsn++] = bytes;
+        }
         return bytes;
     }
     memset(&k, 0, sizeof k);
@@ -6045,12 +6182,14 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
     }
     /* steps */
     I->fam_ws = 0;
+    p->n_wsn = 0; /* its answers hold for this binding's tensors only */
     for (s = 0; s < p->n_steps; s++) {
         const kern__gstep *stp = &p->steps[s];
         const kern__gnode *n = &w->nodes[stp->node];
         kern__gistep *is = &I->is[s];
         kern__gex *e = &is->e;
         kern_graph_val y = n->out[0];
+        int64_t ny;
         is->par = 0;
         is->chunks = 1;
         is->flops = is->bytes = 0;
@@ -6074,10 +6213,8 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
                 e->n_x = k + 1;
             }
         e->inner = T[y].ndim ? T[y].shape[T[y].ndim - 1] : 1;
-        {
-            int64_t ny = kern_tensor_numel(&T[y]);
-            e->units = e->inner > 0 ? ny / e->inner : 0;
-        }
+        ny = kern_tensor_numel(&T[y]);
+        e->units = e->inner > 0 ? ny / e->inner : 0;
         switch (n->op) {
         case KERN_GRAPH_OP_SOFTMAX:
             e->b0 = T[n->in[0]];
@@ -6140,14 +6277,12 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
                  * or single values (not for a scalar first operand of a
                  * unary op: y would not have its shape) */
                 const kern_tensor *b = e->n_x > 1 ? &T[n->in[1]] : NULL;
-                int64_t ny = kern_tensor_numel(&T[y]);
                 int ok = T[y].dtype == KERN_F32 && a->dtype == KERN_F32 &&
                          (!b || b->dtype == KERN_F32) && kern_tensor_is_contiguous(&T[y]);
-                int ea = ok && kern_tensor_numel(a) == ny && kern_tensor_is_contiguous(a) &&
-                         a->ndim == T[y].ndim;
-                int eb = ok && b && kern_tensor_numel(b) == ny && kern_tensor_is_contiguous(b) &&
-                         b->ndim == T[y].ndim;
-                int sa1 = ok && b && kern_tensor_numel(a) == 1, sb1 = ok && b && kern_tensor_numel(b) == 1;
+                int64_t na = ok ? kern_tensor_numel(a) : 0, nb = ok && b ? kern_tensor_numel(b) : 0;
+                int ea = ok && na == ny && a->ndim == T[y].ndim && kern_tensor_is_contiguous(a);
+                int eb = ok && b && nb == ny && b->ndim == T[y].ndim && kern_tensor_is_contiguous(b);
+                int sa1 = ok && b && na == 1, sb1 = ok && b && nb == 1;
                 if (ok && (ea || sa1) && (!b || eb || sb1) && !(sa1 && sb1 && ny != 1)) {
                     e->fn = kern__gx_flat;
                     e->sa = (int8_t)(sa1 && !ea);
@@ -6161,7 +6296,6 @@ static kern_status kern__gp_inst_build(kern_graph_plan *p, kern__ginst *I, const
         }
         if (e->units == 0) e->fn = kern__gx_nop;
         {
-            int64_t ny = kern_tensor_numel(&T[y]);
             int64_t pm = p->parallel_min;
             is->par = p->n_threads > 1 && e->units > 1 && (pm < 0 || ny >= pm);
             is->chunks = !is->par ? 1 : pm < 0 ? p->n_threads
@@ -6796,7 +6930,7 @@ static kern_status kern__gpx_refresh(kern__gpx *x) {
     for (i = 0; i < w->n_nodes; i++) {
         const kern__gnode *n = &w->nodes[i];
         if (n->dead) continue;
-        for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
+        for (k = 0; k < kern__gop(n->op)->max_in; k++) /* no slot past the op's last */
             if (n->in[k]) { x->cstart[n->in[k] + 1]++; total++; }
     }
     for (i = 0; i < w->n_vals; i++) x->cstart[i + 1] += x->cstart[i];
@@ -6811,7 +6945,7 @@ static kern_status kern__gpx_refresh(kern__gpx *x) {
     for (i = 0; i < w->n_nodes; i++) {
         const kern__gnode *n = &w->nodes[i];
         if (n->dead) continue;
-        for (k = 0; k < KERN_GRAPH_MAX_INPUTS; k++)
+        for (k = 0; k < kern__gop(n->op)->max_in; k++)
             if (n->in[k]) x->cons[x->fill[n->in[k]]++] = (int32_t)i;
     }
     for (i = 0; i < w->n_outputs; i++) x->is_out[w->outputs[i]]++;
@@ -7552,7 +7686,13 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         else if (n->op == KERN_GRAPH_OP_QLINEAR) { bslot = 3; rslot = 4; acts = KERN__GACTS_GELU; }
         else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) { bslot = 2; rslot = 3; acts = KERN__GACTS_GELU; }
         else continue;
-        snprintf(orig, sizeof orig, "%s", kern__gpx_name(x, n));
+        {
+            const char *nm = kern__gpx_name(x, n);
+            size_t l = strlen(nm);
+            if (l >= sizeof orig) l = sizeof orig - 1;
+            memcpy(orig, nm, l);
+            orig[l] = 0;
+        }
         had = n->fused;
         if (n->in[bslot]) stage = 1;
         if (n->a.act) stage = 2;
