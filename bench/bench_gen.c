@@ -11,6 +11,10 @@
  *       64: the linears and norms through generated instances, the GEMMs
  *       over the context's threads, within f32 tolerance). Peer:
  *       onnxruntime (bench/peers/gen.py).
+ *   bert-base/B8-L128   the same at batch 8, seq 128 (1024 rows: the
+ *       large-M case, where generated code must not be slower than the
+ *       executor). impls: kern_graph (plan bound at B=8, L=128); gen. No
+ *       gen_spec: its instances are for M <= 64. Peer: onnxruntime.
  *   gemm/f32/M<m>/N4096/K4096, m in 1, 4, 16, 64   y = x.W^T, W a torch
  *       Linear weight packed once. impls: kern_gemm (prepacked with
  *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
@@ -34,6 +38,8 @@
 #include "../build/gen/bench/bert_l16_spec.h"
 #define BERT_L32_SPEC_IMPLEMENTATION
 #include "../build/gen/bench/bert_l32_spec.h"
+#define BERT_B8_L128_IMPLEMENTATION
+#include "../build/gen/bench/bert_b8_l128.h"
 #define GEMM_M1_IMPLEMENTATION
 #include "../build/gen/bench/gemm_m1.h"
 #define GEMM_M4_IMPLEMENTATION
@@ -63,37 +69,40 @@ static int bert_weights(void) {
 }
 
 typedef struct bert_in {
-    int64_t L;
+    int64_t B, L;
     int64_t *ids, *tt;
     float *mask, *out;
 } bert_in;
 
-static void bert_inputs(bert_in *b, int64_t L) {
-    int64_t i;
+static void bert_inputs(bert_in *b, int64_t B, int64_t L) {
+    int64_t i, n = B * L;
+    b->B = B;
     b->L = L;
-    b->ids = (int64_t *)kbench_alloc((size_t)L * 8);
-    b->tt = (int64_t *)kbench_alloc((size_t)L * 8);
-    b->mask = (float *)kbench_alloc((size_t)L * 4);
-    b->out = (float *)kbench_alloc((size_t)L * 768 * 4);
-    for (i = 0; i < L; i++) {
+    b->ids = (int64_t *)kbench_alloc((size_t)n * 8);
+    b->tt = (int64_t *)kbench_alloc((size_t)n * 8);
+    b->mask = (float *)kbench_alloc((size_t)n * 4);
+    b->out = (float *)kbench_alloc((size_t)n * 768 * 4);
+    for (i = 0; i < n; i++) {
         b->ids[i] = (i * 7919 + 13) % 30522;
         b->tt[i] = 0;
         b->mask[i] = 0;
     }
 }
 
-static double bert_flops(int64_t L) {
+static double bert_flops(int64_t B, int64_t L) {
     double lin = 12.0 * (4.0 * 768 * 768 + 2.0 * 768 * 3072);
-    return 2.0 * lin * (double)L + 12.0 * 4.0 * (double)L * (double)L * 768;
+    return (double)B * (2.0 * lin * (double)L + 12.0 * 4.0 * (double)L * (double)L * 768);
 }
 
 typedef struct bcase {
-    int64_t L;
+    int64_t B, L;
     int impl; /* 0 executor, 1 gen, 2 gen_spec */
 } bcase;
 
-static kern_graph_plan *bert_plan[3];
-static kern_graph *bert_graph[3];
+/* executor plans by thread count: [t][0] bound at B=1, L=32; [t][1] at
+ * B=8, L=128 */
+static kern_graph_plan *bert_plan[3][2];
+static kern_graph *bert_graph[3][2];
 
 static void run_bert(kbench_state *st, void *user) {
     const bcase *c = (const bcase *)user;
@@ -104,14 +113,15 @@ static void run_bert(kbench_state *st, void *user) {
         kbench_skip(st, "out of memory for the weights");
         return;
     }
-    bert_inputs(&in, c->L);
+    bert_inputs(&in, c->B, c->L);
     if (c->impl == 0) {
         kern_tensor ti[3], to;
-        int64_t s2[2] = {1, c->L}, s4[4] = {1, 1, 1, c->L}, so[3] = {1, c->L, 768};
-        if (!bert_plan[t]) {
+        int64_t s2[2] = {c->B, c->L}, s4[4] = {c->B, 1, 1, c->L}, so[3] = {c->B, c->L, 768};
+        int big = c->B > 1;
+        if (!bert_plan[t][big]) {
             kern_graph_plan_params pp;
             int i;
-            if (kern_graph_load_ir(ctx, "build/gen/bench/bert_base.kg", &bert_graph[t])) {
+            if (kern_graph_load_ir(ctx, "build/gen/bench/bert_base.kg", &bert_graph[t][big])) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
@@ -119,11 +129,12 @@ static void run_bert(kbench_state *st, void *user) {
                 kern_tensor w;
                 kern_tensor_init(&w, bert_w[i], KERN_F32, bert_l16_weight_ndim[i],
                                  bert_l16_weight_shapes[i]);
-                kern_graph_bind_weight(bert_graph[t], bert_l16_weight_names[i], &w, KERN_GRAPH_BORROW);
+                kern_graph_bind_weight(bert_graph[t][big], bert_l16_weight_names[i], &w,
+                                       KERN_GRAPH_BORROW);
             }
             memset(&pp, 0, sizeof pp);
-            pp.bind = "B=1,L=32";
-            if (kern_graph_plan_create(bert_graph[t], ctx, &pp, &bert_plan[t])) {
+            pp.bind = big ? "B=8,L=128" : "B=1,L=32";
+            if (kern_graph_plan_create(bert_graph[t][big], ctx, &pp, &bert_plan[t][big])) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
@@ -132,7 +143,7 @@ static void run_bert(kbench_state *st, void *user) {
         kern_tensor_init(&ti[1], in.tt, KERN_I64, 2, s2);
         kern_tensor_init(&ti[2], in.mask, KERN_F32, 4, s4);
         kern_tensor_init(&to, in.out, KERN_F32, 3, so);
-        while (kbench_next(st)) kern_graph_run(bert_plan[t], ti, 3, &to, 1);
+        while (kbench_next(st)) kern_graph_run(bert_plan[t][big], ti, 3, &to, 1);
     } else {
         const void *inputs[3];
         void *outputs[1];
@@ -153,14 +164,15 @@ static void run_bert(kbench_state *st, void *user) {
         arena = kbench_alloc(U##_ARENA_SIZE + 64);                            \
         while (kbench_next(st)) P##_run(ctx, &m, inputs, outputs, arena);     \
     } while (0)
-        if (c->impl == 1 && c->L == 16) GEN_BERT_CASE(bert_l16, BERT_L16);
+        if (c->B == 8) GEN_BERT_CASE(bert_b8_l128, BERT_B8_L128);
+        else if (c->impl == 1 && c->L == 16) GEN_BERT_CASE(bert_l16, BERT_L16);
         else if (c->impl == 1) GEN_BERT_CASE(bert_l32, BERT_L32);
         else if (c->L == 16) GEN_BERT_CASE(bert_l16_spec, BERT_L16_SPEC);
         else GEN_BERT_CASE(bert_l32_spec, BERT_L32_SPEC);
 #undef GEN_BERT_CASE
     }
     kbench_use(in.out);
-    kbench_set_flops(st, bert_flops(c->L));
+    kbench_set_flops(st, bert_flops(c->B, c->L));
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -215,15 +227,17 @@ static void run_gemm(kbench_state *st, void *user) {
 }
 
 KBENCH_INIT(gen) {
-    static const bcase b[6] = {{16, 0}, {16, 1}, {16, 2}, {32, 0}, {32, 1}, {32, 2}};
+    static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
+                               {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
     static const char *const impl[3] = {"kern_graph", "gen", "gen_spec"};
     static const gcase g[8] = {{1, 0}, {1, 1}, {4, 0}, {4, 1}, {16, 0}, {16, 1}, {64, 0}, {64, 1}};
     int i, t;
     char nm[64];
-    for (i = 0; i < 6; i++)
-        for (t = 1; t <= 2; t++)
-            kbench_add("gen", b[i].L == 16 ? "bert-base/B1-L16" : "bert-base/B1-L32", impl[b[i].impl], t,
-                       KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
+    for (i = 0; i < 8; i++)
+        for (t = 1; t <= 2; t++) {
+            snprintf(nm, sizeof nm, "bert-base/B%d-L%d", (int)b[i].B, (int)b[i].L);
+            kbench_add("gen", nm, impl[b[i].impl], t, KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
+        }
     for (i = 0; i < 8; i++) {
         snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
         for (t = 1; t <= 2; t++)

@@ -134,7 +134,8 @@ gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h
 compile-check: gen-compile-check
 
 # bench/bench_gen.c (family `gen`): BERT-base (gen/bert_ir.py) at B=1,
-# L=16 and 32, plain and specialized, and GEMM instances M in 1, 4, 16,
+# L=16 and 32, plain and specialized, and at B=8, L=128 plain (its M is
+# past --specialize-max-m), and GEMM instances M in 1, 4, 16,
 # 64, N = K = 4096; under build/gen/bench so make test never builds them.
 build/gen/bench/bert_base.kg: gen/bert_ir.py
 	@mkdir -p $(@D)
@@ -143,10 +144,13 @@ build/gen/bench/bert_l%_spec.h: build/gen/bench/bert_base.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=$* --specialize-max-m 64 --name bert_l$*_spec -o $@
 build/gen/bench/bert_l%.h: build/gen/bench/bert_base.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=$* --name bert_l$* -o $@
+build/gen/bench/bert_b8_l128.h: build/gen/bench/bert_base.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=8,L=128 --name bert_b8_l128 -o $@
 build/gen/bench/gemm_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m $* --n 4096 --k 4096 -o $@
 GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
+                     build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64)
 .PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
 build/bench/bench_gen: $(GEN_BENCH_HEADERS)

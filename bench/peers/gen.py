@@ -1,7 +1,7 @@
 """Peers for family `gen` (bench/bench_gen.c): ONNX Runtime (impl
 `onnxruntime`, CPU provider, every graph optimization) on BERT-base f32,
-batch 1, seq 16 and 32: the cases bert-base/B1-L16 and B1-L32 that the
-generated model (kern_gen.py) runs. The model is models/bert.py's seeded
+batch 1, seq 16 and 32, and batch 8, seq 128: the cases bert-base/B1-L16,
+B1-L32 and B8-L128 that the generated model (kern_gen.py) runs. The model is models/bert.py's seeded
 BertModel exported once to ONNX (cached by peers/model.py under
 build/models/bert-base/); flops are counted as bench_gen.c counts them.
 The GEMM cases (gemm/f32/M*/N4096/K4096) have no peer here (family gemm
@@ -15,7 +15,7 @@ import common  # noqa: E402
 import model as model_peer  # noqa: E402
 
 FAMILY = "gen"
-CASES = [(1, 16), (1, 32)]
+CASES = [(1, 16), (1, 32), (8, 128)]
 
 
 def main():
