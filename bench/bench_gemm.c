@@ -71,11 +71,6 @@ static struct {
     kern_gemm_packed_b *pb;
 } cur;
 
-static void *xalloc(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
-    return p;
-}
 
 static void release_case(void) {
     free(cur.a); free(cur.b); free(cur.cm); free(cur.bias); free(cur.res); free(cur.c32);
@@ -87,12 +82,12 @@ static int prepare(const gcase *c) {
     size_t es = kern_dtype_size(c->dt);
     if (cur.c == c) return 1;
     release_case();
-    cur.a = xalloc((size_t)(c->M * c->K) * es);
-    cur.b = xalloc((size_t)(c->K * c->N) * es);
-    cur.cm = xalloc((size_t)(c->M * c->N) * es);
-    cur.c32 = (float *)xalloc((size_t)(c->M * c->N) * 4);
-    cur.bias = xalloc((size_t)c->N * 4);
-    cur.res = xalloc((size_t)(c->M * c->N) * 4);
+    cur.a = kbench_aligned((size_t)(c->M * c->K) * es);
+    cur.b = kbench_aligned((size_t)(c->K * c->N) * es);
+    cur.cm = kbench_aligned((size_t)(c->M * c->N) * es);
+    cur.c32 = (float *)kbench_aligned((size_t)(c->M * c->N) * 4);
+    cur.bias = kbench_aligned((size_t)c->N * 4);
+    cur.res = kbench_aligned((size_t)(c->M * c->N) * 4);
     if (!cur.a || !cur.b || !cur.cm || !cur.c32 || !cur.bias || !cur.res) {
         release_case();
         return 0;

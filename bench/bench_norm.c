@@ -40,9 +40,8 @@ typedef struct ncase {
 } ncase;
 
 static void *balloc(size_t bytes, kern_dtype dt, uint64_t seed) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
-    kbench_fill(p, dt, (int64_t)(bytes / kern_dtype_size(dt)), seed);
+    void *p = kbench_aligned(bytes);
+    if (p) kbench_fill(p, dt, (int64_t)(bytes / kern_dtype_size(dt)), seed);
     return p;
 }
 

@@ -78,11 +78,6 @@ static struct {
     kern_gemm_s8s8s32_packed_b *pb8; /* wkn8 packed */
 } cur;
 
-static void *xalloc(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
-    return p;
-}
 
 static void release_case(void) {
     free(cur.x);
@@ -106,15 +101,15 @@ static int setup_case(const qcase *c) {
     if (cur.c == c) return 1;
     release_case();
     cur.c = c;
-    cur.x = (float *)xalloc((size_t)(M * K) * 4);
-    cur.w = (float *)xalloc((size_t)(N * K) * 4);
-    cur.bias = (float *)xalloc((size_t)N * 4);
-    cur.y = (float *)xalloc((size_t)(M * N) * 4);
-    cur.xq8 = (int8_t *)xalloc((size_t)(M * K));
-    cur.wq8 = (int8_t *)xalloc((size_t)(N * K));
-    cur.wkn8 = (int8_t *)xalloc((size_t)(N * K));
-    cur.sw = (float *)xalloc((size_t)N * 4);
-    cur.c32 = (int32_t *)xalloc((size_t)(M * N) * 4);
+    cur.x = (float *)kbench_aligned((size_t)(M * K) * 4);
+    cur.w = (float *)kbench_aligned((size_t)(N * K) * 4);
+    cur.bias = (float *)kbench_aligned((size_t)N * 4);
+    cur.y = (float *)kbench_aligned((size_t)(M * N) * 4);
+    cur.xq8 = (int8_t *)kbench_aligned((size_t)(M * K));
+    cur.wq8 = (int8_t *)kbench_aligned((size_t)(N * K));
+    cur.wkn8 = (int8_t *)kbench_aligned((size_t)(N * K));
+    cur.sw = (float *)kbench_aligned((size_t)N * 4);
+    cur.c32 = (int32_t *)kbench_aligned((size_t)(M * N) * 4);
     if (!cur.x || !cur.w || !cur.bias || !cur.y || !cur.xq8 || !cur.wq8 || !cur.wkn8 || !cur.sw ||
         !cur.c32)
         return 0;
@@ -324,8 +319,8 @@ static void run_onednn_impl(kbench_state *st, const qcase *c, int rowscale) {
             return;
         }
     }
-    xs = (float *)xalloc((size_t)M * 4);
-    outsc = (float *)xalloc((size_t)N * 4);
+    xs = (float *)kbench_aligned((size_t)M * 4);
+    outsc = (float *)kbench_aligned((size_t)N * 4);
     {
         dnnl_dims_t sd = {M, K}, wd = {K, N}, dd = {M, N}, rd = {M, 1}, bdims = {1, N};
         DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_s8, dnnl_ab));

@@ -43,17 +43,7 @@ enum { BQ, BK, BV, BO, BRH, BRW, BT, BBIAS, NBUF };
 static void *buf[NBUF];
 static size_t bufsz[NBUF];
 static void *getbuf(int i, size_t bytes, kern_dtype fill) {
-    if (bufsz[i] < bytes) {
-        free(buf[i]);
-        buf[i] = NULL;
-        if (posix_memalign(&buf[i], 64, bytes) != 0) buf[i] = NULL;
-        bufsz[i] = buf[i] ? bytes : 0;
-        if (buf[i] && fill != KERN_DTYPE_NONE)
-            kbench_fill(buf[i], fill, (int64_t)(bytes / kern_dtype_size(fill)), 2000 + (uint64_t)i);
-        else if (buf[i])
-            memset(buf[i], 0, bytes);
-    }
-    return buf[i];
+    return kbench_grow(&buf[i], &bufsz[i], bytes, fill, 2000 + (uint64_t)i);
 }
 
 typedef struct tens {

@@ -66,11 +66,6 @@ static struct {
 #endif
 } cur;
 
-static void *xalloc(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) return NULL;
-    return p;
-}
 
 static void release_case(void) {
     free(cur.x);
@@ -90,9 +85,9 @@ static int setup_case(const scase *c) {
     if (cur.c == c) return 1;
     release_case();
     cur.c = c;
-    cur.x = xalloc((size_t)(M * K) * es);
-    cur.w = xalloc((size_t)(N * K) * es);
-    cur.y = xalloc((size_t)(M * N) * es);
+    cur.x = kbench_aligned((size_t)(M * K) * es);
+    cur.w = kbench_aligned((size_t)(N * K) * es);
+    cur.y = kbench_aligned((size_t)(M * N) * es);
     if (!cur.x || !cur.w || !cur.y) return 0;
     kbench_fill(cur.x, c->dt, M * K, 1);
     kbench_fill(cur.w, c->dt, N * K, 2);

@@ -90,6 +90,13 @@ kern_ctx *kbench_ctx(int threads);
  * dtype (values in [-1, 1), never exactly 0). Freed at exit. */
 void *kbench_alloc(size_t bytes);
 void kbench_fill(void *p, kern_dtype dt, int64_t n, uint64_t seed);
+/* 64-byte aligned memory the caller frees with free() (per-case buffers;
+ * contents undefined); NULL when out of memory. */
+void *kbench_aligned(size_t bytes);
+/* A reusable buffer *p of capacity *cap grown to at least `bytes`: new
+ * memory is filled with kbench_fill(fill, seed), or zeroed when fill is
+ * KERN_DTYPE_NONE. Returns *p (NULL when out of memory). */
+void *kbench_grow(void **p, size_t *cap, size_t bytes, kern_dtype fill, uint64_t seed);
 /* Keeps the compiler from deleting a result. */
 void kbench_use(const void *p);
 

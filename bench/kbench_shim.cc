@@ -107,6 +107,24 @@ void *kbench_alloc(size_t bytes) {
     return p;
 }
 
+void *kbench_aligned(size_t bytes) {
+    void *p = nullptr;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return nullptr;
+    return p;
+}
+
+void *kbench_grow(void **p, size_t *cap, size_t bytes, kern_dtype fill, uint64_t seed) {
+    if (*cap >= bytes && *p) return *p;
+    free(*p);
+    *p = kbench_aligned(bytes);
+    *cap = *p ? bytes : 0;
+    if (*p && fill != KERN_DTYPE_NONE)
+        kbench_fill(*p, fill, (int64_t)(bytes / kern_dtype_size(fill)), seed);
+    else if (*p)
+        memset(*p, 0, bytes);
+    return *p;
+}
+
 void kbench_fill(void *p, kern_dtype dt, int64_t n, uint64_t seed) {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < n; i++) {
