@@ -1824,7 +1824,7 @@ static int kern__gattr_default(const kern_graph_attrs *at, int a) {
  * table walk). 1 means "look closer" (a padding byte or an unset -0.0f
  * may be nonzero and still hold the default). */
 static int kern__gattr_foreign(const kern_graph_attrs *at, unsigned allowed) {
-    static const kern_graph_attrs zero;
+    static const unsigned char zero[sizeof(kern_graph_attrs)] = {0};
     kern_graph_attrs m = *at;
     unsigned char *b = (unsigned char *)&m;
     int a;
@@ -1844,7 +1844,7 @@ static int kern__gattr_foreign(const kern_graph_attrs *at, unsigned allowed) {
         memset(b + d->off, 0, n);
         if (d->off2) memset(b + d->off2, 0, sizeof(int));
     }
-    return memcmp(&m, &zero, sizeof m) != 0;
+    return memcmp(&m, zero, sizeof m) != 0;
 }
 
 /* ---------------------------------------------------------- op table */
