@@ -162,5 +162,24 @@ def over_cap(est_seconds):
             "(--max-call; bench/run --max-call N measures it)" % (est_seconds, cap))
 
 
+def first_line(e, n=200):
+    """The first line of an exception's text, at most n characters: what a
+    skipped row says about why."""
+    return (str(e).splitlines() or ["?"])[0][:n]
+
+
+def rotating(copies, fn):
+    """A call that runs fn(0), fn(1), ..., fn(copies - 1), fn(0), ...: each
+    timed call reads another copy of its operands (bigger than the caches
+    together), so the cache never holds the next call's data."""
+    state = [0]
+
+    def call():
+        i = state[0]
+        state[0] = (i + 1) % copies
+        return fn(i)
+    return call
+
+
 def set_torch_threads(torch, n):
     torch.set_num_threads(n)

@@ -34,7 +34,7 @@ def main():
         for b, l in todo:
             for t in args.threads:
                 common.emit(FAMILY, "bert-base/B%d-L%d" % (b, l), t, "onnxruntime",
-                            skipped="onnxruntime / export: %s" % (str(e).splitlines() or ["?"])[0][:200])
+                            skipped="onnxruntime / export: %s" % common.first_line(e, 200))
         return
     for b, l in todo:
         case = "bert-base/B%d-L%d" % (b, l)

@@ -41,14 +41,11 @@ def decode_cases(args, torch):
             try:
                 F.scaled_dot_product_attention(q, ks[0], vs[0], enable_gqa=True)
             except Exception as e:
-                skip = "sdpa(enable_gqa) failed: %s" % (str(e).splitlines() or ["?"])[0][:160]
-            state = [0]
-
-            def call():
-                i = state[0]
-                state[0] = (i + 1) % copies
+                skip = "sdpa(enable_gqa) failed: %s" % common.first_line(e, 160)
+            def one(i):
                 with torch.no_grad():
                     return F.scaled_dot_product_attention(q, ks[i], vs[i], enable_gqa=True)
+            call = common.rotating(copies, one)
             for t in args.threads:
                 if skip is not None:
                     common.emit(FAMILY, case, t, "torch", skipped=skip)
@@ -99,24 +96,16 @@ def main():
                         sc = sc.to(torch.bfloat16)
                         torch._weight_int8pack_mm(x, ws[0], sc)
                     except Exception as e:
-                        skip = "_weight_int8pack_mm failed: %s" % (str(e).splitlines() or ["?"])[0][:160]
-            state = [0]
-
-            def call():
-                i = state[0]
-                state[0] = (i + 1) % copies
-                return torch._weight_int8pack_mm(x, ws[i], sc)
+                        skip = "_weight_int8pack_mm failed: %s" % common.first_line(e, 160)
+            call = common.rotating(copies, lambda i: torch._weight_int8pack_mm(x, ws[i], sc))
         else:
             tdt = torch.float32 if w == "f32" else torch.bfloat16
             ws = [(torch.rand(N, K, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
             x = (torch.rand(M, K, generator=g) * 2 - 1).to(tdt)
-            state = [0]
-
-            def call():
-                i = state[0]
-                state[0] = (i + 1) % copies
+            def one(i):
                 with torch.no_grad():
                     return F.linear(x, ws[i])
+            call = common.rotating(copies, one)
         for t in args.threads:
             if skip is not None:
                 common.emit(FAMILY, case, t, "torch", skipped=skip)

@@ -133,7 +133,7 @@ def run_bert(args, torch):
                             common.set_torch_threads(torch, args.threads[0])
                             call()
                         except Exception as e:
-                            comp_err = "torch.compile failed: %s" % (str(e).splitlines() or ["?"])[0][:200]
+                            comp_err = "torch.compile failed: %s" % common.first_line(e, 200)
                             skip = comp_err
                 else:
                     if dt == "bf16":
@@ -145,11 +145,10 @@ def run_bert(args, torch):
                             import onnxruntime as ort
                             path = onnx_model(torch, model, dt == "int8")
                         except Exception as e:
-                            ort_err[dt] = "onnx export/quantization failed: %s" % (
-                                str(e).splitlines() or ["?"])[0][:200]
+                            ort_err[dt] = "onnx export/quantization failed: %s" % common.first_line(e)
                             skip = ort_err[dt]
             except Exception as e:
-                skip = "%s: %s" % (impl, (str(e).splitlines() or ["?"])[0][:200])
+                skip = "%s: %s" % (impl, common.first_line(e, 200))
             for t in args.threads:
                 if skip:
                     common.emit(FAMILY, case, t, impl, skipped=skip)
@@ -191,7 +190,7 @@ def run_sage(args, torch):
         x = torch.randn(A.nodes, A.fin, generator=torch.Generator().manual_seed(A.seed + 3))
     except Exception as e:
         for t in args.threads:
-            common.emit(FAMILY, SAGE_CASE, t, "pyg", skipped=(str(e).splitlines() or ["?"])[0][:200])
+            common.emit(FAMILY, SAGE_CASE, t, "pyg", skipped=common.first_line(e, 200))
         return
 
     def call():

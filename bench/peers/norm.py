@@ -124,7 +124,7 @@ def main():
                                 call = runner(torch, cfn, op, dt, R, H, bwd)
                                 call()  # compile and warm up outside the timing
                             except Exception as e:  # report, never fake
-                                compile_error = "torch.compile failed: %s" % (str(e).splitlines() or ["?"])[0][:200]
+                                compile_error = "torch.compile failed: %s" % common.first_line(e, 200)
                         for t in args.threads:
                             if compile_error is not None:
                                 common.emit(FAMILY, case, t, "torch_compile", skipped=compile_error)
