@@ -12,31 +12,12 @@
 
 #include <unistd.h>
 
-/* A context whose allocator counts live blocks. */
-static int64_t live_blocks, total_allocs;
-static void *count_alloc(void *u, size_t size, size_t align) {
-    void *p = NULL;
-    (void)u;
-    if (posix_memalign(&p, align, size ? size : 1) != 0) return NULL;
-    live_blocks++;
-    total_allocs++;
-    return p;
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    if (p) live_blocks--;
-    free(p);
-}
+/* A context whose allocator counts live blocks (kt.h's, never refusing). */
+static kt_falloc counting;
+#define live_blocks (counting.live)
 static kern_ctx *counting_ctx(void) {
     static kern_ctx *c;
-    if (!c) {
-        kern_ctx_params p;
-        memset(&p, 0, sizeof p);
-        p.n_threads = 1;
-        p.allocator.alloc = count_alloc;
-        p.allocator.free = count_free;
-        if (kern_ctx_create(&p, &c) != KERN_OK) return NULL;
-    }
+    if (!c) c = kt_ctx_falloc(1, KERN_ISA_AUTO, 0, &counting);
     return c;
 }
 
