@@ -94,8 +94,6 @@ int main(int argc, char **argv) {
     kern_graph *g = NULL;
     kern_graph_plan *pre = NULL, *dec = NULL;
     kern_graph_plan_params pp;
-    kern_rope_params rp;
-    kern_tensor tt;
     float *table, **caches, **wts;
     int64_t P = 32, steps = 64, s, l, lens = 0, tok = 0, *ids, nw = 0;
     int threads = 1, gemv;
@@ -142,12 +140,7 @@ int main(int argc, char **argv) {
     TRY(kern_ctx_create(&cp, &ctx));
     TRY(kern_graph_create(ctx, &g));
     TRY(llama_graph_build(g, &c));
-    table = (float *)malloc((size_t)(c.max_len * c.head_dim) * sizeof(float));
-    tt = kern_tensor_2d(table, KERN_F32, c.max_len, c.head_dim);
-    memset(&rp, 0, sizeof rp);
-    rp.theta = c.rope_theta;
-    TRY(kern_rope_table_init(ctx, &tt, &rp));
-    TRY(kern_graph_bind_weight(g, "rope.table", &tt, KERN_GRAPH_BORROW));
+    TRY(llama_graph_bind_rope(ctx, g, &c, &table));
     wts = (float **)malloc((size_t)(9 * c.layers + 3) * sizeof *wts);
     wts[nw] = wbuf(c.vocab * c.hidden, 1.0f, 0);
     if (bind(g, "model.embed_tokens.weight", wts[nw++], 2, c.vocab, c.hidden)) return 1;

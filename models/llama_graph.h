@@ -25,6 +25,7 @@
 #define KERN_MODELS_LLAMA_GRAPH_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct llama_cfg {
@@ -171,6 +172,23 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
     LLAMA__TRY(kern_graph_output(g, newlens));
 #undef LLAMA__TRY
     return KERN_OK;
+}
+
+/* Makes the rotary table [max_len, head_dim] (malloc'd into *table, the
+ * caller frees it after the graph and its plans) and binds it, borrowed,
+ * as "rope.table". */
+static kern_status llama_graph_bind_rope(kern_ctx *ctx, kern_graph *g, const llama_cfg *c,
+                                         float **table) {
+    kern_tensor tt;
+    kern_rope_params rp;
+    kern_status st;
+    *table = (float *)malloc((size_t)(c->max_len * c->head_dim) * sizeof(float));
+    if (!*table) return KERN_ERR_NOMEM;
+    tt = kern_tensor_2d(*table, KERN_F32, c->max_len, c->head_dim);
+    memset(&rp, 0, sizeof rp);
+    rp.theta = c->rope_theta;
+    if ((st = kern_rope_table_init(ctx, &tt, &rp)) != KERN_OK) return st;
+    return kern_graph_bind_weight(g, "rope.table", &tt, KERN_GRAPH_BORROW);
 }
 
 #endif /* KERN_MODELS_LLAMA_GRAPH_H */

@@ -36,8 +36,6 @@ int main(int argc, char **argv) {
     kern_graph *g = NULL;
     kern_graph_plan *plan = NULL, *dec = NULL;
     kern_graph_plan_params pp;
-    kern_rope_params rp;
-    kern_tensor tt;
     float *table, **caches;
     int64_t *ids, lens = 0, P = 0, steps, s, l, V, tok = 0;
     int threads = 1;
@@ -78,12 +76,7 @@ int main(int argc, char **argv) {
     TRY(kern_safetensors_open(ctx, argv[1], NULL, &st));
     TRY(kern_graph_create(ctx, &g));
     TRY(llama_graph_build(g, &c));
-    table = (float *)malloc((size_t)(c.max_len * c.head_dim) * sizeof(float));
-    tt = kern_tensor_2d(table, KERN_F32, c.max_len, c.head_dim);
-    memset(&rp, 0, sizeof rp);
-    rp.theta = c.rope_theta;
-    TRY(kern_rope_table_init(ctx, &tt, &rp));
-    TRY(kern_graph_bind_weight(g, "rope.table", &tt, KERN_GRAPH_BORROW));
+    TRY(llama_graph_bind_rope(ctx, g, &c, &table));
     TRY(kern_graph_bind_safetensors(g, st, KERN_GRAPH_BORROW));
     memset(&pp, 0, sizeof pp);
     snprintf(bind, sizeof bind, "B=1,L=%lld", (long long)P);

@@ -1221,8 +1221,6 @@ KT_TEST(tiny_llama_graph) {
     kern_graph_plan *plan = NULL, *plan_dec = NULL;
     kern_graph_plan_params pp;
     kern_graph_plan_stats ps;
-    kern_rope_params rp;
-    kern_tensor tt;
     float *kcache[2], *vcache[2], ref_logits[B][64];
     int64_t ids[B * P], lens[B] = {0, 0}, l, b, i, step, V;
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
@@ -1235,7 +1233,6 @@ KT_TEST(tiny_llama_graph) {
     m.emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
     m.lm = tl_rand(&rng, V * c->hidden, 0.3, 0);
     m.fnorm = tl_rand(&rng, c->hidden, 0.1, 1.0);
-    m.table = (float *)malloc((size_t)(c->max_len * c->head_dim) * sizeof(float));
     for (l = 0; l < 2; l++) {
         m.ln1[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
         m.ln2[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
@@ -1251,17 +1248,13 @@ KT_TEST(tiny_llama_graph) {
         kcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
         vcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
     }
-    memset(&rp, 0, sizeof rp);
-    rp.theta = c->rope_theta;
-    tt = kern_tensor_2d(m.table, KERN_F32, c->max_len, c->head_dim);
-    KT_OK(kern_rope_table_init(ctx, &tt, &rp));
     KT_OK(kern_graph_create(ctx, &g));
     KT_REQUIRE(g != NULL);
     KT_OK(llama_graph_build(g, c));
+    KT_OK(llama_graph_bind_rope(ctx, g, c, &m.table)); /* the reference reads it too */
     tl_bind(g, "model.embed_tokens.weight", m.emb, 2, V, c->hidden);
     tl_bind(g, "lm_head.weight", m.lm, 2, V, c->hidden);
     tl_bind(g, "model.norm.weight", m.fnorm, 1, c->hidden, 0);
-    tl_bind(g, "rope.table", m.table, 2, c->max_len, c->head_dim);
     for (l = 0; l < 2; l++) {
 #define TL_B(s, p, nd, a0, a1) (snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)l, s), tl_bind(g, nm, p, nd, a0, a1))
         TL_B("input_layernorm", m.ln1[l], 1, c->hidden, 0);
