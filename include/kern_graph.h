@@ -1737,35 +1737,38 @@ typedef struct kern__gattr {
     const char *name;
     int type;
     size_t off, off2; /* field; flag / count / second field */
+    size_t size;      /* bytes of the field at off */
 } kern__gattr;
 
 #define KERN__GOFF(f) offsetof(kern_graph_attrs, f)
+#define KERN__GSZ(f) sizeof(((kern_graph_attrs *)0)->f)
 static const kern__gattr kern__gattrs[KERN__GA_COUNT] = {
-    {"act", KERN__GT_ACT, KERN__GOFF(act), 0},
-    {"alpha", KERN__GT_FLOATSET, KERN__GOFF(alpha), KERN__GOFF(alpha_set)},
-    {"out_scale", KERN__GT_FLOAT, KERN__GOFF(out_scale), 0},
-    {"trans_a", KERN__GT_BOOL, KERN__GOFF(trans_a), 0},
-    {"trans_b", KERN__GT_BOOL, KERN__GOFF(trans_b), 0},
-    {"eps", KERN__GT_FLOATSET, KERN__GOFF(eps), KERN__GOFF(eps_set)},
-    {"axis", KERN__GT_INT, KERN__GOFF(axis), 0},
-    {"axis2", KERN__GT_INT, KERN__GOFF(axis2), 0},
-    {"perm", KERN__GT_INTLIST, KERN__GOFF(perm), KERN__GOFF(n_perm)},
-    {"shape", KERN__GT_DIMLIST, KERN__GOFF(shape), KERN__GOFF(n_shape)},
-    {"sizes", KERN__GT_DIMLIST, KERN__GOFF(sizes), KERN__GOFF(n_sizes)},
-    {"start", KERN__GT_DIM, KERN__GOFF(start), 0},
-    {"length", KERN__GT_DIM, KERN__GOFF(length), 0},
-    {"exponent", KERN__GT_FLOAT, KERN__GOFF(exponent), 0},
-    {"is_causal", KERN__GT_BOOL, KERN__GOFF(is_causal), 0},
-    {"causal_bottom_right", KERN__GT_BOOL, KERN__GOFF(causal_bottom_right), 0},
-    {"enable_gqa", KERN__GT_BOOL, KERN__GOFF(enable_gqa), 0},
-    {"scale", KERN__GT_FLOAT, KERN__GOFF(scale), 0},
-    {"softcap", KERN__GT_FLOAT, KERN__GOFF(softcap), 0},
-    {"window", KERN__GT_WINDOW, KERN__GOFF(window_left), KERN__GOFF(window_set)},
-    {"reduce", KERN__GT_REDUCE, KERN__GOFF(reduce), 0},
-    {"include_self", KERN__GT_BOOL, KERN__GOFF(include_self), 0},
-    {"dtype", KERN__GT_DTYPE, KERN__GOFF(dtype), 0},
-    {"prune", KERN__GT_BOOL, KERN__GOFF(prune), 0}};
+    {"act", KERN__GT_ACT, KERN__GOFF(act), 0, KERN__GSZ(act)},
+    {"alpha", KERN__GT_FLOATSET, KERN__GOFF(alpha), KERN__GOFF(alpha_set), KERN__GSZ(alpha)},
+    {"out_scale", KERN__GT_FLOAT, KERN__GOFF(out_scale), 0, KERN__GSZ(out_scale)},
+    {"trans_a", KERN__GT_BOOL, KERN__GOFF(trans_a), 0, KERN__GSZ(trans_a)},
+    {"trans_b", KERN__GT_BOOL, KERN__GOFF(trans_b), 0, KERN__GSZ(trans_b)},
+    {"eps", KERN__GT_FLOATSET, KERN__GOFF(eps), KERN__GOFF(eps_set), KERN__GSZ(eps)},
+    {"axis", KERN__GT_INT, KERN__GOFF(axis), 0, KERN__GSZ(axis)},
+    {"axis2", KERN__GT_INT, KERN__GOFF(axis2), 0, KERN__GSZ(axis2)},
+    {"perm", KERN__GT_INTLIST, KERN__GOFF(perm), KERN__GOFF(n_perm), KERN__GSZ(perm)},
+    {"shape", KERN__GT_DIMLIST, KERN__GOFF(shape), KERN__GOFF(n_shape), KERN__GSZ(shape)},
+    {"sizes", KERN__GT_DIMLIST, KERN__GOFF(sizes), KERN__GOFF(n_sizes), KERN__GSZ(sizes)},
+    {"start", KERN__GT_DIM, KERN__GOFF(start), 0, KERN__GSZ(start)},
+    {"length", KERN__GT_DIM, KERN__GOFF(length), 0, KERN__GSZ(length)},
+    {"exponent", KERN__GT_FLOAT, KERN__GOFF(exponent), 0, KERN__GSZ(exponent)},
+    {"is_causal", KERN__GT_BOOL, KERN__GOFF(is_causal), 0, KERN__GSZ(is_causal)},
+    {"causal_bottom_right", KERN__GT_BOOL, KERN__GOFF(causal_bottom_right), 0, KERN__GSZ(causal_bottom_right)},
+    {"enable_gqa", KERN__GT_BOOL, KERN__GOFF(enable_gqa), 0, KERN__GSZ(enable_gqa)},
+    {"scale", KERN__GT_FLOAT, KERN__GOFF(scale), 0, KERN__GSZ(scale)},
+    {"softcap", KERN__GT_FLOAT, KERN__GOFF(softcap), 0, KERN__GSZ(softcap)},
+    {"window", KERN__GT_WINDOW, KERN__GOFF(window_left), KERN__GOFF(window_set), 2 * sizeof(int64_t)},
+    {"reduce", KERN__GT_REDUCE, KERN__GOFF(reduce), 0, KERN__GSZ(reduce)},
+    {"include_self", KERN__GT_BOOL, KERN__GOFF(include_self), 0, KERN__GSZ(include_self)},
+    {"dtype", KERN__GT_DTYPE, KERN__GOFF(dtype), 0, KERN__GSZ(dtype)},
+    {"prune", KERN__GT_BOOL, KERN__GOFF(prune), 0, KERN__GSZ(prune)}};
 #undef KERN__GOFF
+#undef KERN__GSZ
 
 #define KERN__GAF(x) (1u << KERN__GA_##x)
 #define KERN__GA_GEMM                                                         \
@@ -1830,18 +1833,8 @@ static int kern__gattr_foreign(const kern_graph_attrs *at, unsigned allowed) {
     int a;
     for (a = 0; a < KERN__GA_COUNT; a++) {
         const kern__gattr *d = &kern__gattrs[a];
-        size_t n = 4;
         if (!((allowed >> a) & 1u)) continue;
-        switch (d->type) {
-        case KERN__GT_WINDOW: n = 16; break;
-        case KERN__GT_INT: case KERN__GT_DIM: n = 8; break;
-        case KERN__GT_INTLIST: n = sizeof m.perm; break;
-        case KERN__GT_DIMLIST:
-            n = d->off == offsetof(kern_graph_attrs, sizes) ? sizeof m.sizes : sizeof m.shape;
-            break;
-        default: break;
-        }
-        memset(b + d->off, 0, n);
+        memset(b + d->off, 0, d->size);
         if (d->off2) memset(b + d->off2, 0, sizeof(int));
     }
     return memcmp(&m, zero, sizeof m) != 0;
