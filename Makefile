@@ -25,8 +25,13 @@ BENCHES   := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 # their headers are installed (make deps).
 BENCH_DEFS :=
 BENCH_LIBS := -lbenchmark -lpthread -lm
-ifneq ($(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h),)
-BENCH_DEFS += -DKBENCH_HAVE_OPENBLAS
+# OpenBLAS by its own config header (a netlib cblas.h alone, from
+# libblas-dev, lacks blasint and the threading calls the benchmark uses).
+OPENBLAS_CFG := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread/openblas_config.h \
+                  /usr/include/x86_64-linux-gnu/openblas*/openblas_config.h \
+                  /usr/include/openblas/openblas_config.h /usr/include/openblas_config.h))
+ifneq ($(OPENBLAS_CFG),)
+BENCH_DEFS += -DKBENCH_HAVE_OPENBLAS -I$(patsubst %/,%,$(dir $(OPENBLAS_CFG)))
 BENCH_LIBS += -lopenblas
 endif
 ifneq ($(wildcard /usr/include/dnnl.h /usr/include/oneapi/dnnl/dnnl.h),)
