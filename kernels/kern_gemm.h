@@ -789,6 +789,41 @@ KERN_TARGET_AVX512 static void kern__gemm_f32_12x32_ua__avx512(int64_t ks, const
     }
     KERN__GEMM_R12(KERN__GEMM_Z_SAVE2)
 }
+/* The bf16 twin: A row-major bf16 with an even row stride and an even K,
+ * so the pair (k = 2q, 2q + 1) of row i is the 4-byte word q of the row,
+ * which is exactly the packed pair format's element; lda and the A
+ * pointer count those words. The same vdpbf16ps chains in the same k
+ * order as the packed kernel, so the same bits. Words are read with
+ * memcpy: a bf16 row need only be 2-byte aligned. */
+#define KERN__GEMM_Z_UABF_LD(i, p, o) uint32_t a##i; memcpy(&a##i, p + (o), 4);
+#define KERN__GEMM_Z_UABF_STEP(i)                                             \
+    {                                                                         \
+        __m512i ai = _mm512_set1_epi32((int)a##i);                            \
+        c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)ai, (__m512bh)b0);    \
+        c##i##_1 = _mm512_dpbf16_ps(c##i##_1, (__m512bh)ai, (__m512bh)b1);    \
+    }
+KERN_TARGET_AVX512BF16 static void kern__gemm_bf16_12x32_ua__avx512bf16(int64_t ks, const float *a,
+                                                                       int64_t lda, const void *bp,
+                                                                       int64_t ldb, float *t,
+                                                                       int64_t ldt, int acc) {
+    const uint32_t *b = (const uint32_t *)bp;
+    const char *p0 = (const char *)a, *p3 = p0 + 12 * lda, *p6 = p0 + 24 * lda, *p9 = p0 + 36 * lda;
+    const int64_t l1 = 4 * lda, l2 = 8 * lda;
+    int64_t s;
+    KERN__GEMM_R12(KERN__GEMM_Z_DECL2)
+    KERN__GEMM_R12(KERN__GEMM_Z_INIT2)
+    for (s = 0; s < ks; s++) {
+        __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
+        KERN__GEMM_Z_UABF_LD(0, p0, 0) KERN__GEMM_Z_UABF_LD(1, p0, l1) KERN__GEMM_Z_UABF_LD(2, p0, l2)
+        KERN__GEMM_Z_UABF_LD(3, p3, 0) KERN__GEMM_Z_UABF_LD(4, p3, l1) KERN__GEMM_Z_UABF_LD(5, p3, l2)
+        KERN__GEMM_Z_UABF_LD(6, p6, 0) KERN__GEMM_Z_UABF_LD(7, p6, l1) KERN__GEMM_Z_UABF_LD(8, p6, l2)
+        KERN__GEMM_Z_UABF_LD(9, p9, 0) KERN__GEMM_Z_UABF_LD(10, p9, l1) KERN__GEMM_Z_UABF_LD(11, p9, l2)
+        KERN__GEMM_R12(KERN__GEMM_Z_UABF_STEP)
+        p0 += 4; p3 += 4; p6 += 4; p9 += 4;
+        b += ldb;
+    }
+    KERN__GEMM_R12(KERN__GEMM_Z_SAVE2)
+}
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32__avx512, 8, KERN__GEMM_R8)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32__avx512, 4, KERN__GEMM_R4)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32__avx512, 2, KERN__GEMM_R2)
@@ -878,7 +913,8 @@ static const kern__gemm_fns kern__gemm_fns_avx512 = {
      {16, 16, kern__gemm_f32_16x16__avx512}}};
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
     "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
-    kern__gemm_bf16_12x32__avx512bf16, NULL, kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 5,
+    kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16, kern__v_epi_tile__avx512,
+    kern__gemm_pack__avx512, 5,
     {{1, 32, kern__gemm_bf16_1x32__avx512bf16},
      {2, 32, kern__gemm_bf16_2x32__avx512bf16},
      {4, 32, kern__gemm_bf16_4x32__avx512bf16},
@@ -946,6 +982,7 @@ typedef struct kern__gemm_job {
     int64_t n_rb, n_cb, n_bpack, n_apack;
     int brows;  /* B packed by chunks of k rows (row-major B) */
     int ua;     /* A read in place (ukr_ua), only a partial last panel packed */
+    int64_t ua_ld; /* its row stride in 4-byte words (a bf16 pair is one) */
     int direct; /* full tiles accumulate straight into f32 C */
     int bmode; /* 0: packed into bpack, 1: prepacked panels, 2: unpair into bpack */
     kern__epi epi; /* the epilogue of the current pass */
@@ -1056,7 +1093,7 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
             ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
             m = (int)kern__gemm_min(mr, r1 - ir);
             n = (int)kern__gemm_min(nr, c1 - jr);
-            ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * 4) : NULL;
+            ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * j->es) : NULL;
             bp = kern__gemm_bpanel(j, jr, &ldb);
             /* Start fetching the C (or scratch) lines of the next tile, so
              * they arrive while this microkernel runs: the rows of a C tile
@@ -1089,10 +1126,10 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
                 /* f32 C, no epilogue in this pass: the microkernel adds its
                  * tile to C (or overwrites it) in place */
                 float *cd = (float *)(void *)(e->dst + (ir * e->dst_rs + (jr - e->dst_j0)) * 4);
-                if (ua) ks->ukr_ua(kst, ua, j->a_rs, bp, ldb, cd, e->dst_rs, e->src != NULL);
+                if (ua) ks->ukr_ua(kst, ua, j->ua_ld, bp, ldb, cd, e->dst_rs, e->src != NULL);
                 else ks->ukr(kst, ap, bp, ldb, cd, e->dst_rs, e->src != NULL);
             } else {
-                if (ua) ks->ukr_ua(kst, ua, j->a_rs, bp, ldb, tile, nr, 0);
+                if (ua) ks->ukr_ua(kst, ua, j->ua_ld, bp, ldb, tile, nr, 0);
                 else ks->ukr(kst, ap, bp, ldb, tile, nr, 0);
                 ks->store(e, ir, jr, tile, nr, m, n);
             }
@@ -1309,10 +1346,14 @@ static void kern__gemm_item_setup(kern__gemm_job *j, char *scratch) {
     if (j->use_ctmp) j->ctmp = (float *)(void *)(scratch + off);
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
     j->brows = j->bmode == 0 && j->b_cs == 1;
-    /* A in place: f32 row-major A, when packing A would cost more than the
-     * L1-friendly panel saves (few columns of B reuse each packed A). */
-    j->ua = ks->ukr_ua && ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->a_cs == 1 &&
-            j->N <= KERN__GEMM_UA_MAXN;
+    /* A in place: row-major A, when packing A would cost more than the
+     * L1-friendly panel saves (few columns of B reuse each packed A): f32,
+     * or bf16 pairs (an even K and row stride, so every pair is in a row) */
+    j->ua = ks->ukr_ua && j->a_cs == 1 && j->N <= KERN__GEMM_UA_MAXN &&
+            ((ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32) ||
+             (ks->fmt == KERN__GEMM_FMT_PAIR && j->in_dt == KERN_BF16 && j->K % 2 == 0 &&
+              j->a_rs % 2 == 0));
+    j->ua_ld = ks->fmt == KERN__GEMM_FMT_PAIR ? j->a_rs / 2 : j->a_rs;
 }
 
 /* The epilogue of the current pass (columns jc.., k pass pass_first /
