@@ -131,7 +131,7 @@
  * ISA PATHS (one const table per level: kern__sdpa_fns_for(kern_ctx_isa(ctx)))
  *   AVX512_BF16: 8x32 f32 FMA microkernel; bf16 q/k/v through vdpbf16ps
  *   for q.k and p.v with P rounded to bf16 (as FlashAttention does on
- *   GPUs). AVX512 / AVX512_VNNI: the same without vdpbf16ps (bf16
+ *   GPUs), and in the backward all five products (P and dS rounded). AVX512 / AVX512_VNNI: the same without vdpbf16ps (bf16
  *   converted to f32 while packing tiles). f16 converted likewise.
  *   AVX2 / AVX2_VNNI: 6x16 f32 microkernel. NEON: 4x16 f32 microkernel.
  *   Scalar: plain C.
@@ -1906,6 +1906,10 @@ static void kern__sdpa_prepare(const kern__sdpa_prob *p, float *s, int64_t nk,
                 if (keep_tanh) t[jj] = th;
                 x[jj] = th * cap;
             }
+        } else if (!rows) { /* key by key, fixed-length lanes (vectorized) */
+            float c = p->scale * KERN__SDPA_LOG2E;
+            for (jj = 0; jj < nk; jj++)
+                for (r = 0; r < KERN__SDPA_NQ; r++) x[jj * KERN__SDPA_NQ + r] *= c;
         } else {
             float c = p->scale * KERN__SDPA_LOG2E;
             for (jj = 0; jj < len; jj++) x[jj] *= c;
@@ -3199,6 +3203,13 @@ typedef struct kern__sdpa_bscr {
     float *lse2, *delta;              /* [NQ] */
     kern__sdpa_lane *ln;              /* [NQ] */
     float *row;
+    /* bf16 through vdpbf16ps (kern__sdpa_bwd16; bf16 problems only):
+     * q, dout rows [NQ][D], [NQ][Dv]; the same as word-transposed pairs
+     * along d [D/2][NQ][2], [Dv/2][NQ][2]; as pairs along rows (vpack)
+     * [NQ/2][D][2], [NQ/2][Dv][2]; a key block's K as pairs along keys
+     * [BK/2][D][2]; P^T, dS^T to bf16 [BK][NQ]; dS pairs along keys
+     * [BK/2][NQ][2] (p2) */
+    uint16_t *q16, *do16, *q16t, *do16t, *q2, *do2, *k2, *pp16, *ds16, *ds2;
 } kern__sdpa_bscr;
 
 static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__sdpa_bscr *sc) {
@@ -3222,7 +3233,27 @@ static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__
     sc->delta = (float *)kern__sdpa_take(&c, (size_t)NQ * 4);
     sc->ln = (kern__sdpa_lane *)kern__sdpa_take(&c, (size_t)NQ * sizeof(kern__sdpa_lane));
     sc->row = (float *)kern__sdpa_take(&c, (size_t)((D > Dv ? D : Dv) + 16) * 4);
+    if (p->dt == KERN_BF16) {
+        sc->q16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * D) * 2);
+        sc->do16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * Dv) * 2);
+        sc->q16t = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * D) * 2);
+        sc->do16t = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * Dv) * 2);
+        sc->q2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * D) * 2);
+        sc->do2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(NQ * Dv) * 2);
+        sc->k2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * D) * 2);
+        sc->pp16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
+        sc->ds16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
+        sc->ds2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
+    }
     return c.used;
+}
+
+/* x [NQ][n] bf16 (n even) as 4-byte pairs along a row, transposed:
+ * xt[(dp * NQ + r) * 2 + {0, 1}] = x[r * n + 2 dp + {0, 1}]. */
+static void kern__sdpa_pairs_t(const uint16_t *x, int64_t n, uint16_t *xt) {
+    int64_t r, dp;
+    for (r = 0; r < KERN__SDPA_NQ; r++)
+        for (dp = 0; dp < n / 2; dp++) memcpy(xt + (dp * KERN__SDPA_NQ + r) * 2, x + r * n + 2 * dp, 4);
 }
 
 /* Phase 0, per (b, h): delta = rowsum(dout * out) and lse in log2 units
@@ -3248,6 +3279,106 @@ static void kern__sdpa_bwd_prep(void *arg, int64_t t, int thread) {
     }
 }
 
+/* dS^T = P^T (dP^T - delta) * scale (* (1 - t^2) with softcap) over n
+ * entries of [nk][NQ] in place of dp; masked entries have P = 0. With
+ * dropout, dP is masked and rescaled first and P after. */
+static void kern__sdpa_bwd_ds(const kern__sdpa_prob *p, kern__sdpa_bscr *sc, int64_t nk,
+                              int64_t j0, const kern__sdpa_lane *ln, int64_t nr, float rdrop) {
+    int64_t n = nk * KERN__SDPA_NQ, e, jj, r;
+    const float sc_ = p->scale, *delta = sc->delta;
+    if (p->dropout_p > 0) {
+        for (e = 0; e < n; e++) sc->zr[e] = rdrop;
+        kern__sdpa_dropout(p, sc->zr, nk, j0, ln, nr, 0);
+        for (e = 0; e < n; e++) sc->dp[e] *= sc->zr[e];
+    }
+    /* key by key, the NQ lanes as a fixed-length inner loop the compiler
+     * vectorizes */
+    for (jj = 0; jj < nk; jj++) {
+        const float *pr = sc->pp + jj * KERN__SDPA_NQ, *tr = sc->tmp + jj * KERN__SDPA_NQ;
+        float *dr = sc->dp + jj * KERN__SDPA_NQ;
+        if (p->softcap > 0) {
+            for (r = 0; r < KERN__SDPA_NQ; r++) {
+                float ds = pr[r] == 0.0f ? 0.0f : pr[r] * (dr[r] - delta[r]);
+                dr[r] = ds * (1.0f - tr[r] * tr[r]) * sc_;
+            }
+        } else {
+            for (r = 0; r < KERN__SDPA_NQ; r++) {
+                float ds = pr[r] == 0.0f ? 0.0f : pr[r] * (dr[r] - delta[r]);
+                dr[r] = ds * sc_;
+            }
+        }
+    }
+    if (p->dropout_p > 0)
+        for (e = 0; e < n; e++) sc->pp[e] *= sc->zr[e];
+}
+
+/* One query panel of the backward on bf16 operands (kern__sdpa_bwd_task's
+ * b16 case): keys [lo, hi) of the task's range, dk/dv into the f32
+ * accumulators, the panel's dq into sc->dqp. */
+static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
+                                   const kern__sdpa_lane *ln, int64_t nr, int64_t qbase,
+                                   const char *kp, int64_t krs, const char *vp, int64_t vrs,
+                                   int64_t lo, int64_t hi, int64_t kbase, int64_t hk, float rdrop) {
+    const kern__sdpa_prob *p = w->p;
+    const kern__sdpa_fns *fn = p->fn;
+    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, D = p->D, Dv = p->Dv, r, e, j0;
+    int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
+    for (r = 0; r < NQ; r++) {
+        if (r < nr) {
+            int64_t qi = kern__sdpa_qrow(p, qbase, ln[r].h, ln[r].i);
+            memcpy(sc->q16 + r * D, p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * 2,
+                   (size_t)D * 2);
+            if (Dv > 0)
+                memcpy(sc->do16 + r * Dv,
+                       p->dout + (size_t)kern__sdpa_off(p, p->ds, qbase, ln[r].h, ln[r].i) * 2,
+                       (size_t)Dv * 2);
+            sc->lse2[r] = w->lse2[qi];
+            sc->delta[r] = w->delta[qi];
+        } else {
+            memset(sc->q16 + r * D, 0, (size_t)D * 2);
+            if (Dv > 0) memset(sc->do16 + r * Dv, 0, (size_t)Dv * 2);
+            sc->lse2[r] = INFINITY;
+            sc->delta[r] = 0.0f;
+        }
+    }
+    kern__sdpa_pairs_t(sc->q16, D, sc->q16t);
+    fn->vpack(sc->q16, D, NQ, D, sc->q2);
+    if (Dv > 0) {
+        kern__sdpa_pairs_t(sc->do16, Dv, sc->do16t);
+        fn->vpack(sc->do16, Dv, NQ, Dv, sc->do2);
+    }
+    for (j0 = (lo / BK) * BK; j0 < hi; j0 += BK) {
+        int64_t nk = hi - j0 < BK ? hi - j0 : BK, n = nk * NQ;
+        const uint16_t *kb = (const uint16_t *)(const void *)kp + j0 * krs;
+        float *dkr = w->dkacc + kern__sdpa_krow(p, kbase, hk, j0) * D;
+        float *dvr = w->dvacc + kern__sdpa_krow(p, kbase, hk, j0) * (Dv > 0 ? Dv : 1);
+        /* P^T = 2^(s - lse2), recomputed */
+        fn->mk16(nk, NQ, D / 2, kb, krs, 2, sc->q16t, NQ * 2, sc->s, NQ, 0);
+        kern__sdpa_prepare(p, sc->s, nk, j0, ln, nr, sc->tmp, 1, 0);
+        for (e = 0; e < nk; e++)
+            for (r = 0; r < KERN__SDPA_NQ; r++) sc->pp[e * NQ + r] = sc->s[e * NQ + r] - sc->lse2[r];
+        fn->exp2(sc->pp, n);
+        /* dP^T = V dO^T */
+        if (Dv > 0)
+            fn->mk16(nk, NQ, Dv / 2, (const uint16_t *)(const void *)vp + j0 * vrs, vrs, 2, sc->do16t,
+                     NQ * 2, sc->dp, NQ, 0);
+        else
+            memset(sc->dp, 0, (size_t)n * 4);
+        kern__sdpa_bwd_ds(p, sc, nk, j0, ln, nr, rdrop);
+        /* dV += Pd^T dO, dK += dS^T Q (pairs along query rows), dQ += dS K
+         * (pairs along keys) */
+        if (Dv > 0) {
+            fn->rows16(sc->pp, NQ, nk, NQ, sc->pp16, NQ);
+            fn->mk16(nk, Dv, NQ / 2, sc->pp16, NQ, 2, sc->do2, 2 * Dv, dvr, kstep * Dv, 1);
+        }
+        fn->rows16(sc->dp, NQ, nk, NQ, sc->ds16, NQ);
+        fn->mk16(nk, D, NQ / 2, sc->ds16, NQ, 2, sc->q2, 2 * D, dkr, kstep * D, 1);
+        fn->p2(sc->dp, nk, sc->ds2);
+        fn->vpack(kb, krs, nk, D, sc->k2);
+        fn->mk16(NQ, D, (nk + 1) / 2, sc->ds2, 2, 2 * NQ, sc->k2, 2 * D, sc->dqp, D, 1);
+    }
+}
+
 /* Phase 1, per (b, hk, key range): dk, dv of the range (owned) and the
  * range's partial dq for every query row of the group. */
 static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
@@ -3260,6 +3391,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
     const char *kp, *vp;
     int64_t krs, vrs;
     float rdrop = p->dropout_p > 0 ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
+    /* bf16 with vdpbf16ps: the five products on bf16 operands (P and dS
+     * rounded to bf16, as the forward rounds P), f32 accumulation */
+    int b16 = p->dt == KERN_BF16 && p->fn->mk16 && D % 2 == 0 && Dv % 2 == 0;
     kern__sdpa_bscr_carve(p, (char *)kern__thread_scratch(w->ctx, thread), &sc);
     kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
     R = lq * p->G;
@@ -3284,7 +3418,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
         if (lo < ks0) lo = ks0;
         if (hi > ks1) hi = ks1;
         memset(sc.dqp, 0, (size_t)(NQ * D) * 4);
-        if (hi > lo) {
+        if (hi > lo && b16) {
+            kern__sdpa_bwd16_panel(w, &sc, ln, nr, qbase, kp, krs, vp, vrs, lo, hi, kbase, hk, rdrop);
+        } else if (hi > lo) {
             /* pack q, dout (rows and transposed), lse2, delta */
             for (r = 0; r < NQ; r++) {
                 if (r < nr) {
@@ -3334,25 +3470,13 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 /* P^T = 2^(s - lse2), recomputed */
                 p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
                 kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1, 0);
-                for (e = 0; e < n; e++) sc.pp[e] = sc.s[e] - sc.lse2[e % NQ];
+                for (e = 0; e < nk; e++)
+                    for (r = 0; r < KERN__SDPA_NQ; r++) sc.pp[e * NQ + r] = sc.s[e * NQ + r] - sc.lse2[r];
                 p->fn->exp2(sc.pp, n);
                 /* dP^T = V dO^T (dropped, rescaled) */
                 if (Dv > 0) p->fn->mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
                 else memset(sc.dp, 0, (size_t)n * 4);
-                if (p->dropout_p > 0) {
-                    for (e = 0; e < n; e++) sc.zr[e] = rdrop;
-                    kern__sdpa_dropout(p, sc.zr, nk, j0, ln, nr, 0);
-                    for (e = 0; e < n; e++) sc.dp[e] *= sc.zr[e];
-                }
-                /* dS = P (dP - delta) * scale (* (1 - t^2) with softcap);
-                 * masked entries have P = 0 */
-                for (e = 0; e < n; e++) {
-                    float pe = sc.pp[e], ds = pe == 0.0f ? 0.0f : pe * (sc.dp[e] - sc.delta[e % NQ]);
-                    if (p->softcap > 0) ds *= 1.0f - sc.tmp[e] * sc.tmp[e];
-                    sc.dp[e] = ds * p->scale;
-                }
-                if (p->dropout_p > 0)
-                    for (e = 0; e < n; e++) sc.pp[e] *= sc.zr[e];
+                kern__sdpa_bwd_ds(p, &sc, nk, j0, ln, nr, rdrop);
                 {
                     float *dkr = w->dkacc + kern__sdpa_krow(p, kbase, hk, j0) * D;
                     float *dvr = w->dvacc + kern__sdpa_krow(p, kbase, hk, j0) * (Dv > 0 ? Dv : 1);
