@@ -394,6 +394,11 @@ typedef struct kern__sdpa_fns {
     /* decomposed relative position added to a panel (template) */
     void (*relpos)(float *s, int64_t nk, float c, const float *rh, const float *rw, int64_t jh0,
                    int64_t jw0, int64_t kw);
+    /* backward elementwise steps over [nk][NQ] (template): P^T from the
+     * scores and lse2; dS^T in place of dP^T */
+    void (*bwd_p)(const float *s, const float *lse2, int64_t nk, float *pp);
+    void (*bwd_ds)(float *dp, const float *pp, const float *t, const float *delta, int64_t nk,
+                   float scale);
 } kern__sdpa_fns;
 
 /* ---------------------------------------------------------- scalar path */
@@ -594,6 +599,42 @@ static void kern__s_sdpa_relpos(float *s, int64_t nk, float c, const float *rh,
         }
     }
 }
+
+/* The backward's P^T = 2^(s - lse2) over S^T[nk][NQ], lane r against
+ * lse2[r] (the same bits as the difference followed by the array exp2). */
+static void kern__s_sdpa_bwd_p(const float *s, const float *lse2, int64_t nk,
+                                             float *pp) {
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float l2 = (*(const float *)(lse2 + 1 * v));
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 1 * v;
+            (*(float *)(pp + o) = (kern__s_exp2((((*(const float *)(s + o))) - (l2)))));
+        }
+    }
+}
+
+/* The backward's dS^T = P^T (dP^T - delta) (1 - t^2) scale in place of
+ * dp over [nk][NQ] (t = NULL: no softcap factor), 0 where P = 0. */
+static void kern__s_sdpa_bwd_ds(float *dp, const float *pp, const float *t,
+                                              const float *delta, int64_t nk, float scale) {
+    const float sc = (scale), one = (1.0f), zero = 0.0f;
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
+        float dl = (*(const float *)(delta + 1 * v));
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 1 * v;
+            float p = (*(const float *)(pp + o)), ds = kern__s_mul(p, (((*(const float *)(dp + o))) - (dl)));
+            if (t) {
+                float tt = (*(const float *)(t + o));
+                ds = kern__s_mul(ds, ((one) - (kern__s_mul(tt, tt))));
+            }
+            (*(float *)(dp + o) = (((((p) == (zero))) ? (zero) : (kern__s_mul(ds, sc)))));
+        }
+    }
+}
 #ifdef KERN_X86
 /* ---- avx2 ---- */
 /* x[i] = 2^x[i] for i < n (the whole f32 range: overflow gives +Inf,
@@ -715,6 +756,42 @@ KERN_TARGET_AVX2 static void kern__v_sdpa_relpos__avx2(float *s, int64_t nk, flo
         if (++jw == kw) {
             jw = 0;
             jh++;
+        }
+    }
+}
+
+/* The backward's P^T = 2^(s - lse2) over S^T[nk][NQ], lane r against
+ * lse2[r] (the same bits as the difference followed by the array exp2). */
+KERN_TARGET_AVX2 static void kern__v_sdpa_bwd_p__avx2(const float *s, const float *lse2, int64_t nk,
+                                             float *pp) {
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 l2 = _mm256_loadu_ps(lse2 + 8 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 8 * v;
+            _mm256_storeu_ps(pp + o, kern__v_exp2__avx2(_mm256_sub_ps(_mm256_loadu_ps(s + o), l2)));
+        }
+    }
+}
+
+/* The backward's dS^T = P^T (dP^T - delta) (1 - t^2) scale in place of
+ * dp over [nk][NQ] (t = NULL: no softcap factor), 0 where P = 0. */
+KERN_TARGET_AVX2 static void kern__v_sdpa_bwd_ds__avx2(float *dp, const float *pp, const float *t,
+                                              const float *delta, int64_t nk, float scale) {
+    const __m256 sc = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
+        __m256 dl = _mm256_loadu_ps(delta + 8 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 8 * v;
+            __m256 p = _mm256_loadu_ps(pp + o), ds = kern__mul__avx2(p, _mm256_sub_ps(_mm256_loadu_ps(dp + o), dl));
+            if (t) {
+                __m256 tt = _mm256_loadu_ps(t + o);
+                ds = kern__mul__avx2(ds, _mm256_sub_ps(one, kern__mul__avx2(tt, tt)));
+            }
+            _mm256_storeu_ps(dp + o, _mm256_blendv_ps(kern__mul__avx2(ds, sc), zero, _mm256_cmp_ps(p, zero, _CMP_EQ_OQ)));
         }
     }
 }
@@ -841,6 +918,42 @@ KERN_TARGET_AVX512 static void kern__v_sdpa_relpos__avx512(float *s, int64_t nk,
         }
     }
 }
+
+/* The backward's P^T = 2^(s - lse2) over S^T[nk][NQ], lane r against
+ * lse2[r] (the same bits as the difference followed by the array exp2). */
+KERN_TARGET_AVX512 static void kern__v_sdpa_bwd_p__avx512(const float *s, const float *lse2, int64_t nk,
+                                             float *pp) {
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 l2 = _mm512_loadu_ps(lse2 + 16 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 16 * v;
+            _mm512_storeu_ps(pp + o, kern__v_exp2__avx512(_mm512_sub_ps(_mm512_loadu_ps(s + o), l2)));
+        }
+    }
+}
+
+/* The backward's dS^T = P^T (dP^T - delta) (1 - t^2) scale in place of
+ * dp over [nk][NQ] (t = NULL: no softcap factor), 0 where P = 0. */
+KERN_TARGET_AVX512 static void kern__v_sdpa_bwd_ds__avx512(float *dp, const float *pp, const float *t,
+                                              const float *delta, int64_t nk, float scale) {
+    const __m512 sc = _mm512_set1_ps(scale), one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
+        __m512 dl = _mm512_loadu_ps(delta + 16 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 16 * v;
+            __m512 p = _mm512_loadu_ps(pp + o), ds = kern__mul__avx512(p, _mm512_sub_ps(_mm512_loadu_ps(dp + o), dl));
+            if (t) {
+                __m512 tt = _mm512_loadu_ps(t + o);
+                ds = kern__mul__avx512(ds, _mm512_sub_ps(one, kern__mul__avx512(tt, tt)));
+            }
+            _mm512_storeu_ps(dp + o, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p, zero, _CMP_EQ_OQ), kern__mul__avx512(ds, sc), zero));
+        }
+    }
+}
 #endif /* KERN_X86 */
 #ifdef KERN_NEON
 /* ---- neon ---- */
@@ -963,6 +1076,42 @@ static void kern__v_sdpa_relpos__neon(float *s, int64_t nk, float c, const float
         if (++jw == kw) {
             jw = 0;
             jh++;
+        }
+    }
+}
+
+/* The backward's P^T = 2^(s - lse2) over S^T[nk][NQ], lane r against
+ * lse2[r] (the same bits as the difference followed by the array exp2). */
+static void kern__v_sdpa_bwd_p__neon(const float *s, const float *lse2, int64_t nk,
+                                             float *pp) {
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t l2 = vld1q_f32(lse2 + 4 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 4 * v;
+            vst1q_f32(pp + o, kern__v_exp2__neon(vsubq_f32(vld1q_f32(s + o), l2)));
+        }
+    }
+}
+
+/* The backward's dS^T = P^T (dP^T - delta) (1 - t^2) scale in place of
+ * dp over [nk][NQ] (t = NULL: no softcap factor), 0 where P = 0. */
+static void kern__v_sdpa_bwd_ds__neon(float *dp, const float *pp, const float *t,
+                                              const float *delta, int64_t nk, float scale) {
+    const float32x4_t sc = vdupq_n_f32(scale), one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
+    int64_t j;
+    int v;
+    for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
+        float32x4_t dl = vld1q_f32(delta + 4 * v);
+        for (j = 0; j < nk; j++) {
+            int64_t o = j * KERN__SDPA_NQ + 4 * v;
+            float32x4_t p = vld1q_f32(pp + o), ds = kern__mul__neon(p, vsubq_f32(vld1q_f32(dp + o), dl));
+            if (t) {
+                float32x4_t tt = vld1q_f32(t + o);
+                ds = kern__mul__neon(ds, vsubq_f32(one, kern__mul__neon(tt, tt)));
+            }
+            vst1q_f32(dp + o, vbslq_f32(vceqq_f32(p, zero), zero, kern__mul__neon(ds, sc)));
         }
     }
 }
@@ -1678,32 +1827,34 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
  * shapes) and the bf16 kernels (vdpbf16ps) are hand-written per ISA. */
 #define KERN__SDPA_SOFTMAX(SFX) kern__v_sdpa_step__##SFX, kern__v_sdpa_exp2__##SFX, \
                                 kern__v_sdpa_scale__##SFX
+#define KERN__SDPA_BWD(SFX) kern__v_sdpa_bwd_p__##SFX, kern__v_sdpa_bwd_ds__##SFX
 static const kern__sdpa_fns kern__sdpa_fns_scalar = {
     "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
     kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos, kern__s_sdpa_bwd_p, kern__s_sdpa_bwd_ds};
 #ifdef KERN_X86
 static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
     "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
     kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__avx2};
+    kern__v_sdpa_relpos__avx2, KERN__SDPA_BWD(avx2)};
 static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
     "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
     kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512)};
 static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
     "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
     KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
     kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
-    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512};
+    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512)};
 #endif
 #ifdef KERN_NEON
 static const kern__sdpa_fns kern__sdpa_fns_neon = {
     "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
     kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__neon};
+    kern__v_sdpa_relpos__neon, KERN__SDPA_BWD(neon)};
 #endif
 #undef KERN__SDPA_SOFTMAX
+#undef KERN__SDPA_BWD
 
 static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa) {
     switch (isa) {
@@ -3284,30 +3435,13 @@ static void kern__sdpa_bwd_prep(void *arg, int64_t t, int thread) {
  * dropout, dP is masked and rescaled first and P after. */
 static void kern__sdpa_bwd_ds(const kern__sdpa_prob *p, kern__sdpa_bscr *sc, int64_t nk,
                               int64_t j0, const kern__sdpa_lane *ln, int64_t nr, float rdrop) {
-    int64_t n = nk * KERN__SDPA_NQ, e, jj, r;
-    const float sc_ = p->scale, *delta = sc->delta;
+    int64_t n = nk * KERN__SDPA_NQ, e;
     if (p->dropout_p > 0) {
         for (e = 0; e < n; e++) sc->zr[e] = rdrop;
         kern__sdpa_dropout(p, sc->zr, nk, j0, ln, nr, 0);
         for (e = 0; e < n; e++) sc->dp[e] *= sc->zr[e];
     }
-    /* key by key, the NQ lanes as a fixed-length inner loop the compiler
-     * vectorizes */
-    for (jj = 0; jj < nk; jj++) {
-        const float *pr = sc->pp + jj * KERN__SDPA_NQ, *tr = sc->tmp + jj * KERN__SDPA_NQ;
-        float *dr = sc->dp + jj * KERN__SDPA_NQ;
-        if (p->softcap > 0) {
-            for (r = 0; r < KERN__SDPA_NQ; r++) {
-                float ds = pr[r] == 0.0f ? 0.0f : pr[r] * (dr[r] - delta[r]);
-                dr[r] = ds * (1.0f - tr[r] * tr[r]) * sc_;
-            }
-        } else {
-            for (r = 0; r < KERN__SDPA_NQ; r++) {
-                float ds = pr[r] == 0.0f ? 0.0f : pr[r] * (dr[r] - delta[r]);
-                dr[r] = ds * sc_;
-            }
-        }
-    }
+    p->fn->bwd_ds(sc->dp, sc->pp, p->softcap > 0 ? sc->tmp : NULL, sc->delta, nk, p->scale);
     if (p->dropout_p > 0)
         for (e = 0; e < n; e++) sc->pp[e] *= sc->zr[e];
 }
@@ -3321,7 +3455,7 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
                                    int64_t lo, int64_t hi, int64_t kbase, int64_t hk, float rdrop) {
     const kern__sdpa_prob *p = w->p;
     const kern__sdpa_fns *fn = p->fn;
-    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, D = p->D, Dv = p->Dv, r, e, j0;
+    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, D = p->D, Dv = p->Dv, r, j0;
     int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
     for (r = 0; r < NQ; r++) {
         if (r < nr) {
@@ -3355,9 +3489,7 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
         /* P^T = 2^(s - lse2), recomputed */
         fn->mk16(nk, NQ, D / 2, kb, krs, 2, sc->q16t, NQ * 2, sc->s, NQ, 0);
         kern__sdpa_prepare(p, sc->s, nk, j0, ln, nr, sc->tmp, 1, 0);
-        for (e = 0; e < nk; e++)
-            for (r = 0; r < KERN__SDPA_NQ; r++) sc->pp[e * NQ + r] = sc->s[e * NQ + r] - sc->lse2[r];
-        fn->exp2(sc->pp, n);
+        fn->bwd_p(sc->s, sc->lse2, nk, sc->pp);
         /* dP^T = V dO^T */
         if (Dv > 0)
             fn->mk16(nk, NQ, Dv / 2, (const uint16_t *)(const void *)vp + j0 * vrs, vrs, 2, sc->do16t,
@@ -3444,7 +3576,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 for (d = 0; d < Dv; d++) sc.dot[d * NQ + r] = sc.dor[r * Dv + d];
             }
             for (j0 = (lo / BK) * BK; j0 < hi; j0 += BK) {
-                int64_t nk = hi - j0 < BK ? hi - j0 : BK, e;
+                int64_t nk = hi - j0 < BK ? hi - j0 : BK;
                 const float *kf, *vf;
                 int64_t kfs, vfs;
                 n = nk * NQ;
@@ -3470,9 +3602,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                 /* P^T = 2^(s - lse2), recomputed */
                 p->fn->mk(nk, NQ, D, kf, kfs, 1, sc.qt, NQ, sc.s, NQ, 0);
                 kern__sdpa_prepare(p, sc.s, nk, j0, ln, nr, sc.tmp, 1, 0);
-                for (e = 0; e < nk; e++)
-                    for (r = 0; r < KERN__SDPA_NQ; r++) sc.pp[e * NQ + r] = sc.s[e * NQ + r] - sc.lse2[r];
-                p->fn->exp2(sc.pp, n);
+                p->fn->bwd_p(sc.s, sc.lse2, nk, sc.pp);
                 /* dP^T = V dO^T (dropped, rescaled) */
                 if (Dv > 0) p->fn->mk(nk, NQ, Dv, vf, vfs, 1, sc.dot, NQ, sc.dp, NQ, 0);
                 else memset(sc.dp, 0, (size_t)n * 4);
