@@ -1160,6 +1160,17 @@ static void kern__gemm_run(kern_ctx *ctx, int64_t n, kern__gemm_task_fn fn, void
  * M the main kernel over cdiv(M, mr) row panels. */
 
 #define KERN__GEMM_SMALL_KC 256
+/* k steps per piece, per tile row, when a task spans several column
+ * groups: short pieces keep few rows of B in flight (M = 1: 8 rows read
+ * in 4 KiB runs, which the prefetchers follow), more rows of A amortise
+ * the tile's loads and stores over longer ones */
+#ifndef KERN__GEMM_SMALL_SUB
+#define KERN__GEMM_SMALL_SUB 8
+#endif
+/* column groups per task at most (a row-major B read in place) */
+#ifndef KERN__GEMM_SMALL_GRP
+#define KERN__GEMM_SMALL_GRP 32
+#endif
 
 typedef struct kern__gemm_sjob {
     kern__gemm_job *j;
@@ -1167,56 +1178,73 @@ typedef struct kern__gemm_sjob {
     int64_t npan;        /* row panels */
     const char *apack;   /* npan panels of sk.mr x kst */
     const float *edge;   /* kst x 32 padded last column group (row-major B) */
-    float *tiles;        /* M x 32 accumulator tile per thread */
+    float *tiles;        /* M x (32 grp) accumulator tile per thread */
     int per_thread;      /* tiles indexed by thread (phase-parallel mode) */
+    int64_t grp;         /* 32-column groups per task */
     int64_t kst;
 } kern__gemm_sjob;
+
+/* The B micro-panels of 32-column group g: prepacked, the padded edge
+ * copy, or a row-major B in place. */
+static const char *kern__gemm_sgroup(const kern__gemm_sjob *s, int64_t g, int64_t *ldb) {
+    const kern__gemm_job *j = s->j;
+    int64_t col = g * KERN__GEMM_PW;
+    if (j->pb) {
+        *ldb = KERN__GEMM_PW;
+        return (const char *)j->pb->data + g * j->pb->ks * KERN__GEMM_PW * 4;
+    }
+    if (j->N - col < KERN__GEMM_PW) {
+        *ldb = KERN__GEMM_PW;
+        return (const char *)s->edge;
+    }
+    *ldb = j->b_rs;
+    return j->b + col * j->es;
+}
 
 static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
     const kern__gemm_small *sk = &s->sk;
-    int64_t col = task * KERN__GEMM_PW, ldb, k0, p, skc = KERN__GEMM_SMALL_KC;
-    int n = (int)kern__gemm_min(KERN__GEMM_PW, j->N - col), h;
-    const char *bp;
+    int64_t g0 = task * s->grp, ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW);
+    int64_t ng = kern__gemm_min(s->grp, ngr - g0), col0 = g0 * KERN__GEMM_PW;
+    int64_t ncol = kern__gemm_min(ng * KERN__GEMM_PW, j->N - col0), ldt = ng * KERN__GEMM_PW;
+    int64_t k0, k1, p, g, skc = KERN__GEMM_SMALL_KC;
+    int h;
     float *tile = s->tiles + (s->per_thread ? (int64_t)thread * KERN__GEMM_STREAM_TILE : 0);
-    if (j->pb) {
-        bp = (const char *)j->pb->data + task * j->pb->ks * KERN__GEMM_PW * 4;
-        ldb = KERN__GEMM_PW;
-    } else if (n < KERN__GEMM_PW) {
-        bp = (const char *)s->edge;
-        ldb = KERN__GEMM_PW;
-    } else {
-        bp = j->b + col * j->es;
-        ldb = j->b_rs;
-    }
-    if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * KERN__GEMM_PW));
+    if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * ldt));
     for (k0 = 0; k0 < s->kst; k0 += skc) {
         int64_t kk = kern__gemm_min(skc, s->kst - k0);
-        for (p = 0; p < s->npan; p++) {
-            if (k0 + kk >= s->kst) { /* the lines this panel's store reads */
-                const kern__epi *e = &j->fin;
-                int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr);
-                int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
-                for (i = p * sk->mr; i < i1; i++) {
-                    if (e->res && e->res_cs == 1) {
-                        const char *rp = e->res + (i * e->res_rs + col) * rsz;
-                        KERN__GEMM_PREFETCH(rp, 0);
-                        KERN__GEMM_PREFETCH(rp + (n - 1) * rsz, 0);
-                    }
-                    if (e->src && e->src_cs == 1) {
-                        const char *sp = e->src + (i * e->src_rs + col) * ssz;
-                        KERN__GEMM_PREFETCH(sp, 0);
-                        KERN__GEMM_PREFETCH(sp + (n - 1) * ssz, 0);
-                    }
+        /* several groups: short k pieces across all of them, so B is read
+         * in runs of ldt columns, not 128 bytes per row */
+        int64_t sub = ng > 1 ? kern__gemm_min(kk, KERN__GEMM_SMALL_SUB * s->npan * sk->mr) : kk;
+        for (k1 = 0; k1 < kk; k1 += sub) {
+            int64_t k2 = kern__gemm_min(sub, kk - k1);
+            int last = k0 + k1 + k2 >= s->kst;
+            for (p = 0; p < s->npan; p++) {
+                const char *ap = s->apack + ((k0 * s->npan + p * kk) + k1) * sk->mr * 4;
+                if (last) { /* the lines this panel's store reads */
+                    const kern__epi *e = &j->fin;
+                    int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr), c;
+                    int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
+                    for (i = p * sk->mr; i < i1; i++)
+                        for (c = col0; c < col0 + ncol; c += 16) {
+                            if (e->res && e->res_cs == 1)
+                                KERN__GEMM_PREFETCH(e->res + (i * e->res_rs + c) * rsz, 0);
+                            if (e->src && e->src_cs == 1)
+                                KERN__GEMM_PREFETCH(e->src + (i * e->src_rs + c) * ssz, 0);
+                        }
+                }
+                for (g = 0; g < ng; g++) {
+                    int64_t ldb;
+                    const char *bp = kern__gemm_sgroup(s, g0 + g, &ldb);
+                    for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
+                        sk->ukr(k2, ap, bp + ((k0 + k1) * ldb + h) * 4, ldb,
+                                tile + p * sk->mr * ldt + g * KERN__GEMM_PW + h, ldt, k0 + k1 > 0);
                 }
             }
-            for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
-                sk->ukr(kk, s->apack + (k0 * s->npan + p * kk) * sk->mr * 4, bp + (k0 * ldb + h) * 4, ldb,
-                        tile + p * sk->mr * KERN__GEMM_PW + h, KERN__GEMM_PW, k0 > 0);
         }
     }
-    j->ks->store(&j->fin, 0, col, tile, KERN__GEMM_PW, (int)j->M, n);
+    j->ks->store(&j->fin, 0, col0, tile, ldt, (int)j->M, (int)ncol);
 }
 
 /* Phase 1 of the streaming path: one task per A row panel, plus the padded
@@ -1323,8 +1351,23 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
     }
     s.tiles = (float *)(void *)(scratch + abytes);
     s.per_thread = ctx != NULL;
+    /* A row-major B read in place: each task takes several 32-column
+     * groups (as many as the tile holds, up to KERN__GEMM_SMALL_GRP, at
+     * least 4 tasks a thread), so B streams in long runs per row. The
+     * groups change the order of the calls, never the k order of any
+     * output's sum. */
+    s.grp = 1;
+    if (!j->pb) {
+        int64_t ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW), T = ctx ? kern_ctx_threads(ctx) : 1;
+        int64_t lim = ngr / (4 * T);
+        s.grp = KERN__GEMM_STREAM_TILE / (s.npan * s.sk.mr * KERN__GEMM_PW);
+        if (s.grp > KERN__GEMM_SMALL_GRP) s.grp = KERN__GEMM_SMALL_GRP;
+        if (s.grp > lim) s.grp = lim;
+        if (s.grp < 1) s.grp = 1;
+    }
     kern__gemm_run(ctx, s.npan + (s.edge != NULL), kern__gemm_small_pack_task, &s, thread);
-    kern__gemm_run(ctx, kern__gemm_cdiv(j->N, KERN__GEMM_PW), kern__gemm_small_task, &s, thread);
+    kern__gemm_run(ctx, kern__gemm_cdiv(kern__gemm_cdiv(j->N, KERN__GEMM_PW), s.grp),
+                   kern__gemm_small_task, &s, thread);
 }
 
 /* The general path's buffers in the item scratch (kern__gemm_item_bytes),
