@@ -3446,6 +3446,17 @@ static void kern__sdpa_bwd_ds(const kern__sdpa_prob *p, kern__sdpa_bscr *sc, int
         for (e = 0; e < n; e++) sc->pp[e] *= sc->zr[e];
 }
 
+/* The panel's per-lane lse2 and delta (padding lanes: P = 0, delta 0). */
+static void kern__sdpa_bwd_lanes(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
+                                 const kern__sdpa_lane *ln, int64_t nr, int64_t qbase) {
+    int64_t r;
+    for (r = 0; r < KERN__SDPA_NQ; r++) {
+        int64_t qi = r < nr ? kern__sdpa_qrow(w->p, qbase, ln[r].h, ln[r].i) : 0;
+        sc->lse2[r] = r < nr ? w->lse2[qi] : INFINITY;
+        sc->delta[r] = r < nr ? w->delta[qi] : 0.0f;
+    }
+}
+
 /* One query panel of the backward on bf16 operands (kern__sdpa_bwd_task's
  * b16 case): keys [lo, hi) of the task's range, dk/dv into the f32
  * accumulators, the panel's dq into sc->dqp. */
@@ -3459,22 +3470,18 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
     int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
     for (r = 0; r < NQ; r++) {
         if (r < nr) {
-            int64_t qi = kern__sdpa_qrow(p, qbase, ln[r].h, ln[r].i);
             memcpy(sc->q16 + r * D, p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * 2,
                    (size_t)D * 2);
             if (Dv > 0)
                 memcpy(sc->do16 + r * Dv,
                        p->dout + (size_t)kern__sdpa_off(p, p->ds, qbase, ln[r].h, ln[r].i) * 2,
                        (size_t)Dv * 2);
-            sc->lse2[r] = w->lse2[qi];
-            sc->delta[r] = w->delta[qi];
         } else {
             memset(sc->q16 + r * D, 0, (size_t)D * 2);
             if (Dv > 0) memset(sc->do16 + r * Dv, 0, (size_t)Dv * 2);
-            sc->lse2[r] = INFINITY;
-            sc->delta[r] = 0.0f;
         }
     }
+    kern__sdpa_bwd_lanes(w, sc, ln, nr, qbase);
     kern__sdpa_pairs_t(sc->q16, D, sc->q16t);
     fn->vpack(sc->q16, D, NQ, D, sc->q2);
     if (Dv > 0) {
@@ -3554,9 +3561,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
             kern__sdpa_bwd16_panel(w, &sc, ln, nr, qbase, kp, krs, vp, vrs, lo, hi, kbase, hk, rdrop);
         } else if (hi > lo) {
             /* pack q, dout (rows and transposed), lse2, delta */
+            kern__sdpa_bwd_lanes(w, &sc, ln, nr, qbase);
             for (r = 0; r < NQ; r++) {
                 if (r < nr) {
-                    int64_t qi = kern__sdpa_qrow(p, qbase, ln[r].h, ln[r].i);
                     kern__sdpa_to_f32(w->ctx,
                                       p->q + (size_t)kern__sdpa_off(p, p->qs, qbase, ln[r].h, ln[r].i) * p->es,
                                       p->dt, sc.qr + r * D, D);
@@ -3564,13 +3571,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
                         kern__sdpa_to_f32(w->ctx,
                                           p->dout + (size_t)kern__sdpa_off(p, p->ds, qbase, ln[r].h, ln[r].i) * p->es,
                                           p->dt, sc.dor + r * Dv, Dv);
-                    sc.lse2[r] = w->lse2[qi];
-                    sc.delta[r] = w->delta[qi];
                 } else {
                     memset(sc.qr + r * D, 0, (size_t)D * 4);
                     if (Dv > 0) memset(sc.dor + r * Dv, 0, (size_t)Dv * 4);
-                    sc.lse2[r] = INFINITY;
-                    sc.delta[r] = 0.0f;
                 }
                 for (d = 0; d < D; d++) sc.qt[d * NQ + r] = sc.qr[r * D + d];
                 for (d = 0; d < Dv; d++) sc.dot[d * NQ + r] = sc.dor[r * Dv + d];
