@@ -26,7 +26,6 @@
  * Python peer (bench/peers/gemm.py): torch.matmul (torch.addmm + gelu + add
  * on the epilogue cases).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_gemm.h"
 #include "kbench.h"
 

@@ -22,7 +22,6 @@
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
-#define KERN_IMPLEMENTATION
 #include "kern.h"
 #include "kbench.h"
 

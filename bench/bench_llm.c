@@ -21,7 +21,6 @@
  *   (enable_gqa) on [B, Hkv, L, D] tensors.
  * Peak: DRAM.
  */
-#define KERN_IMPLEMENTATION
 #include "kern_llm.h"
 #include "kern_sdpa.h"
 #include "kbench.h"
@@ -35,13 +34,27 @@ typedef struct gcase {
     double bytes;
 } gcase;
 
+/* The memory cases cycle through copies of the weight / cache (>= 256 MiB
+ * together) so each call reads DRAM. The copies are slices of one region
+ * per dtype, filled once per process (kbench_grow): Google Benchmark calls
+ * a case several times, and refilling 256 MiB each time was most of the
+ * family's run time. */
+#define LLM_CYCLE ((size_t)256 << 20)
+static void *region[3];
+static size_t region_sz[3];
+static char *cycle_region(kern_dtype dt, size_t bytes) {
+    int i = dt == KERN_F32 ? 0 : dt == KERN_I8 ? 2 : 1;
+    return (char *)kbench_grow(&region[i], &region_sz[i], bytes, dt, 10 + (uint64_t)i);
+}
+static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
+
 static void run_gemv(kbench_state *st, void *user) {
     const gcase *c = (const gcase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
     kern_dtype xdt = c->wdt == KERN_BF16 ? KERN_BF16 : KERN_F32;
-    size_t wbytes = (size_t)(c->N * c->K) * (c->wdt == KERN_I8 ? 1 : kern_dtype_size(c->wdt));
-    int copies = (int)((256u << 20) / wbytes) + 1, i = 0;
-    void **w = (void **)malloc((size_t)copies * sizeof *w);
+    size_t wbytes = round64((size_t)(c->N * c->K) * (c->wdt == KERN_I8 ? 1 : kern_dtype_size(c->wdt)));
+    int copies = (int)(LLM_CYCLE / wbytes) + 1, i = 0;
+    char *w = cycle_region(c->wdt, (size_t)copies * wbytes);
     void *x = kbench_alloc((size_t)(c->M * c->K) * kern_dtype_size(xdt));
     float *y = (float *)kbench_alloc((size_t)(c->M * c->N) * 4);
     float *sc = (float *)kbench_alloc((size_t)c->N * 4);
@@ -49,32 +62,20 @@ static void run_gemv(kbench_state *st, void *user) {
     kern_tensor st_ = kern_tensor_1d(sc, KERN_F32, c->N), wt;
     kern_gemv_params p;
     kern_status s = KERN_OK;
-    int j;
-    if (!w) {
+    if (!w || !x || !y || !sc) {
         kbench_skip(st, "out of memory");
         return;
     }
     kbench_fill(x, xdt, c->M * c->K, 1);
     kbench_fill(sc, KERN_F32, c->N, 2);
-    for (j = 0; j < copies; j++) {
-        w[j] = kbench_alloc(wbytes);
-        if (!w[j]) {
-            kbench_skip(st, "out of memory");
-            free(w);
-            return;
-        }
-        if (c->wdt == KERN_I8) memset(w[j], 3 + j, wbytes);
-        else kbench_fill(w[j], c->wdt, c->N * c->K, (uint64_t)(10 + j));
-    }
     memset(&p, 0, sizeof p);
     if (c->wdt == KERN_I8) p.w_scale = &st_;
     while (kbench_next(st)) {
-        wt = kern_tensor_2d(w[i], c->wdt, c->N, c->K);
+        wt = kern_tensor_2d(w + (size_t)i * wbytes, c->wdt, c->N, c->K);
         s |= kern_linear_gemv(ctx, &xt, &wt, &yt, &p);
         i = (i + 1) % copies;
     }
     kbench_use(y);
-    free(w); /* the copies are freed at exit (kbench_alloc) */
     if (s != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;
@@ -92,39 +93,27 @@ typedef struct dcase {
 static void run_decode(kbench_state *st, void *user, int sdpa) {
     const dcase *c = (const dcase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
-    size_t es = kern_dtype_size(c->dt), cb = (size_t)(c->B * c->L * c->Hkv * c->D) * es;
-    int copies = (int)((256u << 20) / (2 * cb)) + 1, i = 0, j;
-    void **kc = (void **)malloc((size_t)copies * sizeof *kc), **vc = (void **)malloc((size_t)copies * sizeof *vc);
+    size_t es = kern_dtype_size(c->dt), cb = round64((size_t)(c->B * c->L * c->Hkv * c->D) * es);
+    int copies = (int)(LLM_CYCLE / (2 * cb)) + 1, i = 0, j;
+    char *kv = cycle_region(c->dt, (size_t)copies * 2 * cb);
     void *q = kbench_alloc((size_t)(c->B * c->H * c->D) * es), *o = kbench_alloc((size_t)(c->B * c->H * c->D) * es);
     int64_t *lens = (int64_t *)kbench_alloc((size_t)c->B * 8);
     kern_tensor qt, ot, kt, vt, lt = kern_tensor_1d(lens, KERN_I64, c->B);
     kern_status s = KERN_OK;
-    if (!kc || !vc || !q || !o || !lens) {
+#define KC(j) (kv + (size_t)(2 * (j)) * cb)
+#define VC(j) (kv + (size_t)(2 * (j) + 1) * cb)
+    if (!kv || !q || !o || !lens) {
         kbench_skip(st, "out of memory");
-        free(kc);
-        free(vc);
         return;
     }
     for (j = 0; j < c->B; j++) lens[j] = c->L;
     kbench_fill(q, c->dt, c->B * c->H * c->D, 3);
-    for (j = 0; j < copies; j++) {
-        kc[j] = kbench_alloc(cb);
-        vc[j] = kbench_alloc(cb);
-        if (!kc[j] || !vc[j]) {
-            kbench_skip(st, "out of memory");
-            free(kc);
-            free(vc);
-            return;
-        }
-        kbench_fill(kc[j], c->dt, (int64_t)(cb / es), (uint64_t)(20 + j));
-        kbench_fill(vc[j], c->dt, (int64_t)(cb / es), (uint64_t)(40 + j));
-    }
     if (!sdpa) {
         qt = kern_tensor_4d(q, c->dt, c->B, 1, c->H, c->D);
         ot = kern_tensor_4d(o, c->dt, c->B, 1, c->H, c->D);
         while (kbench_next(st)) {
-            kt = kern_tensor_4d(kc[i], c->dt, c->B, c->L, c->Hkv, c->D);
-            vt = kern_tensor_4d(vc[i], c->dt, c->B, c->L, c->Hkv, c->D);
+            kt = kern_tensor_4d(KC(i), c->dt, c->B, c->L, c->Hkv, c->D);
+            vt = kern_tensor_4d(VC(i), c->dt, c->B, c->L, c->Hkv, c->D);
             s |= kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL);
             i = (i + 1) % copies;
         }
@@ -138,15 +127,15 @@ static void run_decode(kbench_state *st, void *user, int sdpa) {
         qt = kern_tensor_4d(q, c->dt, c->B, c->H, 1, c->D);
         ot = kern_tensor_4d(o, c->dt, c->B, c->H, 1, c->D);
         while (kbench_next(st)) {
-            kern_tensor_init_strided(&kt, kc[i], c->dt, 4, shp, str);
-            kern_tensor_init_strided(&vt, vc[i], c->dt, 4, shp, str);
+            kern_tensor_init_strided(&kt, KC(i), c->dt, 4, shp, str);
+            kern_tensor_init_strided(&vt, VC(i), c->dt, 4, shp, str);
             s |= kern_sdpa(ctx, &qt, &kt, &vt, &ot, &p);
             i = (i + 1) % copies;
         }
     }
+#undef KC
+#undef VC
     kbench_use(o);
-    free(kc);
-    free(vc);
     if (s != KERN_OK) {
         kbench_skip(st, kern_last_error());
         return;

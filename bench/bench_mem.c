@@ -16,12 +16,14 @@
  *          kern_bf16_to_f32 etc. in a loop), whatever the thread count
  * PyTorch runs the same cases in bench/peers/mem.py.
  */
-#define KERN_IMPLEMENTATION
 #include "kern_base.h"
 #include "kbench.h"
 
 #include <stdio.h>
 #include <string.h>
+#ifdef KERN_X86
+#include <immintrin.h>
+#endif
 
 enum { OP_READ, OP_COPY, OP_TRIAD, OP_CVT };
 

@@ -22,7 +22,6 @@
  * Peak kind: L2 when the bytes fit the 1 MiB L2 (the 1x4096 cases), DRAM
  * otherwise.
  */
-#define KERN_IMPLEMENTATION
 #include "kern_norm.h"
 #include "kbench.h"
 

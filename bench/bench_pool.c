@@ -9,7 +9,6 @@
  * Cases: tasks2, tasks1000; 1 and 2 threads. A latency family: the table
  * shows time per call (peak=latency, no fraction of peak).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_base.h"
 #include "kbench.h"
 

@@ -37,7 +37,6 @@
  * Python peers (bench/peers/qgemm.py): torch (dynamic quantized Linear),
  * torch_int_mm (torch._int_mm), onnxruntime (DynamicQuantizeMatMul).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_qgemm.h"
 #include "kern_gemm.h"
 #include "kbench.h"

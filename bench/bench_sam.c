@@ -20,7 +20,6 @@
  * tokens (B 1) and 14 x 14 windows (B 25: the padded 70 x 70 grid). FLOPs
  * 4 B H L^2 D for every impl (the bias is not counted).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_gemm.h"
 #include "kern_sdpa.h"
 #include "kbench.h"

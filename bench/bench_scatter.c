@@ -29,7 +29,6 @@
  *   dst[e] = node(h_dst(e)) is the scatter index; src node (spmm's column)
  *   = node(h_src(e)).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_scatter.h"
 #include "kbench.h"
 

@@ -17,7 +17,6 @@
  * The whole grid takes a while; select with --benchmark_filter (e.g.
  * 'sdpa/kern/t1/fwd/f32/B1/H16/L1024/D128$', or bench/run --filter).
  */
-#define KERN_IMPLEMENTATION
 #include "kern_gemm.h"
 #include "kern_sdpa.h"
 #include "kbench.h"

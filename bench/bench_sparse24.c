@@ -25,7 +25,6 @@
  *   kern_unfused  kern_sparse24_linear, then kern_gelu over y in place
  *   kern_dense    kern_gemm with the GELU epilogue on the dense weight
  */
-#define KERN_IMPLEMENTATION
 #include "kern_sparse24.h"
 #include "kern_gemm.h"
 #include "kern_norm.h"

@@ -15,7 +15,6 @@
  *   dense rows gathered nnz*F*4 + col and values nnz*(8+4) + rowptr
  *   (N+1)*8 + out N*F*4.
  */
-#define KERN_IMPLEMENTATION
 #include "kern_spmm.h"
 #include "kbench.h"
 

@@ -2,9 +2,10 @@
  * kbench_shim.cc).
  *
  * A benchmark file registers cases from a constructor and leaves main() to
- * the shim:
+ * the shim. It includes the headers as declarations and is linked with
+ * kern's implementation compiled once (build/gen/kern_impl.o; see the
+ * Makefile):
  *
- *     #define KERN_IMPLEMENTATION
  *     #include "kern_gemm.h"
  *     #include "kbench.h"
  *

@@ -153,4 +153,4 @@ GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spe
                      build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64)
 .PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
-build/bench/bench_gen: $(GEN_BENCH_HEADERS)
+build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)

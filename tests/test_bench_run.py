@@ -217,6 +217,30 @@ def summary_geomean_best_worst():
     text = "\n".join(lines)
     assert "CPU: Test CPU; threads 1,2; load average 0.1 0.2 0.3 at the start, 1.0 1.1 1.2 at the end; 1:15" in text, text
     assert "torch 0.98x (2)" in text, text
+    lines = run.format_summary(run.summarize(fake_results()), "Test CPU", [1, 2], "0.1", "0.2",
+                               75.0, {"gemm": {"kern": 30.0, "peers": 15.0}}, 12.0)
+    text = "\n".join(lines)
+    assert "building the benchmarks and measuring the peaks: 0:12" in text, text
+    assert "0:45 (0:30 + 0:15)" in text and "0:00 (0:00 + 0:00)" in text, text
+
+
+@test
+def busy_fraction_from_proc_stat():
+    with tempfile.TemporaryDirectory() as d:
+        st = os.path.join(d, "stat")
+        with open(st, "w") as f:
+            f.write("cpu  100 0 50 850 0 0 0 0 0 0\n")
+        # a file that does not change reads as no time passed: unknown
+        assert run.cpu_busy_fraction(0.0, st) is None
+    assert run.cpu_busy_fraction(0.0, "/no/such/file") is None
+    f = run.cpu_busy_fraction(0.2)
+    assert f is None or 0.0 <= f <= 1.0, f
+
+
+@test
+def headline_less_family_known_from_source():
+    assert run.tags_headline("gemm") and not run.tags_headline("graph")
+    assert run.tags_headline("no-such-family")  # unknown: build it and let make say why
 
 
 # ----------------------------------------------------------- results file

@@ -130,6 +130,7 @@ def main():
                                 common.emit(FAMILY, case, t, "torch_compile", skipped=compile_error)
                                 continue
                             common.set_torch_threads(torch, t)
+                            call()  # Inductor compiles again for a new thread count
                             s = common.timeit(call, args.quick)
                             common.emit(FAMILY, case, t, "torch_compile", s, 0.0, nbytes)
                         call = None
