@@ -1570,7 +1570,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 }
 
 /* ------------------------------------------------------ decode attention
- * Split-KV: one task per (sequence, chunk of KERN__DA_CHUNK cache rows)
+ * Split-KV: one task per (sequence, chunk of J->chunk <= KERN__DA_CHUNK cache rows)
  * handles all H * Lq query rows, so each K/V byte is read once per step
  * and the chunk's rows (every kv head of a position is contiguous) are
  * read in address order. A task writes, per query row,
@@ -1580,6 +1580,18 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
  * M) l_c, M = max_c m_c. The chunking depends on the shapes only: the
  * same bits for any thread count. A row that sees no cache row gets 0. */
 #define KERN__DA_CHUNK 128
+#ifndef KERN__DA_PFK
+#define KERN__DA_PFK 1 /* K prefetch distance, in blocks of 16 cache rows */
+#endif
+
+/* a hint: the line at p into L2 (nothing where the compiler has no builtin) */
+static inline void kern__da_prefetch_l2(const void *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 2);
+#else
+    (void)p;
+#endif
+}
 
 typedef struct kern__da_fns {
     float (*dot)(const float *q, const void *k, kern_dtype kdt, int64_t n);
@@ -1592,6 +1604,17 @@ typedef struct kern__da_fns {
     void (*axpy4)(float *acc, int64_t as, const float *a, const void *v, kern_dtype vdt, int64_t n);
     /* x[i] = 2^(x[i] - m) for i < n; returns their sum (in lane order) */
     float (*exp2row)(float *x, float m, int64_t n);
+    /* Whole-block forms (NULL: the row-at-a-time ones above run).
+     * qk: S[r * ss + j] = q_r . k_j for r < nq (f32 rows of D at stride D)
+     *     and j < n (rows at byte stride ks);
+     * pv: acc[r * as + e] += sum_j S[r * ss + j] v_j[e] for r < nq, e < Dv,
+     *     j < n (rows at byte stride vs). */
+    void (*qk)(const float *q, int64_t nq, int64_t D, const char *k, int64_t ks, kern_dtype kdt,
+               int64_t n, float *S, int64_t ss);
+    void (*pv)(float *acc, int64_t as, const float *S, int64_t ss, int64_t nq, const char *v,
+               int64_t vs, kern_dtype vdt, int64_t n, int64_t Dv);
+    /* dst[i] = src[i] * scale (src of dtype dt, unit stride) */
+    void (*qrow)(float *dst, const void *src, kern_dtype dt, int64_t n, float scale);
 } kern__da_fns;
 
 static float kern__da_dot__scalar(const float *q, const void *k, kern_dtype kdt, int64_t n) {
@@ -1635,7 +1658,7 @@ static float kern__da_exp2row__scalar(float *x, float m, int64_t n) {
 static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_axpy__scalar,
                                                  kern__da_scale__scalar, kern__da_exp2n,
                                                  kern__da_dot4__scalar, kern__da_axpy4__scalar,
-                                                 kern__da_exp2row__scalar};
+                                                 kern__da_exp2row__scalar, NULL, NULL, NULL};
 #ifdef KERN_X86
 KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
                                                  int64_t n) {
@@ -1747,7 +1770,194 @@ KERN_TARGET_AVX2 static float kern__da_exp2row__avx2(float *x, float m, int64_t 
 static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
                                                kern__da_scale__avx2, kern__da_exp2n,
                                                kern__da_dot4__avx2, kern__da_axpy4__avx2,
-                                               kern__da_exp2row__avx2};
+                                               kern__da_exp2row__avx2, NULL, NULL, NULL};
+
+/* AVX-512: register-blocked blocks. qk holds 4 q rows x 4 k rows of
+ * 16-lane partial dot products in 16 registers along D and reduces them at
+ * the end (each k vector loaded once for 4 q rows); pv keeps 4 rows x 64
+ * columns of the accumulators in 16 registers across all n cache rows
+ * (each v vector loaded once for 4 rows, the accumulators touched in memory
+ * once per block instead of once per cache row). Rows past nq and cache
+ * rows past n repeat a valid row; their results are not stored. */
+KERN_TARGET_AVX512 static inline __m128 kern__da_sum4__avx512(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    __m512 x = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));
+    x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, 0x4E));
+    x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
+    return _mm512_castps512_ps128(x); /* [a, b, c, d] summed */
+}
+/* The bodies take the dtype as a constant (always inlined into one copy
+ * per dtype below), so the conversion is not a branch per load. bf16 is
+ * widened by a shift alone: a NaN stays a NaN (the products need no quiet
+ * bit), two ops a vector instead of five. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__da_ld__avx512(const void *p, kern_dtype dt, int m) {
+    __m256i h;
+    if (dt == KERN_F32) return m == 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(kern__tailmask__avx512(m), p);
+    h = m == 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(kern__tailmask__avx512(m), p);
+    if (dt == KERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__da_qk_body__avx512(const float *q, int64_t nq, int64_t D,
+                                                               const char *k, int64_t ks, kern_dtype kdt,
+                                                               int64_t n, float *S, int64_t ss) {
+    size_t es = kern_dtype_size(kdt);
+    int64_t r, j, d;
+    for (r = 0; r < nq; r += 4) {
+        int rq = nq - r >= 4 ? 4 : (int)(nq - r);
+        const float *q0 = q + r * D, *q1 = rq > 1 ? q0 + D : q0;
+        const float *q2 = rq > 2 ? q0 + 2 * D : q0, *q3 = rq > 3 ? q0 + 3 * D : q0;
+        for (j = 0; j < n; j += 4) {
+            int rk = n - j >= 4 ? 4 : (int)(n - j);
+            const char *k0 = k + j * ks, *k1 = rk > 1 ? k0 + ks : k0;
+            const char *k2 = rk > 2 ? k0 + 2 * ks : k0, *k3 = rk > 3 ? k0 + 3 * ks : k0;
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00, a22 = a00;
+            __m512 a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            __mmask8 sm = (__mmask8)((1u << rk) - 1);
+            float *s0 = S + r * ss + j;
+#define KERN__DA_QK_STEP(M)                                                     \
+    do {                                                                        \
+        int64_t off = d * (int64_t)es;                                          \
+        __m512 x0 = kern__da_ld__avx512(k0 + off, kdt, M);                      \
+        __m512 x1 = kern__da_ld__avx512(k1 + off, kdt, M);                      \
+        __m512 x2 = kern__da_ld__avx512(k2 + off, kdt, M);                      \
+        __m512 x3 = kern__da_ld__avx512(k3 + off, kdt, M);                      \
+        __m512 y = kern__da_ld__avx512(q0 + d, KERN_F32, M);                    \
+        a00 = _mm512_fmadd_ps(y, x0, a00);                                      \
+        a01 = _mm512_fmadd_ps(y, x1, a01);                                      \
+        a02 = _mm512_fmadd_ps(y, x2, a02);                                      \
+        a03 = _mm512_fmadd_ps(y, x3, a03);                                      \
+        y = kern__da_ld__avx512(q1 + d, KERN_F32, M);                           \
+        a10 = _mm512_fmadd_ps(y, x0, a10);                                      \
+        a11 = _mm512_fmadd_ps(y, x1, a11);                                      \
+        a12 = _mm512_fmadd_ps(y, x2, a12);                                      \
+        a13 = _mm512_fmadd_ps(y, x3, a13);                                      \
+        y = kern__da_ld__avx512(q2 + d, KERN_F32, M);                           \
+        a20 = _mm512_fmadd_ps(y, x0, a20);                                      \
+        a21 = _mm512_fmadd_ps(y, x1, a21);                                      \
+        a22 = _mm512_fmadd_ps(y, x2, a22);                                      \
+        a23 = _mm512_fmadd_ps(y, x3, a23);                                      \
+        y = kern__da_ld__avx512(q3 + d, KERN_F32, M);                           \
+        a30 = _mm512_fmadd_ps(y, x0, a30);                                      \
+        a31 = _mm512_fmadd_ps(y, x1, a31);                                      \
+        a32 = _mm512_fmadd_ps(y, x2, a32);                                      \
+        a33 = _mm512_fmadd_ps(y, x3, a33);                                      \
+    } while (0)
+            for (d = 0; d + 16 <= D; d += 16) KERN__DA_QK_STEP(16);
+            if (d < D) KERN__DA_QK_STEP((int)(D - d));
+#undef KERN__DA_QK_STEP
+            _mm_mask_storeu_ps(s0, sm, kern__da_sum4__avx512(a00, a01, a02, a03));
+            if (rq > 1) _mm_mask_storeu_ps(s0 + ss, sm, kern__da_sum4__avx512(a10, a11, a12, a13));
+            if (rq > 2) _mm_mask_storeu_ps(s0 + 2 * ss, sm, kern__da_sum4__avx512(a20, a21, a22, a23));
+            if (rq > 3) _mm_mask_storeu_ps(s0 + 3 * ss, sm, kern__da_sum4__avx512(a30, a31, a32, a33));
+        }
+    }
+}
+KERN_TARGET_AVX512 static void kern__da_qk__avx512(const float *q, int64_t nq, int64_t D, const char *k,
+                                                    int64_t ks, kern_dtype kdt, int64_t n, float *S,
+                                                    int64_t ss) {
+    if (kdt == KERN_BF16) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_BF16, n, S, ss);
+    else if (kdt == KERN_F16) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F16, n, S, ss);
+    else kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F32, n, S, ss);
+}
+/* o[0 .. w) += a0..a3 (16 lanes each; m_c lanes of the c-th) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_add__avx512(float *o, int w, __m512 a0, __m512 a1,
+                                                              __m512 a2, __m512 a3) {
+    if (w >= 64) {
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), a0));
+        _mm512_storeu_ps(o + 16, _mm512_add_ps(_mm512_loadu_ps(o + 16), a1));
+        _mm512_storeu_ps(o + 32, _mm512_add_ps(_mm512_loadu_ps(o + 32), a2));
+        _mm512_storeu_ps(o + 48, _mm512_add_ps(_mm512_loadu_ps(o + 48), a3));
+        return;
+    }
+    kern__storen__avx512(o, _mm512_add_ps(kern__loadn__avx512(o, w > 16 ? 16 : w), a0), w > 16 ? 16 : w);
+    if (w > 16) kern__storen__avx512(o + 16, _mm512_add_ps(kern__loadn__avx512(o + 16, w > 32 ? 16 : w - 16), a1), w > 32 ? 16 : w - 16);
+    if (w > 32) kern__storen__avx512(o + 32, _mm512_add_ps(kern__loadn__avx512(o + 32, w > 48 ? 16 : w - 32), a2), w > 48 ? 16 : w - 32);
+    if (w > 48) kern__storen__avx512(o + 48, _mm512_add_ps(kern__loadn__avx512(o + 48, w - 48), a3), w - 48);
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64_t as, const float *S,
+                                                               int64_t ss, int64_t nq, const char *v,
+                                                               int64_t vs, kern_dtype vdt, int64_t n,
+                                                               int64_t Dv) {
+    size_t es = kern_dtype_size(vdt);
+    int64_t r, e, j;
+    for (r = 0; r < nq; r += 4) {
+        int rq = nq - r >= 4 ? 4 : (int)(nq - r);
+        const float *p0 = S + r * ss, *p1 = rq > 1 ? p0 + ss : p0;
+        const float *p2 = rq > 2 ? p0 + 2 * ss : p0, *p3 = rq > 3 ? p0 + 3 * ss : p0;
+        float *o0 = acc + r * as;
+        for (e = 0; e < Dv; e += 64) {
+            int w = Dv - e >= 64 ? 64 : (int)(Dv - e);
+            int m0 = w > 16 ? 16 : w, m1 = w > 32 ? 16 : w > 16 ? w - 16 : 0;
+            int m2 = w > 48 ? 16 : w > 32 ? w - 32 : 0, m3 = w > 48 ? w - 48 : 0;
+            const char *vp = v + e * (int64_t)es;
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00, a22 = a00;
+            __m512 a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            for (j = 0; j < n; j++, vp += vs) {
+                __m512 x0, x1, x2, x3, b;
+                if (w == 64) {
+                    x0 = kern__da_ld__avx512(vp, vdt, 16);
+                    x1 = kern__da_ld__avx512(vp + 16 * (int64_t)es, vdt, 16);
+                    x2 = kern__da_ld__avx512(vp + 32 * (int64_t)es, vdt, 16);
+                    x3 = kern__da_ld__avx512(vp + 48 * (int64_t)es, vdt, 16);
+                } else {
+                    x0 = kern__da_ld__avx512(vp, vdt, m0);
+                    x1 = kern__da_ld__avx512(vp + 16 * (int64_t)es, vdt, m1);
+                    x2 = kern__da_ld__avx512(vp + 32 * (int64_t)es, vdt, m2);
+                    x3 = kern__da_ld__avx512(vp + 48 * (int64_t)es, vdt, m3);
+                }
+                b = _mm512_set1_ps(p0[j]);
+                a00 = _mm512_fmadd_ps(b, x0, a00);
+                a01 = _mm512_fmadd_ps(b, x1, a01);
+                a02 = _mm512_fmadd_ps(b, x2, a02);
+                a03 = _mm512_fmadd_ps(b, x3, a03);
+                b = _mm512_set1_ps(p1[j]);
+                a10 = _mm512_fmadd_ps(b, x0, a10);
+                a11 = _mm512_fmadd_ps(b, x1, a11);
+                a12 = _mm512_fmadd_ps(b, x2, a12);
+                a13 = _mm512_fmadd_ps(b, x3, a13);
+                b = _mm512_set1_ps(p2[j]);
+                a20 = _mm512_fmadd_ps(b, x0, a20);
+                a21 = _mm512_fmadd_ps(b, x1, a21);
+                a22 = _mm512_fmadd_ps(b, x2, a22);
+                a23 = _mm512_fmadd_ps(b, x3, a23);
+                b = _mm512_set1_ps(p3[j]);
+                a30 = _mm512_fmadd_ps(b, x0, a30);
+                a31 = _mm512_fmadd_ps(b, x1, a31);
+                a32 = _mm512_fmadd_ps(b, x2, a32);
+                a33 = _mm512_fmadd_ps(b, x3, a33);
+            }
+            kern__da_pv_add__avx512(o0 + e, w, a00, a01, a02, a03);
+            if (rq > 1) kern__da_pv_add__avx512(o0 + as + e, w, a10, a11, a12, a13);
+            if (rq > 2) kern__da_pv_add__avx512(o0 + 2 * as + e, w, a20, a21, a22, a23);
+            if (rq > 3) kern__da_pv_add__avx512(o0 + 3 * as + e, w, a30, a31, a32, a33);
+        }
+    }
+}
+KERN_TARGET_AVX512 static void kern__da_pv__avx512(float *acc, int64_t as, const float *S, int64_t ss,
+                                                    int64_t nq, const char *v, int64_t vs,
+                                                    kern_dtype vdt, int64_t n, int64_t Dv) {
+    if (vdt == KERN_BF16) kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_BF16, n, Dv);
+    else if (vdt == KERN_F16) kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_F16, n, Dv);
+    else kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_F32, n, Dv);
+}
+KERN_TARGET_AVX512 static void kern__da_qrow__avx512(float *dst, const void *src, kern_dtype dt, int64_t n,
+                                                      float scale) {
+    __m512 sv = _mm512_set1_ps(scale);
+    size_t es = kern_dtype_size(dt);
+    int64_t i;
+    for (i = 0; i < n; i += 16) {
+        int m = n - i >= 16 ? 16 : (int)(n - i);
+        kern__storen__avx512(dst + i, kern__mul__avx512(kern__v_load_f32__avx512((const char *)src + i * (int64_t)es, dt, m), sv), m);
+    }
+}
+static const kern__da_fns kern__da_fns_avx512 = {kern__da_dot__avx2, kern__da_axpy__avx2,
+                                                 kern__da_scale__avx2, kern__da_exp2n,
+                                                 kern__da_dot4__avx2, kern__da_axpy4__avx2,
+                                                 kern__da_exp2row__avx2, kern__da_qk__avx512,
+                                                 kern__da_pv__avx512, kern__da_qrow__avx512};
 #endif
 
 typedef struct kern__da_job {
@@ -1755,6 +1965,7 @@ typedef struct kern__da_job {
     kern_ctx *ctx;
     const kern_tensor *q, *k, *v, *lens, *out;
     int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = H * Lq per task */
+    int64_t chunk;  /* cache rows per task (<= KERN__DA_CHUNK, the S row stride) */
     float scale2;   /* scale * log2(e) */
     float *part;    /* [B * nchunk][rows][Dv + 2] */
 } kern__da_job;
@@ -1769,7 +1980,7 @@ static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
 static void kern__da_task(void *arg, int64_t task, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
     int64_t c = task % J->nchunk, b = task / J->nchunk, R = J->rows, Lq = J->Lq;
-    int64_t len = kern__llm_ix(J->lens, b), j0 = c * KERN__DA_CHUNK, r, j, hk, g;
+    int64_t len = kern__llm_ix(J->lens, b), j0 = c * J->chunk, r, j, hk, g;
     float *qs = (float *)kern__thread_scratch(J->ctx, thread);
     float *S = qs + R * J->D;
     float *part = J->part + task * R * (J->Dv + 2);
@@ -1780,7 +1991,7 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
     int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
     int64_t khs = J->k->stride[2] * (int64_t)ke, vhs = J->v->stride[2] * (int64_t)ve;
     int64_t nmax = len - j0; /* rows of the chunk the last query sees */
-    if (nmax > KERN__DA_CHUNK) nmax = KERN__DA_CHUNK;
+    if (nmax > J->chunk) nmax = J->chunk;
     for (r = 0; r < R; r++) {
         float *o = part + r * (J->Dv + 2);
         o[0] = -INFINITY;
@@ -1793,9 +2004,42 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
         int64_t h = r / Lq, l = r % Lq, d;
         const char *qp = (const char *)J->q->data +
                          (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
+        if (J->f->qrow) {
+            J->f->qrow(qs + r * J->D, qp, J->q->dtype, J->D, J->scale2);
+            continue;
+        }
         for (d = 0; d < J->D; d++)
             qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
     }
+    if (J->f->qk) {
+        /* scores: blocks of 16 cache rows, 4 rows x every kv head at a
+         * time (four address-ordered streams). Before each 4-row x head
+         * block, hints fetch its share of the K rows KERN__DA_PFK blocks
+         * ahead and of this block's V rows (for the p.v pass below), so the
+         * misses are spread over the dot products instead of queued in a
+         * burst (measured: a burst per block was 1.6x slower). Only for
+         * caches packed as [Lmax, Hkv, D]. */
+        int64_t Rh = J->G * Lq, jb, nb, x, j4, part, nparts, kshare, vshare;
+        int pk = khs == J->D * (int64_t)ke && ks == J->Hkv * khs;
+        int pv = vhs == J->Dv * (int64_t)ve && vs == J->Hkv * vhs;
+        for (jb = 0; jb < nmax; jb += 16) {
+            int64_t ja = jb + 16 * KERN__DA_PFK, na = nmax - ja < 16 ? nmax - ja : 16;
+            nb = nmax - jb < 16 ? nmax - jb : 16;
+            nparts = J->Hkv * ((nb + 3) / 4);
+            kshare = pk && na > 0 ? (na * ks / nparts + 63) & ~(int64_t)63 : 0;
+            vshare = pv ? (nb * vs / nparts + 63) & ~(int64_t)63 : 0;
+            for (j4 = 0, part = 0; j4 < nb; j4 += 4)
+                for (hk = 0; hk < J->Hkv; hk++, part++) {
+                    int64_t ko = (j0 + ja) * ks + part * kshare, kend = (j0 + ja + na) * ks;
+                    int64_t vo = (j0 + jb) * vs + part * vshare, vend = (j0 + jb + nb) * vs;
+                    for (x = 0; x < kshare && ko + x < kend; x += 64) kern__da_prefetch_l2(kb + ko + x);
+                    for (x = 0; x < vshare && vo + x < vend; x += 64) kern__da_prefetch_l2(vb + vo + x);
+                    J->f->qk(qs + hk * Rh * J->D, Rh, J->D, kb + (j0 + jb + j4) * ks + hk * khs, ks,
+                             J->k->dtype, nb - j4 < 4 ? nb - j4 : 4,
+                             S + hk * Rh * KERN__DA_CHUNK + jb + j4, KERN__DA_CHUNK);
+                }
+        }
+    } else
     /* scores, cache row by cache row */
     for (j = 0; j < nmax; j++) {
         const char *krow = kb + (j0 + j) * ks;
@@ -1824,6 +2068,12 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
             o[1] = sum;
         }
     }
+    if (J->f->pv) {
+        int64_t Rh = J->G * Lq;
+        for (hk = 0; hk < J->Hkv; hk++)
+            J->f->pv(part + hk * Rh * (J->Dv + 2) + 2, J->Dv + 2, S + hk * Rh * KERN__DA_CHUNK,
+                     KERN__DA_CHUNK, Rh, vb + j0 * vs + hk * vhs, vs, J->v->dtype, nmax, J->Dv);
+    } else
     /* acc += p v, cache row by cache row */
     for (j = 0; j < nmax; j++) {
         const char *vrow = vb + (j0 + j) * vs;
@@ -1946,7 +2196,17 @@ static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern
     J->Dv = v->shape[3];
     J->G = J->H / J->Hkv;
     J->rows = J->H * J->Lq;
-    J->nchunk = (J->Lmax + KERN__DA_CHUNK - 1) / KERN__DA_CHUNK;
+    /* a chunk's K and V rows (all kv heads) within 512 KiB, so the V rows
+     * fetched during the scores are still in L2 for p.v: 128 rows for a
+     * bf16 Llama cache (Hkv 8, D 128), 64 for f32. Shapes and dtypes only:
+     * the same chunking for any thread count. */
+    {
+        int64_t row = J->Hkv * (J->D * (int64_t)kern_dtype_size(k->dtype) +
+                                J->Dv * (int64_t)kern_dtype_size(v->dtype));
+        J->chunk = KERN__DA_CHUNK;
+        while (J->chunk > 16 && J->chunk * row > ((int64_t)512 << 10)) J->chunk /= 2;
+    }
+    J->nchunk = (J->Lmax + J->chunk - 1) / J->chunk;
     if (J->nchunk < 1) J->nchunk = 1;
     *shared = (size_t)(J->B * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
     *thread = kern__da_thread_bytes(J->rows, J->D, J->Dv);
@@ -2004,7 +2264,11 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
     }
     if (!st) {
 #ifdef KERN_X86
-        J.f = (kern_ctx_features(ctx) & KERN_CPU_AVX2) ? &kern__da_fns_avx2 : &kern__da_fns_scalar;
+        kern_isa isa = kern_ctx_isa(ctx);
+        J.f = isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16
+                  ? &kern__da_fns_avx512
+              : (kern_ctx_features(ctx) & KERN_CPU_AVX2) ? &kern__da_fns_avx2
+                                                         : &kern__da_fns_scalar;
 #else
         J.f = &kern__da_fns_scalar;
 #endif
