@@ -1787,6 +1787,19 @@ KERN_TARGET_AVX512 static inline __m128 kern__da_sum4__avx512(__m512 a, __m512 b
     x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
     return _mm512_castps512_ps128(x); /* [a, b, c, d] summed */
 }
+/* row[i] = base + i * stride for i < n, else base (a valid row to repeat) */
+static inline void kern__da_rows4(const float *base, int64_t stride, int n, const float **row) {
+    int i;
+    for (i = 0; i < 4; i++) row[i] = i < n ? base + i * stride : base;
+}
+/* acc_i += y * x_i for the block's four vectors x0..x3 */
+#define KERN__DA_FMA4(y, c0, c1, c2, c3)                                        \
+    do {                                                                        \
+        c0 = _mm512_fmadd_ps(y, x0, c0);                                        \
+        c1 = _mm512_fmadd_ps(y, x1, c1);                                        \
+        c2 = _mm512_fmadd_ps(y, x2, c2);                                        \
+        c3 = _mm512_fmadd_ps(y, x3, c3);                                        \
+    } while (0)
 /* The bodies take the dtype as a constant (always inlined into one copy
  * per dtype below), so the conversion is not a branch per load. bf16 is
  * widened by a shift alone: a NaN stays a NaN (the products need no quiet
@@ -1805,8 +1818,9 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_qk_body__avx512(const float *q, i
     int64_t r, j, d;
     for (r = 0; r < nq; r += 4) {
         int rq = nq - r >= 4 ? 4 : (int)(nq - r);
-        const float *q0 = q + r * D, *q1 = rq > 1 ? q0 + D : q0;
-        const float *q2 = rq > 2 ? q0 + 2 * D : q0, *q3 = rq > 3 ? q0 + 3 * D : q0;
+        const float *qr[4], *q0, *q1, *q2, *q3;
+        kern__da_rows4(q + r * D, D, rq, qr);
+        q0 = qr[0], q1 = qr[1], q2 = qr[2], q3 = qr[3];
         for (j = 0; j < n; j += 4) {
             int rk = n - j >= 4 ? 4 : (int)(n - j);
             const char *k0 = k + j * ks, *k1 = rk > 1 ? k0 + ks : k0;
@@ -1824,25 +1838,13 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_qk_body__avx512(const float *q, i
         __m512 x2 = kern__da_ld__avx512(k2 + off, kdt, M);                      \
         __m512 x3 = kern__da_ld__avx512(k3 + off, kdt, M);                      \
         __m512 y = kern__da_ld__avx512(q0 + d, KERN_F32, M);                    \
-        a00 = _mm512_fmadd_ps(y, x0, a00);                                      \
-        a01 = _mm512_fmadd_ps(y, x1, a01);                                      \
-        a02 = _mm512_fmadd_ps(y, x2, a02);                                      \
-        a03 = _mm512_fmadd_ps(y, x3, a03);                                      \
+        KERN__DA_FMA4(y, a00, a01, a02, a03);                                 \
         y = kern__da_ld__avx512(q1 + d, KERN_F32, M);                           \
-        a10 = _mm512_fmadd_ps(y, x0, a10);                                      \
-        a11 = _mm512_fmadd_ps(y, x1, a11);                                      \
-        a12 = _mm512_fmadd_ps(y, x2, a12);                                      \
-        a13 = _mm512_fmadd_ps(y, x3, a13);                                      \
+        KERN__DA_FMA4(y, a10, a11, a12, a13);                                 \
         y = kern__da_ld__avx512(q2 + d, KERN_F32, M);                           \
-        a20 = _mm512_fmadd_ps(y, x0, a20);                                      \
-        a21 = _mm512_fmadd_ps(y, x1, a21);                                      \
-        a22 = _mm512_fmadd_ps(y, x2, a22);                                      \
-        a23 = _mm512_fmadd_ps(y, x3, a23);                                      \
+        KERN__DA_FMA4(y, a20, a21, a22, a23);                                 \
         y = kern__da_ld__avx512(q3 + d, KERN_F32, M);                           \
-        a30 = _mm512_fmadd_ps(y, x0, a30);                                      \
-        a31 = _mm512_fmadd_ps(y, x1, a31);                                      \
-        a32 = _mm512_fmadd_ps(y, x2, a32);                                      \
-        a33 = _mm512_fmadd_ps(y, x3, a33);                                      \
+        KERN__DA_FMA4(y, a30, a31, a32, a33);                                 \
     } while (0)
             for (d = 0; d + 16 <= D; d += 16) KERN__DA_QK_STEP(16);
             if (d < D) KERN__DA_QK_STEP((int)(D - d));
@@ -1884,9 +1886,10 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64
     int64_t r, e, j;
     for (r = 0; r < nq; r += 4) {
         int rq = nq - r >= 4 ? 4 : (int)(nq - r);
-        const float *p0 = S + r * ss, *p1 = rq > 1 ? p0 + ss : p0;
-        const float *p2 = rq > 2 ? p0 + 2 * ss : p0, *p3 = rq > 3 ? p0 + 3 * ss : p0;
+        const float *pr[4], *p0, *p1, *p2, *p3;
         float *o0 = acc + r * as;
+        kern__da_rows4(S + r * ss, ss, rq, pr);
+        p0 = pr[0], p1 = pr[1], p2 = pr[2], p3 = pr[3];
         for (e = 0; e < Dv; e += 64) {
             int w = Dv - e >= 64 ? 64 : (int)(Dv - e);
             int m0 = w > 16 ? 16 : w, m1 = w > 32 ? 16 : w > 16 ? w - 16 : 0;
@@ -1909,25 +1912,13 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64
                     x3 = kern__da_ld__avx512(vp + 48 * (int64_t)es, vdt, m3);
                 }
                 b = _mm512_set1_ps(p0[j]);
-                a00 = _mm512_fmadd_ps(b, x0, a00);
-                a01 = _mm512_fmadd_ps(b, x1, a01);
-                a02 = _mm512_fmadd_ps(b, x2, a02);
-                a03 = _mm512_fmadd_ps(b, x3, a03);
+                KERN__DA_FMA4(b, a00, a01, a02, a03);
                 b = _mm512_set1_ps(p1[j]);
-                a10 = _mm512_fmadd_ps(b, x0, a10);
-                a11 = _mm512_fmadd_ps(b, x1, a11);
-                a12 = _mm512_fmadd_ps(b, x2, a12);
-                a13 = _mm512_fmadd_ps(b, x3, a13);
+                KERN__DA_FMA4(b, a10, a11, a12, a13);
                 b = _mm512_set1_ps(p2[j]);
-                a20 = _mm512_fmadd_ps(b, x0, a20);
-                a21 = _mm512_fmadd_ps(b, x1, a21);
-                a22 = _mm512_fmadd_ps(b, x2, a22);
-                a23 = _mm512_fmadd_ps(b, x3, a23);
+                KERN__DA_FMA4(b, a20, a21, a22, a23);
                 b = _mm512_set1_ps(p3[j]);
-                a30 = _mm512_fmadd_ps(b, x0, a30);
-                a31 = _mm512_fmadd_ps(b, x1, a31);
-                a32 = _mm512_fmadd_ps(b, x2, a32);
-                a33 = _mm512_fmadd_ps(b, x3, a33);
+                KERN__DA_FMA4(b, a30, a31, a32, a33);
             }
             kern__da_pv_add__avx512(o0 + e, w, a00, a01, a02, a03);
             if (rq > 1) kern__da_pv_add__avx512(o0 + as + e, w, a10, a11, a12, a13);
@@ -1953,6 +1944,7 @@ KERN_TARGET_AVX512 static void kern__da_qrow__avx512(float *dst, const void *src
         kern__storen__avx512(dst + i, kern__mul__avx512(kern__v_load_f32__avx512((const char *)src + i * (int64_t)es, dt, m), sv), m);
     }
 }
+#undef KERN__DA_FMA4
 static const kern__da_fns kern__da_fns_avx512 = {kern__da_dot__avx2, kern__da_axpy__avx2,
                                                  kern__da_scale__avx2, kern__da_exp2n,
                                                  kern__da_dot4__avx2, kern__da_axpy4__avx2,
