@@ -1863,20 +1863,14 @@ KERN_TARGET_AVX512 static void kern__da_qk__avx512(const float *q, int64_t nq, i
     else if (kdt == KERN_F16) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F16, n, S, ss);
     else kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F32, n, S, ss);
 }
-/* o[0 .. w) += a0..a3 (16 lanes each; m_c lanes of the c-th) */
-KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_add__avx512(float *o, int w, __m512 a0, __m512 a1,
+/* o[16 c .. 16 c + m_c) += a_c, c = 0..3 (m_c = 0: nothing) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_add__avx512(float *o, const int *m, __m512 a0, __m512 a1,
                                                               __m512 a2, __m512 a3) {
-    if (w >= 64) {
-        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), a0));
-        _mm512_storeu_ps(o + 16, _mm512_add_ps(_mm512_loadu_ps(o + 16), a1));
-        _mm512_storeu_ps(o + 32, _mm512_add_ps(_mm512_loadu_ps(o + 32), a2));
-        _mm512_storeu_ps(o + 48, _mm512_add_ps(_mm512_loadu_ps(o + 48), a3));
-        return;
-    }
-    kern__storen__avx512(o, _mm512_add_ps(kern__loadn__avx512(o, w > 16 ? 16 : w), a0), w > 16 ? 16 : w);
-    if (w > 16) kern__storen__avx512(o + 16, _mm512_add_ps(kern__loadn__avx512(o + 16, w > 32 ? 16 : w - 16), a1), w > 32 ? 16 : w - 16);
-    if (w > 32) kern__storen__avx512(o + 32, _mm512_add_ps(kern__loadn__avx512(o + 32, w > 48 ? 16 : w - 32), a2), w > 48 ? 16 : w - 32);
-    if (w > 48) kern__storen__avx512(o + 48, _mm512_add_ps(kern__loadn__avx512(o + 48, w - 48), a3), w - 48);
+    __m512 a[4];
+    int c;
+    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+    for (c = 0; c < 4 && m[c] > 0; c++)
+        kern__storen__avx512(o + 16 * c, _mm512_add_ps(kern__loadn__avx512(o + 16 * c, m[c]), a[c]), m[c]);
 }
 KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64_t as, const float *S,
                                                                int64_t ss, int64_t nq, const char *v,
@@ -1892,12 +1886,13 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64
         p0 = pr[0], p1 = pr[1], p2 = pr[2], p3 = pr[3];
         for (e = 0; e < Dv; e += 64) {
             int w = Dv - e >= 64 ? 64 : (int)(Dv - e);
-            int m0 = w > 16 ? 16 : w, m1 = w > 32 ? 16 : w > 16 ? w - 16 : 0;
-            int m2 = w > 48 ? 16 : w > 32 ? w - 32 : 0, m3 = w > 48 ? w - 48 : 0;
+            int m[4], c, m0, m1, m2, m3;
             const char *vp = v + e * (int64_t)es;
             __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
             __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00, a22 = a00;
             __m512 a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            for (c = 0; c < 4; c++) m[c] = w - 16 * c >= 16 ? 16 : w - 16 * c > 0 ? w - 16 * c : 0;
+            m0 = m[0], m1 = m[1], m2 = m[2], m3 = m[3];
             for (j = 0; j < n; j++, vp += vs) {
                 __m512 x0, x1, x2, x3, b;
                 if (w == 64) {
@@ -1920,10 +1915,10 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__da_pv_body__avx512(float *acc, int64
                 b = _mm512_set1_ps(p3[j]);
                 KERN__DA_FMA4(b, a30, a31, a32, a33);
             }
-            kern__da_pv_add__avx512(o0 + e, w, a00, a01, a02, a03);
-            if (rq > 1) kern__da_pv_add__avx512(o0 + as + e, w, a10, a11, a12, a13);
-            if (rq > 2) kern__da_pv_add__avx512(o0 + 2 * as + e, w, a20, a21, a22, a23);
-            if (rq > 3) kern__da_pv_add__avx512(o0 + 3 * as + e, w, a30, a31, a32, a33);
+            kern__da_pv_add__avx512(o0 + e, m, a00, a01, a02, a03);
+            if (rq > 1) kern__da_pv_add__avx512(o0 + as + e, m, a10, a11, a12, a13);
+            if (rq > 2) kern__da_pv_add__avx512(o0 + 2 * as + e, m, a20, a21, a22, a23);
+            if (rq > 3) kern__da_pv_add__avx512(o0 + 3 * as + e, m, a30, a31, a32, a33);
         }
     }
 }
@@ -2012,14 +2007,14 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
          * burst (measured: a burst per block was 1.6x slower). Only for
          * caches packed as [Lmax, Hkv, D]. */
         int64_t Rh = J->G * Lq, jb, nb, x, j4, part, nparts, kshare, vshare;
-        int pk = khs == J->D * (int64_t)ke && ks == J->Hkv * khs;
-        int pv = vhs == J->Dv * (int64_t)ve && vs == J->Hkv * vhs;
+        int k_packed = khs == J->D * (int64_t)ke && ks == J->Hkv * khs;
+        int v_packed = vhs == J->Dv * (int64_t)ve && vs == J->Hkv * vhs;
         for (jb = 0; jb < nmax; jb += 16) {
             int64_t ja = jb + 16 * KERN__DA_PFK, na = nmax - ja < 16 ? nmax - ja : 16;
             nb = nmax - jb < 16 ? nmax - jb : 16;
             nparts = J->Hkv * ((nb + 3) / 4);
-            kshare = pk && na > 0 ? (na * ks / nparts + 63) & ~(int64_t)63 : 0;
-            vshare = pv ? (nb * vs / nparts + 63) & ~(int64_t)63 : 0;
+            kshare = k_packed && na > 0 ? (na * ks / nparts + 63) & ~(int64_t)63 : 0;
+            vshare = v_packed ? (nb * vs / nparts + 63) & ~(int64_t)63 : 0;
             for (j4 = 0, part = 0; j4 < nb; j4 += 4)
                 for (hk = 0; hk < J->Hkv; hk++, part++) {
                     int64_t ko = (j0 + ja) * ks + part * kshare, kend = (j0 + ja + na) * ks;
