@@ -56,11 +56,11 @@ for _u in UNARY:
 # ops the executor knows that have no generated form yet
 KNOWN_UNSUPPORTED = {'qlinear', 'quantize_per_token', 'sparse24_linear', 'scatter_reduce',
                      'spmm_reduce', 'sdpa_relpos', 'rope', 'silu_mul', 'kv_append',
-                     'decode_attention'}
+                     'decode_attention', 'argmax', 'topk'}
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
-         'prune'}
+         'prune', 'interleaved', 'k'}
 NAME_RE = re.compile(r'^[A-Za-z0-9_.:/\-]{1,127}$')
 
 

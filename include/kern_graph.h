@@ -74,8 +74,8 @@
  *                   reduce (torch.sparse.mm(csr, dense, reduce))
  *   rope            x [B,L,H,D], table [P,r] f32 (kern_rope_table_init),
  *                   offsets? [B] i32/i64 -> x's shape; half-split rotation
- *                   (HF Llama) of the first r dims at positions offsets[b] + l
- *                   (kern_rope)
+ *                   (HF Llama) of the first r dims at positions offsets[b] + l,
+ *                   or with interleaved=1 pairs (2i, 2i+1) (GPT-J) (kern_rope)
  *   silu_mul        a, b? -> silu(a) * b; without b, a = [.., 2F] holds
  *                   [gate | up] -> [.., F] (kern_silu_mul)
  *   kv_append       k_new [B,Lnew,Hkv,D], v_new, k_cache [B,Lmax,Hkv,D],
@@ -85,6 +85,10 @@
  *                   not changed) (kern_kv_append)
  *   decode_attention q [B,Lq,H,D], k_cache, v_cache [B,Lmax,Hkv,D|Dv],
  *                   k_lens [B] -> [B,Lq,H,Dv]; scale (kern_decode_attention)
+ *   argmax          x [..,V] -> i64 [..] (torch.argmax(x, -1): first on ties,
+ *                   NaN largest) (kern_argmax)
+ *   topk            x [..,V] -> values [..,k] (x's dtype), indices i64 [..,k];
+ *                   k (torch.topk(x, k, -1), sorted largest first) (kern_topk)
  *   Every node is validated when added (dtypes, ranks, symbolic shapes,
  *   attributes that do not apply); an error names the node, its op and its
  *   inputs' shapes and leaves the graph unchanged.
@@ -221,7 +225,9 @@ extern "C" {
     X(ROPE, "rope")                                                           \
     X(SILU_MUL, "silu_mul")                                                   \
     X(KV_APPEND, "kv_append")                                                 \
-    X(DECODE_ATTENTION, "decode_attention")
+    X(DECODE_ATTENTION, "decode_attention")                                   \
+    X(ARGMAX, "argmax")                                                       \
+    X(TOPK, "topk")
 
 typedef enum kern_graph_op {
     KERN_GRAPH_OP_NONE = 0,
@@ -269,6 +275,8 @@ typedef struct kern_graph_attrs {
     int include_self;    /* scatter_reduce */
     kern_dtype dtype;    /* cast: the target */
     int prune;           /* sparse24_linear: prune the weight at plan time */
+    int interleaved;     /* rope: GPT-J pairs (2i, 2i+1) instead of halves */
+    int64_t k;           /* topk: how many (concrete, >= 1) */
 } kern_graph_attrs;
 
 typedef struct kern_graph_node_desc {
@@ -1726,7 +1734,8 @@ enum {
     KERN__GA_EPS, KERN__GA_AXIS, KERN__GA_AXIS2, KERN__GA_PERM, KERN__GA_SHAPE, KERN__GA_SIZES,
     KERN__GA_START, KERN__GA_LENGTH, KERN__GA_EXPONENT, KERN__GA_IS_CAUSAL,
     KERN__GA_CAUSAL_BR, KERN__GA_GQA, KERN__GA_SCALE, KERN__GA_SOFTCAP, KERN__GA_WINDOW,
-    KERN__GA_REDUCE, KERN__GA_INCLUDE_SELF, KERN__GA_DTYPE, KERN__GA_PRUNE, KERN__GA_COUNT
+    KERN__GA_REDUCE, KERN__GA_INCLUDE_SELF, KERN__GA_DTYPE, KERN__GA_PRUNE, KERN__GA_INTERLEAVED,
+    KERN__GA_K, KERN__GA_COUNT
 };
 enum {
     KERN__GT_ACT = 1, KERN__GT_FLOATSET, KERN__GT_FLOAT, KERN__GT_BOOL, KERN__GT_INT,
@@ -1766,7 +1775,9 @@ static const kern__gattr kern__gattrs[KERN__GA_COUNT] = {
     {"reduce", KERN__GT_REDUCE, KERN__GOFF(reduce), 0, KERN__GSZ(reduce)},
     {"include_self", KERN__GT_BOOL, KERN__GOFF(include_self), 0, KERN__GSZ(include_self)},
     {"dtype", KERN__GT_DTYPE, KERN__GOFF(dtype), 0, KERN__GSZ(dtype)},
-    {"prune", KERN__GT_BOOL, KERN__GOFF(prune), 0, KERN__GSZ(prune)}};
+    {"prune", KERN__GT_BOOL, KERN__GOFF(prune), 0, KERN__GSZ(prune)},
+    {"interleaved", KERN__GT_BOOL, KERN__GOFF(interleaved), 0, KERN__GSZ(interleaved)},
+    {"k", KERN__GT_INT, KERN__GOFF(k), 0, KERN__GSZ(k)}};
 #undef KERN__GOFF
 #undef KERN__GSZ
 
@@ -2648,6 +2659,30 @@ static kern_status kern__ginfer_decode_attn(kern__ginf *c) {
     return kern__ginf_out(c, 0, q->dtype, 4, od);
 }
 
+/* argmax: x [.., V] -> i64 [..] (torch.argmax(x, -1)); topk: x [.., V] ->
+ * values [.., k] (x's dtype), indices i64 [.., k] (torch.topk(x, k, -1)). */
+static kern_status kern__ginfer_argmax(kern__ginf *c) {
+    const kern__gval *x = KERN__GIN(0);
+    int64_t od[KERN_MAX_DIMS];
+    int64_t V;
+    KERN__GFLOAT(0);
+    if (x->ndim < 1) return kern__ginf_err(c, KERN_ERR_SHAPE, "x needs at least 1 dim");
+    V = x->dims[x->ndim - 1];
+    memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->ndim);
+    if (c->op == KERN_GRAPH_OP_ARGMAX) {
+        if (V == 0) return kern__ginf_err(c, KERN_ERR_SHAPE, "argmax over an empty last dim");
+        return kern__ginf_out(c, 0, KERN_I64, x->ndim - 1, od);
+    }
+    if (c->a->k < 1) return kern__ginf_err(c, KERN_ERR_ARG, "k=%lld must be >= 1", (long long)c->a->k);
+    if (V >= 0 && c->a->k > V)
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "k=%lld > the last dim %lld", (long long)c->a->k,
+                              (long long)V);
+    od[x->ndim - 1] = c->a->k;
+    c->n_out = 2;
+    kern__ginf_out(c, 0, x->dtype, x->ndim, od);
+    return kern__ginf_out(c, 1, KERN_I64, x->ndim, od);
+}
+
 #define KERN__GA_NONE 0u
 static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     {"", 0, 0, 0, 0, 0, 0, NULL},
@@ -2708,12 +2743,15 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
                        KERN__GAF(REDUCE), kern__ginfer_spmm},
     /* SDPA_RELPOS */ {"q,k,v,rel_pos_h,rel_pos_w", 5, 5, KERN__GC_FAMILY, 1, 1,
                        KERN__GAF(SCALE), kern__ginfer_sdpa_relpos},
-    /* ROPE */ {"x,table,offsets?", 3, 2, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_rope},
+    /* ROPE */ {"x,table,offsets?", 3, 2, KERN__GC_FAMILY, 1, 1, KERN__GAF(INTERLEAVED),
+                kern__ginfer_rope},
     /* SILU_MUL */ {"a,b?", 2, 1, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_silu_mul},
     /* KV_APPEND */ {"k_new,v_new,k_cache,v_cache,k_lens", 5, 5, KERN__GC_FAMILY, 1, 1, 0,
                      kern__ginfer_kv_append},
     /* DECODE_ATTENTION */ {"q,k_cache,v_cache,k_lens", 4, 4, KERN__GC_FAMILY, 1, 1,
-                            KERN__GAF(SCALE), kern__ginfer_decode_attn}};
+                            KERN__GAF(SCALE), kern__ginfer_decode_attn},
+    /* ARGMAX */ {"x", 1, 1, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_argmax},
+    /* TOPK */ {"x", 1, 1, KERN__GC_FAMILY, 2, 2, KERN__GAF(K), kern__ginfer_argmax}};
 
 static const kern__gopdef *kern__gop(kern_graph_op op) { return &kern__gops[op]; }
 
@@ -5176,6 +5214,70 @@ static int kern__g_gemv_run(const kern__gnode *n, const kern__gstep *st, const k
     return 1;
 }
 
+/* argmax / topk over the last dim at any rank: one call on [R, V] views
+ * when the leading dims flatten (always for the plan's own outputs), else
+ * one call per [rows, V] slab of the last two dims. */
+static kern_status kern__g_lastdim(kern_ctx *ctx, kern_graph_op op, const kern_tensor *x,
+                                   const kern_tensor *y, const kern_tensor *y1) {
+    kern_tensor xs, ys, is;
+    int64_t idx[KERN_MAX_DIMS], n_outer = 1, o, r;
+    int nd = x->ndim, lead = nd > 2 ? nd - 2 : 0, d, flat;
+    const kern_tensor *ip = op == KERN_GRAPH_OP_TOPK ? y1 : y;
+    kern_status st = KERN_OK;
+    flat = kern__g_flatten2(x, &xs);
+    if (op == KERN_GRAPH_OP_TOPK) {
+        flat = flat && kern__g_flatten2(y, &ys) && kern__g_flatten2(y1, &is);
+    } else {
+        is = *y;
+        is.ndim = 1;
+        is.shape[0] = 1;
+        for (d = 0; d < y->ndim; d++) is.shape[0] *= y->shape[d];
+        if (y->ndim == 0) is.stride[0] = 1;
+        else flat = flat && kern__g_view_strides(y->ndim, y->shape, y->stride, 1, is.shape, is.stride);
+    }
+    if (flat) return op == KERN_GRAPH_OP_TOPK ? kern_topk(ctx, &xs, &ys, &is) : kern_argmax(ctx, &xs, &is);
+    /* nd > 2 here: slabs over the last two dims */
+    for (d = 0; d < lead; d++) n_outer *= x->shape[d];
+    memset(idx, 0, sizeof idx);
+    for (o = 0; o < n_outer && st == KERN_OK; o++) {
+        int64_t xo = 0, yo = 0, io = 0;
+        kern_tensor xv = *x, yv = *y, iv = *ip;
+        for (d = 0; d < lead; d++) {
+            xo += idx[d] * x->stride[d];
+            yo += idx[d] * y->stride[d];
+            io += idx[d] * ip->stride[d];
+        }
+        xv.ndim = 2;
+        xv.shape[0] = x->shape[nd - 2];
+        xv.shape[1] = x->shape[nd - 1];
+        xv.stride[0] = x->stride[nd - 2];
+        xv.stride[1] = x->stride[nd - 1];
+        xv.data = (char *)x->data + xo * (int64_t)kern_dtype_size(x->dtype);
+        iv.data = (char *)ip->data + io * (int64_t)kern_dtype_size(ip->dtype);
+        if (op == KERN_GRAPH_OP_TOPK) {
+            yv.ndim = iv.ndim = 2;
+            yv.shape[0] = iv.shape[0] = y->shape[nd - 2];
+            yv.shape[1] = iv.shape[1] = y->shape[nd - 1];
+            yv.stride[0] = y->stride[nd - 2];
+            yv.stride[1] = y->stride[nd - 1];
+            iv.stride[0] = ip->stride[nd - 2];
+            iv.stride[1] = ip->stride[nd - 1];
+            yv.data = (char *)y->data + yo * (int64_t)kern_dtype_size(y->dtype);
+            st = kern_topk(ctx, &xv, &yv, &iv);
+        } else {
+            iv.ndim = 1;
+            iv.shape[0] = y->shape[nd - 2];
+            iv.stride[0] = y->stride[nd - 2];
+            st = kern_argmax(ctx, &xv, &iv);
+        }
+        for (r = lead - 1; r >= 0; r--) {
+            if (++idx[r] < x->shape[r]) break;
+            idx[r] = 0;
+        }
+    }
+    return st;
+}
+
 /* Runs one family step with the plan's workspace (ws, ws_size; NULL = the
  * context's scratch). With query != NULL it runs nothing and writes the
  * scratch bytes the call would take instead (0 when the op takes no
@@ -5349,10 +5451,14 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         kern_rope_params rp;
         if (query) return KERN_OK; /* with a table: no scratch */
         memset(&rp, 0, sizeof rp);
+        rp.style = n->a.interleaved ? KERN_ROPE_INTERLEAVED : KERN_ROPE_HALF;
         rp.table = KERN__GT(1);
         rp.offsets = KERN__GT(2);
         return kern_rope(ctx, KERN__GT(0), y, &rp);
     }
+    case KERN_GRAPH_OP_ARGMAX: case KERN_GRAPH_OP_TOPK:
+        if (query) return KERN_OK; /* no scratch */
+        return kern__g_lastdim(ctx, n->op, KERN__GT(0), y, y1);
     case KERN_GRAPH_OP_SILU_MUL:
         if (query) return KERN_OK;
         return kern_silu_mul(ctx, KERN__GT(0), KERN__GT(1), y);

@@ -607,6 +607,31 @@ static KT__UNUSED int kt__fault_sweep(const char *file, int line, const char *wh
     return result;
 }
 
+#ifdef KERN_GRAPH_H
+/* Writes g's IR, reads it back and writes again: the texts must match
+ * byte for byte (the IR's contract, checked on every graph a test builds). */
+static KT__UNUSED void kt_graph_roundtrip(kern_graph *g) {
+    size_t n, n2;
+    char *a, *b;
+    kern_graph *g2 = NULL;
+    KT_OK(kern_graph_write_ir(g, NULL, 0, &n));
+    a = (char *)malloc(n + 1);
+    KT_OK(kern_graph_write_ir(g, a, n + 1, &n));
+    KT_OK(kern_graph_read_ir(NULL, a, n, &g2));
+    if (!g2) {
+        free(a);
+        return;
+    }
+    KT_OK(kern_graph_write_ir(g2, NULL, 0, &n2));
+    b = (char *)malloc(n2 + 1);
+    KT_OK(kern_graph_write_ir(g2, b, n2 + 1, &n2));
+    KT_CHECK(n == n2 && memcmp(a, b, n) == 0, "IR round trip differs:\n%s\n----\n%s", a, b);
+    kern_graph_destroy(g2);
+    free(a);
+    free(b);
+}
+#endif
+
 /* ---------------------------------------------------------------- main */
 
 static KT__UNUSED int kt_main(int argc, char **argv, const char *file) {
