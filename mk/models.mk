@@ -8,16 +8,20 @@
 #                    Also a 2-layer GQA Llama (models/llama.py): HF
 #                    LlamaForCausalLM with random weights against
 #                    build/models/llama_run (the graph of
-#                    models/llama_graph.h), logits and greedy tokens.
+#                    models/llama_graph.h), logits and greedy tokens in
+#                    f32 (and examples/llama_generate on the exported IR),
+#                    bf16 and int8 logits with teacher forcing.
 
 MODELS_PY      ?= bench/.venv/bin/python
 MODELS_THREADS ?= 2
 
 .PHONY: test-models
-test-models: build/kern-run build/models/llama_run $(MODELS_PY)
+test-models: build/kern-run build/models/llama_run build/examples/llama_generate $(MODELS_PY)
 	nice -n 10 $(MODELS_PY) models/bert.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/graphsage.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS)
+	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --dtype bf16
+	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --dtype int8
 	nice -n 10 $(MODELS_PY) models/sam.py --threads $(MODELS_THREADS)
 
 build/models/llama_run: models/llama_run.c models/llama_graph.h $(HEADERS)
@@ -30,5 +34,7 @@ build/models/llama_bench: models/llama_bench.c models/llama_graph.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $< -o $@ $(LIBS)
 
-# the tiny-model test includes the graph builder
+# the tiny-model test and the llm family's whole-model cases include the
+# graph builder
 build/tests/test_llm: models/llama_graph.h
+build/bench/bench_llm.o: models/llama_graph.h

@@ -9,9 +9,19 @@
  *   ids     [B, L] i64        the new tokens of each sequence
  *   k_lens  [B] i64           rows already in the caches (= the position
  *                             of the first new token); not modified
- *   k_cache.<i>, v_cache.<i>  [B, Lmax, Hkv, D] f32, one pair per layer:
- *                             the caller's caches, appended in place
- * Outputs: logits [B, L, V] f32, k_lens + L [B] i64.
+ *   k_cache.<i>, v_cache.<i>  [B, Lmax, Hkv, D] (f32, or bf16 for a bf16
+ *                             model), one pair per layer: the caller's
+ *                             caches, appended in place
+ * Outputs: logits [B, L, V] (the model's dtype), k_lens + L [B] i64; with
+ * cfg.last_logits, logits [B, 1, V] of the last position only (the final
+ * norm and lm_head run on one row per sequence, as generate() does) and a
+ * third output, next [B, 1] i64: their argmax (greedy decoding's token).
+ * cfg.dtype: KERN_F32 (0) or KERN_BF16: weights, activations and caches in
+ * that dtype (a Hugging Face model loaded with torch_dtype=bfloat16).
+ * cfg.int8: the seven projections of each layer run as qlinear (int8
+ * dynamic quantization: x per token, the f32 weights per output channel at
+ * plan time; torch.ao.quantization.quantize_dynamic's scheme); lm_head
+ * stays f32.
  * Weights (Hugging Face names, [out, in] as nn.Linear stores them):
  *   model.embed_tokens.weight, model.layers.<i>.{input_layernorm,
  *   post_attention_layernorm}.weight, model.layers.<i>.self_attn.
@@ -32,13 +42,16 @@ typedef struct llama_cfg {
     int64_t vocab, hidden, heads, kv_heads, head_dim, ffn, layers, max_len;
     double rope_theta;
     float rms_eps;
+    kern_dtype dtype; /* 0 = KERN_F32, or KERN_BF16 */
+    int int8;         /* the layers' linears as qlinear (f32 model only) */
+    int last_logits;  /* logits of the last position + next = their argmax */
 } llama_cfg;
 
-static kern_status llama__w(kern_graph *g, const char *name, int ndim, int64_t d0, int64_t d1,
-                            kern_graph_val *out) {
+static kern_status llama__w(kern_graph *g, kern_dtype dt, const char *name, int ndim, int64_t d0,
+                            int64_t d1, kern_graph_val *out) {
     kern_tensor t;
     memset(&t, 0, sizeof t); /* data NULL: declared, bound later */
-    t.dtype = KERN_F32;
+    t.dtype = dt;
     t.ndim = ndim;
     t.shape[0] = d0;
     t.shape[1] = d1;
@@ -47,15 +60,16 @@ static kern_status llama__w(kern_graph *g, const char *name, int ndim, int64_t d
     return kern_graph_weight(g, name, &t, KERN_GRAPH_BORROW, out);
 }
 
-static kern_status llama__lin(kern_graph *g, const char *name, kern_graph_val x, kern_graph_val w,
-                              kern_graph_val residual, kern_graph_val *out) {
+/* x w^T (+ residual): linear, or qlinear (int8 dynamic) when q */
+static kern_status llama__lin(kern_graph *g, int q, const char *name, kern_graph_val x,
+                              kern_graph_val w, kern_graph_val residual, kern_graph_val *out) {
     kern_graph_node_desc d;
     memset(&d, 0, sizeof d);
-    d.op = KERN_GRAPH_OP_LINEAR;
+    d.op = q ? KERN_GRAPH_OP_QLINEAR : KERN_GRAPH_OP_LINEAR;
     d.name = name;
     d.inputs[0] = x;
     d.inputs[1] = w;
-    d.inputs[3] = residual;
+    d.inputs[q ? 4 : 3] = residual;
     return kern_graph_add(g, &d, out);
 }
 
@@ -87,12 +101,14 @@ static kern_status llama__reshape(kern_graph *g, const char *name, kern_graph_va
 
 /* Builds the graph into g (empty). */
 static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
-    kern_graph_val ids, lens, h, table, emb, x, q, k, v, a, m, gt, up, newlens = 0, logits;
+    kern_graph_val ids, lens, h, table, emb, x, q, k, v, a, m, gt, up, newlens = 0, logits, next;
     kern_graph_val kc, vc, w[9];
     kern_graph_attrs norm, att;
     int64_t B, L, shp[4];
-    char nm[160], nm2[160];
+    char nm[160];
     int64_t i;
+    kern_dtype dt = c->dtype ? c->dtype : KERN_F32;
+    int q8 = c->int8 != 0;
     kern_status st;
     static const char *wn[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                 "self_attn.v_proj", "self_attn.o_proj",
@@ -102,14 +118,16 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
     do {                                                                                       \
         if ((st = (e)) != KERN_OK) return st;                                                  \
     } while (0)
+    if ((dt != KERN_F32 && dt != KERN_BF16) || (q8 && dt != KERN_F32))
+        return KERN_ERR_DTYPE;
     LLAMA__TRY(kern_graph_symbol(g, "B", &B));
     LLAMA__TRY(kern_graph_symbol(g, "L", &L));
     shp[0] = B;
     shp[1] = L;
     LLAMA__TRY(kern_graph_input(g, "ids", KERN_I64, 2, shp, &ids));
     LLAMA__TRY(kern_graph_input(g, "k_lens", KERN_I64, 1, shp, &lens));
-    LLAMA__TRY(llama__w(g, "model.embed_tokens.weight", 2, c->vocab, c->hidden, &emb));
-    LLAMA__TRY(llama__w(g, "rope.table", 2, c->max_len, c->head_dim, &table));
+    LLAMA__TRY(llama__w(g, dt, "model.embed_tokens.weight", 2, c->vocab, c->hidden, &emb));
+    LLAMA__TRY(llama__w(g, KERN_F32, "rope.table", 2, c->max_len, c->head_dim, &table));
     memset(&norm, 0, sizeof norm);
     norm.eps_set = 1;
     norm.eps = c->rms_eps;
@@ -124,21 +142,21 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
                          : j == 6 || j == 7 ? c->ffn : c->hidden;
             int64_t d1 = j == 4 ? c->heads * c->head_dim : j == 8 ? c->ffn : c->hidden;
             snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)i, wn[j]);
-            LLAMA__TRY(llama__w(g, nm, vec ? 1 : 2, d0, d1, &w[j]));
+            LLAMA__TRY(llama__w(g, dt, nm, vec ? 1 : 2, d0, d1, &w[j]));
         }
         shp[0] = B;
         shp[1] = c->max_len;
         shp[2] = c->kv_heads;
         shp[3] = c->head_dim;
         snprintf(nm, sizeof nm, "k_cache.%lld", (long long)i);
-        LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 4, shp, &kc));
+        LLAMA__TRY(kern_graph_input(g, nm, dt, 4, shp, &kc));
         snprintf(nm, sizeof nm, "v_cache.%lld", (long long)i);
-        LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 4, shp, &vc));
+        LLAMA__TRY(kern_graph_input(g, nm, dt, 4, shp, &vc));
 #define LLAMA__NM(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)i, s), nm)
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, LLAMA__NM("ln1"), h, w[0], 0, 0, 0, &norm, &x));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("q"), x, w[1], 0, &q));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("k"), x, w[2], 0, &k));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("v"), x, w[3], 0, &v));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("q"), x, w[1], 0, &q));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("k"), x, w[2], 0, &k));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("v"), x, w[3], 0, &v));
         shp[0] = B;
         shp[1] = L;
         shp[2] = c->heads;
@@ -155,21 +173,32 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
                                newlens, 0, &att, &a));
         shp[2] = c->heads * c->head_dim;
         LLAMA__TRY(llama__reshape(g, LLAMA__NM("attn3"), a, 3, shp, &a));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("o"), a, w[4], h, &h));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("o"), a, w[4], h, &h));
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, LLAMA__NM("ln2"), h, w[5], 0, 0, 0, &norm, &x));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("gate"), x, w[6], 0, &gt));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("up"), x, w[7], 0, &up));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("gate"), x, w[6], 0, &gt));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("up"), x, w[7], 0, &up));
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_SILU_MUL, LLAMA__NM("swiglu"), gt, up, 0, 0, 0, NULL, &m));
-        LLAMA__TRY(llama__lin(g, LLAMA__NM("down"), m, w[8], h, &h));
+        LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("down"), m, w[8], h, &h));
 #undef LLAMA__NM
     }
-    LLAMA__TRY(llama__w(g, "model.norm.weight", 1, c->hidden, 0, &w[0]));
-    LLAMA__TRY(llama__w(g, "lm_head.weight", 2, c->vocab, c->hidden, &w[1]));
+    LLAMA__TRY(llama__w(g, dt, "model.norm.weight", 1, c->hidden, 0, &w[0]));
+    LLAMA__TRY(llama__w(g, dt, "lm_head.weight", 2, c->vocab, c->hidden, &w[1]));
+    if (c->last_logits) { /* h[:, L-1:L, :], a strided view */
+        kern_graph_attrs sl;
+        memset(&sl, 0, sizeof sl);
+        sl.axis = 1;
+        LLAMA__TRY(kern_graph_dim(g, "L-1", &sl.start));
+        sl.length = 1;
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_SLICE, "last", h, 0, 0, 0, 0, &sl, &h));
+    }
     LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, "final_norm", h, w[0], 0, 0, 0, &norm, &x));
-    LLAMA__TRY(llama__lin(g, "logits", x, w[1], 0, &logits));
-    (void)nm2;
+    LLAMA__TRY(llama__lin(g, 0, "logits", x, w[1], 0, &logits));
     LLAMA__TRY(kern_graph_output(g, logits));
     LLAMA__TRY(kern_graph_output(g, newlens));
+    if (c->last_logits) {
+        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_ARGMAX, "next", logits, 0, 0, 0, 0, NULL, &next));
+        LLAMA__TRY(kern_graph_output(g, next));
+    }
 #undef LLAMA__TRY
     return KERN_OK;
 }

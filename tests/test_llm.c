@@ -1113,6 +1113,148 @@ KT_TEST(graph_linear_gemv_route) {
     }
 }
 
+/* A node of the llm tests' graphs: inputs a, b (0 = absent), attrs, the
+ * second output's name (NULL = default). */
+static kern_status gn_add(kern_graph *g, kern_graph_op op, const char *name, kern_graph_val a,
+                          kern_graph_val b, const kern_graph_attrs *at, const char *out1,
+                          kern_graph_val *out) {
+    kern_graph_node_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.name = name;
+    d.inputs[0] = a;
+    d.inputs[1] = b;
+    if (at) d.attrs = *at;
+    d.output_names[1] = out1;
+    return kern_graph_add(g, &d, out);
+}
+
+/* The argmax, topk and rope (interleaved) nodes against direct calls: on
+ * the plan's own [B, 3, V] input (one call on [B*3, V]) and through a
+ * transposed view that does not flatten (one call per slab), with ties and
+ * a NaN, the IR round trip, and bad nodes rejected with the graph
+ * unchanged. */
+KT_TEST(graph_argmax_topk_rope_nodes) {
+    enum { B = 2, T = 3, V = 37, K = 5, L = 4, H = 2, D = 8, P = 16 };
+    kt_rng rng = kt_rng_make(808);
+    float x[B * T * V], r[B * L * H * D], table[P * D], want_r[B * L * H * D];
+    float tv_ref[B * T * K];
+    int64_t am_ref[B * T], ti_ref[B * T * K];
+    kern_ctx *ctx0 = kt_ctx(1, KERN_ISA_AUTO);
+    kern_tensor tt = kern_tensor_2d(table, KERN_F32, P, D), xt2, t_am, t_tv, t_ti, rt, wt;
+    kern_rope_params rp;
+    int64_t i;
+    kt_fill_normal(&rng, x, KERN_F32, B * T * V, 1.0);
+    kt_fill_normal(&rng, r, KERN_F32, B * L * H * D, 1.0);
+    x[3] = x[20] = 9.0f;              /* a tie in row 0: the first wins */
+    x[V + 7] = (float)NAN;            /* row 1: the NaN wins */
+    x[2 * V + 11] = x[2 * V + 12] = 5.0f; /* row 2: tied top-k entries */
+    memset(&rp, 0, sizeof rp);
+    KT_OK(kern_rope_table_init(ctx0, &tt, &rp));
+    xt2 = kern_tensor_2d(x, KERN_F32, B * T, V);
+    t_am = kern_tensor_1d(am_ref, KERN_I64, B * T);
+    t_tv = kern_tensor_2d(tv_ref, KERN_F32, B * T, K);
+    t_ti = kern_tensor_2d(ti_ref, KERN_I64, B * T, K);
+    KT_OK(kern_argmax(ctx0, &xt2, &t_am));
+    KT_OK(kern_topk(ctx0, &xt2, &t_tv, &t_ti));
+    KT_CHECK(am_ref[0] == 3 && am_ref[1] == 7, "argmax refs %lld %lld", (long long)am_ref[0],
+             (long long)am_ref[1]);
+    rt = kern_tensor_4d(r, KERN_F32, B, L, H, D);
+    wt = kern_tensor_4d(want_r, KERN_F32, B, L, H, D);
+    rp.style = KERN_ROPE_INTERLEAVED;
+    rp.table = &tt;
+    KT_OK(kern_rope(ctx0, &rt, &wt, &rp));
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        kern_graph *g = NULL;
+        kern_graph_plan *plan = NULL;
+        kern_graph_plan_params pp;
+        kern_graph_val xv, rv, tab, idv, am, tk[2], xtr, amt, ro, dummy;
+        kern_graph_attrs at;
+        kern_tensor in[3], out[5];
+        int64_t ids[2] = {0, 1};
+        int nn;
+        char *ir;
+        size_t n;
+        kt_context("%s", kern_isa_name(isa));
+        KT_OK(kern_graph_create(ctx, &g));
+        KT_REQUIRE(g != NULL);
+        KT_OK(kern_graph_input_s(g, "x", KERN_F32, "[B,3,37]", &xv));
+        KT_OK(kern_graph_input_s(g, "r", KERN_F32, "[B,4,2,8]", &rv));
+        KT_OK(kern_graph_input_s(g, "ids", KERN_I64, "[B]", &idv));
+        KT_OK(kern_graph_weight(g, "rope.table", &tt, KERN_GRAPH_BORROW, &tab));
+        KT_OK(gn_add(g, KERN_GRAPH_OP_ARGMAX, "am", xv, 0, NULL, NULL, &am));
+        memset(&at, 0, sizeof at);
+        at.k = K;
+        KT_OK(gn_add(g, KERN_GRAPH_OP_TOPK, "tk", xv, 0, &at, "tk_i", tk));
+        memset(&at, 0, sizeof at);
+        at.axis = 0;
+        at.axis2 = 1;
+        KT_OK(gn_add(g, KERN_GRAPH_OP_TRANSPOSE, "xt", xv, 0, &at, NULL, &xtr));
+        KT_OK(gn_add(g, KERN_GRAPH_OP_ARGMAX, "amt", xtr, 0, NULL, NULL, &amt));
+        memset(&at, 0, sizeof at);
+        at.interleaved = 1;
+        KT_OK(gn_add(g, KERN_GRAPH_OP_ROPE, "ro", rv, tab, &at, NULL, &ro));
+        /* bad nodes: an error naming what is wrong, the graph unchanged */
+        nn = kern_graph_n_nodes(g);
+        memset(&at, 0, sizeof at);
+        KT_ERROR(gn_add(g, KERN_GRAPH_OP_TOPK, "bad", xv, 0, &at, NULL, &dummy), KERN_ERR_ARG, "k=0");
+        at.k = V + 1;
+        KT_ERROR(gn_add(g, KERN_GRAPH_OP_TOPK, "bad", xv, 0, &at, NULL, &dummy), KERN_ERR_SHAPE,
+                 "k=38 > the last dim 37");
+        KT_ERROR(gn_add(g, KERN_GRAPH_OP_ARGMAX, "bad", xv, 0, &at, NULL, &dummy), KERN_ERR_ARG,
+                 "attribute 'k' does not apply");
+        KT_ERROR(gn_add(g, KERN_GRAPH_OP_ARGMAX, "bad", idv, 0, NULL, NULL, &dummy), KERN_ERR_DTYPE,
+                 "must be f32");
+        memset(&at, 0, sizeof at);
+        at.interleaved = 1;
+        KT_ERROR(gn_add(g, KERN_GRAPH_OP_SILU_MUL, "bad", xv, xv, &at, NULL, &dummy), KERN_ERR_ARG,
+                 "attribute 'interleaved' does not apply");
+        KT_CHECK(kern_graph_n_nodes(g) == nn, "a rejected node changed the graph");
+        KT_OK(kern_graph_output(g, am));
+        KT_OK(kern_graph_output(g, tk[0]));
+        KT_OK(kern_graph_output(g, tk[1]));
+        KT_OK(kern_graph_output(g, amt));
+        KT_OK(kern_graph_output(g, ro));
+        kt_graph_roundtrip(g);
+        KT_OK(kern_graph_write_ir(g, NULL, 0, &n));
+        ir = (char *)malloc(n + 1);
+        KT_OK(kern_graph_write_ir(g, ir, n + 1, &n));
+        KT_CHECK(strstr(ir, "tk, tk_i = topk(x) k=5\n") && strstr(ir, "am = argmax(x)\n") &&
+                     strstr(ir, "ro = rope(r, rope.table) interleaved=1\n"),
+                 "%s", ir);
+        free(ir);
+        memset(&pp, 0, sizeof pp);
+        pp.bind = "B=2";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+        KT_REQUIRE(plan != NULL);
+        in[0] = kern_tensor_3d(x, KERN_F32, B, T, V);
+        in[1] = kern_tensor_4d(r, KERN_F32, B, L, H, D);
+        in[2] = kern_tensor_1d(ids, KERN_I64, B);
+        memset(out, 0, sizeof out);
+        KT_OK(kern_graph_run(plan, in, 3, out, 5));
+        KT_REQUIRE(out[0].dtype == KERN_I64 && out[0].ndim == 2 && out[0].shape[1] == T);
+        KT_REQUIRE(out[2].dtype == KERN_I64 && out[2].ndim == 3 && out[2].shape[2] == K);
+        KT_REQUIRE(out[3].ndim == 2 && out[3].shape[0] == T && out[3].shape[1] == B);
+        for (i = 0; i < B * T; i++) {
+            int64_t b = i / T, t = i % T, j;
+            KT_CHECK(((const int64_t *)out[0].data)[i] == am_ref[i], "argmax row %lld", (long long)i);
+            KT_CHECK(((const int64_t *)out[3].data)[t * B + b] == am_ref[i],
+                     "argmax of the transposed view, row %lld", (long long)i);
+            for (j = 0; j < K; j++) {
+                float gv = ((const float *)out[1].data)[i * K + j], rv2 = tv_ref[i * K + j];
+                KT_CHECK(((const int64_t *)out[2].data)[i * K + j] == ti_ref[i * K + j] &&
+                             (gv == rv2 || (gv != gv && rv2 != rv2)),
+                         "topk row %lld entry %lld", (long long)i, (long long)j);
+            }
+        }
+        KT_CHECK(memcmp(out[4].data, want_r, sizeof want_r) == 0,
+                 "interleaved rope node differs from kern_rope");
+        kern_graph_plan_free(plan);
+        kern_graph_destroy(g);
+    }
+    kt_context("");
+}
+
 /* A tiny Llama (2 layers, GQA 4/2) through the graph (embedding, rms_norm,
  * linear, rope, kv_append, decode_attention, silu_mul) against a plain C
  * forward pass, token by token with its own cache: prefill of 5 tokens for
@@ -1203,16 +1345,99 @@ static float *tl_rand(kt_rng *r, int64_t n, double scale, double offset) {
     return p;
 }
 
-static void tl_bind(kern_graph *g, const char *name, float *data, int ndim, int64_t d0, int64_t d1) {
+/* Binds an f32 weight, converted to bf16 (a copy the graph owns) when the
+ * model is bf16. */
+static void tl_bind(kern_graph *g, kern_dtype dt, const char *name, float *data, int ndim,
+                    int64_t d0, int64_t d1) {
     kern_tensor t;
-    int64_t shape[2];
+    int64_t shape[2], n = ndim == 2 ? d0 * d1 : d0, i;
+    uint16_t *h = NULL;
     shape[0] = d0;
     shape[1] = d1;
-    kern_tensor_init(&t, data, KERN_F32, ndim, shape);
-    KT_OK(kern_graph_bind_weight(g, name, &t, KERN_GRAPH_BORROW));
+    if (dt == KERN_BF16) {
+        h = (uint16_t *)malloc((size_t)n * sizeof *h);
+        for (i = 0; i < n; i++) h[i] = kern_f32_to_bf16(data[i]);
+    }
+    kern_tensor_init(&t, h ? (void *)h : (void *)data, dt, ndim, shape);
+    KT_OK(kern_graph_bind_weight(g, name, &t, h ? KERN_GRAPH_COPY : KERN_GRAPH_BORROW));
+    free(h);
 }
 
-KT_TEST(tiny_llama_graph) {
+/* The tiny Llama through the graph in one configuration against the plain
+ * f32 reference: prefill of 5 tokens for 2 sequences, then 6 decode steps.
+ * f32: every position's logits within 1e-4 (relative to the largest) and
+ * the same greedy tokens, decoding on kern's own tokens. bf16 (weights,
+ * activations and caches) and int8 (the projections as qlinear): fed the
+ * reference's tokens (teacher forcing), logits within `tol`, and the
+ * greedy token agreeing with the reference's at >= 11 of the 14 (step,
+ * sequence) pairs. last: the graph's last-position logits and its `next`
+ * output (argmax) instead of all positions. */
+/* The tiny model's weights (seeded: the same for every form), its
+ * reference caches, and the graph of llama_graph.h in the given form with
+ * every weight bound; NULL (and a failed check) on error. */
+static kern_graph *tl_build(tl_model *m, kern_ctx *ctx, kern_dtype dt, int int8, int last) {
+    enum { B = 2 };
+    llama_cfg *c = &m->c;
+    kt_rng rng = kt_rng_make(77);
+    kern_graph *g = NULL;
+    int64_t l, V;
+    char nm[128];
+    memset(m, 0, sizeof *m);
+    c->vocab = 64; c->hidden = 32; c->heads = 4; c->kv_heads = 2; c->head_dim = 8;
+    c->ffn = 48; c->layers = 2; c->max_len = 16; c->rope_theta = 10000.0; c->rms_eps = 1e-6f;
+    c->dtype = dt;
+    c->int8 = int8;
+    c->last_logits = last;
+    V = c->vocab;
+    m->emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
+    m->lm = tl_rand(&rng, V * c->hidden, 0.3, 0);
+    m->fnorm = tl_rand(&rng, c->hidden, 0.1, 1.0);
+    for (l = 0; l < 2; l++) {
+        m->ln1[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m->ln2[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
+        m->wq[l] = tl_rand(&rng, c->heads * c->head_dim * c->hidden, 0.3, 0);
+        m->wk[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m->wv[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
+        m->wo[l] = tl_rand(&rng, c->hidden * c->heads * c->head_dim, 0.2, 0);
+        m->wg[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m->wu[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
+        m->wd[l] = tl_rand(&rng, c->hidden * c->ffn, 0.2, 0);
+        m->kc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+        m->vc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
+    }
+    KT_OK(kern_graph_create(ctx, &g));
+    if (!g) return NULL;
+    KT_OK(llama_graph_build(g, c));
+    KT_OK(llama_graph_bind_rope(ctx, g, c, &m->table)); /* the reference reads it too */
+    tl_bind(g, dt, "model.embed_tokens.weight", m->emb, 2, V, c->hidden);
+    tl_bind(g, dt, "lm_head.weight", m->lm, 2, V, c->hidden);
+    tl_bind(g, dt, "model.norm.weight", m->fnorm, 1, c->hidden, 0);
+    for (l = 0; l < 2; l++) {
+#define TL_B(s, p, nd, a0, a1) (snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)l, s), tl_bind(g, dt, nm, p, nd, a0, a1))
+        TL_B("input_layernorm", m->ln1[l], 1, c->hidden, 0);
+        TL_B("post_attention_layernorm", m->ln2[l], 1, c->hidden, 0);
+        TL_B("self_attn.q_proj", m->wq[l], 2, c->heads * c->head_dim, c->hidden);
+        TL_B("self_attn.k_proj", m->wk[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.v_proj", m->wv[l], 2, c->kv_heads * c->head_dim, c->hidden);
+        TL_B("self_attn.o_proj", m->wo[l], 2, c->hidden, c->heads * c->head_dim);
+        TL_B("mlp.gate_proj", m->wg[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.up_proj", m->wu[l], 2, c->ffn, c->hidden);
+        TL_B("mlp.down_proj", m->wd[l], 2, c->hidden, c->ffn);
+#undef TL_B
+    }
+    return g;
+}
+
+static void tl_free(tl_model *m) {
+    int l;
+    free(m->emb); free(m->lm); free(m->fnorm); free(m->table);
+    for (l = 0; l < 2; l++) {
+        free(m->ln1[l]); free(m->ln2[l]); free(m->wq[l]); free(m->wk[l]); free(m->wv[l]);
+        free(m->wo[l]); free(m->wg[l]); free(m->wu[l]); free(m->wd[l]); free(m->kc[l]); free(m->vc[l]);
+    }
+}
+
+static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     enum { B = 2, P = 5, STEPS = 6 };
     tl_model m;
     llama_cfg *c = &m.c;
@@ -1221,53 +1446,22 @@ KT_TEST(tiny_llama_graph) {
     kern_graph_plan *plan = NULL, *plan_dec = NULL;
     kern_graph_plan_params pp;
     kern_graph_plan_stats ps;
-    float *kcache[2], *vcache[2], ref_logits[B][64];
+    void *kcache[2], *vcache[2];
+    float ref_logits[B][64];
     int64_t ids[B * P], lens[B] = {0, 0}, l, b, i, step, V;
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
-    char nm[128];
+    size_t es = kern_dtype_size(dt);
     double worst = 0;
-    memset(&m, 0, sizeof m);
-    c->vocab = 64; c->hidden = 32; c->heads = 4; c->kv_heads = 2; c->head_dim = 8;
-    c->ffn = 48; c->layers = 2; c->max_len = 16; c->rope_theta = 10000.0; c->rms_eps = 1e-6f;
-    V = c->vocab;
-    m.emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
-    m.lm = tl_rand(&rng, V * c->hidden, 0.3, 0);
-    m.fnorm = tl_rand(&rng, c->hidden, 0.1, 1.0);
-    for (l = 0; l < 2; l++) {
-        m.ln1[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
-        m.ln2[l] = tl_rand(&rng, c->hidden, 0.1, 1.0);
-        m.wq[l] = tl_rand(&rng, c->heads * c->head_dim * c->hidden, 0.3, 0);
-        m.wk[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
-        m.wv[l] = tl_rand(&rng, c->kv_heads * c->head_dim * c->hidden, 0.3, 0);
-        m.wo[l] = tl_rand(&rng, c->hidden * c->heads * c->head_dim, 0.2, 0);
-        m.wg[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
-        m.wu[l] = tl_rand(&rng, c->ffn * c->hidden, 0.2, 0);
-        m.wd[l] = tl_rand(&rng, c->hidden * c->ffn, 0.2, 0);
-        m.kc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
-        m.vc[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
-        kcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
-        vcache[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), sizeof(float));
-    }
-    KT_OK(kern_graph_create(ctx, &g));
+    int agree = 0, pairs = 0;
+    kt_context("%s%s%s", kern_dtype_name(dt), int8 ? " int8" : "", last ? " last_logits" : "");
+    g = tl_build(&m, ctx, dt, int8, last);
     KT_REQUIRE(g != NULL);
-    KT_OK(llama_graph_build(g, c));
-    KT_OK(llama_graph_bind_rope(ctx, g, c, &m.table)); /* the reference reads it too */
-    tl_bind(g, "model.embed_tokens.weight", m.emb, 2, V, c->hidden);
-    tl_bind(g, "lm_head.weight", m.lm, 2, V, c->hidden);
-    tl_bind(g, "model.norm.weight", m.fnorm, 1, c->hidden, 0);
+    V = c->vocab;
     for (l = 0; l < 2; l++) {
-#define TL_B(s, p, nd, a0, a1) (snprintf(nm, sizeof nm, "model.layers.%lld.%s.weight", (long long)l, s), tl_bind(g, nm, p, nd, a0, a1))
-        TL_B("input_layernorm", m.ln1[l], 1, c->hidden, 0);
-        TL_B("post_attention_layernorm", m.ln2[l], 1, c->hidden, 0);
-        TL_B("self_attn.q_proj", m.wq[l], 2, c->heads * c->head_dim, c->hidden);
-        TL_B("self_attn.k_proj", m.wk[l], 2, c->kv_heads * c->head_dim, c->hidden);
-        TL_B("self_attn.v_proj", m.wv[l], 2, c->kv_heads * c->head_dim, c->hidden);
-        TL_B("self_attn.o_proj", m.wo[l], 2, c->hidden, c->heads * c->head_dim);
-        TL_B("mlp.gate_proj", m.wg[l], 2, c->ffn, c->hidden);
-        TL_B("mlp.up_proj", m.wu[l], 2, c->ffn, c->hidden);
-        TL_B("mlp.down_proj", m.wd[l], 2, c->hidden, c->ffn);
-#undef TL_B
+        kcache[l] = calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), es);
+        vcache[l] = calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), es);
     }
+    kt_graph_roundtrip(g);
     memset(&pp, 0, sizeof pp);
     pp.bind = "B=2,L=5";
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
@@ -1278,42 +1472,53 @@ KT_TEST(tiny_llama_graph) {
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan_dec));
     KT_REQUIRE(plan_dec != NULL);
     KT_OK(kern_graph_plan_stats_get(plan_dec, &ps));
-    KT_CHECK(ps.packed_bytes == 0, "decode plan packed %zu bytes", ps.packed_bytes);
+    KT_CHECK(int8 || ps.packed_bytes == 0, "decode plan packed %zu bytes", ps.packed_bytes);
     for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
     for (step = 0; step <= STEPS; step++) {
-        int64_t L = step == 0 ? P : 1, pos0 = lens[0];
-        kern_tensor in[6], out[2];
+        int64_t L = step == 0 ? P : 1, pos0 = lens[0], LO = last ? 1 : L;
+        kern_tensor in[6], out[3];
         int64_t next[B];
         in[0] = kern_tensor_2d(ids, KERN_I64, B, L);
         in[1] = kern_tensor_1d(lens, KERN_I64, B);
         for (l = 0; l < 2; l++) {
-            in[2 + 2 * l] = kern_tensor_4d(kcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
-            in[3 + 2 * l] = kern_tensor_4d(vcache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim);
+            in[2 + 2 * l] = kern_tensor_4d(kcache[l], dt, B, c->max_len, c->kv_heads, c->head_dim);
+            in[3 + 2 * l] = kern_tensor_4d(vcache[l], dt, B, c->max_len, c->kv_heads, c->head_dim);
         }
         memset(out, 0, sizeof out);
-        KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, 6, out, 2));
-        KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == L);
+        KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, 6, out, last ? 3 : 2));
+        KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == LO &&
+                   out[0].dtype == dt && out[0].stride[1] == V && out[0].stride[0] == LO * V);
+        KT_REQUIRE(!last || (out[2].dtype == KERN_I64 && out[2].shape[0] == B && out[2].shape[1] == 1));
         for (b = 0; b < B; b++) {
             const int64_t *nl = (const int64_t *)out[1].data;
             KT_CHECK(nl[b] == pos0 + L, "new length %lld", (long long)nl[b]);
             for (i = 0; i < L; i++) {
-                const float *gl = (const float *)out[0].data + (b * L + i) * V;
-                int64_t j, best = 0, rbest = 0;
+                int64_t j, best = 0, rbest = 0, row = last ? 0 : i;
                 double mx = 0;
                 tl_step(&m, b, ids[b * L + i], pos0 + i, ref_logits[b]);
+                if (last && i < L - 1) continue;
                 for (j = 0; j < V; j++) mx = fabs(ref_logits[b][j]) > mx ? fabs(ref_logits[b][j]) : mx;
                 for (j = 0; j < V; j++) {
-                    double e = fabs(gl[j] - ref_logits[b][j]) / mx;
+                    double gv = kt_get(out[0].data, dt, (b * LO + row) * V + j);
+                    double e = fabs(gv - ref_logits[b][j]) / mx;
                     worst = e > worst ? e : worst;
-                    if (gl[j] > gl[best]) best = j;
+                    if (gv > kt_get(out[0].data, dt, (b * LO + row) * V + best)) best = j;
                     if (ref_logits[b][j] > ref_logits[b][rbest]) rbest = j;
                 }
-                KT_CHECK(worst < 1e-4, "step %lld seq %lld token %lld: logits rel error %.3g",
+                KT_CHECK(worst < tol, "step %lld seq %lld token %lld: logits rel error %.3g",
                          (long long)step, (long long)b, (long long)i, worst);
                 if (i == L - 1) {
-                    KT_CHECK(best == rbest, "step %lld seq %lld: greedy token %lld, reference %lld",
-                             (long long)step, (long long)b, (long long)best, (long long)rbest);
-                    next[b] = best;
+                    if (last)
+                        KT_CHECK(((const int64_t *)out[2].data)[b] == best,
+                                 "step %lld seq %lld: next %lld, argmax of the logits %lld",
+                                 (long long)step, (long long)b,
+                                 (long long)((const int64_t *)out[2].data)[b], (long long)best);
+                    if (dt == KERN_F32 && !int8)
+                        KT_CHECK(best == rbest, "step %lld seq %lld: greedy token %lld, reference %lld",
+                                 (long long)step, (long long)b, (long long)best, (long long)rbest);
+                    agree += best == rbest;
+                    pairs++;
+                    next[b] = dt == KERN_F32 && !int8 ? best : rbest; /* teacher forcing */
                 }
             }
         }
@@ -1322,15 +1527,102 @@ KT_TEST(tiny_llama_graph) {
             ids[b] = next[b]; /* the next step's [B, 1] ids */
         }
     }
+    KT_CHECK(agree >= pairs - 3, "greedy tokens agree at %d of %d steps", agree, pairs);
+    if (getenv("KT_VERBOSE"))
+        printf("  tiny llama %s%s: logits rel error %.3g, top-1 agreement %d/%d\n",
+               kern_dtype_name(dt), int8 ? " int8" : "", worst, agree, pairs);
     kern_graph_plan_free(plan);
     kern_graph_plan_free(plan_dec);
     kern_graph_destroy(g);
-    free(m.emb); free(m.lm); free(m.fnorm); free(m.table);
+    tl_free(&m);
     for (l = 0; l < 2; l++) {
-        free(m.ln1[l]); free(m.ln2[l]); free(m.wq[l]); free(m.wk[l]); free(m.wv[l]); free(m.wo[l]);
-        free(m.wg[l]); free(m.wu[l]); free(m.wd[l]); free(m.kc[l]); free(m.vc[l]);
-        free(kcache[l]); free(vcache[l]);
+        free(kcache[l]);
+        free(vcache[l]);
     }
+    kt_context("");
+}
+
+/* The model's bad input: a token id >= vocab, a prompt longer than the
+ * cache (and than the rotary table), a cache of the wrong dtype or shape.
+ * Each run fails with its status and a message naming the problem, and
+ * the caches and lengths are byte for byte as they were. */
+KT_TEST(tiny_llama_graph_bad_input) {
+    enum { B = 2 };
+    tl_model m;
+    llama_cfg *c = &m.c;
+    kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
+    kern_graph *g = tl_build(&m, ctx, KERN_F32, 0, 1);
+    kern_graph_plan *plan = NULL;
+    kern_graph_plan_params pp;
+    int64_t ids[B * 17], lens[B] = {3, 9}, lens0[B], cn, i, l;
+    float *cache[4], *snap[4];
+    kern_tensor in[6], out[3];
+    KT_REQUIRE(g != NULL);
+    cn = B * c->max_len * c->kv_heads * c->head_dim;
+    for (l = 0; l < 4; l++) {
+        cache[l] = (float *)malloc((size_t)cn * sizeof(float));
+        snap[l] = (float *)malloc((size_t)cn * sizeof(float));
+        for (i = 0; i < cn; i++) cache[l][i] = (float)(i % 7) - 3.0f;
+        memcpy(snap[l], cache[l], (size_t)cn * sizeof(float));
+    }
+    memcpy(lens0, lens, sizeof lens);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2,L=17";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+    KT_REQUIRE(plan != NULL);
+    for (i = 0; i < B * 17; i++) ids[i] = i % c->vocab;
+#define TL_IN(L)                                                                               \
+    do {                                                                                       \
+        in[0] = kern_tensor_2d(ids, KERN_I64, B, L);                                           \
+        in[1] = kern_tensor_1d(lens, KERN_I64, B);                                             \
+        for (l = 0; l < 4; l++)                                                                \
+            in[2 + l] = kern_tensor_4d(cache[l], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim); \
+        memset(out, 0, sizeof out);                                                            \
+    } while (0)
+    /* a token id >= vocab: the embedding lookup */
+    ids[3] = c->vocab;
+    TL_IN(4);
+    KT_ERROR(kern_graph_run(plan, in, 6, out, 3), KERN_ERR_INDEX, "64");
+    ids[3] = 3;
+    /* 8 new tokens after 9 cached in a 16-row cache (and a 16-row table):
+     * the second sequence overflows */
+    TL_IN(8);
+    KT_ERROR(kern_graph_run(plan, in, 6, out, 3), KERN_ERR_SHAPE, "16");
+    /* the whole prompt longer than the cache */
+    lens[0] = lens[1] = 0;
+    TL_IN(17);
+    KT_ERROR(kern_graph_run(plan, in, 6, out, 3), KERN_ERR_SHAPE, "16");
+    lens[0] = lens0[0];
+    lens[1] = lens0[1];
+    /* a cache of the wrong dtype, of the wrong shape */
+    TL_IN(2);
+    in[3] = kern_tensor_4d(cache[1], KERN_BF16, B, c->max_len, c->kv_heads, c->head_dim);
+    KT_ERROR(kern_graph_run(plan, in, 6, out, 3), KERN_ERR_DTYPE, "v_cache.0");
+    TL_IN(2);
+    in[4] = kern_tensor_4d(cache[2], KERN_F32, B, c->max_len, c->kv_heads, c->head_dim / 2);
+    KT_ERROR(kern_graph_run(plan, in, 6, out, 3), KERN_ERR_SHAPE, "k_cache.1");
+#undef TL_IN
+    KT_CHECK(lens[0] == lens0[0] && lens[1] == lens0[1], "lengths changed");
+    for (l = 0; l < 4; l++)
+        KT_CHECK(memcmp(cache[l], snap[l], (size_t)cn * sizeof(float)) == 0,
+                 "cache %lld changed by a failed run", (long long)l);
+    kern_graph_plan_free(plan);
+    kern_graph_destroy(g);
+    tl_free(&m);
+    for (l = 0; l < 4; l++) {
+        free(cache[l]);
+        free(snap[l]);
+    }
+}
+
+KT_TEST(tiny_llama_graph) {
+    tl_run(KERN_F32, 0, 0, 1e-4);
+    tl_run(KERN_F32, 0, 1, 1e-4);
+}
+
+KT_TEST(tiny_llama_graph_bf16_int8) {
+    tl_run(KERN_BF16, 0, 1, 0.05);
+    tl_run(KERN_F32, 1, 1, 0.05);
 }
 
 KT_MAIN()
