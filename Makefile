@@ -39,7 +39,7 @@ BENCH_DEFS += -DKBENCH_HAVE_DNNL
 BENCH_LIBS += -ldnnl
 endif
 
-.PHONY: all test asan ubsan sanitize compile-check bench bench-full bench-build peers cuda test-cuda \
+.PHONY: all test asan ubsan sanitize compile-check bench bench-full bench-build peers peers-llamacpp cuda test-cuda \
         deps install amalgamate clean help examples gen gen-check test-neon
 
 all: $(TESTS) build/examples/amalgamated
@@ -56,6 +56,7 @@ help:
 	@echo "make cuda         compile the CUDA code, tests and benchmarks (sm_80, sm_90)"
 	@echo "make test-cuda    run the CUDA tests (GPU machine)"
 	@echo "make peers        PyTorch, ONNX Runtime, matplotlib, ... into bench/.venv (peers, charts)"
+	@echo "make peers-llamacpp  llama-cpp-python (built from source, ~10 min) for the llm family"
 	@echo "make amalgamate   write dist/kern.h"
 	@echo "make gen          expand gen/templates into the headers' generated regions"
 	@echo "make gen-check    fail if a generated region differs from its template"
@@ -194,6 +195,12 @@ peers:
 	@test -x bench/.venv/bin/python || $(PYTHON) -m venv bench/.venv
 	bench/.venv/bin/pip install --upgrade pip >/dev/null
 	bench/.venv/bin/pip install torch onnxruntime numpy scipy matplotlib transformers safetensors onnx torch_geometric
+
+# llama.cpp as a peer of the llm family's whole-model cases: pip builds
+# llama-cpp-python from PyPI's source package (cmake and a C++ compiler;
+# about 10 minutes on 2 cores), so it is not part of `make peers`.
+peers-llamacpp: bench/.venv/bin/python
+	bench/.venv/bin/pip install gguf llama-cpp-python
 
 deps:
 	@tests/deps.sh

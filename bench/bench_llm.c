@@ -20,10 +20,34 @@
  *   [B, Hkv, L, D]); the torch peer runs F.scaled_dot_product_attention
  *   (enable_gqa) on [B, Hkv, L, D] tensors.
  * Peak: DRAM.
+ *
+ * Cases: "llama/<w>/decode/C4096" and "llama/<w>/prefill/P512"  the
+ *   issue-size Llama (models/llama_graph.h: vocab 32000, hidden 2048, 16
+ *   heads of 128 over 4 KV heads, SwiGLU 5632, 8 layers, random weights)
+ *   through the graph executor, w = f32 | bf16 (weights, activations and
+ *   caches) | i8 (the layers' projections as qlinear: int8 dynamic, the
+ *   f32 weights quantized per channel at plan time; lm_head f32).
+ *   decode: one token of one sequence with 4096 tokens already in the KV
+ *   cache (random contents; the step writes row 4096 every time), through
+ *   a plan bound at one token. Bytes: what one step must read, the weights
+ *   (the embedding row, not the table) and the cache (8 layers x K and V x
+ *   4096 x 4 x 128): the roofline is the DRAM peak, so the "of peak"
+ *   column is the fraction of the roofline the step reaches.
+ *   prefill: 512 tokens from an empty cache through a plan bound at
+ *   L = 512 (weights prepacked at plan time, not timed), the logits of the
+ *   last position only (as generate() computes them). Flops: 2 x the
+ *   projection weights x 512, lm_head on one row, attention 4 x 16 x 128 x
+ *   512^2 / 2 per layer. Peak: the dtype's compute peak.
+ *   The torch peer (bench/peers/llm.py) runs Hugging Face's
+ *   LlamaForCausalLM with the same config (eager; bf16 loaded as bf16;
+ *   int8 = torch's quantize_dynamic) and a DynamicCache of 4096 random
+ *   rows, cropped back after each step.
  */
 #include "kern_llm.h"
 #include "kern_sdpa.h"
+#include "kern_graph.h"
 #include "kbench.h"
+#include "../models/llama_graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +170,177 @@ static void run_decode(kbench_state *st, void *user, int sdpa) {
 static void run_decode_kern(kbench_state *st, void *user) { run_decode(st, user, 0); }
 static void run_decode_sdpa(kbench_state *st, void *user) { run_decode(st, user, 1); }
 
+/* ------------------------------------------------------ the whole model */
+
+#define LL_CACHE 4096
+#define LL_PREFILL 512
+typedef struct lcase {
+    kern_dtype w; /* f32, bf16, or i8 (qlinear over f32 weights) */
+    int prefill;
+} lcase;
+
+/* One model at a time (the f32 one is 2 GB): built on first use, kept while
+ * the next case has the same weights, freed when it does not. */
+static struct {
+    kern_dtype w;
+    int plan_threads;
+    llama_cfg c;
+    kern_graph *g;
+    kern_graph_plan *plan; /* bound at one token or at LL_PREFILL */
+    int plan_prefill;
+    void *weights, *cache;
+    float *table;
+    size_t cache_bytes;
+} LL;
+
+static void ll_cfg(llama_cfg *c, kern_dtype w) {
+    memset(c, 0, sizeof *c);
+    c->vocab = 32000;
+    c->hidden = 2048;
+    c->heads = 16;
+    c->kv_heads = 4;
+    c->head_dim = 128;
+    c->ffn = 5632;
+    c->layers = 8;
+    c->max_len = LL_CACHE + 64;
+    c->rope_theta = 10000.0;
+    c->rms_eps = 1e-6f;
+    c->dtype = w == KERN_BF16 ? KERN_BF16 : KERN_F32;
+    c->int8 = w == KERN_I8;
+    c->last_logits = 1;
+}
+
+static void ll_free(void) {
+    kern_graph_plan_free(LL.plan);
+    kern_graph_destroy(LL.g);
+    free(LL.weights);
+    free(LL.cache);
+    free(LL.table);
+    memset(&LL, 0, sizeof LL);
+}
+
+/* Builds the graph (the default allocator: not tied to a thread count)
+ * and binds every weight to slices of one filled buffer. */
+static const char *ll_build(kern_dtype w) {
+    kern_dtype dt;
+    size_t total = 0, off = 0, es;
+    int pass, i;
+    ll_free();
+    ll_cfg(&LL.c, w);
+    dt = LL.c.dtype;
+    es = kern_dtype_size(dt);
+    if (kern_graph_create(NULL, &LL.g) != KERN_OK || llama_graph_build(LL.g, &LL.c) != KERN_OK ||
+        llama_graph_bind_rope(NULL, LL.g, &LL.c, &LL.table) != KERN_OK)
+        return kern_last_error();
+    for (pass = 0; pass < 2; pass++) { /* sizes, then binding */
+        for (i = 1;; i++) {
+            kern_graph_val_info vi;
+            kern_tensor t;
+            int64_t n = 1;
+            int d;
+            if (kern_graph_val_get(LL.g, i, &vi) != KERN_OK) break;
+            if (vi.kind != KERN_GRAPH_VAL_WEIGHT || vi.has_data) continue;
+            for (d = 0; d < vi.ndim; d++) n *= vi.dims[d];
+            if (pass == 0) {
+                total += ((size_t)n * es + 63) & ~(size_t)63;
+                continue;
+            }
+            kern_tensor_init(&t, (char *)LL.weights + off, dt, vi.ndim, vi.dims);
+            off += ((size_t)n * es + 63) & ~(size_t)63;
+            if (kern_graph_bind_weight(LL.g, vi.name, &t, KERN_GRAPH_BORROW) != KERN_OK)
+                return kern_last_error();
+        }
+        if (pass == 0) {
+            LL.weights = kbench_aligned(total);
+            if (!LL.weights) return "out of memory";
+            kbench_fill(LL.weights, dt, (int64_t)(total / es), 31);
+        }
+    }
+    LL.cache_bytes = (size_t)(LL.c.max_len * LL.c.kv_heads * LL.c.head_dim) * es;
+    LL.cache = kbench_aligned(LL.cache_bytes * 2 * (size_t)LL.c.layers);
+    if (!LL.cache) return "out of memory";
+    kbench_fill(LL.cache, dt, (int64_t)(LL.cache_bytes * 2 * (size_t)LL.c.layers / es), 32);
+    LL.w = w;
+    return NULL;
+}
+
+/* The weight bytes one decode step reads, the weights' count, the
+ * prefill's flops. */
+static double ll_weight_bytes(const llama_cfg *c, kern_dtype w) {
+    double H = (double)c->hidden, F = (double)c->ffn, A = (double)(c->heads * c->head_dim);
+    double KV = (double)(c->kv_heads * c->head_dim), V = (double)c->vocab;
+    double proj = H * A * 2 + H * KV * 2 + 3 * H * F, es = w == KERN_BF16 ? 2 : 4;
+    double layer = w == KERN_I8 ? proj + 4 * (A + 2 * KV + H + 2 * F + H) : proj * es;
+    return (double)c->layers * (layer + 2 * H * es) + V * H * es + H * es + H * es;
+}
+static double ll_params(const llama_cfg *c) {
+    double H = (double)c->hidden, F = (double)c->ffn, A = (double)(c->heads * c->head_dim);
+    double KV = (double)(c->kv_heads * c->head_dim);
+    return (double)c->layers * (H * A * 2 + H * KV * 2 + 3 * H * F) + (double)c->vocab * H;
+}
+static double ll_prefill_flops(const llama_cfg *c) {
+    double H = (double)c->hidden, F = (double)c->ffn, A = (double)(c->heads * c->head_dim);
+    double KV = (double)(c->kv_heads * c->head_dim), P = LL_PREFILL;
+    double proj = H * A * 2 + H * KV * 2 + 3 * H * F;
+    return (double)c->layers * (2 * proj * P + 2.0 * A * P * P) + 2 * (double)c->vocab * H;
+}
+
+static void run_llama(kbench_state *st, void *user) {
+    const lcase *lc = (const lcase *)user;
+    int threads = kbench_threads(st);
+    kern_ctx *ctx = kbench_ctx(threads);
+    int64_t L = lc->prefill ? LL_PREFILL : 1, lens = 0, i;
+    int64_t *ids = (int64_t *)kbench_alloc(LL_PREFILL * sizeof(int64_t));
+    kern_tensor in[2 + 2 * 8], res[3];
+    kern_status s = KERN_OK;
+    const char *why;
+    int l;
+    if (LL.w != lc->w || !LL.g) {
+        if ((why = ll_build(lc->w)) != NULL) {
+            ll_free();
+            kbench_skip(st, why);
+            return;
+        }
+    }
+    if (!LL.plan || LL.plan_prefill != lc->prefill || LL.plan_threads != threads) {
+        kern_graph_plan_params pp;
+        kern_graph_plan_free(LL.plan);
+        LL.plan = NULL;
+        memset(&pp, 0, sizeof pp);
+        pp.bind = lc->prefill ? "B=1,L=512" : "B=1,L=1";
+        if (kern_graph_plan_create(LL.g, ctx, &pp, &LL.plan) != KERN_OK) {
+            kbench_skip(st, kern_last_error());
+            ll_free();
+            return;
+        }
+        LL.plan_prefill = lc->prefill;
+        LL.plan_threads = threads;
+    }
+    for (i = 0; i < L; i++) ids[i] = (i * 7919) % LL.c.vocab;
+    in[0] = kern_tensor_2d(ids, KERN_I64, 1, L);
+    in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
+    for (l = 0; l < 2 * LL.c.layers; l++)
+        in[2 + l] = kern_tensor_4d((char *)LL.cache + (size_t)l * LL.cache_bytes, LL.c.dtype, 1,
+                                   LL.c.max_len, LL.c.kv_heads, LL.c.head_dim);
+    while (kbench_next(st)) {
+        lens = lc->prefill ? 0 : LL_CACHE;
+        memset(res, 0, sizeof res);
+        s |= kern_graph_run(LL.plan, in, 2 + 2 * (int)LL.c.layers, res, 3);
+    }
+    if (s != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    if (lc->prefill) {
+        kbench_set_flops(st, ll_prefill_flops(&LL.c));
+    } else {
+        double kv = 2.0 * (double)(LL.c.layers * LL_CACHE * LL.c.kv_heads * LL.c.head_dim) *
+                    (double)kern_dtype_size(LL.c.dtype);
+        kbench_set_bytes(st, ll_weight_bytes(&LL.c, lc->w) + kv);
+        kbench_set_flops(st, 2.0 * ll_params(&LL.c));
+    }
+}
+
 KBENCH_INIT(llm) {
     static const kern_dtype wdts[3] = {KERN_F32, KERN_BF16, KERN_I8};
     static const int64_t shapes[2][2] = {{4096, 4096}, {11008, 4096}};
@@ -189,6 +384,23 @@ KBENCH_INIT(llm) {
                     kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_decode_kern, c);
                     kbench_add("llm", name, "kern_sdpa", t, KBENCH_PEAK_DRAM, run_decode_sdpa, c);
                 }
+            }
+    }
+    {
+        static const kern_dtype lws[3] = {KERN_F32, KERN_BF16, KERN_I8};
+        static lcase lcs[6];
+        static const kbench_peak pk[3] = {KBENCH_PEAK_F32, KBENCH_PEAK_BF16, KBENCH_PEAK_INT8};
+        int li, ph;
+        for (ph = 0; ph < 2; ph++)
+            for (li = 0; li < 3; li++) {
+                lcase *c = &lcs[ph * 3 + li];
+                char name[96];
+                c->w = lws[li];
+                c->prefill = ph;
+                if (ph) snprintf(name, sizeof name, "llama/%s/prefill/P%d", kern_dtype_name(c->w), LL_PREFILL);
+                else snprintf(name, sizeof name, "llama/%s/decode/C%d", kern_dtype_name(c->w), LL_CACHE);
+                for (t = 1; t <= 2; t++)
+                    kbench_add("llm", name, "kern", t, ph ? pk[li] : KBENCH_PEAK_DRAM, run_llama, c);
             }
     }
     kbench_headline("llm", "decode/bf16/B1/H32/Hkv8/D128/L4096");
