@@ -108,6 +108,65 @@ def main_unknown_family_exits_2_and_writes_nothing():
         assert os.listdir(d) == ["latest.json"]
 
 
+@test
+def main_filter_naming_only_a_peer():
+    """--filter matching no C benchmark but a Python peer's impl: the peers
+    run on the family's cases (and filter themselves); a filter nothing
+    matches still exits 2 and leaves the results file alone."""
+    saved = {k: getattr(run, k) for k in ("families_available", "build_all", "list_binary",
+                                          "get_peaks", "save_costs", "load_costs", "VENV_PY")}
+    saved_run = run.Peers.run
+    seen = []
+
+    def fake_peer_run(self, argv, threads, timeout, on_row=None):
+        seen.append(argv)
+        rx = argv[argv.index("--filter") + 1]
+        if rx != "peerx":
+            return [], None
+        rows = [{"family": "gemm", "case": "f32/M4096/N4096/K4096", "threads": 1,
+                 "impl": "peerx", "seconds": 0.5, "flops": 1e9, "bytes": 0.0}]
+        for r in rows:
+            if on_row:
+                on_row(r)
+        return rows, None
+
+    try:
+        run.families_available = lambda: ["gemm"]
+        run.build_all = lambda fams: {f: ("/bin/true", "") for f in fams}
+        run.list_binary = lambda b: (NAMES, HEADLINE)
+        run.get_peaks = lambda threads, remeasure, cpu: ({"f32": {"1": 100.0}}, "test")
+        run.save_costs = lambda *a: None
+        run.load_costs = lambda *a: {}
+        run.VENV_PY = sys.executable
+        run.Peers.run = fake_peer_run
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "latest.json")
+            with open(out, "w") as f:
+                f.write("[\"last good\"]\n")
+            err, so = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(so):
+                rc = run.main(["--filter", "nosuch", "--threads", "1", "--rounds", "1",
+                               "--no-charts", "--out", out])
+            assert rc == 2, (rc, err.getvalue())
+            assert "matches no benchmark" in err.getvalue(), err.getvalue()
+            with open(out) as f:
+                assert f.read() == "[\"last good\"]\n"
+            cf = seen[-1][seen[-1].index("--cases") + 1] if "--cases" in seen[-1] else None
+            assert cf is not None  # headline mode: the peers got the case list
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(so):
+                rc = run.main(["--filter", "peerx", "--threads", "1", "--rounds", "1",
+                               "--no-charts", "--out", out])
+            assert rc == 0, rc
+            with open(out) as f:
+                rows = json.load(f)
+            assert [(r["impl"], r["case"]) for r in rows] == [
+                ("peerx", "f32/M4096/N4096/K4096")], rows
+    finally:
+        for k, v in saved.items():
+            setattr(run, k, v)
+        run.Peers.run = saved_run
+
+
 # ------------------------------------------------------------- selection
 
 @test
