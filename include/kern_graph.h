@@ -5214,15 +5214,31 @@ static int kern__g_gemv_run(const kern__gnode *n, const kern__gstep *st, const k
     return 1;
 }
 
+/* The view of t's dims after its first `lead`, at index idx over those. */
+static kern_tensor kern__g_trail(const kern_tensor *t, const int64_t *idx, int lead) {
+    kern_tensor o = *t;
+    int64_t off = 0;
+    int d;
+    for (d = 0; d < lead; d++) off += idx[d] * t->stride[d];
+    o.ndim = t->ndim - lead;
+    memset(o.shape, 0, sizeof o.shape);
+    memset(o.stride, 0, sizeof o.stride);
+    for (d = 0; d < o.ndim; d++) {
+        o.shape[d] = t->shape[lead + d];
+        o.stride[d] = t->stride[lead + d];
+    }
+    o.data = (char *)t->data + off * (int64_t)kern_dtype_size(t->dtype);
+    return o;
+}
+
 /* argmax / topk over the last dim at any rank: one call on [R, V] views
  * when the leading dims flatten (always for the plan's own outputs), else
  * one call per [rows, V] slab of the last two dims. */
 static kern_status kern__g_lastdim(kern_ctx *ctx, kern_graph_op op, const kern_tensor *x,
                                    const kern_tensor *y, const kern_tensor *y1) {
     kern_tensor xs, ys, is;
-    int64_t idx[KERN_MAX_DIMS], n_outer = 1, o, r;
+    int64_t idx[KERN_MAX_DIMS], n_outer = 1, o;
     int nd = x->ndim, lead = nd > 2 ? nd - 2 : 0, d, flat;
-    const kern_tensor *ip = op == KERN_GRAPH_OP_TOPK ? y1 : y;
     kern_status st = KERN_OK;
     flat = kern__g_flatten2(x, &xs);
     if (op == KERN_GRAPH_OP_TOPK) {
@@ -5236,43 +5252,16 @@ static kern_status kern__g_lastdim(kern_ctx *ctx, kern_graph_op op, const kern_t
         else flat = flat && kern__g_view_strides(y->ndim, y->shape, y->stride, 1, is.shape, is.stride);
     }
     if (flat) return op == KERN_GRAPH_OP_TOPK ? kern_topk(ctx, &xs, &ys, &is) : kern_argmax(ctx, &xs, &is);
-    /* nd > 2 here: slabs over the last two dims */
+    /* nd > 2 here: slabs over the last two dims (argmax's y: its last one) */
     for (d = 0; d < lead; d++) n_outer *= x->shape[d];
     memset(idx, 0, sizeof idx);
-    for (o = 0; o < n_outer && st == KERN_OK; o++) {
-        int64_t xo = 0, yo = 0, io = 0;
-        kern_tensor xv = *x, yv = *y, iv = *ip;
-        for (d = 0; d < lead; d++) {
-            xo += idx[d] * x->stride[d];
-            yo += idx[d] * y->stride[d];
-            io += idx[d] * ip->stride[d];
-        }
-        xv.ndim = 2;
-        xv.shape[0] = x->shape[nd - 2];
-        xv.shape[1] = x->shape[nd - 1];
-        xv.stride[0] = x->stride[nd - 2];
-        xv.stride[1] = x->stride[nd - 1];
-        xv.data = (char *)x->data + xo * (int64_t)kern_dtype_size(x->dtype);
-        iv.data = (char *)ip->data + io * (int64_t)kern_dtype_size(ip->dtype);
+    for (o = 0; o < n_outer && st == KERN_OK; o++, kern__gx_next(lead + 1, x->shape, idx)) {
+        kern_tensor xv = kern__g_trail(x, idx, lead), yv = kern__g_trail(y, idx, lead);
         if (op == KERN_GRAPH_OP_TOPK) {
-            yv.ndim = iv.ndim = 2;
-            yv.shape[0] = iv.shape[0] = y->shape[nd - 2];
-            yv.shape[1] = iv.shape[1] = y->shape[nd - 1];
-            yv.stride[0] = y->stride[nd - 2];
-            yv.stride[1] = y->stride[nd - 1];
-            iv.stride[0] = ip->stride[nd - 2];
-            iv.stride[1] = ip->stride[nd - 1];
-            yv.data = (char *)y->data + yo * (int64_t)kern_dtype_size(y->dtype);
+            kern_tensor iv = kern__g_trail(y1, idx, lead);
             st = kern_topk(ctx, &xv, &yv, &iv);
         } else {
-            iv.ndim = 1;
-            iv.shape[0] = y->shape[nd - 2];
-            iv.stride[0] = y->stride[nd - 2];
-            st = kern_argmax(ctx, &xv, &iv);
-        }
-        for (r = lead - 1; r >= 0; r--) {
-            if (++idx[r] < x->shape[r]) break;
-            idx[r] = 0;
+            st = kern_argmax(ctx, &xv, &yv);
         }
     }
     return st;

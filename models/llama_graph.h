@@ -60,19 +60,6 @@ static kern_status llama__w(kern_graph *g, kern_dtype dt, const char *name, int 
     return kern_graph_weight(g, name, &t, KERN_GRAPH_BORROW, out);
 }
 
-/* x w^T (+ residual): linear, or qlinear (int8 dynamic) when q */
-static kern_status llama__lin(kern_graph *g, int q, const char *name, kern_graph_val x,
-                              kern_graph_val w, kern_graph_val residual, kern_graph_val *out) {
-    kern_graph_node_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = q ? KERN_GRAPH_OP_QLINEAR : KERN_GRAPH_OP_LINEAR;
-    d.name = name;
-    d.inputs[0] = x;
-    d.inputs[1] = w;
-    d.inputs[q ? 4 : 3] = residual;
-    return kern_graph_add(g, &d, out);
-}
-
 static kern_status llama__node(kern_graph *g, kern_graph_op op, const char *name,
                                kern_graph_val a, kern_graph_val b, kern_graph_val c,
                                kern_graph_val d4, kern_graph_val e, const kern_graph_attrs *at,
@@ -88,6 +75,14 @@ static kern_status llama__node(kern_graph *g, kern_graph_op op, const char *name
     d.inputs[4] = e;
     if (at) d.attrs = *at;
     return kern_graph_add(g, &d, out);
+}
+
+/* x w^T (+ residual): linear (residual is input 3), or qlinear (int8
+ * dynamic; input 4) when q */
+static kern_status llama__lin(kern_graph *g, int q, const char *name, kern_graph_val x,
+                              kern_graph_val w, kern_graph_val residual, kern_graph_val *out) {
+    return llama__node(g, q ? KERN_GRAPH_OP_QLINEAR : KERN_GRAPH_OP_LINEAR, name, x, w, 0,
+                       q ? 0 : residual, q ? residual : 0, NULL, out);
 }
 
 static kern_status llama__reshape(kern_graph *g, const char *name, kern_graph_val x, int n,
