@@ -121,10 +121,11 @@
  *   KERN_ERR_SHAPE. Nothing is written on error.
  *
  * ISA
- *   AVX2 (also used on AVX-512 levels: no AVX-512 body yet) and scalar;
- *   rope, silu_mul, kv_append and topk give the same bits on both; gemv
- *   and decode attention sum in another order on each. NEON runs the
- *   scalar body.
+ *   AVX2 and scalar; gemv and decode attention also have AVX-512
+ *   bodies (gemv: f32 rows over 8 KiB at M = 1, every weight at M >= 2),
+ *   the rest run the AVX2 one there. rope, silu_mul, kv_append and topk
+ *   give the same bits on every level; gemv and decode attention sum in
+ *   another order on each. NEON runs the scalar body.
  *
  * EXAMPLE (decode: one new token per sequence, positions = cache lengths)
  *     kern_tensor q = kern_tensor_4d(qbuf, KERN_BF16, B, 1, Hq, 128);
@@ -1392,7 +1393,129 @@ KERN_TARGET_AVX2 static void kern__gemv_dot__avx2(const char *const *w, kern_dty
     if (m == 1) kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 1, K, out);
     else kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 2, K, out);
 }
+/* The AVX-512 form of the body above: 16 lanes a row, the same
+ * prefetch. Two x rows against four weight rows are bound by the
+ * arithmetic, not the weight stream: 16 lanes do them 20-30 % faster. */
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__gemv_wload__avx512(const char *p, kern_dtype wdt,
+                                                                 int64_t k, int n) {
+    if (wdt == KERN_I8) {
+        __m128i q = n >= 16 ? _mm_loadu_si128((const __m128i *)(p + k))
+                            : _mm_maskz_loadu_epi8(kern__tailmask__avx512(n), p + k);
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+    }
+    if (wdt == KERN_BF16 && n >= 16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 2 * k))), 16));
+    if (wdt == KERN_F32 && n >= 16) return _mm512_loadu_ps(p + 4 * k);
+    return kern__v_load_f32__avx512(p + k * (int64_t)kern_dtype_size(wdt), wdt, n);
+}
+KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__gemv_xload__avx512(const char *p, kern_dtype xdt,
+                                                                 int64_t k, int n) {
+    if (xdt == KERN_F32 && n >= 16) return _mm512_loadu_ps(p + 4 * k);
+    return kern__v_load_f32__avx512(p + k * (int64_t)kern_dtype_size(xdt), xdt, n);
+}
+KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot_body__avx512(const char *const *w,
+                                                                  kern_dtype wdt, const char *x0,
+                                                                  const char *x1, kern_dtype xdt,
+                                                                  int m, int64_t K, float *out) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const int64_t pd = 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+#define KERN__GEMV_PF4(o)                                                                     \
+    _mm_prefetch(w0 + k * wb + pd + (o), _MM_HINT_T1);                                        \
+    _mm_prefetch(w1 + k * wb + pd + (o), _MM_HINT_T1);                                        \
+    _mm_prefetch(w2 + k * wb + pd + (o), _MM_HINT_T1);                                        \
+    _mm_prefetch(w3 + k * wb + pd + (o), _MM_HINT_T1)
+    if (m == 1) {
+        for (; k + 32 <= K; k += 32) {
+            __m512 xa = kern__gemv_xload__avx512(x0, xdt, k, 16);
+            __m512 xb = kern__gemv_xload__avx512(x0, xdt, k + 16, 16);
+            KERN__GEMV_PF4(0);
+            if (wb == 4) { /* 128 bytes a row: two lines */
+                KERN__GEMV_PF4(64);
+            }
+            a0 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w0, wdt, k, 16), a0);
+            a1 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w1, wdt, k, 16), a1);
+            a2 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w2, wdt, k, 16), a2);
+            a3 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w3, wdt, k, 16), a3);
+            b0 = _mm512_fmadd_ps(xb, kern__gemv_wload__avx512(w0, wdt, k + 16, 16), b0);
+            b1 = _mm512_fmadd_ps(xb, kern__gemv_wload__avx512(w1, wdt, k + 16, 16), b1);
+            b2 = _mm512_fmadd_ps(xb, kern__gemv_wload__avx512(w2, wdt, k + 16, 16), b2);
+            b3 = _mm512_fmadd_ps(xb, kern__gemv_wload__avx512(w3, wdt, k + 16, 16), b3);
+        }
+        for (; k < K; k += 16) {
+            int n = K - k >= 16 ? 16 : (int)(K - k);
+            __m512 xa = kern__gemv_xload__avx512(x0, xdt, k, n);
+            a0 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w0, wdt, k, n), a0);
+            a1 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w1, wdt, k, n), a1);
+            a2 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w2, wdt, k, n), a2);
+            a3 = _mm512_fmadd_ps(xa, kern__gemv_wload__avx512(w3, wdt, k, n), a3);
+        }
+        a0 = _mm512_add_ps(a0, b0);
+        a1 = _mm512_add_ps(a1, b1);
+        a2 = _mm512_add_ps(a2, b2);
+        a3 = _mm512_add_ps(a3, b3);
+    } else {
+        for (; k < K; k += 16) {
+            int n = K - k >= 16 ? 16 : (int)(K - k);
+            __m512 xa = kern__gemv_xload__avx512(x0, xdt, k, n);
+            __m512 xb = kern__gemv_xload__avx512(x1, xdt, k, n);
+            __m512 v0 = kern__gemv_wload__avx512(w0, wdt, k, n);
+            __m512 v1 = kern__gemv_wload__avx512(w1, wdt, k, n);
+            __m512 v2 = kern__gemv_wload__avx512(w2, wdt, k, n);
+            __m512 v3 = kern__gemv_wload__avx512(w3, wdt, k, n);
+            if (((k * wb) & 63) == 0) {
+                KERN__GEMV_PF4(0);
+            }
+            a0 = _mm512_fmadd_ps(xa, v0, a0);
+            a1 = _mm512_fmadd_ps(xa, v1, a1);
+            a2 = _mm512_fmadd_ps(xa, v2, a2);
+            a3 = _mm512_fmadd_ps(xa, v3, a3);
+            b0 = _mm512_fmadd_ps(xb, v0, b0);
+            b1 = _mm512_fmadd_ps(xb, v1, b1);
+            b2 = _mm512_fmadd_ps(xb, v2, b2);
+            b3 = _mm512_fmadd_ps(xb, v3, b3);
+        }
+        out[4] = _mm512_reduce_add_ps(b0);
+        out[5] = _mm512_reduce_add_ps(b1);
+        out[6] = _mm512_reduce_add_ps(b2);
+        out[7] = _mm512_reduce_add_ps(b3);
+    }
+#undef KERN__GEMV_PF4
+    out[0] = _mm512_reduce_add_ps(a0);
+    out[1] = _mm512_reduce_add_ps(a1);
+    out[2] = _mm512_reduce_add_ps(a2);
+    out[3] = _mm512_reduce_add_ps(a3);
+}
+KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern_dtype wdt,
+                                                      const char *x0, const char *x1,
+                                                      kern_dtype xdt, int m, int64_t K,
+                                                      float *out) {
+    if (m == 1) {
+        /* One x row streams the weight: 16 lanes read f32 rows over 8 KiB
+         * 7-15 % faster; shorter f32 rows and bf16 and i8 rows read as
+         * fast or faster through the 8-lane body (docs/llm.md, Zen 4). */
+        if (wdt != KERN_F32 || K <= 2048) kern__gemv_dot__avx2(w, wdt, x0, x1, xdt, m, K, out);
+        else if (xdt == KERN_F32) kern__gemv_dot_body__avx512(w, KERN_F32, x0, x1, KERN_F32, 1, K, out);
+        else kern__gemv_dot_body__avx512(w, KERN_F32, x0, x1, xdt, 1, K, out);
+        return;
+    }
+#define KERN__GEMV_CASE(WDT, XDT)                                                           \
+    if (wdt == WDT && xdt == XDT) {                                                       \
+        kern__gemv_dot_body__avx512(w, WDT, x0, x1, XDT, 2, K, out);                      \
+        return;                                                                           \
+    }
+    KERN__GEMV_CASE(KERN_F32, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
+    KERN__GEMV_CASE(KERN_I8, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+#undef KERN__GEMV_CASE
+    kern__gemv_dot_body__avx512(w, wdt, x0, x1, xdt, 2, K, out);
+}
 #endif
+
 
 typedef struct kern__gemv_job {
     kern__gemv_dot_fn dot;
@@ -1541,7 +1664,11 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
     if (M > 0 && N > 0) {
         memset(&J, 0, sizeof J);
 #ifdef KERN_X86
-        if (kern_ctx_features(ctx) & KERN_CPU_AVX2) {
+        kern_isa isa = kern_ctx_isa(ctx);
+        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) {
+            J.dot = kern__gemv_dot__avx512;
+            J.epi_tile = kern__v_epi_tile__avx2;
+        } else if (kern_ctx_features(ctx) & KERN_CPU_AVX2) {
             J.dot = kern__gemv_dot__avx2;
             J.epi_tile = kern__v_epi_tile__avx2;
         } else

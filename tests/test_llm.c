@@ -698,12 +698,12 @@ KT_TEST(linear_gemv) {
     static const kern_dtype WDT[4] = {KERN_F32, KERN_BF16, KERN_F16, KERN_I8};
     static const int64_t Ms[] = {1, 2, 3, 8, 9};
     static const int64_t Ns[] = {1, 5, 37, 64};
-    static const int64_t Ks[] = {1, 7, 64, 300};
+    static const int64_t Ks[] = {1, 7, 64, 300, 2100}; /* 2100: rows over 8 KiB */
     int wi, mi, ni, ki, var;
     for (wi = 0; wi < 4; wi++)
         for (mi = 0; mi < 5; mi++)
             for (ni = 0; ni < 4; ni++)
-                for (ki = 0; ki < 4; ki++) {
+                for (ki = 0; ki < 5; ki++) {
                     kern_dtype wdt = WDT[wi];
                     int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], m, n, k;
                     int epi, strided;
