@@ -60,7 +60,7 @@ KNOWN_UNSUPPORTED = {'qlinear', 'quantize_per_token', 'sparse24_linear', 'scatte
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
-         'prune', 'interleaved', 'k'}
+         'prune', 'interleaved', 'k', 'glu'}
 NAME_RE = re.compile(r'^[A-Za-z0-9_.:/\-]{1,127}$')
 
 
@@ -496,7 +496,10 @@ class Lowering:
         x, w, b, r = ins
         if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
             raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
-        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0]])
+        glu = self.iattr(n, 'glu')
+        if glu and w.shape[0] % 2:
+            raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
         self.gemm_step(n, x, w, b, r, y, trans_a=0, trans_b=1)
 
     def op_matmul(self, n, ins):
@@ -532,7 +535,8 @@ class Lowering:
                 elif r.shape == y.shape and flatten2(r):
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
-        if (self.spec_max_m and n.op == 'linear' and packable and x.dtype == 'f32' and
+        glu = n.op == 'linear' and self.iattr(n, 'glu')
+        if (self.spec_max_m and not glu and n.op == 'linear' and packable and x.dtype == 'f32' and
                 w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
                 yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
                 (b is None or (b.dtype == 'f32' and b.stride == [1]))):
@@ -554,6 +558,8 @@ class Lowering:
                 L.append('gp.epilogue.act = %s;' % ACTS[act])
             if out_scale:
                 L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
+            if glu:
+                L.append('gp.epilogue.glu = 1;')
             L += G.tview('ta', xv) + G.tview('ty', yv)
             if b is not None:
                 L += G.tview('tbias', b) + ['gp.epilogue.bias = &tbias;']
@@ -1651,6 +1657,8 @@ def pass_epilogue(g, vals, consts, log):
             stage = 3
         if n.attrs.get('out_scale') and float(n.attrs['out_scale']) != 0:
             stage = 4
+        if n.op == 'linear' and n.attrs.get('glu') and int(n.attrs['glu']) and stage < 2:
+            stage = 2  # bias and act act on the gate / up halves
         while True:
             y = n.outs[0]
             c = _consumer(g, y, uses, outs)
@@ -1730,6 +1738,7 @@ def pass_qkv(g, vals, log):
             if (wb.kind != 'weight' or wb.dtype != wa.dtype or len(wb.shape) != 2 or
                     len(wa.shape) != 2 or wb.shape[1] != wa.shape[1] or b.ins[3] != '-' or
                     b.attrs.get('act', 'none') != 'none' or 'alpha' in b.attrs or
+                    int(b.attrs.get('glu', 0) or 0) or
                     float(b.attrs.get('out_scale', 0) or 0) != 0 or
                     (b.ins[2] != '-') != has_bias):
                 continue

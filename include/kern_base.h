@@ -288,7 +288,42 @@ typedef struct kern_epilogue {
                                     family says so */
     float out_scale;             /* 0 = 1 (a zero scale would only give
                                     zeros, so 0 is free to mean "default") */
+    int glu;                     /* nonzero: a gated linear unit (below) */
 } kern_epilogue;
+
+/* The gated epilogue (epilogue.glu, in kern_gemm and kern_linear_gemv):
+ * the op's N linear columns hold gate and up projections interleaved in
+ * groups of KERN_GLU_GROUP (8 gate columns, then the 8 matching up
+ * columns; a last group of 2w < 16 columns: w gates, then w ups), the
+ * order kern_glu_pack writes a weight, bias or scale in. The output has
+ * N/2 columns:
+ *
+ *     out[:, f] = out_scale * ( act(gate_f + bias) * (up_f + bias) + residual )
+ *
+ * with bias [N] in the interleaved order and residual over the [M, N/2]
+ * output. act applies to the gate only: silu gives SwiGLU (Llama's MLP),
+ * gelu GeGLU, relu ReGLU, none the bilinear unit. One GEMM over the
+ * interleaved weight thus replaces the gate and up GEMMs and the silu_mul
+ * pass over their [M, 2F] result. */
+#define KERN_GLU_GROUP 8
+
+/* Interleaves gate and up along dimension `dim` (negative: from the end)
+ * into out in the glu order above: gate and up have the same dtype and
+ * shape, out that shape with dimension dim doubled. dim 0 of an
+ * F.linear weight [F, K] (or its bias or per-channel scale [F]) gives the
+ * [2F, K] weight kern_gemm (trans_b) and kern_linear_gemv take; dim -1 of
+ * a [K, F] weight the [K, 2F] one. Any strides; out may not overlap the
+ * inputs. Plain copies (no context, no threads): a load-time step. */
+KERN_API kern_status kern_glu_pack(const kern_tensor *gate, const kern_tensor *up,
+                                   const kern_tensor *out, int dim);
+/* Which source row (or column) position j of a glu-packed dimension of
+ * 2F holds: *up = 0 for gate f, 1 for up f; returns f. */
+static inline int64_t kern_glu_source(int64_t j, int64_t F, int *up) {
+    int64_t q = j / (2 * KERN_GLU_GROUP), o = j % (2 * KERN_GLU_GROUP);
+    int64_t w = F - q * KERN_GLU_GROUP < KERN_GLU_GROUP ? F - q * KERN_GLU_GROUP : KERN_GLU_GROUP;
+    *up = o >= w;
+    return q * KERN_GLU_GROUP + (o >= w ? o - w : o);
+}
 
 /* Resolves the defaults in place: out_scale 0 becomes 1. NULL is ignored. */
 KERN_API void kern_epilogue_defaults(kern_epilogue *e);
@@ -657,6 +692,9 @@ KERN_API kern_status kern__op_workspace(kern_ctx *ctx, const char *op, void *mem
 KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op,
                                           unsigned acts, int per_row_ok,
                                           int out_scale_ok);
+/* In kern__epilogue_check's `acts`: the op implements epilogue.glu (else
+ * a nonzero glu is KERN_ERR_UNSUPPORTED). */
+#define KERN__EPI_GLU_OK (1u << 31)
 /* kern_gemm's epilogue after alpha, in place on columns [j0, j0 + n) of
  * rows [0, m) of an f32 output (row stride ldy), on the context's ISA
  * (gen/kern_gen.py's GEMM instances; defined with the math layer). */
@@ -850,6 +888,10 @@ KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op
                          "%s: params.epilogue.act=%s is not supported by this op (it "
                          "supports %s)", op, kern_act_name(e->act), list);
     }
+    if (e->glu && !(acts & KERN__EPI_GLU_OK))
+        return kern__err(KERN_ERR_UNSUPPORTED,
+                         "%s: params.epilogue.glu is not supported by this op (kern_gemm and "
+                         "kern_linear_gemv implement it)", op);
     if (e->bias_per_row && !per_row_ok)
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "%s: params.epilogue.bias_per_row is not supported by this op "
@@ -976,6 +1018,72 @@ static kern_status kern__tensor_check(const kern_tensor *t, const char *op,
 KERN_API kern_status kern_tensor_check(const kern_tensor *t, const char *op,
                                        const char *name) {
     return kern__tensor_check(t, op, name, 0);
+}
+
+KERN_API kern_status kern_glu_pack(const kern_tensor *gate, const kern_tensor *up,
+                                   const kern_tensor *out, int dim) {
+    static const char *op = "kern_glu_pack";
+    char s1[96], s2[96], s3[96];
+    int64_t idx[KERN_MAX_DIMS], es, run, F, total, t;
+    int nd, d, nloop;
+    kern_status st;
+    if (!gate || !up || !out)
+        return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !gate ? "gate" : !up ? "up" : "out");
+    if ((st = kern_tensor_check(gate, op, "gate")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(up, op, "up")) != KERN_OK) return st;
+    if ((st = kern_tensor_check(out, op, "out")) != KERN_OK) return st;
+    if (up->dtype != gate->dtype || out->dtype != gate->dtype)
+        return kern__err(KERN_ERR_DTYPE, "%s: gate.dtype=%s, up.dtype=%s, out.dtype=%s (must be "
+                         "the same)", op, kern_dtype_name(gate->dtype), kern_dtype_name(up->dtype),
+                         kern_dtype_name(out->dtype));
+    nd = gate->ndim;
+    if (dim < -nd || dim >= nd)
+        return kern__err(KERN_ERR_ARG, "%s: dim=%d is outside [-%d, %d) for gate.shape=%s", op,
+                         dim, nd, nd, kern_shape_str(gate, s1, sizeof s1));
+    if (dim < 0) dim += nd;
+    for (d = 0; d < nd && up->ndim == nd && out->ndim == nd; d++)
+        if (up->shape[d] != gate->shape[d] ||
+            out->shape[d] != (d == dim ? 2 * gate->shape[d] : gate->shape[d]))
+            break;
+    if (up->ndim != nd || out->ndim != nd || d < nd)
+        return kern__err(KERN_ERR_SHAPE, "%s: gate.shape=%s and up.shape=%s must match and "
+                         "out.shape=%s be theirs with dim %d doubled", op,
+                         kern_shape_str(gate, s1, sizeof s1), kern_shape_str(up, s2, sizeof s2),
+                         kern_shape_str(out, s3, sizeof s3), dim);
+    if (kern__tensor_self_overlap(out))
+        return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
+    if (kern_tensors_overlap(out, gate) || kern_tensors_overlap(out, up))
+        return kern__err(KERN_ERR_ARG, "%s: out overlaps %s", op,
+                         kern_tensors_overlap(out, gate) ? "gate" : "up");
+    total = kern_tensor_numel(out);
+    if (total == 0) return KERN_OK;
+    es = (int64_t)kern_dtype_size(out->dtype);
+    F = gate->shape[dim];
+    /* runs along the last dim when it is not `dim` and unit-stride in all
+     * three (a weight's rows), else single elements */
+    run = 1;
+    nloop = nd;
+    if (dim != nd - 1 && gate->stride[nd - 1] == 1 && up->stride[nd - 1] == 1 &&
+        out->stride[nd - 1] == 1) {
+        run = out->shape[nd - 1];
+        nloop = nd - 1;
+    }
+    memset(idx, 0, sizeof idx);
+    for (t = 0; t < total; t += run) {
+        int isup;
+        int64_t f = kern_glu_source(idx[dim], F, &isup), so = 0, oo = 0;
+        const kern_tensor *src = isup ? up : gate;
+        for (d = 0; d < nloop; d++) {
+            so += (d == dim ? f : idx[d]) * src->stride[d];
+            oo += idx[d] * out->stride[d];
+        }
+        memcpy((char *)out->data + oo * es, (const char *)src->data + so * es, (size_t)(run * es));
+        for (d = nloop - 1; d >= 0; d--) {
+            if (++idx[d] < out->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return KERN_OK;
 }
 
 KERN__NO_ACCESS(2)
@@ -2739,6 +2847,10 @@ typedef struct kern__epi {
     kern_dtype dst_dt;
     int64_t dst_rs, dst_cs, dst_j0;
     int nt; /* non-temporal full-vector stores (unit dst_cs, rows aligned) */
+    int glu; /* gated (kern_epilogue.glu): the tile's columns are glu groups
+                (j0 a multiple of 2 KERN_GLU_GROUP), src and bias are read
+                at the tile's columns, res and dst at the output's (j / 2;
+                dst_j0 in output columns); no nt */
 } kern__epi;
 
 /* alpha = out_scale = 1, nothing added, act none; dst to be set. */
@@ -4170,10 +4282,62 @@ static inline void kern__s_epi_row(const kern__epi *e, int64_t i, int64_t j0, co
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
+/* The gated store (e->glu): tile columns j0 .. j0 + n - 1 are glu groups
+ * (j0 a multiple of 2 KERN_GLU_GROUP); each group's w gates and w ups
+ * become w output columns from (j0 + c) / 2, in the order of the plain
+ * store: alpha, beta src, bias, act (the gate only), gate * up, residual,
+ * out_scale. Every operand through the strided accessors (unit stride is
+ * their fast path): this runs once per output element of a GEMM. */
+KERN__AINLINE void kern__s_epi_glu_rows(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const float va = (e->alpha), vb = (e->beta), vo = (e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    int r, c, q;
+    for (r = 0; r < m; r++) {
+        const int64_t i = i0 + r;
+        const float *acc = t + r * ldt;
+        const float brow = e->bias && e->bias_per_row ? (kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1)) : 0.0f;
+        for (c = 0; c < n; c += 2 * KERN_GLU_GROUP) {
+            const int w = (n - c < 2 * KERN_GLU_GROUP ? n - c : 2 * KERN_GLU_GROUP) / 2;
+            const int64_t jg = j0 + c, jo = jg / 2;
+            for (q = 0; q < w; q += 1) {
+                const int nn = w - q < 1 ? w - q : 1;
+                float g = kern__s_mul(va, (*(const float *)(acc + c + q))), u = kern__s_mul(va, (*(const float *)(acc + c + w + q))), v;
+                if (e->src) {
+                    const char *sp = e->src + (i * e->src_rs + (jg + q - e->src_j0) * e->src_cs) * ssz;
+                    g = kern__s_fma(vb, kern__s_ld_strided(sp, e->src_dt, e->src_cs, nn), g);
+                    u = kern__s_fma(vb, kern__s_ld_strided(sp + w * e->src_cs * ssz, e->src_dt, e->src_cs, nn), u);
+                }
+                if (e->bias && !e->bias_per_row) {
+                    const char *bp = e->bias + (jg + q) * e->bias_st * bsz;
+                    g = ((g) + (kern__s_ld_strided(bp, e->bias_dt, e->bias_st, nn)));
+                    u = ((u) + (kern__s_ld_strided(bp + w * e->bias_st * bsz, e->bias_dt, e->bias_st, nn)));
+                } else if (e->bias) {
+                    g = ((g) + (brow));
+                    u = ((u) + (brow));
+                }
+                v = kern__s_mul(kern__s_act(g, act), u);
+                if (e->res)
+                    v = ((v) + (kern__s_ld_strided(e->res + (i * e->res_rs + (jo + q) * e->res_cs) * rsz,
+                                                         e->res_dt, e->res_cs, nn)));
+                v = kern__s_mul(v, vo);
+                kern__s_st_strided(e->dst + (i * e->dst_rs + (jo + q - e->dst_j0) * e->dst_cs) * dsz,
+                                        e->dst_dt, e->dst_cs, v, nn, 0);
+            }
+        }
+    }
+}
 /* The m x n top-left corner of tile t (row stride ldt) to output rows
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 static inline void kern__s_epi_tile(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
+    if (e->glu) {
+#define KERN__EPI_GLU(A) kern__s_epi_glu_rows(e, i0, j0, t, ldt, m, n, A);
+        KERN__ACT_DISPATCH(e->act, KERN__EPI_GLU)
+#undef KERN__EPI_GLU
+        return;
+    }
 #define KERN__EPI_TILE(A) kern__s_epi_rows_act(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
@@ -4319,10 +4483,62 @@ KERN_TARGET_AVX2 static inline void kern__v_epi_row__avx2(const kern__epi *e, in
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
+/* The gated store (e->glu): tile columns j0 .. j0 + n - 1 are glu groups
+ * (j0 a multiple of 2 KERN_GLU_GROUP); each group's w gates and w ups
+ * become w output columns from (j0 + c) / 2, in the order of the plain
+ * store: alpha, beta src, bias, act (the gate only), gate * up, residual,
+ * out_scale. Every operand through the strided accessors (unit stride is
+ * their fast path): this runs once per output element of a GEMM. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__v_epi_glu_rows__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const __m256 va = _mm256_set1_ps(e->alpha), vb = _mm256_set1_ps(e->beta), vo = _mm256_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    int r, c, q;
+    for (r = 0; r < m; r++) {
+        const int64_t i = i0 + r;
+        const float *acc = t + r * ldt;
+        const __m256 brow = e->bias && e->bias_per_row ? _mm256_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1)) : _mm256_setzero_ps();
+        for (c = 0; c < n; c += 2 * KERN_GLU_GROUP) {
+            const int w = (n - c < 2 * KERN_GLU_GROUP ? n - c : 2 * KERN_GLU_GROUP) / 2;
+            const int64_t jg = j0 + c, jo = jg / 2;
+            for (q = 0; q < w; q += 8) {
+                const int nn = w - q < 8 ? w - q : 8;
+                __m256 g = kern__mul__avx2(va, kern__loadn__avx2(acc + c + q, nn)), u = kern__mul__avx2(va, kern__loadn__avx2(acc + c + w + q, nn)), v;
+                if (e->src) {
+                    const char *sp = e->src + (i * e->src_rs + (jg + q - e->src_j0) * e->src_cs) * ssz;
+                    g = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(sp, e->src_dt, e->src_cs, nn), g);
+                    u = _mm256_fmadd_ps(vb, kern__v_ld_strided__avx2(sp + w * e->src_cs * ssz, e->src_dt, e->src_cs, nn), u);
+                }
+                if (e->bias && !e->bias_per_row) {
+                    const char *bp = e->bias + (jg + q) * e->bias_st * bsz;
+                    g = _mm256_add_ps(g, kern__v_ld_strided__avx2(bp, e->bias_dt, e->bias_st, nn));
+                    u = _mm256_add_ps(u, kern__v_ld_strided__avx2(bp + w * e->bias_st * bsz, e->bias_dt, e->bias_st, nn));
+                } else if (e->bias) {
+                    g = _mm256_add_ps(g, brow);
+                    u = _mm256_add_ps(u, brow);
+                }
+                v = kern__mul__avx2(kern__v_act__avx2(g, act), u);
+                if (e->res)
+                    v = _mm256_add_ps(v, kern__v_ld_strided__avx2(e->res + (i * e->res_rs + (jo + q) * e->res_cs) * rsz,
+                                                         e->res_dt, e->res_cs, nn));
+                v = kern__mul__avx2(v, vo);
+                kern__v_st_strided__avx2(e->dst + (i * e->dst_rs + (jo + q - e->dst_j0) * e->dst_cs) * dsz,
+                                        e->dst_dt, e->dst_cs, v, nn, 0);
+            }
+        }
+    }
+}
 /* The m x n top-left corner of tile t (row stride ldt) to output rows
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 KERN_TARGET_AVX2 static inline void kern__v_epi_tile__avx2(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
+    if (e->glu) {
+#define KERN__EPI_GLU(A) kern__v_epi_glu_rows__avx2(e, i0, j0, t, ldt, m, n, A);
+        KERN__ACT_DISPATCH(e->act, KERN__EPI_GLU)
+#undef KERN__EPI_GLU
+        return;
+    }
 #define KERN__EPI_TILE(A) kern__v_epi_rows_act__avx2(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
@@ -4467,10 +4683,62 @@ KERN_TARGET_AVX512 static inline void kern__v_epi_row__avx512(const kern__epi *e
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
+/* The gated store (e->glu): tile columns j0 .. j0 + n - 1 are glu groups
+ * (j0 a multiple of 2 KERN_GLU_GROUP); each group's w gates and w ups
+ * become w output columns from (j0 + c) / 2, in the order of the plain
+ * store: alpha, beta src, bias, act (the gate only), gate * up, residual,
+ * out_scale. Every operand through the strided accessors (unit stride is
+ * their fast path): this runs once per output element of a GEMM. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__v_epi_glu_rows__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const __m512 va = _mm512_set1_ps(e->alpha), vb = _mm512_set1_ps(e->beta), vo = _mm512_set1_ps(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    int r, c, q;
+    for (r = 0; r < m; r++) {
+        const int64_t i = i0 + r;
+        const float *acc = t + r * ldt;
+        const __m512 brow = e->bias && e->bias_per_row ? _mm512_set1_ps(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1)) : _mm512_setzero_ps();
+        for (c = 0; c < n; c += 2 * KERN_GLU_GROUP) {
+            const int w = (n - c < 2 * KERN_GLU_GROUP ? n - c : 2 * KERN_GLU_GROUP) / 2;
+            const int64_t jg = j0 + c, jo = jg / 2;
+            for (q = 0; q < w; q += 16) {
+                const int nn = w - q < 16 ? w - q : 16;
+                __m512 g = kern__mul__avx512(va, kern__loadn__avx512(acc + c + q, nn)), u = kern__mul__avx512(va, kern__loadn__avx512(acc + c + w + q, nn)), v;
+                if (e->src) {
+                    const char *sp = e->src + (i * e->src_rs + (jg + q - e->src_j0) * e->src_cs) * ssz;
+                    g = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(sp, e->src_dt, e->src_cs, nn), g);
+                    u = _mm512_fmadd_ps(vb, kern__v_ld_strided__avx512(sp + w * e->src_cs * ssz, e->src_dt, e->src_cs, nn), u);
+                }
+                if (e->bias && !e->bias_per_row) {
+                    const char *bp = e->bias + (jg + q) * e->bias_st * bsz;
+                    g = _mm512_add_ps(g, kern__v_ld_strided__avx512(bp, e->bias_dt, e->bias_st, nn));
+                    u = _mm512_add_ps(u, kern__v_ld_strided__avx512(bp + w * e->bias_st * bsz, e->bias_dt, e->bias_st, nn));
+                } else if (e->bias) {
+                    g = _mm512_add_ps(g, brow);
+                    u = _mm512_add_ps(u, brow);
+                }
+                v = kern__mul__avx512(kern__v_act__avx512(g, act), u);
+                if (e->res)
+                    v = _mm512_add_ps(v, kern__v_ld_strided__avx512(e->res + (i * e->res_rs + (jo + q) * e->res_cs) * rsz,
+                                                         e->res_dt, e->res_cs, nn));
+                v = kern__mul__avx512(v, vo);
+                kern__v_st_strided__avx512(e->dst + (i * e->dst_rs + (jo + q - e->dst_j0) * e->dst_cs) * dsz,
+                                        e->dst_dt, e->dst_cs, v, nn, 0);
+            }
+        }
+    }
+}
 /* The m x n top-left corner of tile t (row stride ldt) to output rows
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 KERN_TARGET_AVX512 static inline void kern__v_epi_tile__avx512(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
+    if (e->glu) {
+#define KERN__EPI_GLU(A) kern__v_epi_glu_rows__avx512(e, i0, j0, t, ldt, m, n, A);
+        KERN__ACT_DISPATCH(e->act, KERN__EPI_GLU)
+#undef KERN__EPI_GLU
+        return;
+    }
 #define KERN__EPI_TILE(A) kern__v_epi_rows_act__avx512(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE
@@ -4617,10 +4885,62 @@ static inline void kern__v_epi_row__neon(const kern__epi *e, int64_t i, int64_t 
     KERN__ACT_DISPATCH(e->act, KERN__EPI_ROW)
 #undef KERN__EPI_ROW
 }
+/* The gated store (e->glu): tile columns j0 .. j0 + n - 1 are glu groups
+ * (j0 a multiple of 2 KERN_GLU_GROUP); each group's w gates and w ups
+ * become w output columns from (j0 + c) / 2, in the order of the plain
+ * store: alpha, beta src, bias, act (the gate only), gate * up, residual,
+ * out_scale. Every operand through the strided accessors (unit stride is
+ * their fast path): this runs once per output element of a GEMM. */
+KERN__AINLINE void kern__v_epi_glu_rows__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
+                                                      int64_t ldt, int m, int n, kern_act act) {
+    const float32x4_t va = vdupq_n_f32(e->alpha), vb = vdupq_n_f32(e->beta), vo = vdupq_n_f32(e->out_scale);
+    const int64_t ssz = (int64_t)kern_dtype_size(e->src_dt), dsz = (int64_t)kern_dtype_size(e->dst_dt);
+    const int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), bsz = (int64_t)kern_dtype_size(e->bias_dt);
+    int r, c, q;
+    for (r = 0; r < m; r++) {
+        const int64_t i = i0 + r;
+        const float *acc = t + r * ldt;
+        const float32x4_t brow = e->bias && e->bias_per_row ? vdupq_n_f32(kern__s_load_f32(e->bias + i * e->bias_st * bsz, e->bias_dt, 1)) : vdupq_n_f32(0.0f);
+        for (c = 0; c < n; c += 2 * KERN_GLU_GROUP) {
+            const int w = (n - c < 2 * KERN_GLU_GROUP ? n - c : 2 * KERN_GLU_GROUP) / 2;
+            const int64_t jg = j0 + c, jo = jg / 2;
+            for (q = 0; q < w; q += 4) {
+                const int nn = w - q < 4 ? w - q : 4;
+                float32x4_t g = kern__mul__neon(va, kern__loadn__neon(acc + c + q, nn)), u = kern__mul__neon(va, kern__loadn__neon(acc + c + w + q, nn)), v;
+                if (e->src) {
+                    const char *sp = e->src + (i * e->src_rs + (jg + q - e->src_j0) * e->src_cs) * ssz;
+                    g = vfmaq_f32(g, vb, kern__v_ld_strided__neon(sp, e->src_dt, e->src_cs, nn));
+                    u = vfmaq_f32(u, vb, kern__v_ld_strided__neon(sp + w * e->src_cs * ssz, e->src_dt, e->src_cs, nn));
+                }
+                if (e->bias && !e->bias_per_row) {
+                    const char *bp = e->bias + (jg + q) * e->bias_st * bsz;
+                    g = vaddq_f32(g, kern__v_ld_strided__neon(bp, e->bias_dt, e->bias_st, nn));
+                    u = vaddq_f32(u, kern__v_ld_strided__neon(bp + w * e->bias_st * bsz, e->bias_dt, e->bias_st, nn));
+                } else if (e->bias) {
+                    g = vaddq_f32(g, brow);
+                    u = vaddq_f32(u, brow);
+                }
+                v = kern__mul__neon(kern__v_act__neon(g, act), u);
+                if (e->res)
+                    v = vaddq_f32(v, kern__v_ld_strided__neon(e->res + (i * e->res_rs + (jo + q) * e->res_cs) * rsz,
+                                                         e->res_dt, e->res_cs, nn));
+                v = kern__mul__neon(v, vo);
+                kern__v_st_strided__neon(e->dst + (i * e->dst_rs + (jo + q - e->dst_j0) * e->dst_cs) * dsz,
+                                        e->dst_dt, e->dst_cs, v, nn, 0);
+            }
+        }
+    }
+}
 /* The m x n top-left corner of tile t (row stride ldt) to output rows
  * i0.., columns j0.. (the store of kern_gemm's microkernel contract). */
 static inline void kern__v_epi_tile__neon(const kern__epi *e, int64_t i0, int64_t j0, const float *t,
                                                   int64_t ldt, int m, int n) {
+    if (e->glu) {
+#define KERN__EPI_GLU(A) kern__v_epi_glu_rows__neon(e, i0, j0, t, ldt, m, n, A);
+        KERN__ACT_DISPATCH(e->act, KERN__EPI_GLU)
+#undef KERN__EPI_GLU
+        return;
+    }
 #define KERN__EPI_TILE(A) kern__v_epi_rows_act__neon(e, i0, j0, t, ldt, m, n, A);
     KERN__ACT_DISPATCH(e->act, KERN__EPI_TILE)
 #undef KERN__EPI_TILE

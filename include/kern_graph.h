@@ -31,7 +31,8 @@
  *                   y = out_scale * (act(alpha * x W^T + bias) + residual)
  *                   (torch.nn.functional.linear + epilogue; kern_gemm, or
  *                   kern_linear_gemv on the unpacked weight when x has at
- *                   most 8 rows at the plan's bound)
+ *                   most 8 rows at the plan's bound); glu=1: weight [2F,K]
+ *                   in kern_glu_pack's order -> [..,F], act(gate) * up
  *   matmul          a [..,M,K], b [..,K,N], bias? [N], residual? -> [..,M,N]
  *                   trans_a / trans_b, alpha, act, out_scale as linear
  *   sdpa            q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], mask?,
@@ -277,6 +278,8 @@ typedef struct kern_graph_attrs {
     int prune;           /* sparse24_linear: prune the weight at plan time */
     int interleaved;     /* rope: GPT-J pairs (2i, 2i+1) instead of halves */
     int64_t k;           /* topk: how many (concrete, >= 1) */
+    int glu;             /* linear: the gated epilogue (kern_epilogue.glu):
+                            weight [2F,K] in kern_glu_pack's order -> [..,F] */
 } kern_graph_attrs;
 
 typedef struct kern_graph_node_desc {
@@ -419,7 +422,9 @@ enum {
     KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time
                                            * (linears above 8 rows at the bound) */
     KERN_GRAPH_PASS_INPLACE = 1u << 7,    /* outputs over dying inputs */
-    KERN_GRAPH_PASS_ALL = 0xffu
+    KERN_GRAPH_PASS_GLU = 1u << 8,        /* merged gate/up linear + silu_mul ->
+                                             one GEMM with the glu epilogue */
+    KERN_GRAPH_PASS_ALL = 0x1ffu
 };
 
 typedef struct kern_graph_plan_params {
@@ -723,7 +728,9 @@ typedef struct kern__gweight {
     void *data;  /* contiguous row-major; NULL = not bound */
     int owned;   /* 1: the graph's copy; 2: made by a pass, the plan's */
     int n_src;   /* owned == 2: rows of these weights, concatenated when the
-                    plan prepares its weights */
+                    plan prepares its weights (glu: two, interleaved in
+                    kern_glu_pack's order) */
+    int glu;
     int32_t src[KERN_GRAPH_MAX_OUTPUTS];
 } kern__gweight;
 
@@ -1735,7 +1742,7 @@ enum {
     KERN__GA_START, KERN__GA_LENGTH, KERN__GA_EXPONENT, KERN__GA_IS_CAUSAL,
     KERN__GA_CAUSAL_BR, KERN__GA_GQA, KERN__GA_SCALE, KERN__GA_SOFTCAP, KERN__GA_WINDOW,
     KERN__GA_REDUCE, KERN__GA_INCLUDE_SELF, KERN__GA_DTYPE, KERN__GA_PRUNE, KERN__GA_INTERLEAVED,
-    KERN__GA_K, KERN__GA_COUNT
+    KERN__GA_K, KERN__GA_GLU, KERN__GA_COUNT
 };
 enum {
     KERN__GT_ACT = 1, KERN__GT_FLOATSET, KERN__GT_FLOAT, KERN__GT_BOOL, KERN__GT_INT,
@@ -1777,7 +1784,8 @@ static const kern__gattr kern__gattrs[KERN__GA_COUNT] = {
     {"dtype", KERN__GT_DTYPE, KERN__GOFF(dtype), 0, KERN__GSZ(dtype)},
     {"prune", KERN__GT_BOOL, KERN__GOFF(prune), 0, KERN__GSZ(prune)},
     {"interleaved", KERN__GT_BOOL, KERN__GOFF(interleaved), 0, KERN__GSZ(interleaved)},
-    {"k", KERN__GT_INT, KERN__GOFF(k), 0, KERN__GSZ(k)}};
+    {"k", KERN__GT_INT, KERN__GOFF(k), 0, KERN__GSZ(k)},
+    {"glu", KERN__GT_BOOL, KERN__GOFF(glu), 0, KERN__GSZ(glu)}};
 #undef KERN__GOFF
 #undef KERN__GSZ
 
@@ -2034,6 +2042,12 @@ static kern_status kern__ginfer_linear_like(kern__ginf *c, int bias_slot, int re
                               kern__gd_s(c->g, w->dims[1], s2, sizeof s2));
     memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->ndim);
     od[x->ndim - 1] = w->dims[0];
+    if (c->a->glu) { /* gate/up rows in glu groups: half the outputs */
+        if (w->dims[0] % 2)
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "glu needs an even weight.shape[0] (gate and up "
+                                  "rows), got %lld", (long long)w->dims[0]);
+        od[x->ndim - 1] = w->dims[0] / 2;
+    }
     {
         kern_status st = kern__ginf_epilogue(c, bias_slot, res_slot, w->dims[0], x->ndim, od, acts);
         if (st) return st;
@@ -2686,7 +2700,7 @@ static kern_status kern__ginfer_argmax(kern__ginf *c) {
 #define KERN__GA_NONE 0u
 static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     {"", 0, 0, 0, 0, 0, 0, NULL},
-    /* LINEAR */ {"x,weight,bias?,residual?", 4, 2, KERN__GC_FAMILY, 1, 1, KERN__GA_GEMM,
+    /* LINEAR */ {"x,weight,bias?,residual?", 4, 2, KERN__GC_FAMILY, 1, 1, KERN__GA_GEMM | KERN__GAF(GLU),
                   kern__ginfer_linear},
     /* MATMUL */ {"a,b,bias?,residual?", 4, 2, KERN__GC_FAMILY, 1, 1,
                   KERN__GA_GEMM | KERN__GAF(TRANS_A) | KERN__GAF(TRANS_B), kern__ginfer_matmul},
@@ -5180,6 +5194,7 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->epilogue.act = n->a.act;
     gp->epilogue.residual = la->resp;
     gp->epilogue.out_scale = n->a.out_scale;
+    gp->epilogue.glu = n->op == KERN_GRAPH_OP_LINEAR && n->a.glu;
     gp->packed_b = st->pb;
 }
 
@@ -5314,6 +5329,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             vp.epilogue.act = n->a.act;
             vp.epilogue.residual = la.resp;
             vp.epilogue.out_scale = n->a.out_scale;
+            vp.epilogue.glu = n->a.glu;
             return kern_linear_gemv(ctx, &la.x, KERN__GT(1), &la.y, &vp);
         }
         kern__g_gemm_params(n, st, T, &la, &gp);
@@ -6725,6 +6741,16 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
         if (mw->owned != 2 || mw->data || !p->pv[mw->val].live) continue;
         mw->data = kern__alloc(p->ctx, (size_t)x->dims[0] * row + 1);
         if (!mw->data) return kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: out of memory merging weights");
+        if (mw->glu) { /* gate and up rows in kern_glu_pack's order */
+            const kern__gval *gv = &w->vals[mw->src[0]], *uv = &w->vals[mw->src[1]];
+            kern_tensor g2, u2, o2;
+            kern_tensor_init(&o2, mw->data, x->dtype, x->ndim, x->dims);
+            kern_tensor_init(&g2, w->w[gv->aux].data, gv->dtype, gv->ndim, gv->dims);
+            kern_tensor_init(&u2, w->w[uv->aux].data, uv->dtype, uv->ndim, uv->dims);
+            if ((st = kern_glu_pack(&g2, &u2, &o2, 0)) != KERN_OK) return st;
+            p->pv[mw->val].ptr = mw->data;
+            continue;
+        }
         for (k = 0; k < mw->n_src; k++) {
             const kern__gval *sv = &w->vals[mw->src[k]];
             size_t bytes = (size_t)sv->dims[0] * row;
@@ -7786,6 +7812,7 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         if (n->a.act) stage = 2;
         if (n->in[rslot]) stage = 3;
         if (n->a.out_scale != 0) stage = 4;
+        if (n->a.glu && stage < 2) stage = 2; /* bias and act act on the gate / up halves */
         for (;;) {
             kern_graph_val y = n->out[0];
             kern__gnode *c = kern__gpx_single(x, y);
@@ -7872,7 +7899,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
             if (b->dead || b->op != KERN_GRAPH_OP_LINEAR || b->in[0] != a->in[0]) continue;
             wb = &w->vals[b->in[1]];
             if (wb->kind != KERN_GRAPH_VAL_WEIGHT || wb->dtype != wa->dtype || wb->dims[1] != wa->dims[1] ||
-                b->in[3] || b->a.act || b->a.alpha_set || b->a.out_scale != 0 ||
+                b->in[3] || b->a.act || b->a.glu || b->a.alpha_set || b->a.out_scale != 0 ||
                 (b->in[2] != 0) != has_bias ||
                 (has_bias && (w->vals[b->in[2]].kind != KERN_GRAPH_VAL_WEIGHT ||
                               w->vals[b->in[2]].dtype != w->vals[a->in[2]].dtype)))
@@ -7999,6 +8026,77 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
     return KERN_OK;
 }
 
+/* silu_mul(gate, up) over the two halves of a gate/up linear the QKV pass
+ * merged -> that linear with the glu epilogue (act silu): its merged
+ * weight and bias are interleaved in kern_glu_pack's order when the plan
+ * prepares its weights, and it writes the [.., F] product directly (no
+ * [.., 2F] intermediate, no silu_mul pass over it). */
+static kern_status kern__gpx_glu(kern__gpx *x) {
+    kern_graph *w = x->w;
+    int64_t i;
+    for (i = 0; i < w->n_nodes; i++) {
+        kern__gnode *s = &w->nodes[i], *sp, *ln;
+        kern__gweight *mw, *mb = NULL;
+        kern_graph_val a, b, lo;
+        int ia, ib;
+        if (s->dead || s->op != KERN_GRAPH_OP_SILU_MUL || !s->in[0] || !s->in[1]) continue;
+        a = s->in[0];
+        b = s->in[1];
+        sp = kern__gpx_prod(x, a, KERN_GRAPH_OP_SPLIT);
+        if (!sp || kern__gpx_prod(x, b, KERN_GRAPH_OP_SPLIT) != sp || sp->n_out != 2 || a == b) continue;
+        ia = w->vals[a].oidx;
+        ib = w->vals[b].oidx;
+        lo = sp->in[0];
+        ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_LINEAR);
+        if (!ln || ln->a.glu || ln->a.act || ln->a.alpha_set || ln->a.out_scale != 0 || ln->in[3]) continue;
+        if (w->vals[ln->in[1]].kind != KERN_GRAPH_VAL_WEIGHT) continue;
+        mw = &w->w[w->vals[ln->in[1]].aux];
+        if (mw->owned != 2 || mw->n_src != 2 || mw->glu || mw->data) continue;
+        if (ln->in[2]) {
+            if (w->vals[ln->in[2]].kind != KERN_GRAPH_VAL_WEIGHT) continue;
+            mb = &w->w[w->vals[ln->in[2]].aux];
+            if (mb->owned != 2 || mb->n_src != 2 || mb->glu || mb->data) continue;
+        }
+        /* the split is the linear's only reader and the silu_mul the only
+         * reader of each half; equal halves along the last dim */
+        {
+            const kern__gval *lv = &w->vals[lo], *ov = &w->vals[s->out[0]];
+            int64_t ax = sp->a.axis < 0 ? sp->a.axis + lv->ndim : sp->a.axis;
+            if (ax != lv->ndim - 1 || kern__gpx_nuses(x, lo) != 1 || kern__gpx_nuses(x, a) != 1 ||
+                kern__gpx_nuses(x, b) != 1 || x->is_out[a] || x->is_out[b] || x->is_out[lo])
+                continue;
+            if (!kern__gpx_same_shape(w, a, b) || !kern__gpx_same_shape(w, a, s->out[0]) ||
+                ov->dtype != lv->dtype || w->vals[a].dims[lv->ndim - 1] * 2 != lv->dims[lv->ndim - 1])
+                continue;
+        }
+        if (ia == 1) { /* the weights in (gate, up) order */
+            int32_t t = mw->src[0];
+            mw->src[0] = mw->src[1];
+            mw->src[1] = t;
+            if (mb) {
+                t = mb->src[0];
+                mb->src[0] = mb->src[1];
+                mb->src[1] = t;
+            }
+        }
+        (void)ib;
+        mw->glu = 1;
+        if (mb) mb->glu = 1;
+        ln->a.glu = 1;
+        ln->a.act = KERN_ACT_SILU;
+        ln->out[0] = s->out[0];
+        w->vals[s->out[0]].node = (int32_t)(ln - w->nodes);
+        w->vals[s->out[0]].oidx = 0;
+        sp->dead = 1;
+        s->dead = 1;
+        kern__gw_note(w, ln, "silu_mul (glu)");
+        x->fused++;
+        kern__gp_log(x->p, "fuse: silu_mul '%s' over the halves of '%s' -> glu epilogue",
+                     kern__g_vname(w, s->out[0]), kern__g_vname(w, lo));
+    }
+    return KERN_OK;
+}
+
 static kern_status kern__gpx_residual_norm(kern__gpx *x) {
     kern_graph *w = x->w;
     int64_t i;
@@ -8089,6 +8187,10 @@ static kern_status kern__g_passes(kern_graph_plan *p) {
     if (!(dis & KERN_GRAPH_PASS_QKV)) {
         if ((st = kern__gpx_qkv(&x)) != KERN_OK) goto done;
         if ((st = kern__gpx_refresh(&x)) != KERN_OK) goto done;
+        if (!(dis & KERN_GRAPH_PASS_GLU)) {
+            if ((st = kern__gpx_glu(&x)) != KERN_OK) goto done;
+            if ((st = kern__gpx_refresh(&x)) != KERN_OK) goto done;
+        }
     }
     if (!(dis & KERN_GRAPH_PASS_RESIDUAL_NORM)) {
         if ((st = kern__gpx_residual_norm(&x)) != KERN_OK) goto done;

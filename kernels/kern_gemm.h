@@ -40,6 +40,10 @@
  *                          partial sums wait in scratch, not in c)
  *     .out_scale           0 = 1.0 (a zero scale is not expressible; it would
  *                          only produce zeros)
+ *     .glu                 nonzero: the gated epilogue (kern_base.h): op(b)'s
+ *                          N columns are glu groups (kern_glu_pack), c is
+ *                          [..., M, N/2], bias [N] in the packed order;
+ *                          beta must be 0
  *   packed_b             a B prepacked by kern_gemm_pack_b; then b must be
  *                        NULL and the packed B is used for every batch
  *   workspace, workspace_size   caller scratch of at least
@@ -1072,7 +1076,7 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     const kern__epi *e = &j->epi;
     int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
-    int pf = e->dst_cs == 1, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
+    int pf = e->dst_cs == 1 && !e->glu, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
     int pf_res = e->res && e->res_cs == 1;
     /* Tiles in row-major order (rows outer) or column-major order
      * (columns outer, ks->cfg->col_outer); the order changes which operand
@@ -1411,6 +1415,7 @@ static void kern__gemm_pass_epi(kern__gemm_job *j) {
         e->act = KERN_ACT_NONE;
         e->res = NULL;
         e->out_scale = 1.0f;
+        e->glu = 0;
         if (j->use_ctmp) {
             e->dst = (char *)j->ctmp;
             e->dst_dt = KERN_F32;
@@ -1446,7 +1451,7 @@ static void kern__gemm_pass_epi(kern__gemm_job *j) {
     j->direct = e->dst_dt == KERN_F32 && e->dst_cs == 1 && e->alpha == 1.0f &&
                 (!e->src || (e->src == e->dst && e->beta == 1.0f && e->src_rs == e->dst_rs &&
                              e->src_j0 == e->dst_j0)) &&
-                !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f;
+                !e->bias && e->act == KERN_ACT_NONE && !e->res && e->out_scale == 1.0f && !e->glu;
 }
 
 /* Task shape of the current row chunk: rows balanced across T threads,
@@ -1567,7 +1572,11 @@ static kern_status kern__gemm_check_operands(const kern_tensor *a, const kern_te
     if (pb && pb->dtype != a->dtype)
         return kern__err(KERN_ERR_DTYPE, "%s: a.dtype=%s but packed_b was packed from %s", op,
                          kern_dtype_name(a->dtype), kern_dtype_name(pb->dtype));
-    return kern__epilogue_check(&p->epilogue, op, ~0u, 1, 1);
+    if ((st = kern__epilogue_check(&p->epilogue, op, ~0u, 1, 1)) != KERN_OK) return st;
+    if (p->epilogue.glu && p->beta != 0.0f)
+        return kern__err(KERN_ERR_UNSUPPORTED, "%s: beta=%g with params.epilogue.glu (c has "
+                         "half the linear columns; only beta = 0)", op, (double)p->beta);
+    return KERN_OK;
 }
 
 /* Step 2: M, N, K from op(a), op(b) (or the packed B), and c's last two
@@ -1599,9 +1608,13 @@ static kern_status kern__gemm_derive_mnk(const kern_tensor *a, const kern_tensor
                              p->trans_a != 0, (long long)Kb, (long long)N,
                              kern_shape_str(b, s2, sizeof s2), p->trans_b != 0);
     }
-    if (c->shape[c->ndim - 2] != M || c->shape[c->ndim - 1] != N)
-        return kern__err(KERN_ERR_SHAPE, "%s: c.shape=%s but op(a) op(b) is [%lld,%lld]", op,
-                         kern_shape_str(c, s1, sizeof s1), (long long)M, (long long)N);
+    if (p->epilogue.glu && N % 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.glu needs an even N (gate and "
+                         "up columns), op(b) has N=%lld", op, (long long)N);
+    if (c->shape[c->ndim - 2] != M || c->shape[c->ndim - 1] != (p->epilogue.glu ? N / 2 : N))
+        return kern__err(KERN_ERR_SHAPE, "%s: c.shape=%s but op(a) op(b) is [%lld,%lld]%s", op,
+                         kern_shape_str(c, s1, sizeof s1), (long long)M, (long long)N,
+                         p->epilogue.glu ? " (glu: c needs N/2 columns)" : "");
     dm->M = M;
     dm->N = N;
     dm->K = K;
@@ -1735,6 +1748,7 @@ static void kern__gemm_fill_job(kern_ctx *ctx, const kern_tensor *a, const kern_
     j->fin.alpha = p->alpha_set ? p->alpha : 1.0f;
     kern__epi_set_bias(&j->fin, e->bias, e->bias_per_row != 0);
     j->fin.act = e->act;
+    j->fin.glu = e->glu != 0;
     j->fin.out_scale = e->out_scale != 0.0f ? e->out_scale : 1.0f;
     j->fin.dst = j->c;
     j->fin.dst_dt = c->dtype;
@@ -1754,7 +1768,7 @@ static void kern__gemm_transpose_c(kern__gemm_dims *dm, kern__gemm_job *j) {
     int64_t t0;
     const char *tp;
     int d;
-    if (j->pb || j->c_cs == 1 || j->c_rs != 1 || j->M <= 1) return;
+    if (j->pb || j->fin.glu || j->c_cs == 1 || j->c_rs != 1 || j->M <= 1) return;
     tp = j->a; j->a = j->b; j->b = tp;
     t0 = j->a_rs; j->a_rs = j->b_cs; j->b_cs = t0;
     t0 = j->a_cs; j->a_cs = j->b_rs; j->b_rs = t0;
@@ -1781,7 +1795,8 @@ static kern_status kern__gemm_partition(kern_ctx *ctx, const kern_tensor *c,
     j->nb = pl->ks->cfg->nb;
     /* partial sums in f32 scratch when C cannot hold them, or when C is
      * the residual (its values are needed by the last pass) */
-    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1 || pl->res_is_c) && j->K > j->kc;
+    j->use_ctmp = (j->c_dt != KERN_F32 || j->c_cs != 1 || pl->res_is_c || j->fin.glu) &&
+                  j->K > j->kc;
     pl->nbd = dm->nd;
     pl->nbatch = 1;
     for (d = 0; d < dm->nd; d++) {

@@ -185,7 +185,9 @@ typedef struct kern_gemv_params {
 } kern_gemv_params;
 
 /* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout),
- * times w_scale[n] for an i8 w, then the shared epilogue. Built for
+ * times w_scale[n] for an i8 w, then the shared epilogue. With
+ * epilogue.glu, w [N, K] holds kern_glu_pack's gate/up rows (w_scale and
+ * bias [N] in the same order) and y is [M, N/2] (SwiGLU in one pass). Built for
  * M = 1..8 (decode): the weight streams once from memory, threads split
  * N. Any M works (the weight is re-read from cache per 8 rows). */
 KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
@@ -1245,7 +1247,7 @@ KERN_API kern_status kern_topk(kern_ctx *ctx, const kern_tensor *x, const kern_t
  * KERN__GEMV_NB rows from L2 per pair of x rows. out[m * 4 + r] is the
  * dot product of x row m and weight row r (f32 sums in 8 lanes per row,
  * two partial sums per lane at M = 1, then a horizontal add). */
-#define KERN__GEMV_NB 16 /* weight rows per task */
+#define KERN__GEMV_NB 16 /* weight rows per task (a multiple of 2 KERN_GLU_GROUP) */
 #define KERN__GEMV_MB 8  /* x rows per epilogue tile */
 
 typedef void (*kern__gemv_dot_fn)(const char *const *w, kern_dtype wdt, const char *x0,
@@ -1577,7 +1579,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
     kern_status st;
     kern__gemv_job J;
     const kern_epilogue *ep;
-    int64_t M, N, K;
+    int64_t M, N, K, No;
     if (params) p = *params;
     else memset(&p, 0, sizeof p);
     ep = &p.epilogue;
@@ -1603,13 +1605,17 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
     M = x->shape[0];
     K = x->shape[1];
     N = w->shape[0];
+    No = ep->glu ? N / 2 : N;
     if (w->shape[1] != K)
         return kern__err(KERN_ERR_SHAPE, "%s: w.shape[1]=%lld but x.shape[1]=%lld", op,
                          (long long)w->shape[1], (long long)K);
-    if (y->shape[0] != M || y->shape[1] != N)
-        return kern__err(KERN_ERR_SHAPE, "%s: y must be [%lld, %lld], got [%lld, %lld]", op,
-                         (long long)M, (long long)N, (long long)y->shape[0],
-                         (long long)y->shape[1]);
+    if (ep->glu && N % 2)
+        return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.glu needs an even w.shape[0] "
+                         "(gate and up rows), got %lld", op, (long long)N);
+    if (y->shape[0] != M || y->shape[1] != No)
+        return kern__err(KERN_ERR_SHAPE, "%s: y must be [%lld, %lld]%s, got [%lld, %lld]", op,
+                         (long long)M, (long long)No, ep->glu ? " (glu: half of w's rows)" : "",
+                         (long long)y->shape[0], (long long)y->shape[1]);
     if (K > 1 && (x->stride[1] != 1 || w->stride[1] != 1))
         return kern__err(KERN_ERR_LAYOUT, "%s: %s needs a unit stride along K", op,
                          x->stride[1] != 1 ? "x" : "w");
@@ -1627,7 +1633,8 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         if (kern_tensors_overlap(sc, y))
             return kern__err(KERN_ERR_ARG, "%s: params.w_scale overlaps y", op);
     }
-    if ((st = kern__epilogue_check(ep, op, (1u << KERN_ACT_COUNT) - 1u, 1, 1)) != KERN_OK)
+    if ((st = kern__epilogue_check(ep, op, ((1u << KERN_ACT_COUNT) - 1u) | KERN__EPI_GLU_OK, 1,
+                                   1)) != KERN_OK)
         return st;
     if (ep->bias) {
         int64_t want = ep->bias_per_row ? M : N;
@@ -1648,9 +1655,9 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
             return kern__err(KERN_ERR_DTYPE,
                              "%s: params.epilogue.residual.dtype=%s is not f32/bf16/f16", op,
                              kern_dtype_name(r->dtype));
-        if (r->ndim != 2 || r->shape[0] != M || r->shape[1] != N)
+        if (r->ndim != 2 || r->shape[0] != M || r->shape[1] != No)
             return kern__err(KERN_ERR_SHAPE, "%s: params.epilogue.residual must be [%lld, %lld]",
-                             op, (long long)M, (long long)N);
+                             op, (long long)M, (long long)No);
         if (kern_tensors_overlap(r, y) && !kern__gemv_same_view(r, y))
             return kern__err(KERN_ERR_ARG,
                              "%s: params.epilogue.residual overlaps y without being y", op);
@@ -1687,6 +1694,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         kern__epi_set_bias(&J.epi, ep->bias, ep->bias_per_row);
         kern__epi_set_residual(&J.epi, ep->residual);
         J.epi.act = ep->act;
+        J.epi.glu = ep->glu != 0; /* task columns start at multiples of KERN__GEMV_NB = 16 */
         J.epi.out_scale = ep->out_scale == 0.0f ? 1.0f : ep->out_scale;
         J.epi.dst = (char *)y->data;
         J.epi.dst_dt = y->dtype;

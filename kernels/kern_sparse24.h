@@ -1873,7 +1873,9 @@ static kern_status kern__sp24_linear_check(const char *op, const kern_tensor *x,
                          (long long)x->shape[1], (long long)K);
     if ((s = kern__sp24_check_rows(x, op, "x", M, K))) return s;
     if ((s = kern__sp24_check_rows(y, op, "y", M, N))) return s;
-    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op, ~0u, 1, 1))) return s;
+    if ((s = kern__epilogue_check(p ? &p->epilogue : NULL, op, (1u << KERN_ACT_COUNT) - 1u, 1,
+                                  1)))
+        return s;
     if (bias) {
         if ((s = kern_tensor_check(bias, op, "bias"))) return s;
         if (bias->dtype != KERN_F32 && bias->dtype != KERN_BF16)

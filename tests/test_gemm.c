@@ -658,6 +658,200 @@ KT_TEST(fused_equals_unfused) {
     }
 }
 
+/* The gated epilogue (epilogue.glu): gate and up weights packed by
+ * kern_glu_pack (trans_b [2F, K] along dim 0, or [K, 2F] along dim -1),
+ * against the double reference act(x Wg + bg) * (x Wu + bu) + res, every
+ * ISA, both paths (M <= 512 streams, above it the blocked path), several
+ * k passes (K > kc), bf16 inputs and outputs, a strided c, prepacked B;
+ * and bit for bit against the same GEMM without glu followed by the
+ * combination in f32 where that GEMM runs one k pass. */
+KT_TEST(glu_epilogue) {
+    static const int64_t sh[][3] = {{1, 8, 16},   {3, 13, 70},   {5, 40, 33},   {17, 45, 200},
+                                    {40, 70, 1100}, {600, 24, 40}, {24, 40, 2100}, {2, 1, 3},
+                                    {520, 20, 1100}};
+    const int nsh = (int)(sizeof sh / sizeof sh[0]);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int s, v;
+        for (s = 0; s < nsh; s++)
+            for (v = 0; v < 6; v++) {
+                int64_t M = sh[s][0], F = sh[s][1], K = sh[s][2], N = 2 * F, i, f, k;
+                int tb = v != 3, packed = v == 2 || v == 5, cstr = v == 4 ? 3 : 1;
+                kern_dtype idt = v == 1 || v == 5 ? KERN_BF16 : KERN_F32;
+                kern_dtype cdt = v == 1 || v == 4 ? KERN_BF16 : KERN_F32;
+                kern_act act = v == 3 ? KERN_ACT_GELU : v == 4 ? KERN_ACT_NONE : KERN_ACT_SILU;
+                size_t ies = kern_dtype_size(idt), ces = kern_dtype_size(cdt);
+                char *A = (char *)kt_alloc(ies * (size_t)(M * K), "A");
+                char *Wg = (char *)kt_alloc(ies * (size_t)(F * K), "Wg");
+                char *Wu = (char *)kt_alloc(ies * (size_t)(F * K), "Wu");
+                char *W2 = (char *)kt_alloc(ies * (size_t)(N * K), "W2");
+                float *bg = (float *)kt_alloc(sizeof(float) * (size_t)F, "bg");
+                float *bu = (float *)kt_alloc(sizeof(float) * (size_t)F, "bu");
+                float *b2 = (float *)kt_alloc(sizeof(float) * (size_t)N, "b2");
+                float *R = (float *)kt_alloc(sizeof(float) * (size_t)(M * F), "R");
+                float *P = (float *)kt_alloc(sizeof(float) * (size_t)(M * N), "P");
+                char *C = (char *)kt_alloc(ces * (size_t)(M * F * cstr), "C");
+                kern_tensor ta = kern_tensor_2d(A, idt, M, K), tg, tu, tw2;
+                kern_tensor tbg = kern_tensor_1d(bg, KERN_F32, F), tbu = kern_tensor_1d(bu, KERN_F32, F);
+                kern_tensor tb2 = kern_tensor_1d(b2, KERN_F32, N), tr = kern_tensor_2d(R, KERN_F32, M, F);
+                kern_tensor tp = kern_tensor_2d(P, KERN_F32, M, N), tc = kern_tensor_2d(C, cdt, M, F);
+                kern_gemm_params p;
+                kern_gemm_packed_b *pb = NULL;
+                kt_tol_t tol = gemm_tol(cdt, K);
+                int64_t bad = 0;
+                kt_rng r = kt_rng_make((uint64_t)(s * 100 + v));
+                tc.stride[1] = cstr;
+                tc.stride[0] = F * cstr;
+                kt_fill_normal(&r, A, idt, M * K, 1.0);
+                kt_fill_normal(&r, Wg, idt, F * K, 2.0 / sqrt((double)K));
+                kt_fill_normal(&r, Wu, idt, F * K, 2.0 / sqrt((double)K));
+                kt_fill_normal(&r, bg, KERN_F32, F, 1.0);
+                kt_fill_normal(&r, bu, KERN_F32, F, 1.0);
+                kt_fill_normal(&r, R, KERN_F32, M * F, 1.0);
+                kt_poison(C, ces * (size_t)(M * F * cstr));
+                kt_context("isa=%s M=%lld F=%lld K=%lld v=%d", kern_isa_name(isa), (long long)M,
+                           (long long)F, (long long)K, v);
+                if (tb) { /* F.linear weights [F, K] -> [2F, K] */
+                    tg = kern_tensor_2d(Wg, idt, F, K);
+                    tu = kern_tensor_2d(Wu, idt, F, K);
+                    tw2 = kern_tensor_2d(W2, idt, N, K);
+                    KT_OK(kern_glu_pack(&tg, &tu, &tw2, 0));
+                } else { /* [K, F] -> [K, 2F] */
+                    tg = kern_tensor_2d(Wg, idt, K, F);
+                    tu = kern_tensor_2d(Wu, idt, K, F);
+                    tw2 = kern_tensor_2d(W2, idt, K, N);
+                    KT_OK(kern_glu_pack(&tg, &tu, &tw2, -1));
+                }
+                KT_OK(kern_glu_pack(&tbg, &tbu, &tb2, 0));
+                memset(&p, 0, sizeof p);
+                p.trans_b = tb;
+                p.epilogue.bias = &tb2;
+                p.epilogue.act = act;
+                p.epilogue.glu = 1;
+                p.epilogue.residual = &tr;
+                p.epilogue.out_scale = 0.5f;
+                if (packed) {
+                    KT_OK(kern_gemm_pack_b(ctx, &tw2, &pb, pk(tb)));
+                    p.packed_b = pb;
+                    KT_OK(kern_gemm(ctx, &ta, NULL, &tc, &p));
+                } else {
+                    KT_OK(kern_gemm(ctx, &ta, &tw2, &tc, &p));
+                }
+                for (i = 0; i < M && bad < 3; i++)
+                    for (f = 0; f < F && bad < 3; f++) {
+                        double g = bg[f], u = bu[f], w, got;
+                        int ok;
+                        for (k = 0; k < K; k++) {
+                            double a = kt_get(A, idt, i * K + k);
+                            g += a * kt_get(Wg, idt, tb ? f * K + k : k * F + f);
+                            u += a * kt_get(Wu, idt, tb ? f * K + k : k * F + f);
+                        }
+                        w = 0.5 * (ref_act(act, g) * u + R[i * F + f]);
+                        got = kt_get(C, cdt, (i * F + f) * cstr);
+                        ok = fabs(got - w) <= tol.atol * (1.0 + fabs(u)) + tol.rtol * fabs(w);
+                        if (!ok) {
+                            KT_CHECK(ok, "C[%lld,%lld] = %.9g, want %.9g", (long long)i, (long long)f, got, w);
+                            bad++;
+                        }
+                    }
+                if (cstr > 1) /* the gaps of a strided c stay untouched */
+                    for (i = 0; i < M * F * cstr; i++)
+                        if (i % cstr) {
+                            size_t b;
+                            for (b = 0; b < ces; b++)
+                                KT_CHECK((unsigned char)C[i * (int64_t)ces + (int64_t)b] == 0xFF,
+                                         "gap %lld written", (long long)i);
+                        }
+                /* bits: the plain GEMM on the same packed weight, then the combination */
+                if (K <= 1024 && cstr == 1) {
+                    char *W = (char *)kt_alloc(ces * (size_t)(M * F), "W");
+                    p.epilogue.act = KERN_ACT_NONE;
+                    p.epilogue.glu = 0;
+                    p.epilogue.residual = NULL;
+                    p.epilogue.out_scale = 0;
+                    KT_OK(kern_gemm(ctx, &ta, packed ? NULL : &tw2, &tp, &p));
+                    for (i = 0; i < M; i++)
+                        for (f = 0; f < F; f++) {
+                            int64_t q = f / KERN_GLU_GROUP, o = f % KERN_GLU_GROUP;
+                            int64_t w = F - q * KERN_GLU_GROUP < KERN_GLU_GROUP ? F - q * KERN_GLU_GROUP
+                                                                                : KERN_GLU_GROUP;
+                            float y = kern__s_act(P[i * N + 2 * q * KERN_GLU_GROUP + o], act) *
+                                      P[i * N + 2 * q * KERN_GLU_GROUP + w + o];
+                            y = (y + R[i * F + f]) * 0.5f;
+                            kern__s_store_f32(W + (size_t)(i * F + f) * ces, cdt, y, 1, 0);
+                        }
+                    kt_assert_bytes_equal("glu vs gemm + combination", C, W, ces * (size_t)(M * F));
+                    kt_free(W);
+                }
+                kern_gemm_packed_b_free(ctx, pb);
+                kt_free(A); kt_free(Wg); kt_free(Wu); kt_free(W2); kt_free(bg); kt_free(bu);
+                kt_free(b2); kt_free(R); kt_free(P); kt_free(C);
+            }
+    }
+}
+
+/* kern_glu_pack's order and its errors; glu's errors in kern_gemm. */
+KT_TEST(glu_errors) {
+    float g[3 * 2], u[3 * 2], o[6 * 2], o0[6 * 2], A[4 * 2], C[4 * 6];
+    kern_tensor tg = kern_tensor_2d(g, KERN_F32, 3, 2), tu = kern_tensor_2d(u, KERN_F32, 3, 2);
+    kern_tensor to = kern_tensor_2d(o, KERN_F32, 6, 2), t;
+    kern_tensor ta = kern_tensor_2d(A, KERN_F32, 4, 2), tc = kern_tensor_2d(C, KERN_F32, 4, 6);
+    kern_gemm_params p;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int i, up;
+    for (i = 0; i < 6; i++) { g[i] = (float)i; u[i] = (float)(100 + i); }
+    for (i = 0; i < 8; i++) A[i] = 1.0f;
+    KT_OK(kern_glu_pack(&tg, &tu, &to, 0));
+    /* F = 3 < 8: one group, 3 gates then 3 ups */
+    for (i = 0; i < 6; i++) {
+        int64_t f = kern_glu_source(i, 3, &up);
+        KT_CHECK(f == i % 3 && up == (i >= 3), "source of %d: %lld %d", i, (long long)f, up);
+        KT_CHECK(o[2 * i] == (up ? u : g)[2 * f] && o[2 * i + 1] == (up ? u : g)[2 * f + 1],
+                 "row %d", i);
+    }
+    { /* F = 20: groups 8+8, 8+8, 4+4 */
+        int64_t want[][2] = {{0, 0}, {7, 7}, {8, 0}, {15, 7}, {16, 8}, {31, 15}, {32, 16}, {35, 19}, {36, 16}, {39, 19}};
+        for (i = 0; i < 10; i++) {
+            int64_t f = kern_glu_source(want[i][0], 20, &up);
+            KT_CHECK(f == want[i][1] && up == ((want[i][0] >= 8 && want[i][0] < 16) ||
+                                               (want[i][0] >= 24 && want[i][0] < 32) || want[i][0] >= 36),
+                     "F=20 j=%lld -> %lld up=%d", (long long)want[i][0], (long long)f, up);
+        }
+    }
+    memcpy(o0, o, sizeof o);
+    KT_ERROR(kern_glu_pack(NULL, &tu, &to, 0), KERN_ERR_ARG, "gate is NULL");
+    KT_ERROR(kern_glu_pack(&tg, &tu, &to, 2), KERN_ERR_ARG, "dim=2");
+    KT_ERROR(kern_glu_pack(&tg, &tu, &to, 1), KERN_ERR_SHAPE, "dim 1 doubled");
+    t = kern_tensor_2d(u, KERN_BF16, 3, 2);
+    KT_ERROR(kern_glu_pack(&tg, &t, &to, 0), KERN_ERR_DTYPE, "up.dtype=bf16");
+    t = kern_tensor_2d(g, KERN_F32, 6, 1);
+    KT_ERROR(kern_glu_pack(&tg, &tu, &t, 0), KERN_ERR_SHAPE, "out.shape=[6,1]");
+    t = kern_tensor_2d(o, KERN_F32, 6, 2);
+    t.stride[0] = 1;
+    KT_ERROR(kern_glu_pack(&tg, &tu, &t, 0), KERN_ERR_LAYOUT, "overlapping");
+    t = kern_tensor_2d(g, KERN_F32, 6, 2);
+    KT_ERROR(kern_glu_pack(&tg, &tu, &t, 0), KERN_ERR_ARG, "out overlaps gate");
+    KT_CHECK(!memcmp(o, o0, sizeof o), "out written on error");
+    /* kern_gemm: c must have N/2 columns, N even, beta 0 */
+    memset(&p, 0, sizeof p);
+    p.trans_b = 1;
+    p.epilogue.glu = 1;
+    for (i = 0; i < 24; i++) C[i] = -7.0f;
+    KT_ERROR(kern_gemm(ctx, &ta, &to, &tc, &p), KERN_ERR_SHAPE, "glu: c needs N/2 columns");
+    t = kern_tensor_2d(o, KERN_F32, 5, 2);
+    KT_ERROR(kern_gemm(ctx, &ta, &t, &tc, &p), KERN_ERR_SHAPE, "even N");
+    t = kern_tensor_2d(o, KERN_F32, 6, 2);
+    p.beta = 1.0f;
+    {
+        kern_tensor c3 = kern_tensor_2d(C, KERN_F32, 4, 3);
+        KT_ERROR(kern_gemm(ctx, &ta, &t, &c3, &p), KERN_ERR_UNSUPPORTED, "beta=1");
+        p.beta = 0;
+        for (i = 0; i < 24; i++) KT_CHECK(C[i] == -7.0f, "C[%d] written on error", i);
+        KT_OK(kern_gemm(ctx, &ta, &t, &c3, &p)); /* x = ones: C[i, f] = (g f0 + g f1) (u f0 + u f1) */
+        for (i = 0; i < 3; i++)
+            KT_CHECK(C[i] == (float)((4 * i + 1) * (200 + 4 * i + 1)), "C[0,%d]=%g", i, C[i]);
+    }
+}
+
 /* Activations over a wide range through a 1x1 "GEMM" per value: each ISA's
  * vector erf/exp against the double reference, no K scaling. */
 KT_TEST(activation_accuracy) {

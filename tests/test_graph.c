@@ -1514,6 +1514,132 @@ KT_TEST(graph_fusion_non_matches_reported) {
     }
 }
 
+/* The gated linear: a linear node with glu = 1 over a kern_glu_pack'ed
+ * weight equals kern_gemm with epilogue.glu (bit for bit, prefill- and
+ * decode-sized); gate and up linears + silu_mul planned with every pass
+ * fuse into one such GEMM (the report says so) and give the same bits;
+ * with KERN_GRAPH_PASS_GLU off they agree to f32 rounding. The IR
+ * round-trips glu=1; an odd weight is a shape error naming the node. */
+KT_TEST(graph_glu_linear) {
+    enum { K = 40, F = 13 };
+    kt_rng r = kt_rng_make(11);
+    float wg[F * K], wu[F * K], w2[2 * F * K], bg[F], bu[F], b2[2 * F];
+    kern_tensor tg = kern_tensor_2d(wg, KERN_F32, F, K), tu = kern_tensor_2d(wu, KERN_F32, F, K);
+    kern_tensor t2 = kern_tensor_2d(w2, KERN_F32, 2 * F, K), tbg = kern_tensor_1d(bg, KERN_F32, F);
+    kern_tensor tbu = kern_tensor_1d(bu, KERN_F32, F), tb2 = kern_tensor_1d(b2, KERN_F32, 2 * F);
+    kern_graph *g1, *g2;
+    kern_graph_val x, w, b, y, gw, uw, gb, ub, ga, up;
+    kern_graph_attrs at = tg_attrs();
+    int Ls[2] = {3, 37}, li, form;
+    kt_fill_normal(&r, wg, KERN_F32, F * K, 0.3);
+    kt_fill_normal(&r, wu, KERN_F32, F * K, 0.3);
+    kt_fill_normal(&r, bg, KERN_F32, F, 1.0);
+    kt_fill_normal(&r, bu, KERN_F32, F, 1.0);
+    KT_OK(kern_glu_pack(&tg, &tu, &t2, 0));
+    KT_OK(kern_glu_pack(&tbg, &tbu, &tb2, 0));
+    /* g1: the glu node itself */
+    KT_OK(kern_graph_create(NULL, &g1));
+    kern_graph_input_s(g1, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g1, "w2", &t2, KERN_GRAPH_COPY, &w));
+    KT_OK(kern_graph_weight(g1, "b2", &tb2, KERN_GRAPH_COPY, &b));
+    at.act = KERN_ACT_SILU;
+    at.glu = 1;
+    y = tg_node(g1, KERN_GRAPH_OP_LINEAR, "mlp", x, w, b, &at);
+    KT_OK(kern_graph_output(g1, y));
+    tg_roundtrip(g1);
+    {
+        char *ir = tg_ir(g1);
+        KT_CHECK(strstr(ir, "glu=1") != NULL, "IR lacks glu=1:\n%s", ir);
+        free(ir);
+    }
+    { /* an odd weight: rejected when added, the graph unchanged */
+        kern_graph_val wo = 0, yo = 0;
+        kern_graph_node_desc d;
+        float wodd[3 * K];
+        kern_tensor to = kern_tensor_2d(wodd, KERN_F32, 3, K);
+        memset(wodd, 0, sizeof wodd);
+        KT_OK(kern_graph_weight(g1, "wodd", &to, KERN_GRAPH_COPY, &wo));
+        memset(&d, 0, sizeof d);
+        d.op = KERN_GRAPH_OP_LINEAR;
+        d.name = "bad";
+        d.inputs[0] = x;
+        d.inputs[1] = wo;
+        d.attrs = at;
+        KT_ERROR(kern_graph_add(g1, &d, &yo), KERN_ERR_SHAPE, "glu needs an even weight.shape[0]");
+        KT_ERROR(kern_graph_add(g1, &d, &yo), KERN_ERR_SHAPE, "'bad'");
+    }
+    /* g2: gate and up linears with biases + silu_mul (Hugging Face's form) */
+    KT_OK(kern_graph_create(NULL, &g2));
+    kern_graph_input_s(g2, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g2, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
+    KT_OK(kern_graph_weight(g2, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
+    KT_OK(kern_graph_weight(g2, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
+    KT_OK(kern_graph_weight(g2, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
+    /* up first in node order: the pass must still pair gate with up */
+    up = tg_node(g2, KERN_GRAPH_OP_LINEAR, "up", x, uw, ub, NULL);
+    ga = tg_node(g2, KERN_GRAPH_OP_LINEAR, "gate", x, gw, gb, NULL);
+    y = tg_node(g2, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
+    KT_OK(kern_graph_output(g2, y));
+    for (li = 0; li < 2; li++)
+        for (form = 0; form < 3; form++) {
+            int64_t L = Ls[li], i;
+            float *xs = (float *)malloc(sizeof(float) * (size_t)(L * K));
+            float *want = (float *)malloc(sizeof(float) * (size_t)(L * F));
+            kern_tensor tx = kern_tensor_2d(xs, KERN_F32, L, K), tw = kern_tensor_2d(want, KERN_F32, L, F);
+            kern_tensor out;
+            kern_graph_plan *p = NULL;
+            kern_graph_plan_params pp;
+            kern_gemm_params gp;
+            char bind[32];
+            kt_fill_normal(&r, xs, KERN_F32, L * K, 1.0);
+            memset(&gp, 0, sizeof gp);
+            gp.trans_b = 1;
+            gp.epilogue.bias = &tb2;
+            gp.epilogue.act = KERN_ACT_SILU;
+            gp.epilogue.glu = 1;
+            if (L <= 8) { /* the graph runs decode-sized linears through the GEMV */
+                kern_gemv_params vp;
+                memset(&vp, 0, sizeof vp);
+                vp.epilogue = gp.epilogue;
+                KT_OK(kern_linear_gemv(NULL, &tx, &t2, &tw, &vp));
+            } else {
+                KT_OK(kern_gemm(NULL, &tx, &t2, &tw, &gp));
+            }
+            memset(&pp, 0, sizeof pp);
+            snprintf(bind, sizeof bind, "L=%lld", (long long)L);
+            pp.bind = bind;
+            if (form == 2) pp.disable = KERN_GRAPH_PASS_GLU;
+            kt_context("L=%lld form %d", (long long)L, form);
+            KT_OK(kern_graph_plan_create(form ? g2 : g1, NULL, &pp, &p));
+            KT_REQUIRE(p != NULL);
+            if (form == 1)
+                KT_CHECK(strstr(kern_graph_plan_report(p), "glu epilogue") != NULL, "report:\n%s",
+                         kern_graph_plan_report(p));
+            if (form == 2)
+                KT_CHECK(strstr(kern_graph_plan_report(p), "glu epilogue") == NULL, "report:\n%s",
+                         kern_graph_plan_report(p));
+            memset(&out, 0, sizeof out);
+            KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
+            KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
+            if (form < 2) {
+                kt_assert_bytes_equal("graph glu vs kern_gemm glu", out.data, want,
+                                      sizeof(float) * (size_t)(L * F));
+            } else {
+                for (i = 0; i < L * F; i++) {
+                    float gv = ((const float *)out.data)[i];
+                    KT_CHECK(fabsf(gv - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "y[%lld] %g vs %g",
+                             (long long)i, gv, want[i]);
+                }
+            }
+            kern_graph_plan_free(p);
+            free(xs);
+            free(want);
+        }
+    kt_context("");
+    kern_graph_destroy(g1);
+    kern_graph_destroy(g2);
+}
+
 /* ------------------------------------------------------ memory planner */
 
 /* Random DAGs: node i reads 1-3 earlier nodes (mode 0: among the last 8,

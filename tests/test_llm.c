@@ -805,6 +805,104 @@ KT_TEST(linear_gemv) {
                 }
 }
 
+/* epilogue.glu: gate and up rows packed by kern_glu_pack (weights, i8
+ * scales, bias), bit for bit against the plain GEMV on the same packed
+ * weight followed by act(gate) * up + residual in f32, every ISA; and the
+ * gate and up separately (an F.linear pair) through the plain GEMV. */
+KT_TEST(linear_gemv_glu) {
+    static const kern_dtype WDT[3] = {KERN_F32, KERN_BF16, KERN_I8};
+    static const int64_t Ms[] = {1, 2, 3, 9};
+    static const int64_t Fs[] = {1, 8, 13, 40};
+    static const int64_t Ks[] = {7, 300, 2100};
+    int wi, mi, fi, ki;
+    for (wi = 0; wi < 3; wi++)
+        for (mi = 0; mi < 4; mi++)
+            for (fi = 0; fi < 4; fi++)
+                for (ki = 0; ki < 3; ki++) {
+                    kern_dtype wdt = WDT[wi], ydt = (mi + fi) % 2 ? KERN_BF16 : KERN_F32;
+                    int64_t M = Ms[mi], F = Fs[fi], K = Ks[ki], N = 2 * F, m, f, k;
+                    size_t wes = kern_dtype_size(wdt), yes = kern_dtype_size(ydt);
+                    float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x");
+                    char *wg = (char *)kt_alloc((size_t)(F * K) * wes, "wg");
+                    char *wu = (char *)kt_alloc((size_t)(F * K) * wes, "wu");
+                    char *w2 = (char *)kt_alloc((size_t)(N * K) * wes, "w2");
+                    float *sg = (float *)kt_alloc((size_t)F * 4, "sg"), *su = (float *)kt_alloc((size_t)F * 4, "su");
+                    float *s2 = (float *)kt_alloc((size_t)N * 4, "s2"), *b2 = (float *)kt_alloc((size_t)N * 4, "b2");
+                    float *res = (float *)kt_alloc((size_t)(M * F) * 4, "res");
+                    float *P = (float *)kt_alloc((size_t)(M * N) * 4, "P");
+                    char *y = (char *)kt_alloc((size_t)(M * F) * yes, "y");
+                    char *want = (char *)kt_alloc((size_t)(M * F) * yes, "want");
+                    float *GU = (float *)kt_alloc((size_t)(M * N) * 4, "GU");
+                    float *SM = (float *)kt_alloc((size_t)(M * F) * 4, "SM");
+                    kern_tensor GUt = kern_tensor_2d(GU, KERN_F32, M, N), SMt = kern_tensor_2d(SM, KERN_F32, M, F);
+                    kern_tensor xt = kern_tensor_2d(x, KERN_F32, M, K), gt = kern_tensor_2d(wg, wdt, F, K);
+                    kern_tensor ut = kern_tensor_2d(wu, wdt, F, K), w2t = kern_tensor_2d(w2, wdt, N, K);
+                    kern_tensor sgt = kern_tensor_1d(sg, KERN_F32, F), sut = kern_tensor_1d(su, KERN_F32, F);
+                    kern_tensor s2t = kern_tensor_1d(s2, KERN_F32, N), b2t = kern_tensor_1d(b2, KERN_F32, N);
+                    kern_tensor rt = kern_tensor_2d(res, KERN_F32, M, F), Pt = kern_tensor_2d(P, KERN_F32, M, N);
+                    kern_tensor yt = kern_tensor_2d(y, ydt, M, F);
+                    kern_gemv_params p;
+                    kt_rng rng = kt_rng_make((uint64_t)(wi * 1000 + mi * 100 + fi * 10 + ki));
+                    kt_fill_normal(&rng, x, KERN_F32, M * K, 1.0);
+                    if (wdt == KERN_I8) {
+                        for (k = 0; k < F * K; k++) {
+                            ((int8_t *)wg)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
+                            ((int8_t *)wu)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
+                        }
+                    } else {
+                        kt_fill_normal(&rng, wg, wdt, F * K, 0.1);
+                        kt_fill_normal(&rng, wu, wdt, F * K, 0.1);
+                    }
+                    for (f = 0; f < F; f++) {
+                        sg[f] = (float)kt_uniform(&rng, 0.001, 0.01);
+                        su[f] = (float)kt_uniform(&rng, 0.001, 0.01);
+                    }
+                    kt_fill_normal(&rng, b2, KERN_F32, N, 1.0);
+                    kt_fill_normal(&rng, res, KERN_F32, M * F, 1.0);
+                    KT_OK(kern_glu_pack(&gt, &ut, &w2t, 0));
+                    KT_OK(kern_glu_pack(&sgt, &sut, &s2t, -1));
+                    KT_FOR_EACH_ISA(isa, ctx, 2) {
+                        kt_context("w %s y %s M%lld F%lld K%lld %s", kern_dtype_name(wdt),
+                                   kern_dtype_name(ydt), (long long)M, (long long)F, (long long)K,
+                                   kern_isa_name(isa));
+                        memset(&p, 0, sizeof p);
+                        if (wdt == KERN_I8) p.w_scale = &s2t;
+                        p.epilogue.bias = &b2t;
+                        KT_OK(kern_linear_gemv(ctx, &xt, &w2t, &Pt, &p));
+                        /* unpack to [gate | up] rows, silu_mul, then + res, * 2 */
+                        for (m = 0; m < M; m++)
+                            for (k = 0; k < N; k++) {
+                                int up;
+                                f = kern_glu_source(k, F, &up);
+                                GU[m * N + up * F + f] = P[m * N + k];
+                            }
+                        KT_OK(kern_silu_mul(ctx, &GUt, NULL, &SMt));
+                        for (m = 0; m < M * F; m++) {
+                            float v = SM[m] + res[m];
+                            v = v * 2.0f;
+                            if (ydt == KERN_F32) memcpy(want + m * 4, &v, 4);
+                            else {
+                                uint16_t h = kern_f32_to_bf16(v);
+                                memcpy(want + m * 2, &h, 2);
+                            }
+                        }
+                        p.epilogue.act = KERN_ACT_SILU;
+                        p.epilogue.glu = 1;
+                        p.epilogue.residual = &rt;
+                        p.epilogue.out_scale = 2.0f;
+                        kt_poison(y, (size_t)(M * F) * yes);
+                        KT_OK(kern_linear_gemv(ctx, &xt, &w2t, &yt, &p));
+                        kt_assert_bytes_equal("glu gemv vs gemv + combination", y, want,
+                                              (size_t)(M * F) * yes);
+                    }
+                    kt_context("");
+                    KT_CHECK(kt_guards_ok(y), "y guard bytes");
+                    kt_free(x); kt_free(wg); kt_free(wu); kt_free(w2); kt_free(sg); kt_free(su);
+                    kt_free(s2); kt_free(b2); kt_free(res); kt_free(P); kt_free(y); kt_free(want);
+                    kt_free(GU); kt_free(SM);
+                }
+}
+
 KT_TEST(linear_gemv_errors) {
     float x[2 * 8], w[3 * 8], y[2 * 3], snap[6], sc[3] = {1, 1, 1};
     int8_t w8[3 * 8];
@@ -843,6 +941,11 @@ KT_TEST(linear_gemv_errors) {
         kern_tensor_init_strided(&bad, w, KERN_F32, 2, sh, str);
         KT_ERROR(kern_linear_gemv(ctx, &bad, &wt, &yt, &p), KERN_ERR_LAYOUT, "unit stride");
     }
+    p.epilogue.glu = 1; /* w has 3 rows: no gate/up pairs */
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_SHAPE, "even w.shape[0]");
+    bad = kern_tensor_2d(w, KERN_F32, 2, 8);
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_SHAPE, "glu: half of w's rows");
+    p.epilogue.glu = 0;
     KT_CHECK(memcmp(y, snap, sizeof y) == 0, "an error wrote y");
     KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, NULL));
     KT_CHECK(y[0] == 4.0f && y[5] == 4.0f, "y = %g", y[0]);
@@ -1473,6 +1576,12 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     KT_REQUIRE(plan_dec != NULL);
     KT_OK(kern_graph_plan_stats_get(plan_dec, &ps));
     KT_CHECK(int8 || ps.packed_bytes == 0, "decode plan packed %zu bytes", ps.packed_bytes);
+    /* gate/up: one GEMM whose glu epilogue writes silu(gate) * up (the
+     * int8 form's qlinears are not merged) */
+    KT_CHECK(int8 || strstr(kern_graph_plan_report(plan), "glu epilogue") != NULL,
+             "no glu fusion in the prefill plan:\n%s", kern_graph_plan_report(plan));
+    KT_CHECK(int8 || strstr(kern_graph_plan_report(plan_dec), "glu epilogue") != NULL,
+             "no glu fusion in the decode plan");
     for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
     for (step = 0; step <= STEPS; step++) {
         int64_t L = step == 0 ? P : 1, pos0 = lens[0], LO = last ? 1 : L;
