@@ -117,28 +117,58 @@ typedef struct dcase {
 static void run_decode(kbench_state *st, void *user, int sdpa) {
     const dcase *c = (const dcase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
-    size_t es = kern_dtype_size(c->dt), cb = round64((size_t)(c->B * c->L * c->Hkv * c->D) * es);
-    int copies = (int)(LLM_CYCLE / (2 * cb)) + 1, i = 0, j;
-    char *kv = cycle_region(c->dt, (size_t)copies * 2 * cb);
-    void *q = kbench_alloc((size_t)(c->B * c->H * c->D) * es), *o = kbench_alloc((size_t)(c->B * c->H * c->D) * es);
+    /* an i8 cache: f32 q and out, each copy's codes followed by its
+     * per-row-and-head scales [B, L, Hkv] (read every step too) */
+    int q8 = c->dt == KERN_I8;
+    kern_dtype qdt = q8 ? KERN_F32 : c->dt;
+    size_t es = kern_dtype_size(c->dt), qes = kern_dtype_size(qdt);
+    size_t cb = round64((size_t)(c->B * c->L * c->Hkv * c->D) * es);
+    size_t sb = q8 ? round64((size_t)(c->B * c->L * c->Hkv) * 4) : 0, blk = 2 * (cb + sb);
+    int copies = (int)(LLM_CYCLE / blk) + 1, i = 0, j;
+    char *kv = cycle_region(c->dt, (size_t)copies * blk);
+    void *q = kbench_alloc((size_t)(c->B * c->H * c->D) * qes), *o = kbench_alloc((size_t)(c->B * c->H * c->D) * qes);
     int64_t *lens = (int64_t *)kbench_alloc((size_t)c->B * 8);
-    kern_tensor qt, ot, kt, vt, lt = kern_tensor_1d(lens, KERN_I64, c->B);
+    kern_tensor qt, ot, kt, vt, kst, vst, lt = kern_tensor_1d(lens, KERN_I64, c->B);
+    kern_decode_attention_params dp;
     kern_status s = KERN_OK;
-#define KC(j) (kv + (size_t)(2 * (j)) * cb)
-#define VC(j) (kv + (size_t)(2 * (j) + 1) * cb)
+#define KC(j) (kv + (size_t)(j) * blk)
+#define VC(j) (kv + (size_t)(j) * blk + cb)
+#define KS(j) (kv + (size_t)(j) * blk + 2 * cb)
+#define VS(j) (kv + (size_t)(j) * blk + 2 * cb + sb)
     if (!kv || !q || !o || !lens) {
         kbench_skip(st, "out of memory");
         return;
     }
     for (j = 0; j < c->B; j++) lens[j] = c->L;
-    kbench_fill(q, c->dt, c->B * c->H * c->D, 3);
+    kbench_fill(q, qdt, c->B * c->H * c->D, 3);
+    if (q8) {
+        if (sdpa) {
+            kbench_skip(st, "kern_sdpa has no int8 cache");
+            return;
+        }
+        for (j = 0; j < copies; j++) {
+            int64_t e;
+            for (e = 0; e < c->B * c->L * c->Hkv; e++) {
+                float f = 0.01f + 0.001f * (float)(e % 7);
+                memcpy(KS(j) + 4 * e, &f, 4);
+                memcpy(VS(j) + 4 * e, &f, 4);
+            }
+        }
+    }
+    memset(&dp, 0, sizeof dp);
     if (!sdpa) {
-        qt = kern_tensor_4d(q, c->dt, c->B, 1, c->H, c->D);
-        ot = kern_tensor_4d(o, c->dt, c->B, 1, c->H, c->D);
+        qt = kern_tensor_4d(q, qdt, c->B, 1, c->H, c->D);
+        ot = kern_tensor_4d(o, qdt, c->B, 1, c->H, c->D);
         while (kbench_next(st)) {
             kt = kern_tensor_4d(KC(i), c->dt, c->B, c->L, c->Hkv, c->D);
             vt = kern_tensor_4d(VC(i), c->dt, c->B, c->L, c->Hkv, c->D);
-            s |= kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL);
+            if (q8) {
+                kst = kern_tensor_3d(KS(i), KERN_F32, c->B, c->L, c->Hkv);
+                vst = kern_tensor_3d(VS(i), KERN_F32, c->B, c->L, c->Hkv);
+                dp.k_scale = &kst;
+                dp.v_scale = &vst;
+            }
+            s |= kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, &dp);
             i = (i + 1) % copies;
         }
     } else {
@@ -159,6 +189,8 @@ static void run_decode(kbench_state *st, void *user, int sdpa) {
     }
 #undef KC
 #undef VC
+#undef KS
+#undef VS
     kbench_use(o);
     if (s != KERN_OK) {
         kbench_skip(st, kern_last_error());
@@ -363,11 +395,11 @@ KBENCH_INIT(llm) {
                 for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
             }
     {
-        static const kern_dtype ddts[2] = {KERN_F32, KERN_BF16};
+        static const kern_dtype ddts[3] = {KERN_F32, KERN_BF16, KERN_I8};
         static const int64_t dshapes[3][2] = {{1, 4096}, {1, 16384}, {4, 4096}}; /* B, L */
-        static dcase dc[2 * 3];
+        static dcase dc[3 * 3];
         int di, k2 = 0;
-        for (di = 0; di < 2; di++)
+        for (di = 0; di < 3; di++)
             for (si = 0; si < 3; si++) {
                 dcase *c = &dc[k2++];
                 char name[96];
@@ -377,12 +409,14 @@ KBENCH_INIT(llm) {
                 c->H = 32;
                 c->Hkv = 8;
                 c->D = 128;
-                c->bytes = 2.0 * (double)(c->B * c->L * c->Hkv * c->D) * (double)kern_dtype_size(c->dt);
+                c->bytes = 2.0 * (double)(c->B * c->L * c->Hkv) *
+                           ((double)c->D * (double)kern_dtype_size(c->dt) + (c->dt == KERN_I8 ? 4.0 : 0.0));
                 snprintf(name, sizeof name, "decode/%s/B%lld/H32/Hkv8/D128/L%lld", kern_dtype_name(c->dt),
                          (long long)c->B, (long long)c->L);
                 for (t = 1; t <= 2; t++) {
                     kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_decode_kern, c);
-                    kbench_add("llm", name, "kern_sdpa", t, KBENCH_PEAK_DRAM, run_decode_sdpa, c);
+                    if (c->dt != KERN_I8)
+                        kbench_add("llm", name, "kern_sdpa", t, KBENCH_PEAK_DRAM, run_decode_sdpa, c);
                 }
             }
     }

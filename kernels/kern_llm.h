@@ -45,6 +45,11 @@
  *     k_cache[b, k_lens[b] + j] = k_new[b, j] for j < Lnew (likewise v),
  *     converting to the cache's dtype (round to nearest even), then
  *     k_lens[b] += Lnew. v_new and v_cache may both be NULL (K only).
+ *     kern_kv_append_ex adds an int8 cache: each new row of each kv head
+ *     is stored as symmetric int8 codes (kern_base.h's rule, scale =
+ *     absmax / 127 of its D values) with its scale at [b, position, head]
+ *     of params.k_scale / v_scale ([B, Lmax, Hkv] f32): a quarter of an
+ *     f32 cache's bytes, half of a bf16 one's.
  *     The lengths are those kern_sdpa's params.k_lens reads.
  *
  *   kern_argmax(ctx, x, indices)        torch.argmax(x, dim=-1)
@@ -71,7 +76,10 @@
  *     h / (H / Hkv); 0 where no row is visible. scale: 0 = 1/sqrt(D) unless
  *     scale_set. Split-KV over 128-row chunks with a log-sum-exp merge; the
  *     same bits for any thread count. Workspace:
- *     kern_decode_attention_workspace_size, params.workspace.
+ *     kern_decode_attention_workspace_size, params.workspace. An i8 cache
+ *     (K, V or both) reads its codes with params.k_scale / v_scale (as
+ *     kern_kv_append_ex wrote them): the score is (q . codes) times the
+ *     row's K scale, and the row's V scale multiplies its probability.
  *
  * LAYOUTS
  *   gemv: x [M, K], w [N, K] with unit stride along K, y [M, N] any
@@ -118,7 +126,10 @@
  *   w without params.w_scale (or a scale with a float w) KERN_ERR_ARG, K
  *   without unit stride KERN_ERR_LAYOUT. decode attention: k_lens[b] >
  *   Lmax KERN_ERR_SHAPE, < 0 KERN_ERR_INDEX, H not a multiple of Hkv
- *   KERN_ERR_SHAPE. Nothing is written on error.
+ *   KERN_ERR_SHAPE. An i8 cache without its scale tensor (or a scale
+ *   tensor with a float cache) KERN_ERR_ARG, a scale tensor not f32
+ *   KERN_ERR_DTYPE or not [B, Lmax, Hkv] KERN_ERR_SHAPE, in kv_append and
+ *   decode attention alike. Nothing is written on error.
  *
  * ISA
  *   AVX2 and scalar; gemv and decode attention also have AVX-512
@@ -168,6 +179,20 @@ KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const ke
 KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
                                     const kern_tensor *v_new, const kern_tensor *k_cache,
                                     const kern_tensor *v_cache, const kern_tensor *k_lens);
+
+/* kern_kv_append's options (zero = none). An i8 cache stores each new
+ * row of each kv head as int8 codes with the symmetric rule of kern_base.h
+ * (scale = absmax / 127 over the row's D values, codes rne(x / scale)),
+ * and the scale at [b, position, head] of its scale tensor, which
+ * kern_decode_attention then reads (params.k_scale / v_scale). */
+typedef struct kern_kv_append_params {
+    const kern_tensor *k_scale; /* an i8 k_cache: [B, Lmax, Hkv] f32 */
+    const kern_tensor *v_scale; /* an i8 v_cache: [B, Lmax, Hkv] f32 */
+} kern_kv_append_params;
+KERN_API kern_status kern_kv_append_ex(kern_ctx *ctx, const kern_tensor *k_new,
+                                       const kern_tensor *v_new, const kern_tensor *k_cache,
+                                       const kern_tensor *v_cache, const kern_tensor *k_lens,
+                                       const kern_kv_append_params *params);
 /* indices[r] = argmax over x[r, :] (first on ties, NaN largest). */
 KERN_API kern_status kern_argmax(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *indices);
 /* The k largest of each row of x [R, V], k = indices.shape[1]: indices
@@ -198,6 +223,9 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 typedef struct kern_decode_attention_params {
     float scale;       /* 0 (and scale_set 0) = 1/sqrt(D) */
     int scale_set;     /* nonzero: scale used as given, 0 included */
+    const kern_tensor *k_scale; /* an i8 k_cache: [B, Lmax, Hkv] f32, the scale of
+                                   each cached row and kv head (kern_kv_append_ex) */
+    const kern_tensor *v_scale; /* an i8 v_cache: likewise */
     void *workspace;   /* NULL = the context's scratch */
     size_t workspace_size;
 } kern_decode_attention_params;
@@ -887,7 +915,7 @@ KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const ke
 
 typedef struct kern__kv_job {
     const kern__rope_fns *fns;
-    const kern_tensor *nw[2], *cache[2];
+    const kern_tensor *nw[2], *cache[2], *scale[2];
     const kern_tensor *k_lens;
     int64_t Lnew;
 } kern__kv_job;
@@ -904,6 +932,17 @@ static void kern__kv_task(void *arg, int64_t task, int thread) {
         if (!n) continue;
         ne = kern_dtype_size(n->dtype);
         ce = kern_dtype_size(c->dtype);
+        if (c->dtype == KERN_I8) { /* codes + the row's scale */
+            const kern_tensor *sc = J->scale[w];
+            for (h = 0; h < n->shape[2]; h++) {
+                float f = kern__s_quant_row_s8(
+                    (const char *)n->data + (b * n->stride[0] + j * n->stride[1] + h * n->stride[2]) * (int64_t)ne,
+                    n->dtype, n->shape[3],
+                    (int8_t *)c->data + (b * c->stride[0] + pos * c->stride[1] + h * c->stride[2]));
+                memcpy((char *)sc->data + (b * sc->stride[0] + pos * sc->stride[1] + h * sc->stride[2]) * 4, &f, 4);
+            }
+            continue;
+        }
         for (h = 0; h < n->shape[2]; h++)
             J->fns->copy((const char *)n->data +
                              (b * n->stride[0] + j * n->stride[1] + h * n->stride[2]) * (int64_t)ne,
@@ -920,10 +959,11 @@ static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, co
     int d;
     if ((st = kern_tensor_check(n, op, nn)) != KERN_OK) return st;
     if ((st = kern_tensor_check(c, op, cn)) != KERN_OK) return st;
-    if (!kern__llm_float_dt(n->dtype) || !kern__llm_float_dt(c->dtype))
-        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+    if (!kern__llm_float_dt(n->dtype) || !(kern__llm_float_dt(c->dtype) || c->dtype == KERN_I8))
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16%s", op,
                          kern__llm_float_dt(n->dtype) ? cn : nn,
-                         kern_dtype_name(kern__llm_float_dt(n->dtype) ? c->dtype : n->dtype));
+                         kern_dtype_name(kern__llm_float_dt(n->dtype) ? c->dtype : n->dtype),
+                         kern__llm_float_dt(n->dtype) ? " (or i8 with a scale tensor)" : "");
     if (n->ndim != 4 || c->ndim != 4)
         return kern__err(KERN_ERR_SHAPE, "%s: %s must be 4-D [B, L, Hkv, D]", op,
                          n->ndim != 4 ? nn : cn);
@@ -941,13 +981,53 @@ static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, co
     return KERN_OK;
 }
 
+/* An i8 cache's scale tensor: f32 [B, Lmax, Hkv], given exactly for an
+ * i8 cache, overlapping nothing else of the call. */
+static kern_status kern__kv_check_scale(const char *op, const kern_tensor *c, const kern_tensor *sc,
+                                        const char *cn, const char *sn, const kern_tensor *const *other,
+                                        int n_other) {
+    kern_status st;
+    int i;
+    if (!c) {
+        if (sc) return kern__err(KERN_ERR_ARG, "%s: %s without a %s", op, sn, cn);
+        return KERN_OK;
+    }
+    if ((c->dtype == KERN_I8) != (sc != NULL))
+        return kern__err(KERN_ERR_ARG, sc ? "%s: %s is only for an i8 %s" : "%s: %s is needed by an i8 %s "
+                         "([B, Lmax, Hkv] f32)", op, sn, cn);
+    if (!sc) return KERN_OK;
+    if ((st = kern_tensor_check(sc, op, sn)) != KERN_OK) return st;
+    if (sc->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", op, sn, kern_dtype_name(sc->dtype));
+    if (sc->ndim != 3 || sc->shape[0] != c->shape[0] || sc->shape[1] != c->shape[1] ||
+        sc->shape[2] != c->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld, %lld, %lld] (%s's B, Lmax, Hkv)", op, sn,
+                         (long long)c->shape[0], (long long)c->shape[1], (long long)c->shape[2], cn);
+    if (kern__tensor_self_overlap(sc))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op, sn);
+    for (i = 0; i < n_other; i++)
+        if (other[i] && other[i] != sc && kern_tensors_overlap(sc, other[i]))
+            return kern__err(KERN_ERR_ARG, "%s: %s overlaps another operand", op, sn);
+    return KERN_OK;
+}
+
 KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
                                     const kern_tensor *v_new, const kern_tensor *k_cache,
                                     const kern_tensor *v_cache, const kern_tensor *k_lens) {
+    return kern_kv_append_ex(ctx, k_new, v_new, k_cache, v_cache, k_lens, NULL);
+}
+
+KERN_API kern_status kern_kv_append_ex(kern_ctx *ctx, const kern_tensor *k_new,
+                                       const kern_tensor *v_new, const kern_tensor *k_cache,
+                                       const kern_tensor *v_cache, const kern_tensor *k_lens,
+                                       const kern_kv_append_params *params) {
     static const char *op = "kern_kv_append";
     kern_status st;
     kern__kv_job J;
+    kern_kv_append_params p;
     int64_t b, B, Lnew, Lmax;
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
     if (!k_new || !k_cache || !k_lens)
         return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op,
                          !k_new ? "k_new" : !k_cache ? "k_cache" : "k_lens");
@@ -971,6 +1051,14 @@ KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
     if (kern__tensor_self_overlap(k_lens) || kern_tensors_overlap(k_lens, k_cache) ||
         (v_cache && kern_tensors_overlap(k_lens, v_cache)))
         return kern__err(KERN_ERR_ARG, "%s: k_lens overlaps itself or a cache", op);
+    {
+        const kern_tensor *oth[7];
+        oth[0] = k_new; oth[1] = v_new; oth[2] = k_cache; oth[3] = v_cache; oth[4] = k_lens;
+        oth[5] = p.k_scale; oth[6] = p.v_scale;
+        if ((st = kern__kv_check_scale(op, k_cache, p.k_scale, "k_cache", "params.k_scale", oth, 7)) ||
+            (st = kern__kv_check_scale(op, v_cache, p.v_scale, "v_cache", "params.v_scale", oth, 7)))
+            return st;
+    }
     for (b = 0; b < B; b++) {
         int64_t n = kern__llm_ix(k_lens, b);
         if (n < 0)
@@ -991,6 +1079,8 @@ KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
         J.nw[1] = v_new;
         J.cache[0] = k_cache;
         J.cache[1] = v_cache;
+        J.scale[0] = p.k_scale;
+        J.scale[1] = p.v_scale;
         J.k_lens = k_lens;
         J.Lnew = Lnew;
         st = kern_parallel_for(ctx, B * Lnew, kern__kv_task, &J);
@@ -1754,19 +1844,24 @@ typedef struct kern__da_fns {
     void (*qrow)(float *dst, const void *src, kern_dtype dt, int64_t n, float scale);
 } kern__da_fns;
 
+/* An element of a K or V row as f32: the float dtypes, or an i8 code
+ * (its per-row scale is applied to the score or the probability). */
+static inline float kern__da_s_ld(const char *p, kern_dtype dt) {
+    return dt == KERN_I8 ? (float)*(const int8_t *)p : kern__s_load_f32(p, dt, 1);
+}
 static float kern__da_dot__scalar(const float *q, const void *k, kern_dtype kdt, int64_t n) {
     size_t es = kern_dtype_size(kdt);
     float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i;
     for (i = 0; i < n; i++)
-        a[i & 7] += kern__s_mul(q[i], kern__s_load_f32((const char *)k + i * (int64_t)es, kdt, 1));
+        a[i & 7] += kern__s_mul(q[i], kern__da_s_ld((const char *)k + i * (int64_t)es, kdt));
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 static void kern__da_axpy__scalar(float *acc, float a, const void *v, kern_dtype vdt, int64_t n) {
     size_t es = kern_dtype_size(vdt);
     int64_t i;
     for (i = 0; i < n; i++)
-        acc[i] += kern__s_mul(a, kern__s_load_f32((const char *)v + i * (int64_t)es, vdt, 1));
+        acc[i] += kern__s_mul(a, kern__da_s_ld((const char *)v + i * (int64_t)es, vdt));
 }
 static void kern__da_scale__scalar(float *acc, float a, int64_t n) {
     int64_t i;
@@ -1797,6 +1892,15 @@ static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_
                                                  kern__da_dot4__scalar, kern__da_axpy4__scalar,
                                                  kern__da_exp2row__scalar, NULL, NULL, NULL};
 #ifdef KERN_X86
+/* m <= 8 elements of a K or V row (or of q / acc: f32) as f32 */
+KERN_TARGET_AVX2 static inline __m256 kern__da_ld__avx2(const char *p, kern_dtype dt, int m) {
+    if (dt == KERN_I8) {
+        int64_t t = 0;
+        memcpy(&t, p, (size_t)m);
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(t)));
+    }
+    return kern__v_load_f32__avx2(p, dt, m);
+}
 KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
                                                  int64_t n) {
     size_t es = kern_dtype_size(kdt);
@@ -1804,13 +1908,13 @@ KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, 
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kern__v_load_f32__avx2(kp + i * es, kdt, 8), a0);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kern__da_ld__avx2(kp + i * es, kdt, 8), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8),
-                             kern__v_load_f32__avx2(kp + (i + 8) * es, kdt, 8), a1);
+                             kern__da_ld__avx2(kp + (i + 8) * es, kdt, 8), a1);
     }
     for (; i < n; i += 8) {
         int m = n - i >= 8 ? 8 : (int)(n - i);
-        a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kern__v_load_f32__avx2(kp + i * es, kdt, m), a0);
+        a0 = _mm256_fmadd_ps(kern__loadn__avx2(q + i, m), kern__da_ld__avx2(kp + i * es, kdt, m), a0);
     }
     return kern__gemv_hsum__avx2(_mm256_add_ps(a0, a1));
 }
@@ -1821,7 +1925,7 @@ KERN_TARGET_AVX2 static void kern__da_axpy__avx2(float *acc, float a, const void
     int64_t i;
     for (i = 0; i < n; i += 8) {
         int m = n - i >= 8 ? 8 : (int)(n - i);
-        __m256 r = _mm256_fmadd_ps(av, kern__v_load_f32__avx2((const char *)v + i * es, vdt, m),
+        __m256 r = _mm256_fmadd_ps(av, kern__da_ld__avx2((const char *)v + i * es, vdt, m),
                                    kern__loadn__avx2(acc + i, m));
         if (m == 8) _mm256_storeu_ps(acc + i, r);
         else kern__storen__avx2(acc + i, r, m);
@@ -1846,7 +1950,7 @@ KERN_TARGET_AVX2 static void kern__da_dot4__avx2(const float *q, int64_t qs, con
     int64_t i;
     for (i = 0; i < n; i += 8) {
         int m = n - i >= 8 ? 8 : (int)(n - i);
-        __m256 kv = kern__v_load_f32__avx2(kp + i * es, kdt, m);
+        __m256 kv = kern__da_ld__avx2(kp + i * es, kdt, m);
         if (m == 8) {
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + qs + i), kv, a1);
@@ -1875,7 +1979,7 @@ KERN_TARGET_AVX2 static void kern__da_axpy4__avx2(float *acc, int64_t as, const 
     float *r0 = acc, *r1 = acc + as, *r2 = acc + 2 * as, *r3 = acc + 3 * as;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, 8);
+        __m256 vv = kern__da_ld__avx2((const char *)v + i * es, vdt, 8);
         _mm256_storeu_ps(r0 + i, _mm256_fmadd_ps(c0, vv, _mm256_loadu_ps(r0 + i)));
         _mm256_storeu_ps(r1 + i, _mm256_fmadd_ps(c1, vv, _mm256_loadu_ps(r1 + i)));
         _mm256_storeu_ps(r2 + i, _mm256_fmadd_ps(c2, vv, _mm256_loadu_ps(r2 + i)));
@@ -1883,7 +1987,7 @@ KERN_TARGET_AVX2 static void kern__da_axpy4__avx2(float *acc, int64_t as, const 
     }
     if (i < n) {
         int m = (int)(n - i);
-        __m256 vv = kern__v_load_f32__avx2((const char *)v + i * es, vdt, m);
+        __m256 vv = kern__da_ld__avx2((const char *)v + i * es, vdt, m);
         kern__storen__avx2(r0 + i, _mm256_fmadd_ps(c0, vv, kern__loadn__avx2(r0 + i, m)), m);
         kern__storen__avx2(r1 + i, _mm256_fmadd_ps(c1, vv, kern__loadn__avx2(r1 + i, m)), m);
         kern__storen__avx2(r2 + i, _mm256_fmadd_ps(c2, vv, kern__loadn__avx2(r2 + i, m)), m);
@@ -1944,6 +2048,9 @@ static inline void kern__da_rows4(const float *base, int64_t stride, int n, cons
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__da_ld__avx512(const void *p, kern_dtype dt, int m) {
     __m256i h;
     if (dt == KERN_F32) return m == 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(kern__tailmask__avx512(m), p);
+    if (dt == KERN_I8)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            m == 16 ? _mm_loadu_si128((const __m128i *)p) : _mm_maskz_loadu_epi8(kern__tailmask__avx512(m), p)));
     h = m == 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(kern__tailmask__avx512(m), p);
     if (dt == KERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
@@ -1998,6 +2105,7 @@ KERN_TARGET_AVX512 static void kern__da_qk__avx512(const float *q, int64_t nq, i
                                                     int64_t ss) {
     if (kdt == KERN_BF16) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_BF16, n, S, ss);
     else if (kdt == KERN_F16) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F16, n, S, ss);
+    else if (kdt == KERN_I8) kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_I8, n, S, ss);
     else kern__da_qk_body__avx512(q, nq, D, k, ks, KERN_F32, n, S, ss);
 }
 /* o[16 c .. 16 c + m_c) += a_c, c = 0..3 (m_c = 0: nothing) */
@@ -2064,6 +2172,7 @@ KERN_TARGET_AVX512 static void kern__da_pv__avx512(float *acc, int64_t as, const
                                                     kern_dtype vdt, int64_t n, int64_t Dv) {
     if (vdt == KERN_BF16) kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_BF16, n, Dv);
     else if (vdt == KERN_F16) kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_F16, n, Dv);
+    else if (vdt == KERN_I8) kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_I8, n, Dv);
     else kern__da_pv_body__avx512(acc, as, S, ss, nq, v, vs, KERN_F32, n, Dv);
 }
 KERN_TARGET_AVX512 static void kern__da_qrow__avx512(float *dst, const void *src, kern_dtype dt, int64_t n,
@@ -2088,6 +2197,7 @@ typedef struct kern__da_job {
     const kern__da_fns *f;
     kern_ctx *ctx;
     const kern_tensor *q, *k, *v, *lens, *out;
+    const kern_tensor *ksc, *vsc; /* i8 caches: [B, Lmax, Hkv] f32 scales */
     int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = H * Lq per task */
     int64_t chunk;  /* cache rows per task (<= KERN__DA_CHUNK, the S row stride) */
     float scale2;   /* scale * log2(e) */
@@ -2178,6 +2288,15 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
                 S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
         }
     }
+    /* an i8 K: score = (q . codes) * the row's scale */
+    if (J->ksc)
+        for (r = 0; r < R; r++) {
+            const char *sp = (const char *)J->ksc->data +
+                             (b * J->ksc->stride[0] + j0 * J->ksc->stride[1] + (r / (J->G * Lq)) * J->ksc->stride[2]) * 4;
+            for (j = 0; j < nmax; j++)
+                S[r * KERN__DA_CHUNK + j] = kern__s_mul(S[r * KERN__DA_CHUNK + j],
+                                                        kern__s_load_f32(sp + j * J->ksc->stride[1] * 4, KERN_F32, 1));
+        }
     /* per row: max, probabilities (in S), sum */
     for (r = 0; r < R; r++) {
         int64_t n = len - (Lq - 1 - r % Lq) - j0;
@@ -2190,6 +2309,12 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
         if (n > 0) {
             o[0] = m;
             o[1] = sum;
+        }
+        if (J->vsc) { /* an i8 V: the row's scale goes into its weight (the sum is taken) */
+            const char *sp = (const char *)J->vsc->data +
+                             (b * J->vsc->stride[0] + j0 * J->vsc->stride[1] + (r / (J->G * Lq)) * J->vsc->stride[2]) * 4;
+            for (j = 0; j < n; j++)
+                sr[j] = kern__s_mul(sr[j], kern__s_load_f32(sp + j * J->vsc->stride[1] * 4, KERN_F32, 1));
         }
     }
     if (J->f->pv) {
@@ -2244,9 +2369,31 @@ static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     for (d = 0; d < J->Dv; d++) kern__s_store_f32(op + d * (int64_t)oe, J->out->dtype, acc[d], 1, 0);
 }
 
+/* An i8 cache's scales: f32 [B, Lmax, Hkv], given exactly for an i8 cache. */
+static kern_status kern__da_check_scale(const char *op, const kern_tensor *c, const kern_tensor *sc,
+                                        const char *cn, const char *sn, const kern_tensor *out) {
+    kern_status st;
+    if ((c->dtype == KERN_I8) != (sc != NULL))
+        return kern__err(KERN_ERR_ARG, sc ? "%s: %s is only for an i8 %s" : "%s: %s is needed by an i8 %s "
+                         "([B, Lmax, Hkv] f32)", op, sn, cn);
+    if (!sc) return KERN_OK;
+    if ((st = kern_tensor_check(sc, op, sn)) != KERN_OK) return st;
+    if (sc->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", op, sn, kern_dtype_name(sc->dtype));
+    if (sc->ndim != 3 || sc->shape[0] != c->shape[0] || sc->shape[1] != c->shape[1] ||
+        sc->shape[2] != c->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld, %lld, %lld] (%s's B, Lmax, Hkv)", op, sn,
+                         (long long)c->shape[0], (long long)c->shape[1], (long long)c->shape[2], cn);
+    if (kern_tensors_overlap(sc, out)) return kern__err(KERN_ERR_ARG, "%s: out overlaps %s", op, sn);
+    return KERN_OK;
+}
+
+static int kern__da_cache_dt(kern_dtype dt) { return kern__llm_float_dt(dt) || dt == KERN_I8; }
+
 static kern_status kern__da_check(const char *op, const kern_tensor *q, const kern_tensor *k,
                                   const kern_tensor *v, const kern_tensor *lens,
-                                  const kern_tensor *out, int check_values) {
+                                  const kern_tensor *out, int check_values,
+                                  const kern_decode_attention_params *p) {
     kern_status st;
     int64_t B, b;
     int d;
@@ -2256,13 +2403,13 @@ static kern_status kern__da_check(const char *op, const kern_tensor *q, const ke
     if ((st = kern_tensor_check(q, op, "q")) || (st = kern_tensor_check(k, op, "k_cache")) ||
         (st = kern_tensor_check(v, op, "v_cache")) || (st = kern_tensor_check(out, op, "out")))
         return st;
-    if (!kern__llm_float_dt(q->dtype) || !kern__llm_float_dt(k->dtype) ||
-        !kern__llm_float_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
-        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__llm_float_dt(k->dtype) ? k
-                               : !kern__llm_float_dt(v->dtype) ? v : out;
-        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16", op,
+    if (!kern__llm_float_dt(q->dtype) || !kern__da_cache_dt(k->dtype) ||
+        !kern__da_cache_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__da_cache_dt(k->dtype) ? k
+                               : !kern__da_cache_dt(v->dtype) ? v : out;
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16%s", op,
                          t == q ? "q" : t == k ? "k_cache" : t == v ? "v_cache" : "out",
-                         kern_dtype_name(t->dtype));
+                         kern_dtype_name(t->dtype), t == k || t == v ? " (or i8 with scales)" : "");
     }
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || out->ndim != 4)
         return kern__err(KERN_ERR_SHAPE, "%s: q, k_cache, v_cache and out must be 4-D", op);
@@ -2290,6 +2437,9 @@ static kern_status kern__da_check(const char *op, const kern_tensor *q, const ke
                              d == 0 ? "q" : d == 1 ? "k_cache" : d == 2 ? "v_cache" : "out");
     }
     if ((st = kern__llm_check_lens(lens, B, op, "k_lens"))) return st;
+    if ((st = kern__da_check_scale(op, k, p ? p->k_scale : NULL, "k_cache", "params.k_scale", out)) ||
+        (st = kern__da_check_scale(op, v, p ? p->v_scale : NULL, "v_cache", "params.v_scale", out)))
+        return st;
     if (kern__tensor_self_overlap(out))
         return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
     if (kern_tensors_overlap(out, q) || kern_tensors_overlap(out, k) ||
@@ -2345,9 +2495,8 @@ KERN_API kern_status kern_decode_attention_workspace_size(
     kern__da_job J;
     size_t shared, thread;
     kern_status st;
-    (void)params;
     if (!bytes) return kern__err(KERN_ERR_ARG, "%s: bytes is NULL", op);
-    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 0))) return st;
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 0, params))) return st;
     if ((st = kern__op_begin(&ctx, op))) return st;
     kern__da_plan(q, k_cache, v_cache, &J, &shared, &thread);
     *bytes = kern__op_workspace_bytes(ctx, shared, thread);
@@ -2368,7 +2517,7 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
     float scale;
     if (params) p = *params;
     else memset(&p, 0, sizeof p);
-    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 1))) return st;
+    if ((st = kern__da_check(op, q, k_cache, v_cache, k_lens, out, 1, &p))) return st;
     if (p.scale_set && !(p.scale == p.scale && p.scale - p.scale == 0.0f))
         return kern__err(KERN_ERR_ARG, "%s: params.scale is not finite", op);
     scale = p.scale_set || p.scale != 0.0f ? p.scale
@@ -2402,6 +2551,8 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
         J.v = v_cache;
         J.lens = k_lens;
         J.out = out;
+        J.ksc = p.k_scale;
+        J.vsc = p.v_scale;
         J.scale2 = (float)((double)scale * 1.4426950408889634);
         st = kern_parallel_for(ctx, J.B * J.nchunk, kern__da_task, &J);
         if (!st) st = kern_parallel_for(ctx, J.B * J.rows, kern__da_merge_task, &J);

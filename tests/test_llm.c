@@ -1074,6 +1074,185 @@ KT_TEST(decode_attention) {
     }
 }
 
+/* The int8 KV cache: kern_kv_append_ex quantizes each row of each kv
+ * head (codes and scales checked against the rule written out here), and
+ * kern_decode_attention on the i8 caches with their scales matches the
+ * double reference on the dequantized caches (every ISA, 1 and 2 threads
+ * giving the same bits; strided caches; K int8 with V bf16), and stays
+ * within a few percent of attention on the unquantized cache. */
+static int8_t kvq_ref_row(const float *x, int64_t n, int8_t *q) {
+    float a = 0, s, inv;
+    int64_t i;
+    for (i = 0; i < n; i++) a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+    s = a == 0 ? 1.0f : a / 127.0f;
+    if (s < 1.17549435e-38f) s = 1.17549435e-38f; /* FLT_MIN */
+    inv = 1.0f / s;
+    for (i = 0; i < n; i++) {
+        float v = nearbyintf(x[i] * inv);
+        q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+    return 0;
+}
+KT_TEST(kv_cache_int8) {
+    int var;
+    for (var = 0; var < 4; var++) {
+        int64_t B = 3, Lq = var == 2 ? 2 : 1, H = 8, Hkv = var % 2 ? 2 : 4, D = var == 1 ? 40 : 64;
+        int64_t Dv = var == 3 ? 24 : D, Lmax = 300, lens[3] = {1, 130, 257}, zero[3] = {0, 0, 0};
+        int strided = var % 2, vint8 = var != 3, b, l, h, d, i;
+        kern_dtype vdt = vint8 ? KERN_I8 : KERN_BF16;
+        view4 q, kf, vf, k8, v8, kd, vd, o;
+        float *ks = (float *)kt_alloc((size_t)(B * Lmax * Hkv) * 4, "ks");
+        float *vs = (float *)kt_alloc((size_t)(B * Lmax * Hkv) * 4, "vs");
+        kern_tensor kst = kern_tensor_3d(ks, KERN_F32, B, Lmax, Hkv), vst = kern_tensor_3d(vs, KERN_F32, B, Lmax, Hkv);
+        kern_tensor zt = kern_tensor_1d(zero, KERN_I64, B), lt = kern_tensor_1d(lens, KERN_I64, B);
+        kern_kv_append_params ap;
+        kern_decode_attention_params dp;
+        double *want, *wantf, vmax = 0, dev = 0;
+        float *first = NULL;
+        kt_rng rng = kt_rng_make((uint64_t)(900 + var));
+        view4_make(&q, KERN_F32, B, Lq, H, D, strided, "q");
+        view4_make(&kf, KERN_F32, B, Lmax, Hkv, D, 0, "kf");
+        view4_make(&vf, KERN_F32, B, Lmax, Hkv, Dv, 0, "vf");
+        view4_make(&k8, KERN_I8, B, Lmax, Hkv, D, strided, "k8");
+        view4_make(&v8, vdt, B, Lmax, Hkv, Dv, strided, "v8");
+        view4_make(&kd, KERN_F32, B, Lmax, Hkv, D, 0, "kd");
+        view4_make(&vd, KERN_F32, B, Lmax, Hkv, Dv, 0, "vd");
+        view4_make(&o, KERN_F32, B, Lq, H, Dv, 0, "o");
+        kt_fill_normal(&rng, q.buf, KERN_F32, (int64_t)(q.bytes / 4), 1.0);
+        kt_fill_normal(&rng, kf.buf, KERN_F32, (int64_t)(kf.bytes / 4), 1.0);
+        kt_fill_normal(&rng, vf.buf, KERN_F32, (int64_t)(vf.bytes / 4), 1.0);
+        for (i = 0; i < Hkv * D; i++) ((float *)kf.buf)[i] = 0.0f; /* an all-zero row: scale 1 */
+        memset(&ap, 0, sizeof ap);
+        ap.k_scale = &kst;
+        ap.v_scale = vint8 ? &vst : NULL;
+        kt_context("kv int8 var %d", var);
+        KT_OK(kern_kv_append_ex(NULL, &kf.t, &vf.t, &k8.t, &v8.t, &zt, &ap));
+        KT_CHECK(zero[0] == Lmax && zero[2] == Lmax, "lengths not advanced: %lld", (long long)zero[0]);
+        /* codes and scales against the rule, and the dequantized caches */
+        for (b = 0; b < B; b++)
+            for (l = 0; l < Lmax; l++)
+                for (h = 0; h < Hkv; h++) {
+                    int w;
+                    for (w = 0; w < 1 + vint8; w++) {
+                        const view4 *src = w ? &vf : &kf, *dst = w ? &v8 : &k8, *deq = w ? &vd : &kd;
+                        int64_t n = w ? Dv : D;
+                        const float *x = (const float *)src->buf + view4_off(src, b, l, h, 0);
+                        const int8_t *c = (const int8_t *)dst->buf + view4_off(dst, b, l, h, 0);
+                        float sc = (w ? vs : ks)[(b * Lmax + l) * Hkv + h], a = 0;
+                        int8_t rq[64];
+                        for (d = 0; d < n; d++) a = fabsf(x[d]) > a ? fabsf(x[d]) : a;
+                        kvq_ref_row(x, n, rq);
+                        KT_CHECK(sc == (a == 0 ? 1.0f : a / 127.0f), "scale [%lld,%lld,%lld] %g",
+                                 (long long)b, (long long)l, (long long)h, sc);
+                        KT_CHECK(memcmp(c, rq, (size_t)n) == 0, "codes [%lld,%lld,%lld]", (long long)b,
+                                 (long long)l, (long long)h);
+                        for (d = 0; d < n; d++)
+                            ((float *)deq->buf)[view4_off(deq, b, l, h, d)] = (float)c[d] * sc;
+                    }
+                    if (!vint8) /* bf16 V: the rounded values */
+                        for (d = 0; d < Dv; d++)
+                            ((float *)vd.buf)[view4_off(&vd, b, l, h, d)] =
+                                (float)kt_get(v8.buf, KERN_BF16, view4_off(&v8, b, l, h, d));
+                }
+        want = (double *)malloc((size_t)(B * Lq * H * Dv) * sizeof *want);
+        wantf = (double *)malloc((size_t)(B * Lq * H * Dv) * sizeof *wantf);
+        da_ref(&q, &kd, &vd, lens, 1.0 / sqrt((double)D), want);
+        da_ref(&q, &kf, &vf, lens, 1.0 / sqrt((double)D), wantf);
+        for (i = 0; i < B * Lq * H * Dv; i++) {
+            vmax = fabs(want[i]) > vmax ? fabs(want[i]) : vmax;
+            dev = fabs(want[i] - wantf[i]) > dev ? fabs(want[i] - wantf[i]) : dev;
+        }
+        KT_CHECK(dev < 0.05 * (vmax + 1), "int8 cache moves the output by %.3g (max %.3g)", dev, vmax);
+        if (getenv("KT_VERBOSE")) printf("  kv int8 var %d: max deviation from the f32 cache %.3g\n", var, dev);
+        memset(&dp, 0, sizeof dp);
+        dp.k_scale = &kst;
+        dp.v_scale = vint8 ? &vst : NULL;
+        KT_FOR_EACH_ISA(isa, ctx, 2) {
+            int th;
+            for (th = 1; th <= 2; th++) {
+                kern_ctx *c2 = kt_ctx(th, isa);
+                kt_context("kv int8 var %d %s t%d", var, kern_isa_name(isa), th);
+                kt_poison(o.buf, o.bytes);
+                KT_OK(kern_decode_attention(c2, &q.t, &k8.t, &v8.t, &lt, &o.t, &dp));
+                for (i = 0; i < B * Lq * H * Dv; i++) {
+                    double g = ((const float *)o.buf)[i], w = want[i];
+                    if (!(fabs(g - w) <= 2e-5 * (vmax + 1))) {
+                        KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
+                        break;
+                    }
+                }
+                if (th == 1) {
+                    free(first);
+                    first = (float *)malloc(o.bytes);
+                    memcpy(first, o.buf, o.bytes);
+                } else {
+                    KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "1 and 2 threads differ");
+                }
+            }
+            (void)ctx;
+        }
+        kt_context("");
+        free(first);
+        free(want);
+        free(wantf);
+        kt_free(q.buf); kt_free(kf.buf); kt_free(vf.buf); kt_free(k8.buf); kt_free(v8.buf);
+        kt_free(kd.buf); kt_free(vd.buf); kt_free(o.buf); kt_free(ks); kt_free(vs);
+    }
+}
+
+KT_TEST(kv_cache_int8_errors) {
+    float q[4 * 8], kn[2 * 8], o[32], snap[32], ks[5 * 2], ks0[5 * 2];
+    int8_t kc[5 * 2 * 8], vc[5 * 2 * 8], kc0[5 * 2 * 8];
+    float vf[5 * 2 * 8];
+    int64_t lens[1] = {3};
+    kern_tensor qt = kern_tensor_4d(q, KERN_F32, 1, 1, 4, 8), kt = kern_tensor_4d(kc, KERN_I8, 1, 5, 2, 8);
+    kern_tensor vt = kern_tensor_4d(vc, KERN_I8, 1, 5, 2, 8), ot = kern_tensor_4d(o, KERN_F32, 1, 1, 4, 8);
+    kern_tensor vft = kern_tensor_4d(vf, KERN_F32, 1, 5, 2, 8), knt = kern_tensor_4d(kn, KERN_F32, 1, 1, 2, 8);
+    kern_tensor lt = kern_tensor_1d(lens, KERN_I64, 1), kst = kern_tensor_3d(ks, KERN_F32, 1, 5, 2), bad;
+    kern_decode_attention_params dp;
+    kern_kv_append_params ap;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    int i;
+    for (i = 0; i < 32; i++) q[i] = 0.1f * (float)i, o[i] = -5.0f;
+    for (i = 0; i < 16; i++) kn[i] = (float)i;
+    for (i = 0; i < 80; i++) kc[i] = vc[i] = (int8_t)i, vf[i] = 1.0f;
+    for (i = 0; i < 10; i++) ks[i] = 0.5f;
+    memcpy(snap, o, sizeof o);
+    memcpy(kc0, kc, sizeof kc);
+    memcpy(ks0, ks, sizeof ks);
+    memset(&dp, 0, sizeof dp);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vft, &lt, &ot, &dp), KERN_ERR_ARG, "params.k_scale is needed");
+    dp.k_scale = &kst;
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, &dp), KERN_ERR_ARG, "params.v_scale is needed");
+    dp.v_scale = &kst;
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vft, &lt, &ot, &dp), KERN_ERR_ARG, "only for an i8 v_cache");
+    bad = kern_tensor_3d(ks, KERN_F32, 1, 2, 5);
+    dp.v_scale = NULL;
+    dp.k_scale = &bad;
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vft, &lt, &ot, &dp), KERN_ERR_SHAPE, "params.k_scale must be [1, 5, 2]");
+    bad = kern_tensor_3d(ks, KERN_BF16, 1, 5, 2);
+    KT_ERROR(kern_decode_attention(ctx, &qt, &kt, &vft, &lt, &ot, &dp), KERN_ERR_DTYPE, "want f32");
+    KT_CHECK(memcmp(o, snap, sizeof o) == 0, "an error wrote out");
+    dp.k_scale = &kst;
+    KT_OK(kern_decode_attention(ctx, &qt, &kt, &vft, &lt, &ot, &dp));
+    /* append: the same rules, and nothing written on error */
+    memset(&ap, 0, sizeof ap);
+    KT_ERROR(kern_kv_append_ex(ctx, &knt, NULL, &kt, NULL, &lt, &ap), KERN_ERR_ARG, "params.k_scale is needed");
+    ap.k_scale = &kst;
+    ap.v_scale = &kst;
+    KT_ERROR(kern_kv_append_ex(ctx, &knt, NULL, &kt, NULL, &lt, &ap), KERN_ERR_ARG, "without a v_cache");
+    ap.v_scale = NULL;
+    bad = kern_tensor_3d(kc, KERN_F32, 1, 5, 2); /* the cache's own memory */
+    ap.k_scale = &bad;
+    KT_ERROR(kern_kv_append_ex(ctx, &knt, NULL, &kt, NULL, &lt, &ap), KERN_ERR_ARG, "overlaps");
+    KT_CHECK(memcmp(kc, kc0, sizeof kc) == 0 && memcmp(ks, ks0, sizeof ks) == 0 && lens[0] == 3,
+             "an error wrote the cache, its scales or k_lens");
+    ap.k_scale = &kst;
+    KT_OK(kern_kv_append_ex(ctx, &knt, NULL, &kt, NULL, &lt, &ap));
+    KT_CHECK(lens[0] == 4 && ks[3 * 2] == 7.0f / 127.0f && kc[3 * 16 + 7] == 127, "append: len %lld scale %g code %d",
+             (long long)lens[0], ks[3 * 2], kc[3 * 16 + 7]);
+}
+
 KT_TEST(decode_attention_errors) {
     float q[1 * 1 * 4 * 8], kc[1 * 5 * 2 * 8], vc[1 * 5 * 2 * 8], o[32], snap[32];
     int64_t lens[1] = {6};
