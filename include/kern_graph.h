@@ -83,9 +83,11 @@
  *                   v_cache, k_lens [B] -> k_lens + Lnew; writes the new
  *                   rows into the caches, which must be graph inputs (the
  *                   caller's buffers, updated in place; k_lens itself is
- *                   not changed) (kern_kv_append)
+ *                   not changed); k_scale?, v_scale? [B,Lmax,Hkv] f32 with
+ *                   an i8 cache, graph inputs too (kern_kv_append_ex)
  *   decode_attention q [B,Lq,H,D], k_cache, v_cache [B,Lmax,Hkv,D|Dv],
- *                   k_lens [B] -> [B,Lq,H,Dv]; scale (kern_decode_attention)
+ *                   k_lens [B], k_scale?, v_scale? (i8 caches) ->
+ *                   [B,Lq,H,Dv]; scale (kern_decode_attention)
  *   argmax          x [..,V] -> i64 [..] (torch.argmax(x, -1): first on ties,
  *                   NaN largest) (kern_argmax)
  *   topk            x [..,V] -> values [..,k] (x's dtype), indices i64 [..,k];
@@ -2623,11 +2625,37 @@ static kern_status kern__ginfer_silu_mul(kern__ginf *c) {
     return kern__ginf_out(c, 0, a->dtype, a->ndim, od);
 }
 
+/* An i8 cache (slot cs) and its scales (slot ss, f32 [B, Lmax, Hkv]):
+ * given together; written in place, so graph inputs when `inplace`. */
+static kern_status kern__ginf_kv_scale(kern__ginf *c, int cs, int ss, int inplace) {
+    const kern__gval *kc = c->in[cs], *sc = c->in[ss];
+    char cn[24], sn[24];
+    kern__g_slot_name(c->op, cs, cn, sizeof cn);
+    kern__g_slot_name(c->op, ss, sn, sizeof sn);
+    if (kc->dtype != KERN_I8) {
+        if (sc) return kern__ginf_err(c, KERN_ERR_ARG, "%s is only for an i8 %s", sn, cn);
+        if (!kern_dtype_is_float(kc->dtype))
+            return kern__ginf_err(c, KERN_ERR_DTYPE, "%s must be f32, bf16, f16 or i8 (with %s)", cn, sn);
+        return KERN_OK;
+    }
+    if (!sc) return kern__ginf_err(c, KERN_ERR_ARG, "an i8 %s needs %s [B,Lmax,Hkv] f32", cn, sn);
+    if (sc->dtype != KERN_F32) return kern__ginf_err(c, KERN_ERR_DTYPE, "%s must be f32", sn);
+    if (sc->ndim != 3 || kc->ndim != 4 || !kern__gd_eq(sc->dims[0], kc->dims[0]) ||
+        !kern__gd_eq(sc->dims[1], kc->dims[1]) || !kern__gd_eq(sc->dims[2], kc->dims[2]))
+        return kern__ginf_err(c, KERN_ERR_SHAPE, "%s must be [B,Lmax,Hkv] of %s", sn, cn);
+    if (inplace && sc->kind != KERN_GRAPH_VAL_INPUT)
+        return kern__ginf_err(c, KERN_ERR_ARG, "%s must be a graph input (it is written in place)", sn);
+    return KERN_OK;
+}
+
 static kern_status kern__ginfer_kv_append(kern__ginf *c) {
     const kern__gval *kn = KERN__GIN(0), *vn = KERN__GIN(1), *kc = KERN__GIN(2);
     const kern__gval *vc = KERN__GIN(3), *kl = KERN__GIN(4);
+    kern_status st;
     int i, d;
-    for (i = 0; i < 4; i++) KERN__GFLOAT(i);
+    for (i = 0; i < 2; i++) KERN__GFLOAT(i);
+    for (i = 0; i < 2; i++)
+        if (c->in[2 + i]->ndim == 4 && (st = kern__ginf_kv_scale(c, 2 + i, 5 + i, 1)) != KERN_OK) return st;
     for (i = 0; i < 4; i++)
         if (c->in[i]->ndim != 4)
             return kern__ginf_err(c, KERN_ERR_SHAPE, "k_new, v_new, k_cache, v_cache must be 4-D");
@@ -2650,10 +2678,12 @@ static kern_status kern__ginfer_kv_append(kern__ginf *c) {
 static kern_status kern__ginfer_decode_attn(kern__ginf *c) {
     const kern__gval *q = KERN__GIN(0), *k = KERN__GIN(1), *v = KERN__GIN(2), *kl = KERN__GIN(3);
     int64_t od[4], r;
-    int i;
-    for (i = 0; i < 3; i++) KERN__GFLOAT(i);
+    kern_status st;
+    KERN__GFLOAT(0);
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
         return kern__ginf_err(c, KERN_ERR_SHAPE, "q, k_cache, v_cache must be 4-D [B,L,H,D]");
+    if ((st = kern__ginf_kv_scale(c, 1, 4, 0)) != KERN_OK || (st = kern__ginf_kv_scale(c, 2, 5, 0)) != KERN_OK)
+        return st;
     if (!kern__gd_eq(q->dims[0], k->dims[0]) || !kern__gd_eq(q->dims[0], v->dims[0]))
         return kern__ginf_err(c, KERN_ERR_SHAPE, "batch dims differ");
     if (!kern__gd_eq(q->dims[3], k->dims[3]) || !kern__gd_eq(k->dims[1], v->dims[1]) ||
@@ -2760,9 +2790,9 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     /* ROPE */ {"x,table,offsets?", 3, 2, KERN__GC_FAMILY, 1, 1, KERN__GAF(INTERLEAVED),
                 kern__ginfer_rope},
     /* SILU_MUL */ {"a,b?", 2, 1, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_silu_mul},
-    /* KV_APPEND */ {"k_new,v_new,k_cache,v_cache,k_lens", 5, 5, KERN__GC_FAMILY, 1, 1, 0,
-                     kern__ginfer_kv_append},
-    /* DECODE_ATTENTION */ {"q,k_cache,v_cache,k_lens", 4, 4, KERN__GC_FAMILY, 1, 1,
+    /* KV_APPEND */ {"k_new,v_new,k_cache,v_cache,k_lens,k_scale?,v_scale?", 7, 5, KERN__GC_FAMILY,
+                     1, 1, 0, kern__ginfer_kv_append},
+    /* DECODE_ATTENTION */ {"q,k_cache,v_cache,k_lens,k_scale?,v_scale?", 6, 4, KERN__GC_FAMILY, 1, 1,
                             KERN__GAF(SCALE), kern__ginfer_decode_attn},
     /* ARGMAX */ {"x", 1, 1, KERN__GC_FAMILY, 1, 1, 0, kern__ginfer_argmax},
     /* TOPK */ {"x", 1, 1, KERN__GC_FAMILY, 2, 2, KERN__GAF(K), kern__ginfer_argmax}};
@@ -5476,12 +5506,19 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         for (b = 0; b < kl->shape[0]; b++)
             memcpy((char *)y->data + b * y->stride[0] * (int64_t)es,
                    (const char *)kl->data + b * kl->stride[0] * (int64_t)es, es);
-        return kern_kv_append(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), KERN__GT(3), y);
+        {
+            kern_kv_append_params ap;
+            ap.k_scale = KERN__GT(5);
+            ap.v_scale = KERN__GT(6);
+            return kern_kv_append_ex(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), KERN__GT(3), y, &ap);
+        }
     }
     case KERN_GRAPH_OP_DECODE_ATTENTION: {
         kern_decode_attention_params dp;
         memset(&dp, 0, sizeof dp);
         dp.scale = n->a.scale;
+        dp.k_scale = KERN__GT(4);
+        dp.v_scale = KERN__GT(5);
         if (query)
             return kern_decode_attention_workspace_size(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2),
                                                         KERN__GT(3), y, &dp, query);

@@ -1842,6 +1842,9 @@ typedef struct kern__da_fns {
                int64_t vs, kern_dtype vdt, int64_t n, int64_t Dv);
     /* dst[i] = src[i] * scale (src of dtype dt, unit stride) */
     void (*qrow)(float *dst, const void *src, kern_dtype dt, int64_t n, float scale);
+    /* max of x[0 .. n) (-inf for n = 0); x[i] *= s[i] (exact: any order) */
+    float (*rowmax)(const float *x, int64_t n);
+    void (*vmul)(float *x, const float *s, int64_t n);
 } kern__da_fns;
 
 /* An element of a K or V row as f32: the float dtypes, or an i8 code
@@ -1887,10 +1890,21 @@ static float kern__da_exp2row__scalar(float *x, float m, int64_t n) {
     }
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
+static float kern__da_rowmax__scalar(const float *x, int64_t n) {
+    float m = -INFINITY;
+    int64_t i;
+    for (i = 0; i < n; i++) m = kern__s_max(m, x[i]);
+    return m;
+}
+static void kern__da_vmul__scalar(float *x, const float *s, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] = kern__s_mul(x[i], s[i]);
+}
 static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_axpy__scalar,
                                                  kern__da_scale__scalar, kern__da_exp2n,
                                                  kern__da_dot4__scalar, kern__da_axpy4__scalar,
-                                                 kern__da_exp2row__scalar, NULL, NULL, NULL};
+                                                 kern__da_exp2row__scalar, NULL, NULL, NULL,
+                                                 kern__da_rowmax__scalar, kern__da_vmul__scalar};
 #ifdef KERN_X86
 /* m <= 8 elements of a K or V row (or of q / acc: f32) as f32 */
 KERN_TARGET_AVX2 static inline __m256 kern__da_ld__avx2(const char *p, kern_dtype dt, int m) {
@@ -2008,10 +2022,32 @@ KERN_TARGET_AVX2 static float kern__da_exp2row__avx2(float *x, float m, int64_t 
     _mm256_storeu_ps(s, acc);
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
+/* NaN-free inputs here (scores of finite q and k), so max's operand order
+ * does not matter */
+KERN_TARGET_AVX2 static float kern__da_rowmax__avx2(const float *x, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    __m128 h;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    {
+        float r = _mm_cvtss_f32(h);
+        for (; i < n; i++) r = kern__s_max(r, x[i]);
+        return r;
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_vmul__avx2(float *x, const float *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, kern__mul__avx2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(s + i)));
+    for (; i < n; i++) x[i] = kern__s_mul(x[i], s[i]);
+}
 static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
                                                kern__da_scale__avx2, kern__da_exp2n,
                                                kern__da_dot4__avx2, kern__da_axpy4__avx2,
-                                               kern__da_exp2row__avx2, NULL, NULL, NULL};
+                                               kern__da_exp2row__avx2, NULL, NULL, NULL,
+                                               kern__da_rowmax__avx2, kern__da_vmul__avx2};
 
 /* AVX-512: register-blocked blocks. qk holds 4 q rows x 4 k rows of
  * 16-lane partial dot products in 16 registers along D and reduces them at
@@ -2190,7 +2226,8 @@ static const kern__da_fns kern__da_fns_avx512 = {kern__da_dot__avx2, kern__da_ax
                                                  kern__da_scale__avx2, kern__da_exp2n,
                                                  kern__da_dot4__avx2, kern__da_axpy4__avx2,
                                                  kern__da_exp2row__avx2, kern__da_qk__avx512,
-                                                 kern__da_pv__avx512, kern__da_qrow__avx512};
+                                                 kern__da_pv__avx512, kern__da_qrow__avx512,
+                                                 kern__da_rowmax__avx2, kern__da_vmul__avx2};
 #endif
 
 typedef struct kern__da_job {
@@ -2206,6 +2243,14 @@ typedef struct kern__da_job {
 
 static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
     return (size_t)(rows * (D + KERN__DA_CHUNK) + Dv) * sizeof(float);
+}
+
+/* sc[j] = scale[b, j0 + j, hk] for j < n (an i8 cache's row scales) */
+static void kern__da_gather_scales(const kern_tensor *t, int64_t b, int64_t j0, int64_t hk, int64_t n,
+                                   float *sc) {
+    const char *p = (const char *)t->data + (b * t->stride[0] + j0 * t->stride[1] + hk * t->stride[2]) * 4;
+    int64_t j;
+    for (j = 0; j < n; j++) memcpy(sc + j, p + j * t->stride[1] * 4, 4);
 }
 
 /* One (sequence, chunk) task: every head, so the cache rows [j0, j0 + n)
@@ -2225,6 +2270,7 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
     int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
     int64_t khs = J->k->stride[2] * (int64_t)ke, vhs = J->v->stride[2] * (int64_t)ve;
     int64_t nmax = len - j0; /* rows of the chunk the last query sees */
+    float sc[KERN__DA_CHUNK];
     if (nmax > J->chunk) nmax = J->chunk;
     for (r = 0; r < R; r++) {
         float *o = part + r * (J->Dv + 2);
@@ -2288,14 +2334,12 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
                 S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
         }
     }
-    /* an i8 K: score = (q . codes) * the row's scale */
+    /* an i8 K: score = (q . codes) * the row's scale (the chunk's scales
+     * of each kv head gathered once, then a vector multiply per q row) */
     if (J->ksc)
-        for (r = 0; r < R; r++) {
-            const char *sp = (const char *)J->ksc->data +
-                             (b * J->ksc->stride[0] + j0 * J->ksc->stride[1] + (r / (J->G * Lq)) * J->ksc->stride[2]) * 4;
-            for (j = 0; j < nmax; j++)
-                S[r * KERN__DA_CHUNK + j] = kern__s_mul(S[r * KERN__DA_CHUNK + j],
-                                                        kern__s_load_f32(sp + j * J->ksc->stride[1] * 4, KERN_F32, 1));
+        for (hk = 0; hk < J->Hkv; hk++) {
+            kern__da_gather_scales(J->ksc, b, j0, hk, nmax, sc);
+            for (r = hk * J->G * Lq; r < (hk + 1) * J->G * Lq; r++) J->f->vmul(S + r * KERN__DA_CHUNK, sc, nmax);
         }
     /* per row: max, probabilities (in S), sum */
     for (r = 0; r < R; r++) {
@@ -2303,20 +2347,20 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
         float m = -INFINITY, sum = 0.0f, *sr = S + r * KERN__DA_CHUNK, *o = part + r * (J->Dv + 2);
         if (n > nmax) n = nmax;
         if (n < 0) n = 0;
-        for (j = 0; j < n; j++) m = kern__s_max(m, sr[j]);
+        if (n > 0) m = J->f->rowmax(sr, n);
         if (n > 0) sum = J->f->exp2row(sr, m, n);
         for (j = n; j < nmax; j++) sr[j] = 0.0f;
         if (n > 0) {
             o[0] = m;
             o[1] = sum;
         }
-        if (J->vsc) { /* an i8 V: the row's scale goes into its weight (the sum is taken) */
-            const char *sp = (const char *)J->vsc->data +
-                             (b * J->vsc->stride[0] + j0 * J->vsc->stride[1] + (r / (J->G * Lq)) * J->vsc->stride[2]) * 4;
-            for (j = 0; j < n; j++)
-                sr[j] = kern__s_mul(sr[j], kern__s_load_f32(sp + j * J->vsc->stride[1] * 4, KERN_F32, 1));
-        }
     }
+    /* an i8 V: each row's scale goes into its weight (the sums are taken) */
+    if (J->vsc)
+        for (hk = 0; hk < J->Hkv; hk++) {
+            kern__da_gather_scales(J->vsc, b, j0, hk, nmax, sc);
+            for (r = hk * J->G * Lq; r < (hk + 1) * J->G * Lq; r++) J->f->vmul(S + r * KERN__DA_CHUNK, sc, nmax);
+        }
     if (J->f->pv) {
         int64_t Rh = J->G * Lq;
         for (hk = 0; hk < J->Hkv; hk++)

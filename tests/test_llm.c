@@ -1253,6 +1253,106 @@ KT_TEST(kv_cache_int8_errors) {
              (long long)lens[0], ks[3 * 2], kc[3 * 16 + 7]);
 }
 
+/* The kv_append and decode_attention nodes with int8 caches and their
+ * scale inputs: one decode step through a plan equals the direct calls
+ * (caches, scales, lengths and output, bit for bit); the IR round-trips;
+ * an i8 cache without scales is refused naming the node. */
+KT_TEST(graph_kv_int8_nodes) {
+    enum { B = 2, Lmax = 20, Hkv = 2, H = 4, D = 16 };
+    kt_rng rng = kt_rng_make(4242);
+    static int8_t kc[2][B * Lmax * Hkv * D], vc[2][B * Lmax * Hkv * D];
+    static float ks[2][B * Lmax * Hkv], vs[2][B * Lmax * Hkv];
+    float kn[B * Hkv * D], vn[B * Hkv * D], q[B * H * D], want[B * H * D];
+    int64_t lens[2][B] = {{3, 11}, {3, 11}};
+    kern_graph *g = NULL;
+    kern_graph_plan *plan = NULL;
+    kern_graph_plan_params pp;
+    kern_graph_val qv, knv, vnv, kcv, vcv, klv, ksv, vsv, nl, att;
+    kern_graph_node_desc d;
+    kern_graph_val outs[KERN_GRAPH_MAX_OUTPUTS];
+    kern_tensor in[8], out[2], t_kn, t_vn, t_q, t_kc, t_vc, t_ks, t_vs, t_l, t_o;
+    kern_kv_append_params ap;
+    kern_decode_attention_params dp;
+    int i;
+    for (i = 0; i < B * Lmax * Hkv * D; i++) kc[0][i] = kc[1][i] = (int8_t)(kt_next(&rng) % 255 - 127);
+    for (i = 0; i < B * Lmax * Hkv * D; i++) vc[0][i] = vc[1][i] = (int8_t)(kt_next(&rng) % 255 - 127);
+    for (i = 0; i < B * Lmax * Hkv; i++) ks[0][i] = ks[1][i] = vs[0][i] = vs[1][i] = 0.01f;
+    kt_fill_normal(&rng, kn, KERN_F32, B * Hkv * D, 1.0);
+    kt_fill_normal(&rng, vn, KERN_F32, B * Hkv * D, 1.0);
+    kt_fill_normal(&rng, q, KERN_F32, B * H * D, 1.0);
+    /* direct calls on copy 1 */
+    t_kn = kern_tensor_4d(kn, KERN_F32, B, 1, Hkv, D);
+    t_vn = kern_tensor_4d(vn, KERN_F32, B, 1, Hkv, D);
+    t_q = kern_tensor_4d(q, KERN_F32, B, 1, H, D);
+    t_kc = kern_tensor_4d(kc[1], KERN_I8, B, Lmax, Hkv, D);
+    t_vc = kern_tensor_4d(vc[1], KERN_I8, B, Lmax, Hkv, D);
+    t_ks = kern_tensor_3d(ks[1], KERN_F32, B, Lmax, Hkv);
+    t_vs = kern_tensor_3d(vs[1], KERN_F32, B, Lmax, Hkv);
+    t_l = kern_tensor_1d(lens[1], KERN_I64, B);
+    t_o = kern_tensor_4d(want, KERN_F32, B, 1, H, D);
+    ap.k_scale = &t_ks;
+    ap.v_scale = &t_vs;
+    KT_OK(kern_kv_append_ex(NULL, &t_kn, &t_vn, &t_kc, &t_vc, &t_l, &ap));
+    memset(&dp, 0, sizeof dp);
+    dp.k_scale = &t_ks;
+    dp.v_scale = &t_vs;
+    KT_OK(kern_decode_attention(NULL, &t_q, &t_kc, &t_vc, &t_l, &t_o, &dp));
+    /* the graph on copy 0 */
+    KT_OK(kern_graph_create(NULL, &g));
+    KT_OK(kern_graph_input_s(g, "q", KERN_F32, "[B,1,4,16]", &qv));
+    KT_OK(kern_graph_input_s(g, "k_new", KERN_F32, "[B,1,2,16]", &knv));
+    KT_OK(kern_graph_input_s(g, "v_new", KERN_F32, "[B,1,2,16]", &vnv));
+    KT_OK(kern_graph_input_s(g, "k_cache", KERN_I8, "[B,20,2,16]", &kcv));
+    KT_OK(kern_graph_input_s(g, "v_cache", KERN_I8, "[B,20,2,16]", &vcv));
+    KT_OK(kern_graph_input_s(g, "k_lens", KERN_I64, "[B]", &klv));
+    KT_OK(kern_graph_input_s(g, "k_scale", KERN_F32, "[B,20,2]", &ksv));
+    KT_OK(kern_graph_input_s(g, "v_scale", KERN_F32, "[B,20,2]", &vsv));
+    memset(&d, 0, sizeof d);
+    d.op = KERN_GRAPH_OP_KV_APPEND;
+    d.name = "kv";
+    d.inputs[0] = knv; d.inputs[1] = vnv; d.inputs[2] = kcv; d.inputs[3] = vcv; d.inputs[4] = klv;
+    d.inputs[5] = ksv;
+    KT_ERROR(kern_graph_add(g, &d, outs), KERN_ERR_ARG, "an i8 v_cache needs v_scale");
+    KT_ERROR(kern_graph_add(g, &d, outs), KERN_ERR_ARG, "'kv'");
+    d.inputs[6] = vsv;
+    KT_OK(kern_graph_add(g, &d, outs));
+    nl = outs[0];
+    memset(&d, 0, sizeof d);
+    d.op = KERN_GRAPH_OP_DECODE_ATTENTION;
+    d.name = "attn";
+    d.inputs[0] = qv; d.inputs[1] = kcv; d.inputs[2] = vcv; d.inputs[3] = nl; d.inputs[4] = ksv;
+    KT_ERROR(kern_graph_add(g, &d, outs), KERN_ERR_ARG, "v_scale");
+    d.inputs[5] = vsv;
+    KT_OK(kern_graph_add(g, &d, outs));
+    att = outs[0];
+    KT_OK(kern_graph_output(g, att));
+    KT_OK(kern_graph_output(g, nl));
+    kt_graph_roundtrip(g);
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "B=2";
+    KT_OK(kern_graph_plan_create(g, NULL, &pp, &plan));
+    KT_REQUIRE(plan != NULL);
+    in[0] = t_q;
+    in[1] = t_kn;
+    in[2] = t_vn;
+    in[3] = kern_tensor_4d(kc[0], KERN_I8, B, Lmax, Hkv, D);
+    in[4] = kern_tensor_4d(vc[0], KERN_I8, B, Lmax, Hkv, D);
+    in[5] = kern_tensor_1d(lens[0], KERN_I64, B);
+    in[6] = kern_tensor_3d(ks[0], KERN_F32, B, Lmax, Hkv);
+    in[7] = kern_tensor_3d(vs[0], KERN_F32, B, Lmax, Hkv);
+    memset(out, 0, sizeof out);
+    KT_OK(kern_graph_run(plan, in, 8, out, 2));
+    KT_REQUIRE(out[0].data != NULL && out[1].data != NULL);
+    kt_assert_bytes_equal("attention", out[0].data, want, sizeof want);
+    KT_CHECK(((const int64_t *)out[1].data)[0] == 4 && ((const int64_t *)out[1].data)[1] == 12, "new lengths");
+    kt_assert_bytes_equal("k codes", kc[0], kc[1], sizeof kc[0]);
+    kt_assert_bytes_equal("v codes", vc[0], vc[1], sizeof vc[0]);
+    kt_assert_bytes_equal("k scales", ks[0], ks[1], sizeof ks[0]);
+    kt_assert_bytes_equal("v scales", vs[0], vs[1], sizeof vs[0]);
+    kern_graph_plan_free(plan);
+    kern_graph_destroy(g);
+}
+
 KT_TEST(decode_attention_errors) {
     float q[1 * 1 * 4 * 8], kc[1 * 5 * 2 * 8], vc[1 * 5 * 2 * 8], o[32], snap[32];
     int64_t lens[1] = {6};
