@@ -1581,6 +1581,75 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot_body__avx512(const char *co
     out[2] = _mm512_reduce_add_ps(a2);
     out[3] = _mm512_reduce_add_ps(a3);
 }
+/* Four x rows (x0 + i * xs bytes) against four weight rows in one pass:
+ * 16 accumulators, each weight vector loaded and widened once for four
+ * FMAs (the pair body loads it per pair, and reads the rows from cache
+ * again for the second pair). Per (x row, weight row) the same k order
+ * and final reduction as the pair body: the same bits. out[4 i + r]. */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot4x4_body__avx512(const char *const *w, kern_dtype wdt,
+                                                                     const char *x0, int64_t xs,
+                                                                     kern_dtype xdt, int64_t K, float *out) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    const char *x1 = x0 + xs, *x2 = x1 + xs, *x3 = x2 + xs;
+    int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k;
+    /* named accumulators: an array of them is kept in memory by GCC */
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00;
+    __m512 c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00;
+    __m512 c31 = c00, c32 = c00, c33 = c00;
+    const int64_t pd = 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+    for (k = 0; k < K; k += 16) {
+        int n = K - k >= 16 ? 16 : (int)(K - k);
+        __m512 v0 = kern__gemv_wload__avx512(w0, wdt, k, n);
+        __m512 v1 = kern__gemv_wload__avx512(w1, wdt, k, n);
+        __m512 v2 = kern__gemv_wload__avx512(w2, wdt, k, n);
+        __m512 v3 = kern__gemv_wload__avx512(w3, wdt, k, n);
+        __m512 xa;
+        if (((k * wb) & 63) == 0) {
+            _mm_prefetch(w0 + k * wb + pd, _MM_HINT_T1);
+            _mm_prefetch(w1 + k * wb + pd, _MM_HINT_T1);
+            _mm_prefetch(w2 + k * wb + pd, _MM_HINT_T1);
+            _mm_prefetch(w3 + k * wb + pd, _MM_HINT_T1);
+        }
+#define KERN__GEMV_ROW(XP, I)                                                                 \
+    xa = kern__gemv_xload__avx512(XP, xdt, k, n);                                             \
+    c##I##0 = _mm512_fmadd_ps(xa, v0, c##I##0);                                               \
+    c##I##1 = _mm512_fmadd_ps(xa, v1, c##I##1);                                               \
+    c##I##2 = _mm512_fmadd_ps(xa, v2, c##I##2);                                               \
+    c##I##3 = _mm512_fmadd_ps(xa, v3, c##I##3);
+        KERN__GEMV_ROW(x0, 0)
+        KERN__GEMV_ROW(x1, 1)
+        KERN__GEMV_ROW(x2, 2)
+        KERN__GEMV_ROW(x3, 3)
+#undef KERN__GEMV_ROW
+    }
+    out[0] = _mm512_reduce_add_ps(c00);
+    out[1] = _mm512_reduce_add_ps(c01);
+    out[2] = _mm512_reduce_add_ps(c02);
+    out[3] = _mm512_reduce_add_ps(c03);
+    out[4] = _mm512_reduce_add_ps(c10);
+    out[5] = _mm512_reduce_add_ps(c11);
+    out[6] = _mm512_reduce_add_ps(c12);
+    out[7] = _mm512_reduce_add_ps(c13);
+    out[8] = _mm512_reduce_add_ps(c20);
+    out[9] = _mm512_reduce_add_ps(c21);
+    out[10] = _mm512_reduce_add_ps(c22);
+    out[11] = _mm512_reduce_add_ps(c23);
+    out[12] = _mm512_reduce_add_ps(c30);
+    out[13] = _mm512_reduce_add_ps(c31);
+    out[14] = _mm512_reduce_add_ps(c32);
+    out[15] = _mm512_reduce_add_ps(c33);
+}
+KERN_TARGET_AVX512 static void kern__gemv_dot4x4__avx512(const char *const *w, kern_dtype wdt,
+                                                         const char *x0, int64_t xs, kern_dtype xdt,
+                                                         int64_t K, float *out) {
+#define KERN__GEMV_CASE(WDT, XDT)                                                               if (wdt == WDT && xdt == XDT) {                                                               kern__gemv_dot4x4_body__avx512(w, WDT, x0, xs, XDT, K, out);                              return;                                                                               }
+    KERN__GEMV_CASE(KERN_F32, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
+    KERN__GEMV_CASE(KERN_I8, KERN_F32)
+    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+#undef KERN__GEMV_CASE
+    kern__gemv_dot4x4_body__avx512(w, wdt, x0, xs, xdt, K, out);
+}
 KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern_dtype wdt,
                                                       const char *x0, const char *x1,
                                                       kern_dtype xdt, int m, int64_t K,
@@ -1611,6 +1680,9 @@ KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern
 
 typedef struct kern__gemv_job {
     kern__gemv_dot_fn dot;
+    /* four x rows (row stride xs bytes) at once, or NULL: out[4 i + r] */
+    void (*dot4)(const char *const *w, kern_dtype wdt, const char *x0, int64_t xs, kern_dtype xdt,
+                 int64_t K, float *out);
     void (*epi_tile)(const kern__epi *e, int64_t i0, int64_t j0, const float *t, int64_t ldt,
                      int m, int n);
     const kern_tensor *x, *w, *scale;
@@ -1620,7 +1692,7 @@ typedef struct kern__gemv_job {
 
 static void kern__gemv_task(void *arg, int64_t task, int thread) {
     const kern__gemv_job *J = (const kern__gemv_job *)arg;
-    float tile[KERN__GEMV_MB * KERN__GEMV_NB], out[8];
+    float tile[KERN__GEMV_MB * KERN__GEMV_NB], out[16];
     int64_t n0 = task * KERN__GEMV_NB, nn = J->N - n0 < KERN__GEMV_NB ? J->N - n0 : KERN__GEMV_NB;
     int64_t m0, g, wes = J->w->dtype == KERN_I8 ? 1 : (int64_t)kern_dtype_size(J->w->dtype);
     int64_t xes = (int64_t)kern_dtype_size(J->x->dtype);
@@ -1634,14 +1706,16 @@ static void kern__gemv_task(void *arg, int64_t task, int thread) {
                 int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
                 wr[r] = (const char *)J->w->data + n * J->w->stride[0] * wes;
             }
-            for (i = 0; i < mb; i += 2) {
-                int m = mb - i >= 2 ? 2 : 1, j;
+            for (i = 0; i < mb;) {
+                int m = J->dot4 && mb - i >= 4 ? 4 : mb - i >= 2 ? 2 : 1, j;
                 const char *x0 = (const char *)J->x->data + (m0 + i) * J->x->stride[0] * xes;
-                const char *x1 = x0 + (m == 2 ? J->x->stride[0] * xes : 0);
-                J->dot(wr, J->w->dtype, x0, x1, J->x->dtype, m, J->K, out);
+                const char *x1 = x0 + (m >= 2 ? J->x->stride[0] * xes : 0);
+                if (m == 4) J->dot4(wr, J->w->dtype, x0, J->x->stride[0] * xes, J->x->dtype, J->K, out);
+                else J->dot(wr, J->w->dtype, x0, x1, J->x->dtype, m, J->K, out);
                 for (j = 0; j < m; j++)
                     for (r = 0; r < 4 && g + r < nn; r++)
                         tile[(i + j) * KERN__GEMV_NB + g + r] = out[j * 4 + r];
+                i += m;
             }
         }
         if (J->scale) {
@@ -1764,6 +1838,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         kern_isa isa = kern_ctx_isa(ctx);
         if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) {
             J.dot = kern__gemv_dot__avx512;
+            J.dot4 = kern__gemv_dot4x4__avx512;
             J.epi_tile = kern__v_epi_tile__avx2;
         } else if (kern_ctx_features(ctx) & KERN_CPU_AVX2) {
             J.dot = kern__gemv_dot__avx2;
