@@ -11,7 +11,9 @@
  *                             of the first new token); not modified
  *   k_cache.<i>, v_cache.<i>  [B, Lmax, Hkv, D] (f32, or bf16 for a bf16
  *                             model), one pair per layer: the caller's
- *                             caches, appended in place
+ *                             caches, appended in place; with cfg.kv_int8
+ *                             i8, each pair followed by k_scale.<i>,
+ *                             v_scale.<i> [B, Lmax, Hkv] f32 (in place too)
  * Outputs: logits [B, L, V] (the model's dtype), k_lens + L [B] i64; with
  * cfg.last_logits, logits [B, 1, V] of the last position only (the final
  * norm and lm_head run on one row per sequence, as generate() does) and a
@@ -44,6 +46,9 @@ typedef struct llama_cfg {
     float rms_eps;
     kern_dtype dtype; /* 0 = KERN_F32, or KERN_BF16 */
     int int8;         /* the layers' linears as qlinear (f32 model only) */
+    int kv_int8;      /* int8 KV caches: inputs k_cache.<i>, v_cache.<i> are i8
+                         and followed by k_scale.<i>, v_scale.<i> [B, Lmax, Hkv]
+                         f32 (kern_kv_append_ex's per-row-and-head scales) */
     int last_logits;  /* logits of the last position + next = their argmax */
 } llama_cfg;
 
@@ -97,7 +102,7 @@ static kern_status llama__reshape(kern_graph *g, const char *name, kern_graph_va
 /* Builds the graph into g (empty). */
 static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
     kern_graph_val ids, lens, h, table, emb, x, q, k, v, a, m, gt, up, newlens = 0, logits, next;
-    kern_graph_val kc, vc, w[9];
+    kern_graph_val kc, vc, ksc = 0, vsc = 0, w[9];
     kern_graph_attrs norm, att;
     int64_t B, L, shp[4];
     char nm[160];
@@ -144,9 +149,15 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
         shp[2] = c->kv_heads;
         shp[3] = c->head_dim;
         snprintf(nm, sizeof nm, "k_cache.%lld", (long long)i);
-        LLAMA__TRY(kern_graph_input(g, nm, dt, 4, shp, &kc));
+        LLAMA__TRY(kern_graph_input(g, nm, c->kv_int8 ? KERN_I8 : dt, 4, shp, &kc));
         snprintf(nm, sizeof nm, "v_cache.%lld", (long long)i);
-        LLAMA__TRY(kern_graph_input(g, nm, dt, 4, shp, &vc));
+        LLAMA__TRY(kern_graph_input(g, nm, c->kv_int8 ? KERN_I8 : dt, 4, shp, &vc));
+        if (c->kv_int8) {
+            snprintf(nm, sizeof nm, "k_scale.%lld", (long long)i);
+            LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 3, shp, &ksc));
+            snprintf(nm, sizeof nm, "v_scale.%lld", (long long)i);
+            LLAMA__TRY(kern_graph_input(g, nm, KERN_F32, 3, shp, &vsc));
+        }
 #define LLAMA__NM(s) (snprintf(nm, sizeof nm, "l%lld.%s", (long long)i, s), nm)
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_RMS_NORM, LLAMA__NM("ln1"), h, w[0], 0, 0, 0, &norm, &x));
         LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("q"), x, w[1], 0, &q));
@@ -162,10 +173,31 @@ static kern_status llama_graph_build(kern_graph *g, const llama_cfg *c) {
         LLAMA__TRY(llama__reshape(g, LLAMA__NM("v4"), v, 4, shp, &v));
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_ROPE, LLAMA__NM("q_rope"), q, table, lens, 0, 0, NULL, &q));
         LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_ROPE, LLAMA__NM("k_rope"), k, table, lens, 0, 0, NULL, &k));
-        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_KV_APPEND, LLAMA__NM("kv"), k, v, kc, vc, lens, NULL,
-                               &newlens));
-        LLAMA__TRY(llama__node(g, KERN_GRAPH_OP_DECODE_ATTENTION, LLAMA__NM("attn"), q, kc, vc,
-                               newlens, 0, &att, &a));
+        {
+            kern_graph_node_desc d;
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_KV_APPEND;
+            d.name = LLAMA__NM("kv");
+            d.inputs[0] = k;
+            d.inputs[1] = v;
+            d.inputs[2] = kc;
+            d.inputs[3] = vc;
+            d.inputs[4] = lens;
+            d.inputs[5] = ksc;
+            d.inputs[6] = vsc;
+            LLAMA__TRY(kern_graph_add(g, &d, &newlens));
+            memset(&d, 0, sizeof d);
+            d.op = KERN_GRAPH_OP_DECODE_ATTENTION;
+            d.name = LLAMA__NM("attn");
+            d.inputs[0] = q;
+            d.inputs[1] = kc;
+            d.inputs[2] = vc;
+            d.inputs[3] = newlens;
+            d.inputs[4] = ksc;
+            d.inputs[5] = vsc;
+            d.attrs = att;
+            LLAMA__TRY(kern_graph_add(g, &d, &a));
+        }
         shp[2] = c->heads * c->head_dim;
         LLAMA__TRY(llama__reshape(g, LLAMA__NM("attn3"), a, 3, shp, &a));
         LLAMA__TRY(llama__lin(g, q8, LLAMA__NM("o"), a, w[4], h, &h));

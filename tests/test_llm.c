@@ -1757,7 +1757,7 @@ static void tl_bind(kern_graph *g, kern_dtype dt, const char *name, float *data,
 /* The tiny model's weights (seeded: the same for every form), its
  * reference caches, and the graph of llama_graph.h in the given form with
  * every weight bound; NULL (and a failed check) on error. */
-static kern_graph *tl_build(tl_model *m, kern_ctx *ctx, kern_dtype dt, int int8, int last) {
+static kern_graph *tl_build(tl_model *m, kern_ctx *ctx, kern_dtype dt, int int8, int last, int kv8) {
     enum { B = 2 };
     llama_cfg *c = &m->c;
     kt_rng rng = kt_rng_make(77);
@@ -1769,6 +1769,7 @@ static kern_graph *tl_build(tl_model *m, kern_ctx *ctx, kern_dtype dt, int int8,
     c->ffn = 48; c->layers = 2; c->max_len = 16; c->rope_theta = 10000.0; c->rms_eps = 1e-6f;
     c->dtype = dt;
     c->int8 = int8;
+    c->kv_int8 = kv8;
     c->last_logits = last;
     V = c->vocab;
     m->emb = tl_rand(&rng, V * c->hidden, 1.0, 0);
@@ -1819,7 +1820,7 @@ static void tl_free(tl_model *m) {
     }
 }
 
-static void tl_run(kern_dtype dt, int int8, int last, double tol) {
+static void tl_run(kern_dtype dt, int int8, int last, int kv8, double tol) {
     enum { B = 2, P = 5, STEPS = 6 };
     tl_model m;
     llama_cfg *c = &m.c;
@@ -1829,19 +1830,24 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     kern_graph_plan_params pp;
     kern_graph_plan_stats ps;
     void *kcache[2], *vcache[2];
+    float *kscale[2], *vscale[2];
     float ref_logits[B][64];
     int64_t ids[B * P], lens[B] = {0, 0}, l, b, i, step, V;
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
     size_t es = kern_dtype_size(dt);
     double worst = 0;
     int agree = 0, pairs = 0;
-    kt_context("%s%s%s", kern_dtype_name(dt), int8 ? " int8" : "", last ? " last_logits" : "");
-    g = tl_build(&m, ctx, dt, int8, last);
+    kt_context("%s%s%s%s", kern_dtype_name(dt), int8 ? " int8" : "", last ? " last_logits" : "",
+               kv8 ? " kv int8" : "");
+    g = tl_build(&m, ctx, dt, int8, last, kv8);
     KT_REQUIRE(g != NULL);
     V = c->vocab;
+    if (kv8) es = 1;
     for (l = 0; l < 2; l++) {
         kcache[l] = calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), es);
         vcache[l] = calloc((size_t)(B * c->max_len * c->kv_heads * c->head_dim), es);
+        kscale[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads), sizeof(float));
+        vscale[l] = (float *)calloc((size_t)(B * c->max_len * c->kv_heads), sizeof(float));
     }
     kt_graph_roundtrip(g);
     memset(&pp, 0, sizeof pp);
@@ -1864,16 +1870,22 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     for (i = 0; i < B * P; i++) ids[i] = (int64_t)(kt_next(&rng) % (uint64_t)V);
     for (step = 0; step <= STEPS; step++) {
         int64_t L = step == 0 ? P : 1, pos0 = lens[0], LO = last ? 1 : L;
-        kern_tensor in[6], out[3];
+        kern_tensor in[10], out[3];
+        int nin = kv8 ? 10 : 6, per = kv8 ? 4 : 2;
         int64_t next[B];
         in[0] = kern_tensor_2d(ids, KERN_I64, B, L);
         in[1] = kern_tensor_1d(lens, KERN_I64, B);
         for (l = 0; l < 2; l++) {
-            in[2 + 2 * l] = kern_tensor_4d(kcache[l], dt, B, c->max_len, c->kv_heads, c->head_dim);
-            in[3 + 2 * l] = kern_tensor_4d(vcache[l], dt, B, c->max_len, c->kv_heads, c->head_dim);
+            kern_dtype cdt = kv8 ? KERN_I8 : dt;
+            in[2 + per * l] = kern_tensor_4d(kcache[l], cdt, B, c->max_len, c->kv_heads, c->head_dim);
+            in[3 + per * l] = kern_tensor_4d(vcache[l], cdt, B, c->max_len, c->kv_heads, c->head_dim);
+            if (kv8) {
+                in[4 + per * l] = kern_tensor_3d(kscale[l], KERN_F32, B, c->max_len, c->kv_heads);
+                in[5 + per * l] = kern_tensor_3d(vscale[l], KERN_F32, B, c->max_len, c->kv_heads);
+            }
         }
         memset(out, 0, sizeof out);
-        KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, 6, out, last ? 3 : 2));
+        KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, nin, out, last ? 3 : 2));
         KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == LO &&
                    out[0].dtype == dt && out[0].stride[1] == V && out[0].stride[0] == LO * V);
         KT_REQUIRE(!last || (out[2].dtype == KERN_I64 && out[2].shape[0] == B && out[2].shape[1] == 1));
@@ -1901,12 +1913,12 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
                                  "step %lld seq %lld: next %lld, argmax of the logits %lld",
                                  (long long)step, (long long)b,
                                  (long long)((const int64_t *)out[2].data)[b], (long long)best);
-                    if (dt == KERN_F32 && !int8)
+                    if (dt == KERN_F32 && !int8 && !kv8)
                         KT_CHECK(best == rbest, "step %lld seq %lld: greedy token %lld, reference %lld",
                                  (long long)step, (long long)b, (long long)best, (long long)rbest);
                     agree += best == rbest;
                     pairs++;
-                    next[b] = dt == KERN_F32 && !int8 ? best : rbest; /* teacher forcing */
+                    next[b] = dt == KERN_F32 && !int8 && !kv8 ? best : rbest; /* teacher forcing */
                 }
             }
         }
@@ -1917,8 +1929,8 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     }
     KT_CHECK(agree >= pairs - 3, "greedy tokens agree at %d of %d steps", agree, pairs);
     if (getenv("KT_VERBOSE"))
-        printf("  tiny llama %s%s: logits rel error %.3g, top-1 agreement %d/%d\n",
-               kern_dtype_name(dt), int8 ? " int8" : "", worst, agree, pairs);
+        printf("  tiny llama %s%s%s: logits rel error %.3g, top-1 agreement %d/%d\n",
+               kern_dtype_name(dt), int8 ? " int8" : "", kv8 ? " kv int8" : "", worst, agree, pairs);
     kern_graph_plan_free(plan);
     kern_graph_plan_free(plan_dec);
     kern_graph_destroy(g);
@@ -1926,6 +1938,8 @@ static void tl_run(kern_dtype dt, int int8, int last, double tol) {
     for (l = 0; l < 2; l++) {
         free(kcache[l]);
         free(vcache[l]);
+        free(kscale[l]);
+        free(vscale[l]);
     }
     kt_context("");
 }
@@ -1939,7 +1953,7 @@ KT_TEST(tiny_llama_graph_bad_input) {
     tl_model m;
     llama_cfg *c = &m.c;
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
-    kern_graph *g = tl_build(&m, ctx, KERN_F32, 0, 1);
+    kern_graph *g = tl_build(&m, ctx, KERN_F32, 0, 1, 0);
     kern_graph_plan *plan = NULL;
     kern_graph_plan_params pp;
     int64_t ids[B * 17], lens[B] = {3, 9}, lens0[B], cn, i, l;
@@ -2004,13 +2018,15 @@ KT_TEST(tiny_llama_graph_bad_input) {
 }
 
 KT_TEST(tiny_llama_graph) {
-    tl_run(KERN_F32, 0, 0, 1e-4);
-    tl_run(KERN_F32, 0, 1, 1e-4);
+    tl_run(KERN_F32, 0, 0, 0, 1e-4);
+    tl_run(KERN_F32, 0, 1, 0, 1e-4);
 }
 
 KT_TEST(tiny_llama_graph_bf16_int8) {
-    tl_run(KERN_BF16, 0, 1, 0.05);
-    tl_run(KERN_F32, 1, 1, 0.05);
+    tl_run(KERN_BF16, 0, 1, 0, 0.05);
+    tl_run(KERN_F32, 1, 1, 0, 0.05);
+    tl_run(KERN_F32, 0, 1, 1, 0.05); /* int8 KV cache */
+    tl_run(KERN_BF16, 0, 0, 1, 0.05);
 }
 
 KT_MAIN()
