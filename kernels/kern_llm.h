@@ -913,6 +913,39 @@ KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const ke
 
 /* ------------------------------------------------------------- kv_append */
 
+/* An i8 KV cache's scale tensor: f32 [B, Lmax, Hkv] (cache c's B, Lmax,
+ * Hkv), given exactly when c is i8 (c NULL: sc must be NULL too), not
+ * overlapping `other` (sc itself skipped); `written` (kv_append): no
+ * overlapping elements either. Messages name op, cn and sn. */
+static kern_status kern__llm_kv_scale_check(const char *op, const kern_tensor *c, const kern_tensor *sc,
+                                            const char *cn, const char *sn, int written,
+                                            const kern_tensor *const *other, int n_other) {
+    kern_status st;
+    int i;
+    if (!c) {
+        if (sc) return kern__err(KERN_ERR_ARG, "%s: %s without a %s", op, sn, cn);
+        return KERN_OK;
+    }
+    if ((c->dtype == KERN_I8) != (sc != NULL))
+        return kern__err(KERN_ERR_ARG, sc ? "%s: %s is only for an i8 %s" : "%s: %s is needed by an i8 %s "
+                         "([B, Lmax, Hkv] f32)", op, sn, cn);
+    if (!sc) return KERN_OK;
+    if ((st = kern_tensor_check(sc, op, sn)) != KERN_OK) return st;
+    if (sc->dtype != KERN_F32)
+        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", op, sn, kern_dtype_name(sc->dtype));
+    if (sc->ndim != 3 || sc->shape[0] != c->shape[0] || sc->shape[1] != c->shape[1] ||
+        sc->shape[2] != c->shape[2])
+        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld, %lld, %lld] (%s's B, Lmax, Hkv)", op, sn,
+                         (long long)c->shape[0], (long long)c->shape[1], (long long)c->shape[2], cn);
+    if (written && kern__tensor_self_overlap(sc))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op, sn);
+    for (i = 0; i < n_other; i++)
+        if (other[i] && other[i] != sc && kern_tensors_overlap(sc, other[i]))
+            return kern__err(KERN_ERR_ARG, "%s: %s overlaps %s", op, sn,
+                             written ? "another operand" : "out");
+    return KERN_OK;
+}
+
 typedef struct kern__kv_job {
     const kern__rope_fns *fns;
     const kern_tensor *nw[2], *cache[2], *scale[2];
@@ -981,36 +1014,6 @@ static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, co
     return KERN_OK;
 }
 
-/* An i8 cache's scale tensor: f32 [B, Lmax, Hkv], given exactly for an
- * i8 cache, overlapping nothing else of the call. */
-static kern_status kern__kv_check_scale(const char *op, const kern_tensor *c, const kern_tensor *sc,
-                                        const char *cn, const char *sn, const kern_tensor *const *other,
-                                        int n_other) {
-    kern_status st;
-    int i;
-    if (!c) {
-        if (sc) return kern__err(KERN_ERR_ARG, "%s: %s without a %s", op, sn, cn);
-        return KERN_OK;
-    }
-    if ((c->dtype == KERN_I8) != (sc != NULL))
-        return kern__err(KERN_ERR_ARG, sc ? "%s: %s is only for an i8 %s" : "%s: %s is needed by an i8 %s "
-                         "([B, Lmax, Hkv] f32)", op, sn, cn);
-    if (!sc) return KERN_OK;
-    if ((st = kern_tensor_check(sc, op, sn)) != KERN_OK) return st;
-    if (sc->dtype != KERN_F32)
-        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", op, sn, kern_dtype_name(sc->dtype));
-    if (sc->ndim != 3 || sc->shape[0] != c->shape[0] || sc->shape[1] != c->shape[1] ||
-        sc->shape[2] != c->shape[2])
-        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld, %lld, %lld] (%s's B, Lmax, Hkv)", op, sn,
-                         (long long)c->shape[0], (long long)c->shape[1], (long long)c->shape[2], cn);
-    if (kern__tensor_self_overlap(sc))
-        return kern__err(KERN_ERR_LAYOUT, "%s: %s has overlapping elements", op, sn);
-    for (i = 0; i < n_other; i++)
-        if (other[i] && other[i] != sc && kern_tensors_overlap(sc, other[i]))
-            return kern__err(KERN_ERR_ARG, "%s: %s overlaps another operand", op, sn);
-    return KERN_OK;
-}
-
 KERN_API kern_status kern_kv_append(kern_ctx *ctx, const kern_tensor *k_new,
                                     const kern_tensor *v_new, const kern_tensor *k_cache,
                                     const kern_tensor *v_cache, const kern_tensor *k_lens) {
@@ -1055,8 +1058,8 @@ KERN_API kern_status kern_kv_append_ex(kern_ctx *ctx, const kern_tensor *k_new,
         const kern_tensor *oth[7];
         oth[0] = k_new; oth[1] = v_new; oth[2] = k_cache; oth[3] = v_cache; oth[4] = k_lens;
         oth[5] = p.k_scale; oth[6] = p.v_scale;
-        if ((st = kern__kv_check_scale(op, k_cache, p.k_scale, "k_cache", "params.k_scale", oth, 7)) ||
-            (st = kern__kv_check_scale(op, v_cache, p.v_scale, "v_cache", "params.v_scale", oth, 7)))
+        if ((st = kern__llm_kv_scale_check(op, k_cache, p.k_scale, "k_cache", "params.k_scale", 1, oth, 7)) ||
+            (st = kern__llm_kv_scale_check(op, v_cache, p.v_scale, "v_cache", "params.v_scale", 1, oth, 7)))
             return st;
     }
     for (b = 0; b < B; b++) {
@@ -2488,25 +2491,6 @@ static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     for (d = 0; d < J->Dv; d++) kern__s_store_f32(op + d * (int64_t)oe, J->out->dtype, acc[d], 1, 0);
 }
 
-/* An i8 cache's scales: f32 [B, Lmax, Hkv], given exactly for an i8 cache. */
-static kern_status kern__da_check_scale(const char *op, const kern_tensor *c, const kern_tensor *sc,
-                                        const char *cn, const char *sn, const kern_tensor *out) {
-    kern_status st;
-    if ((c->dtype == KERN_I8) != (sc != NULL))
-        return kern__err(KERN_ERR_ARG, sc ? "%s: %s is only for an i8 %s" : "%s: %s is needed by an i8 %s "
-                         "([B, Lmax, Hkv] f32)", op, sn, cn);
-    if (!sc) return KERN_OK;
-    if ((st = kern_tensor_check(sc, op, sn)) != KERN_OK) return st;
-    if (sc->dtype != KERN_F32)
-        return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s, want f32", op, sn, kern_dtype_name(sc->dtype));
-    if (sc->ndim != 3 || sc->shape[0] != c->shape[0] || sc->shape[1] != c->shape[1] ||
-        sc->shape[2] != c->shape[2])
-        return kern__err(KERN_ERR_SHAPE, "%s: %s must be [%lld, %lld, %lld] (%s's B, Lmax, Hkv)", op, sn,
-                         (long long)c->shape[0], (long long)c->shape[1], (long long)c->shape[2], cn);
-    if (kern_tensors_overlap(sc, out)) return kern__err(KERN_ERR_ARG, "%s: out overlaps %s", op, sn);
-    return KERN_OK;
-}
-
 static int kern__da_cache_dt(kern_dtype dt) { return kern__llm_float_dt(dt) || dt == KERN_I8; }
 
 static kern_status kern__da_check(const char *op, const kern_tensor *q, const kern_tensor *k,
@@ -2556,8 +2540,10 @@ static kern_status kern__da_check(const char *op, const kern_tensor *q, const ke
                              d == 0 ? "q" : d == 1 ? "k_cache" : d == 2 ? "v_cache" : "out");
     }
     if ((st = kern__llm_check_lens(lens, B, op, "k_lens"))) return st;
-    if ((st = kern__da_check_scale(op, k, p ? p->k_scale : NULL, "k_cache", "params.k_scale", out)) ||
-        (st = kern__da_check_scale(op, v, p ? p->v_scale : NULL, "v_cache", "params.v_scale", out)))
+    if ((st = kern__llm_kv_scale_check(op, k, p ? p->k_scale : NULL, "k_cache", "params.k_scale", 0,
+                                       &out, 1)) ||
+        (st = kern__llm_kv_scale_check(op, v, p ? p->v_scale : NULL, "v_cache", "params.v_scale", 0,
+                                       &out, 1)))
         return st;
     if (kern__tensor_self_overlap(out))
         return kern__err(KERN_ERR_LAYOUT, "%s: out has overlapping elements", op);
