@@ -209,23 +209,25 @@ static void run_decode_sdpa(kbench_state *st, void *user) { run_decode(st, user,
 typedef struct lcase {
     kern_dtype w; /* f32, bf16, or i8 (qlinear over f32 weights) */
     int prefill;
+    int kv8;      /* int8 KV caches (llama_cfg.kv_int8) */
 } lcase;
 
 /* One model at a time (the f32 one is 2 GB): built on first use, kept while
  * the next case has the same weights, freed when it does not. */
 static struct {
     kern_dtype w;
+    int kv8;
     int plan_threads;
     llama_cfg c;
     kern_graph *g;
     kern_graph_plan *plan; /* bound at one token or at LL_PREFILL */
     int plan_prefill;
     void *weights, *cache;
-    float *table;
+    float *table, *scales; /* kv8: [2 * layers][max_len * kv_heads] */
     size_t cache_bytes;
 } LL;
 
-static void ll_cfg(llama_cfg *c, kern_dtype w) {
+static void ll_cfg(llama_cfg *c, kern_dtype w, int kv8) {
     memset(c, 0, sizeof *c);
     c->vocab = 32000;
     c->hidden = 2048;
@@ -239,6 +241,7 @@ static void ll_cfg(llama_cfg *c, kern_dtype w) {
     c->rms_eps = 1e-6f;
     c->dtype = w == KERN_BF16 ? KERN_BF16 : KERN_F32;
     c->int8 = w == KERN_I8;
+    c->kv_int8 = kv8;
     c->last_logits = 1;
 }
 
@@ -248,17 +251,18 @@ static void ll_free(void) {
     free(LL.weights);
     free(LL.cache);
     free(LL.table);
+    free(LL.scales);
     memset(&LL, 0, sizeof LL);
 }
 
 /* Builds the graph (the default allocator: not tied to a thread count)
  * and binds every weight to slices of one filled buffer. */
-static const char *ll_build(kern_dtype w) {
+static const char *ll_build(kern_dtype w, int kv8) {
     kern_dtype dt;
     size_t total = 0, off = 0, es;
     int pass, i;
     ll_free();
-    ll_cfg(&LL.c, w);
+    ll_cfg(&LL.c, w, kv8);
     dt = LL.c.dtype;
     es = kern_dtype_size(dt);
     if (kern_graph_create(NULL, &LL.g) != KERN_OK || llama_graph_build(LL.g, &LL.c) != KERN_OK ||
@@ -288,11 +292,20 @@ static const char *ll_build(kern_dtype w) {
             kbench_fill(LL.weights, dt, (int64_t)(total / es), 31);
         }
     }
+    if (kv8) { /* i8 codes, and a scale per row and kv head */
+        int64_t ns = 2 * LL.c.layers * LL.c.max_len * LL.c.kv_heads, j;
+        dt = KERN_I8;
+        es = 1;
+        LL.scales = (float *)kbench_aligned((size_t)ns * sizeof(float));
+        if (!LL.scales) return "out of memory";
+        for (j = 0; j < ns; j++) LL.scales[j] = 0.01f + 0.001f * (float)(j % 7);
+    }
     LL.cache_bytes = (size_t)(LL.c.max_len * LL.c.kv_heads * LL.c.head_dim) * es;
     LL.cache = kbench_aligned(LL.cache_bytes * 2 * (size_t)LL.c.layers);
     if (!LL.cache) return "out of memory";
     kbench_fill(LL.cache, dt, (int64_t)(LL.cache_bytes * 2 * (size_t)LL.c.layers / es), 32);
     LL.w = w;
+    LL.kv8 = kv8;
     return NULL;
 }
 
@@ -323,12 +336,12 @@ static void run_llama(kbench_state *st, void *user) {
     kern_ctx *ctx = kbench_ctx(threads);
     int64_t L = lc->prefill ? LL_PREFILL : 1, lens = 0, i;
     int64_t *ids = (int64_t *)kbench_alloc(LL_PREFILL * sizeof(int64_t));
-    kern_tensor in[2 + 2 * 8], res[3];
+    kern_tensor in[2 + 4 * 8], res[3];
     kern_status s = KERN_OK;
     const char *why;
     int l;
-    if (LL.w != lc->w || !LL.g) {
-        if ((why = ll_build(lc->w)) != NULL) {
+    if (LL.w != lc->w || LL.kv8 != lc->kv8 || !LL.g) {
+        if ((why = ll_build(lc->w, lc->kv8)) != NULL) {
             ll_free();
             kbench_skip(st, why);
             return;
@@ -351,13 +364,19 @@ static void run_llama(kbench_state *st, void *user) {
     for (i = 0; i < L; i++) ids[i] = (i * 7919) % LL.c.vocab;
     in[0] = kern_tensor_2d(ids, KERN_I64, 1, L);
     in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
-    for (l = 0; l < 2 * LL.c.layers; l++)
-        in[2 + l] = kern_tensor_4d((char *)LL.cache + (size_t)l * LL.cache_bytes, LL.c.dtype, 1,
-                                   LL.c.max_len, LL.c.kv_heads, LL.c.head_dim);
+    for (l = 0; l < 2 * LL.c.layers; l++) { /* per layer: k, v (+ their scales) */
+        int slot = 2 + (lc->kv8 ? 4 * (l / 2) + l % 2 : l);
+        in[slot] = kern_tensor_4d((char *)LL.cache + (size_t)l * LL.cache_bytes,
+                                  lc->kv8 ? KERN_I8 : LL.c.dtype, 1, LL.c.max_len, LL.c.kv_heads,
+                                  LL.c.head_dim);
+        if (lc->kv8)
+            in[slot + 2] = kern_tensor_3d(LL.scales + (size_t)l * (size_t)(LL.c.max_len * LL.c.kv_heads),
+                                          KERN_F32, 1, LL.c.max_len, LL.c.kv_heads);
+    }
     while (kbench_next(st)) {
         lens = lc->prefill ? 0 : LL_CACHE;
         memset(res, 0, sizeof res);
-        s |= kern_graph_run(LL.plan, in, 2 + 2 * (int)LL.c.layers, res, 3);
+        s |= kern_graph_run(LL.plan, in, 2 + (lc->kv8 ? 4 : 2) * (int)LL.c.layers, res, 3);
     }
     if (s != KERN_OK) {
         kbench_skip(st, kern_last_error());
@@ -366,8 +385,9 @@ static void run_llama(kbench_state *st, void *user) {
     if (lc->prefill) {
         kbench_set_flops(st, ll_prefill_flops(&LL.c));
     } else {
-        double kv = 2.0 * (double)(LL.c.layers * LL_CACHE * LL.c.kv_heads * LL.c.head_dim) *
-                    (double)kern_dtype_size(LL.c.dtype);
+        double kv = 2.0 * (double)(LL.c.layers * LL_CACHE * LL.c.kv_heads) *
+                    (lc->kv8 ? (double)LL.c.head_dim + 4.0
+                             : (double)LL.c.head_dim * (double)kern_dtype_size(LL.c.dtype));
         kbench_set_bytes(st, ll_weight_bytes(&LL.c, lc->w) + kv);
         kbench_set_flops(st, 2.0 * ll_params(&LL.c));
     }
@@ -422,7 +442,7 @@ KBENCH_INIT(llm) {
     }
     {
         static const kern_dtype lws[3] = {KERN_F32, KERN_BF16, KERN_I8};
-        static lcase lcs[6];
+        static lcase lcs[8];
         static const kbench_peak pk[3] = {KBENCH_PEAK_F32, KBENCH_PEAK_BF16, KBENCH_PEAK_INT8};
         int li, ph;
         for (ph = 0; ph < 2; ph++)
@@ -436,6 +456,14 @@ KBENCH_INIT(llm) {
                 for (t = 1; t <= 2; t++)
                     kbench_add("llm", name, "kern", t, ph ? pk[li] : KBENCH_PEAK_DRAM, run_llama, c);
             }
+        for (li = 0; li < 2; li++) { /* decode over int8 KV caches (kern only) */
+            lcase *c = &lcs[6 + li];
+            char name[96];
+            c->w = lws[li];
+            c->kv8 = 1;
+            snprintf(name, sizeof name, "llama/%s/decode-kv8/C%d", kern_dtype_name(c->w), LL_CACHE);
+            for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_llama, c);
+        }
     }
     kbench_headline("llm", "decode/bf16/B1/H32/Hkv8/D128/L4096");
     kbench_headline("llm", "gemv/f32/M1/N4096/K4096");
