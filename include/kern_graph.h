@@ -5224,7 +5224,7 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->epilogue.act = n->a.act;
     gp->epilogue.residual = la->resp;
     gp->epilogue.out_scale = n->a.out_scale;
-    gp->epilogue.glu = n->op == KERN_GRAPH_OP_LINEAR && n->a.glu;
+    gp->epilogue.glu = n->a.glu; /* only linear takes the attribute */
     gp->packed_b = st->pb;
 }
 
@@ -8073,27 +8073,24 @@ static kern_status kern__gpx_glu(kern__gpx *x) {
     int64_t i;
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *s = &w->nodes[i], *sp, *ln;
-        kern__gweight *mw, *mb = NULL;
+        kern__gweight *mw[2] = {NULL, NULL}; /* the merged weight and bias */
         kern_graph_val a, b, lo;
-        int ia, ib;
+        int k, ok = 1;
         if (s->dead || s->op != KERN_GRAPH_OP_SILU_MUL || !s->in[0] || !s->in[1]) continue;
         a = s->in[0];
         b = s->in[1];
         sp = kern__gpx_prod(x, a, KERN_GRAPH_OP_SPLIT);
         if (!sp || kern__gpx_prod(x, b, KERN_GRAPH_OP_SPLIT) != sp || sp->n_out != 2 || a == b) continue;
-        ia = w->vals[a].oidx;
-        ib = w->vals[b].oidx;
         lo = sp->in[0];
         ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_LINEAR);
         if (!ln || ln->a.glu || ln->a.act || ln->a.alpha_set || ln->a.out_scale != 0 || ln->in[3]) continue;
-        if (w->vals[ln->in[1]].kind != KERN_GRAPH_VAL_WEIGHT) continue;
-        mw = &w->w[w->vals[ln->in[1]].aux];
-        if (mw->owned != 2 || mw->n_src != 2 || mw->glu || mw->data) continue;
-        if (ln->in[2]) {
-            if (w->vals[ln->in[2]].kind != KERN_GRAPH_VAL_WEIGHT) continue;
-            mb = &w->w[w->vals[ln->in[2]].aux];
-            if (mb->owned != 2 || mb->n_src != 2 || mb->glu || mb->data) continue;
+        for (k = 0; k < 2 && ok; k++) { /* both made by the QKV pass from two sources */
+            kern_graph_val v = ln->in[1 + k];
+            if (!v) continue;
+            mw[k] = w->vals[v].kind == KERN_GRAPH_VAL_WEIGHT ? &w->w[w->vals[v].aux] : NULL;
+            ok = mw[k] && mw[k]->owned == 2 && mw[k]->n_src == 2 && !mw[k]->glu && !mw[k]->data;
         }
+        if (!ok) continue;
         /* the split is the linear's only reader and the silu_mul the only
          * reader of each half; equal halves along the last dim */
         {
@@ -8106,19 +8103,15 @@ static kern_status kern__gpx_glu(kern__gpx *x) {
                 ov->dtype != lv->dtype || w->vals[a].dims[lv->ndim - 1] * 2 != lv->dims[lv->ndim - 1])
                 continue;
         }
-        if (ia == 1) { /* the weights in (gate, up) order */
-            int32_t t = mw->src[0];
-            mw->src[0] = mw->src[1];
-            mw->src[1] = t;
-            if (mb) {
-                t = mb->src[0];
-                mb->src[0] = mb->src[1];
-                mb->src[1] = t;
+        for (k = 0; k < 2; k++) {
+            if (!mw[k]) continue;
+            if (w->vals[a].oidx == 1) { /* the sources in (gate, up) order */
+                int32_t t = mw[k]->src[0];
+                mw[k]->src[0] = mw[k]->src[1];
+                mw[k]->src[1] = t;
             }
+            mw[k]->glu = 1;
         }
-        (void)ib;
-        mw->glu = 1;
-        if (mb) mb->glu = 1;
         ln->a.glu = 1;
         ln->a.act = KERN_ACT_SILU;
         ln->out[0] = s->out[0];

@@ -913,6 +913,9 @@ KERN_API kern_status kern_silu_mul(kern_ctx *ctx, const kern_tensor *a, const ke
 
 /* ------------------------------------------------------------- kv_append */
 
+/* A KV cache's dtype: a float one, or i8 with a scale tensor. */
+static int kern__llm_cache_dt(kern_dtype dt) { return kern__llm_float_dt(dt) || dt == KERN_I8; }
+
 /* An i8 KV cache's scale tensor: f32 [B, Lmax, Hkv] (cache c's B, Lmax,
  * Hkv), given exactly when c is i8 (c NULL: sc must be NULL too), not
  * overlapping `other` (sc itself skipped); `written` (kv_append): no
@@ -992,7 +995,7 @@ static kern_status kern__kv_check(const kern_tensor *n, const kern_tensor *c, co
     int d;
     if ((st = kern_tensor_check(n, op, nn)) != KERN_OK) return st;
     if ((st = kern_tensor_check(c, op, cn)) != KERN_OK) return st;
-    if (!kern__llm_float_dt(n->dtype) || !(kern__llm_float_dt(c->dtype) || c->dtype == KERN_I8))
+    if (!kern__llm_float_dt(n->dtype) || !kern__llm_cache_dt(c->dtype))
         return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16%s", op,
                          kern__llm_float_dt(n->dtype) ? cn : nn,
                          kern_dtype_name(kern__llm_float_dt(n->dtype) ? c->dtype : n->dtype),
@@ -1471,6 +1474,11 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
     out[6] = kern__gemv_hsum__avx2(b2);
     out[7] = kern__gemv_hsum__avx2(b3);
 }
+/* The (weight, x) dtype pairs the GEMV dispatchers specialize their
+ * bodies for (CASE(WDT, XDT) each); other pairs run the generic body. */
+#define KERN__GEMV_DT_PAIRS(CASE)                                                           \
+    CASE(KERN_F32, KERN_F32) CASE(KERN_BF16, KERN_F32) CASE(KERN_I8, KERN_F32)             \
+    CASE(KERN_BF16, KERN_BF16)
 KERN_TARGET_AVX2 static void kern__gemv_dot__avx2(const char *const *w, kern_dtype wdt,
                                                   const char *x0, const char *x1, kern_dtype xdt,
                                                   int m, int64_t K, float *out) {
@@ -1480,10 +1488,7 @@ KERN_TARGET_AVX2 static void kern__gemv_dot__avx2(const char *const *w, kern_dty
         else kern__gemv_dot_body__avx2(w, WDT, x0, x1, XDT, 2, K, out);                   \
         return;                                                                           \
     }
-    KERN__GEMV_CASE(KERN_F32, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
-    KERN__GEMV_CASE(KERN_I8, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+    KERN__GEMV_DT_PAIRS(KERN__GEMV_CASE)
 #undef KERN__GEMV_CASE
     if (m == 1) kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 1, K, out);
     else kern__gemv_dot_body__avx2(w, wdt, x0, x1, xdt, 2, K, out);
@@ -1645,11 +1650,12 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot4x4_body__avx512(const char 
 KERN_TARGET_AVX512 static void kern__gemv_dot4x4__avx512(const char *const *w, kern_dtype wdt,
                                                          const char *x0, int64_t xs, kern_dtype xdt,
                                                          int64_t K, float *out) {
-#define KERN__GEMV_CASE(WDT, XDT)                                                               if (wdt == WDT && xdt == XDT) {                                                               kern__gemv_dot4x4_body__avx512(w, WDT, x0, xs, XDT, K, out);                              return;                                                                               }
-    KERN__GEMV_CASE(KERN_F32, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
-    KERN__GEMV_CASE(KERN_I8, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+#define KERN__GEMV_CASE(WDT, XDT)                                                           \
+    if (wdt == WDT && xdt == XDT) {                                                       \
+        kern__gemv_dot4x4_body__avx512(w, WDT, x0, xs, XDT, K, out);                      \
+        return;                                                                           \
+    }
+    KERN__GEMV_DT_PAIRS(KERN__GEMV_CASE)
 #undef KERN__GEMV_CASE
     kern__gemv_dot4x4_body__avx512(w, wdt, x0, xs, xdt, K, out);
 }
@@ -1671,10 +1677,7 @@ KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern
         kern__gemv_dot_body__avx512(w, WDT, x0, x1, XDT, 2, K, out);                      \
         return;                                                                           \
     }
-    KERN__GEMV_CASE(KERN_F32, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_F32)
-    KERN__GEMV_CASE(KERN_I8, KERN_F32)
-    KERN__GEMV_CASE(KERN_BF16, KERN_BF16)
+    KERN__GEMV_DT_PAIRS(KERN__GEMV_CASE)
 #undef KERN__GEMV_CASE
     kern__gemv_dot_body__avx512(w, wdt, x0, x1, xdt, 2, K, out);
 }
@@ -2323,12 +2326,17 @@ static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
     return (size_t)(rows * (D + KERN__DA_CHUNK) + Dv) * sizeof(float);
 }
 
-/* sc[j] = scale[b, j0 + j, hk] for j < n (an i8 cache's row scales) */
-static void kern__da_gather_scales(const kern_tensor *t, int64_t b, int64_t j0, int64_t hk, int64_t n,
-                                   float *sc) {
-    const char *p = (const char *)t->data + (b * t->stride[0] + j0 * t->stride[1] + hk * t->stride[2]) * 4;
-    int64_t j;
-    for (j = 0; j < n; j++) memcpy(sc + j, p + j * t->stride[1] * 4, 4);
+/* An i8 cache's row scales t [B, Lmax, Hkv] into the chunk's n columns of
+ * S: for each kv head, its scales at rows j0.. gathered once into sc, then
+ * every q row of that head multiplied by them. */
+KERN__AINLINE void kern__da_scale_rows(const kern__da_job *J, const kern_tensor *t, int64_t b, int64_t j0,
+                                int64_t n, float *S, float *sc) {
+    int64_t hk, j, r, Rh = J->G * J->Lq;
+    for (hk = 0; hk < J->Hkv; hk++) {
+        const char *p = (const char *)t->data + (b * t->stride[0] + j0 * t->stride[1] + hk * t->stride[2]) * 4;
+        for (j = 0; j < n; j++) memcpy(sc + j, p + j * t->stride[1] * 4, 4);
+        for (r = hk * Rh; r < (hk + 1) * Rh; r++) J->f->vmul(S + r * KERN__DA_CHUNK, sc, n);
+    }
 }
 
 /* One (sequence, chunk) task: every head, so the cache rows [j0, j0 + n)
@@ -2414,11 +2422,7 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
     }
     /* an i8 K: score = (q . codes) * the row's scale (the chunk's scales
      * of each kv head gathered once, then a vector multiply per q row) */
-    if (J->ksc)
-        for (hk = 0; hk < J->Hkv; hk++) {
-            kern__da_gather_scales(J->ksc, b, j0, hk, nmax, sc);
-            for (r = hk * J->G * Lq; r < (hk + 1) * J->G * Lq; r++) J->f->vmul(S + r * KERN__DA_CHUNK, sc, nmax);
-        }
+    if (J->ksc) kern__da_scale_rows(J, J->ksc, b, j0, nmax, S, sc);
     /* per row: max, probabilities (in S), sum */
     for (r = 0; r < R; r++) {
         int64_t n = len - (Lq - 1 - r % Lq) - j0;
@@ -2434,11 +2438,7 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
         }
     }
     /* an i8 V: each row's scale goes into its weight (the sums are taken) */
-    if (J->vsc)
-        for (hk = 0; hk < J->Hkv; hk++) {
-            kern__da_gather_scales(J->vsc, b, j0, hk, nmax, sc);
-            for (r = hk * J->G * Lq; r < (hk + 1) * J->G * Lq; r++) J->f->vmul(S + r * KERN__DA_CHUNK, sc, nmax);
-        }
+    if (J->vsc) kern__da_scale_rows(J, J->vsc, b, j0, nmax, S, sc);
     if (J->f->pv) {
         int64_t Rh = J->G * Lq;
         for (hk = 0; hk < J->Hkv; hk++)
@@ -2491,8 +2491,6 @@ static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     for (d = 0; d < J->Dv; d++) kern__s_store_f32(op + d * (int64_t)oe, J->out->dtype, acc[d], 1, 0);
 }
 
-static int kern__da_cache_dt(kern_dtype dt) { return kern__llm_float_dt(dt) || dt == KERN_I8; }
-
 static kern_status kern__da_check(const char *op, const kern_tensor *q, const kern_tensor *k,
                                   const kern_tensor *v, const kern_tensor *lens,
                                   const kern_tensor *out, int check_values,
@@ -2506,10 +2504,10 @@ static kern_status kern__da_check(const char *op, const kern_tensor *q, const ke
     if ((st = kern_tensor_check(q, op, "q")) || (st = kern_tensor_check(k, op, "k_cache")) ||
         (st = kern_tensor_check(v, op, "v_cache")) || (st = kern_tensor_check(out, op, "out")))
         return st;
-    if (!kern__llm_float_dt(q->dtype) || !kern__da_cache_dt(k->dtype) ||
-        !kern__da_cache_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
-        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__da_cache_dt(k->dtype) ? k
-                               : !kern__da_cache_dt(v->dtype) ? v : out;
+    if (!kern__llm_float_dt(q->dtype) || !kern__llm_cache_dt(k->dtype) ||
+        !kern__llm_cache_dt(v->dtype) || !kern__llm_float_dt(out->dtype)) {
+        const kern_tensor *t = !kern__llm_float_dt(q->dtype) ? q : !kern__llm_cache_dt(k->dtype) ? k
+                               : !kern__llm_cache_dt(v->dtype) ? v : out;
         return kern__err(KERN_ERR_DTYPE, "%s: %s.dtype=%s is not f32/bf16/f16%s", op,
                          t == q ? "q" : t == k ? "k_cache" : t == v ? "v_cache" : "out",
                          kern_dtype_name(t->dtype), t == k || t == v ? " (or i8 with scales)" : "");

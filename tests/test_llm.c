@@ -986,6 +986,32 @@ static void da_ref(const view4 *q, const view4 *k, const view4 *v, const int64_t
     free(sc);
 }
 
+/* One decode-attention run on c2 (th threads) into o against want (the
+ * bf16 output's rounding allowed on top of 2e-5 (vmax + 1)); *first keeps
+ * the 1-thread bits and a 2-thread run must equal them. */
+static void da_run_check(kern_ctx *c2, int th, const view4 *q, const view4 *k, const view4 *v,
+                         const kern_tensor *lt, view4 *o, const kern_decode_attention_params *p,
+                         const double *want, double vmax, float **first) {
+    int64_t i, n = o->t.shape[0] * o->t.shape[1] * o->t.shape[2] * o->t.shape[3];
+    kt_poison(o->buf, o->bytes);
+    KT_OK(kern_decode_attention(c2, &q->t, &k->t, &v->t, lt, &o->t, p));
+    for (i = 0; i < n; i++) {
+        double g = kt_get(o->buf, o->t.dtype, i), w = want[i];
+        double tol = 2e-5 * (vmax + 1) + (o->t.dtype == KERN_BF16 ? fabs(w) / 256 : 0);
+        if (!(fabs(g - w) <= tol)) {
+            KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
+            break;
+        }
+    }
+    if (th == 1) { /* the same bits for 1 and 2 threads */
+        free(*first);
+        *first = (float *)malloc(o->bytes);
+        memcpy(*first, o->buf, o->bytes);
+    } else {
+        KT_CHECK(memcmp(*first, o->buf, o->bytes) == 0, "1 and 2 threads differ");
+    }
+}
+
 KT_TEST(decode_attention) {
     static const int64_t lens_sets[3][3] = {{1, 7, 513}, {0, 600, 256}, {257, 2, 31}};
     int var;
@@ -1022,24 +1048,7 @@ KT_TEST(decode_attention) {
                            kern_dtype_name(cdt), kern_dtype_name(qdt), kern_dtype_name(odt),
                            (long long)Lq, (long long)H, (long long)Hkv, (long long)D, (long long)Dv,
                            kern_isa_name(isa), th);
-                kt_poison(o.buf, o.bytes);
-                KT_OK(kern_decode_attention(c2, &q.t, &k.t, &v.t, &lt, &o.t, NULL));
-                for (i = 0; i < B * Lq * H * Dv; i++) {
-                    double g = kt_get(o.buf, odt, i), w = want[i];
-                    double tol = 2e-5 * (vmax + 1) + (odt == KERN_BF16 ? fabs(w) / 256 : 0);
-                    if (!(fabs(g - w) <= tol)) {
-                        KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
-                        break;
-                    }
-                }
-                /* the same bits for 1 and 2 threads */
-                if (th == 1) {
-                    free(first);
-                    first = (float *)malloc(o.bytes);
-                    memcpy(first, o.buf, o.bytes);
-                } else {
-                    KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "1 and 2 threads differ");
-                }
+                da_run_check(c2, th, &q, &k, &v, &lt, &o, NULL, want, vmax, &first);
             }
             (void)ctx;
         }
@@ -1172,22 +1181,7 @@ KT_TEST(kv_cache_int8) {
             for (th = 1; th <= 2; th++) {
                 kern_ctx *c2 = kt_ctx(th, isa);
                 kt_context("kv int8 var %d %s t%d", var, kern_isa_name(isa), th);
-                kt_poison(o.buf, o.bytes);
-                KT_OK(kern_decode_attention(c2, &q.t, &k8.t, &v8.t, &lt, &o.t, &dp));
-                for (i = 0; i < B * Lq * H * Dv; i++) {
-                    double g = ((const float *)o.buf)[i], w = want[i];
-                    if (!(fabs(g - w) <= 2e-5 * (vmax + 1))) {
-                        KT_CHECK(0, "out[%lld] = %.9g want %.9g", (long long)i, g, w);
-                        break;
-                    }
-                }
-                if (th == 1) {
-                    free(first);
-                    first = (float *)malloc(o.bytes);
-                    memcpy(first, o.buf, o.bytes);
-                } else {
-                    KT_CHECK(memcmp(first, o.buf, o.bytes) == 0, "1 and 2 threads differ");
-                }
+                da_run_check(c2, th, &q, &k8, &v8, &lt, &o, &dp, want, vmax, &first);
             }
             (void)ctx;
         }
