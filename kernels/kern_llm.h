@@ -1878,15 +1878,18 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 }
 
 /* ------------------------------------------------------ decode attention
- * Split-KV: one task per (sequence, chunk of J->chunk <= KERN__DA_CHUNK cache rows)
- * handles all H * Lq query rows, so each K/V byte is read once per step
- * and the chunk's rows (every kv head of a position is contiguous) are
- * read in address order. A task writes, per query row,
- * its chunk's max m (log2 units), sum l = sum 2^(s - m) and acc = sum
- * 2^(s - m) v to the shared workspace; a second pass merges the chunks
- * with the log-sum-exp rule out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c -
- * M) l_c, M = max_c m_c. The chunking depends on the shapes only: the
- * same bits for any thread count. A row that sees no cache row gets 0. */
+ * Split-KV: at decode (Lq <= 8) one task per (sequence, chunk of J->chunk
+ * <= KERN__DA_CHUNK cache rows) handles all H * Lq query rows, so each K/V
+ * byte is read once per step and the chunk's rows (every kv head of a
+ * position is contiguous) are read in address order. A task writes, per
+ * query row, its chunk's max m (log2 units), sum l = sum 2^(s - m) and acc
+ * = sum 2^(s - m) v to the shared workspace; a second pass merges the
+ * chunks with the log-sum-exp rule out = sum_c 2^(m_c - M) acc_c / sum_c
+ * 2^(m_c - M) l_c, M = max_c m_c. A prompt (Lq > 8) splits the queries
+ * into blocks instead, each task taking every chunk its block sees with
+ * the same rule applied as it goes; only chunks some sequence reaches
+ * run. The blocking depends on the shapes only: the same bits for any
+ * thread count. A row that sees no cache row gets 0. */
 #define KERN__DA_CHUNK 128
 #ifndef KERN__DA_PFK
 #define KERN__DA_PFK 1 /* K prefetch distance, in blocks of 16 cache rows */
@@ -2316,10 +2319,15 @@ typedef struct kern__da_job {
     kern_ctx *ctx;
     const kern_tensor *q, *k, *v, *lens, *out;
     const kern_tensor *ksc, *vsc; /* i8 caches: [B, Lmax, Hkv] f32 scales */
-    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, nchunk, rows; /* rows = H * Lq per task */
-    int64_t chunk;  /* cache rows per task (<= KERN__DA_CHUNK, the S row stride) */
+    int64_t B, Lq, H, Hkv, G, D, Dv, Lmax, rows; /* rows = H * Lq (the merge's rows per sequence) */
+    int64_t chunk;  /* cache rows per chunk (<= KERN__DA_CHUNK, the S row stride) */
+    int64_t nchunk; /* chunks of Lmax */
+    int64_t qb, nqb; /* query positions per block, blocks */
+    int64_t trows;  /* H * qb: the rows of a task */
+    int64_t cps, nsplit; /* chunks per split, splits of Lmax */
+    int64_t nsrun;  /* at run time: the splits the longest sequence needs */
     float scale2;   /* scale * log2(e) */
-    float *part;    /* [B * nchunk][rows][Dv + 2] */
+    float *part;    /* [B][nsplit][nqb][trows][Dv + 2] */
 } kern__da_job;
 
 static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
@@ -2327,11 +2335,11 @@ static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
 }
 
 /* An i8 cache's row scales t [B, Lmax, Hkv] into the chunk's n columns of
- * S: for each kv head, its scales at rows j0.. gathered once into sc, then
- * every q row of that head multiplied by them. */
+ * S (Rh rows per kv head): for each kv head, its scales at rows j0..
+ * gathered once into sc, then every q row of that head multiplied by them. */
 KERN__AINLINE void kern__da_scale_rows(const kern__da_job *J, const kern_tensor *t, int64_t b, int64_t j0,
-                                int64_t n, float *S, float *sc) {
-    int64_t hk, j, r, Rh = J->G * J->Lq;
+                                int64_t n, int64_t Rh, float *S, float *sc) {
+    int64_t hk, j, r;
     for (hk = 0; hk < J->Hkv; hk++) {
         const char *p = (const char *)t->data + (b * t->stride[0] + j0 * t->stride[1] + hk * t->stride[2]) * 4;
         for (j = 0; j < n; j++) memcpy(sc + j, p + j * t->stride[1] * 4, 4);
@@ -2339,35 +2347,45 @@ KERN__AINLINE void kern__da_scale_rows(const kern__da_job *J, const kern_tensor 
     }
 }
 
-/* One (sequence, chunk) task: every head, so the cache rows [j0, j0 + n)
- * (all kv heads of a row are contiguous in the [B, Lmax, Hkv, D] layout)
- * stream through once, in order. Row r = h * Lq + l. */
+/* One (sequence, query block, split) task: the block's H * Lb rows (row r
+ * = h * Lb + l - l0) against the split's chunks, in order; within a chunk
+ * every kv head of a cache row is read together (the [B, Lmax, Hkv, D]
+ * layout keeps them contiguous), so the chunk streams through once. The
+ * task's rows of the workspace keep the running max m, sum and acc; a
+ * chunk with a larger max rescales them first (the online softmax). A
+ * chunk no query of the block sees is never read. */
 static void kern__da_task(void *arg, int64_t task, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
-    int64_t c = task % J->nchunk, b = task / J->nchunk, R = J->rows, Lq = J->Lq;
-    int64_t len = kern__llm_ix(J->lens, b), j0 = c * J->chunk, r, j, hk, g;
+    int64_t qi = task % J->nqb, s = (task / J->nqb) % J->nsrun, b = task / (J->nqb * J->nsrun);
+    int64_t Lq = J->Lq, l0 = qi * J->qb, Lb = Lq - l0 < J->qb ? Lq - l0 : J->qb;
+    int64_t R = J->H * Lb, Rh = J->G * Lb, Dv2 = J->Dv + 2;
+    int64_t len = kern__llm_ix(J->lens, b), r, j, hk, g, c;
+    /* cache rows the block's last query sees, and the chunks that covers */
+    int64_t seen = len - Lq + l0 + Lb, c0 = s * J->cps, c1 = c0 + J->cps;
+    int64_t cseen = seen > 0 ? (seen + J->chunk - 1) / J->chunk : 0;
     float *qs = (float *)kern__thread_scratch(J->ctx, thread);
     float *S = qs + R * J->D;
-    float *part = J->part + task * R * (J->Dv + 2);
+    float *part = J->part + ((b * J->nsplit + s) * J->nqb + qi) * J->trows * Dv2;
     size_t qe = kern_dtype_size(J->q->dtype), ke = kern_dtype_size(J->k->dtype);
     size_t ve = kern_dtype_size(J->v->dtype);
     const char *kb = (const char *)J->k->data + b * J->k->stride[0] * (int64_t)ke;
     const char *vb = (const char *)J->v->data + b * J->v->stride[0] * (int64_t)ve;
     int64_t ks = J->k->stride[1] * (int64_t)ke, vs = J->v->stride[1] * (int64_t)ve;
     int64_t khs = J->k->stride[2] * (int64_t)ke, vhs = J->v->stride[2] * (int64_t)ve;
-    int64_t nmax = len - j0; /* rows of the chunk the last query sees */
+    int k_packed = khs == J->D * (int64_t)ke && ks == J->Hkv * khs;
+    int v_packed = vhs == J->Dv * (int64_t)ve && vs == J->Hkv * vhs;
     float sc[KERN__DA_CHUNK];
-    if (nmax > J->chunk) nmax = J->chunk;
+    if (c1 > cseen) c1 = cseen;
+    if (c0 >= c1) return; /* the merge reads none of these rows */
     for (r = 0; r < R; r++) {
-        float *o = part + r * (J->Dv + 2);
+        float *o = part + r * Dv2;
         o[0] = -INFINITY;
         o[1] = 0.0f;
         memset(o + 2, 0, (size_t)J->Dv * sizeof(float));
     }
-    if (nmax <= 0) return;
     /* q rows, scaled into log2 units, as f32 */
     for (r = 0; r < R; r++) {
-        int64_t h = r / Lq, l = r % Lq, d;
+        int64_t h = r / Lb, l = l0 + r % Lb, d;
         const char *qp = (const char *)J->q->data +
                          (b * J->q->stride[0] + l * J->q->stride[1] + h * J->q->stride[2]) * (int64_t)qe;
         if (J->f->qrow) {
@@ -2377,108 +2395,118 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
         for (d = 0; d < J->D; d++)
             qs[r * J->D + d] = kern__s_mul(kern__s_load_f32(qp + d * (int64_t)qe, J->q->dtype, 1), J->scale2);
     }
-    if (J->f->qk) {
-        /* scores: blocks of 16 cache rows, 4 rows x every kv head at a
-         * time (four address-ordered streams). Before each 4-row x head
-         * block, hints fetch its share of the K rows KERN__DA_PFK blocks
-         * ahead and of this block's V rows (for the p.v pass below), so the
-         * misses are spread over the dot products instead of queued in a
-         * burst (measured: a burst per block was 1.6x slower). Only for
-         * caches packed as [Lmax, Hkv, D]. */
-        int64_t Rh = J->G * Lq, jb, nb, x, j4, part, nparts, kshare, vshare;
-        int k_packed = khs == J->D * (int64_t)ke && ks == J->Hkv * khs;
-        int v_packed = vhs == J->Dv * (int64_t)ve && vs == J->Hkv * vhs;
-        for (jb = 0; jb < nmax; jb += 16) {
-            int64_t ja = jb + 16 * KERN__DA_PFK, na = nmax - ja < 16 ? nmax - ja : 16;
-            nb = nmax - jb < 16 ? nmax - jb : 16;
-            nparts = J->Hkv * ((nb + 3) / 4);
-            kshare = k_packed && na > 0 ? (na * ks / nparts + 63) & ~(int64_t)63 : 0;
-            vshare = v_packed ? (nb * vs / nparts + 63) & ~(int64_t)63 : 0;
-            for (j4 = 0, part = 0; j4 < nb; j4 += 4)
-                for (hk = 0; hk < J->Hkv; hk++, part++) {
-                    int64_t ko = (j0 + ja) * ks + part * kshare, kend = (j0 + ja + na) * ks;
-                    int64_t vo = (j0 + jb) * vs + part * vshare, vend = (j0 + jb + nb) * vs;
-                    for (x = 0; x < kshare && ko + x < kend; x += 64) kern__da_prefetch_l2(kb + ko + x);
-                    for (x = 0; x < vshare && vo + x < vend; x += 64) kern__da_prefetch_l2(vb + vo + x);
-                    J->f->qk(qs + hk * Rh * J->D, Rh, J->D, kb + (j0 + jb + j4) * ks + hk * khs, ks,
-                             J->k->dtype, nb - j4 < 4 ? nb - j4 : 4,
-                             S + hk * Rh * KERN__DA_CHUNK + jb + j4, KERN__DA_CHUNK);
+    for (c = c0; c < c1; c++) {
+        int64_t j0 = c * J->chunk, nmax = seen - j0; /* rows of the chunk the last query sees */
+        if (nmax > J->chunk) nmax = J->chunk;
+        if (J->f->qk) {
+            /* scores: blocks of 16 cache rows, 4 rows x every kv head at a
+             * time (four address-ordered streams). Before each 4-row x head
+             * block, hints fetch its share of the K rows KERN__DA_PFK blocks
+             * ahead and of this block's V rows (for the p.v pass below), so
+             * the misses are spread over the dot products instead of queued
+             * in a burst (measured: a burst per block was 1.6x slower). Only
+             * for caches packed as [Lmax, Hkv, D]. */
+            int64_t jb, nb, x, j4, pt, nparts, kshare, vshare;
+            for (jb = 0; jb < nmax; jb += 16) {
+                int64_t ja = jb + 16 * KERN__DA_PFK, na = nmax - ja < 16 ? nmax - ja : 16;
+                nb = nmax - jb < 16 ? nmax - jb : 16;
+                nparts = J->Hkv * ((nb + 3) / 4);
+                kshare = k_packed && na > 0 ? (na * ks / nparts + 63) & ~(int64_t)63 : 0;
+                vshare = v_packed ? (nb * vs / nparts + 63) & ~(int64_t)63 : 0;
+                for (j4 = 0, pt = 0; j4 < nb; j4 += 4)
+                    for (hk = 0; hk < J->Hkv; hk++, pt++) {
+                        int64_t ko = (j0 + ja) * ks + pt * kshare, kend = (j0 + ja + na) * ks;
+                        int64_t vo = (j0 + jb) * vs + pt * vshare, vend = (j0 + jb + nb) * vs;
+                        for (x = 0; x < kshare && ko + x < kend; x += 64) kern__da_prefetch_l2(kb + ko + x);
+                        for (x = 0; x < vshare && vo + x < vend; x += 64) kern__da_prefetch_l2(vb + vo + x);
+                        J->f->qk(qs + hk * Rh * J->D, Rh, J->D, kb + (j0 + jb + j4) * ks + hk * khs, ks,
+                                 J->k->dtype, nb - j4 < 4 ? nb - j4 : 4,
+                                 S + hk * Rh * KERN__DA_CHUNK + jb + j4, KERN__DA_CHUNK);
+                    }
+            }
+        } else
+        /* scores, cache row by cache row */
+        for (j = 0; j < nmax; j++) {
+            const char *krow = kb + (j0 + j) * ks;
+            for (hk = 0; hk < J->Hkv; hk++) {
+                int64_t r1 = (hk + 1) * Rh;
+                float o4[4];
+                for (r = hk * Rh; r + 4 <= r1; r += 4) {
+                    J->f->dot4(qs + r * J->D, J->D, krow + hk * khs, J->k->dtype, J->D, o4);
+                    for (g = 0; g < 4; g++) S[(r + g) * KERN__DA_CHUNK + j] = o4[g];
                 }
-        }
-    } else
-    /* scores, cache row by cache row */
-    for (j = 0; j < nmax; j++) {
-        const char *krow = kb + (j0 + j) * ks;
-        for (hk = 0; hk < J->Hkv; hk++) {
-            int64_t r1 = (hk + 1) * J->G * Lq;
-            float o4[4];
-            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
-                J->f->dot4(qs + r * J->D, J->D, krow + hk * khs, J->k->dtype, J->D, o4);
-                for (g = 0; g < 4; g++) S[(r + g) * KERN__DA_CHUNK + j] = o4[g];
+                for (; r < r1; r++)
+                    S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
             }
-            for (; r < r1; r++)
-                S[r * KERN__DA_CHUNK + j] = J->f->dot(qs + r * J->D, krow + hk * khs, J->k->dtype, J->D);
         }
-    }
-    /* an i8 K: score = (q . codes) * the row's scale (the chunk's scales
-     * of each kv head gathered once, then a vector multiply per q row) */
-    if (J->ksc) kern__da_scale_rows(J, J->ksc, b, j0, nmax, S, sc);
-    /* per row: max, probabilities (in S), sum */
-    for (r = 0; r < R; r++) {
-        int64_t n = len - (Lq - 1 - r % Lq) - j0;
-        float m = -INFINITY, sum = 0.0f, *sr = S + r * KERN__DA_CHUNK, *o = part + r * (J->Dv + 2);
-        if (n > nmax) n = nmax;
-        if (n < 0) n = 0;
-        if (n > 0) m = J->f->rowmax(sr, n);
-        if (n > 0) sum = J->f->exp2row(sr, m, n);
-        for (j = n; j < nmax; j++) sr[j] = 0.0f;
-        if (n > 0) {
-            o[0] = m;
-            o[1] = sum;
-        }
-    }
-    /* an i8 V: each row's scale goes into its weight (the sums are taken) */
-    if (J->vsc) kern__da_scale_rows(J, J->vsc, b, j0, nmax, S, sc);
-    if (J->f->pv) {
-        int64_t Rh = J->G * Lq;
-        for (hk = 0; hk < J->Hkv; hk++)
-            J->f->pv(part + hk * Rh * (J->Dv + 2) + 2, J->Dv + 2, S + hk * Rh * KERN__DA_CHUNK,
-                     KERN__DA_CHUNK, Rh, vb + j0 * vs + hk * vhs, vs, J->v->dtype, nmax, J->Dv);
-    } else
-    /* acc += p v, cache row by cache row */
-    for (j = 0; j < nmax; j++) {
-        const char *vrow = vb + (j0 + j) * vs;
-        for (hk = 0; hk < J->Hkv; hk++) {
-            int64_t r1 = (hk + 1) * J->G * Lq;
-            float a4[4];
-            for (r = hk * J->G * Lq; r + 4 <= r1; r += 4) {
-                for (g = 0; g < 4; g++) a4[g] = S[(r + g) * KERN__DA_CHUNK + j];
-                J->f->axpy4(part + r * (J->Dv + 2) + 2, J->Dv + 2, a4, vrow + hk * vhs,
-                            J->v->dtype, J->Dv);
+        /* an i8 K: score = (q . codes) * the row's scale (the chunk's scales
+         * of each kv head gathered once, then a vector multiply per q row) */
+        if (J->ksc) kern__da_scale_rows(J, J->ksc, b, j0, nmax, Rh, S, sc);
+        /* per row: the new max, the old acc and sum rescaled to it when it
+         * grew, probabilities (in S) and their sum */
+        for (r = 0; r < R; r++) {
+            int64_t n = len - (Lq - 1 - (l0 + r % Lb)) - j0;
+            float *sr = S + r * KERN__DA_CHUNK, *o = part + r * Dv2;
+            if (n > nmax) n = nmax;
+            if (n < 0) n = 0;
+            if (n > 0) {
+                float m = J->f->rowmax(sr, n);
+                if (o[0] != -INFINITY && m > o[0]) {
+                    float w = J->f->exp2n(o[0] - m);
+                    J->f->scale(o + 2, w, J->Dv);
+                    o[1] = kern__s_mul(o[1], w);
+                }
+                if (m < o[0]) m = o[0];
+                o[0] = m;
+                o[1] += J->f->exp2row(sr, m, n);
             }
-            for (; r < r1; r++)
-                J->f->axpy(part + r * (J->Dv + 2) + 2, S[r * KERN__DA_CHUNK + j], vrow + hk * vhs,
-                           J->v->dtype, J->Dv);
+            for (j = n; j < nmax; j++) sr[j] = 0.0f;
+        }
+        /* an i8 V: each row's scale goes into its weight (the sums are taken) */
+        if (J->vsc) kern__da_scale_rows(J, J->vsc, b, j0, nmax, Rh, S, sc);
+        if (J->f->pv) {
+            for (hk = 0; hk < J->Hkv; hk++)
+                J->f->pv(part + hk * Rh * Dv2 + 2, Dv2, S + hk * Rh * KERN__DA_CHUNK, KERN__DA_CHUNK, Rh,
+                         vb + j0 * vs + hk * vhs, vs, J->v->dtype, nmax, J->Dv);
+        } else
+        /* acc += p v, cache row by cache row */
+        for (j = 0; j < nmax; j++) {
+            const char *vrow = vb + (j0 + j) * vs;
+            for (hk = 0; hk < J->Hkv; hk++) {
+                int64_t r1 = (hk + 1) * Rh;
+                float a4[4];
+                for (r = hk * Rh; r + 4 <= r1; r += 4) {
+                    for (g = 0; g < 4; g++) a4[g] = S[(r + g) * KERN__DA_CHUNK + j];
+                    J->f->axpy4(part + r * Dv2 + 2, Dv2, a4, vrow + hk * vhs, J->v->dtype, J->Dv);
+                }
+                for (; r < r1; r++)
+                    J->f->axpy(part + r * Dv2 + 2, S[r * KERN__DA_CHUNK + j], vrow + hk * vhs,
+                               J->v->dtype, J->Dv);
+            }
         }
     }
 }
 
 static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
-    /* row = b * rows + r */
+    /* row = b * rows + r, r = h * Lq + l */
     int64_t r = row % J->rows, b = row / J->rows, h = r / J->Lq, l = r % J->Lq;
-    int64_t c, stride = J->rows * (J->Dv + 2);
-    const float *p0 = J->part + b * J->nchunk * stride + r * (J->Dv + 2);
+    int64_t qi = l / J->qb, l0 = qi * J->qb, Lb = J->Lq - l0 < J->qb ? J->Lq - l0 : J->qb;
+    int64_t seen = kern__llm_ix(J->lens, b) - (J->Lq - 1 - l);
+    int64_t nsp = seen > 0 ? ((seen + J->chunk - 1) / J->chunk + J->cps - 1) / J->cps : 0;
+    int64_t c, stride = J->nqb * J->trows * (J->Dv + 2);
+    const float *p0 = J->part + (b * J->nsplit * J->nqb + qi) * J->trows * (J->Dv + 2) +
+                      (h * Lb + l - l0) * (J->Dv + 2);
     float *acc = (float *)kern__thread_scratch(J->ctx, thread);
     float M = -INFINITY, den = 0.0f;
     size_t oe = kern_dtype_size(J->out->dtype);
     char *op = (char *)J->out->data +
                (b * J->out->stride[0] + l * J->out->stride[1] + h * J->out->stride[2]) * (int64_t)oe;
     int64_t d;
-    for (c = 0; c < J->nchunk; c++) M = kern__s_max(M, p0[c * stride]);
+    for (c = 0; c < nsp; c++) M = kern__s_max(M, p0[c * stride]);
     memset(acc, 0, (size_t)J->Dv * sizeof(float));
     if (M != -INFINITY) {
-        for (c = 0; c < J->nchunk; c++) {
+        for (c = 0; c < nsp; c++) {
             const float *p = p0 + c * stride;
             float w;
             if (p[1] == 0.0f && p[0] == -INFINITY) continue;
@@ -2585,8 +2613,21 @@ static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern
     }
     J->nchunk = (J->Lmax + J->chunk - 1) / J->chunk;
     if (J->nchunk < 1) J->nchunk = 1;
-    *shared = (size_t)(J->B * J->nchunk * J->rows * (J->Dv + 2)) * sizeof(float);
-    *thread = kern__da_thread_bytes(J->rows, J->D, J->Dv);
+    /* Decode (Lq <= 8): one block of every query, split per chunk, so the
+     * step's few rows still spread over the threads. Longer Lq (a prompt
+     * through the cache): blocks of about 64 rows (H * qb), and with 8 or
+     * more blocks per sequence no split (the blocks are the parallelism;
+     * the workspace stays [nqb][trows] instead of [nchunk][rows]); causal
+     * blocks skip the chunks past their last query. */
+    J->qb = J->Lq <= 8 ? J->Lq : J->H >= 64 ? 1 : 64 / J->H;
+    if (J->qb > J->Lq) J->qb = J->Lq;
+    if (J->qb < 1) J->qb = 1;
+    J->nqb = (J->Lq + J->qb - 1) / J->qb;
+    J->trows = J->H * J->qb;
+    J->cps = J->nqb >= 8 ? J->nchunk : 1;
+    J->nsplit = (J->nchunk + J->cps - 1) / J->cps;
+    *shared = (size_t)(J->B * J->nsplit * J->nqb * J->trows * (J->Dv + 2)) * sizeof(float);
+    *thread = kern__da_thread_bytes(J->trows, J->D, J->Dv);
     if (J->B * J->H * J->Lq == 0) *shared = *thread = 0;
 }
 
@@ -2657,7 +2698,13 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
         J.ksc = p.k_scale;
         J.vsc = p.v_scale;
         J.scale2 = (float)((double)scale * 1.4426950408889634);
-        st = kern_parallel_for(ctx, J.B * J.nchunk, kern__da_task, &J);
+        {   /* the splits the longest sequence needs */
+            int64_t b, lmax = 0;
+            for (b = 0; b < J.B; b++)
+                if (kern__llm_ix(k_lens, b) > lmax) lmax = kern__llm_ix(k_lens, b);
+            J.nsrun = ((lmax + J.chunk - 1) / J.chunk + J.cps - 1) / J.cps;
+        }
+        st = kern_parallel_for(ctx, J.B * J.nsrun * J.nqb, kern__da_task, &J);
         if (!st) st = kern_parallel_for(ctx, J.B * J.rows, kern__da_merge_task, &J);
     }
     kern__op_end(ctx);

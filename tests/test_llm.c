@@ -1016,7 +1016,11 @@ KT_TEST(decode_attention) {
     static const int64_t lens_sets[3][3] = {{1, 7, 513}, {0, 600, 256}, {257, 2, 31}};
     int var;
     for (var = 0; var < 12; var++) {
-        int64_t B = 3, Lq = var % 3 == 2 ? 3 : 1, H = var % 2 ? 8 : 4, Hkv = var % 2 ? 2 : 4;
+        /* Lq 13 (two query blocks, split per chunk) and 70 (nine blocks of
+         * 8, the last short, each task through every chunk it sees) run
+         * the prompt forms */
+        int64_t B = 3, Lq = var % 3 == 2 ? 3 : var % 6 == 1 ? 70 : var % 6 == 3 ? 13 : 1;
+        int64_t H = var % 2 ? 8 : 4, Hkv = var % 2 ? 2 : 4;
         int64_t D = var % 4 == 1 ? 40 : 64, Dv = var % 4 == 3 ? 24 : D, Lmax = 600, b, i;
         kern_dtype cdt = FDT[var % 3], qdt = var % 4 == 2 ? KERN_BF16 : KERN_F32;
         kern_dtype odt = var % 5 == 4 ? KERN_BF16 : KERN_F32;
@@ -1105,7 +1109,7 @@ static int8_t kvq_ref_row(const float *x, int64_t n, int8_t *q) {
 KT_TEST(kv_cache_int8) {
     int var;
     for (var = 0; var < 4; var++) {
-        int64_t B = 3, Lq = var == 2 ? 2 : 1, H = 8, Hkv = var % 2 ? 2 : 4, D = var == 1 ? 40 : 64;
+        int64_t B = 3, Lq = var == 2 ? 2 : var == 1 ? 70 : 1, H = 8, Hkv = var % 2 ? 2 : 4, D = var == 1 ? 40 : 64;
         int64_t Dv = var == 3 ? 24 : D, Lmax = 300, lens[3] = {1, 130, 257}, zero[3] = {0, 0, 0};
         int strided = var % 2, vint8 = var != 3, b, l, h, d, i;
         kern_dtype vdt = vint8 ? KERN_I8 : KERN_BF16;
