@@ -133,8 +133,10 @@
  *
  * ISA
  *   AVX2 and scalar; gemv and decode attention also have AVX-512
- *   bodies (gemv: f32 rows over 8 KiB at M = 1, every weight at M >= 2),
- *   the rest run the AVX2 one there. rope, silu_mul, kv_append and topk
+ *   bodies (gemv: f32 rows over 8 KiB at M = 1, every weight at M >= 2;
+ *   at the avx512bf16 level bf16 x against bf16 w at M >= 2 runs
+ *   vdpbf16ps, which counts denormals as zero), the rest run the AVX2 one
+ *   there. rope, silu_mul, kv_append and topk
  *   give the same bits on every level; gemv and decode attention sum in
  *   another order on each. NEON runs the scalar body.
  *
@@ -1681,6 +1683,93 @@ KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern
 #undef KERN__GEMV_CASE
     kern__gemv_dot_body__avx512(w, wdt, x0, x1, xdt, 2, K, out);
 }
+/* bf16 x rows against bf16 weight rows at the avx512bf16 level (M >= 2):
+ * one vdpbf16ps multiplies the 32 pairs of a 64-byte weight vector and an
+ * x vector and adds each lane's two products to its f32 sum, where the
+ * widening bodies spend two widenings and two FMAs per x row. The
+ * products are exact and each is added with one rounding; the
+ * instruction counts denormal inputs and results as zero. MR x rows (2 or
+ * 4; a constant after inlining) at row stride xs bytes against four weight
+ * rows, out[4 i + r]; the L2 prefetch of the bodies above
+ * (KERN__GEMV_BH_PD bytes ahead in rows over 8 KiB: 1024 and 4096
+ * measured slower on Zen 4). */
+#ifndef KERN__GEMV_BH_PD
+#define KERN__GEMV_BH_PD 2048
+#endif
+KERN_TARGET_AVX512BF16 KERN__AINLINE __m512bh kern__gemv_bh_ld(const char *p, int64_t k, int n) {
+    if (n >= 32) return (__m512bh)_mm512_loadu_si512(p + 2 * k);
+    return (__m512bh)_mm512_maskz_loadu_epi16((__mmask32)((1ull << n) - 1), p + 2 * k);
+}
+KERN_TARGET_AVX512BF16 KERN__AINLINE void kern__gemv_bh_body(const char *const *w, const char *x0,
+                                                            int64_t xs, int MR, int64_t K, float *out) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    const char *x1 = x0 + xs, *x2 = x1 + xs, *x3 = x2 + xs;
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00;
+    __m512 c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00;
+    __m512 c31 = c00, c32 = c00, c33 = c00;
+    const int64_t pd = 8 * K <= 16384 ? 4 * (int64_t)(w1 - w0) : KERN__GEMV_BH_PD;
+    int64_t k;
+    for (k = 0; k < K; k += 32) {
+        int n = K - k >= 32 ? 32 : (int)(K - k);
+        __m512bh v0 = kern__gemv_bh_ld(w0, k, n), v1 = kern__gemv_bh_ld(w1, k, n);
+        __m512bh v2 = kern__gemv_bh_ld(w2, k, n), v3 = kern__gemv_bh_ld(w3, k, n), xa;
+        _mm_prefetch(w0 + 2 * k + pd, _MM_HINT_T1);
+        _mm_prefetch(w1 + 2 * k + pd, _MM_HINT_T1);
+        _mm_prefetch(w2 + 2 * k + pd, _MM_HINT_T1);
+        _mm_prefetch(w3 + 2 * k + pd, _MM_HINT_T1);
+#define KERN__GEMV_BH_ROW(XP, I)                                                              \
+    xa = kern__gemv_bh_ld(XP, k, n);                                                          \
+    c##I##0 = _mm512_dpbf16_ps(c##I##0, xa, v0);                                              \
+    c##I##1 = _mm512_dpbf16_ps(c##I##1, xa, v1);                                              \
+    c##I##2 = _mm512_dpbf16_ps(c##I##2, xa, v2);                                              \
+    c##I##3 = _mm512_dpbf16_ps(c##I##3, xa, v3);
+        KERN__GEMV_BH_ROW(x0, 0)
+        if (MR > 1) {
+            KERN__GEMV_BH_ROW(x1, 1)
+        }
+        if (MR > 2) {
+            KERN__GEMV_BH_ROW(x2, 2)
+            KERN__GEMV_BH_ROW(x3, 3)
+        }
+#undef KERN__GEMV_BH_ROW
+    }
+    out[0] = _mm512_reduce_add_ps(c00);
+    out[1] = _mm512_reduce_add_ps(c01);
+    out[2] = _mm512_reduce_add_ps(c02);
+    out[3] = _mm512_reduce_add_ps(c03);
+    if (MR > 1) {
+        out[4] = _mm512_reduce_add_ps(c10);
+        out[5] = _mm512_reduce_add_ps(c11);
+        out[6] = _mm512_reduce_add_ps(c12);
+        out[7] = _mm512_reduce_add_ps(c13);
+    }
+    if (MR > 2) {
+        out[8] = _mm512_reduce_add_ps(c20);
+        out[9] = _mm512_reduce_add_ps(c21);
+        out[10] = _mm512_reduce_add_ps(c22);
+        out[11] = _mm512_reduce_add_ps(c23);
+        out[12] = _mm512_reduce_add_ps(c30);
+        out[13] = _mm512_reduce_add_ps(c31);
+        out[14] = _mm512_reduce_add_ps(c32);
+        out[15] = _mm512_reduce_add_ps(c33);
+    }
+}
+KERN_TARGET_AVX512BF16 static void kern__gemv_dot4x4__avx512bf16(const char *const *w, kern_dtype wdt,
+                                                                 const char *x0, int64_t xs, kern_dtype xdt,
+                                                                 int64_t K, float *out) {
+    if (wdt == KERN_BF16 && xdt == KERN_BF16) kern__gemv_bh_body(w, x0, xs, 4, K, out);
+    else kern__gemv_dot4x4__avx512(w, wdt, x0, xs, xdt, K, out);
+}
+KERN_TARGET_AVX512BF16 static void kern__gemv_dot__avx512bf16(const char *const *w, kern_dtype wdt,
+                                                              const char *x0, const char *x1,
+                                                              kern_dtype xdt, int m, int64_t K,
+                                                              float *out) {
+    /* one x row streams the weight through the widening bodies: with
+     * vdpbf16ps the Llama decode step (K = 2048 rows) measured 10-15 %
+     * slower on Zen 4 (docs/llm.md) */
+    if (wdt != KERN_BF16 || xdt != KERN_BF16 || m == 1) kern__gemv_dot__avx512(w, wdt, x0, x1, xdt, m, K, out);
+    else kern__gemv_bh_body(w, x0, x1 - x0, 2, K, out);
+}
 #endif
 
 
@@ -1842,7 +1931,11 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         memset(&J, 0, sizeof J);
 #ifdef KERN_X86
         kern_isa isa = kern_ctx_isa(ctx);
-        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) {
+        if (isa == KERN_ISA_AVX512_BF16) {
+            J.dot = kern__gemv_dot__avx512bf16;
+            J.dot4 = kern__gemv_dot4x4__avx512bf16;
+            J.epi_tile = kern__v_epi_tile__avx2;
+        } else if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI) {
             J.dot = kern__gemv_dot__avx512;
             J.dot4 = kern__gemv_dot4x4__avx512;
             J.epi_tile = kern__v_epi_tile__avx2;
