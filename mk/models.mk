@@ -10,7 +10,8 @@
 #                    build/models/llama_run (the graph of
 #                    models/llama_graph.h), logits and greedy tokens in
 #                    f32 (and examples/llama_generate on the exported IR),
-#                    bf16 and int8 logits with teacher forcing.
+#                    bf16 and int8 logits with teacher forcing, and
+#                    over int8 KV caches (f32 and bf16 weights).
 
 MODELS_PY      ?= bench/.venv/bin/python
 MODELS_THREADS ?= 2
@@ -22,6 +23,8 @@ test-models: build/kern-run build/models/llama_run build/examples/llama_generate
 	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS)
 	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --dtype bf16
 	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --dtype int8
+	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --kv-int8
+	nice -n 10 $(MODELS_PY) models/llama.py --threads $(MODELS_THREADS) --dtype bf16 --kv-int8
 	nice -n 10 $(MODELS_PY) models/sam.py --threads $(MODELS_THREADS)
 
 build/models/llama_run: models/llama_run.c models/llama_graph.h $(HEADERS)

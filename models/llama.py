@@ -25,6 +25,14 @@ status 1 if any fails):
             same tokens:
     logits  max rel error <= max(0.05, 1.25 x the peer's) and top-1
             agreement >= min(0.9, the peer's - 0.1)
+  --kv-int8 (with any --dtype): kern's KV caches int8 with a scale per
+            row and kv head (llama_cfg.kv_int8), teacher forced against HF
+            f32 like bf16 and int8, with the same bounds. PyTorch has no
+            int8 cache to compare with (HF's quantized caches need
+            packages outside the peers), so with f32 weights the yardstick
+            is HF in bf16 (8 significant bits, as many as the cache's
+            codes); bf16 and int8 weights keep their own peer (the cache's
+            error adds to the weights').
 The issue's size: --vocab 32000 --hidden 2048 --heads 16 --kv-heads 4
 --ffn 5632 --layers 8 --steps 32.
 """
@@ -54,7 +62,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=["f32", "bf16", "int8"], default="f32")
+    ap.add_argument("--kv-int8", action="store_true",
+                    help="int8 KV caches in kern (teacher forced, stated bound)")
     args = ap.parse_args()
+    forced = args.dtype != "f32" or args.kv_int8
 
     import torch
     from safetensors.torch import save_file
@@ -100,13 +111,17 @@ def main():
     # Hugging Face in f32: the reference logits and greedy tokens
     hl, hf_tokens = hf_run(model)
     # the same precision in PyTorch, fed the f32 tokens: how far a peer's
-    # bf16 (the model in bf16) or int8 (quantize_dynamic of the Linears)
-    # lands from f32 on this model, the yardstick for kern's
+    # bf16 (the model in bf16; also the yardstick of f32 weights over an
+    # int8 cache) or int8 (quantize_dynamic of the Linears) lands from f32
+    # on this model, the yardstick for kern's
     peer = None
-    if args.dtype == "bf16":
-        model = copy.deepcopy(model).to(torch.bfloat16)
-        peer = ("HF bf16", hf_run(model, hf_tokens)[0])
-    elif args.dtype == "int8":
+    if args.dtype == "bf16" or (args.dtype == "f32" and args.kv_int8):
+        bmodel = copy.deepcopy(model).to(torch.bfloat16)
+        peer = ("HF bf16", hf_run(bmodel, hf_tokens)[0])
+        if args.dtype == "bf16":
+            model = bmodel  # kern reads the bf16 weights
+        del bmodel
+    if args.dtype == "int8":
         import warnings
         qm = copy.deepcopy(model)
         with warnings.catch_warnings():  # torch's deprecation notices
@@ -122,11 +137,12 @@ def main():
         lpath = os.path.join(tmp, "logits.f32")
         conf = "%d,%d,%d,%d,%d,%d,%d,%d,%r,%r,%d,%s" % (
             args.vocab, args.hidden, args.heads, args.kv_heads, head_dim, args.ffn,
-            args.layers, max_len, args.theta, 1e-6, args.threads, args.dtype)
+            args.layers, max_len, args.theta, 1e-6, args.threads,
+            args.dtype + ("+kv8" if args.kv_int8 else ""))
         exe = os.path.join(ROOT, "build", "models", "llama_run")
         ids = ",".join(str(int(t)) for t in prompt[0])
         cmd = [exe, wpath, conf, ids, str(args.steps), lpath]
-        if args.dtype != "f32":  # teacher forcing: HF f32's tokens
+        if forced:  # teacher forcing: HF f32's tokens
             cmd.append(",".join(str(t) for t in hf_tokens))
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -137,7 +153,7 @@ def main():
         kl = np.fromfile(lpath, dtype=np.float32).reshape(args.steps, args.vocab)
         example = None
         gen = os.path.join(ROOT, "build", "examples", "llama_generate")
-        if args.dtype == "f32" and os.path.exists(gen):
+        if not forced and os.path.exists(gen):
             irp, stp = os.path.join(tmp, "model.ir"), os.path.join(tmp, "kern.safetensors")
             r = subprocess.run([exe, "--export", wpath, conf, irp, stp],
                                capture_output=True, text=True)
@@ -148,11 +164,11 @@ def main():
     rel = float(np.max(np.abs(kl - hl)) / np.max(np.abs(hl)))
     same = kern_tokens == hf_tokens
     top1 = float(np.mean(np.argmax(kl, 1) == np.argmax(hl, 1)))
-    name = "llama %s L%d H%d GQA %d/%d V%d, prompt %d + %d steps" % (
-        args.dtype, args.layers, args.hidden, args.heads, args.kv_heads, args.vocab, args.prompt,
+    name = "llama %s%s L%d H%d GQA %d/%d V%d, prompt %d + %d steps" % (
+        args.dtype, " kv-int8" if args.kv_int8 else "", args.layers, args.hidden, args.heads, args.kv_heads, args.vocab, args.prompt,
         args.steps)
     speed = lines[1] if len(lines) > 1 else ""
-    if args.dtype == "f32":
+    if not forced:
         ok1 = rel <= 1e-4
         print("%s  %s: logits max rel error %.3g (<= 1e-4), top-1 agreement %.3f" %
               ("ok  " if ok1 else "FAIL", name, rel, top1))

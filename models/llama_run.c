@@ -5,7 +5,9 @@
  *   build/models/llama_run WEIGHTS.safetensors CONFIG PROMPT STEPS LOGITS.f32 [FORCE]
  *     CONFIG  vocab,hidden,heads,kv_heads,head_dim,ffn,layers,max_len,theta,eps,threads[,DTYPE]
  *     DTYPE   f32 (default), bf16 (WEIGHTS in bf16; activations and caches
- *             bf16) or int8 (WEIGHTS in f32; the projections as qlinear)
+ *             bf16) or int8 (WEIGHTS in f32; the projections as qlinear),
+ *             each optionally followed by +kv8: int8 KV caches with a
+ *             scale per row and kv head (llama_cfg.kv_int8)
  *     PROMPT  token ids, comma-separated (one sequence)
  *     FORCE   ids, comma-separated: the tokens fed at decode steps 1.. in
  *             place of kern's own greedy choice (teacher forcing, so that
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
     kern_graph_plan_params pp;
     float *table, *row;
     void **caches;
+    float **scales = NULL; /* +kv8: [2 * layers][max_len * kv_heads] */
     int64_t *ids, *force = NULL, lens = 0, P = 0, n_force = 0, steps = 0, s, l, V, tok = 0;
     int threads = 1, exporting = argc == 6 && strcmp(argv[1], "--export") == 0;
     char bind[64], dtname[16] = "f32";
@@ -97,10 +100,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad CONFIG\n");
         return 2;
     }
+    {
+        char *kv8 = strstr(dtname, "+kv8");
+        if (kv8 && kv8[4] == '\0') {
+            c.kv_int8 = 1;
+            *kv8 = '\0';
+        }
+    }
     if (strcmp(dtname, "bf16") == 0) c.dtype = KERN_BF16;
     else if (strcmp(dtname, "int8") == 0) c.int8 = 1;
     else if (strcmp(dtname, "f32") != 0) {
-        fprintf(stderr, "bad DTYPE '%s' (f32, bf16 or int8)\n", dtname);
+        fprintf(stderr, "bad DTYPE '%s' (f32, bf16 or int8, optionally +kv8)\n", dtname);
         return 2;
     }
     c.last_logits = 1;
@@ -133,11 +143,14 @@ int main(int argc, char **argv) {
     snprintf(bind, sizeof bind, "B=1,L=%lld", (long long)P);
     pp.bind = bind;
     TRY(kern_graph_plan_create(g, ctx, &pp, &plan));
-    es = kern_dtype_size(c.dtype ? c.dtype : KERN_F32);
+    es = c.kv_int8 ? 1 : kern_dtype_size(c.dtype ? c.dtype : KERN_F32);
     caches = (void **)malloc((size_t)(2 * c.layers) * sizeof *caches);
+    if (c.kv_int8) scales = (float **)malloc((size_t)(2 * c.layers) * sizeof *scales);
     row = (float *)malloc((size_t)V * sizeof *row);
-    for (l = 0; l < 2 * c.layers; l++)
+    for (l = 0; l < 2 * c.layers; l++) {
         caches[l] = calloc((size_t)(c.max_len * c.kv_heads * c.head_dim), es);
+        if (scales) scales[l] = (float *)calloc((size_t)(c.max_len * c.kv_heads), sizeof(float));
+    }
     out = fopen(argv[5], "wb");
     if (!out || !row) {
         fprintf(stderr, "cannot write %s\n", argv[5]);
@@ -145,7 +158,8 @@ int main(int argc, char **argv) {
     }
     for (s = 0; s < steps; s++) {
         int64_t L = s == 0 ? P : 1, j;
-        kern_tensor in[2 + 2 * 64], res[3];
+        kern_tensor in[2 + 4 * 64], res[3];
+        int nin = 2;
         if (s == 1) {
             kern_graph_plan_free(plan); /* its prepacked copies go with it */
             plan = NULL;
@@ -155,11 +169,16 @@ int main(int argc, char **argv) {
         }
         in[0] = kern_tensor_2d(s == 0 ? ids : &tok, KERN_I64, 1, L);
         in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
-        for (l = 0; l < 2 * c.layers; l++)
-            in[2 + l] = kern_tensor_4d(caches[l], c.dtype ? c.dtype : KERN_F32, 1, c.max_len,
-                                       c.kv_heads, c.head_dim);
+        for (l = 0; l < 2 * c.layers; l++) { /* per layer: k, v (+kv8: then their scales) */
+            in[nin++] = kern_tensor_4d(caches[l], c.kv_int8 ? KERN_I8 : c.dtype ? c.dtype : KERN_F32,
+                                       1, c.max_len, c.kv_heads, c.head_dim);
+            if (scales && l % 2) {
+                in[nin++] = kern_tensor_3d(scales[l - 1], KERN_F32, 1, c.max_len, c.kv_heads);
+                in[nin++] = kern_tensor_3d(scales[l], KERN_F32, 1, c.max_len, c.kv_heads);
+            }
+        }
         memset(res, 0, sizeof res);
-        TRY(kern_graph_run(s == 0 ? plan : dec, in, (int)(2 + 2 * c.layers), res, 3));
+        TRY(kern_graph_run(s == 0 ? plan : dec, in, nin, res, 3));
         for (j = 0; j < V; j++) /* logits [1, 1, V] in the model's dtype */
             row[j] = c.dtype == KERN_BF16
                          ? kern_bf16_to_f32(((const uint16_t *)res[0].data)[j])
@@ -178,8 +197,12 @@ int main(int argc, char **argv) {
     kern_graph_destroy(g);
     kern_safetensors_free(ctx, st);
     kern_ctx_destroy(ctx);
-    for (l = 0; l < 2 * c.layers; l++) free(caches[l]);
+    for (l = 0; l < 2 * c.layers; l++) {
+        free(caches[l]);
+        if (scales) free(scales[l]);
+    }
     free(caches);
+    free(scales);
     free(row);
     free(table);
     free(ids);
