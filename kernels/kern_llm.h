@@ -1591,6 +1591,11 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot_body__avx512(const char *co
     out[2] = _mm512_reduce_add_ps(a2);
     out[3] = _mm512_reduce_add_ps(a3);
 }
+/* out[i] = the lane sum of c[i], i < n (the 4x4 bodies' final sums) */
+KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_sums__avx512(float *out, const __m512 *c, int n) {
+    int i;
+    for (i = 0; i < n; i++) out[i] = _mm512_reduce_add_ps(c[i]);
+}
 /* Four x rows (x0 + i * xs bytes) against four weight rows in one pass:
  * 16 accumulators, each weight vector loaded and widened once for four
  * FMAs (the pair body loads it per pair, and reads the rows from cache
@@ -1632,22 +1637,11 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot4x4_body__avx512(const char 
         KERN__GEMV_ROW(x3, 3)
 #undef KERN__GEMV_ROW
     }
-    out[0] = _mm512_reduce_add_ps(c00);
-    out[1] = _mm512_reduce_add_ps(c01);
-    out[2] = _mm512_reduce_add_ps(c02);
-    out[3] = _mm512_reduce_add_ps(c03);
-    out[4] = _mm512_reduce_add_ps(c10);
-    out[5] = _mm512_reduce_add_ps(c11);
-    out[6] = _mm512_reduce_add_ps(c12);
-    out[7] = _mm512_reduce_add_ps(c13);
-    out[8] = _mm512_reduce_add_ps(c20);
-    out[9] = _mm512_reduce_add_ps(c21);
-    out[10] = _mm512_reduce_add_ps(c22);
-    out[11] = _mm512_reduce_add_ps(c23);
-    out[12] = _mm512_reduce_add_ps(c30);
-    out[13] = _mm512_reduce_add_ps(c31);
-    out[14] = _mm512_reduce_add_ps(c32);
-    out[15] = _mm512_reduce_add_ps(c33);
+    {
+        const __m512 c[16] = {c00, c01, c02, c03, c10, c11, c12, c13,
+                              c20, c21, c22, c23, c30, c31, c32, c33};
+        kern__gemv_sums__avx512(out, c, 16);
+    }
 }
 KERN_TARGET_AVX512 static void kern__gemv_dot4x4__avx512(const char *const *w, kern_dtype wdt,
                                                          const char *x0, int64_t xs, kern_dtype xdt,
@@ -1733,25 +1727,10 @@ KERN_TARGET_AVX512BF16 KERN__AINLINE void kern__gemv_bh_body(const char *const *
         }
 #undef KERN__GEMV_BH_ROW
     }
-    out[0] = _mm512_reduce_add_ps(c00);
-    out[1] = _mm512_reduce_add_ps(c01);
-    out[2] = _mm512_reduce_add_ps(c02);
-    out[3] = _mm512_reduce_add_ps(c03);
-    if (MR > 1) {
-        out[4] = _mm512_reduce_add_ps(c10);
-        out[5] = _mm512_reduce_add_ps(c11);
-        out[6] = _mm512_reduce_add_ps(c12);
-        out[7] = _mm512_reduce_add_ps(c13);
-    }
-    if (MR > 2) {
-        out[8] = _mm512_reduce_add_ps(c20);
-        out[9] = _mm512_reduce_add_ps(c21);
-        out[10] = _mm512_reduce_add_ps(c22);
-        out[11] = _mm512_reduce_add_ps(c23);
-        out[12] = _mm512_reduce_add_ps(c30);
-        out[13] = _mm512_reduce_add_ps(c31);
-        out[14] = _mm512_reduce_add_ps(c32);
-        out[15] = _mm512_reduce_add_ps(c33);
+    {
+        const __m512 c[16] = {c00, c01, c02, c03, c10, c11, c12, c13,
+                              c20, c21, c22, c23, c30, c31, c32, c33};
+        kern__gemv_sums__avx512(out, c, 4 * MR);
     }
 }
 KERN_TARGET_AVX512BF16 static void kern__gemv_dot4x4__avx512bf16(const char *const *w, kern_dtype wdt,
