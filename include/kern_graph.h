@@ -6148,6 +6148,13 @@ static kern_status kern__gp_structure(kern_graph_plan *p) {
         kern__gpv *v = &p->pv[i];
         if (!v->live || v->view) continue;
         if (v->storage != KERN__GS_ARENA && v->storage != KERN__GS_OUTPUT) continue;
+        /* a bound past 2^62 bytes in all: no machine holds it, and the
+         * planner's sums (signed in kern__g_maxlive) stay exact below it */
+        if (v->bytes > ((size_t)1 << 62) - p->stats.sum_bytes) {
+            st = kern__err(KERN_ERR_NOMEM, "kern_graph_plan_create: the intermediates need more "
+                           "than 2^62 bytes at this binding");
+            goto fail;
+        }
         p->stats.sum_bytes += v->bytes;
         if (v->group != i) continue;
         bsize[nb] = v->bytes;
