@@ -337,9 +337,11 @@ static void run_llama(kbench_state *st, void *user) {
     int64_t L = lc->prefill ? LL_PREFILL : 1, lens = 0, i;
     int64_t *ids = (int64_t *)kbench_alloc(LL_PREFILL * sizeof(int64_t));
     kern_tensor in[2 + 4 * 8], res[3];
+    void *caches[2 * 8];
+    float *scales[2 * 8];
     kern_status s = KERN_OK;
     const char *why;
-    int l;
+    int l, nin;
     if (LL.w != lc->w || LL.kv8 != lc->kv8 || !LL.g) {
         if ((why = ll_build(lc->w, lc->kv8)) != NULL) {
             ll_free();
@@ -364,19 +366,15 @@ static void run_llama(kbench_state *st, void *user) {
     for (i = 0; i < L; i++) ids[i] = (i * 7919) % LL.c.vocab;
     in[0] = kern_tensor_2d(ids, KERN_I64, 1, L);
     in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
-    for (l = 0; l < 2 * LL.c.layers; l++) { /* per layer: k, v (+ their scales) */
-        int slot = 2 + (lc->kv8 ? 4 * (l / 2) + l % 2 : l);
-        in[slot] = kern_tensor_4d((char *)LL.cache + (size_t)l * LL.cache_bytes,
-                                  lc->kv8 ? KERN_I8 : LL.c.dtype, 1, LL.c.max_len, LL.c.kv_heads,
-                                  LL.c.head_dim);
-        if (lc->kv8)
-            in[slot + 2] = kern_tensor_3d(LL.scales + (size_t)l * (size_t)(LL.c.max_len * LL.c.kv_heads),
-                                          KERN_F32, 1, LL.c.max_len, LL.c.kv_heads);
+    for (l = 0; l < 2 * LL.c.layers; l++) { /* slices of one buffer: layer l / 2's k or v */
+        caches[l] = (char *)LL.cache + (size_t)l * LL.cache_bytes;
+        scales[l] = LL.scales ? LL.scales + (size_t)l * (size_t)(LL.c.max_len * LL.c.kv_heads) : NULL;
     }
+    nin = 2 + llama_graph_cache_inputs(&LL.c, 1, caches, scales, in + 2);
     while (kbench_next(st)) {
         lens = lc->prefill ? 0 : LL_CACHE;
         memset(res, 0, sizeof res);
-        s |= kern_graph_run(LL.plan, in, 2 + (lc->kv8 ? 4 : 2) * (int)LL.c.layers, res, 3);
+        s |= kern_graph_run(LL.plan, in, nin, res, 3);
     }
     if (s != KERN_OK) {
         kbench_skip(st, kern_last_error());

@@ -1397,6 +1397,17 @@ KERN_TARGET_AVX2 static inline float kern__gemv_hsum__avx2(__m256 v) {
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
+/* How far ahead (bytes from the current element of each of four weight
+ * rows w0.., wb bytes an element) the GEMV bodies prefetch, into L2, not
+ * L1: rows of at most 4 KiB (four rows fit half of L1) fetch the next four
+ * rows (adjacent when the rows are) at the same k; longer rows fetch 2 KiB
+ * ahead in their own row. On Zen 4 at one thread this reads 25-33 GB/s
+ * where prefetching into L1 at 128 elements read 17-21 (f32 and bf16 at
+ * the Llama shapes, docs/llm.md): L1 prefetches hold fill buffers the
+ * demand loads then wait for. */
+static inline int64_t kern__gemv_pf_dist(int64_t K, int64_t wb, const char *w0, const char *w1) {
+    return 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+}
 /* The body for one weight dtype and one x-row count (constants after
  * inlining). */
 KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const *w, kern_dtype wdt,
@@ -1408,13 +1419,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
     int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* x0 rows 0..3 */
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0; /* m = 2: x1; m = 1: second k half */
-    /* Prefetch into L2, not L1: rows of at most 4 KiB (four rows fit half
-     * of L1) fetch the next four rows (adjacent when the rows are) at the
-     * same k; longer rows fetch 2 KiB ahead in their own row. On Zen 4 at
-     * one thread this reads 25-33 GB/s where prefetching into L1 at 128
-     * elements read 17-21 (f32 and bf16 at the Llama shapes, docs/llm.md):
-     * L1 prefetches hold fill buffers the demand loads then wait for. */
-    const int64_t pd = 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+    const int64_t pd = kern__gemv_pf_dist(K, wb, w0, w1);
     if (m == 1) {
         for (; k + 16 <= K; k += 16) {
             __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, 8);
@@ -1524,7 +1529,7 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot_body__avx512(const char *co
     int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    const int64_t pd = 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+    const int64_t pd = kern__gemv_pf_dist(K, wb, w0, w1);
 #define KERN__GEMV_PF4(o)                                                                     \
     _mm_prefetch(w0 + k * wb + pd + (o), _MM_HINT_T1);                                        \
     _mm_prefetch(w1 + k * wb + pd + (o), _MM_HINT_T1);                                        \
@@ -1611,7 +1616,7 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemv_dot4x4_body__avx512(const char 
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00;
     __m512 c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00;
     __m512 c31 = c00, c32 = c00, c33 = c00;
-    const int64_t pd = 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+    const int64_t pd = kern__gemv_pf_dist(K, wb, w0, w1);
     for (k = 0; k < K; k += 16) {
         int n = K - k >= 16 ? 16 : (int)(K - k);
         __m512 v0 = kern__gemv_wload__avx512(w0, wdt, k, n);
@@ -1684,12 +1689,8 @@ KERN_TARGET_AVX512 static void kern__gemv_dot__avx512(const char *const *w, kern
  * products are exact and each is added with one rounding; the
  * instruction counts denormal inputs and results as zero. MR x rows (2 or
  * 4; a constant after inlining) at row stride xs bytes against four weight
- * rows, out[4 i + r]; the L2 prefetch of the bodies above
- * (KERN__GEMV_BH_PD bytes ahead in rows over 8 KiB: 1024 and 4096
- * measured slower on Zen 4). */
-#ifndef KERN__GEMV_BH_PD
-#define KERN__GEMV_BH_PD 2048
-#endif
+ * rows, out[4 i + r]; the L2 prefetch of the bodies above (1, 4 and 8
+ * KiB ahead in long rows measured no faster on Zen 4). */
 KERN_TARGET_AVX512BF16 KERN__AINLINE __m512bh kern__gemv_bh_ld(const char *p, int64_t k, int n) {
     if (n >= 32) return (__m512bh)_mm512_loadu_si512(p + 2 * k);
     return (__m512bh)_mm512_maskz_loadu_epi16((__mmask32)((1ull << n) - 1), p + 2 * k);
@@ -1701,7 +1702,7 @@ KERN_TARGET_AVX512BF16 KERN__AINLINE void kern__gemv_bh_body(const char *const *
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00;
     __m512 c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00;
     __m512 c31 = c00, c32 = c00, c33 = c00;
-    const int64_t pd = 8 * K <= 16384 ? 4 * (int64_t)(w1 - w0) : KERN__GEMV_BH_PD;
+    const int64_t pd = kern__gemv_pf_dist(K, 2, w0, w1);
     int64_t k;
     for (k = 0; k < K; k += 32) {
         int n = K - k >= 32 ? 32 : (int)(K - k);
@@ -1718,9 +1719,7 @@ KERN_TARGET_AVX512BF16 KERN__AINLINE void kern__gemv_bh_body(const char *const *
     c##I##2 = _mm512_dpbf16_ps(c##I##2, xa, v2);                                              \
     c##I##3 = _mm512_dpbf16_ps(c##I##3, xa, v3);
         KERN__GEMV_BH_ROW(x0, 0)
-        if (MR > 1) {
-            KERN__GEMV_BH_ROW(x1, 1)
-        }
+        KERN__GEMV_BH_ROW(x1, 1)
         if (MR > 2) {
             KERN__GEMV_BH_ROW(x2, 2)
             KERN__GEMV_BH_ROW(x3, 3)
@@ -2406,6 +2405,20 @@ static size_t kern__da_thread_bytes(int64_t rows, int64_t D, int64_t Dv) {
     return (size_t)(rows * (D + KERN__DA_CHUNK) + Dv) * sizeof(float);
 }
 
+/* The splits that cover the first n cache rows (0 for n <= 0). */
+static int64_t kern__da_splits(const kern__da_job *J, int64_t n) {
+    return n > 0 ? ((n + J->chunk - 1) / J->chunk + J->cps - 1) / J->cps : 0;
+}
+/* The query positions of block qi (qb, or fewer in the last block). */
+static int64_t kern__da_block_rows(const kern__da_job *J, int64_t qi) {
+    return J->Lq - qi * J->qb < J->qb ? J->Lq - qi * J->qb : J->qb;
+}
+/* Task (b, split s, block qi)'s rows of the workspace: row r = h * Lb + l
+ * - l0 at r * (Dv + 2), each (running max, sum, acc[Dv]). */
+static float *kern__da_part(const kern__da_job *J, int64_t b, int64_t s, int64_t qi) {
+    return J->part + ((b * J->nsplit + s) * J->nqb + qi) * J->trows * (J->Dv + 2);
+}
+
 /* An i8 cache's row scales t [B, Lmax, Hkv] into the chunk's n columns of
  * S (Rh rows per kv head): for each kv head, its scales at rows j0..
  * gathered once into sc, then every q row of that head multiplied by them. */
@@ -2429,7 +2442,7 @@ KERN__AINLINE void kern__da_scale_rows(const kern__da_job *J, const kern_tensor 
 static void kern__da_task(void *arg, int64_t task, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
     int64_t qi = task % J->nqb, s = (task / J->nqb) % J->nsrun, b = task / (J->nqb * J->nsrun);
-    int64_t Lq = J->Lq, l0 = qi * J->qb, Lb = Lq - l0 < J->qb ? Lq - l0 : J->qb;
+    int64_t Lq = J->Lq, l0 = qi * J->qb, Lb = kern__da_block_rows(J, qi);
     int64_t R = J->H * Lb, Rh = J->G * Lb, Dv2 = J->Dv + 2;
     int64_t len = kern__llm_ix(J->lens, b), r, j, hk, g, c;
     /* cache rows the block's last query sees, and the chunks that covers */
@@ -2437,7 +2450,7 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
     int64_t cseen = seen > 0 ? (seen + J->chunk - 1) / J->chunk : 0;
     float *qs = (float *)kern__thread_scratch(J->ctx, thread);
     float *S = qs + R * J->D;
-    float *part = J->part + ((b * J->nsplit + s) * J->nqb + qi) * J->trows * Dv2;
+    float *part = kern__da_part(J, b, s, qi);
     size_t qe = kern_dtype_size(J->q->dtype), ke = kern_dtype_size(J->k->dtype);
     size_t ve = kern_dtype_size(J->v->dtype);
     const char *kb = (const char *)J->k->data + b * J->k->stride[0] * (int64_t)ke;
@@ -2523,12 +2536,13 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
             if (n < 0) n = 0;
             if (n > 0) {
                 float m = J->f->rowmax(sr, n);
-                if (o[0] != -INFINITY && m > o[0]) {
+                if (m <= o[0]) {
+                    m = o[0];
+                } else if (o[0] != -INFINITY) {
                     float w = J->f->exp2n(o[0] - m);
                     J->f->scale(o + 2, w, J->Dv);
                     o[1] = kern__s_mul(o[1], w);
                 }
-                if (m < o[0]) m = o[0];
                 o[0] = m;
                 o[1] += J->f->exp2row(sr, m, n);
             }
@@ -2563,12 +2577,10 @@ static void kern__da_merge_task(void *arg, int64_t row, int thread) {
     const kern__da_job *J = (const kern__da_job *)arg;
     /* row = b * rows + r, r = h * Lq + l */
     int64_t r = row % J->rows, b = row / J->rows, h = r / J->Lq, l = r % J->Lq;
-    int64_t qi = l / J->qb, l0 = qi * J->qb, Lb = J->Lq - l0 < J->qb ? J->Lq - l0 : J->qb;
-    int64_t seen = kern__llm_ix(J->lens, b) - (J->Lq - 1 - l);
-    int64_t nsp = seen > 0 ? ((seen + J->chunk - 1) / J->chunk + J->cps - 1) / J->cps : 0;
+    int64_t qi = l / J->qb, l0 = qi * J->qb, Lb = kern__da_block_rows(J, qi);
+    int64_t nsp = kern__da_splits(J, kern__llm_ix(J->lens, b) - (J->Lq - 1 - l));
     int64_t c, stride = J->nqb * J->trows * (J->Dv + 2);
-    const float *p0 = J->part + (b * J->nsplit * J->nqb + qi) * J->trows * (J->Dv + 2) +
-                      (h * Lb + l - l0) * (J->Dv + 2);
+    const float *p0 = kern__da_part(J, b, 0, qi) + (h * Lb + l - l0) * (J->Dv + 2);
     float *acc = (float *)kern__thread_scratch(J->ctx, thread);
     float M = -INFINITY, den = 0.0f;
     size_t oe = kern_dtype_size(J->out->dtype);
@@ -2774,7 +2786,7 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
             int64_t b, lmax = 0;
             for (b = 0; b < J.B; b++)
                 if (kern__llm_ix(k_lens, b) > lmax) lmax = kern__llm_ix(k_lens, b);
-            J.nsrun = ((lmax + J.chunk - 1) / J.chunk + J.cps - 1) / J.cps;
+            J.nsrun = kern__da_splits(&J, lmax);
         }
         st = kern_parallel_for(ctx, J.B * J.nsrun * J.nqb, kern__da_task, &J);
         if (!st) st = kern_parallel_for(ctx, J.B * J.rows, kern__da_merge_task, &J);

@@ -247,4 +247,25 @@ static kern_status llama_graph_bind_rope(kern_ctx *ctx, kern_graph *g, const lla
     return kern_graph_bind_weight(g, "rope.table", &tt, KERN_GRAPH_BORROW);
 }
 
+/* The caches as the graph's inputs after ids and k_lens, in the order
+ * llama_graph_build declares them: cache[2 l] and cache[2 l + 1] are layer
+ * l's k and v ([B, max_len, kv_heads, head_dim] of the model's dtype, i8
+ * with cfg.kv_int8), scale[2 l] and scale[2 l + 1] their [B, max_len,
+ * kv_heads] f32 scales with cfg.kv_int8 (scale unused otherwise). Fills
+ * in[0..] and returns the count: 2 or 4 a layer. */
+static inline int llama_graph_cache_inputs(const llama_cfg *c, int64_t B, void *const *cache,
+                                           float *const *scale, kern_tensor *in) {
+    kern_dtype cdt = c->kv_int8 ? KERN_I8 : c->dtype ? c->dtype : KERN_F32;
+    int n = 0;
+    int64_t l, j;
+    for (l = 0; l < c->layers; l++) {
+        for (j = 0; j < 2; j++)
+            in[n++] = kern_tensor_4d(cache[2 * l + j], cdt, B, c->max_len, c->kv_heads, c->head_dim);
+        if (c->kv_int8)
+            for (j = 0; j < 2; j++)
+                in[n++] = kern_tensor_3d(scale[2 * l + j], KERN_F32, B, c->max_len, c->kv_heads);
+    }
+    return n;
+}
+
 #endif /* KERN_MODELS_LLAMA_GRAPH_H */

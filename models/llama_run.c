@@ -159,7 +159,6 @@ int main(int argc, char **argv) {
     for (s = 0; s < steps; s++) {
         int64_t L = s == 0 ? P : 1, j;
         kern_tensor in[2 + 4 * 64], res[3];
-        int nin = 2;
         if (s == 1) {
             kern_graph_plan_free(plan); /* its prepacked copies go with it */
             plan = NULL;
@@ -169,16 +168,9 @@ int main(int argc, char **argv) {
         }
         in[0] = kern_tensor_2d(s == 0 ? ids : &tok, KERN_I64, 1, L);
         in[1] = kern_tensor_1d(&lens, KERN_I64, 1);
-        for (l = 0; l < 2 * c.layers; l++) { /* per layer: k, v (+kv8: then their scales) */
-            in[nin++] = kern_tensor_4d(caches[l], c.kv_int8 ? KERN_I8 : c.dtype ? c.dtype : KERN_F32,
-                                       1, c.max_len, c.kv_heads, c.head_dim);
-            if (scales && l % 2) {
-                in[nin++] = kern_tensor_3d(scales[l - 1], KERN_F32, 1, c.max_len, c.kv_heads);
-                in[nin++] = kern_tensor_3d(scales[l], KERN_F32, 1, c.max_len, c.kv_heads);
-            }
-        }
         memset(res, 0, sizeof res);
-        TRY(kern_graph_run(s == 0 ? plan : dec, in, nin, res, 3));
+        TRY(kern_graph_run(s == 0 ? plan : dec, in,
+                           2 + llama_graph_cache_inputs(&c, 1, caches, scales, in + 2), res, 3));
         for (j = 0; j < V; j++) /* logits [1, 1, V] in the model's dtype */
             row[j] = c.dtype == KERN_BF16
                          ? kern_bf16_to_f32(((const uint16_t *)res[0].data)[j])

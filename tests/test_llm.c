@@ -1869,19 +1869,19 @@ static void tl_run(kern_dtype dt, int int8, int last, int kv8, double tol) {
     for (step = 0; step <= STEPS; step++) {
         int64_t L = step == 0 ? P : 1, pos0 = lens[0], LO = last ? 1 : L;
         kern_tensor in[10], out[3];
-        int nin = kv8 ? 10 : 6, per = kv8 ? 4 : 2;
+        void *caches[4];
+        float *scales[4];
+        int nin;
         int64_t next[B];
         in[0] = kern_tensor_2d(ids, KERN_I64, B, L);
         in[1] = kern_tensor_1d(lens, KERN_I64, B);
         for (l = 0; l < 2; l++) {
-            kern_dtype cdt = kv8 ? KERN_I8 : dt;
-            in[2 + per * l] = kern_tensor_4d(kcache[l], cdt, B, c->max_len, c->kv_heads, c->head_dim);
-            in[3 + per * l] = kern_tensor_4d(vcache[l], cdt, B, c->max_len, c->kv_heads, c->head_dim);
-            if (kv8) {
-                in[4 + per * l] = kern_tensor_3d(kscale[l], KERN_F32, B, c->max_len, c->kv_heads);
-                in[5 + per * l] = kern_tensor_3d(vscale[l], KERN_F32, B, c->max_len, c->kv_heads);
-            }
+            caches[2 * l] = kcache[l];
+            caches[2 * l + 1] = vcache[l];
+            scales[2 * l] = kv8 ? kscale[l] : NULL;
+            scales[2 * l + 1] = kv8 ? vscale[l] : NULL;
         }
+        nin = 2 + llama_graph_cache_inputs(c, B, caches, scales, in + 2);
         memset(out, 0, sizeof out);
         KT_OK(kern_graph_run(step == 0 ? plan : plan_dec, in, nin, out, last ? 3 : 2));
         KT_REQUIRE(out[0].data != NULL && out[0].ndim == 3 && out[0].shape[1] == LO &&
