@@ -318,7 +318,12 @@ extern "C" {
  *       computes q.k as dot products instead of wasting panel lanes. */
 #define KERN__SDPA_NQ 32
 #define KERN__SDPA_BK 64
+/* query panels a forward task runs against each key block: 8 when one
+ * head's K and V pass KERN__SDPA_QB_BYTES (the block then comes from the
+ * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems) */
 #define KERN__SDPA_QB 4
+#define KERN__SDPA_QB_MAX 8
+#define KERN__SDPA_QB_BYTES ((int64_t)512 * 1024)
 #define KERN__SDPA_ROWS_MAX 16
 /* Decode-shaped problems are split along the keys until there are about
  * this many tasks (independent of the thread count, for determinism). */
@@ -1906,6 +1911,7 @@ typedef struct kern__sdpa_prob {
     int64_t wl, wr;
     const kern__sdpa_fns *fn;
     int bf16_native;
+    int64_t qb; /* forward: query panels per task (KERN__SDPA_QB or _QB_MAX) */
     /* decomposed relative position: grids, table lengths after resizing
      * (2 * max - 1), coordinate scales, the tables as given and their f32
      * resized copies (in the forward's shared workspace) */
@@ -2166,7 +2172,7 @@ static size_t kern__sdpa_fscr_carve(const kern__sdpa_prob *p, char *base,
                                     kern__sdpa_fscr *sc) {
     kern__sdpa_carve c;
     int64_t D16 = (p->D + 15) & ~(int64_t)15, Dv = p->Dv, BK = KERN__SDPA_BK;
-    int64_t NQ = KERN__SDPA_NQ, QB = KERN__SDPA_QB;
+    int64_t NQ = KERN__SDPA_NQ, QB = p->qb;
     int64_t mx = (p->D > p->Dv ? p->D : p->Dv) + 16;
     c.base = base;
     c.used = 0;
@@ -2206,6 +2212,20 @@ static inline void kern__sdpa_from_f32(kern_ctx *ctx, const float *src, kern_dty
     else kern_convert(ctx, KERN_F32, src, dt, dst, n);
 }
 
+/* A finished row's output factor (1 / l, times the dropout scale) and its
+ * lse. l == 0 exactly iff no key was visible (the max element contributes
+ * 2^0 = 1): factor 0, lse -inf; a NaN score makes l NaN, which then
+ * reaches out and lse. */
+static inline float kern__sdpa_row_inv(const kern__sdpa_prob *p, float m, float l, float *inv) {
+    if (l == 0.0f) {
+        *inv = 0.0f;
+        return -INFINITY;
+    }
+    *inv = 1.0f / l;
+    if (p->dropout_p > 0) *inv *= 1.0f / (1.0f - p->dropout_p);
+    return (m + log2f(l)) * KERN__SDPA_LN2;
+}
+
 /* Writes one finished row: out = acc / l (times the dropout scale), lse. A
  * row with no visible key (l = 0) gets zeros and -inf. acc is read as
  * acc[c * cs]. */
@@ -2213,18 +2233,11 @@ static void kern__sdpa_emit(const kern__sdpa_fwd *f, int64_t base, int64_t h, in
                             const float *acc, int64_t cs, float m, float l, float *row) {
     const kern__sdpa_prob *p = f->p;
     int64_t c, Dv = p->Dv;
-    float lse;
-    /* l == 0 exactly iff no key was visible (the max element contributes
-     * 2^0 = 1); a NaN score makes l NaN, which then reaches out and lse */
-    if (l == 0.0f) {
+    float inv, lse = kern__sdpa_row_inv(p, m, l, &inv);
+    if (l == 0.0f)
         for (c = 0; c < Dv; c++) row[c] = 0.0f;
-        lse = -INFINITY;
-    } else {
-        float inv = 1.0f / l;
-        if (p->dropout_p > 0) inv *= 1.0f / (1.0f - p->dropout_p);
+    else
         for (c = 0; c < Dv; c++) row[c] = acc[c * cs] * inv;
-        lse = (m + log2f(l)) * KERN__SDPA_LN2;
-    }
     if (Dv > 0)
         kern__sdpa_from_f32(f->ctx, row, p->dt,
                             (void *)(p->o + (size_t)kern__sdpa_off(p, p->os, base, h, i) * p->es),
@@ -2303,9 +2316,9 @@ static int kern__sdpa_fwd_locate(kern__sdpa_ftask *T, const kern__sdpa_fwd *f, i
         T->pan = 0;
     } else {
         int64_t tot = (T->R + NQ - 1) / NQ;
-        T->pan = T->qb * KERN__SDPA_QB;
+        T->pan = T->qb * p->qb;
         if (T->pan >= tot) return 0;
-        T->np = tot - T->pan < KERN__SDPA_QB ? tot - T->pan : KERN__SDPA_QB;
+        T->np = tot - T->pan < p->qb ? tot - T->pan : p->qb;
     }
     return T->np > 0;
 }
@@ -2604,6 +2617,32 @@ static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
     }
 }
 
+/* A finished f32 panel straight into the output: O^T scaled in place by
+ * each lane's factor (the multiply kern__sdpa_emit does, vectorized), then
+ * column r copied to query r's output row. */
+static void kern__sdpa_fwd_emit_panel(const kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
+    const kern__sdpa_prob *p = T->p;
+    const kern__sdpa_fscr *sc = &T->sc;
+    const kern__sdpa_lane *ln = sc->ln + pi * KERN__SDPA_NQ;
+    int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, r, c;
+    float *ot = sc->ot + pi * Dv * NQ, *inv = sc->alpha;
+    for (r = 0; r < NQ; r++) {
+        float lse = -INFINITY, m = sc->m[pi * NQ + r], l = sc->l[pi * NQ + r];
+        inv[r] = 0.0f;
+        if (r < nr) lse = kern__sdpa_row_inv(p, m, l, &inv[r]);
+        if (r < nr && p->lse) *kern__sdpa_lse_ptr(p, T->qbase, ln[r].h, ln[r].i) = lse;
+    }
+    p->fn->scale(ot, Dv, inv);
+    for (r = 0; r < nr; r++) {
+        float *o = (float *)(void *)(p->o + (size_t)kern__sdpa_off(p, p->os, T->qbase, ln[r].h,
+                                                                   ln[r].i) * 4);
+        if (sc->l[pi * NQ + r] == 0.0f)
+            for (c = 0; c < Dv; c++) o[c] = 0.0f;
+        else
+            for (c = 0; c < Dv; c++) o[c] = ot[c * NQ + r];
+    }
+}
+
 /* Step 4: writes the finished rows (or this split's partial results). */
 static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
     const kern__sdpa_fwd *f = T->f;
@@ -2612,6 +2651,10 @@ static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
     for (pi = 0; pi < T->np; pi++) {
         const kern__sdpa_lane *ln = sc->ln + pi * NQ;
         int64_t nr = kern__sdpa_fwd_nr(T, pi);
+        if (f->nsplit == 1 && !f->rows_path && T->p->dt == KERN_F32 && Dv > 0) {
+            kern__sdpa_fwd_emit_panel(T, pi, nr);
+            continue;
+        }
         for (r = 0; r < nr; r++) {
             const float *acc = f->rows_path ? sc->ot + r * Dv : sc->ot + pi * Dv * NQ + r;
             int64_t cs = f->rows_path ? 1 : NQ;
@@ -2648,7 +2691,7 @@ static void kern__sdpa_combine_task(void *arg, int64_t t, int thread) {
     kern__sdpa_seq(p, b, &lq, &lk, &qbase, &kbase);
     (void)lk;
     R = lq * p->G;
-    r0 = f->rows_path ? 0 : qb * KERN__SDPA_QB * KERN__SDPA_NQ;
+    r0 = f->rows_path ? 0 : qb * p->qb * KERN__SDPA_NQ;
     r1 = r0 + f->rows_cap < R ? r0 + f->rows_cap : R;
     for (r = r0; r < r1; r++) {
         float M = -INFINITY, L = 0.0f;
@@ -3199,12 +3242,15 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     f.p = P;
     f.ctx = ctx;
     f.rows_path = R < KERN__SDPA_ROWS_MAX;
+    P->qb = (int64_t)P->es * P->Lk_run * (P->D + P->Dv) >= KERN__SDPA_QB_BYTES
+                ? KERN__SDPA_QB_MAX
+                : KERN__SDPA_QB;
     if (f.rows_path) {
         f.nqb = 1;
         f.rows_cap = R;
     } else {
-        f.nqb = (R + KERN__SDPA_QB * KERN__SDPA_NQ - 1) / (KERN__SDPA_QB * KERN__SDPA_NQ);
-        f.rows_cap = KERN__SDPA_QB * KERN__SDPA_NQ;
+        f.nqb = (R + P->qb * KERN__SDPA_NQ - 1) / (P->qb * KERN__SDPA_NQ);
+        f.rows_cap = P->qb * KERN__SDPA_NQ;
     }
     base = P->B * P->Hkv * f.nqb;
     nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;

@@ -552,6 +552,34 @@ KT_TEST(fwd_head_dims) {
     }
 }
 
+/* Heads whose K and V pass 512 KiB run 8 query panels a task (256 rows)
+ * instead of 4: a last task with fewer panels, GQA lanes, causal both
+ * alignments, a mask with fully masked rows, dropout, bf16, and a key split
+ * (few tasks, long keys) whose partial rows are 256 a task. */
+KT_TEST(fwd_eight_panel_tasks) {
+    int ci;
+#ifdef KT_SANITIZER
+    int ncases = 3;
+#else
+    int ncases = 6;
+#endif
+    for (ci = 0; ci < ncases; ci++) {
+        tcase c = tc_default();
+        c.D = c.Dv = 128;
+        c.Lq = 300;
+        c.Lk = 520; /* 520 * 256 * 4 bytes >= 512 KiB */
+        switch (ci) {
+        case 0: c.Hq = 2; c.Hkv = 1; break;
+        case 1: c.causal = 1; c.Lq = 290; break;
+        case 2: c.dt = KERN_BF16; c.Lk = 1030; c.Lq = 260; c.causal = 1; c.bottom_right = 1; break;
+        case 3: c.mask_kind = 2; c.B = 2; c.Lq = 270; break;
+        case 4: c.dropout = 0.25f; break;
+        default: c.D = c.Dv = 64; c.Lk = 1100; c.Lq = 300; c.blhd = 1; break; /* split */
+        }
+        fwd_case(&c, 300 + (uint64_t)ci);
+    }
+}
+
 static tcase opt_base(int i) {
     tcase c = tc_default();
     c.B = 2;
