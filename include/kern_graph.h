@@ -65,7 +65,8 @@
  *   copy            x -> a contiguous copy;  cast  x -> dtype
  *   qlinear         x [..,K], weight [N,K] f32/bf16 (packed at plan time)
  *                   or i8 with scales? [N], bias? [N], residual?
- *                   (int8 dynamic per-token; kern_qlinear); act gelu/none
+ *                   (int8 dynamic per-token; kern_qlinear); act; glu=1
+ *                   as linear (weight [2F,K] in kern_glu_pack's order)
  *   quantize_per_token  x [..,K] -> xq i8 [..,K], scales f32 [..]
  *   sparse24_linear x [..,K], weight [N,K] (2:4 along K, or prune=1 to prune
  *                   at plan time), bias? [N], residual? (kern_sparse24_linear)
@@ -417,15 +418,17 @@ enum {
     KERN_GRAPH_PASS_DECOMPOSED = 1u << 0, /* decomposed LayerNorm/RMSNorm/GELU/
                                              attention -> fused nodes */
     KERN_GRAPH_PASS_EPILOGUE = 1u << 1,   /* bias/act/residual/scale into GEMMs */
-    KERN_GRAPH_PASS_QKV = 1u << 2,        /* linears sharing x -> one GEMM */
+    KERN_GRAPH_PASS_QKV = 1u << 2,        /* linears (or qlinears with f32/bf16
+                                             weights) sharing x -> one GEMM */
     KERN_GRAPH_PASS_RESIDUAL_NORM = 1u << 3,
     KERN_GRAPH_PASS_NORM_ACT = 1u << 4,
     KERN_GRAPH_PASS_DCE = 1u << 5,        /* dead-node elimination */
     KERN_GRAPH_PASS_PREPACK = 1u << 6,    /* kern_gemm_pack_b at plan time
                                            * (linears above 8 rows at the bound) */
     KERN_GRAPH_PASS_INPLACE = 1u << 7,    /* outputs over dying inputs */
-    KERN_GRAPH_PASS_GLU = 1u << 8,        /* merged gate/up linear + silu_mul ->
-                                             one GEMM with the glu epilogue */
+    KERN_GRAPH_PASS_GLU = 1u << 8,        /* merged gate/up linear (or qlinear)
+                                             + silu_mul -> one GEMM with the
+                                             glu epilogue */
     KERN_GRAPH_PASS_ALL = 0x1ffu
 };
 
@@ -2449,7 +2452,7 @@ static kern_status kern__ginfer_qlinear(kern__ginf *c) {
     } else if (sc) {
         return kern__ginf_err(c, KERN_ERR_ARG, "scales only go with an i8 weight");
     }
-    return kern__ginfer_linear_like(c, 3, 4, KERN__GACTS_GELU, 0);
+    return kern__ginfer_linear_like(c, 3, 4, KERN__GACTS_GEMM, 0);
 }
 
 static kern_status kern__ginfer_quant(kern__ginf *c) {
@@ -2776,7 +2779,7 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     /* COPY */ {"x", 1, 1, KERN__GC_EXEC, 1, 1, 0, kern__ginfer_copy},
     /* CAST */ {"x", 1, 1, KERN__GC_EXEC, 1, 1, KERN__GAF(DTYPE), kern__ginfer_copy},
     /* QLINEAR */ {"x,weight,scales?,bias?,residual?", 5, 2, KERN__GC_FAMILY, 1, 1,
-                   KERN__GAF(ACT), kern__ginfer_qlinear},
+                   KERN__GAF(ACT) | KERN__GAF(GLU), kern__ginfer_qlinear},
     /* QUANTIZE_PER_TOKEN */ {"x", 1, 1, KERN__GC_FAMILY, 2, 2, 0, kern__ginfer_quant},
     /* SPARSE24_LINEAR */ {"x,weight,bias?,residual?", 4, 2, KERN__GC_FAMILY, 1, 1,
                            KERN__GAF(ACT) | KERN__GAF(PRUNE), kern__ginfer_sparse24},
@@ -5224,7 +5227,7 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
     gp->epilogue.act = n->a.act;
     gp->epilogue.residual = la->resp;
     gp->epilogue.out_scale = n->a.out_scale;
-    gp->epilogue.glu = n->a.glu; /* only linear takes the attribute */
+    gp->epilogue.glu = n->a.glu; /* of the gemm family only linear takes the attribute */
     gp->packed_b = st->pb;
 }
 
@@ -5425,6 +5428,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         memset(&qp, 0, sizeof qp);
         qp.epilogue.bias = KERN__GT(3);
         qp.epilogue.act = n->a.act;
+        qp.epilogue.glu = n->a.glu;
         qp.epilogue.residual = la.resp;
         if (query) return kern_qlinear_workspace_size(ctx, &la.x, st->qw, &la.y, &qp, query);
         qp.workspace = ws;
@@ -7766,10 +7770,13 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
                          q ? "quantize" : "sparsify", nm);
             continue;
         }
+        /* qlinear takes every act and glu; sparse24_linear gelu or none */
         if (n->a.alpha_set || n->a.out_scale != 0 ||
-            (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU && n->a.act != KERN_ACT_GELU_TANH)) {
-            kern__gp_log(x->p, "no %s: '%s': act %s / alpha / out_scale have no int8 or 2:4 epilogue",
-                         q ? "quantize" : "sparsify", nm, kern_act_name(n->a.act));
+            (s && (n->a.glu || (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU &&
+                                n->a.act != KERN_ACT_GELU_TANH)))) {
+            kern__gp_log(x->p, "no %s: '%s': %s%s / alpha / out_scale have no %s epilogue",
+                         q ? "quantize" : "sparsify", nm, n->a.glu ? "glu, act " : "act ",
+                         kern_act_name(n->a.act), q ? "int8" : "2:4");
             continue;
         }
         if (q && w->vals[n->in[0]].dtype != KERN_F32 && w->vals[n->in[0]].dtype != KERN_BF16) {
@@ -7789,6 +7796,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
             in[0] = n->in[0];
             in[1] = wt;
             if (q) {
+                a.glu = n->a.glu;
                 in[3] = n->in[2];
                 in[4] = n->in[3];
             } else {
@@ -7841,7 +7849,7 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         char orig[KERN__G_NAME_MAX + 1];
         if (n->dead) continue;
         if (gemm) { bslot = 2; rslot = 3; acts = KERN__GACTS_GEMM; }
-        else if (n->op == KERN_GRAPH_OP_QLINEAR) { bslot = 3; rslot = 4; acts = KERN__GACTS_GELU; }
+        else if (n->op == KERN_GRAPH_OP_QLINEAR) { bslot = 3; rslot = 4; acts = KERN__GACTS_GEMM; }
         else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) { bslot = 2; rslot = 3; acts = KERN__GACTS_GELU; }
         else continue;
         {
@@ -7929,24 +7937,27 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *a = &w->nodes[i];
         int32_t grp[KERN_GRAPH_MAX_OUTPUTS];
-        int ng = 0, g, has_bias;
+        int ng = 0, g, has_bias, q8 = a->op == KERN_GRAPH_OP_QLINEAR;
+        int bs = q8 ? 3 : 2, rs = q8 ? 4 : 3; /* bias and residual slots */
         const kern__gval *wa;
-        if (a->dead || a->op != KERN_GRAPH_OP_LINEAR) continue;
+        if (a->dead || (a->op != KERN_GRAPH_OP_LINEAR && !q8)) continue;
         wa = &w->vals[a->in[1]];
-        has_bias = a->in[2] != 0;
+        /* qlinear: weights packed at plan time (an i8 weight brings scales) */
+        if (q8 && (wa->dtype == KERN_I8 || a->in[2])) continue;
+        has_bias = a->in[bs] != 0;
         /* the other readers of x, from the consumer lists (in node order) */
         for (j = a->in[0] < x->n_vals ? x->cstart[a->in[0]] : 0;
              a->in[0] < x->n_vals && j < x->cstart[a->in[0] + 1] && ng < KERN_GRAPH_MAX_OUTPUTS; j++) {
             kern__gnode *b = &w->nodes[x->cons[j]];
             const kern__gval *wb;
             if (x->cons[j] < i || (j > x->cstart[a->in[0]] && x->cons[j] == x->cons[j - 1])) continue;
-            if (b->dead || b->op != KERN_GRAPH_OP_LINEAR || b->in[0] != a->in[0]) continue;
+            if (b->dead || b->op != a->op || b->in[0] != a->in[0] || (q8 && b->in[2])) continue;
             wb = &w->vals[b->in[1]];
             if (wb->kind != KERN_GRAPH_VAL_WEIGHT || wb->dtype != wa->dtype || wb->dims[1] != wa->dims[1] ||
-                b->in[3] || b->a.act || b->a.glu || b->a.alpha_set || b->a.out_scale != 0 ||
-                (b->in[2] != 0) != has_bias ||
-                (has_bias && (w->vals[b->in[2]].kind != KERN_GRAPH_VAL_WEIGHT ||
-                              w->vals[b->in[2]].dtype != w->vals[a->in[2]].dtype)))
+                b->in[rs] || b->a.act || b->a.glu || b->a.alpha_set || b->a.out_scale != 0 ||
+                (b->in[bs] != 0) != has_bias ||
+                (has_bias && (w->vals[b->in[bs]].kind != KERN_GRAPH_VAL_WEIGHT ||
+                              w->vals[b->in[bs]].dtype != w->vals[a->in[bs]].dtype)))
                 continue;
             grp[ng++] = x->cons[j];
         }
@@ -7962,11 +7973,11 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
             kern_graph_val xin = a->in[0];
             char aname[KERN__G_NAME_MAX + 1];
             snprintf(aname, sizeof aname, "%s", kern__gpx_name(x, a));
-            kern_graph_val a_bias = a->in[2];
+            kern_graph_val a_bias = a->in[bs];
             for (g = 0; g < ng; g++) ntot += w->vals[w->nodes[grp[g]].in[1]].dims[0];
             for (g = 0; g < ng; g++)
                 if (!w->w[w->vals[w->nodes[grp[g]].in[1]].aux].data ||
-                    (has_bias && !w->w[w->vals[w->nodes[grp[g]].in[2]].aux].data))
+                    (has_bias && !w->w[w->vals[w->nodes[grp[g]].in[bs]].aux].data))
                     break;
             if (g < ng) continue; /* unbound weights: planning reports them */
             lst[0] = 0;
@@ -8011,16 +8022,16 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
                     kern__gweight *mb = &w->w[w->vals[bv].aux];
                     mb->owned = 2;
                     mb->n_src = ng;
-                    for (g = 0; g < ng; g++) mb->src[g] = w->nodes[grp[g]].in[2];
+                    for (g = 0; g < ng; g++) mb->src[g] = w->nodes[grp[g]].in[bs];
                 }
             }
             memset(&d, 0, sizeof d);
             kern__gw_fresh(w, aname, "merged", nm, sizeof nm);
-            d.op = KERN_GRAPH_OP_LINEAR;
+            d.op = a->op;
             d.name = nm;
             d.inputs[0] = xin;
             d.inputs[1] = wv;
-            d.inputs[2] = bv;
+            d.inputs[bs] = bv;
             if ((st = kern__gw_add(w, &d, minpos, &merged)) != KERN_OK) return st;
             {
                 char nbuf[KERN_GRAPH_MAX_OUTPUTS][KERN__G_NAME_MAX + 1], base[KERN__G_NAME_MAX + 1];
@@ -8063,8 +8074,9 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
                 b->dead = 1;
             }
             x->fused++;
-            kern__gp_log(x->p, "fuse: %d linears reading '%s' (%s) -> one GEMM '%s' [%lld outputs]", ng,
-                         kern__g_vname(w, xin), lst, kern__g_vname(w, merged), (long long)ntot);
+            kern__gp_log(x->p, "fuse: %d %ss reading '%s' (%s) -> one GEMM '%s' [%lld outputs]", ng,
+                         q8 ? "qlinear" : "linear", kern__g_vname(w, xin), lst,
+                         kern__g_vname(w, merged), (long long)ntot);
         }
     }
     return KERN_OK;
@@ -8082,7 +8094,7 @@ static kern_status kern__gpx_glu(kern__gpx *x) {
         kern__gnode *s = &w->nodes[i], *sp, *ln;
         kern__gweight *mw[2] = {NULL, NULL}; /* the merged weight and bias */
         kern_graph_val a, b, lo;
-        int k, ok = 1;
+        int k, ok = 1, bs, rs;
         if (s->dead || s->op != KERN_GRAPH_OP_SILU_MUL || !s->in[0] || !s->in[1]) continue;
         a = s->in[0];
         b = s->in[1];
@@ -8090,9 +8102,13 @@ static kern_status kern__gpx_glu(kern__gpx *x) {
         if (!sp || kern__gpx_prod(x, b, KERN_GRAPH_OP_SPLIT) != sp || sp->n_out != 2 || a == b) continue;
         lo = sp->in[0];
         ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_LINEAR);
-        if (!ln || ln->a.glu || ln->a.act || ln->a.alpha_set || ln->a.out_scale != 0 || ln->in[3]) continue;
+        if (!ln) ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_QLINEAR);
+        if (!ln) continue;
+        bs = ln->op == KERN_GRAPH_OP_QLINEAR ? 3 : 2;
+        rs = bs + 1;
+        if (ln->a.glu || ln->a.act || ln->a.alpha_set || ln->a.out_scale != 0 || ln->in[rs]) continue;
         for (k = 0; k < 2 && ok; k++) { /* both made by the QKV pass from two sources */
-            kern_graph_val v = ln->in[1 + k];
+            kern_graph_val v = ln->in[k ? bs : 1];
             if (!v) continue;
             mw[k] = w->vals[v].kind == KERN_GRAPH_VAL_WEIGHT ? &w->w[w->vals[v].aux] : NULL;
             ok = mw[k] && mw[k]->owned == 2 && mw[k]->n_src == 2 && !mw[k]->glu && !mw[k]->data;

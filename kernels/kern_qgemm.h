@@ -327,7 +327,9 @@ typedef struct kern_qlinear_params {
     /* kern_base.h's epilogue: bias f32/bf16 (any stride) [N], or [M] (one
      * per row of y, rows = its leading dims flattened) with bias_per_row;
      * any kern_act; residual of y's shape, f32/bf16, may be y itself;
-     * out_scale (0 = 1). */
+     * out_scale (0 = 1). glu: qw packs a [2F, K] weight in kern_glu_pack's
+     * order (gate and up interleaved; a bias [2F] too) and y is [.., F] =
+     * act(gate) * up: SwiGLU as one int8 GEMM, x quantized once. */
     kern_epilogue epilogue;
     void *workspace;       /* optional caller scratch of at least */
     size_t workspace_size; /* kern_qlinear_workspace_size() bytes */
@@ -2219,7 +2221,10 @@ static void kern__qg_epi_rows(const kern__qg_gjob *jb, const float *t, int mr, i
                     kern__qg_row_off(jb->res, m) * (int64_t)kern_dtype_size(jb->res->dtype);
             e.res_rs = 0;
         }
-        jb->f->epi_row(&e, m, n0, t + r * KERN_QGEMM_NR, nr);
+        if (e.glu) /* the gated store is a tile store: one row of it */
+            jb->f->epi_tile(&e, m, n0, t + r * KERN_QGEMM_NR, KERN_QGEMM_NR, 1, nr);
+        else
+            jb->f->epi_row(&e, m, n0, t + r * KERN_QGEMM_NR, nr);
     }
 }
 
@@ -2600,7 +2605,8 @@ static kern_status kern__qg_check_qw(const char *op, const kern_qweight *qw) {
 static kern_status kern__qg_check_epilogue(const char *op, const kern_epilogue *e,
                                            const kern_tensor *y, int64_t M, int64_t N) {
     const kern_tensor *bias = e->bias, *r = e->residual;
-    kern_status st = kern__epilogue_check(e, op, (1u << KERN_ACT_COUNT) - 1u, 1, 1);
+    kern_status st =
+        kern__epilogue_check(e, op, ((1u << KERN_ACT_COUNT) - 1u) | KERN__EPI_GLU_OK, 1, 1);
     int d;
     if (st) return st;
     if (bias) {
@@ -2654,9 +2660,14 @@ static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
     if (K != qw->k)
         return kern__err(KERN_ERR_SHAPE, "%s: x.shape[%d]=%lld but qw.k=%lld", op, x->ndim - 1,
                          (long long)K, (long long)qw->k);
-    if (N != qw->n)
-        return kern__err(KERN_ERR_SHAPE, "%s: y.shape[%d]=%lld but qw.n=%lld", op, y->ndim - 1,
-                         (long long)N, (long long)qw->n);
+    if (p.epilogue.glu && qw->n % 2)
+        return kern__err(KERN_ERR_SHAPE,
+                         "%s: params.epilogue.glu needs an even qw.n (gate and up rows in "
+                         "kern_glu_pack's order), qw.n=%lld", op, (long long)qw->n);
+    if (p.epilogue.glu ? 2 * N != qw->n : N != qw->n)
+        return kern__err(KERN_ERR_SHAPE, "%s: y.shape[%d]=%lld but qw.n=%lld%s", op, y->ndim - 1,
+                         (long long)N, (long long)qw->n,
+                         p.epilogue.glu ? " (glu: y needs qw.n / 2 columns)" : "");
     if (y->ndim != x->ndim)
         return kern__err(KERN_ERR_SHAPE, "%s: y.ndim=%d but x.ndim=%d", op, y->ndim, x->ndim);
     for (d = 0; d < x->ndim - 1; d++)
@@ -2667,7 +2678,7 @@ static kern_status kern__qg_qlinear_check(const char *op, const kern_tensor *x,
         return kern__err(KERN_ERR_LAYOUT, "%s: y has overlapping elements (a zero stride?)", op);
     if (kern_tensors_overlap(x, y))
         return kern__err(KERN_ERR_ARG, "%s: y overlaps x", op);
-    return kern__qg_check_epilogue(op, &p.epilogue, y, kern__qg_rows(x), N);
+    return kern__qg_check_epilogue(op, &p.epilogue, y, kern__qg_rows(x), qw->n);
 }
 
 /* Rows of x quantized and packed per chunk (at most ~16 MiB of packed
@@ -2749,6 +2760,7 @@ static void kern__qg_qlinear_epi(kern__qg_gjob *jb, const kern_qweight *qw, cons
     kern__epi_set_bias(e, ep->bias, ep->bias_per_row);
     kern__epi_set_residual(e, res);
     e->act = ep->act;
+    e->glu = ep->glu != 0;
     e->out_scale = ep->out_scale == 0.0f ? 1.0f : ep->out_scale;
     e->dst = (char *)y->data;
     e->dst_dt = y->dtype;

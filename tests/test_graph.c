@@ -1640,6 +1640,139 @@ KT_TEST(graph_glu_linear) {
     kern_graph_destroy(g2);
 }
 
+/* The int8 gated linear: a qlinear node with glu = 1 over a kern_glu_pack'ed
+ * weight equals kern_qlinear with epilogue.glu bit for bit; gate and up
+ * qlinears (biases, up first) + silu_mul become one merged qlinear with the
+ * glu epilogue (x quantized once) with the same bits; with KERN_GRAPH_PASS_GLU
+ * off (merged qlinear + split + silu_mul), or the QKV pass off too (two
+ * qlinears), they agree to f32 rounding. Linears quantized by the plan
+ * (params.quantize) take the same path. */
+KT_TEST(graph_glu_qlinear) {
+    enum { K = 40, F = 13 };
+    kt_rng r = kt_rng_make(12);
+    float wg[F * K], wu[F * K], w2[2 * F * K], bg[F], bu[F], b2[2 * F];
+    kern_tensor tg = kern_tensor_2d(wg, KERN_F32, F, K), tu = kern_tensor_2d(wu, KERN_F32, F, K);
+    kern_tensor t2 = kern_tensor_2d(w2, KERN_F32, 2 * F, K), tbg = kern_tensor_1d(bg, KERN_F32, F);
+    kern_tensor tbu = kern_tensor_1d(bu, KERN_F32, F), tb2 = kern_tensor_1d(b2, KERN_F32, 2 * F);
+    kern_graph *g1, *g2, *g3;
+    kern_graph_val x, w, b, y, gw, uw, gb, ub, ga, up;
+    kern_graph_attrs at = tg_attrs();
+    kern_graph_node_desc d;
+    kern_qweight *qw = NULL;
+    int Ls[2] = {3, 37}, li, form;
+    kt_fill_normal(&r, wg, KERN_F32, F * K, 0.3);
+    kt_fill_normal(&r, wu, KERN_F32, F * K, 0.3);
+    kt_fill_normal(&r, bg, KERN_F32, F, 1.0);
+    kt_fill_normal(&r, bu, KERN_F32, F, 1.0);
+    KT_OK(kern_glu_pack(&tg, &tu, &t2, 0));
+    KT_OK(kern_glu_pack(&tbg, &tbu, &tb2, 0));
+    KT_OK(kern_qweight_pack(NULL, &t2, &qw, NULL));
+    /* g1: the glu qlinear itself (inputs x, weight, scales?, bias) */
+    KT_OK(kern_graph_create(NULL, &g1));
+    kern_graph_input_s(g1, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g1, "w2", &t2, KERN_GRAPH_COPY, &w));
+    KT_OK(kern_graph_weight(g1, "b2", &tb2, KERN_GRAPH_COPY, &b));
+    at.act = KERN_ACT_SILU;
+    at.glu = 1;
+    memset(&d, 0, sizeof d);
+    d.op = KERN_GRAPH_OP_QLINEAR;
+    d.name = "mlp";
+    d.inputs[0] = x;
+    d.inputs[1] = w;
+    d.inputs[3] = b;
+    d.attrs = at;
+    KT_OK(kern_graph_add(g1, &d, &y));
+    KT_OK(kern_graph_output(g1, y));
+    tg_roundtrip(g1);
+    /* g2: gate and up qlinears with biases + silu_mul */
+    KT_OK(kern_graph_create(NULL, &g2));
+    kern_graph_input_s(g2, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g2, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
+    KT_OK(kern_graph_weight(g2, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
+    KT_OK(kern_graph_weight(g2, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
+    KT_OK(kern_graph_weight(g2, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
+    memset(&d, 0, sizeof d);
+    d.op = KERN_GRAPH_OP_QLINEAR;
+    d.name = "up";
+    d.inputs[0] = x;
+    d.inputs[1] = uw;
+    d.inputs[3] = ub;
+    KT_OK(kern_graph_add(g2, &d, &up));
+    d.name = "gate";
+    d.inputs[1] = gw;
+    d.inputs[3] = gb;
+    KT_OK(kern_graph_add(g2, &d, &ga));
+    y = tg_node(g2, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
+    KT_OK(kern_graph_output(g2, y));
+    /* g3: the same with linears, quantized by the plan (params.quantize) */
+    KT_OK(kern_graph_create(NULL, &g3));
+    kern_graph_input_s(g3, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g3, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
+    KT_OK(kern_graph_weight(g3, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
+    KT_OK(kern_graph_weight(g3, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
+    KT_OK(kern_graph_weight(g3, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
+    up = tg_node(g3, KERN_GRAPH_OP_LINEAR, "up", x, uw, ub, NULL);
+    ga = tg_node(g3, KERN_GRAPH_OP_LINEAR, "gate", x, gw, gb, NULL);
+    y = tg_node(g3, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
+    KT_OK(kern_graph_output(g3, y));
+    for (li = 0; li < 2; li++)
+        for (form = 0; form < 5; form++) {
+            int64_t L = Ls[li], i;
+            float *xs = (float *)malloc(sizeof(float) * (size_t)(L * K));
+            float *want = (float *)malloc(sizeof(float) * (size_t)(L * F));
+            kern_tensor tx = kern_tensor_2d(xs, KERN_F32, L, K), tw = kern_tensor_2d(want, KERN_F32, L, F);
+            kern_tensor out;
+            kern_graph_plan *p = NULL;
+            kern_graph_plan_params pp;
+            kern_qlinear_params qp;
+            const char *rep;
+            char bind[32];
+            kt_fill_normal(&r, xs, KERN_F32, L * K, 1.0);
+            memset(&qp, 0, sizeof qp);
+            qp.epilogue.bias = &tb2;
+            qp.epilogue.act = KERN_ACT_SILU;
+            qp.epilogue.glu = 1;
+            KT_OK(kern_qlinear(NULL, &tx, qw, &tw, &qp));
+            memset(&pp, 0, sizeof pp);
+            snprintf(bind, sizeof bind, "L=%lld", (long long)L);
+            pp.bind = bind;
+            if (form == 2 || form == 3) pp.disable = KERN_GRAPH_PASS_GLU;
+            if (form == 3) pp.disable |= KERN_GRAPH_PASS_QKV;
+            if (form == 4) pp.quantize = "*";
+            kt_context("L=%lld form %d", (long long)L, form);
+            KT_OK(kern_graph_plan_create(form == 4 ? g3 : form ? g2 : g1, NULL, &pp, &p));
+            KT_REQUIRE(p != NULL);
+            rep = kern_graph_plan_report(p);
+            if (form == 1 || form == 4) {
+                KT_CHECK(strstr(rep, "glu epilogue") != NULL, "report:\n%s", rep);
+                KT_CHECK(strstr(rep, "2 qlinears reading") != NULL, "report:\n%s", rep);
+            }
+            if (form == 2 || form == 3) KT_CHECK(strstr(rep, "glu epilogue") == NULL, "report:\n%s", rep);
+            if (form == 3) KT_CHECK(strstr(rep, "qlinears reading") == NULL, "report:\n%s", rep);
+            memset(&out, 0, sizeof out);
+            KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
+            KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
+            if (form < 2 || form == 4) {
+                kt_assert_bytes_equal("graph glu qlinear vs kern_qlinear glu", out.data, want,
+                                      sizeof(float) * (size_t)(L * F));
+            } else {
+                for (i = 0; i < L * F; i++) {
+                    float gv = ((const float *)out.data)[i];
+                    KT_CHECK(fabsf(gv - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "y[%lld] %g vs %g",
+                             (long long)i, gv, want[i]);
+                }
+            }
+            kern_graph_plan_free(p);
+            free(xs);
+            free(want);
+        }
+    kt_context("");
+    kern_qweight_free(NULL, qw);
+    kern_graph_destroy(g1);
+    kern_graph_destroy(g2);
+    kern_graph_destroy(g3);
+}
+
 /* ------------------------------------------------------ memory planner */
 
 /* Random DAGs: node i reads 1-3 earlier nodes (mode 0: among the last 8,

@@ -1270,6 +1270,142 @@ KT_TEST(qlinear_fused_equals_unfused) {
     }
 }
 
+/* every byte still kt_poison's 0xFF */
+static int ff_bytes(const void *p, size_t n) {
+    const unsigned char *c = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (c[i] != 0xFF) return 0;
+    return 1;
+}
+
+KT_TEST(qlinear_glu_equals_unfused) {
+    /* epilogue.glu over a weight and bias interleaved by kern_glu_pack:
+     * y [.., F] gets the bits of the plain qlinear over the same packed
+     * weight ([.., 2F], bias only) followed by act(gate) * up, the residual
+     * add and out_scale (kern__s_act: every vector path matches it bit for
+     * bit). F = 13 ends in a short group; F = 40 ends a 32-column tile on a
+     * 16-column one; y [2, 5, F] in a buffer whose rows do not collapse runs
+     * the row-by-row store. */
+    static const int64_t Fs[2] = {13, 40};
+    kt_rng rng = kt_rng_make(12);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int fi, form;
+        for (fi = 0; fi < 2; fi++)
+            for (form = 0; form < 2; form++) {
+                const int64_t F = Fs[fi], K = 70, B = 2, T = 5, M = B * T, N = 2 * F;
+                const int64_t yp = F + 3, rp = F + 5; /* row pitches of the 3-D form */
+                float *x = (float *)kt_alloc((size_t)(M * K) * 4, "x");
+                float *g = (float *)malloc((size_t)(F * K) * 4), *u = (float *)malloc((size_t)(F * K) * 4);
+                float *w = (float *)malloc((size_t)(N * K) * 4), *bg = (float *)malloc((size_t)F * 4);
+                float *bu = (float *)malloc((size_t)F * 4), *b = (float *)kt_alloc((size_t)N * 4, "bias");
+                float *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0");
+                float *y1 = (float *)kt_alloc((size_t)(B * (T + 1) * yp) * 4, "y1");
+                float *r = (float *)kt_alloc((size_t)(B * (T + 1) * rp) * 4, "res");
+                kern_tensor tx = kern_tensor_2d(x, KERN_F32, M, K), tw = kern_tensor_2d(w, KERN_F32, N, K);
+                kern_tensor tg = kern_tensor_2d(g, KERN_F32, F, K), tu = kern_tensor_2d(u, KERN_F32, F, K);
+                kern_tensor tbg = kern_tensor_1d(bg, KERN_F32, F), tbu = kern_tensor_1d(bu, KERN_F32, F);
+                kern_tensor tb = kern_tensor_1d(b, KERN_F32, N), ty0 = kern_tensor_2d(y0, KERN_F32, M, N);
+                kern_tensor tx3, ty1, tr;
+                int64_t xsh[3] = {B, T, K}, sh[3] = {B, T, F};
+                int64_t yst[3] = {(T + 1) * yp, yp, 1}, rst[3] = {(T + 1) * rp, rp, 1};
+                kern_qweight *qw = NULL;
+                kern_qlinear_params p;
+                int act;
+                kt_fill_normal(&rng, x, KERN_F32, M * K, 2.0);
+                kt_fill_normal(&rng, g, KERN_F32, F * K, 0.1);
+                kt_fill_normal(&rng, u, KERN_F32, F * K, 0.1);
+                kt_fill_normal(&rng, bg, KERN_F32, F, 1.0);
+                kt_fill_normal(&rng, bu, KERN_F32, F, 1.0);
+                kt_fill_normal(&rng, r, KERN_F32, B * (T + 1) * rp, 1.0);
+                KT_OK(kern_glu_pack(&tg, &tu, &tw, 0));
+                KT_OK(kern_glu_pack(&tbg, &tbu, &tb, 0));
+                kern_tensor_init(&tx3, x, KERN_F32, 3, xsh);
+                if (form) {
+                    kern_tensor_init_strided(&ty1, y1, KERN_F32, 3, sh, yst);
+                    kern_tensor_init_strided(&tr, r, KERN_F32, 3, sh, rst);
+                } else {
+                    ty1 = kern_tensor_2d(y1, KERN_F32, M, F);
+                    tr = kern_tensor_2d(r, KERN_F32, M, F);
+                }
+                KT_OK(kern_qweight_pack(ctx, &tw, &qw, NULL));
+                KT_REQUIRE(qw != NULL);
+                memset(&p, 0, sizeof p);
+                p.epilogue.bias = &tb;
+                KT_OK(kern_qlinear(ctx, &tx, qw, &ty0, &p));
+                for (act = 0; act < KERN_ACT_COUNT; act++) {
+                    int with;
+                    for (with = 0; with < 2; with++) { /* act alone; with residual and out_scale */
+                        float osc = with ? -0.375f : 1.0f;
+                        int64_t m, f, bad = 0;
+                        p.epilogue.act = (kern_act)act;
+                        p.epilogue.glu = 1;
+                        p.epilogue.residual = with ? &tr : NULL;
+                        p.epilogue.out_scale = with ? osc : 0.0f;
+                        kt_poison(y1, (size_t)(B * (T + 1) * yp) * 4);
+                        KT_OK(kern_qlinear(ctx, form ? &tx3 : &tx, qw, &ty1, &p));
+                        for (m = 0; m < M; m++)
+                            for (f = 0; f < F; f++) {
+                                int64_t yo = form ? (m / T) * yst[0] + (m % T) * yp + f : m * F + f;
+                                int64_t ro = form ? (m / T) * rst[0] + (m % T) * rp + f : m * F + f;
+                                int64_t q = f / KERN_GLU_GROUP, o = f % KERN_GLU_GROUP;
+                                int64_t wd = F - q * KERN_GLU_GROUP < KERN_GLU_GROUP ? F - q * KERN_GLU_GROUP
+                                                                                      : KERN_GLU_GROUP;
+                                int64_t jg = q * 2 * KERN_GLU_GROUP + o; /* gate f's column */
+                                float v = kern__s_act(y0[m * N + jg], (kern_act)act) * y0[m * N + jg + wd];
+                                if (with) v = (v + r[ro]) * osc;
+                                if (memcmp(&v, &y1[yo], 4) != 0 && bad++ < 3)
+                                    KT_CHECK(0, "%s F=%lld form=%d act=%s%s: y[%lld,%lld]=%.9g, unfused %.9g",
+                                             kern_isa_name(isa), (long long)F, form,
+                                             kern_act_name((kern_act)act), with ? " +res*scale" : "",
+                                             (long long)m, (long long)f, y1[yo], v);
+                            }
+                        if (form) { /* the pitch gaps stay untouched */
+                            int64_t bb, t, n;
+                            for (bb = 0; bb < B; bb++)
+                                for (t = 0; t < T + 1; t++)
+                                    for (n = 0; n < yp; n++)
+                                        if ((t == T || n >= F) && !ff_bytes(&y1[bb * yst[0] + t * yp + n], 4) &&
+                                            bad++ < 3)
+                                            KT_CHECK(0, "%s F=%lld: gap y[%lld,%lld,%lld] written",
+                                                     kern_isa_name(isa), (long long)F, (long long)bb,
+                                                     (long long)t, (long long)n);
+                        }
+                    }
+                }
+                /* glu's shape rules: y needs qw.n / 2 columns, and an odd
+                 * qw.n is refused; nothing written */
+                {
+                    kern_tensor bad_y = kern_tensor_2d(y0, KERN_F32, M, N);
+                    p.epilogue.residual = NULL;
+                    kt_poison(y0, (size_t)(M * N) * 4);
+                    KT_STATUS(kern_qlinear(ctx, &tx, qw, &bad_y, &p), KERN_ERR_SHAPE);
+                    KT_CHECK(strstr(kern_last_error(), "glu") != NULL, "message: %s", kern_last_error());
+                    KT_CHECK(ff_bytes(y0, (size_t)(M * N) * 4), "y written on a refused call");
+                }
+                kern_qweight_free(ctx, qw);
+                if (fi == 0 && form == 0) { /* an odd weight: 2F - 1 rows */
+                    kern_tensor tw1 = kern_tensor_2d(w, KERN_F32, N - 1, K);
+                    kern_tensor ty2 = kern_tensor_2d(y1, KERN_F32, M, F);
+                    KT_OK(kern_qweight_pack(ctx, &tw1, &qw, NULL));
+                    KT_STATUS(kern_qlinear(ctx, &tx, qw, &ty2, &p), KERN_ERR_SHAPE);
+                    KT_CHECK(strstr(kern_last_error(), "even") != NULL, "message: %s", kern_last_error());
+                    kern_qweight_free(ctx, qw);
+                }
+                kt_free(x);
+                free(g);
+                free(u);
+                free(w);
+                free(bg);
+                free(bu);
+                kt_free(b);
+                kt_free(y0);
+                kt_free(y1);
+                kt_free(r);
+            }
+    }
+}
+
 KT_TEST(qlinear_epilogue_rows_not_collapsible) {
     /* y [B,T,N] and the residual as slices of larger buffers whose leading
      * dims do not collapse (the epilogue then runs row by row), a per-row
