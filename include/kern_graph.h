@@ -6847,6 +6847,14 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 st = kern_qweight_pack(p->ctx, &wt, &stp->qw, NULL);
             }
             if (st) goto wrap;
+            if (w->vals[wv].kind == KERN_GRAPH_VAL_WEIGHT && w->w[w->vals[wv].aux].owned == 2) {
+                /* a merged weight the passes made for this qlinear alone:
+                 * only the packed copy is read from here on */
+                kern__gweight *mw = &w->w[w->vals[wv].aux];
+                kern__free(p->ctx, mw->data);
+                mw->data = NULL;
+                p->pv[wv].ptr = NULL;
+            }
             {
                 kern_qweight_info qi;
                 memset(&qi, 0, sizeof qi);
