@@ -1514,6 +1514,44 @@ KT_TEST(graph_fusion_non_matches_reported) {
     }
 }
 
+/* gate and up nodes of `op` (linear or qlinear) with biases reading x
+ * [L,40], up first in node order, + silu_mul: Hugging Face's MLP form. */
+static kern_graph *tg_gate_up(kern_graph_op op, const kern_tensor *tg, const kern_tensor *tu,
+                              const kern_tensor *tbg, const kern_tensor *tbu) {
+    kern_graph *g = NULL;
+    kern_graph_val x, gw, uw, gb, ub, ga, up, y;
+    kern_graph_node_desc d;
+    int bs = op == KERN_GRAPH_OP_QLINEAR ? 3 : 2; /* the bias slot */
+    KT_OK(kern_graph_create(NULL, &g));
+    kern_graph_input_s(g, "x", KERN_F32, "[L,40]", &x);
+    KT_OK(kern_graph_weight(g, "gate.weight", tg, KERN_GRAPH_COPY, &gw));
+    KT_OK(kern_graph_weight(g, "up.weight", tu, KERN_GRAPH_COPY, &uw));
+    KT_OK(kern_graph_weight(g, "gate.bias", tbg, KERN_GRAPH_COPY, &gb));
+    KT_OK(kern_graph_weight(g, "up.bias", tbu, KERN_GRAPH_COPY, &ub));
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.name = "up";
+    d.inputs[0] = x;
+    d.inputs[1] = uw;
+    d.inputs[bs] = ub;
+    KT_OK(kern_graph_add(g, &d, &up));
+    d.name = "gate";
+    d.inputs[1] = gw;
+    d.inputs[bs] = gb;
+    KT_OK(kern_graph_add(g, &d, &ga));
+    y = tg_node(g, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
+    KT_OK(kern_graph_output(g, y));
+    return g;
+}
+
+/* got within f32 rounding of want (n elements) */
+static void tg_close(const float *got, const float *want, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++)
+        KT_CHECK(fabsf(got[i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "y[%lld] %g vs %g",
+                 (long long)i, got[i], want[i]);
+}
+
 /* The gated linear: a linear node with glu = 1 over a kern_glu_pack'ed
  * weight equals kern_gemm with epilogue.glu (bit for bit, prefill- and
  * decode-sized); gate and up linears + silu_mul planned with every pass
@@ -1528,7 +1566,7 @@ KT_TEST(graph_glu_linear) {
     kern_tensor t2 = kern_tensor_2d(w2, KERN_F32, 2 * F, K), tbg = kern_tensor_1d(bg, KERN_F32, F);
     kern_tensor tbu = kern_tensor_1d(bu, KERN_F32, F), tb2 = kern_tensor_1d(b2, KERN_F32, 2 * F);
     kern_graph *g1, *g2;
-    kern_graph_val x, w, b, y, gw, uw, gb, ub, ga, up;
+    kern_graph_val x, w, b, y;
     kern_graph_attrs at = tg_attrs();
     int Ls[2] = {3, 37}, li, form;
     kt_fill_normal(&r, wg, KERN_F32, F * K, 0.3);
@@ -1568,21 +1606,12 @@ KT_TEST(graph_glu_linear) {
         KT_ERROR(kern_graph_add(g1, &d, &yo), KERN_ERR_SHAPE, "glu needs an even weight.shape[0]");
         KT_ERROR(kern_graph_add(g1, &d, &yo), KERN_ERR_SHAPE, "'bad'");
     }
-    /* g2: gate and up linears with biases + silu_mul (Hugging Face's form) */
-    KT_OK(kern_graph_create(NULL, &g2));
-    kern_graph_input_s(g2, "x", KERN_F32, "[L,40]", &x);
-    KT_OK(kern_graph_weight(g2, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
-    KT_OK(kern_graph_weight(g2, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
-    KT_OK(kern_graph_weight(g2, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
-    KT_OK(kern_graph_weight(g2, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
-    /* up first in node order: the pass must still pair gate with up */
-    up = tg_node(g2, KERN_GRAPH_OP_LINEAR, "up", x, uw, ub, NULL);
-    ga = tg_node(g2, KERN_GRAPH_OP_LINEAR, "gate", x, gw, gb, NULL);
-    y = tg_node(g2, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
-    KT_OK(kern_graph_output(g2, y));
+    /* g2: gate and up linears with biases + silu_mul (up first in node
+     * order: the pass must still pair gate with up) */
+    g2 = tg_gate_up(KERN_GRAPH_OP_LINEAR, &tg, &tu, &tbg, &tbu);
     for (li = 0; li < 2; li++)
         for (form = 0; form < 3; form++) {
-            int64_t L = Ls[li], i;
+            int64_t L = Ls[li];
             float *xs = (float *)malloc(sizeof(float) * (size_t)(L * K));
             float *want = (float *)malloc(sizeof(float) * (size_t)(L * F));
             kern_tensor tx = kern_tensor_2d(xs, KERN_F32, L, K), tw = kern_tensor_2d(want, KERN_F32, L, F);
@@ -1621,16 +1650,11 @@ KT_TEST(graph_glu_linear) {
             memset(&out, 0, sizeof out);
             KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
             KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
-            if (form < 2) {
+            if (form < 2)
                 kt_assert_bytes_equal("graph glu vs kern_gemm glu", out.data, want,
                                       sizeof(float) * (size_t)(L * F));
-            } else {
-                for (i = 0; i < L * F; i++) {
-                    float gv = ((const float *)out.data)[i];
-                    KT_CHECK(fabsf(gv - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "y[%lld] %g vs %g",
-                             (long long)i, gv, want[i]);
-                }
-            }
+            else
+                tg_close((const float *)out.data, want, L * F);
             kern_graph_plan_free(p);
             free(xs);
             free(want);
@@ -1655,7 +1679,7 @@ KT_TEST(graph_glu_qlinear) {
     kern_tensor t2 = kern_tensor_2d(w2, KERN_F32, 2 * F, K), tbg = kern_tensor_1d(bg, KERN_F32, F);
     kern_tensor tbu = kern_tensor_1d(bu, KERN_F32, F), tb2 = kern_tensor_1d(b2, KERN_F32, 2 * F);
     kern_graph *g1, *g2, *g3;
-    kern_graph_val x, w, b, y, gw, uw, gb, ub, ga, up;
+    kern_graph_val x, w, b, y;
     kern_graph_attrs at = tg_attrs();
     kern_graph_node_desc d;
     kern_qweight *qw = NULL;
@@ -1684,40 +1708,13 @@ KT_TEST(graph_glu_qlinear) {
     KT_OK(kern_graph_add(g1, &d, &y));
     KT_OK(kern_graph_output(g1, y));
     tg_roundtrip(g1);
-    /* g2: gate and up qlinears with biases + silu_mul */
-    KT_OK(kern_graph_create(NULL, &g2));
-    kern_graph_input_s(g2, "x", KERN_F32, "[L,40]", &x);
-    KT_OK(kern_graph_weight(g2, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
-    KT_OK(kern_graph_weight(g2, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
-    KT_OK(kern_graph_weight(g2, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
-    KT_OK(kern_graph_weight(g2, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
-    memset(&d, 0, sizeof d);
-    d.op = KERN_GRAPH_OP_QLINEAR;
-    d.name = "up";
-    d.inputs[0] = x;
-    d.inputs[1] = uw;
-    d.inputs[3] = ub;
-    KT_OK(kern_graph_add(g2, &d, &up));
-    d.name = "gate";
-    d.inputs[1] = gw;
-    d.inputs[3] = gb;
-    KT_OK(kern_graph_add(g2, &d, &ga));
-    y = tg_node(g2, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
-    KT_OK(kern_graph_output(g2, y));
-    /* g3: the same with linears, quantized by the plan (params.quantize) */
-    KT_OK(kern_graph_create(NULL, &g3));
-    kern_graph_input_s(g3, "x", KERN_F32, "[L,40]", &x);
-    KT_OK(kern_graph_weight(g3, "gate.weight", &tg, KERN_GRAPH_COPY, &gw));
-    KT_OK(kern_graph_weight(g3, "up.weight", &tu, KERN_GRAPH_COPY, &uw));
-    KT_OK(kern_graph_weight(g3, "gate.bias", &tbg, KERN_GRAPH_COPY, &gb));
-    KT_OK(kern_graph_weight(g3, "up.bias", &tbu, KERN_GRAPH_COPY, &ub));
-    up = tg_node(g3, KERN_GRAPH_OP_LINEAR, "up", x, uw, ub, NULL);
-    ga = tg_node(g3, KERN_GRAPH_OP_LINEAR, "gate", x, gw, gb, NULL);
-    y = tg_node(g3, KERN_GRAPH_OP_SILU_MUL, "swiglu", ga, up, 0, NULL);
-    KT_OK(kern_graph_output(g3, y));
+    /* g2: gate and up qlinears with biases + silu_mul; g3: the same with
+     * linears, quantized by the plan (params.quantize) */
+    g2 = tg_gate_up(KERN_GRAPH_OP_QLINEAR, &tg, &tu, &tbg, &tbu);
+    g3 = tg_gate_up(KERN_GRAPH_OP_LINEAR, &tg, &tu, &tbg, &tbu);
     for (li = 0; li < 2; li++)
         for (form = 0; form < 5; form++) {
-            int64_t L = Ls[li], i;
+            int64_t L = Ls[li];
             float *xs = (float *)malloc(sizeof(float) * (size_t)(L * K));
             float *want = (float *)malloc(sizeof(float) * (size_t)(L * F));
             kern_tensor tx = kern_tensor_2d(xs, KERN_F32, L, K), tw = kern_tensor_2d(want, KERN_F32, L, F);
@@ -1752,16 +1749,11 @@ KT_TEST(graph_glu_qlinear) {
             memset(&out, 0, sizeof out);
             KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
             KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
-            if (form < 2 || form == 4) {
+            if (form < 2 || form == 4)
                 kt_assert_bytes_equal("graph glu qlinear vs kern_qlinear glu", out.data, want,
                                       sizeof(float) * (size_t)(L * F));
-            } else {
-                for (i = 0; i < L * F; i++) {
-                    float gv = ((const float *)out.data)[i];
-                    KT_CHECK(fabsf(gv - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])), "y[%lld] %g vs %g",
-                             (long long)i, gv, want[i]);
-                }
-            }
+            else
+                tg_close((const float *)out.data, want, L * F);
             kern_graph_plan_free(p);
             free(xs);
             free(want);
