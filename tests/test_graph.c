@@ -1544,6 +1544,23 @@ static kern_graph *tg_gate_up(kern_graph_op op, const kern_tensor *tg, const ker
     return g;
 }
 
+/* Plans g with L bound (pp's other fields as given), runs it on x [L, K]
+ * and checks its one output is [L, F]. */
+static kern_graph_plan *tg_plan_run_l(kern_graph *g, int64_t L, int64_t F, kern_graph_plan_params *pp,
+                                      const kern_tensor *tx, kern_tensor *out) {
+    kern_graph_plan *p = NULL;
+    char bind[32];
+    snprintf(bind, sizeof bind, "L=%lld", (long long)L);
+    pp->bind = bind;
+    KT_OK(kern_graph_plan_create(g, NULL, pp, &p));
+    if (!p) return NULL;
+    memset(out, 0, sizeof *out);
+    KT_OK(kern_graph_run(p, tx, 1, out, 1));
+    KT_CHECK(out->data != NULL && out->shape[0] == L && out->shape[1] == F, "output shape");
+    pp->bind = NULL;
+    return p;
+}
+
 /* got within f32 rounding of want (n elements) */
 static void tg_close(const float *got, const float *want, int64_t n) {
     int64_t i;
@@ -1619,7 +1636,6 @@ KT_TEST(graph_glu_linear) {
             kern_graph_plan *p = NULL;
             kern_graph_plan_params pp;
             kern_gemm_params gp;
-            char bind[32];
             kt_fill_normal(&r, xs, KERN_F32, L * K, 1.0);
             memset(&gp, 0, sizeof gp);
             gp.trans_b = 1;
@@ -1635,21 +1651,16 @@ KT_TEST(graph_glu_linear) {
                 KT_OK(kern_gemm(NULL, &tx, &t2, &tw, &gp));
             }
             memset(&pp, 0, sizeof pp);
-            snprintf(bind, sizeof bind, "L=%lld", (long long)L);
-            pp.bind = bind;
             if (form == 2) pp.disable = KERN_GRAPH_PASS_GLU;
             kt_context("L=%lld form %d", (long long)L, form);
-            KT_OK(kern_graph_plan_create(form ? g2 : g1, NULL, &pp, &p));
-            KT_REQUIRE(p != NULL);
+            p = tg_plan_run_l(form ? g2 : g1, L, F, &pp, &tx, &out);
+            KT_REQUIRE(p != NULL && out.data != NULL);
             if (form == 1)
                 KT_CHECK(strstr(kern_graph_plan_report(p), "glu epilogue") != NULL, "report:\n%s",
                          kern_graph_plan_report(p));
             if (form == 2)
                 KT_CHECK(strstr(kern_graph_plan_report(p), "glu epilogue") == NULL, "report:\n%s",
                          kern_graph_plan_report(p));
-            memset(&out, 0, sizeof out);
-            KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
-            KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
             if (form < 2)
                 kt_assert_bytes_equal("graph glu vs kern_gemm glu", out.data, want,
                                       sizeof(float) * (size_t)(L * F));
@@ -1723,7 +1734,6 @@ KT_TEST(graph_glu_qlinear) {
             kern_graph_plan_params pp;
             kern_qlinear_params qp;
             const char *rep;
-            char bind[32];
             kt_fill_normal(&r, xs, KERN_F32, L * K, 1.0);
             memset(&qp, 0, sizeof qp);
             qp.epilogue.bias = &tb2;
@@ -1731,14 +1741,12 @@ KT_TEST(graph_glu_qlinear) {
             qp.epilogue.glu = 1;
             KT_OK(kern_qlinear(NULL, &tx, qw, &tw, &qp));
             memset(&pp, 0, sizeof pp);
-            snprintf(bind, sizeof bind, "L=%lld", (long long)L);
-            pp.bind = bind;
             if (form == 2 || form == 3) pp.disable = KERN_GRAPH_PASS_GLU;
             if (form == 3) pp.disable |= KERN_GRAPH_PASS_QKV;
             if (form == 4) pp.quantize = "*";
             kt_context("L=%lld form %d", (long long)L, form);
-            KT_OK(kern_graph_plan_create(form == 4 ? g3 : form ? g2 : g1, NULL, &pp, &p));
-            KT_REQUIRE(p != NULL);
+            p = tg_plan_run_l(form == 4 ? g3 : form ? g2 : g1, L, F, &pp, &tx, &out);
+            KT_REQUIRE(p != NULL && out.data != NULL);
             rep = kern_graph_plan_report(p);
             if (form == 1 || form == 4) {
                 KT_CHECK(strstr(rep, "glu epilogue") != NULL, "report:\n%s", rep);
@@ -1746,9 +1754,6 @@ KT_TEST(graph_glu_qlinear) {
             }
             if (form == 2 || form == 3) KT_CHECK(strstr(rep, "glu epilogue") == NULL, "report:\n%s", rep);
             if (form == 3) KT_CHECK(strstr(rep, "qlinears reading") == NULL, "report:\n%s", rep);
-            memset(&out, 0, sizeof out);
-            KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
-            KT_REQUIRE(out.data != NULL && out.shape[0] == L && out.shape[1] == F);
             if (form < 2 || form == 4)
                 kt_assert_bytes_equal("graph glu qlinear vs kern_qlinear glu", out.data, want,
                                       sizeof(float) * (size_t)(L * F));
