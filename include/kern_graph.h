@@ -6775,6 +6775,19 @@ static kern_tensor kern__gp_wview(const kern_graph_plan *p, kern_graph_val v) {
     return t;
 }
 
+/* After packing: frees weight value v when it is a weight the passes
+ * merged for its one node (owned == 2); only the packed copy is read from
+ * here on, and the tensor the step sees keeps its shape with NULL data. */
+static void kern__gp_drop_merged(kern_graph_plan *p, kern_graph_val v) {
+    kern__gweight *mw;
+    if (p->w.vals[v].kind != KERN_GRAPH_VAL_WEIGHT) return;
+    mw = &p->w.w[p->w.vals[v].aux];
+    if (mw->owned != 2) return;
+    kern__free(p->ctx, mw->data);
+    mw->data = NULL;
+    p->pv[v].ptr = NULL;
+}
+
 static kern_status kern__gp_prepack(kern_graph_plan *p) {
     kern_graph *w = &p->w;
     int64_t s;
@@ -6825,6 +6838,7 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
             pp.trans_b = 1;
             st = kern_gemm_pack_b(p->ctx, &wt, &stp->pb, &pp);
             if (st) goto wrap;
+            kern__gp_drop_merged(p, wv);
             p->stats.packed_bytes += (size_t)wt.shape[0] * (size_t)wt.shape[1] *
                                      (wt.dtype == KERN_BF16 ? 2 : 4);
         } else if (n->op == KERN_GRAPH_OP_QLINEAR) {
@@ -6847,14 +6861,7 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 st = kern_qweight_pack(p->ctx, &wt, &stp->qw, NULL);
             }
             if (st) goto wrap;
-            if (w->vals[wv].kind == KERN_GRAPH_VAL_WEIGHT && w->w[w->vals[wv].aux].owned == 2) {
-                /* a merged weight the passes made for this qlinear alone:
-                 * only the packed copy is read from here on */
-                kern__gweight *mw = &w->w[w->vals[wv].aux];
-                kern__free(p->ctx, mw->data);
-                mw->data = NULL;
-                p->pv[wv].ptr = NULL;
-            }
+            kern__gp_drop_merged(p, wv);
             {
                 kern_qweight_info qi;
                 memset(&qi, 0, sizeof qi);
