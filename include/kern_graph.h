@@ -7159,6 +7159,17 @@ static kern__gnode *kern__gpx_single(const kern__gpx *x, kern_graph_val v) {
     return n->dead ? NULL : n;
 }
 /* producer of v if it is a live node of op `op` (op 0 = any) */
+/* The bias input slot of a GEMM-family node (the residual follows it), 0
+ * for other ops: qlinear has its scales before the bias. */
+static int kern__gpx_bias_slot(kern_graph_op op) {
+    switch (op) {
+    case KERN_GRAPH_OP_LINEAR: case KERN_GRAPH_OP_MATMUL: case KERN_GRAPH_OP_SPARSE24_LINEAR:
+        return 2;
+    case KERN_GRAPH_OP_QLINEAR: return 3;
+    default: return 0;
+    }
+}
+
 static kern__gnode *kern__gpx_prod(const kern__gpx *x, kern_graph_val v, kern_graph_op op) {
     const kern__gval *val;
     kern__gnode *n;
@@ -7862,11 +7873,9 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         int bslot, rslot;
         uint32_t acts, had;
         char orig[KERN__G_NAME_MAX + 1];
-        if (n->dead) continue;
-        if (gemm) { bslot = 2; rslot = 3; acts = KERN__GACTS_GEMM; }
-        else if (n->op == KERN_GRAPH_OP_QLINEAR) { bslot = 3; rslot = 4; acts = KERN__GACTS_GEMM; }
-        else if (n->op == KERN_GRAPH_OP_SPARSE24_LINEAR) { bslot = 2; rslot = 3; acts = KERN__GACTS_GELU; }
-        else continue;
+        if (n->dead || !(bslot = kern__gpx_bias_slot(n->op))) continue;
+        rslot = bslot + 1;
+        acts = n->op == KERN_GRAPH_OP_SPARSE24_LINEAR ? KERN__GACTS_GELU : KERN__GACTS_GEMM;
         {
             const char *nm = kern__gpx_name(x, n);
             size_t l = strlen(nm);
@@ -7953,7 +7962,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
         kern__gnode *a = &w->nodes[i];
         int32_t grp[KERN_GRAPH_MAX_OUTPUTS];
         int ng = 0, g, has_bias, q8 = a->op == KERN_GRAPH_OP_QLINEAR;
-        int bs = q8 ? 3 : 2, rs = q8 ? 4 : 3; /* bias and residual slots */
+        int bs = kern__gpx_bias_slot(a->op), rs = bs + 1; /* bias and residual */
         const kern__gval *wa;
         if (a->dead || (a->op != KERN_GRAPH_OP_LINEAR && !q8)) continue;
         wa = &w->vals[a->in[1]];
@@ -8119,7 +8128,7 @@ static kern_status kern__gpx_glu(kern__gpx *x) {
         ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_LINEAR);
         if (!ln) ln = kern__gpx_prod(x, lo, KERN_GRAPH_OP_QLINEAR);
         if (!ln) continue;
-        bs = ln->op == KERN_GRAPH_OP_QLINEAR ? 3 : 2;
+        bs = kern__gpx_bias_slot(ln->op);
         rs = bs + 1;
         if (ln->a.glu || ln->a.act || ln->a.alpha_set || ln->a.out_scale != 0 || ln->in[rs]) continue;
         for (k = 0; k < 2 && ok; k++) { /* both made by the QKV pass from two sources */

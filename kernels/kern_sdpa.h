@@ -2626,12 +2626,11 @@ static void kern__sdpa_fwd_emit_panel(const kern__sdpa_ftask *T, int64_t pi, int
     const kern__sdpa_lane *ln = sc->ln + pi * KERN__SDPA_NQ;
     int64_t NQ = KERN__SDPA_NQ, Dv = p->Dv, r, c;
     float *ot = sc->ot + pi * Dv * NQ, *inv = sc->alpha;
-    for (r = 0; r < NQ; r++) {
-        float lse = -INFINITY, m = sc->m[pi * NQ + r], l = sc->l[pi * NQ + r];
-        inv[r] = 0.0f;
-        if (r < nr) lse = kern__sdpa_row_inv(p, m, l, &inv[r]);
-        if (r < nr && p->lse) *kern__sdpa_lse_ptr(p, T->qbase, ln[r].h, ln[r].i) = lse;
+    for (r = 0; r < nr; r++) {
+        float lse = kern__sdpa_row_inv(p, sc->m[pi * NQ + r], sc->l[pi * NQ + r], &inv[r]);
+        if (p->lse) *kern__sdpa_lse_ptr(p, T->qbase, ln[r].h, ln[r].i) = lse;
     }
+    for (; r < NQ; r++) inv[r] = 0.0f; /* lanes past the last query */
     p->fn->scale(ot, Dv, inv);
     for (r = 0; r < nr; r++) {
         float *o = (float *)(void *)(p->o + (size_t)kern__sdpa_off(p, p->os, T->qbase, ln[r].h,

@@ -242,6 +242,14 @@ static KT__UNUSED int kt_guards_ok(void *p) {
 
 /* Fills with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in ints). */
 static KT__UNUSED void kt_poison(void *p, size_t bytes) { memset(p, 0xFF, bytes); }
+/* 1 while every byte is still kt_poison's 0xFF (nothing written) */
+static KT__UNUSED int kt_poisoned(const void *p, size_t bytes) {
+    const unsigned char *u = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < bytes; i++)
+        if (u[i] != 0xFF) return 0;
+    return 1;
+}
 
 /* ---------------------------------------------------------- dtypes */
 

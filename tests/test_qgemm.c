@@ -1270,15 +1270,6 @@ KT_TEST(qlinear_fused_equals_unfused) {
     }
 }
 
-/* every byte still kt_poison's 0xFF */
-static int ff_bytes(const void *p, size_t n) {
-    const unsigned char *c = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (c[i] != 0xFF) return 0;
-    return 1;
-}
-
 KT_TEST(qlinear_glu_equals_unfused) {
     /* epilogue.glu over a weight and bias interleaved by kern_glu_pack:
      * y [.., F] gets the bits of the plain qlinear over the same packed
@@ -1365,7 +1356,7 @@ KT_TEST(qlinear_glu_equals_unfused) {
                             for (bb = 0; bb < B; bb++)
                                 for (t = 0; t < T + 1; t++)
                                     for (n = 0; n < yp; n++)
-                                        if ((t == T || n >= F) && !ff_bytes(&y1[bb * yst[0] + t * yp + n], 4) &&
+                                        if ((t == T || n >= F) && !kt_poisoned(&y1[bb * yst[0] + t * yp + n], 4) &&
                                             bad++ < 3)
                                             KT_CHECK(0, "%s F=%lld: gap y[%lld,%lld,%lld] written",
                                                      kern_isa_name(isa), (long long)F, (long long)bb,
@@ -1381,7 +1372,7 @@ KT_TEST(qlinear_glu_equals_unfused) {
                     kt_poison(y0, (size_t)(M * N) * 4);
                     KT_STATUS(kern_qlinear(ctx, &tx, qw, &bad_y, &p), KERN_ERR_SHAPE);
                     KT_CHECK(strstr(kern_last_error(), "glu") != NULL, "message: %s", kern_last_error());
-                    KT_CHECK(ff_bytes(y0, (size_t)(M * N) * 4), "y written on a refused call");
+                    KT_CHECK(kt_poisoned(y0, (size_t)(M * N) * 4), "y written on a refused call");
                 }
                 kern_qweight_free(ctx, qw);
                 if (fi == 0 && form == 0) { /* an odd weight: 2F - 1 rows */

@@ -1255,21 +1255,13 @@ KT_TEST(bwd_finite_differences) {
 
 /* ------------------------------------------------------------ errors */
 
-static int untouched(const void *p, size_t n) {
-    const unsigned char *u = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (u[i] != 0xFF) return 0;
-    return 1;
-}
-
 #define FWD_ERR(expr, st, needle)                                             \
     do {                                                                      \
         kt_poison(d.op, d.ob);                                                \
         kt_poison(d.lsep, 4 * (size_t)(c.B * c.Hq * c.Lq));                   \
         KT_ERROR(expr, st, needle);                                           \
-        KT_CHECK(untouched(d.op, d.ob), "out written on error (%s)", needle);  \
-        KT_CHECK(untouched(d.lsep, 4 * (size_t)(c.B * c.Hq * c.Lq)), "lse written on error (%s)", needle); \
+        KT_CHECK(kt_poisoned(d.op, d.ob), "out written on error (%s)", needle);  \
+        KT_CHECK(kt_poisoned(d.lsep, 4 * (size_t)(c.B * c.Hq * c.Lq)), "lse written on error (%s)", needle); \
     } while (0)
 
 KT_TEST(errors_forward) {
@@ -1406,7 +1398,7 @@ KT_TEST(errors_varlen_backward) {
     t.stride[3] = 3;
     KT_ERROR(kern_sdpa_backward(ctx, &d.q, &d.k, &d.v, &d.o, &t, &d.lse, &g.dq, &g.dk, &g.dv, &p),
              KERN_ERR_LAYOUT, "dout.stride[3]=3");
-    KT_CHECK(untouched(g.dqp, g.dqb) && untouched(g.dkp, g.dkb) && untouched(g.dvp, g.dvb),
+    KT_CHECK(kt_poisoned(g.dqp, g.dqb) && kt_poisoned(g.dkp, g.dkb) && kt_poisoned(g.dvp, g.dvb),
              "gradients written on error");
     /* varlen: q [7,2,16] etc. as [T,H,D] */
     sq[0] = 7; sq[1] = 2; sq[2] = 16;
@@ -1438,7 +1430,7 @@ KT_TEST(errors_varlen_backward) {
     p.attn_mask = &d.lse;
     KT_ERROR(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p), KERN_ERR_UNSUPPORTED,
              "attn_mask");
-    KT_CHECK(untouched(d.op, d.ob), "varlen out written on error");
+    KT_CHECK(kt_poisoned(d.op, d.ob), "varlen out written on error");
     p.attn_mask = NULL;
     KT_OK(kern_sdpa_varlen(ctx, &q3, &k3, &v3, &o3, &cq, &ck, 4, 5, &p));
     tg_free(&g);
@@ -1649,7 +1641,7 @@ KT_TEST(fuzz_findings) {
         d.lse.stride[1] = c.Lq;
         d.o.stride[2] = 0;
         KT_ERROR(kern_sdpa(ctx, &d.q, &d.k, &d.v, &d.o, &p), KERN_ERR_LAYOUT, "out has overlapping elements");
-        KT_CHECK(untouched(d.op, d.ob), "out written on error");
+        KT_CHECK(kt_poisoned(d.op, d.ob), "out written on error");
         td_free(&d);
     }
     /* Hq = 0 with Hkv > 0: the backward writes zero dk, dv (it left them) */
