@@ -39,7 +39,7 @@ BENCH_DEFS += -DKBENCH_HAVE_DNNL
 BENCH_LIBS += -ldnnl
 endif
 
-.PHONY: all test asan ubsan sanitize compile-check bench bench-full bench-build peers peers-llamacpp cuda test-cuda \
+.PHONY: all test test-uarch asan ubsan sanitize compile-check bench bench-full bench-build peers peers-llamacpp cuda test-cuda \
         deps install amalgamate clean help examples gen gen-check test-neon
 
 all: $(TESTS) build/examples/amalgamated
@@ -141,6 +141,14 @@ build/neon/%: tests/%.c $(HEADERS) tests/kt.h
 	$(NEON_CC) $(O) $(CFLAGS) $(WARN) -std=c11 -D_GNU_SOURCE $(INC) -DKT_EMULATED $< -o $@ $(LIBS)
 test-neon: $(NEON_BINS)
 	@KT_RUNNER="$(NEON_QEMU)" tests/run $(NEON_BINS)
+
+# Tuning classes (kern_uarch, docs/uarch.md): the class-sensitive tests
+# once per class, forced through KT_UARCH, so every class's tables run on
+# whatever machine runs the tests (a class is a table, not an ISA).
+UARCH_TESTS ?= test_gemm
+UARCH_CLASSES ?= generic zen4 xeon_avx512
+test-uarch: $(patsubst %,build/tests/%,$(UARCH_TESTS))
+	@for u in $(UARCH_CLASSES); do KT_UARCH=$$u tests/run $(patsubst %,build/tests/%,$(UARCH_TESTS)) || exit 1; done
 
 build/bench/kbench_shim.o: bench/kbench_shim.cc bench/kbench.h
 	@mkdir -p $(@D)

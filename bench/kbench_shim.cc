@@ -38,6 +38,10 @@ std::map<int, kern_ctx *> &contexts() {
     static std::map<int, kern_ctx *> m;
     return m;
 }
+kern_uarch &forced_uarch() {
+    static kern_uarch u = KERN_UARCH_AUTO;
+    return u;
+}
 std::vector<std::string> &headlines() {
     static std::vector<std::string> v;
     return v;
@@ -94,6 +98,7 @@ kern_ctx *kbench_ctx(int threads) {
     kern_ctx_params p;
     std::memset(&p, 0, sizeof p);
     p.n_threads = threads;
+    p.uarch = forced_uarch();
     kern_ctx *c = nullptr;
     if (kern_ctx_create(&p, &c) != KERN_OK) return nullptr;
     m[threads] = c;
@@ -155,6 +160,34 @@ int main(int argc, char **argv) {
             for (const std::string &h : headlines()) std::printf("%s\n", h.c_str());
             return 0;
         }
+    }
+    // --kbench_uarch=NAME: run under that tuning class (kern_uarch_name);
+    // the default is the detected one. Same binary, other table: an A/B of
+    // two classes' blocking in one sitting.
+    for (int i = 1; i < argc; i++) {
+        if (std::strncmp(argv[i], "--kbench_uarch=", 15) == 0) {
+            kern_uarch u = kern_uarch_from_name(argv[i] + 15);
+            if (u == KERN_UARCH_COUNT) {
+                std::fprintf(stderr, "unknown tuning class %s\n", argv[i] + 15);
+                return 2;
+            }
+            forced_uarch() = u;
+            for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
+            argc--;
+            i--;
+        }
+    }
+    {
+        const kern_cpu_info_t *ci = kern_cpu_info();
+        char buf[64];
+        kern_uarch u = forced_uarch() == KERN_UARCH_AUTO ? ci->uarch : forced_uarch();
+        benchmark::AddCustomContext("kern_cpu", ci->brand[0] ? ci->brand : "unknown");
+        std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%x", ci->vendor, ci->family,
+                      ci->model);
+        benchmark::AddCustomContext("kern_cpu_id", buf);
+        benchmark::AddCustomContext("kern_uarch", kern_uarch_name(u));
+        std::snprintf(buf, sizeof buf, "%.2f", ci->zmm_ymm_ratio);
+        benchmark::AddCustomContext("kern_zmm_ymm_ratio", buf);
     }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -25,9 +25,10 @@ int main(void) {
     }
     for (i = 0; i < 5; i++)
         if (back[i] != kern_bf16_to_f32(kern_f32_to_bf16(x[i]))) return 1;
-    printf("kern %d.%d.%d, %d threads, isa %s, cpu: %s\n", KERN_VERSION_MAJOR,
-           KERN_VERSION_MINOR, KERN_VERSION_PATCH, kern_ctx_threads(ctx),
-           kern_isa_name(kern_ctx_isa(ctx)),
+    printf("kern %d.%d.%d, %d threads, isa %s, tuning class %s, cpu: %s (%s)\n",
+           KERN_VERSION_MAJOR, KERN_VERSION_MINOR, KERN_VERSION_PATCH, kern_ctx_threads(ctx),
+           kern_isa_name(kern_ctx_isa(ctx)), kern_uarch_name(kern_ctx_uarch(ctx)),
+           kern_cpu_info()->brand[0] ? kern_cpu_info()->brand : "unknown",
            kern_cpu_features_str(kern_cpu_features(), feat, sizeof feat));
     /* a vendoring-check binary run by `make test` reports like a test */
     printf("[basic.c] 1 ok, 0 failed\n");

@@ -523,6 +523,45 @@ KERN_API uint32_t kern_cpu_features(void);
 /* Writes e.g. "avx2 fma f16c avx512f ..." (NUL-terminated); returns buf. */
 KERN_API char *kern_cpu_features_str(uint32_t features, char *buf, size_t size);
 
+/* Microarchitecture classes: which tuning table (blocking, tile shapes,
+ * thresholds) a family uses at a given ISA level. A class changes speed;
+ * it may change the rounding of a result as another machine would (e.g.
+ * other k blocks in a GEMM), always within the op's documented tolerance,
+ * and never what `deterministic` promises within one context.
+ *   GENERIC      the ISA level's generic table (any CPU; AVX-512 levels
+ *                take the Zen 4 numbers, tuned on one zmm FMA a cycle)
+ *   ZEN4         AMD family 19h with AVX-512: zmm FMAs double-pumped over
+ *                256-bit pipes (one a cycle), 1 MiB L2
+ *   XEON_AVX512  Intel AVX-512 with two zmm FMA ports (measured), 2 MiB L2
+ * A class applies only at the ISA levels it was tuned for (the AVX-512
+ * levels); at any other level a context reports and uses GENERIC. */
+typedef enum kern_uarch {
+    KERN_UARCH_AUTO = 0, /* kern_cpu_info()->uarch */
+    KERN_UARCH_GENERIC,
+    KERN_UARCH_ZEN4,
+    KERN_UARCH_XEON_AVX512,
+    KERN_UARCH_COUNT
+} kern_uarch;
+/* "auto", "generic", "zen4", "xeon_avx512"; "invalid" otherwise. */
+KERN_API const char *kern_uarch_name(kern_uarch u);
+/* The class named s (as kern_uarch_name writes it); KERN_UARCH_COUNT if
+ * none. */
+KERN_API kern_uarch kern_uarch_from_name(const char *s);
+
+/* What kern knows of the CPU it runs on (computed once, thread safe). */
+typedef struct kern_cpu_info_t {
+    char vendor[16];  /* CPUID vendor ("GenuineIntel", "AuthenticAMD"); "" off x86 */
+    char brand[64];   /* CPUID brand string, spaces trimmed; "" if none */
+    int family, model, stepping; /* x86 display family/model; 0 elsewhere */
+    /* Time of a block of independent zmm FMAs over the same block of ymm
+     * FMAs: about 1 on a core with two 512-bit FMA ports, about 2 where a
+     * zmm FMA takes both 256-bit pipes or the only 512-bit port. 0 when
+     * not measured (no AVX-512, or a vendor whose class CPUID decides). */
+    double zmm_ymm_ratio;
+    kern_uarch uarch; /* the detected class (never AUTO) */
+} kern_cpu_info_t;
+KERN_API const kern_cpu_info_t *kern_cpu_info(void);
+
 /* ISA levels: what a context may use. Each level grants an exact feature
  * set (cumulative within its chain); a level is available iff the CPU has
  * every feature it grants. A context capped at a level uses exactly that
@@ -603,6 +642,9 @@ typedef struct kern_ctx_params {
     kern_isa isa_cap; /* KERN_ISA_AUTO = best available */
     int deterministic; /* nonzero: same bits for any thread count where the
                           op documents it can (reductions in fixed order) */
+    kern_uarch uarch; /* tuning class; KERN_UARCH_AUTO = detected. Forcing
+                         a class is for tuning and tests: any class runs
+                         on any CPU (same results, other speed) */
 } kern_ctx_params;
 
 typedef struct kern_ctx kern_ctx;
@@ -622,6 +664,9 @@ KERN_API kern_isa kern_ctx_isa(const kern_ctx *ctx);
 /* KERN_CPU_* features kernels may use under this context's ISA level. */
 KERN_API uint32_t kern_ctx_features(const kern_ctx *ctx);
 KERN_API int kern_ctx_deterministic(const kern_ctx *ctx);
+/* The tuning class in effect: the params' class (AUTO resolved), or
+ * GENERIC where the context's ISA level has no table for that class. */
+KERN_API kern_uarch kern_ctx_uarch(const kern_ctx *ctx);
 /* Changes the ISA cap; KERN_ERR_UNSUPPORTED if the CPU lacks the level. */
 KERN_API kern_status kern_ctx_set_isa_cap(kern_ctx *ctx, kern_isa cap);
 
@@ -1345,6 +1390,167 @@ KERN_API uint32_t kern_cpu_features(void) {
     return kern__features_cache;
 }
 
+/* ------------------------------------------------- microarchitecture class */
+
+KERN_API const char *kern_uarch_name(kern_uarch u) {
+    switch (u) {
+    case KERN_UARCH_AUTO: return "auto";
+    case KERN_UARCH_GENERIC: return "generic";
+    case KERN_UARCH_ZEN4: return "zen4";
+    case KERN_UARCH_XEON_AVX512: return "xeon_avx512";
+    default: return "invalid";
+    }
+}
+
+KERN_API kern_uarch kern_uarch_from_name(const char *s) {
+    int u;
+    if (!s) return KERN_UARCH_COUNT;
+    for (u = 0; u < KERN_UARCH_COUNT; u++)
+        if (strcmp(s, kern_uarch_name((kern_uarch)u)) == 0) return (kern_uarch)u;
+    return KERN_UARCH_COUNT;
+}
+
+#ifdef KERN_X86
+/* Seconds for `iters` steps of 12 independent zmm (or ymm) FMA chains:
+ * enough chains to cover a 4-cycle latency on two ports, so the time is
+ * the FMA throughput's. */
+#define KERN__PROBE_R12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define KERN__PROBE_DECL(i) VT c##i = SET((float)(i) * seed);
+#define KERN__PROBE_STEP(i) c##i = FMA(c##i, m, a);
+#define KERN__PROBE_BODY                                                      \
+    volatile float seed = 0.999f;                                             \
+    VT m = SET(seed), a = SET(seed * 1e-3f), r;                               \
+    struct timespec t0, t1;                                                   \
+    long i;                                                                   \
+    KERN__PROBE_R12(KERN__PROBE_DECL)                                         \
+    clock_gettime(CLOCK_MONOTONIC, &t0);                                      \
+    for (i = 0; i < iters; i++) {                                             \
+        KERN__PROBE_R12(KERN__PROBE_STEP)                                     \
+        __asm__ volatile("" ::: "memory");                                    \
+    }                                                                         \
+    clock_gettime(CLOCK_MONOTONIC, &t1);                                      \
+    r = ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7)));      \
+    r = ADD(r, ADD(ADD(c8, c9), ADD(c10, c11)));                              \
+    *sink += LOW(r);                                                          \
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+KERN_TARGET_AVX512 static double kern__probe_zmm(long iters, float *sink) {
+#define VT __m512
+#define SET _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define ADD _mm512_add_ps
+#define LOW(v) _mm_cvtss_f32(_mm512_castps512_ps128(v))
+    KERN__PROBE_BODY
+#undef VT
+#undef SET
+#undef FMA
+#undef ADD
+#undef LOW
+}
+KERN_TARGET_AVX512 static double kern__probe_ymm(long iters, float *sink) {
+#define VT __m256
+#define SET _mm256_set1_ps
+#define FMA _mm256_fmadd_ps
+#define ADD _mm256_add_ps
+#define LOW(v) _mm_cvtss_f32(_mm256_castps256_ps128(v))
+    KERN__PROBE_BODY
+#undef VT
+#undef SET
+#undef FMA
+#undef ADD
+#undef LOW
+}
+#undef KERN__PROBE_BODY
+#undef KERN__PROBE_STEP
+#undef KERN__PROBE_DECL
+#undef KERN__PROBE_R12
+
+/* zmm time / ymm time, best of 7 alternated rounds (a preempted round can
+ * only come out slower); a first longer zmm round lets the core settle its
+ * 512-bit frequency. */
+static double kern__probe_zmm_ymm(void) {
+    float sink = 0.0f;
+    double bz = 1e30, by = 1e30;
+    int r;
+    (void)kern__probe_zmm(16384, &sink);
+    for (r = 0; r < 7; r++) {
+        double tz = kern__probe_zmm(4096, &sink), ty = kern__probe_ymm(4096, &sink);
+        if (tz < bz) bz = tz;
+        if (ty < by) by = ty;
+    }
+    if (sink == 12345.0f) bz += 1e-12; /* keeps the chains live */
+    return by > 0.0 ? bz / by : 0.0;
+}
+#endif
+
+static kern_cpu_info_t kern__cpu_info_cache;
+static pthread_once_t kern__cpu_info_once = PTHREAD_ONCE_INIT;
+
+static void kern__detect_cpu_info(void) {
+    kern_cpu_info_t *ci = &kern__cpu_info_cache;
+    memset(ci, 0, sizeof *ci);
+    ci->uarch = KERN_UARCH_GENERIC;
+#ifdef KERN_X86
+    {
+        unsigned a, b, c, d, max_leaf, max_ext, i;
+        int is_intel, is_amd;
+        if (__get_cpuid(0, &max_leaf, &b, &c, &d)) {
+            memcpy(ci->vendor, &b, 4);
+            memcpy(ci->vendor + 4, &d, 4);
+            memcpy(ci->vendor + 8, &c, 4);
+            ci->vendor[12] = 0;
+            __cpuid_count(1, 0, a, b, c, d);
+            ci->stepping = (int)(a & 0xf);
+            ci->family = (int)((a >> 8) & 0xf);
+            ci->model = (int)((a >> 4) & 0xf);
+            if (ci->family == 0xf) ci->family += (int)((a >> 20) & 0xff);
+            if (ci->family == 0x6 || ci->family >= 0xf) ci->model |= (int)(((a >> 16) & 0xf) << 4);
+        }
+        __cpuid(0x80000000u, max_ext, b, c, d);
+        if (max_ext >= 0x80000004u) {
+            unsigned w[12];
+            char raw[49], *p = raw;
+            size_t n;
+            for (i = 0; i < 3; i++)
+                __cpuid(0x80000002u + i, w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+            memcpy(raw, w, 48);
+            raw[48] = 0;
+            while (*p == ' ') p++;
+            n = strlen(p);
+            while (n > 0 && p[n - 1] == ' ') n--;
+            if (n >= sizeof ci->brand) n = sizeof ci->brand - 1;
+            memcpy(ci->brand, p, n);
+            ci->brand[n] = 0;
+        }
+        is_intel = strcmp(ci->vendor, "GenuineIntel") == 0;
+        is_amd = strcmp(ci->vendor, "AuthenticAMD") == 0;
+        if ((kern_cpu_features() & KERN_CPU_AVX512F) && (is_intel || is_amd)) {
+            ci->zmm_ymm_ratio = kern__probe_zmm_ymm();
+            /* AMD family 19h (Zen 4) runs zmm on 256-bit pipes; an Intel
+             * core with two 512-bit FMA ports runs zmm as fast as ymm.
+             * Anything else (an Intel part with one 512-bit port, Zen 5)
+             * has no table of its own yet: GENERIC. */
+            if (is_amd && ci->family == 0x19) ci->uarch = KERN_UARCH_ZEN4;
+            else if (is_intel && ci->zmm_ymm_ratio > 0.0 && ci->zmm_ymm_ratio < 1.5)
+                ci->uarch = KERN_UARCH_XEON_AVX512;
+        }
+    }
+#endif
+}
+
+KERN_API const kern_cpu_info_t *kern_cpu_info(void) {
+    pthread_once(&kern__cpu_info_once, kern__detect_cpu_info);
+    return &kern__cpu_info_cache;
+}
+
+/* The class a context at level isa uses: the per-class tables exist for
+ * the AVX-512 levels only. */
+static kern_uarch kern__uarch_effective(kern_uarch u, kern_isa isa) {
+    if (u == KERN_UARCH_AUTO) u = kern_cpu_info()->uarch;
+    if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_VNNI && isa != KERN_ISA_AVX512_BF16)
+        return KERN_UARCH_GENERIC;
+    return u;
+}
+
 KERN_API char *kern_cpu_features_str(uint32_t f, char *buf, size_t size) {
     static const struct { uint32_t bit; const char *name; } names[] = {
         {KERN_CPU_AVX2, "avx2"}, {KERN_CPU_FMA, "fma"}, {KERN_CPU_F16C, "f16c"},
@@ -1801,6 +2007,9 @@ KERN_API kern_status kern_ctx_create(const kern_ctx_params *params,
     if ((int)p.isa_cap < 0 || p.isa_cap >= KERN_ISA_COUNT)
         return kern__err(KERN_ERR_ARG, "kern_ctx_create: isa_cap=%d is not a kern_isa",
                          (int)p.isa_cap);
+    if ((int)p.uarch < 0 || p.uarch >= KERN_UARCH_COUNT)
+        return kern__err(KERN_ERR_ARG, "kern_ctx_create: uarch=%d is not a kern_uarch",
+                         (int)p.uarch);
     if (p.isa_cap != KERN_ISA_AUTO && !kern_isa_available(p.isa_cap))
         return kern__err(KERN_ERR_UNSUPPORTED,
                          "kern_ctx_create: isa_cap=%s is not supported by this CPU",
@@ -1892,6 +2101,10 @@ KERN_API uint32_t kern_ctx_features(const kern_ctx *ctx) {
 KERN_API int kern_ctx_deterministic(const kern_ctx *ctx) {
     if (!ctx) ctx = kern_default_ctx();
     return ctx ? ctx->params.deterministic != 0 : 0;
+}
+KERN_API kern_uarch kern_ctx_uarch(const kern_ctx *ctx) {
+    if (!ctx) ctx = kern_default_ctx();
+    return ctx ? kern__uarch_effective(ctx->params.uarch, ctx->isa) : KERN_UARCH_GENERIC;
 }
 KERN_API kern_status kern_ctx_set_isa_cap(kern_ctx *ctx, kern_isa cap) {
     if (!ctx) return kern__err(KERN_ERR_ARG, "kern_ctx_set_isa_cap: ctx is NULL");

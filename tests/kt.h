@@ -384,29 +384,53 @@ static KT__UNUSED int kt__nmse(const char *file, int line, const char *what, con
 
 /* ------------------------------------------------------------ contexts */
 
-/* A cached context with `threads` threads and ISA cap `isa` (destroyed at
- * exit). NULL if the ISA is not available. */
-#define KT_MAX_CTX 32
+/* A cached context with `threads` threads, ISA cap `isa` and tuning class
+ * `uarch` (destroyed at exit). NULL if the ISA is not available. The class
+ * of the plain helpers is KERN_UARCH_AUTO unless the environment variable
+ * KT_UARCH names one ("generic", "zen4", "xeon_avx512"): `make test-uarch`
+ * runs the class-sensitive tests once per class that way, so every class's
+ * tables are checked on whatever machine runs the tests. */
+#define KT_MAX_CTX 48
 static struct {
     int threads;
     kern_isa isa;
     int det;
+    kern_uarch uarch;
     kern_ctx *ctx;
 } kt__ctxs[KT_MAX_CTX];
 static int kt__nctx;
-static KT__UNUSED kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
+static KT__UNUSED kern_uarch kt_uarch_default(void) {
+    static int done;
+    static kern_uarch u = KERN_UARCH_AUTO;
+    if (!done) {
+        const char *e = getenv("KT_UARCH");
+        done = 1;
+        if (e && *e) {
+            u = kern_uarch_from_name(e);
+            if (u == KERN_UARCH_COUNT) {
+                fprintf(stderr, "KT_UARCH=%s is not a kern_uarch name\n", e);
+                exit(2);
+            }
+            printf("tuning class forced: %s\n", kern_uarch_name(u));
+        }
+    }
+    return u;
+}
+static KT__UNUSED kern_ctx *kt_ctx_full(int threads, kern_isa isa, int deterministic,
+                                        kern_uarch uarch) {
     int i;
     kern_ctx_params p;
     kern_ctx *c = NULL;
     if (!kern_isa_available(isa)) return NULL;
     for (i = 0; i < kt__nctx; i++)
         if (kt__ctxs[i].threads == threads && kt__ctxs[i].isa == isa &&
-            kt__ctxs[i].det == deterministic)
+            kt__ctxs[i].det == deterministic && kt__ctxs[i].uarch == uarch)
             return kt__ctxs[i].ctx;
     memset(&p, 0, sizeof p);
     p.n_threads = threads;
     p.isa_cap = isa;
     p.deterministic = deterministic;
+    p.uarch = uarch;
     if (kern_ctx_create(&p, &c) != KERN_OK || kt__nctx >= KT_MAX_CTX) {
         kern_ctx_destroy(c);
         return NULL;
@@ -414,9 +438,13 @@ static KT__UNUSED kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int determinist
     kt__ctxs[kt__nctx].threads = threads;
     kt__ctxs[kt__nctx].isa = isa;
     kt__ctxs[kt__nctx].det = deterministic;
+    kt__ctxs[kt__nctx].uarch = uarch;
     kt__ctxs[kt__nctx].ctx = c;
     kt__nctx++;
     return c;
+}
+static KT__UNUSED kern_ctx *kt_ctx_ex(int threads, kern_isa isa, int deterministic) {
+    return kt_ctx_full(threads, isa, deterministic, kt_uarch_default());
 }
 static KT__UNUSED kern_ctx *kt_ctx(int threads, kern_isa isa) { return kt_ctx_ex(threads, isa, 0); }
 
@@ -647,6 +675,14 @@ static KT__UNUSED int kt_main(int argc, char **argv, const char *file) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
+    {
+        const kern_cpu_info_t *ci = kern_cpu_info();
+        kern_uarch u = kt_uarch_default();
+        printf("[%s] cpu: %s (%s family 0x%x model 0x%x), tuning class %s%s\n", base,
+               ci->brand[0] ? ci->brand : "unknown", ci->vendor[0] ? ci->vendor : "-",
+               ci->family, ci->model, kern_uarch_name(u == KERN_UARCH_AUTO ? ci->uarch : u),
+               u == KERN_UARCH_AUTO ? "" : " (forced)");
+    }
     for (i = 0; i < kt__ncases; i++) {
         const char *n = kt__cases[i].name;
         uint64_t h = 1469598103934665603ull;

@@ -891,35 +891,77 @@ KT_TEST(activation_accuracy) {
 KT_TEST(dispatch_tables) {
     static const struct {
         kern_isa isa;
-        const char *f32, *bf16;
+        const char *f32, *bf16, *f32_xeon;
     } want[] = {
-        {KERN_ISA_SCALAR, "scalar", "scalar"},
-        {KERN_ISA_AVX2, "avx2", "avx2"},
-        {KERN_ISA_AVX2_VNNI, "avx2", "avx2"},
-        {KERN_ISA_AVX512, "avx512", "avx512"},
-        {KERN_ISA_AVX512_VNNI, "avx512", "avx512"},
-        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16"},
-        {KERN_ISA_NEON, "neon", "neon"},
-        {KERN_ISA_NEON_DOT, "neon", "neon"},
-        {KERN_ISA_NEON_BF16, "neon", "neon"},
+        {KERN_ISA_SCALAR, "scalar", "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512", "avx512_xeon"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512_xeon"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512_xeon"},
+        {KERN_ISA_NEON, "neon", "neon", "neon"},
+        {KERN_ISA_NEON_DOT, "neon", "neon", "neon"},
+        {KERN_ISA_NEON_BF16, "neon", "neon", "neon"},
     };
     kern_isa all[KERN_ISA_COUNT];
-    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i;
+    int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i, u;
     size_t w;
     for (i = 0; i < n; i++)
         for (w = 0; w < sizeof want / sizeof want[0]; w++)
-            if (want[w].isa == all[i]) {
-                kt_context("%s", kern_isa_name(all[i]));
-                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F32)->name, want[w].f32), "f32: %s",
-                         kern__gemm_fns_for(all[i], KERN_F32)->name);
-                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_F16)->name, want[w].f32), "f16: %s",
-                         kern__gemm_fns_for(all[i], KERN_F16)->name);
-                KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], KERN_BF16)->name, want[w].bf16), "bf16: %s",
-                         kern__gemm_fns_for(all[i], KERN_BF16)->name);
-            }
+            if (want[w].isa == all[i])
+                for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
+                    /* the class as kern_ctx_uarch resolves it at this level */
+                    kern_uarch eff = kern__uarch_effective((kern_uarch)u, all[i]);
+                    const char *f32 = eff == KERN_UARCH_XEON_AVX512 ? want[w].f32_xeon : want[w].f32;
+                    const char *bf16 = want[w].isa == KERN_ISA_AVX512_BF16 ? want[w].bf16
+                                                                            : f32;
+                    kt_context("%s %s", kern_isa_name(all[i]), kern_uarch_name((kern_uarch)u));
+                    KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], eff, KERN_F32)->name, f32),
+                             "f32: %s", kern__gemm_fns_for(all[i], eff, KERN_F32)->name);
+                    KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], eff, KERN_F16)->name, f32),
+                             "f16: %s", kern__gemm_fns_for(all[i], eff, KERN_F16)->name);
+                    KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], eff, KERN_BF16)->name, bf16),
+                             "bf16: %s", kern__gemm_fns_for(all[i], eff, KERN_BF16)->name);
+                }
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         kt_context("%s", kern_isa_name(isa));
-        KT_CHECK(kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_F32) == kern__gemm_fns_for(isa, KERN_F32));
+        KT_CHECK(kern__gemm_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx), KERN_F32) ==
+                 kern__gemm_fns_for(isa, kern__uarch_effective(kt_uarch_default(), isa), KERN_F32));
+    }
+}
+
+/* Every tuning class's blocking on shapes that cross its boundaries (the
+ * Xeon row: kc 512, nb 384, mb 192; the generic row: kc 1024, nb 768, mb
+ * 96; M above the streaming path's 512), f32 and bf16, with an epilogue
+ * and beta, each against the reference, at every level where the classes
+ * have tables of their own (elsewhere they all resolve to GENERIC). The
+ * bits may differ between classes (other k passes), as between machines. */
+KT_TEST(uarch_classes_agree) {
+    static const int64_t shapes[][3] = {{600, 420, 1100}, {530, 97, 2100}, {7, 1200, 600}};
+    size_t si;
+    KT_FOR_EACH_ISA(isa, ctx0, 2) {
+        (void)ctx0;
+        if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_BF16) continue; /* VNNI: same GEMM */
+        for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int dt;
+            for (dt = 0; dt < 2; dt++) {
+                gcase g = gc_default(shapes[si][0], shapes[si][1], shapes[si][2]);
+                int u;
+                g.in_dt = dt ? KERN_BF16 : KERN_F32;
+                g.beta = 0.5f;
+                g.use_bias = 1;
+                g.act = KERN_ACT_GELU;
+                for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
+                    kern_ctx *ctx = kt_ctx_full(2, isa, 0, (kern_uarch)u);
+                    kt_context("%s %s %s M%lld N%lld K%lld", kern_isa_name(isa),
+                               kern_uarch_name((kern_uarch)u), dt ? "bf16" : "f32",
+                               (long long)g.M, (long long)g.N, (long long)g.K);
+                    KT_CHECK(ctx != NULL);
+                    if (!ctx) continue;
+                    run_case(ctx, &g, NULL);
+                }
+            }
+        }
     }
 }
 
