@@ -695,19 +695,22 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
     c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)_mm512_set1_epi32((int)a[i]), \
                                 (__m512bh)b0);
 
-/* Software prefetch of B rows KERN__GEMM_PFD k steps ahead (0: none). */
+/* Software prefetch of B rows PF k steps ahead (0: none; a compile-time
+ * constant of each kernel). The Xeon class's f32 kernels prefetch 16 rows
+ * ahead: a row-major B read in place at small M (4 KiB runs of rows 16
+ * KiB apart) is otherwise fetched by demand misses alone there, M = 16 x
+ * 4096 x 4096 at 1 thread 13.3 ms, with 16 rows ahead 6.9 ms (32: 7.7);
+ * 512^3 to 1024^3 level. Zen 4 keeps none (KERN__GEMM_PFD). */
 #ifndef KERN__GEMM_PFD
 #define KERN__GEMM_PFD 0
 #endif
-#if KERN__GEMM_PFD > 0
-#define KERN__GEMM_PFB(b, ldb)                                                \
-    _mm_prefetch((const char *)(b + KERN__GEMM_PFD * ldb), _MM_HINT_T0);      \
-    _mm_prefetch((const char *)(b + KERN__GEMM_PFD * ldb) + 64, _MM_HINT_T0);
-#else
-#define KERN__GEMM_PFB(b, ldb)
-#endif
+#define KERN__GEMM_PFB(b, ldb, PF)                                            \
+    if (PF > 0) {                                                             \
+        _mm_prefetch((const char *)(b + (PF) * ldb), _MM_HINT_T0);            \
+        _mm_prefetch((const char *)(b + (PF) * ldb) + 64, _MM_HINT_T0);       \
+    }
 
-#define KERN__GEMM_Z_F32_KERNEL2(NAME, MR, ROWS)                              \
+#define KERN__GEMM_Z_F32_KERNEL2(NAME, MR, ROWS, PF)                              \
     KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
                                         const void *bp, int64_t ldb,          \
                                         float *t, int64_t ldt, int acc) {     \
@@ -717,7 +720,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         ROWS(KERN__GEMM_Z_INIT2)                                              \
         for (s = 0; s < ks; s++) {                                            \
             __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);     \
-            KERN__GEMM_PFB(b, ldb)                                            \
+            KERN__GEMM_PFB(b, ldb, PF)                                        \
             ROWS(KERN__GEMM_Z_F32_STEP2)                                      \
             a += MR;                                                          \
             b += ldb;                                                         \
@@ -740,7 +743,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         }                                                                     \
         ROWS(KERN__GEMM_Z_SAVE1)                                              \
     }
-#define KERN__GEMM_Z_BF_KERNEL2(NAME, MR, ROWS)                               \
+#define KERN__GEMM_Z_BF_KERNEL2(NAME, MR, ROWS, PF)                               \
     KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
                                             const void *bp, int64_t ldb,      \
                                             float *t, int64_t ldt, int acc) { \
@@ -750,7 +753,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         ROWS(KERN__GEMM_Z_INIT2)                                              \
         for (s = 0; s < ks; s++) {                                            \
             __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16); \
-            KERN__GEMM_PFB(b, ldb)                                            \
+            KERN__GEMM_PFB(b, ldb, PF)                                        \
             ROWS(KERN__GEMM_Z_BF_STEP2)                                       \
             a += MR;                                                          \
             b += ldb;                                                         \
@@ -774,7 +777,7 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         ROWS(KERN__GEMM_Z_SAVE1)                                              \
     }
 
-KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32__avx512, 12, KERN__GEMM_R12)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32__avx512, 12, KERN__GEMM_R12, KERN__GEMM_PFD)
 
 /* The same 12x32 tile with A read in place from a row-major source (row i
  * of the micro-panel at a + i*lda, k contiguous): no packing of A, for
@@ -840,16 +843,22 @@ KERN_TARGET_AVX512BF16 static void kern__gemm_bf16_12x32_ua__avx512bf16(int64_t 
     }
     KERN__GEMM_R12(KERN__GEMM_Z_SAVE2)
 }
-KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32__avx512, 8, KERN__GEMM_R8)
-KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32__avx512, 4, KERN__GEMM_R4)
-KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32__avx512, 2, KERN__GEMM_R2)
-KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32__avx512, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32__avx512, 8, KERN__GEMM_R8, KERN__GEMM_PFD)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32__avx512, 4, KERN__GEMM_R4, KERN__GEMM_PFD)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32__avx512, 2, KERN__GEMM_R2, KERN__GEMM_PFD)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32__avx512, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
+/* the Xeon class's set (KERN__GEMM_PFB) */
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32_pf__avx512, 12, KERN__GEMM_R12, 16)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pf__avx512, 8, KERN__GEMM_R8, 16)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
 KERN__GEMM_Z_F32_KERNEL1(kern__gemm_f32_16x16__avx512, 16, KERN__GEMM_R16)
-KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_12x32__avx512bf16, 12, KERN__GEMM_R12)
-KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32__avx512bf16, 8, KERN__GEMM_R8)
-KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4)
-KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2)
-KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_12x32__avx512bf16, 12, KERN__GEMM_R12, KERN__GEMM_PFD)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32__avx512bf16, 8, KERN__GEMM_R8, KERN__GEMM_PFD)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4, KERN__GEMM_PFD)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PFD)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL1(kern__gemm_bf16_16x16__avx512bf16, 16, KERN__GEMM_R16)
 
 #endif /* KERN_X86 */
@@ -918,20 +927,21 @@ static const kern__gemm_fns kern__gemm_fns_scalar = {
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}};
-/* the AVX-512 f32 kernel set; the blocking row differs per class */
-#define KERN__GEMM_FNS_AVX512(NAME, CFG)                                      \
+/* the AVX-512 f32 kernel set; per class: the blocking row, and the
+ * kernels (SFX _pf: the Xeon class's, prefetching B rows) */
+#define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX)                                 \
     {NAME, &kern__gemm_cfgs[CFG], KERN__GEMM_FMT_F32,                         \
-     kern__gemm_f32_12x32__avx512, kern__gemm_f32_12x32_ua__avx512, kern__v_epi_tile__avx512, \
-     kern__gemm_pack__avx512, 5,                                              \
-     {{1, 32, kern__gemm_f32_1x32__avx512},                                   \
-      {2, 32, kern__gemm_f32_2x32__avx512},                                   \
-      {4, 32, kern__gemm_f32_4x32__avx512},                                   \
-      {8, 32, kern__gemm_f32_8x32__avx512},                                   \
+     kern__gemm_f32_12x32##SFX##__avx512, kern__gemm_f32_12x32_ua__avx512,    \
+     kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 5,                    \
+     {{1, 32, kern__gemm_f32_1x32##SFX##__avx512},                            \
+      {2, 32, kern__gemm_f32_2x32##SFX##__avx512},                            \
+      {4, 32, kern__gemm_f32_4x32##SFX##__avx512},                            \
+      {8, 32, kern__gemm_f32_8x32##SFX##__avx512},                            \
       {16, 16, kern__gemm_f32_16x16__avx512}}}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
-    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512);
+    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
-    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON);
+    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf);
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
     "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
     kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16, kern__v_epi_tile__avx512,
