@@ -1414,55 +1414,34 @@ KERN_API kern_uarch kern_uarch_from_name(const char *s) {
 /* Seconds for `iters` steps of 12 independent zmm (or ymm) FMA chains:
  * enough chains to cover a 4-cycle latency on two ports, so the time is
  * the FMA throughput's. */
-#define KERN__PROBE_R12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define KERN__PROBE_DECL(i) VT c##i = SET((float)(i) * seed);
-#define KERN__PROBE_STEP(i) c##i = FMA(c##i, m, a);
-#define KERN__PROBE_BODY                                                      \
-    volatile float seed = 0.999f;                                             \
-    VT m = SET(seed), a = SET(seed * 1e-3f), r;                               \
-    struct timespec t0, t1;                                                   \
-    long i;                                                                   \
-    KERN__PROBE_R12(KERN__PROBE_DECL)                                         \
-    clock_gettime(CLOCK_MONOTONIC, &t0);                                      \
-    for (i = 0; i < iters; i++) {                                             \
-        KERN__PROBE_R12(KERN__PROBE_STEP)                                     \
-        __asm__ volatile("" ::: "memory");                                    \
-    }                                                                         \
-    clock_gettime(CLOCK_MONOTONIC, &t1);                                      \
-    r = ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7)));      \
-    r = ADD(r, ADD(ADD(c8, c9), ADD(c10, c11)));                              \
-    *sink += LOW(r);                                                          \
-    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-KERN_TARGET_AVX512 static double kern__probe_zmm(long iters, float *sink) {
-#define VT __m512
-#define SET _mm512_set1_ps
-#define FMA _mm512_fmadd_ps
-#define ADD _mm512_add_ps
-#define LOW(v) _mm_cvtss_f32(_mm512_castps512_ps128(v))
-    KERN__PROBE_BODY
-#undef VT
-#undef SET
-#undef FMA
-#undef ADD
-#undef LOW
-}
-KERN_TARGET_AVX512 static double kern__probe_ymm(long iters, float *sink) {
-#define VT __m256
-#define SET _mm256_set1_ps
-#define FMA _mm256_fmadd_ps
-#define ADD _mm256_add_ps
-#define LOW(v) _mm_cvtss_f32(_mm256_castps256_ps128(v))
-    KERN__PROBE_BODY
-#undef VT
-#undef SET
-#undef FMA
-#undef ADD
-#undef LOW
-}
-#undef KERN__PROBE_BODY
-#undef KERN__PROBE_STEP
-#undef KERN__PROBE_DECL
-#undef KERN__PROBE_R12
+#define KERN__PROBE_R12(X, T, S) X(0, T, S) X(1, T, S) X(2, T, S) X(3, T, S) \
+    X(4, T, S) X(5, T, S) X(6, T, S) X(7, T, S) X(8, T, S) X(9, T, S) X(10, T, S) X(11, T, S)
+#define KERN__PROBE_DECL(i, VT, SET) VT c##i = SET((float)(i) * seed);
+#define KERN__PROBE_STEP(i, FMA, u) c##i = FMA(c##i, m, a);
+#define KERN__PROBE_FN(NAME, VT, SET, FMA, ADD, LOW)                          \
+    KERN_TARGET_AVX512 static double NAME(long iters, float *sink) {          \
+        volatile float seed = 0.999f;                                         \
+        VT m = SET(seed), a = SET(seed * 1e-3f), r;                           \
+        struct timespec t0, t1;                                               \
+        long i;                                                               \
+        KERN__PROBE_R12(KERN__PROBE_DECL, VT, SET)                            \
+        clock_gettime(CLOCK_MONOTONIC, &t0);                                  \
+        for (i = 0; i < iters; i++) {                                         \
+            KERN__PROBE_R12(KERN__PROBE_STEP, FMA, 0)                         \
+            __asm__ volatile("" ::: "memory");                                \
+        }                                                                     \
+        clock_gettime(CLOCK_MONOTONIC, &t1);                                  \
+        r = ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7)));  \
+        r = ADD(r, ADD(ADD(c8, c9), ADD(c10, c11)));                          \
+        *sink += LOW(r);                                                      \
+        return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec); \
+    }
+#define KERN__PROBE_LOWZ(v) _mm_cvtss_f32(_mm512_castps512_ps128(v))
+#define KERN__PROBE_LOWY(v) _mm_cvtss_f32(_mm256_castps256_ps128(v))
+KERN__PROBE_FN(kern__probe_zmm, __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
+               KERN__PROBE_LOWZ)
+KERN__PROBE_FN(kern__probe_ymm, __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,
+               KERN__PROBE_LOWY)
 
 /* zmm time / ymm time, best of 7 alternated rounds (a preempted round can
  * only come out slower); a first longer zmm round lets the core settle its
