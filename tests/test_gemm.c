@@ -913,8 +913,10 @@ KT_TEST(dispatch_tables) {
                     /* the class as kern_ctx_uarch resolves it at this level */
                     kern_uarch eff = kern__uarch_effective((kern_uarch)u, all[i]);
                     const char *f32 = eff == KERN_UARCH_XEON_AVX512 ? want[w].f32_xeon : want[w].f32;
-                    const char *bf16 = want[w].isa == KERN_ISA_AVX512_BF16 ? want[w].bf16
-                                                                            : f32;
+                    const char *bf16 = want[w].isa == KERN_ISA_AVX512_BF16 &&
+                                               eff != KERN_UARCH_XEON_AVX512
+                                           ? want[w].bf16
+                                           : f32;
                     kt_context("%s %s", kern_isa_name(all[i]), kern_uarch_name((kern_uarch)u));
                     KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], eff, KERN_F32)->name, f32),
                              "f32: %s", kern__gemm_fns_for(all[i], eff, KERN_F32)->name);
