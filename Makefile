@@ -145,7 +145,7 @@ test-neon: $(NEON_BINS)
 # Tuning classes (kern_uarch, docs/uarch.md): the class-sensitive tests
 # once per class, forced through KT_UARCH, so every class's tables run on
 # whatever machine runs the tests (a class is a table, not an ISA).
-UARCH_TESTS ?= test_gemm
+UARCH_TESTS ?= test_gemm test_sdpa
 UARCH_CLASSES ?= generic zen4 xeon_avx512
 test-uarch: $(patsubst %,build/tests/%,$(UARCH_TESTS))
 	@for u in $(UARCH_CLASSES); do KT_UARCH=$$u tests/run $(patsubst %,build/tests/%,$(UARCH_TESTS)) || exit 1; done

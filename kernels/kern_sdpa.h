@@ -1861,10 +1861,14 @@ static const kern__sdpa_fns kern__sdpa_fns_neon = {
 #undef KERN__SDPA_SOFTMAX
 #undef KERN__SDPA_BWD
 
-static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa) {
+/* The table of level isa and class uarch (kern_ctx_uarch). */
+static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch) {
+    (void)uarch;
     switch (isa) {
 #ifdef KERN_X86
-    case KERN_ISA_AVX512_BF16: return &kern__sdpa_fns_avx512_bf16;
+    case KERN_ISA_AVX512_BF16:
+        if (uarch != KERN_UARCH_XEON_AVX512) return &kern__sdpa_fns_avx512_bf16;
+        /* fall through */
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512: return &kern__sdpa_fns_avx512;
     case KERN_ISA_AVX2_VNNI:
@@ -3236,7 +3240,7 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     memset(&f, 0, sizeof f);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0 || P->Lq_run == 0) return 0;
-    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx));
     P->bf16_native = P->dt == KERN_BF16 && P->fn->mk16 && (P->D % 2) == 0;
     f.p = P;
     f.ctx = ctx;
@@ -3727,7 +3731,7 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
     memset(&w, 0, sizeof w);
     *shared = *thread = 0;
     if (P->B == 0 || P->Hq == 0) return 0;
-    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+    P->fn = kern__sdpa_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx));
     w.p = P;
     w.ctx = ctx;
     if (P->varlen) {

@@ -432,7 +432,7 @@ KT_TEST(exp2_accuracy) {
     float x[4096 + 12];
     int i, n = 4096;
     KT_FOR_EACH_ISA(isa, ctx, 1) {
-        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx));
         double worst = 0;
         kt_context("%s", kern_isa_name(isa));
         for (i = 0; i < n; i++) x[i] = (float)(-125.0 + 250.0 * i / n) + (float)i * 1e-4f;
@@ -460,13 +460,27 @@ KT_TEST(exp2_accuracy) {
 }
 
 /* Every level reaches its own table: AVX512 and AVX512_BF16 differ (the
- * bf16 kernels), the VNNI levels share their base level's table. */
+ * bf16 kernels), the VNNI levels share their base level's table; the Xeon
+ * class runs bf16 through the f32 kernels at AVX512_BF16 too (vdpbf16ps is
+ * half the f32 FMA rate there), i.e. the AVX512 level's table. */
 KT_TEST(fns_table_per_level) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
-        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx));
+        const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx));
         const char *want = "scalar";
         int bf16 = 0;
+        int u;
         kt_context("%s", kern_isa_name(isa));
+        for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
+            const kern__sdpa_fns *tu = kern__sdpa_fns_for(isa, kern__uarch_effective((kern_uarch)u, isa));
+            const kern__sdpa_fns *tg = kern__sdpa_fns_for(isa, KERN_UARCH_GENERIC);
+            if (u == KERN_UARCH_XEON_AVX512 && isa == KERN_ISA_AVX512_BF16)
+                KT_CHECK(tu == kern__sdpa_fns_for(KERN_ISA_AVX512, KERN_UARCH_GENERIC),
+                         "xeon at avx512_bf16: %s", tu->name);
+            else
+                KT_CHECK(tu == tg, "%s at %s: %s", kern_uarch_name((kern_uarch)u),
+                         kern_isa_name(isa), tu->name);
+        }
+        if (kern_ctx_uarch(ctx) == KERN_UARCH_XEON_AVX512) continue;
         switch (isa) {
         case KERN_ISA_AVX2:
         case KERN_ISA_AVX2_VNNI: want = "avx2"; break;
