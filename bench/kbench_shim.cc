@@ -38,6 +38,11 @@ std::map<int, kern_ctx *> &contexts() {
     static std::map<int, kern_ctx *> m;
     return m;
 }
+kern_isa &forced_isa() {
+    static kern_isa isa = KERN_ISA_AUTO;
+    return isa;
+}
+
 kern_uarch &forced_uarch() {
     static kern_uarch u = KERN_UARCH_AUTO;
     return u;
@@ -99,6 +104,7 @@ kern_ctx *kbench_ctx(int threads) {
     std::memset(&p, 0, sizeof p);
     p.n_threads = threads;
     p.uarch = forced_uarch();
+    p.isa_cap = forced_isa();
     kern_ctx *c = nullptr;
     if (kern_ctx_create(&p, &c) != KERN_OK) return nullptr;
     m[threads] = c;
@@ -177,9 +183,31 @@ int main(int argc, char **argv) {
             i--;
         }
     }
+    // --kbench_isa=NAME: contexts capped at that level (kern_isa_name), so
+    // one binary times two levels' kernels (e.g. amx against avx512_bf16).
+    for (int i = 1; i < argc; i++) {
+        if (std::strncmp(argv[i], "--kbench_isa=", 13) == 0) {
+            kern_isa all[KERN_ISA_COUNT];
+            int n = kern_isa_list(all, KERN_ISA_COUNT, 1), k, found = 0;
+            for (k = 0; k < n && !found; k++)
+                if (std::strcmp(argv[i] + 13, kern_isa_name(all[k])) == 0) {
+                    forced_isa() = all[k];
+                    found = 1;
+                }
+            if (!found) {
+                std::fprintf(stderr, "%s: not a level this machine runs\n", argv[i] + 13);
+                return 2;
+            }
+            for (k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
+            argc--;
+            i--;
+        }
+    }
     {
         const kern_cpu_info_t *ci = kern_cpu_info();
         char buf[64];
+        benchmark::AddCustomContext(
+            "kern_isa", kern_isa_name(forced_isa() == KERN_ISA_AUTO ? kern_isa_best() : forced_isa()));
         kern_uarch u = forced_uarch() == KERN_UARCH_AUTO ? ci->uarch : forced_uarch();
         benchmark::AddCustomContext("kern_cpu", ci->brand[0] ? ci->brand : "unknown");
         std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%x", ci->vendor, ci->family,

@@ -6,6 +6,9 @@
  *   bf16  BF16 dot FLOP/s      vdpbf16ps loop (AVX512_BF16 only)
  *   int8  int8 dot OP/s        vpdpbusd loop (AVX512_VNNI, else AVX-VNNI), else
  *                              vpmaddubsw + vpmaddwd (AVX2)
+ *   amx_bf16, amx_int8         tdpbf16ps / tdpbusd loops on four independent
+ *                              16 x 16 accumulator tiles (the kern_isa AMX
+ *                              level only: CPU, OS permission and compiler)
  *   l1, l2, dram               read bandwidth (bytes/s) of a 16 KiB, 256 KiB
  *                              and 256 MiB array per thread, nonzero data
  *   dram_copy                  copy with non-temporal stores (read + written)
@@ -208,10 +211,44 @@ KERN_TARGET_AVX2 static double copy_nt_ymm(const float *p, float *q, size_t n, i
 }
 #endif
 
+#ifdef KERN__HAVE_AMX
+/* Tiles 0-3 accumulate, 4-5 and 6-7 are the A and B operands (16 x 64
+ * bytes each, loaded once from nonzero data). One tdpbf16ps is
+ * 16 x 16 x 32 x 2 FLOP, one tdpbusd 16 x 16 x 64 x 2 OP. */
+typedef struct { unsigned char palette, start_row, reserved[14]; unsigned short colsb[16]; unsigned char rows[16]; } amx_cfg;
+
+KERN_TARGET_AMX static double amx_loop(long iters, int int8, const float *src) {
+    amx_cfg c;
+    float out[256];
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) { c.colsb[t] = 64; c.rows[t] = 16; }
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, src, 64); _tile_loadd(5, src + 256, 64);
+    _tile_loadd(6, src + 512, 64); _tile_loadd(7, src + 768, 64);
+    if (int8)
+        for (long i = 0; i < iters; i++) {
+            _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
+            _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+        }
+    else
+        for (long i = 0; i < iters; i++) {
+            _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+        }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return (double)out[17];
+}
+#endif
+
 /* ---------------------------------------------------------- threads */
 
-enum { K_F32, K_BF16, K_INT8, K_L1, K_L2, K_DRAM, K_DRAM_COPY, K_COUNT };
-static const char *kind_name[K_COUNT] = {"f32", "bf16", "int8", "l1", "l2", "dram", "dram_copy"};
+enum { K_F32, K_BF16, K_INT8, K_AMX_BF16, K_AMX_INT8, K_L1, K_L2, K_DRAM, K_DRAM_COPY, K_COUNT };
+static const char *kind_name[K_COUNT] = {"f32", "bf16", "int8", "amx_bf16", "amx_int8",
+                                         "l1", "l2", "dram", "dram_copy"};
+#define AMX_ITERS 400000L /* x 4 tiles x 16 KFLOP (bf16): 26 GFLOP */
 
 typedef struct job {
     int kind;
@@ -255,6 +292,13 @@ static void *worker(void *p) {
         if (j->feat & KERN_CPU_AVX512VNNI) { j->sink = dpbusd_zmm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 12.0 * 128; }
         else if (j->feat & KERN_CPU_AVXVNNI) { j->sink = dpbusd_ymm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 12.0 * 64; }
         else { j->sink = maddubs_ymm(FMA_ITERS / 2); j->work = FMA_ITERS / 2 * 10.0 * 64; }
+        break;
+    case K_AMX_BF16:
+    case K_AMX_INT8:
+#ifdef KERN__HAVE_AMX
+        j->sink = amx_loop(AMX_ITERS, j->kind == K_AMX_INT8, j->buf);
+        j->work = AMX_ITERS * 4.0 * 16 * 16 * (j->kind == K_AMX_INT8 ? 64 : 32) * 2;
+#endif
         break;
     case K_L1: case K_L2: case K_DRAM:
         j->sink = read_ymm(j->buf, j->n, j->reps);
@@ -319,6 +363,7 @@ int main(int argc, char **argv) {
     have[K_F32] = (feat & (KERN_CPU_AVX2 | KERN_CPU_FMA)) == (KERN_CPU_AVX2 | KERN_CPU_FMA);
     have[K_BF16] = !!(feat & KERN_CPU_AVX512BF16);
     have[K_INT8] = !!(feat & (KERN_CPU_AVX512VNNI | KERN_CPU_AVXVNNI | KERN_CPU_AVX2));
+    have[K_AMX_BF16] = have[K_AMX_INT8] = kern_isa_available(KERN_ISA_AMX);
     have[K_L1] = have[K_L2] = have[K_DRAM] = have[K_DRAM_COPY] = !!(feat & KERN_CPU_AVX2);
     for (int t = 0; t < max_threads; t++) {
         size_t bytes = (size_t)64 << 22; /* 256 MiB per thread */

@@ -575,6 +575,12 @@ KERN_API const kern_cpu_info_t *kern_cpu_info(void);
  *   AVX512        AVX2 + avx512f avx512bw avx512vl avx512dq
  *   AVX512_VNNI   AVX512 + avx512vnni
  *   AVX512_BF16   AVX512_VNNI + avx512bf16
+ *   AMX           AVX512_BF16 + amx-tile amx-bf16 amx-int8, with the tile
+ *                 state granted by the OS (Linux: arch_prctl
+ *                 ARCH_REQ_XCOMP_PERM, requested once when the features are
+ *                 probed) and a compiler that has the AMX intrinsics (GCC 11,
+ *                 clang 12). bf16 GEMMs of 32 rows and up run on tiles
+ *                 (tdpbf16ps); every other kernel is the AVX512_BF16 one.
  *   NEON          neon (AArch64 Advanced SIMD)
  *   NEON_DOT      NEON + dotprod
  *   NEON_BF16     NEON_DOT + bf16 (+ fp16 when the CPU has it) */
@@ -586,13 +592,14 @@ typedef enum kern_isa {
     KERN_ISA_AVX512,
     KERN_ISA_AVX512_VNNI,
     KERN_ISA_AVX512_BF16,
+    KERN_ISA_AMX,
     KERN_ISA_NEON,
     KERN_ISA_NEON_DOT,
     KERN_ISA_NEON_BF16,
     KERN_ISA_COUNT
 } kern_isa;
 /* "scalar", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "avx512_bf16",
- * "neon", "neon_dot", "neon_bf16" ("auto"; "invalid" otherwise). */
+ * "amx", "neon", "neon_dot", "neon_bf16" ("auto"; "invalid" otherwise). */
 KERN_API const char *kern_isa_name(kern_isa isa);
 /* The KERN_CPU_* features the level needs (independent of this CPU; 0 for
  * SCALAR; for AUTO the best level's). */
@@ -778,6 +785,16 @@ KERN_API void *kern__thread_scratch(kern_ctx *ctx, int thread);
     __attribute__((target(                                                    \
         "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #define KERN_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+/* AMX tiles: GCC 11 and clang 12 have the intrinsics (KERN_NO_AMX opts
+ * out; the level is then never available). */
+#if !defined(KERN_NO_AMX) && defined(__x86_64__) &&                           \
+    ((defined(__clang__) && __clang_major__ >= 12) ||                         \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define KERN__HAVE_AMX 1
+#define KERN_TARGET_AMX                                                       \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,"     \
+                          "avx2,fma,f16c,amx-tile,amx-bf16,amx-int8")))
+#endif
 #endif
 #if !defined(KERN_NO_SIMD) && defined(__aarch64__) && defined(__ARM_NEON)
 #define KERN_NEON 1
@@ -1329,6 +1346,25 @@ KERN_API kern_status kern_tensor_broadcast_to(const kern_tensor *t, int ndim,
 static uint32_t kern__features_cache;
 static pthread_once_t kern__features_once = PTHREAD_ONCE_INIT;
 
+#ifdef KERN_X86
+/* Linux (5.16 and up) hands out the 8 KiB tile data state only on request:
+ * without ARCH_REQ_XCOMP_PERM the first tile instruction faults. The
+ * permission is the process's, for every thread. Elsewhere: not granted
+ * (no AMX level). */
+static int kern__amx_permit(void) {
+#if defined(__linux__) && defined(__x86_64__)
+    long r; /* syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) */
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(158L), "D"(0x1023L), "S"(18L)
+                     : "rcx", "r11", "memory");
+    return r == 0;
+#else
+    return 0;
+#endif
+}
+#endif
+
 static void kern__detect_features(void) {
     uint32_t f = 0;
 #ifdef KERN_X86
@@ -1358,8 +1394,9 @@ static void kern__detect_features(void) {
                     if ((b >> 31) & 1) f |= KERN_CPU_AVX512VL;
                     if ((c >> 11) & 1) f |= KERN_CPU_AVX512VNNI;
                 }
-                if ((xcr0 & 0x60000) == 0x60000) { /* AMX tile config+data */
-                    if ((d >> 24) & 1) f |= KERN_CPU_AMX_TILE;
+                if ((xcr0 & 0x60000) == 0x60000 && ((d >> 24) & 1) &&
+                    kern__amx_permit()) { /* AMX tile config+data */
+                    f |= KERN_CPU_AMX_TILE;
                     if ((d >> 25) & 1) f |= KERN_CPU_AMX_INT8;
                     if ((d >> 22) & 1) f |= KERN_CPU_AMX_BF16;
                 }
@@ -1525,7 +1562,8 @@ KERN_API const kern_cpu_info_t *kern_cpu_info(void) {
  * the AVX-512 levels only. */
 static kern_uarch kern__uarch_effective(kern_uarch u, kern_isa isa) {
     if (u == KERN_UARCH_AUTO) u = kern_cpu_info()->uarch;
-    if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_VNNI && isa != KERN_ISA_AVX512_BF16)
+    if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_VNNI && isa != KERN_ISA_AVX512_BF16 &&
+        isa != KERN_ISA_AMX)
         return KERN_UARCH_GENERIC;
     return u;
 }
@@ -1562,6 +1600,7 @@ KERN_API const char *kern_isa_name(kern_isa isa) {
     case KERN_ISA_AVX512: return "avx512";
     case KERN_ISA_AVX512_VNNI: return "avx512_vnni";
     case KERN_ISA_AVX512_BF16: return "avx512_bf16";
+    case KERN_ISA_AMX: return "amx";
     case KERN_ISA_NEON: return "neon";
     case KERN_ISA_NEON_DOT: return "neon_dot";
     case KERN_ISA_NEON_BF16: return "neon_bf16";
@@ -1583,6 +1622,9 @@ KERN_API uint32_t kern_isa_required(kern_isa isa) {
     case KERN_ISA_AVX512_VNNI: return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI;
     case KERN_ISA_AVX512_BF16:
         return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI | KERN_CPU_AVX512BF16;
+    case KERN_ISA_AMX:
+        return KERN__AVX512_BASE | KERN_CPU_AVX512VNNI | KERN_CPU_AVX512BF16 |
+               KERN_CPU_AMX_TILE | KERN_CPU_AMX_BF16 | KERN_CPU_AMX_INT8;
     case KERN_ISA_NEON: return KERN_CPU_NEON;
     case KERN_ISA_NEON_DOT: return KERN_CPU_NEON | KERN_CPU_NEON_DOT;
     case KERN_ISA_NEON_BF16: return KERN_CPU_NEON | KERN_CPU_NEON_DOT | KERN_CPU_NEON_BF16;
@@ -1597,6 +1639,9 @@ KERN_API uint32_t kern_isa_features(kern_isa isa) {
     if (isa <= KERN_ISA_SCALAR || isa >= KERN_ISA_COUNT) return 0;
     need = kern_isa_required(isa);
     if ((f & need) != need) return 0;
+#ifndef KERN__HAVE_AMX
+    if (isa == KERN_ISA_AMX) return 0; /* no tile intrinsics in this build */
+#endif
     /* fp16 arithmetic comes with the bf16 level when the CPU has it */
     if (isa == KERN_ISA_NEON_BF16) need |= f & KERN_CPU_NEON_FP16;
     return need;
@@ -1613,7 +1658,7 @@ static int kern__isa_family(kern_isa *out) {
     int n = 0, i;
     out[n++] = KERN_ISA_SCALAR;
 #ifdef KERN_X86
-    for (i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512_BF16; i++) out[n++] = (kern_isa)i;
+    for (i = KERN_ISA_AVX2; i <= KERN_ISA_AMX; i++) out[n++] = (kern_isa)i;
 #endif
 #ifdef KERN_NEON
     for (i = KERN_ISA_NEON; i <= KERN_ISA_NEON_BF16; i++) out[n++] = (kern_isa)i;

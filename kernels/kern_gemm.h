@@ -233,6 +233,11 @@ extern "C" {
 
 #define KERN__GEMM_FMT_F32 0
 #define KERN__GEMM_FMT_PAIR 1
+/* A panels of the AMX kernels (A side only; B stays in pair format): k in
+ * chunks of 32 (16 pairs), each chunk W rows of 32 bf16 (64 bytes, a tile
+ * row), chunk after chunk: p[c*W*32 + w*32 + kk] bf16 for k = 32c + kk,
+ * zero past the valid rows and past k (a whole chunk is always there). */
+#define KERN__GEMM_FMT_AMXA 2
 #define KERN__GEMM_PW 32 /* width of prepacked B panels */
 #define KERN__GEMM_MAGIC 0x6b47454du
 #define KERN__GEMM_SMALL_M 16 /* up to here the dedicated small-M kernels */
@@ -300,6 +305,7 @@ enum {
     KERN__GEMM_CFG_AVX512BF16,
     KERN__GEMM_CFG_NEON,
     KERN__GEMM_CFG_AVX512_XEON,
+    KERN__GEMM_CFG_AMX,
     KERN__GEMM_CFG_COUNT
 };
 
@@ -318,6 +324,19 @@ enum {
 #endif
 #ifndef KERN__GEMM_AVX2_CO
 #define KERN__GEMM_AVX2_CO 1
+#endif
+/* The AMX row; overridable to retune. */
+#ifndef KERN__GEMM_AMX_KC
+#define KERN__GEMM_AMX_KC 512
+#endif
+#ifndef KERN__GEMM_AMX_NB
+#define KERN__GEMM_AMX_NB 384
+#endif
+#ifndef KERN__GEMM_AMX_MB
+#define KERN__GEMM_AMX_MB 192
+#endif
+#ifndef KERN__GEMM_AMX_CO
+#define KERN__GEMM_AMX_CO 0
 #endif
 static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
     /* name          mr  nr    kc    nb    nc   mb    mc stream_m col_outer */
@@ -338,6 +357,12 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
      * nc 4096: level. The streaming path stops at M = 128: 512^3 takes
      * 1.47 ms on it, 1.35 ms on this blocking. */
     {"avx512_xeon",  12, 32,  512,  384, 2048, 192, 2048,  128, 0},
+    /* AMX tiles (KERN_ISA_AMX, bf16 inputs): a 32 x 32 C block in four
+     * tiles. kc 512: the task's 32 KiB A micro-panel stays in L1 while its
+     * B panels (32 KiB each) come from L2. No streaming path: M < 32 takes
+     * the class's AVX-512 table (kern__gemm_amx_alt). */
+    {"amx",          32, 32, KERN__GEMM_AMX_KC, KERN__GEMM_AMX_NB, 2048, KERN__GEMM_AMX_MB, 2048,
+                                                                     0, KERN__GEMM_AMX_CO},
 };
 
 /* ---------------------------------------------------------- scalar packing */
@@ -356,6 +381,13 @@ static void kern__gemm_pack__ref(void *dst, int W, const char *src, kern_dtype d
         for (k = 0; k < kc; k++)
             for (w = 0; w < W; w++)
                 d[k * W + w] = w < nw ? kern__s_load_f32(src + (w * sw + k * sk) * es, dt, 1) : 0.0f;
+    } else if (fmt == KERN__GEMM_FMT_AMXA) {
+        uint16_t *d = (uint16_t *)dst;
+        int64_t kp = (kc + 31) / 32 * 32;
+        for (k = 0; k < kp; k++)
+            for (w = 0; w < W; w++)
+                d[(k / 32) * W * 32 + w * 32 + k % 32] =
+                    w < nw && k < kc ? (uint16_t)kern__gemm_ld16(src, w * sw + k * sk) : 0;
     } else {
         uint32_t *d = (uint32_t *)dst;
         int64_t q, kq = (kc + 1) / 2;
@@ -861,6 +893,117 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2, KERN
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL1(kern__gemm_bf16_16x16__avx512bf16, 16, KERN__GEMM_R16)
 
+/* ------------------------------------------------ AMX tiles (bf16 inputs) */
+#ifdef KERN__HAVE_AMX
+/* The tile configuration (palette 1): tiles 0-3 hold the 32 x 32 f32 C
+ * block (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 the A rows 0-15
+ * and 16-31 (32 bf16 of k each), 6-7 the B columns 0-15 and 16-31 (16 k
+ * pairs each). The configuration is per thread: the compute task loads it
+ * before its first tile and releases the tile state after its last, so no
+ * thread keeps the 8 KiB state live between calls. */
+typedef struct kern__amx_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} kern__amx_tilecfg;
+
+KERN_TARGET_AMX static void kern__gemm_tiles_on__amx(void) {
+    kern__amx_tilecfg c;
+    int t;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    /* not _tile_loadconfig: GCC 12's version tells the compiler it reads
+     * 8 bytes, and the stores of the rows and colsb fields are dropped */
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+
+KERN_TARGET_AMX static void kern__gemm_tiles_off__amx(void) { _tile_release(); }
+
+/* 32 x 32 microkernel: a is an AMXA panel (ks rounded up to 16 pairs, the
+ * padding zero), b a pair-format panel of row stride ldb (32). Each k
+ * chunk is four tdpbf16ps (16 x 16 x 32). A last chunk of fewer than 16
+ * pairs reads its B rows from a zero-padded copy: the panel ends there. */
+#define KERN__GEMM_AMX_DP(A, B, BS)                                           \
+    _tile_loadd(4, (A), 64);                                                  \
+    _tile_loadd(6, (B), (BS));                                                \
+    _tile_loadd(5, (A) + 1024, 64);                                           \
+    _tile_loadd(7, (B) + 16, (BS));                                           \
+    _tile_dpbf16ps(0, 4, 6);                                                  \
+    _tile_dpbf16ps(1, 4, 7);                                                  \
+    _tile_dpbf16ps(2, 5, 6);                                                  \
+    _tile_dpbf16ps(3, 5, 7);
+
+KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *ap,
+                                                      const void *bp, int64_t ldb, float *t,
+                                                      int64_t ldt, int acc) {
+    const char *a = (const char *)ap;
+    const uint32_t *b = (const uint32_t *)bp;
+    const long bs = (long)ldb * 4, ts = (long)ldt * 4;
+    int64_t nch = ks / 16, rem = ks % 16, c;
+    if (acc) {
+        _tile_loadd(0, t, ts);
+        _tile_loadd(1, t + 16, ts);
+        _tile_loadd(2, t + 16 * ldt, ts);
+        _tile_loadd(3, t + 16 * ldt + 16, ts);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (c = 0; c < nch; c++) {
+        KERN__GEMM_AMX_DP(a, b, bs)
+        a += 2048;
+        b += 16 * ldb;
+    }
+    if (rem) {
+        uint32_t bt[16 * 32] KERN_ALIGNED(64);
+        int64_t r;
+        for (r = 0; r < 16; r++) {
+            if (r < rem) memcpy(bt + r * 32, b + r * ldb, 128);
+            else memset(bt + r * 32, 0, 128);
+        }
+        KERN__GEMM_AMX_DP(a, bt, 128)
+    }
+    _tile_stored(0, t, ts);
+    _tile_stored(1, t + 16, ts);
+    _tile_stored(2, t + 16 * ldt, ts);
+    _tile_stored(3, t + 16 * ldt + 16, ts);
+}
+
+/* Packing for the AMX table: A panels (AMXA) from a row-major bf16 A are
+ * masked 64-byte row copies; everything else (pair-format B, a transposed
+ * A) as at the AVX-512 level / the portable routine. */
+KERN_TARGET_AMX static void kern__gemm_pack__amx(void *dst, int W, const char *src,
+                                                kern_dtype dt, int64_t sw, int64_t sk, int nw,
+                                                int64_t kc, int fmt) {
+    if (fmt == KERN__GEMM_FMT_AMXA && sk == 1 && dt == KERN_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        int64_t nchk = (kc + 31) / 32, c;
+        int w;
+        for (w = 0; w < W; w++) {
+            const char *row = src + w * sw * 2;
+            for (c = 0; c < nchk; c++) {
+                int64_t kk = kc - c * 32;
+                __mmask32 m = kk >= 32 ? (__mmask32)0xffffffffu : (__mmask32)(((uint64_t)1 << kk) - 1);
+                __m512i v = w < nw ? _mm512_maskz_loadu_epi16(m, row + c * 64) : _mm512_setzero_si512();
+                _mm512_storeu_si512((void *)(d + (c * W + w) * 32), v);
+            }
+        }
+        return;
+    }
+    if (fmt == KERN__GEMM_FMT_AMXA) {
+        kern__gemm_pack__ref(dst, W, src, dt, sw, sk, nw, kc, fmt);
+        return;
+    }
+    kern__gemm_pack__avx512(dst, W, src, dt, sw, sk, nw, kc, fmt);
+}
+#endif /* KERN__HAVE_AMX */
+
 #endif /* KERN_X86 */
 
 /* ==================================================================== NEON */
@@ -918,15 +1061,29 @@ typedef struct kern__gemm_fns {
     kern__gemm_pack_fn pack;
     int n_small; /* small-M kernels, by increasing mr (0: none) */
     kern__gemm_small small[5];
+    /* AMX tables only (zero elsewhere): the thread's tile state on / off
+     * around a compute task, and the table for M < KERN__GEMM_AMX_MIN_M */
+    void (*tiles_on)(void);
+    void (*tiles_off)(void);
+    const struct kern__gemm_fns *alt;
 } kern__gemm_fns;
+
+/* A panels' format: the AMX tables' own, else the table's. */
+#define KERN__GEMM_AFMT(ks) ((ks)->tiles_on ? KERN__GEMM_FMT_AMXA : (ks)->fmt)
+
+/* Below this M the AMX tables hand over to their alt table: a 32-row tile
+ * block would be mostly padding. */
+#ifndef KERN__GEMM_AMX_MIN_M
+#define KERN__GEMM_AMX_MIN_M 32
+#endif
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
-    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
 #ifdef KERN_X86
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
-    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}};
+    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (SFX _pf: the Xeon class's, prefetching B rows) */
 #define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX)                                 \
@@ -937,7 +1094,7 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512},                            \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512},                            \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512},                            \
-      {16, 16, kern__gemm_f32_16x16__avx512}}}
+      {16, 16, kern__gemm_f32_16x16__avx512}}, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
@@ -950,12 +1107,22 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
      {2, 32, kern__gemm_bf16_2x32__avx512bf16},
      {4, 32, kern__gemm_bf16_4x32__avx512bf16},
      {8, 32, kern__gemm_bf16_8x32__avx512bf16},
-     {16, 16, kern__gemm_bf16_16x16__avx512bf16}}};
+     {16, 16, kern__gemm_bf16_16x16__avx512bf16}}, NULL, NULL, NULL};
+#endif
+#ifdef KERN__HAVE_AMX
+#define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
+    {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AMX], KERN__GEMM_FMT_PAIR,          \
+     kern__gemm_bf16_32x32__amx, NULL, kern__v_epi_tile__avx512,              \
+     kern__gemm_pack__amx, 0, {{0, 0, NULL}}, kern__gemm_tiles_on__amx,        \
+     kern__gemm_tiles_off__amx, ALT}
+static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
+static const kern__gemm_fns kern__gemm_fns_amx_xeon =
+    KERN__GEMM_FNS_AMX("amx_xeon", &kern__gemm_fns_avx512_xeon);
 #endif
 #ifdef KERN_NEON
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
-    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL}}};
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -969,6 +1136,12 @@ static const kern__gemm_fns *kern__gemm_fns_for(kern_isa isa, kern_uarch uarch,
     (void)uarch;
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
+#ifdef KERN__HAVE_AMX
+        if (in_dt == KERN_BF16)
+            return uarch == KERN_UARCH_XEON_AVX512 ? &kern__gemm_fns_amx_xeon : &kern__gemm_fns_amx;
+#endif
+        /* fall through */
     case KERN_ISA_AVX512_BF16:
         if (in_dt == KERN_BF16 && uarch != KERN_UARCH_XEON_AVX512)
             return &kern__gemm_fns_avx512bf16;
@@ -1030,6 +1203,7 @@ typedef struct kern__gemm_job {
 } kern__gemm_job;
 
 static int64_t kern__gemm_ksteps(int fmt, int64_t k) {
+    if (fmt == KERN__GEMM_FMT_AMXA) return (k + 31) / 32 * 16;
     return fmt == KERN__GEMM_FMT_PAIR ? (k + 1) / 2 : k;
 }
 
@@ -1093,9 +1267,11 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
     } else {
         int64_t r = task - j->n_bpack, row = j->ic + (j->ua ? (j->mcur / mr) * mr : r * mr);
         int nw = (int)kern__gemm_min(mr, j->ic + j->mcur - row);
+        int afmt = KERN__GEMM_AFMT(ks);
         if (j->ua) r = 0; /* only the partial last panel */
-        ks->pack(j->apack + r * kst * mr * 4, mr, j->a + (row * j->a_rs + j->pc * j->a_cs) * j->es,
-                 j->in_dt, j->a_rs, j->a_cs, nw, j->kcur, ks->fmt);
+        ks->pack(j->apack + r * kern__gemm_ksteps(afmt, j->kcur) * mr * 4, mr,
+                 j->a + (row * j->a_rs + j->pc * j->a_cs) * j->es, j->in_dt, j->a_rs, j->a_cs, nw,
+                 j->kcur, afmt);
     }
 }
 
@@ -1105,11 +1281,12 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     const kern__gemm_fns *ks = j->ks;
     int mr = ks->cfg->mr, nr = ks->cfg->nr;
     int64_t kst = kern__gemm_ksteps(ks->fmt, j->kcur);
+    int64_t kst_a = kern__gemm_ksteps(KERN__GEMM_AFMT(ks), j->kcur);
     int64_t cb = task / j->n_rb, rb = task % j->n_rb;
     int64_t r0 = j->ic + rb * j->mb, r1 = kern__gemm_min(j->ic + j->mcur, r0 + j->mb);
     int64_t c0 = j->jc + cb * j->nb, c1 = kern__gemm_min(j->jc + j->ncur, c0 + j->nb);
     int64_t ir, jr, i;
-    float tile[16 * 32] KERN_ALIGNED(64);
+    float tile[32 * 32] KERN_ALIGNED(64);
     const kern__epi *e = &j->epi;
     int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
@@ -1122,6 +1299,7 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     int64_t o0 = co ? c0 : r0, o1 = co ? c1 : r1, i0 = co ? r0 : c0, i1 = co ? r1 : c1;
     int64_t os = co ? nr : mr, is = co ? mr : nr, oo, ii;
     (void)thread;
+    if (ks->tiles_on) ks->tiles_on();
     for (oo = o0; oo < o1; oo += os)
         for (ii = i0; ii < i1; ii += is) {
             int64_t ldb, pi, pj;
@@ -1131,7 +1309,7 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
             int m, n, pm;
             ir = co ? ii : oo;
             jr = co ? oo : ii;
-            ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst * mr * 4);
+            ap = j->apack + (j->ua ? 0 : ((ir - j->ic) / mr) * kst_a * mr * 4);
             m = (int)kern__gemm_min(mr, r1 - ir);
             n = (int)kern__gemm_min(nr, c1 - jr);
             ua = j->ua && m == mr ? (const float *)(const void *)(j->a + (ir * j->a_rs + j->pc) * j->es) : NULL;
@@ -1175,6 +1353,7 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
                 ks->store(e, ir, jr, tile, nr, m, n);
             }
         }
+    if (ks->tiles_off) ks->tiles_off();
 }
 
 typedef void (*kern__gemm_task_fn)(void *arg, int64_t task, int thread);
@@ -1332,6 +1511,16 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t 
     return r;
 }
 
+/* The table an AMX table hands M < KERN__GEMM_AMX_MIN_M to: its alt,
+ * unless that one would unpair a prepacked pair-format B on every call
+ * (then the level's pair kernels, see kern__gemm_fill_job). */
+static const kern__gemm_fns *kern__gemm_amx_alt(const kern__gemm_fns *ks,
+                                               const kern_gemm_packed_b *pb) {
+    const kern__gemm_fns *alt = ks->alt;
+    if (pb && pb->fmt != alt->fmt) alt = kern__gemm_fns_for(KERN_ISA_AVX512_BF16, KERN_UARCH_GENERIC, KERN_BF16);
+    return alt;
+}
+
 /* Scratch for one item at exactly this M. */
 static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
     const kern__gemm_cfg *cfg = j->ks->cfg;
@@ -1347,7 +1536,7 @@ static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
         int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
         int64_t kst = kern__gemm_ksteps(j->ks->fmt, kc);
         int64_t mc = kern__gemm_min((cfg->mc / cfg->mr) * cfg->mr, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
-        sz += kern__gemm_al64((size_t)(mc * kst * 4));
+        sz += kern__gemm_al64((size_t)(mc * kern__gemm_ksteps(KERN__GEMM_AFMT(j->ks), kc) * 4));
         if (!j->pb || j->pb->fmt != j->ks->fmt)
             sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(nc, cfg->nr) * cfg->nr * kst * 4));
         if (j->use_ctmp) sz += kern__gemm_al64((size_t)(j->M * nc * 4));
@@ -1363,6 +1552,15 @@ static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
  * arena that way). */
 static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
     size_t sz = kern__gemm_item_bytes_at(j, threads);
+    if (j->ks->alt && j->M >= KERN__GEMM_AMX_MIN_M) {
+        /* a smaller M takes the alt table (kern__gemm_amx_alt) */
+        kern__gemm_job js = *j;
+        size_t s2;
+        js.ks = kern__gemm_amx_alt(j->ks, j->pb);
+        js.M = KERN__GEMM_AMX_MIN_M - 1;
+        s2 = kern__gemm_item_bytes(&js, threads);
+        if (s2 > sz) sz = s2;
+    }
     if (j->M > j->ks->cfg->stream_m) {
         kern__gemm_job js = *j;
         js.M = j->ks->cfg->stream_m;
@@ -1419,7 +1617,7 @@ static void kern__gemm_item_setup(kern__gemm_job *j, char *scratch) {
     int64_t kc = kern__gemm_min(j->kc, j->K), nc = kern__gemm_min(j->nc, j->N);
     int64_t mc = kern__gemm_min((cfg->mc / cfg->mr) * cfg->mr, kern__gemm_cdiv(j->M, cfg->mr) * cfg->mr);
     int64_t kst = kern__gemm_ksteps(ks->fmt, kc);
-    size_t off = kern__gemm_al64((size_t)(mc * kst * 4));
+    size_t off = kern__gemm_al64((size_t)(mc * kern__gemm_ksteps(KERN__GEMM_AFMT(ks), kc) * 4));
     j->apack = scratch;
     j->bpack = NULL;
     j->ctmp = NULL;
@@ -1881,6 +2079,8 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if ((st = kern__gemm_check_epilogue(a, b, c, &p.epilogue, op, &dm, pl)) != KERN_OK) return st;
     kern__gemm_fill_job(ctx, a, b, c, &p, &dm, pl);
     kern__gemm_transpose_c(&dm, &pl->proto);
+    if (pl->ks->alt && pl->proto.M < KERN__GEMM_AMX_MIN_M)
+        pl->ks = pl->proto.ks = kern__gemm_amx_alt(pl->ks, pl->proto.pb);
     return kern__gemm_partition(ctx, c, &p, &dm, op, pl);
 }
 

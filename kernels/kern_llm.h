@@ -469,6 +469,7 @@ static const kern__rope_fns kern__rope_fns_avx2 = {"avx2", kern__rope_half__avx2
 static const kern__rope_fns *kern__rope_fns_for(kern_isa isa) {
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16: /* no AVX-512 body yet: the AVX2 one */
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512:
@@ -1909,7 +1910,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         memset(&J, 0, sizeof J);
 #ifdef KERN_X86
         kern_isa isa = kern_ctx_isa(ctx);
-        if (isa == KERN_ISA_AVX512_BF16) {
+        if (isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX) {
             J.dot = kern__gemv_dot__avx512bf16;
             J.dot4 = kern__gemv_dot4x4__avx512bf16;
             J.epi_tile = kern__v_epi_tile__avx2;
@@ -2766,7 +2767,8 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
     if (!st) {
 #ifdef KERN_X86
         kern_isa isa = kern_ctx_isa(ctx);
-        J.f = isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16
+        J.f = isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 ||
+                  isa == KERN_ISA_AMX
                   ? &kern__da_fns_avx512
               : (kern_ctx_features(ctx) & KERN_CPU_AVX2) ? &kern__da_fns_avx2
                                                          : &kern__da_fns_scalar;

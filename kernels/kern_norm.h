@@ -2577,6 +2577,7 @@ static const kern__norm_fns kern__norm_fns_neon = {"neon", kern__v_norm_fwd_row_
 static const kern__norm_fns *kern__norm_fns_for(kern_isa isa) {
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16:
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512: return &kern__norm_fns_avx512;

@@ -1227,6 +1227,7 @@ static const kern__qg_fns *kern__qg_fns_variant(kern_isa level, int widen) {
     case KERN_ISA_AVX2_VNNI: return &kern__qg_fns_avx2_vnni;
     case KERN_ISA_AVX512: return widen ? &kern__qg_fns_avx512_wd : &kern__qg_fns_avx512;
     case KERN_ISA_AVX512_VNNI:
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16: return &kern__qg_fns_avx512_vnni;
 #endif
 #ifdef KERN_NEON

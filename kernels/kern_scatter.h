@@ -1177,6 +1177,7 @@ static const kern__scatter_fns kern__scatter_fns_neon = {
 static const kern__scatter_fns *kern__scatter_fns_for(kern_isa level) {
     switch (level) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16:
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512: return &kern__scatter_fns_avx512;

@@ -1866,6 +1866,7 @@ static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch) 
     (void)uarch;
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16:
         if (uarch != KERN_UARCH_XEON_AVX512) return &kern__sdpa_fns_avx512_bf16;
         /* fall through */

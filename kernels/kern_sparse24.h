@@ -1811,6 +1811,7 @@ static const kern__sp24_fns *kern__sp24_fns_for(kern_isa isa, kern_dtype wdt) {
     (void)wdt;
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16:
         return wdt == KERN_BF16 ? &kern__sp24_fns_avx512bf16 : &kern__sp24_fns_avx512;
     case KERN_ISA_AVX512_VNNI:

@@ -555,6 +555,7 @@ KT_TEST(isa_levels_and_caps) {
     KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX512), "avx512"));
     KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX2_VNNI), "avx2_vnni"));
     KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AVX512_BF16), "avx512_bf16"));
+    KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_AMX), "amx"));
     KT_CHECK(!strcmp(kern_isa_name(KERN_ISA_NEON_DOT), "neon_dot"));
     KT_CHECK(!strcmp(kern_isa_name((kern_isa)42), "invalid"));
     KT_CHECK(kern_isa_available(best) && best != KERN_ISA_AUTO);
@@ -565,10 +566,14 @@ KT_TEST(isa_levels_and_caps) {
         for (i = KERN_ISA_SCALAR; i < KERN_ISA_COUNT; i++) {
             kern_isa l = (kern_isa)i;
             uint32_t need = kern_isa_required(l), got = kern_isa_features(l);
+            int built = 1; /* AMX needs the compiler's tile intrinsics too */
+#ifndef KERN__HAVE_AMX
+            if (l == KERN_ISA_AMX) built = 0;
+#endif
             if (l == KERN_ISA_NEON_BF16) got &= ~(uint32_t)KERN_CPU_NEON_FP16;
-            KT_CHECK(got == (((f & need) == need) ? need : 0u), "%s", kern_isa_name(l));
-            KT_CHECK(kern_isa_available(l) == (l == KERN_ISA_SCALAR || (f & need) == need), "%s",
-                     kern_isa_name(l));
+            KT_CHECK(got == (((f & need) == need && built) ? need : 0u), "%s", kern_isa_name(l));
+            KT_CHECK(kern_isa_available(l) == (l == KERN_ISA_SCALAR || ((f & need) == need && built)),
+                     "%s", kern_isa_name(l));
         }
         /* chains are cumulative */
         KT_CHECK((kern_isa_required(KERN_ISA_AVX2_VNNI) & kern_isa_required(KERN_ISA_AVX2)) ==
@@ -579,6 +584,10 @@ KT_TEST(isa_levels_and_caps) {
         KT_CHECK((kern_isa_required(KERN_ISA_AVX512_BF16) & kern_isa_required(KERN_ISA_AVX512_VNNI)) ==
                  kern_isa_required(KERN_ISA_AVX512_VNNI));
         KT_CHECK(kern_isa_required(KERN_ISA_AVX512_BF16) & KERN_CPU_AVX512BF16);
+        KT_CHECK((kern_isa_required(KERN_ISA_AMX) & kern_isa_required(KERN_ISA_AVX512_BF16)) ==
+                 kern_isa_required(KERN_ISA_AVX512_BF16));
+        KT_CHECK((kern_isa_required(KERN_ISA_AMX) & KERN_CPU_AMX_BF16) &&
+                 (kern_isa_required(KERN_ISA_AMX) & KERN_CPU_AMX_TILE));
         KT_CHECK((kern_isa_required(KERN_ISA_NEON_BF16) & kern_isa_required(KERN_ISA_NEON_DOT)) ==
                  kern_isa_required(KERN_ISA_NEON_DOT));
     }
@@ -595,7 +604,7 @@ KT_TEST(isa_levels_and_caps) {
         }
         KT_CHECK(!strcmp(kern_isa_missing(KERN_ISA_SCALAR, miss, sizeof miss), ""));
 #if defined(__x86_64__) && !defined(KERN_NO_SIMD)
-        KT_CHECK(n == 6);
+        KT_CHECK(n == 7);
 #endif
     }
 #if defined(__x86_64__) && !defined(KERN_NO_SIMD)

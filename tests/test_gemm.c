@@ -886,8 +886,9 @@ KT_TEST(activation_accuracy) {
 
 /* The function table of every level of this CPU family (run or not): the
  * levels that have their own kernels reach them (bf16 inputs at
- * AVX512_BF16 the vdpbf16ps table, at AVX512 the f32 one), and the run on
- * each level the machine has uses its level's table. */
+ * AVX512_BF16 the vdpbf16ps table, at AVX512 the f32 one, at AMX the tile
+ * table), and the run on each level the machine has uses its level's
+ * table. */
 KT_TEST(dispatch_tables) {
     static const struct {
         kern_isa isa;
@@ -899,6 +900,11 @@ KT_TEST(dispatch_tables) {
         {KERN_ISA_AVX512, "avx512", "avx512", "avx512_xeon"},
         {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512_xeon"},
         {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512_xeon"},
+#ifdef KERN__HAVE_AMX
+        {KERN_ISA_AMX, "avx512", "amx", "avx512_xeon"},
+#else
+        {KERN_ISA_AMX, "avx512", "avx512bf16", "avx512_xeon"},
+#endif
         {KERN_ISA_NEON, "neon", "neon", "neon"},
         {KERN_ISA_NEON_DOT, "neon", "neon", "neon"},
         {KERN_ISA_NEON_BF16, "neon", "neon", "neon"},
@@ -917,6 +923,14 @@ KT_TEST(dispatch_tables) {
                                                eff != KERN_UARCH_XEON_AVX512
                                            ? want[w].bf16
                                            : f32;
+                    if (want[w].isa == KERN_ISA_AMX) {
+                        bf16 = want[w].bf16;
+#ifdef KERN__HAVE_AMX
+                        if (eff == KERN_UARCH_XEON_AVX512) bf16 = "amx_xeon";
+#else
+                        if (eff == KERN_UARCH_XEON_AVX512) bf16 = f32;
+#endif
+                    }
                     kt_context("%s %s", kern_isa_name(all[i]), kern_uarch_name((kern_uarch)u));
                     KT_CHECK(!strcmp(kern__gemm_fns_for(all[i], eff, KERN_F32)->name, f32),
                              "f32: %s", kern__gemm_fns_for(all[i], eff, KERN_F32)->name);
@@ -943,7 +957,8 @@ KT_TEST(uarch_classes_agree) {
     size_t si;
     KT_FOR_EACH_ISA(isa, ctx0, 2) {
         (void)ctx0;
-        if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_BF16) continue; /* VNNI: same GEMM */
+        if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_BF16 && isa != KERN_ISA_AMX)
+            continue; /* VNNI: same GEMM */
         for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             int dt;
             for (dt = 0; dt < 2; dt++) {
@@ -965,6 +980,63 @@ KT_TEST(uarch_classes_agree) {
             }
         }
     }
+}
+
+/* The AMX tile table (bf16 inputs at KERN_ISA_AMX): the plan picks it
+ * from M = 32 up and hands smaller M to the class's AVX-512 table; shapes
+ * across its edges: M and N around the 32 x 32 block, K around the
+ * 32-wide tile chunk, odd K (a half pair), K past kc = 512 (partial sums in
+ * C and in scratch), prepacked B, a transposed A (the portable A packing),
+ * bf16 C, beta, bias + GELU + residual, 1 and 2 threads, each against the
+ * reference. Not run where the machine or the build has no AMX level. */
+KT_TEST(amx_tiles) {
+#ifdef KERN__HAVE_AMX
+    static const int64_t shapes[][3] = {{32, 32, 32},  {33, 31, 1},   {64, 64, 33},
+                                        {45, 70, 31},  {96, 40, 513}, {31, 64, 64},
+                                        {130, 97, 1100}, {600, 420, 200}};
+    size_t si;
+    int th, v;
+    if (!kern_isa_available(KERN_ISA_AMX)) {
+        printf("not run: amx_tiles (no amx level on this machine)\n");
+        return;
+    }
+    for (th = 1; th <= 2; th++)
+        for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (v = 0; v < 6; v++) {
+                int xeon = v % 2, u = xeon ? KERN_UARCH_XEON_AVX512 : KERN_UARCH_GENERIC;
+                kern_ctx *ctx = kt_ctx_full(th, KERN_ISA_AMX, 0, (kern_uarch)u);
+                gcase g = gc_default(shapes[si][0], shapes[si][1], shapes[si][2]);
+                kern__gemm_plan pl;
+                kern_gemm_params p;
+                g.in_dt = KERN_BF16;
+                if (v == 1) { g.use_bias = 1; g.act = KERN_ACT_GELU; g.use_res = 1; g.beta = 0.5f; }
+                if (v == 2) { g.packed = 1; g.tb = 1; g.c_dt = KERN_BF16; }
+                if (v == 3) { g.ta = 1; g.pad_a = 3; g.alpha_set = 1; g.alpha = -0.5f; }
+                if (v == 4) { g.pad_c = 5; g.res_is_c = 1; g.out_scale = 2.0f; }
+                if (v == 5) { g.c_dt = KERN_BF16; g.packed = 1; g.use_bias = 1; g.act = KERN_ACT_SILU; }
+                kt_context("th%d M%lld N%lld K%lld variant %d", th, (long long)g.M, (long long)g.N,
+                           (long long)g.K, v);
+                KT_CHECK(ctx != NULL);
+                if (!ctx) continue;
+                {   /* which table the plan runs */
+                    kern_tensor a = kern_tensor_2d(NULL, KERN_BF16, g.M, g.K);
+                    kern_tensor b = kern_tensor_2d(NULL, KERN_BF16, g.K, g.N);
+                    kern_tensor c = kern_tensor_2d(NULL, KERN_F32, g.M, g.N);
+                    /* planning reads no data: disjoint addresses */
+                    a.data = (void *)(uintptr_t)0x10000000u;
+                    b.data = (void *)(uintptr_t)0x20000000u;
+                    c.data = (void *)(uintptr_t)0x30000000u;
+                    memset(&p, 0, sizeof p);
+                    KT_CHECK(kern__gemm_plan_make(ctx, &a, &b, &c, &p, "t", &pl) == KERN_OK);
+                    KT_CHECK(!strcmp(pl.ks->name, g.M >= 32 ? (xeon ? "amx_xeon" : "amx")
+                                                            : (xeon ? "avx512_xeon" : "avx512bf16")),
+                             "%s", pl.ks->name);
+                }
+                run_case(ctx, &g, NULL);
+            }
+#else
+    printf("not run: amx_tiles (built without the AMX intrinsics)\n");
+#endif
 }
 
 /* Empty dims and K = 0 (C = epilogue(beta C)). */

@@ -162,7 +162,7 @@ static const arr_fn arr_neon[N_FN] = {
 static arr_fn arr_for(kern_isa isa, int f) {
     (void)f;
 #ifdef KERN_X86
-    if (isa >= KERN_ISA_AVX512 && isa <= KERN_ISA_AVX512_BF16) return arr_avx512[f];
+    if (isa >= KERN_ISA_AVX512 && isa <= KERN_ISA_AMX) return arr_avx512[f];
     if (isa >= KERN_ISA_AVX2) return arr_avx2[f];
 #endif
 #ifdef KERN_NEON
@@ -686,6 +686,7 @@ static const kern__demo_fns kern__demo_fns_neon = {"neon", kern__v_act_row__neon
 static const kern__demo_fns *kern__demo_fns_for(kern_isa isa) {
     switch (isa) {
 #ifdef KERN_X86
+    case KERN_ISA_AMX:
     case KERN_ISA_AVX512_BF16: /* a family with BF16 bodies has its own table here */
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512: return &kern__demo_fns_avx512;

@@ -1112,7 +1112,9 @@ KT_TEST(dispatch_table_per_level) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         const char *want = "scalar";
         if (isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI) want = "avx2";
-        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16) want = "avx512";
+        if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 ||
+            isa == KERN_ISA_AMX)
+            want = "avx512";
         if (isa == KERN_ISA_NEON || isa == KERN_ISA_NEON_DOT || isa == KERN_ISA_NEON_BF16) want = "neon";
         KT_CHECK(kern_ctx_isa(ctx) == isa, "context level %s, asked %s", kern_isa_name(kern_ctx_isa(ctx)),
                  kern_isa_name(isa));

@@ -99,6 +99,7 @@ KT_TEST(isa_selection) {
         {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 2},
         {KERN_ISA_AVX512_VNNI, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
         {KERN_ISA_AVX512_BF16, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+        {KERN_ISA_AMX, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
 #endif
 #ifdef KERN_NEON
         {KERN_ISA_NEON, "neon", KERN_QGEMM_ISA_SCALAR, 4},

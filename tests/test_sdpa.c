@@ -473,7 +473,7 @@ KT_TEST(fns_table_per_level) {
         for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
             const kern__sdpa_fns *tu = kern__sdpa_fns_for(isa, kern__uarch_effective((kern_uarch)u, isa));
             const kern__sdpa_fns *tg = kern__sdpa_fns_for(isa, KERN_UARCH_GENERIC);
-            if (u == KERN_UARCH_XEON_AVX512 && isa == KERN_ISA_AVX512_BF16)
+            if (u == KERN_UARCH_XEON_AVX512 && (isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX))
                 KT_CHECK(tu == kern__sdpa_fns_for(KERN_ISA_AVX512, KERN_UARCH_GENERIC),
                          "xeon at avx512_bf16: %s", tu->name);
             else
@@ -486,7 +486,8 @@ KT_TEST(fns_table_per_level) {
         case KERN_ISA_AVX2_VNNI: want = "avx2"; break;
         case KERN_ISA_AVX512:
         case KERN_ISA_AVX512_VNNI: want = "avx512"; break;
-        case KERN_ISA_AVX512_BF16: want = "avx512_bf16"; bf16 = 1; break;
+        case KERN_ISA_AVX512_BF16:
+        case KERN_ISA_AMX: want = "avx512_bf16"; bf16 = 1; break;
         case KERN_ISA_NEON:
         case KERN_ISA_NEON_DOT:
         case KERN_ISA_NEON_BF16: want = "neon"; break;

@@ -890,6 +890,7 @@ KT_TEST(dispatch_tables) {
         {KERN_ISA_AVX512, "avx512", "avx512", "avx512"},
         {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512"},
         {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512"},
+        {KERN_ISA_AMX, "avx512", "avx512bf16", "avx512"},
         {KERN_ISA_NEON, "neon", "scalar", "scalar"},
         {KERN_ISA_NEON_DOT, "neon", "scalar", "scalar"},
         {KERN_ISA_NEON_BF16, "neon", "scalar", "scalar"},

@@ -12,7 +12,7 @@
  *   --out FILE           write the outputs to a safetensors file (by name)
  *   --random-weights     fill weights the file does not hold with N(0, 0.02)
  *                        (to try an architecture without a checkpoint)
- *   --threads N          (default: one per CPU)     --isa scalar|avx2|avx512
+ *   --threads N          (default: one per CPU)     --isa LEVEL (kern_isa_name: avx2, avx512, amx...)
  *   --runs N             timed runs after one warm-up (default 10)
  *   --check              numerics checker: the unfused graph on the scalar
  *                        path vs the planned one, first node beyond tolerance
@@ -43,7 +43,7 @@
 static void usage(void) {
     fprintf(stderr,
             "usage: kern-run MODEL.kg [WEIGHTS.safetensors] [--bind B=1,L=128] [--inputs FILE]\n"
-            "       [--out FILE] [--random-weights] [--threads N] [--isa scalar|avx2|avx512]\n"
+            "       [--out FILE] [--random-weights] [--threads N] [--isa LEVEL (kern_isa_name: avx2, avx512, amx...)]\n"
             "       [--runs N] [--check] [--no-fuse] [--quantize GLOBS] [--sparsify GLOBS]\n"
             "       [--dot FILE] [--report] [--top N] [--peak-gflops X] [--peak-gbs Y] [--seed N]\n");
 }
@@ -149,10 +149,16 @@ int main(int argc, char **argv) {
     memset(&cp, 0, sizeof cp);
     cp.n_threads = threads;
     if (isa_s) {
-        if (strcmp(isa_s, "scalar") == 0) cp.isa_cap = KERN_ISA_SCALAR;
-        else if (strcmp(isa_s, "avx2") == 0) cp.isa_cap = KERN_ISA_AVX2;
-        else if (strcmp(isa_s, "avx512") == 0) cp.isa_cap = KERN_ISA_AVX512;
-        else { fprintf(stderr, "kern-run: --isa %s: scalar, avx2 or avx512\n", isa_s); return 2; }
+        kern_isa all[KERN_ISA_COUNT];
+        int i, n = kern_isa_list(all, KERN_ISA_COUNT, 0), found = 0;
+        for (i = 0; i < n && !found; i++)
+            if (strcmp(isa_s, kern_isa_name(all[i])) == 0) { cp.isa_cap = all[i]; found = 1; }
+        if (!found) {
+            fprintf(stderr, "kern-run: --isa %s: one of", isa_s);
+            for (i = 0; i < n; i++) fprintf(stderr, " %s", kern_isa_name(all[i]));
+            fprintf(stderr, "\n");
+            return 2;
+        }
     }
     if (kern_ctx_create(&cp, &ctx)) return fail("context");
     threads = kern_ctx_threads(ctx);
