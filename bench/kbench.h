@@ -52,6 +52,7 @@ typedef enum kbench_peak {
     KBENCH_PEAK_F32,   /* FP32 FMA FLOP/s */
     KBENCH_PEAK_BF16,  /* vdpbf16ps FLOP/s */
     KBENCH_PEAK_INT8,  /* vpdpbusd OP/s */
+    KBENCH_PEAK_AMX_BF16, /* tdpbf16ps FLOP/s (the AMX level's bf16 GEMM) */
     KBENCH_PEAK_DRAM,  /* DRAM bandwidth (bytes read + written) */
     KBENCH_PEAK_L2,    /* L2-resident bandwidth */
     KBENCH_PEAK_L1,    /* L1-resident bandwidth */

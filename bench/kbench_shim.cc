@@ -23,6 +23,7 @@ const char *peak_label(kbench_peak p) {
     case KBENCH_PEAK_F32: return "peak=f32";
     case KBENCH_PEAK_BF16: return "peak=bf16";
     case KBENCH_PEAK_INT8: return "peak=int8";
+    case KBENCH_PEAK_AMX_BF16: return "peak=amx_bf16";
     case KBENCH_PEAK_DRAM: return "peak=dram";
     case KBENCH_PEAK_L2: return "peak=l2";
     case KBENCH_PEAK_L1: return "peak=l1";

@@ -327,13 +327,13 @@ enum {
 #endif
 /* The AMX row; overridable to retune. */
 #ifndef KERN__GEMM_AMX_KC
-#define KERN__GEMM_AMX_KC 512
+#define KERN__GEMM_AMX_KC 1024
 #endif
 #ifndef KERN__GEMM_AMX_NB
 #define KERN__GEMM_AMX_NB 384
 #endif
 #ifndef KERN__GEMM_AMX_MB
-#define KERN__GEMM_AMX_MB 192
+#define KERN__GEMM_AMX_MB 256
 #endif
 #ifndef KERN__GEMM_AMX_CO
 #define KERN__GEMM_AMX_CO 0
@@ -358,9 +358,15 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
      * 1.47 ms on it, 1.35 ms on this blocking. */
     {"avx512_xeon",  12, 32,  512,  384, 2048, 192, 2048,  128, 0},
     /* AMX tiles (KERN_ISA_AMX, bf16 inputs): a 32 x 32 C block in four
-     * tiles. kc 512: the task's 32 KiB A micro-panel stays in L1 while its
-     * B panels (32 KiB each) come from L2. No streaming path: M < 32 takes
-     * the class's AVX-512 table (kern__gemm_amx_alt). */
+     * tiles, 16 FLOP per byte of A and B tile loads, so at 1024 FLOP a
+     * cycle the kernel needs 64 bytes a cycle: more than L2 gives (46
+     * measured), and an A and a B micro-panel fit L1 together only at kc
+     * 256, where the C round trip of each pass costs more. Measured on the
+     * Xeon (4096^3, 1 thread, prepacked B; kc/nb/mb): 512/384/192 182 ms,
+     * 1024/384/256 144, 1024/768/256 157, 2048/384/64 134 with the B
+     * transpose-pack 10 % slower at 1024^3; columns outer slower in every
+     * row. No streaming path: M < 32 takes the class's AVX-512 table
+     * (kern__gemm_amx_alt). */
     {"amx",          32, 32, KERN__GEMM_AMX_KC, KERN__GEMM_AMX_NB, 2048, KERN__GEMM_AMX_MB, 2048,
                                                                      0, KERN__GEMM_AMX_CO},
 };
@@ -1290,7 +1296,10 @@ static void kern__gemm_compute_task(void *arg, int64_t task, int thread) {
     const kern__epi *e = &j->epi;
     int64_t dsz = (int64_t)kern_dtype_size(e->dst_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
     int64_t rsz = (int64_t)kern_dtype_size(e->res_dt);
-    int pf = e->dst_cs == 1 && !e->glu, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
+    /* (not on AMX tiles: the 64 prefetches of a 32-row tile compete with
+     * the tile loads for fill buffers; 4096 x 4096 x 1024, 1 thread: 51.2
+     * ms with them, 48.8 without) */
+    int pf = e->dst_cs == 1 && !e->glu && !ks->tiles_on, pf_src = e->src && e->src != e->dst && e->src_cs == 1;
     int pf_res = e->res && e->res_cs == 1;
     /* Tiles in row-major order (rows outer) or column-major order
      * (columns outer, ks->cfg->col_outer); the order changes which operand
