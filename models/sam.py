@@ -35,9 +35,13 @@ the plan's transforms):
                    weights lose a lot), vs HF with the same pruning >= 60 dB
     int8+sparse24  the post's last step: attention linears int8, MLP 2:4
                    (vs HF with the same pruning >= 30 dB)
-There is no bf16 variant: this graph would need bf16 casts around the
-linears (models/bert.py has such a graph) and the Zen 3 it was written on
-has no native bf16 dot product.
+    bf16           the graph as torch.autocast(bfloat16) runs it (its own
+                   model-bf16.kg and bf16 weights, written next to the f32
+                   ones): the block linears and attention in bf16, patch
+                   embedding, LayerNorms, residual adds and neck in f32. SQNR
+                   vs HF f32, held to HF autocast-bf16's own distance from
+                   HF f32 less 3 dB. A bf16 step only where the CPU has a
+                   native bf16 dot (AVX512-BF16; AMX tiles for the linears).
 
 Timing (--bench 1,2 [--variants f32,int8,...] [--compile] [--rounds N]):
 seconds per image for kern-run and HF eager (and torch.compile) on the
@@ -117,7 +121,17 @@ def build_model(a):
     return cfg, model
 
 
-def ir_text(cfg, B, shapes):
+def is_bf16_param(name):
+    """The weights the bf16 graph holds in bf16: the block linears'."""
+    return ".layers." in name and (".attn.qkv." in name or ".attn.proj." in name or
+                                   ".mlp." in name) and name.endswith("weight")
+
+
+def ir_text(cfg, B, shapes, mode="f32"):
+    """kern's text IR for SamVisionModel's forward. mode "bf16": as
+    torch.autocast(bfloat16) runs it, the block linears and the attention in
+    bf16 (bf16 weights, activations cast to bf16 before them, cast back for
+    the residual adds); everything else f32."""
     C, H = cfg.hidden_size, cfg.num_attention_heads
     hd = C // H
     p, S = cfg.patch_size, cfg.image_size
@@ -129,7 +143,21 @@ def ir_text(cfg, B, shapes):
     w("kern-graph 1")
     w("input pixel_values f32 [%d,3,%d,%d]" % (B, S, S))
     for n, s in shapes:
-        w("weight %s f32 [%s]" % (n, ",".join(str(x) for x in s)))
+        w("weight %s %s [%s]" % (n, "bf16" if mode == "bf16" and is_bf16_param(n) else "f32",
+                                 ",".join(str(x) for x in s)))
+
+    def low(x):
+        if mode != "bf16":
+            return x
+        w("%s.b = cast(%s) dtype=bf16" % (x, x))
+        return x + ".b"
+
+    def high(x):
+        if mode != "bf16":
+            return x
+        w("%s.f = cast(%s) dtype=f32" % (x, x))
+        return x + ".f"
+
     w("const zero f32 [1,1,1,1] 0")
     e = "vision_encoder"
     w("pe.6 = reshape(pixel_values) shape=%d,3,%d,%d,%d,%d" % (B, g, p, g, p))
@@ -164,7 +192,7 @@ def ir_text(cfg, B, shapes):
             Bw, side = B, g
         Lt = side * side
         a = lp + ".attn"
-        w("%s.qkv = linear(%s, %s.qkv.weight, %s.qkv.bias)" % (a, cur, a, a))
+        w("%s.qkv = linear(%s, %s.qkv.weight, %s.qkv.bias)" % (a, low(cur), a, a))
         w("%s.qkv5 = reshape(%s.qkv) shape=%d,%d,3,%d,%d" % (a, a, Bw, Lt, H, hd))
         w("%s.qkvp = permute(%s.qkv5) perm=2,0,3,1,4" % (a, a))
         w("%s.q5, %s.k5, %s.v5 = split(%s.qkvp) axis=0 sizes=1,1,1" % (a, a, a, a))
@@ -174,7 +202,7 @@ def ir_text(cfg, B, shapes):
         w("%s.ctxp = permute(%s.ctx) perm=0,2,1,3" % (a, a))
         w("%s.ctx4 = reshape(%s.ctxp) shape=%d,%d,%d,%d" % (a, a, Bw, side, side, C))
         w("%s.proj = linear(%s.ctx4, %s.proj.weight, %s.proj.bias)" % (a, a, a, a))
-        cur = a + ".proj"
+        cur = high(a + ".proj")
         if ws > 0:
             w("%s.un6 = reshape(%s) shape=%d,%d,%d,%d,%d,%d" % (lp, cur, B, n, n, ws, ws, C))
             w("%s.unp = permute(%s.un6) perm=0,1,3,2,4,5" % (lp, lp))
@@ -187,10 +215,11 @@ def ir_text(cfg, B, shapes):
         w("%s.res = add(%s, %s)" % (lp, x, cur))
         w("%s.ln2 = layer_norm(%s.res, %s.layer_norm2.weight, %s.layer_norm2.bias) eps=%s"
           % (lp, lp, lp, lp, eps))
-        w("%s.mlp.lin1 = linear(%s.ln2, %s.mlp.lin1.weight, %s.mlp.lin1.bias)" % (lp, lp, lp, lp))
+        w("%s.mlp.lin1 = linear(%s, %s.mlp.lin1.weight, %s.mlp.lin1.bias)"
+          % (lp, low(lp + ".ln2"), lp, lp))
         w("%s.mlp.act = gelu(%s.mlp.lin1)" % (lp, lp))
         w("%s.mlp.lin2 = linear(%s.mlp.act, %s.mlp.lin2.weight, %s.mlp.lin2.bias)" % (lp, lp, lp, lp))
-        w("h.%d = add(%s.res, %s.mlp.lin2)" % (i + 1, lp, lp))
+        w("h.%d = add(%s.res, %s)" % (i + 1, lp, high(lp + ".mlp.lin2")))
     x = "h.%d" % cfg.num_hidden_layers
     nk = e + ".neck"
     w("neck.c1 = linear(%s, %s.conv1.weight2d)" % (x, nk))
@@ -251,6 +280,7 @@ def cpu_model():
 # The variants kern-run applies to the one f32 graph (the plan's transforms).
 VARIANTS = {
     "f32": [],
+    "bf16": [],  # its own graph and weights (model-bf16.*)
     "int8": ["--quantize", "vision_encoder.layers.*"],      # every block linear
     "sparse24": ["--sparsify", "vision_encoder.layers.*.mlp.*"],  # the MLP linears
     # the post's last step: int8 dynamic attention linears + 2:4 sparse MLP
@@ -281,8 +311,9 @@ def kern_run(a, d, variant, threads, runs):
     """Runs kern-run on the exported model: (output tensor, median ms)."""
     from safetensors.torch import load_file
     out = os.path.join(d, "out-%s.safetensors" % variant)
-    cmd = [os.path.join(ROOT, "build", "kern-run"), os.path.join(d, "model.kg"),
-           os.path.join(d, "model.safetensors"), "--inputs", os.path.join(d, "inputs.safetensors"),
+    stem = "model-bf16" if variant == "bf16" else "model"
+    cmd = [os.path.join(ROOT, "build", "kern-run"), os.path.join(d, stem + ".kg"),
+           os.path.join(d, stem + ".safetensors"), "--inputs", os.path.join(d, "inputs.safetensors"),
            "--out", out, "--threads", str(threads), "--runs", str(runs)] + VARIANTS[variant]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -292,10 +323,12 @@ def kern_run(a, d, variant, threads, runs):
     return load_file(out)["last_hidden_state"], (float(m.group(1)) if m else float("nan")), r
 
 
-def time_torch(fn, pix, runs):
+def time_torch(fn, pix, runs, bf16=False):
+    import contextlib
     import torch
     ts = []
-    with torch.no_grad():
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    with torch.no_grad(), amp:
         for _ in range(runs):
             t0 = time.perf_counter()
             fn(pixel_values=pix)
@@ -314,6 +347,9 @@ def bench(a, d, model, pix, want):
         res = {}
         loads = [loadavg()]
         time_torch(model, pix, 1)  # warm-up
+        bf16 = "bf16" in a.variants.split(",")
+        if bf16:
+            time_torch(model, pix, 1, True)
         comp = None
         if a.compile:
             t0 = time.perf_counter()
@@ -327,6 +363,8 @@ def bench(a, d, model, pix, want):
                 res.setdefault("kern " + v, []).append(ms)
                 res.setdefault("sqnr " + v, [sqnr_db(got, want)])
             res.setdefault("torch eager", []).append(time_torch(model, pix, 1))
+            if bf16:
+                res.setdefault("torch eager bf16", []).append(time_torch(model, pix, 1, True))
             if comp is not None:
                 res.setdefault("torch.compile", []).append(time_torch(comp, pix, 1))
             loads.append(loadavg())
@@ -361,6 +399,11 @@ def main():
     with open(os.path.join(d, "model.kg"), "w") as f:
         f.write(ir)
     save_file(sd, os.path.join(d, "model.safetensors"))
+    if "bf16" in a.checks.split(",") or "bf16" in a.variants.split(","):
+        with open(os.path.join(d, "model-bf16.kg"), "w") as f:
+            f.write(ir_text(cfg, a.batch, [(k, list(v.shape)) for k, v in sd.items()], "bf16"))
+        save_file({k: (v.bfloat16() if is_bf16_param(k) else v) for k, v in sd.items()},
+                  os.path.join(d, "model-bf16.safetensors"))
     del sd
     g = torch.Generator().manual_seed(a.seed + 2)
     pix = torch.randn(a.batch, 3, a.image, a.image, generator=g)
@@ -383,6 +426,13 @@ def main():
             ok = err <= 1e-4
             print("%s f32 %s: max|kern-hf|/max|hf| = %.3g (limit 1e-4)"
                   % ("ok  " if ok else "FAIL", desc, err))
+        elif c == "bf16":
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                ref = model(pixel_values=pix).last_hidden_state.float()
+            v, vr = sqnr_db(got, want), sqnr_db(ref, want)
+            ok = v >= vr - 3.0
+            print("%s bf16 %s: SQNR vs HF f32 %.1f dB; HF autocast-bf16's own %.1f dB (>= %.1f)"
+                  % ("ok  " if ok else "FAIL", desc, v, vr, vr - 3.0))
         elif c == "int8":
             v = sqnr_db(got, want)
             ok = v >= 30.0
