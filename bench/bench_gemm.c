@@ -235,9 +235,9 @@ KBENCH_INIT(gemm) {
     for (i = 0; i < ncases; i++) {
         const gcase *c = &gcases[i];
         kbench_peak pk = c->dt == KERN_F32 ? KBENCH_PEAK_F32 : KBENCH_PEAK_BF16;
-        /* bf16 from M = 32 up runs on AMX tiles where the machine has them:
-         * its fraction is of the tile peak */
-        if (c->dt == KERN_BF16 && c->M >= 32 && kern_isa_available(KERN_ISA_AMX))
+        /* bf16 runs on AMX tiles where the machine has them: its fraction
+         * is of the tile peak */
+        if (c->dt == KERN_BF16 && kern_isa_available(KERN_ISA_AMX))
             pk = KBENCH_PEAK_AMX_BF16;
         for (t = 1; t <= 2; t++) {
             kbench_add("gemm", c->name, "kern", t, pk, run_kern, (void *)c);

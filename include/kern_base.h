@@ -579,8 +579,9 @@ KERN_API const kern_cpu_info_t *kern_cpu_info(void);
  *                 state granted by the OS (Linux: arch_prctl
  *                 ARCH_REQ_XCOMP_PERM, requested once when the features are
  *                 probed) and a compiler that has the AMX intrinsics (GCC 11,
- *                 clang 12). bf16 GEMMs of 32 rows and up run on tiles
- *                 (tdpbf16ps); every other kernel is the AVX512_BF16 one.
+ *                 clang 12). bf16 GEMMs run on tiles (tdpbf16ps; M <= 2
+ *                 against a prepacked B excepted); every other kernel is
+ *                 the AVX512_BF16 one.
  *   NEON          neon (AArch64 Advanced SIMD)
  *   NEON_DOT      NEON + dotprod
  *   NEON_BF16     NEON_DOT + bf16 (+ fp16 when the CPU has it) */

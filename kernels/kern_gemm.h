@@ -365,8 +365,8 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
      * Xeon (4096^3, 1 thread, prepacked B; kc/nb/mb): 512/384/192 182 ms,
      * 1024/384/256 144, 1024/768/256 157, 2048/384/64 134 with the B
      * transpose-pack 10 % slower at 1024^3; columns outer slower in every
-     * row. No streaming path: M < 32 takes the class's AVX-512 table
-     * (kern__gemm_amx_alt). */
+     * row. No streaming path: M <= 2 against a prepacked B takes the
+     * class's AVX-512 table (kern__gemm_amx_alt, KERN__GEMM_AMX_MIN_M). */
     {"amx",          32, 32, KERN__GEMM_AMX_KC, KERN__GEMM_AMX_NB, 2048, KERN__GEMM_AMX_MB, 2048,
                                                                      0, KERN__GEMM_AMX_CO},
 };
@@ -1077,10 +1077,15 @@ typedef struct kern__gemm_fns {
 /* A panels' format: the AMX tables' own, else the table's. */
 #define KERN__GEMM_AFMT(ks) ((ks)->tiles_on ? KERN__GEMM_FMT_AMXA : (ks)->fmt)
 
-/* Below this M the AMX tables hand over to their alt table: a 32-row tile
- * block would be mostly padding. */
+/* Below this M, against a prepacked B, the AMX tables hand over to their
+ * alt table (the 32-row tile block is then mostly padding). With B not
+ * prepacked the tiles win at every M: the alt tables convert or repack B
+ * on every call. Xeon, 1 thread, M x 4096 x 4096 (alt -> tiles, ms):
+ * prepacked M 1 1.36 -> 1.54, M 2 1.46 -> 1.63, M 3 1.77 -> 1.61, M 4 1.89 -> 1.61, M 8 2.82 -> 1.52, M 16
+ * 5.22 -> 1.63, M 24 7.41 -> 1.63; B as given M 1 9.14 -> 5.37, M 16
+ * 11.6 -> 5.31. */
 #ifndef KERN__GEMM_AMX_MIN_M
-#define KERN__GEMM_AMX_MIN_M 32
+#define KERN__GEMM_AMX_MIN_M 3
 #endif
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
@@ -1561,7 +1566,7 @@ static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
  * arena that way). */
 static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
     size_t sz = kern__gemm_item_bytes_at(j, threads);
-    if (j->ks->alt && j->M >= KERN__GEMM_AMX_MIN_M) {
+    if (j->ks->alt && j->pb && j->M >= KERN__GEMM_AMX_MIN_M) {
         /* a smaller M takes the alt table (kern__gemm_amx_alt) */
         kern__gemm_job js = *j;
         size_t s2;
@@ -2088,7 +2093,7 @@ static kern_status kern__gemm_plan_make(kern_ctx *ctx, const kern_tensor *a,
     if ((st = kern__gemm_check_epilogue(a, b, c, &p.epilogue, op, &dm, pl)) != KERN_OK) return st;
     kern__gemm_fill_job(ctx, a, b, c, &p, &dm, pl);
     kern__gemm_transpose_c(&dm, &pl->proto);
-    if (pl->ks->alt && pl->proto.M < KERN__GEMM_AMX_MIN_M)
+    if (pl->ks->alt && pl->proto.pb && pl->proto.M < KERN__GEMM_AMX_MIN_M)
         pl->ks = pl->proto.ks = kern__gemm_amx_alt(pl->ks, pl->proto.pb);
     return kern__gemm_partition(ctx, c, &p, &dm, op, pl);
 }
