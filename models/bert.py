@@ -36,6 +36,8 @@ import time
 
 import numpy as np
 
+from ir_casts import casts  # models/ is on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -109,17 +111,7 @@ def ir_text(cfg, mode, names_shapes):
         w("mask.add = mul(mask.inv, big)")
     w("mask = reshape(mask.add) shape=B,1,1,L")
 
-    def low(x):
-        if mode != "bf16":
-            return x
-        w("%s.b = cast(%s) dtype=bf16" % (x, x))
-        return x + ".b"
-
-    def high(x):
-        if mode != "bf16":
-            return x
-        w("%s.f = cast(%s) dtype=f32" % (x, x))
-        return x + ".f"
+    low, high = casts(w, mode)
 
     for i in range(cfg.num_hidden_layers):
         p = "encoder.layer.%d" % i

@@ -56,6 +56,8 @@ import subprocess
 import sys
 import time
 
+from ir_casts import casts  # models/ is on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -146,17 +148,7 @@ def ir_text(cfg, B, shapes, mode="f32"):
         w("weight %s %s [%s]" % (n, "bf16" if mode == "bf16" and is_bf16_param(n) else "f32",
                                  ",".join(str(x) for x in s)))
 
-    def low(x):
-        if mode != "bf16":
-            return x
-        w("%s.b = cast(%s) dtype=bf16" % (x, x))
-        return x + ".b"
-
-    def high(x):
-        if mode != "bf16":
-            return x
-        w("%s.f = cast(%s) dtype=f32" % (x, x))
-        return x + ".f"
+    low, high = casts(w, mode)
 
     w("const zero f32 [1,1,1,1] 0")
     e = "vision_encoder"
