@@ -781,7 +781,12 @@ static const void *kern__qg_unit_row(const void *x, kern_dtype dt, int64_t n, in
 /* Packed activation formats. SM (sign-magnitude, the AVX2 vpmaddubsw
  * kernel): per group and row 4 bytes |q| and 4 bytes of sign mask, then
  * one int32 per row after the groups (kern__qg_pack_a_row). */
-enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2, KERN__QG_A_SM = 3 };
+enum { KERN__QG_A_S8 = 0, KERN__QG_A_U8 = 1, KERN__QG_A_S16 = 2, KERN__QG_A_SM = 3,
+       KERN__QG_A_U8T = 4 };
+/* U8T (AMX tiles): q + 128 as U8, laid out as tile rows: chunks of 16
+ * groups (64 bytes a row), each chunk mr rows: byte (g/16)*mr*64 + r*64 +
+ * (g%16)*4; the groups past k4 in the last chunk are zero. */
+#define KERN__QG_A_IS_U8(fmt) ((fmt) == KERN__QG_A_U8 || (fmt) == KERN__QG_A_U8T)
 
 /* Microkernel contract: c[r*32 + j] = sum_g sum_t a[g][r][t] * b[g][j][t]
  * for r < mr, j < 32, over k4 groups; a is a packed activation panel of mr
@@ -908,6 +913,82 @@ static void kern__qgemm_u8s8_14x32__avx512vnni(int mr, int64_t k4, const void *a
     default: break;
     }
 }
+
+#ifdef KERN__HAVE_AMX
+/* AMX tiles (tdpbusd, u8 x s8 like vpdpbusd, so the VNNI weight panels and
+ * their compensation serve as they are): up to 32 rows x 32 columns in
+ * four int32 tiles; per chunk of 16 groups two A tiles (rows 0-15, 16-31
+ * of a U8T panel, 64 bytes a row) and two B tiles (16 groups x 16
+ * columns: the panel's 128-byte rows, halves). The configuration is this
+ * call's: tiles of exactly min(mr, 16) and mr - 16 rows, so nothing past
+ * the panel is read; a last chunk of fewer than 16 groups takes its B rows
+ * from a zeroed copy. The tile state is released on return. */
+typedef struct kern__qg_amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} kern__qg_amx_cfg;
+
+KERN_TARGET_AMX static void kern__qgemm_u8s8_32x32__amx(int mr, int64_t k4, const void *a_,
+                                                       const int8_t *b, int32_t *c,
+                                                       const int8_t *pf) {
+    const uint8_t *a = (const uint8_t *)a_;
+    kern__qg_amx_cfg cfg;
+    int r0 = mr < 16 ? mr : 16, r1 = mr - r0, two = r1 > 0, t;
+    int64_t nch = k4 / 16, rem = k4 % 16, ch;
+    (void)pf;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (t = 0; t < 8; t++) cfg.colsb[t] = 64;
+    cfg.rows[0] = cfg.rows[1] = cfg.rows[4] = (uint8_t)r0;
+    cfg.rows[2] = cfg.rows[3] = cfg.rows[5] = (uint8_t)(two ? r1 : 1);
+    cfg.rows[6] = cfg.rows[7] = 16;
+    /* (see kern__gemm_tiles_on__amx: the whole struct is the operand) */
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    /* the panel's chunk stride is mr rows; its rows 16.. start 16 rows in */
+    for (ch = 0; ch < nch; ch++) {
+        const uint8_t *ac = a + ch * mr * 64;
+        const int8_t *bc = b + ch * 16 * 128;
+        _tile_loadd(4, ac, 64);
+        _tile_loadd(6, bc, 128);
+        _tile_loadd(7, bc + 64, 128);
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, ac + 16 * 64, 64);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        }
+    }
+    if (rem) {
+        int8_t bt[16 * 128] KERN_ALIGNED(64);
+        const uint8_t *ac = a + nch * mr * 64;
+        memset(bt, 0, sizeof bt);
+        memcpy(bt, b + nch * 16 * 128, (size_t)(rem * 128));
+        _tile_loadd(4, ac, 64);
+        _tile_loadd(6, bt, 128);
+        _tile_loadd(7, bt + 64, 128);
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, ac + 16 * 64, 64);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        }
+    }
+    _tile_stored(0, c, 128);
+    _tile_stored(1, c + 16, 128);
+    if (two) {
+        _tile_stored(2, c + 16 * 32, 128);
+        _tile_stored(3, c + 16 * 32 + 16, 128);
+    }
+    _tile_release();
+}
+#endif /* KERN__HAVE_AMX */
 
 /* AVX-VNNI (VEX ymm, 16 registers): two 16-column halves, up to 6 rows x
  * 2 ymm = 12 accumulators + 2 weight vectors + 1 broadcast. */
@@ -1204,6 +1285,10 @@ KERN__QG_FNS(avx512_wd, KERN_QGEMM_ISA_AVX2, 3, KERN__QG_A_S16, kern__qgemm_s16s
              KERN__QG_V5)
 KERN__QG_FNS(avx512_vnni, KERN_QGEMM_ISA_AVX512VNNI, 14, KERN__QG_A_U8,
              kern__qgemm_u8s8_14x32__avx512vnni, KERN__QG_V5)
+#ifdef KERN__HAVE_AMX
+KERN__QG_FNS(amx, KERN_QGEMM_ISA_AVX512VNNI, 32, KERN__QG_A_U8T, kern__qgemm_u8s8_32x32__amx,
+             KERN__QG_V5)
+#endif
 #endif
 #ifdef KERN_NEON
 #define KERN__QG_VN(f) kern__v_##f##__neon
@@ -1226,8 +1311,12 @@ static const kern__qg_fns *kern__qg_fns_variant(kern_isa level, int widen) {
     case KERN_ISA_AVX2: return widen ? &kern__qg_fns_avx2_wd : &kern__qg_fns_avx2;
     case KERN_ISA_AVX2_VNNI: return &kern__qg_fns_avx2_vnni;
     case KERN_ISA_AVX512: return widen ? &kern__qg_fns_avx512_wd : &kern__qg_fns_avx512;
-    case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AMX:
+#ifdef KERN__HAVE_AMX
+        return &kern__qg_fns_amx;
+#endif
+        /* fall through */
+    case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512_BF16: return &kern__qg_fns_avx512_vnni;
 #endif
 #ifdef KERN_NEON
@@ -1246,6 +1335,21 @@ static const kern__qg_fns *kern__qg_fns_variant(kern_isa level, int widen) {
 static const kern__qg_fns *kern__qg_fns_for(kern_isa level) {
     return kern__qg_fns_variant(level, 0);
 }
+/* Below this many rows the AMX table hands the GEMM to the VNNI one (same
+ * weight panels): a 1-row tile spends as long per chunk as a full one.
+ * Xeon, 1 thread, qlinear N = K = 4096, VNNI -> tiles: M 1 0.63-0.65 ->
+ * 0.65-0.72 ms, M 16 1.30-1.39 -> 0.78-0.81, M 512 23.6-24.0 -> 9.5-10.3. */
+#ifndef KERN__QG_AMX_MIN_M
+#define KERN__QG_AMX_MIN_M 4
+#endif
+static const kern__qg_fns *kern__qg_fns_rows(const kern__qg_fns *f, int64_t M) {
+#ifdef KERN__HAVE_AMX
+    if (f == &kern__qg_fns_amx && M < KERN__QG_AMX_MIN_M) return &kern__qg_fns_avx512_vnni;
+#endif
+    (void)M;
+    return f;
+}
+
 /* The table of the level ctx runs (NULL = the default context). */
 static const kern__qg_fns *kern__qg_fns_ctx(const kern_ctx *ctx) {
     return kern__qg_fns_for(kern_ctx_isa(ctx));
@@ -1273,7 +1377,18 @@ KERN_API const char *kern_qgemm_isa_name(kern_qgemm_isa isa) {
 static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, int r,
                                 void *panel) {
     int64_t g;
-    if (fmt == KERN__QG_A_U8) {
+    if (fmt == KERN__QG_A_U8T) {
+        uint8_t *p = (uint8_t *)panel + (int64_t)r * 64;
+        int64_t kp = (k4 + 15) / 16 * 16;
+        for (g = 0; g < kp; g++) {
+            uint32_t v = 0;
+            if (g < k4) {
+                memcpy(&v, q + 4 * g, 4);
+                v ^= 0x80808080u; /* q + 128 */
+            }
+            memcpy(p + (g / 16) * mr * 64 + (g % 16) * 4, &v, 4);
+        }
+    } else if (fmt == KERN__QG_A_U8) {
         uint8_t *p = (uint8_t *)panel + (int64_t)r * 4;
         for (g = 0; g < k4; g++) {
             uint32_t v;
@@ -1316,6 +1431,7 @@ static void kern__qg_pack_a_row(int fmt, const int8_t *q, int64_t k4, int mr, in
 /* Bytes of one packed activation row of k4 groups in the format fmt. */
 static int64_t kern__qg_a_row_bytes(int fmt, int64_t k4) {
     if (fmt == KERN__QG_A_SM) return k4 * 8 + 4;
+    if (fmt == KERN__QG_A_U8T) return (k4 + 15) / 16 * 64;
     return k4 * 4 * (fmt == KERN__QG_A_S16 ? 2 : 1);
 }
 
@@ -2376,7 +2492,8 @@ KERN_API kern_status kern_gemm_s8s8s32_workspace_size(kern_ctx *ctx, const kern_
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    kern__qg_s8_scratch(kern__qg_fns_ctx(ctx), a->shape[0], c->shape[1], a->shape[1], pb != NULL,
+    kern__qg_s8_scratch(kern__qg_fns_rows(kern__qg_fns_ctx(ctx), a->shape[0]), a->shape[0],
+                        c->shape[1], a->shape[1], pb != NULL,
                         &sh, &th);
     *bytes = kern__op_workspace_bytes(ctx, sh, th);
     kern__op_end(ctx);
@@ -2406,7 +2523,7 @@ static kern_status kern__qg_s8_setup(kern__qg_gjob *jb, kern_ctx *ctx, const ker
     jb->p1 = jb->mp.n;
     jb->a_row_bytes = kern__qg_a_row_bytes(jb->f->a_fmt, jb->k4);
     jb->is_int = 1;
-    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
+    jb->comp = KERN__QG_A_IS_U8(jb->f->a_fmt);
     bbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)(jb->n_np * jb->k4 * 128));
     cbytes = pb ? 0 : (int64_t)kern__qg_round64((size_t)N * 4);
     abytes = (int64_t)kern__qg_round64((size_t)(M * jb->a_row_bytes));
@@ -2442,7 +2559,7 @@ static kern_status kern__qg_gemm_s8s8s32(kern_ctx *ctx, const kern_tensor *a,
     if (a->shape[0] == 0 || c->shape[1] == 0) return KERN_OK;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    f = kern__qg_fns_variant(kern_ctx_isa(ctx), widen);
+    f = kern__qg_fns_rows(kern__qg_fns_variant(kern_ctx_isa(ctx), widen), a->shape[0]);
     kern__qg_s8_scratch(f, a->shape[0], c->shape[1], a->shape[1], pb != NULL, &sh, &th);
     st = kern__op_workspace(ctx, op, params ? params->workspace : NULL,
                             params ? params->workspace_size : 0, sh, th);
@@ -2735,7 +2852,7 @@ KERN_API kern_status kern_qlinear_workspace_size(kern_ctx *ctx, const kern_tenso
     if (st) return st;
     st = kern__op_begin(&ctx, op);
     if (st) return st;
-    f = kern__qg_fns_ctx(ctx);
+    f = kern__qg_fns_rows(kern__qg_fns_ctx(ctx), kern__qg_rows(x));
     st = kern__qg_qlinear_isa(op, f, qw);
     if (!st) {
         kern__qg_qlinear_scratch(f, kern__qg_rows(x), qw->k, &sh, &th);
@@ -2773,7 +2890,7 @@ static void kern__qg_qlinear_epi(kern__qg_gjob *jb, const kern_qweight *qw, cons
     jb->y = y;
     jb->res = res;
     jb->sw = qw->scales;
-    jb->comp = jb->f->a_fmt == KERN__QG_A_U8;
+    jb->comp = KERN__QG_A_IS_U8(jb->f->a_fmt);
 }
 
 /* Quantizes and packs x chunk by chunk (at most ~16 MiB of packed
@@ -2826,7 +2943,7 @@ static kern_status kern__qg_qlinear(kern_ctx *ctx, const kern_tensor *x, const k
     st = kern__op_begin(&ctx, op);
     if (st) return st;
     memset(&jb, 0, sizeof jb);
-    jb.f = kern__qg_fns_variant(kern_ctx_isa(ctx), widen);
+    jb.f = kern__qg_fns_rows(kern__qg_fns_variant(kern_ctx_isa(ctx), widen), M);
     st = kern__qg_qlinear_isa(op, jb.f, qw);
     if (st || M == 0) {
         kern__op_end(ctx);

@@ -99,7 +99,11 @@ KT_TEST(isa_selection) {
         {KERN_ISA_AVX512, "avx512", KERN_QGEMM_ISA_AVX2, 2},
         {KERN_ISA_AVX512_VNNI, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
         {KERN_ISA_AVX512_BF16, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+#ifdef KERN__HAVE_AMX
+        {KERN_ISA_AMX, "amx", KERN_QGEMM_ISA_AVX512VNNI, 32},
+#else
         {KERN_ISA_AMX, "avx512_vnni", KERN_QGEMM_ISA_AVX512VNNI, 14},
+#endif
 #endif
 #ifdef KERN_NEON
         {KERN_ISA_NEON, "neon", KERN_QGEMM_ISA_SCALAR, 4},
