@@ -42,6 +42,10 @@ the plan's transforms):
                    vs HF f32, held to HF autocast-bf16's own distance from
                    HF f32 less 3 dB. A bf16 step only where the CPU has a
                    native bf16 dot (AVX512-BF16; AMX tiles for the linears).
+    bf16+int8, bf16+int8+sparse24
+                   the post's order: int8 and 2:4 on top of the bf16 model
+                   (the bf16 graph with --quantize / --sparsify), held as
+                   int8 and int8+sparse24 are
 
 Timing (--bench 1,2 [--variants f32,int8,...] [--compile] [--rounds N]):
 seconds per image for kern-run and HF eager (and torch.compile) on the
@@ -76,7 +80,8 @@ def parse():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--checks", default="f32,int8,sparse24,int8+sparse24",
+    ap.add_argument("--checks", default="f32,bf16,int8,sparse24,int8+sparse24,bf16+int8,"
+                    "bf16+int8+sparse24",
                     help="f32 (max rel err <= 1e-4), int8, sparse24 (SQNR reported)")
     ap.add_argument("--bench", default="", help="thread counts to time, e.g. 1,2")
     ap.add_argument("--variants", default="f32", help="kern variants timed by --bench")
@@ -278,6 +283,11 @@ VARIANTS = {
     # the post's last step: int8 dynamic attention linears + 2:4 sparse MLP
     "int8+sparse24": ["--quantize", "vision_encoder.layers.*.attn.*",
                       "--sparsify", "vision_encoder.layers.*.mlp.*"],
+    # the post's order: int8 and 2:4 on top of the bf16 model (the bf16
+    # graph's block linears quantized / sparsified, its attention bf16)
+    "bf16+int8": ["--quantize", "vision_encoder.layers.*"],
+    "bf16+int8+sparse24": ["--quantize", "vision_encoder.layers.*.attn.*",
+                           "--sparsify", "vision_encoder.layers.*.mlp.*"],
 }
 
 
@@ -303,7 +313,7 @@ def kern_run(a, d, variant, threads, runs):
     """Runs kern-run on the exported model: (output tensor, median ms)."""
     from safetensors.torch import load_file
     out = os.path.join(d, "out-%s.safetensors" % variant)
-    stem = "model-bf16" if variant == "bf16" else "model"
+    stem = "model-bf16" if variant.startswith("bf16") else "model"
     cmd = [os.path.join(ROOT, "build", "kern-run"), os.path.join(d, stem + ".kg"),
            os.path.join(d, stem + ".safetensors"), "--inputs", os.path.join(d, "inputs.safetensors"),
            "--out", out, "--threads", str(threads), "--runs", str(runs)] + VARIANTS[variant]
@@ -339,7 +349,7 @@ def bench(a, d, model, pix, want):
         res = {}
         loads = [loadavg()]
         time_torch(model, pix, 1)  # warm-up
-        bf16 = "bf16" in a.variants.split(",")
+        bf16 = any(v.startswith("bf16") for v in a.variants.split(","))
         if bf16:
             time_torch(model, pix, 1, True)
         comp = None
@@ -391,7 +401,7 @@ def main():
     with open(os.path.join(d, "model.kg"), "w") as f:
         f.write(ir)
     save_file(sd, os.path.join(d, "model.safetensors"))
-    if "bf16" in a.checks.split(",") or "bf16" in a.variants.split(","):
+    if any(v.startswith("bf16") for v in a.checks.split(",") + a.variants.split(",")):
         with open(os.path.join(d, "model-bf16.kg"), "w") as f:
             f.write(ir_text(cfg, a.batch, [(k, list(v.shape)) for k, v in sd.items()], "bf16"))
         save_file({k: (v.bfloat16() if is_bf16_param(k) else v) for k, v in sd.items()},
@@ -425,11 +435,11 @@ def main():
             ok = v >= vr - 3.0
             print("%s bf16 %s: SQNR vs HF f32 %.1f dB; HF autocast-bf16's own %.1f dB (>= %.1f)"
                   % ("ok  " if ok else "FAIL", desc, v, vr, vr - 3.0))
-        elif c == "int8":
+        elif c in ("int8", "bf16+int8"):
             v = sqnr_db(got, want)
             ok = v >= 30.0
-            print("%s int8-dynamic %s: SQNR vs HF f32 %.1f dB (>= 30)"
-                  % ("ok  " if ok else "FAIL", desc, v))
+            print("%s %s-dynamic %s: SQNR vs HF f32 %.1f dB (>= 30)"
+                  % ("ok  " if ok else "FAIL", c, desc, v))
         else:  # 2:4 pruning changes the model: accuracy vs f32, and the
             # match against HF with the same pruning (>= 60 dB; with int8 >= 30)
             if want_pruned is None:
