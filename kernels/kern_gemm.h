@@ -981,6 +981,60 @@ KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *a
     _tile_stored(3, t + 16 * ldt + 16, ts);
 }
 
+/* The same with A read in place (the driver's ua path: few columns of B,
+ * so packing A would cost more than it saves): tile rows straight from
+ * A's rows (lda in 4-byte words, one bf16 pair each). A last chunk of
+ * fewer than 16 pairs is copied, zero padded, so nothing past a row's K is
+ * read. */
+KERN_TARGET_AMX static void kern__gemm_bf16_32x32_ua__amx(int64_t ks, const float *a, int64_t lda,
+                                                         const void *bp, int64_t ldb, float *t,
+                                                         int64_t ldt, int acc) {
+    const char *ar = (const char *)(const void *)a;
+    const uint32_t *b = (const uint32_t *)bp;
+    const long bs = (long)ldb * 4, ts = (long)ldt * 4, as = (long)lda * 4;
+    int64_t nch = ks / 16, rem = ks % 16, c;
+    if (acc) {
+        _tile_loadd(0, t, ts);
+        _tile_loadd(1, t + 16, ts);
+        _tile_loadd(2, t + 16 * ldt, ts);
+        _tile_loadd(3, t + 16 * ldt + 16, ts);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (c = 0; c < nch; c++) {
+        _tile_loadd(4, ar, as);
+        _tile_loadd(6, b, bs);
+        _tile_loadd(5, ar + 16 * as, as);
+        _tile_loadd(7, b + 16, bs);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+        ar += 64;
+        b += 16 * ldb;
+    }
+    if (rem) {
+        uint32_t bt[16 * 32] KERN_ALIGNED(64), at[32 * 16] KERN_ALIGNED(64);
+        int64_t r;
+        for (r = 0; r < 16; r++) {
+            if (r < rem) memcpy(bt + r * 32, b + r * ldb, 128);
+            else memset(bt + r * 32, 0, 128);
+        }
+        for (r = 0; r < 32; r++) {
+            memcpy(at + r * 16, ar + r * as, (size_t)(rem * 4));
+            memset(at + r * 16 + rem, 0, (size_t)((16 - rem) * 4));
+        }
+        KERN__GEMM_AMX_DP((const char *)at, bt, 128)
+    }
+    _tile_stored(0, t, ts);
+    _tile_stored(1, t + 16, ts);
+    _tile_stored(2, t + 16 * ldt, ts);
+    _tile_stored(3, t + 16 * ldt + 16, ts);
+}
+
 /* Packing for the AMX table: A panels (AMXA) from a row-major bf16 A are
  * masked 64-byte row copies; everything else (pair-format B, a transposed
  * A) as at the AVX-512 level / the portable routine. */
@@ -1123,7 +1177,8 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
     {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AMX], KERN__GEMM_FMT_PAIR,          \
-     kern__gemm_bf16_32x32__amx, NULL, kern__v_epi_tile__avx512,              \
+     kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
+     kern__v_epi_tile__avx512,                                                \
      kern__gemm_pack__amx, 0, {{0, 0, NULL}}, kern__gemm_tiles_on__amx,        \
      kern__gemm_tiles_off__amx, ALT}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);

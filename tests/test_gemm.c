@@ -986,16 +986,18 @@ KT_TEST(uarch_classes_agree) {
  * every M (M <= 2 against a prepacked B goes to the class's AVX-512 table,
  * run here through the packed variants); shapes
  * across its edges: M and N around the 32 x 32 block, K around the
- * 32-wide tile chunk, odd K (a half pair), K past kc = 512 (partial sums in
- * C and in scratch), prepacked B, a transposed A (the portable A packing),
- * bf16 C, beta, bias + GELU + residual, 1 and 2 threads, each against the
- * reference. Not run where the machine or the build has no AMX level. */
+ * 32-wide tile chunk, odd K (a half pair), K past kc = 1024 (partial sums
+ * in C and in scratch), A read in place (N <= 256, even K and row stride,
+ * with a padded row stride and a short last chunk), prepacked B, a
+ * transposed A (the portable A packing), bf16 C, beta, bias + GELU +
+ * residual, 1 and 2 threads, each against the reference. Not run where the
+ * machine or the build has no AMX level. */
 KT_TEST(amx_tiles) {
 #ifdef KERN__HAVE_AMX
     static const int64_t shapes[][3] = {{32, 32, 32},  {33, 31, 1},   {64, 64, 33},
                                         {45, 70, 31},  {96, 40, 513}, {31, 64, 64},
                                         {130, 97, 1100}, {600, 420, 200}, {1, 70, 100},
-                                        {2, 33, 65}};
+                                        {2, 33, 65},    {70, 64, 1058}};
     size_t si;
     int th, v;
     if (!kern_isa_available(KERN_ISA_AMX)) {
@@ -1014,7 +1016,7 @@ KT_TEST(amx_tiles) {
                 if (v == 1) { g.use_bias = 1; g.act = KERN_ACT_GELU; g.use_res = 1; g.beta = 0.5f; }
                 if (v == 2) { g.packed = 1; g.tb = 1; g.c_dt = KERN_BF16; }
                 if (v == 3) { g.ta = 1; g.pad_a = 3; g.alpha_set = 1; g.alpha = -0.5f; }
-                if (v == 4) { g.pad_c = 5; g.res_is_c = 1; g.out_scale = 2.0f; }
+                if (v == 4) { g.pad_c = 5; g.pad_a = 2; g.res_is_c = 1; g.out_scale = 2.0f; }
                 if (v == 5) { g.c_dt = KERN_BF16; g.packed = 1; g.use_bias = 1; g.act = KERN_ACT_SILU; }
                 kt_context("th%d M%lld N%lld K%lld variant %d", th, (long long)g.M, (long long)g.N,
                            (long long)g.K, v);
