@@ -933,21 +933,23 @@ KERN_TARGET_AMX static void kern__gemm_tiles_off__amx(void) { _tile_release(); }
  * padding zero), b a pair-format panel of row stride ldb (32). Each k
  * chunk is four tdpbf16ps (16 x 16 x 32). A last chunk of fewer than 16
  * pairs reads its B rows from a zero-padded copy: the panel ends there. */
-#define KERN__GEMM_AMX_DP(A, B, BS)                                           \
-    _tile_loadd(4, (A), 64);                                                  \
+#define KERN__GEMM_AMX_DP(A, AS, B, BS)                                       \
+    _tile_loadd(4, (A), (AS));                                                \
     _tile_loadd(6, (B), (BS));                                                \
-    _tile_loadd(5, (A) + 1024, 64);                                           \
+    _tile_loadd(5, (A) + 16 * (AS), (AS));                                    \
     _tile_loadd(7, (B) + 16, (BS));                                           \
     _tile_dpbf16ps(0, 4, 6);                                                  \
     _tile_dpbf16ps(1, 4, 7);                                                  \
     _tile_dpbf16ps(2, 5, 6);                                                  \
     _tile_dpbf16ps(3, 5, 7);
 
-KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *ap,
-                                                      const void *bp, int64_t ldb, float *t,
-                                                      int64_t ldt, int acc) {
-    const char *a = (const char *)ap;
-    const uint32_t *b = (const uint32_t *)bp;
+/* The body of both: A rows a_rs bytes apart, chunk c at a + c*a_cs
+ * bytes. A last chunk of fewer than 16 pairs is copied, zero padded (A's
+ * 32 rows and B's rows), so nothing past K or past the panel is read. */
+KERN_TARGET_AMX static inline void kern__gemm_amx_body(int64_t ks, const char *a, long a_rs,
+                                                       long a_cs, const uint32_t *b,
+                                                       int64_t ldb, float *t, int64_t ldt,
+                                                       int acc) {
     const long bs = (long)ldb * 4, ts = (long)ldt * 4;
     int64_t nch = ks / 16, rem = ks % 16, c;
     if (acc) {
@@ -962,18 +964,23 @@ KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *a
         _tile_zero(3);
     }
     for (c = 0; c < nch; c++) {
-        KERN__GEMM_AMX_DP(a, b, bs)
-        a += 2048;
+        KERN__GEMM_AMX_DP(a, a_rs, b, bs)
+        a += a_cs;
         b += 16 * ldb;
     }
     if (rem) {
-        uint32_t bt[16 * 32] KERN_ALIGNED(64);
+        uint32_t bt[16 * 32] KERN_ALIGNED(64), at[32 * 16] KERN_ALIGNED(64);
+        const char *at8 = (const char *)at;
         int64_t r;
         for (r = 0; r < 16; r++) {
             if (r < rem) memcpy(bt + r * 32, b + r * ldb, 128);
             else memset(bt + r * 32, 0, 128);
         }
-        KERN__GEMM_AMX_DP(a, bt, 128)
+        for (r = 0; r < 32; r++) {
+            memcpy(at + r * 16, a + r * a_rs, (size_t)(rem * 4));
+            memset(at + r * 16 + rem, 0, (size_t)((16 - rem) * 4));
+        }
+        KERN__GEMM_AMX_DP(at8, 64, bt, 128)
     }
     _tile_stored(0, t, ts);
     _tile_stored(1, t + 16, ts);
@@ -981,58 +988,20 @@ KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *a
     _tile_stored(3, t + 16 * ldt + 16, ts);
 }
 
+KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *ap,
+                                                      const void *bp, int64_t ldb, float *t,
+                                                      int64_t ldt, int acc) {
+    kern__gemm_amx_body(ks, (const char *)ap, 64, 2048, (const uint32_t *)bp, ldb, t, ldt, acc);
+}
+
 /* The same with A read in place (the driver's ua path: few columns of B,
  * so packing A would cost more than it saves): tile rows straight from
- * A's rows (lda in 4-byte words, one bf16 pair each). A last chunk of
- * fewer than 16 pairs is copied, zero padded, so nothing past a row's K is
- * read. */
+ * A's rows (lda in 4-byte words, one bf16 pair each). */
 KERN_TARGET_AMX static void kern__gemm_bf16_32x32_ua__amx(int64_t ks, const float *a, int64_t lda,
                                                          const void *bp, int64_t ldb, float *t,
                                                          int64_t ldt, int acc) {
-    const char *ar = (const char *)(const void *)a;
-    const uint32_t *b = (const uint32_t *)bp;
-    const long bs = (long)ldb * 4, ts = (long)ldt * 4, as = (long)lda * 4;
-    int64_t nch = ks / 16, rem = ks % 16, c;
-    if (acc) {
-        _tile_loadd(0, t, ts);
-        _tile_loadd(1, t + 16, ts);
-        _tile_loadd(2, t + 16 * ldt, ts);
-        _tile_loadd(3, t + 16 * ldt + 16, ts);
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (c = 0; c < nch; c++) {
-        _tile_loadd(4, ar, as);
-        _tile_loadd(6, b, bs);
-        _tile_loadd(5, ar + 16 * as, as);
-        _tile_loadd(7, b + 16, bs);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-        ar += 64;
-        b += 16 * ldb;
-    }
-    if (rem) {
-        uint32_t bt[16 * 32] KERN_ALIGNED(64), at[32 * 16] KERN_ALIGNED(64);
-        int64_t r;
-        for (r = 0; r < 16; r++) {
-            if (r < rem) memcpy(bt + r * 32, b + r * ldb, 128);
-            else memset(bt + r * 32, 0, 128);
-        }
-        for (r = 0; r < 32; r++) {
-            memcpy(at + r * 16, ar + r * as, (size_t)(rem * 4));
-            memset(at + r * 16 + rem, 0, (size_t)((16 - rem) * 4));
-        }
-        KERN__GEMM_AMX_DP((const char *)at, bt, 128)
-    }
-    _tile_stored(0, t, ts);
-    _tile_stored(1, t + 16, ts);
-    _tile_stored(2, t + 16 * ldt, ts);
-    _tile_stored(3, t + 16 * ldt + 16, ts);
+    kern__gemm_amx_body(ks, (const char *)(const void *)a, (long)lda * 4, 64,
+                        (const uint32_t *)bp, ldb, t, ldt, acc);
 }
 
 /* Packing for the AMX table: A panels (AMXA) from a row-major bf16 A are

@@ -950,36 +950,27 @@ KERN_TARGET_AMX static void kern__qgemm_u8s8_32x32__amx(int mr, int64_t k4, cons
     _tile_zero(2);
     _tile_zero(3);
     /* the panel's chunk stride is mr rows; its rows 16.. start 16 rows in */
+#define KERN__QG_AMX_CHUNK(AC, BC)                                            \
+    _tile_loadd(4, (AC), 64);                                                 \
+    _tile_loadd(6, (BC), 128);                                                \
+    _tile_loadd(7, (BC) + 64, 128);                                           \
+    _tile_dpbusd(0, 4, 6);                                                    \
+    _tile_dpbusd(1, 4, 7);                                                    \
+    if (two) {                                                                \
+        _tile_loadd(5, (AC) + 16 * 64, 64);                                   \
+        _tile_dpbusd(2, 5, 6);                                                \
+        _tile_dpbusd(3, 5, 7);                                                \
+    }
     for (ch = 0; ch < nch; ch++) {
-        const uint8_t *ac = a + ch * mr * 64;
-        const int8_t *bc = b + ch * 16 * 128;
-        _tile_loadd(4, ac, 64);
-        _tile_loadd(6, bc, 128);
-        _tile_loadd(7, bc + 64, 128);
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        if (two) {
-            _tile_loadd(5, ac + 16 * 64, 64);
-            _tile_dpbusd(2, 5, 6);
-            _tile_dpbusd(3, 5, 7);
-        }
+        KERN__QG_AMX_CHUNK(a + ch * mr * 64, b + ch * 16 * 128)
     }
     if (rem) {
         int8_t bt[16 * 128] KERN_ALIGNED(64);
-        const uint8_t *ac = a + nch * mr * 64;
         memset(bt, 0, sizeof bt);
         memcpy(bt, b + nch * 16 * 128, (size_t)(rem * 128));
-        _tile_loadd(4, ac, 64);
-        _tile_loadd(6, bt, 128);
-        _tile_loadd(7, bt + 64, 128);
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        if (two) {
-            _tile_loadd(5, ac + 16 * 64, 64);
-            _tile_dpbusd(2, 5, 6);
-            _tile_dpbusd(3, 5, 7);
-        }
+        KERN__QG_AMX_CHUNK(a + nch * mr * 64, bt)
     }
+#undef KERN__QG_AMX_CHUNK
     _tile_stored(0, c, 128);
     _tile_stored(1, c + 16, 128);
     if (two) {
