@@ -215,15 +215,10 @@ KERN_TARGET_AVX2 static double copy_nt_ymm(const float *p, float *q, size_t n, i
 /* Tiles 0-3 accumulate, 4-5 and 6-7 are the A and B operands (16 x 64
  * bytes each, loaded once from nonzero data). One tdpbf16ps is
  * 16 x 16 x 32 x 2 FLOP, one tdpbusd 16 x 16 x 64 x 2 OP. */
-typedef struct { unsigned char palette, start_row, reserved[14]; unsigned short colsb[16]; unsigned char rows[16]; } amx_cfg;
-
 KERN_TARGET_AMX static double amx_loop(long iters, int int8, const float *src) {
-    amx_cfg c;
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     float out[256];
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) { c.colsb[t] = 64; c.rows[t] = 16; }
-    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+    kern__amx_config(rows);
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, src, 64); _tile_loadd(5, src + 256, 64);
     _tile_loadd(6, src + 512, 64); _tile_loadd(7, src + 768, 64);

@@ -1366,6 +1366,29 @@ static int kern__amx_permit(void) {
 }
 #endif
 
+#ifdef KERN__HAVE_AMX
+/* Loads this thread's tile configuration (palette 1): tiles 0-7 with 64
+ * bytes a row and rows[t] rows (the AMX kernels of kern_gemm.h and
+ * kern_qgemm.h). Not _tile_loadconfig: GCC 12's version tells the compiler
+ * it reads 8 bytes, and the stores of the rows and colsb fields were
+ * dropped (the first tile instruction then faulted). */
+KERN_TARGET_AMX static inline void kern__amx_config(const uint8_t rows[8]) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } c;
+    int t;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = rows[t];
+    }
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+#endif
+
 static void kern__detect_features(void) {
     uint32_t f = 0;
 #ifdef KERN_X86

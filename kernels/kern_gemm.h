@@ -901,38 +901,21 @@ KERN__GEMM_Z_BF_KERNEL1(kern__gemm_bf16_16x16__avx512bf16, 16, KERN__GEMM_R16)
 
 /* ------------------------------------------------ AMX tiles (bf16 inputs) */
 #ifdef KERN__HAVE_AMX
-/* The tile configuration (palette 1): tiles 0-3 hold the 32 x 32 f32 C
+/* The tiles (kern__amx_config, all 16 rows): 0-3 hold the 32 x 32 f32 C
  * block (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 the A rows 0-15
  * and 16-31 (32 bf16 of k each), 6-7 the B columns 0-15 and 16-31 (16 k
  * pairs each). The configuration is per thread: the compute task loads it
  * before its first tile and releases the tile state after its last, so no
  * thread keeps the 8 KiB state live between calls. */
-typedef struct kern__amx_tilecfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} kern__amx_tilecfg;
-
 KERN_TARGET_AMX static void kern__gemm_tiles_on__amx(void) {
-    kern__amx_tilecfg c;
-    int t;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (t = 0; t < 8; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    /* not _tile_loadconfig: GCC 12's version tells the compiler it reads
-     * 8 bytes, and the stores of the rows and colsb fields are dropped */
-    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    kern__amx_config(rows);
 }
 
 KERN_TARGET_AMX static void kern__gemm_tiles_off__amx(void) { _tile_release(); }
 
-/* 32 x 32 microkernel: a is an AMXA panel (ks rounded up to 16 pairs, the
- * padding zero), b a pair-format panel of row stride ldb (32). Each k
- * chunk is four tdpbf16ps (16 x 16 x 32). A last chunk of fewer than 16
- * pairs reads its B rows from a zero-padded copy: the panel ends there. */
+/* One k chunk: four tdpbf16ps (16 x 16 x 32), A rows AS bytes apart, B
+ * rows BS bytes apart. */
 #define KERN__GEMM_AMX_DP(A, AS, B, BS)                                       \
     _tile_loadd(4, (A), (AS));                                                \
     _tile_loadd(6, (B), (BS));                                                \
@@ -988,6 +971,8 @@ KERN_TARGET_AMX static inline void kern__gemm_amx_body(int64_t ks, const char *a
     _tile_stored(3, t + 16 * ldt + 16, ts);
 }
 
+/* 32 x 32 microkernel: a is an AMXA panel (ks rounded up to 16 pairs), b a
+ * pair-format panel of row stride ldb (32). */
 KERN_TARGET_AMX static void kern__gemm_bf16_32x32__amx(int64_t ks, const void *ap,
                                                       const void *bp, int64_t ldb, float *t,
                                                       int64_t ldt, int acc) {
@@ -1091,7 +1076,8 @@ typedef struct kern__gemm_fns {
     int n_small; /* small-M kernels, by increasing mr (0: none) */
     kern__gemm_small small[5];
     /* AMX tables only (zero elsewhere): the thread's tile state on / off
-     * around a compute task, and the table for M < KERN__GEMM_AMX_MIN_M */
+     * around a compute task, and the table for M < KERN__GEMM_AMX_MIN_M
+     * against a prepacked B (kern__gemm_amx_alt) */
     void (*tiles_on)(void);
     void (*tiles_off)(void);
     const struct kern__gemm_fns *alt;
@@ -1549,14 +1535,25 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t 
     return r;
 }
 
-/* The table an AMX table hands M < KERN__GEMM_AMX_MIN_M to: its alt,
- * unless that one would unpair a prepacked pair-format B on every call
- * (then the level's pair kernels, see kern__gemm_fill_job). */
+/* ks, or, where ks would convert a prepacked B of another panel format on
+ * every call, the generic class's table of level isa when that one reads
+ * the panels as they are: a weight prepacked in bf16 pairs keeps the pair
+ * kernels (Xeon class, M = 1 x 4096 x 4096: unpairing on every call 18.4
+ * ms, the pair kernels 1.2 ms). */
+static const kern__gemm_fns *kern__gemm_keep_panels(const kern__gemm_fns *ks, kern_isa isa,
+                                                   const kern_gemm_packed_b *pb) {
+    const kern__gemm_fns *native;
+    if (!pb || pb->fmt == ks->fmt) return ks;
+    native = kern__gemm_fns_for(isa, KERN_UARCH_GENERIC, pb->dtype);
+    return native->fmt == pb->fmt ? native : ks;
+}
+
+/* The table an AMX table hands M < KERN__GEMM_AMX_MIN_M against a
+ * prepacked B to: its alt (the class's AVX512_BF16 table), keeping the
+ * pair kernels for the prepacked panels. */
 static const kern__gemm_fns *kern__gemm_amx_alt(const kern__gemm_fns *ks,
                                                const kern_gemm_packed_b *pb) {
-    const kern__gemm_fns *alt = ks->alt;
-    if (pb && pb->fmt != alt->fmt) alt = kern__gemm_fns_for(KERN_ISA_AVX512_BF16, KERN_UARCH_GENERIC, KERN_BF16);
-    return alt;
+    return kern__gemm_keep_panels(ks->alt, KERN_ISA_AVX512_BF16, pb);
 }
 
 /* Scratch for one item at exactly this M. */
@@ -1997,16 +1994,9 @@ static void kern__gemm_fill_job(kern_ctx *ctx, const kern_tensor *a, const kern_
     kern__gemm_job *j = &pl->proto;
     const kern_epilogue *e = &p->epilogue;
     int nd = dm->nd;
-    pl->ks = kern__gemm_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx), a->dtype);
-    if (p->packed_b && p->packed_b->fmt != pl->ks->fmt) {
-        /* a weight prepacked in bf16 pairs keeps the pair kernels where
-         * the level has them: converting it on every call costs more than
-         * the f32 kernels save (Xeon class, M = 1 x 4096 x 4096: 18.4 ms
-         * against 1.2 ms) */
-        const kern__gemm_fns *native =
-            kern__gemm_fns_for(kern_ctx_isa(ctx), KERN_UARCH_GENERIC, a->dtype);
-        if (native->fmt == p->packed_b->fmt) pl->ks = native;
-    }
+    pl->ks = kern__gemm_keep_panels(
+        kern__gemm_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx), a->dtype), kern_ctx_isa(ctx),
+        p->packed_b);
     j->ks = pl->ks;
     j->M = dm->M;
     j->N = dm->N;

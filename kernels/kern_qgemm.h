@@ -923,28 +923,18 @@ static void kern__qgemm_u8s8_14x32__avx512vnni(int mr, int64_t k4, const void *a
  * call's: tiles of exactly min(mr, 16) and mr - 16 rows, so nothing past
  * the panel is read; a last chunk of fewer than 16 groups takes its B rows
  * from a zeroed copy. The tile state is released on return. */
-typedef struct kern__qg_amx_cfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} kern__qg_amx_cfg;
-
 KERN_TARGET_AMX static void kern__qgemm_u8s8_32x32__amx(int mr, int64_t k4, const void *a_,
                                                        const int8_t *b, int32_t *c,
                                                        const int8_t *pf) {
     const uint8_t *a = (const uint8_t *)a_;
-    kern__qg_amx_cfg cfg;
-    int r0 = mr < 16 ? mr : 16, r1 = mr - r0, two = r1 > 0, t;
+    int r0 = mr < 16 ? mr : 16, r1 = mr - r0, two = r1 > 0;
     int64_t nch = k4 / 16, rem = k4 % 16, ch;
+    uint8_t rows[8];
     (void)pf;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (t = 0; t < 8; t++) cfg.colsb[t] = 64;
-    cfg.rows[0] = cfg.rows[1] = cfg.rows[4] = (uint8_t)r0;
-    cfg.rows[2] = cfg.rows[3] = cfg.rows[5] = (uint8_t)(two ? r1 : 1);
-    cfg.rows[6] = cfg.rows[7] = 16;
-    /* (see kern__gemm_tiles_on__amx: the whole struct is the operand) */
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    rows[0] = rows[1] = rows[4] = (uint8_t)r0;
+    rows[2] = rows[3] = rows[5] = (uint8_t)(two ? r1 : 1);
+    rows[6] = rows[7] = 16;
+    kern__amx_config(rows);
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
