@@ -378,6 +378,9 @@ typedef void (*kern__sdpa_p2_fn)(const float *s, int64_t nk, uint16_t *p2);
  * j*vrs (bf16). */
 typedef void (*kern__sdpa_vpack_fn)(const uint16_t *v, int64_t vrs, int64_t nk,
                                     int64_t Dv, uint16_t *vp);
+/* Pairs transposed for the panels: xt[dp][r] = the pair (rows[r][2dp],
+ * rows[r][2dp+1]) for r < NQ, dp < np; a NULL row gives zeros. */
+typedef void (*kern__sdpa_pairs_fn)(const uint16_t *const *rows, int64_t np, uint16_t *xt);
 
 typedef struct kern__sdpa_fns {
     const char *name;
@@ -404,6 +407,20 @@ typedef struct kern__sdpa_fns {
     void (*bwd_p)(const float *s, const float *lse2, int64_t nk, float *pp);
     void (*bwd_ds)(float *dp, const float *pp, const float *t, const float *delta, int64_t nk,
                    float scale);
+    /* tile kernels (AMX): mk16 needs the tile configuration, loaded per
+     * task by tiles_on and released by tiles_off; the panel path's P.V
+     * then reads V^T rows (vpackt, [Dv][BK], keys adjacent) instead of V
+     * pairs. NULL elsewhere. */
+    void (*tiles_on)(void);
+    void (*tiles_off)(void);
+    kern__sdpa_vpack_fn vpackt;
+    /* K rows [nk][D] to a contiguous [nk][ld] copy, zero past D (tiles) */
+    void (*kcopy)(const uint16_t *k, int64_t krs, int64_t nk, int64_t D, int64_t ld,
+                  uint16_t *dst);
+    kern__sdpa_pairs_fn pairs;
+    /* a finished panel out: row r < nr of O^T[Dv][NQ] (already scaled) to
+     * dst[r] as f32, bf16 or f16 (16 x 16 transposes); NULL: per row */
+    void (*opanel)(const float *ot, int64_t Dv, int64_t nr, void *const *dst, kern_dtype dt);
 } kern__sdpa_fns;
 
 /* ---------------------------------------------------------- scalar path */
@@ -462,6 +479,15 @@ static void kern__sdpa_p2__scalar(const float *s, int64_t nk, uint16_t *p2) {
     }
 }
 
+static void kern__sdpa_pairs__scalar(const uint16_t *const *rows, int64_t np, uint16_t *xt) {
+    int64_t r, dp;
+    for (r = 0; r < KERN__SDPA_NQ; r++)
+        for (dp = 0; dp < np; dp++) {
+            uint16_t *o = xt + (dp * KERN__SDPA_NQ + r) * 2;
+            if (rows[r]) memcpy(o, rows[r] + 2 * dp, 4);
+            else o[0] = o[1] = 0;
+        }
+}
 static void kern__sdpa_vpack__scalar(const uint16_t *v, int64_t vrs, int64_t nk, int64_t Dv,
                                      uint16_t *vp) {
     int64_t jp, c, nkp = (nk + 1) / 2;
@@ -491,20 +517,36 @@ static void kern__s_sdpa_exp2(float *x, int64_t n) {
 }
 
 /* One online-softmax step over the panel S^T[nk][NQ] (see
- * kern__sdpa_step_fn), one vector of lanes at a time. */
+ * kern__sdpa_step_fn), one vector of lanes at a time, two keys per
+ * iteration (independent max and sum chains). With c > 0 the max is taken
+ * over the raw scores (c * max s = max c * s, rounding being monotonic)
+ * and P = 2^(c s - m) in one fma, so the scores are read twice and written
+ * once; otherwise (c <= 0 or NaN) c * s is stored first. */
 static int kern__s_sdpa_step(float *s, int64_t nk, float c, float *m, float *l,
                                            float *alpha) {
     const float cv = (c), ninf = (-INFINITY);
+    const int raw = c > 0.0f;
+    const float cp = raw ? cv : (1.0f);
     int64_t j;
     int v, changed = 0;
     for (v = 0; v < KERN__SDPA_NQ / 1; v++) {
-        float mx = ninf, mo = (*(const float *)(m + 1 * v)), mn, al = (1.0f), ms, sum = 0.0f;
+        float mx = ninf, mx1 = ninf, mo = (*(const float *)(m + 1 * v)), mn, al = (1.0f), nms;
+        float sum = 0.0f, sum1 = 0.0f;
         int gt;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
-            float x = kern__s_mul((*(const float *)(sp)), cv);
-            (*(float *)(sp) = (x));
-            mx = kern__s_max(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        float *sv = s + 1 * v;
+        if (raw) {
+            for (j = 0; j + 2 <= nk; j += 2) { /* a NaN score is left out of the max; it reaches P below */
+                mx = kern__s_max((*(const float *)(sv + j * KERN__SDPA_NQ)), mx);
+                mx1 = kern__s_max((*(const float *)(sv + (j + 1) * KERN__SDPA_NQ)), mx1);
+            }
+            if (j < nk) mx = kern__s_max((*(const float *)(sv + j * KERN__SDPA_NQ)), mx);
+            mx = kern__s_mul(kern__s_max(mx, mx1), cv);
+        } else {
+            for (j = 0; j < nk; j++) {
+                float x = kern__s_mul((*(const float *)(sv + j * KERN__SDPA_NQ)), cv);
+                (*(float *)(sv + j * KERN__SDPA_NQ) = (x));
+                mx = kern__s_max(x, mx);
+            }
         }
         mn = kern__s_max(mx, mo);
         gt = ((mn) > (mo));
@@ -514,14 +556,21 @@ static int kern__s_sdpa_step(float *s, int64_t nk, float c, float *m, float *l,
         }
         (*(float *)(m + 1 * v) = (mn));
         (*(float *)(alpha + 1 * v) = (al));
-        ms = ((((mn) == (ninf))) ? (0.0f) : (mn));
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 1 * v;
-            float p = kern__s_exp2_neg((((*(const float *)(sp))) - (ms)));
-            (*(float *)(sp) = (p));
-            sum = ((sum) + (p));
+        nms = (-(((((mn) == (ninf))) ? (0.0f) : (mn))));
+        for (j = 0; j + 2 <= nk; j += 2) {
+            float p0 = kern__s_exp2_neg(kern__s_fma((*(const float *)(sv + j * KERN__SDPA_NQ)), cp, nms));
+            float p1 = kern__s_exp2_neg(kern__s_fma((*(const float *)(sv + (j + 1) * KERN__SDPA_NQ)), cp, nms));
+            (*(float *)(sv + j * KERN__SDPA_NQ) = (p0));
+            (*(float *)(sv + (j + 1) * KERN__SDPA_NQ) = (p1));
+            sum = ((sum) + (p0));
+            sum1 = ((sum1) + (p1));
         }
-        (*(float *)(l + 1 * v) = (kern__s_fma((*(const float *)(l + 1 * v)), al, sum)));
+        if (j < nk) {
+            float p0 = kern__s_exp2_neg(kern__s_fma((*(const float *)(sv + j * KERN__SDPA_NQ)), cp, nms));
+            (*(float *)(sv + j * KERN__SDPA_NQ) = (p0));
+            sum = ((sum) + (p0));
+        }
+        (*(float *)(l + 1 * v) = (kern__s_fma((*(const float *)(l + 1 * v)), al, ((sum) + (sum1)))));
     }
     return changed;
 }
@@ -651,20 +700,36 @@ KERN_TARGET_AVX2 static void kern__v_sdpa_exp2__avx2(float *x, int64_t n) {
 }
 
 /* One online-softmax step over the panel S^T[nk][NQ] (see
- * kern__sdpa_step_fn), one vector of lanes at a time. */
+ * kern__sdpa_step_fn), one vector of lanes at a time, two keys per
+ * iteration (independent max and sum chains). With c > 0 the max is taken
+ * over the raw scores (c * max s = max c * s, rounding being monotonic)
+ * and P = 2^(c s - m) in one fma, so the scores are read twice and written
+ * once; otherwise (c <= 0 or NaN) c * s is stored first. */
 KERN_TARGET_AVX2 static int kern__v_sdpa_step__avx2(float *s, int64_t nk, float c, float *m, float *l,
                                            float *alpha) {
     const __m256 cv = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY);
+    const int raw = c > 0.0f;
+    const __m256 cp = raw ? cv : _mm256_set1_ps(1.0f);
     int64_t j;
     int v, changed = 0;
     for (v = 0; v < KERN__SDPA_NQ / 8; v++) {
-        __m256 mx = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al = _mm256_set1_ps(1.0f), ms, sum = _mm256_setzero_ps();
+        __m256 mx = ninf, mx1 = ninf, mo = _mm256_loadu_ps(m + 8 * v), mn, al = _mm256_set1_ps(1.0f), nms;
+        __m256 sum = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
         __m256 gt;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 x = kern__mul__avx2(_mm256_loadu_ps(sp), cv);
-            _mm256_storeu_ps(sp, x);
-            mx = _mm256_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        float *sv = s + 8 * v;
+        if (raw) {
+            for (j = 0; j + 2 <= nk; j += 2) { /* a NaN score is left out of the max; it reaches P below */
+                mx = _mm256_max_ps(_mm256_loadu_ps(sv + j * KERN__SDPA_NQ), mx);
+                mx1 = _mm256_max_ps(_mm256_loadu_ps(sv + (j + 1) * KERN__SDPA_NQ), mx1);
+            }
+            if (j < nk) mx = _mm256_max_ps(_mm256_loadu_ps(sv + j * KERN__SDPA_NQ), mx);
+            mx = kern__mul__avx2(_mm256_max_ps(mx, mx1), cv);
+        } else {
+            for (j = 0; j < nk; j++) {
+                __m256 x = kern__mul__avx2(_mm256_loadu_ps(sv + j * KERN__SDPA_NQ), cv);
+                _mm256_storeu_ps(sv + j * KERN__SDPA_NQ, x);
+                mx = _mm256_max_ps(x, mx);
+            }
         }
         mn = _mm256_max_ps(mx, mo);
         gt = _mm256_cmp_ps(mn, mo, _CMP_GT_OQ);
@@ -674,14 +739,21 @@ KERN_TARGET_AVX2 static int kern__v_sdpa_step__avx2(float *s, int64_t nk, float 
         }
         _mm256_storeu_ps(m + 8 * v, mn);
         _mm256_storeu_ps(alpha + 8 * v, al);
-        ms = _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ));
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 8 * v;
-            __m256 p = kern__v_exp2_neg__avx2(_mm256_sub_ps(_mm256_loadu_ps(sp), ms));
-            _mm256_storeu_ps(sp, p);
-            sum = _mm256_add_ps(sum, p);
+        nms = _mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_blendv_ps(mn, _mm256_setzero_ps(), _mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ)));
+        for (j = 0; j + 2 <= nk; j += 2) {
+            __m256 p0 = kern__v_exp2_neg__avx2(_mm256_fmadd_ps(_mm256_loadu_ps(sv + j * KERN__SDPA_NQ), cp, nms));
+            __m256 p1 = kern__v_exp2_neg__avx2(_mm256_fmadd_ps(_mm256_loadu_ps(sv + (j + 1) * KERN__SDPA_NQ), cp, nms));
+            _mm256_storeu_ps(sv + j * KERN__SDPA_NQ, p0);
+            _mm256_storeu_ps(sv + (j + 1) * KERN__SDPA_NQ, p1);
+            sum = _mm256_add_ps(sum, p0);
+            sum1 = _mm256_add_ps(sum1, p1);
         }
-        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, sum));
+        if (j < nk) {
+            __m256 p0 = kern__v_exp2_neg__avx2(_mm256_fmadd_ps(_mm256_loadu_ps(sv + j * KERN__SDPA_NQ), cp, nms));
+            _mm256_storeu_ps(sv + j * KERN__SDPA_NQ, p0);
+            sum = _mm256_add_ps(sum, p0);
+        }
+        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), al, _mm256_add_ps(sum, sum1)));
     }
     return changed;
 }
@@ -810,20 +882,36 @@ KERN_TARGET_AVX512 static void kern__v_sdpa_exp2__avx512(float *x, int64_t n) {
 }
 
 /* One online-softmax step over the panel S^T[nk][NQ] (see
- * kern__sdpa_step_fn), one vector of lanes at a time. */
+ * kern__sdpa_step_fn), one vector of lanes at a time, two keys per
+ * iteration (independent max and sum chains). With c > 0 the max is taken
+ * over the raw scores (c * max s = max c * s, rounding being monotonic)
+ * and P = 2^(c s - m) in one fma, so the scores are read twice and written
+ * once; otherwise (c <= 0 or NaN) c * s is stored first. */
 KERN_TARGET_AVX512 static int kern__v_sdpa_step__avx512(float *s, int64_t nk, float c, float *m, float *l,
                                            float *alpha) {
     const __m512 cv = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY);
+    const int raw = c > 0.0f;
+    const __m512 cp = raw ? cv : _mm512_set1_ps(1.0f);
     int64_t j;
     int v, changed = 0;
     for (v = 0; v < KERN__SDPA_NQ / 16; v++) {
-        __m512 mx = ninf, mo = _mm512_loadu_ps(m + 16 * v), mn, al = _mm512_set1_ps(1.0f), ms, sum = _mm512_setzero_ps();
+        __m512 mx = ninf, mx1 = ninf, mo = _mm512_loadu_ps(m + 16 * v), mn, al = _mm512_set1_ps(1.0f), nms;
+        __m512 sum = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
         __mmask16 gt;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
-            __m512 x = kern__mul__avx512(_mm512_loadu_ps(sp), cv);
-            _mm512_storeu_ps(sp, x);
-            mx = _mm512_max_ps(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        float *sv = s + 16 * v;
+        if (raw) {
+            for (j = 0; j + 2 <= nk; j += 2) { /* a NaN score is left out of the max; it reaches P below */
+                mx = _mm512_max_ps(_mm512_loadu_ps(sv + j * KERN__SDPA_NQ), mx);
+                mx1 = _mm512_max_ps(_mm512_loadu_ps(sv + (j + 1) * KERN__SDPA_NQ), mx1);
+            }
+            if (j < nk) mx = _mm512_max_ps(_mm512_loadu_ps(sv + j * KERN__SDPA_NQ), mx);
+            mx = kern__mul__avx512(_mm512_max_ps(mx, mx1), cv);
+        } else {
+            for (j = 0; j < nk; j++) {
+                __m512 x = kern__mul__avx512(_mm512_loadu_ps(sv + j * KERN__SDPA_NQ), cv);
+                _mm512_storeu_ps(sv + j * KERN__SDPA_NQ, x);
+                mx = _mm512_max_ps(x, mx);
+            }
         }
         mn = _mm512_max_ps(mx, mo);
         gt = _mm512_cmp_ps_mask(mn, mo, _CMP_GT_OQ);
@@ -833,14 +921,21 @@ KERN_TARGET_AVX512 static int kern__v_sdpa_step__avx512(float *s, int64_t nk, fl
         }
         _mm512_storeu_ps(m + 16 * v, mn);
         _mm512_storeu_ps(alpha + 16 * v, al);
-        ms = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 16 * v;
-            __m512 p = kern__v_exp2_neg__avx512(_mm512_sub_ps(_mm512_loadu_ps(sp), ms));
-            _mm512_storeu_ps(sp, p);
-            sum = _mm512_add_ps(sum, p);
+        nms = _mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps()));
+        for (j = 0; j + 2 <= nk; j += 2) {
+            __m512 p0 = kern__v_exp2_neg__avx512(_mm512_fmadd_ps(_mm512_loadu_ps(sv + j * KERN__SDPA_NQ), cp, nms));
+            __m512 p1 = kern__v_exp2_neg__avx512(_mm512_fmadd_ps(_mm512_loadu_ps(sv + (j + 1) * KERN__SDPA_NQ), cp, nms));
+            _mm512_storeu_ps(sv + j * KERN__SDPA_NQ, p0);
+            _mm512_storeu_ps(sv + (j + 1) * KERN__SDPA_NQ, p1);
+            sum = _mm512_add_ps(sum, p0);
+            sum1 = _mm512_add_ps(sum1, p1);
         }
-        _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * v), al, sum));
+        if (j < nk) {
+            __m512 p0 = kern__v_exp2_neg__avx512(_mm512_fmadd_ps(_mm512_loadu_ps(sv + j * KERN__SDPA_NQ), cp, nms));
+            _mm512_storeu_ps(sv + j * KERN__SDPA_NQ, p0);
+            sum = _mm512_add_ps(sum, p0);
+        }
+        _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * v), al, _mm512_add_ps(sum, sum1)));
     }
     return changed;
 }
@@ -971,20 +1066,36 @@ static void kern__v_sdpa_exp2__neon(float *x, int64_t n) {
 }
 
 /* One online-softmax step over the panel S^T[nk][NQ] (see
- * kern__sdpa_step_fn), one vector of lanes at a time. */
+ * kern__sdpa_step_fn), one vector of lanes at a time, two keys per
+ * iteration (independent max and sum chains). With c > 0 the max is taken
+ * over the raw scores (c * max s = max c * s, rounding being monotonic)
+ * and P = 2^(c s - m) in one fma, so the scores are read twice and written
+ * once; otherwise (c <= 0 or NaN) c * s is stored first. */
 static int kern__v_sdpa_step__neon(float *s, int64_t nk, float c, float *m, float *l,
                                            float *alpha) {
     const float32x4_t cv = vdupq_n_f32(c), ninf = vdupq_n_f32(-INFINITY);
+    const int raw = c > 0.0f;
+    const float32x4_t cp = raw ? cv : vdupq_n_f32(1.0f);
     int64_t j;
     int v, changed = 0;
     for (v = 0; v < KERN__SDPA_NQ / 4; v++) {
-        float32x4_t mx = ninf, mo = vld1q_f32(m + 4 * v), mn, al = vdupq_n_f32(1.0f), ms, sum = vdupq_n_f32(0.0f);
+        float32x4_t mx = ninf, mx1 = ninf, mo = vld1q_f32(m + 4 * v), mn, al = vdupq_n_f32(1.0f), nms;
+        float32x4_t sum = vdupq_n_f32(0.0f), sum1 = vdupq_n_f32(0.0f);
         uint32x4_t gt;
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
-            float32x4_t x = kern__mul__neon(vld1q_f32(sp), cv);
-            vst1q_f32(sp, x);
-            mx = kern__max__neon(x, mx); /* a NaN score is left out of the max; it reaches P below */
+        float *sv = s + 4 * v;
+        if (raw) {
+            for (j = 0; j + 2 <= nk; j += 2) { /* a NaN score is left out of the max; it reaches P below */
+                mx = kern__max__neon(vld1q_f32(sv + j * KERN__SDPA_NQ), mx);
+                mx1 = kern__max__neon(vld1q_f32(sv + (j + 1) * KERN__SDPA_NQ), mx1);
+            }
+            if (j < nk) mx = kern__max__neon(vld1q_f32(sv + j * KERN__SDPA_NQ), mx);
+            mx = kern__mul__neon(kern__max__neon(mx, mx1), cv);
+        } else {
+            for (j = 0; j < nk; j++) {
+                float32x4_t x = kern__mul__neon(vld1q_f32(sv + j * KERN__SDPA_NQ), cv);
+                vst1q_f32(sv + j * KERN__SDPA_NQ, x);
+                mx = kern__max__neon(x, mx);
+            }
         }
         mn = kern__max__neon(mx, mo);
         gt = vcgtq_f32(mn, mo);
@@ -994,14 +1105,21 @@ static int kern__v_sdpa_step__neon(float *s, int64_t nk, float c, float *m, floa
         }
         vst1q_f32(m + 4 * v, mn);
         vst1q_f32(alpha + 4 * v, al);
-        ms = vbslq_f32(vceqq_f32(mn, ninf), vdupq_n_f32(0.0f), mn);
-        for (j = 0; j < nk; j++) {
-            float *sp = s + j * KERN__SDPA_NQ + 4 * v;
-            float32x4_t p = kern__v_exp2_neg__neon(vsubq_f32(vld1q_f32(sp), ms));
-            vst1q_f32(sp, p);
-            sum = vaddq_f32(sum, p);
+        nms = vnegq_f32(vbslq_f32(vceqq_f32(mn, ninf), vdupq_n_f32(0.0f), mn));
+        for (j = 0; j + 2 <= nk; j += 2) {
+            float32x4_t p0 = kern__v_exp2_neg__neon(vfmaq_f32(nms, vld1q_f32(sv + j * KERN__SDPA_NQ), cp));
+            float32x4_t p1 = kern__v_exp2_neg__neon(vfmaq_f32(nms, vld1q_f32(sv + (j + 1) * KERN__SDPA_NQ), cp));
+            vst1q_f32(sv + j * KERN__SDPA_NQ, p0);
+            vst1q_f32(sv + (j + 1) * KERN__SDPA_NQ, p1);
+            sum = vaddq_f32(sum, p0);
+            sum1 = vaddq_f32(sum1, p1);
         }
-        vst1q_f32(l + 4 * v, vfmaq_f32(sum, vld1q_f32(l + 4 * v), al));
+        if (j < nk) {
+            float32x4_t p0 = kern__v_exp2_neg__neon(vfmaq_f32(nms, vld1q_f32(sv + j * KERN__SDPA_NQ), cp));
+            vst1q_f32(sv + j * KERN__SDPA_NQ, p0);
+            sum = vaddq_f32(sum, p0);
+        }
+        vst1q_f32(l + 4 * v, vfmaq_f32(vaddq_f32(sum, sum1), vld1q_f32(l + 4 * v), al));
     }
     return changed;
 }
@@ -1739,6 +1857,82 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_p2__avx512bf16(const float *s, int
     }
 }
 
+/* 16 x 16 transpose of 32-bit elements in registers (unpack 32, unpack 64,
+ * then two rounds of 128-bit lane shuffles). */
+KERN_TARGET_AVX512 static inline void kern__sdpa_tr16__avx512(__m512i *r) {
+    __m512i a[16], b[16], c0, c1, c2, c3;
+    int i, k;
+    for (i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {
+        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    /* b[4g + k] lane L: column 4L + k of rows 4g..4g+3 */
+    for (k = 0; k < 4; k++) {
+        c0 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x44);
+        c1 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xEE);
+        c2 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x44);
+        c3 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xEE);
+        r[k] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+        r[4 + k] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+        r[8 + k] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+        r[12 + k] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+    }
+}
+
+/* Panel out: O^T[c][r] (r < NQ lanes) to rows dst[r][c], 16 x 16 f32
+ * blocks transposed in registers, then stored as dt (f32, bf16 rounded
+ * to nearest even, f16). */
+KERN_TARGET_AVX512 static void kern__sdpa_opanel__avx512(const float *ot, int64_t Dv, int64_t nr,
+                                                         void *const *dst, kern_dtype dt) {
+    int64_t c0, r0, i;
+    for (c0 = 0; c0 < Dv; c0 += 16) {
+        int64_t nc = Dv - c0 < 16 ? Dv - c0 : 16;
+        __mmask16 kc = (__mmask16)((1u << nc) - 1u);
+        for (r0 = 0; r0 < nr; r0 += 16) {
+            __m512i x[16];
+            for (i = 0; i < 16; i++)
+                x[i] = i < nc ? _mm512_loadu_si512((const void *)(ot + (c0 + i) * KERN__SDPA_NQ + r0))
+                              : _mm512_setzero_si512();
+            kern__sdpa_tr16__avx512(x);
+            for (i = 0; i < 16 && r0 + i < nr; i++) {
+                __m512 v = _mm512_castsi512_ps(x[i]);
+                if (dt == KERN_F32) {
+                    _mm512_mask_storeu_ps((float *)dst[r0 + i] + c0, kc, v);
+                } else {
+                    __m256i h = dt == KERN_BF16 ? kern__f32x16_bf16__avx512(x[i])
+                                                : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+                    _mm256_mask_storeu_epi16((uint16_t *)dst[r0 + i] + c0, kc, h);
+                }
+            }
+        }
+    }
+}
+
+/* Pairs transposed: xt[(dp * NQ + r) * 2 + e] = rows[r][2 dp + e] for r <
+ * NQ, dp < np (a NULL row reads as zeros), 16 x 16 pairs per transpose. */
+KERN_TARGET_AVX512 static void kern__sdpa_pairs__avx512(const uint16_t *const *rows, int64_t np,
+                                                        uint16_t *xt) {
+    int64_t r0, dp0, i;
+    for (r0 = 0; r0 < KERN__SDPA_NQ; r0 += 16)
+        for (dp0 = 0; dp0 < np; dp0 += 16) {
+            int64_t n = np - dp0 < 16 ? np - dp0 : 16;
+            __mmask16 km = (__mmask16)((1u << n) - 1u);
+            __m512i r[16];
+            for (i = 0; i < 16; i++)
+                r[i] = rows[r0 + i] ? _mm512_maskz_loadu_epi32(km, rows[r0 + i] + 2 * dp0)
+                                    : _mm512_setzero_si512();
+            kern__sdpa_tr16__avx512(r);
+            for (i = 0; i < n; i++)
+                _mm512_storeu_si512((void *)(xt + ((dp0 + i) * KERN__SDPA_NQ + r0) * 2), r[i]);
+        }
+}
+
 KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *v, int64_t vrs,
                                                                 int64_t nk, int64_t Dv,
                                                                 uint16_t *vp) {
@@ -1772,6 +1966,162 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *
         }
     }
 }
+
+#ifdef KERN__HAVE_AMX
+/* ------------------------------------------------------------ AMX tiles */
+/* bf16 pair products on tiles (tdpbf16ps), for every mk16 call whose A
+ * pairs are adjacent (a_kps == 2): a 32 x 32 block is four f32 accumulator
+ * tiles (0-3), each 16-pair chunk two A tiles (4-5) and two B tiles (6-7),
+ * all 16 rows x 64 bytes. A and B are read in place when the chunk and
+ * block are whole; a short chunk, a short block and a partial C go through
+ * zero-padded copies (nothing past the operands' extents is read, and no
+ * stale bf16 can be a NaN). The configuration is loaded once per task
+ * (tiles_on) since ldtilecfg costs about as much as a 32 x 32 block. */
+KERN_TARGET_AMX static void kern__sdpa_tiles_on__amx(void) {
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    kern__amx_config(rows);
+}
+KERN_TARGET_AMX static void kern__sdpa_tiles_off__amx(void) { _tile_release(); }
+
+KERN_TARGET_AMX static void kern__sdpa_mk16__amx(int64_t M, int64_t N, int64_t KP,
+                                                 const uint16_t *a, int64_t a_rs, int64_t a_kps,
+                                                 const uint16_t *b, int64_t b_ks, float *c,
+                                                 int64_t c_rs, int acc) {
+    KERN_ALIGNED(64) uint16_t abuf[32 * 32];
+    KERN_ALIGNED(64) uint16_t bbuf[16 * 64];
+    KERN_ALIGNED(64) float cbuf[32 * 32];
+    int64_t m0, n0, kp0, r, x;
+    if (a_kps != 2 || M < 8) { /* strided pairs or a few rows: the vector kernel */
+        kern__sdpa_mk16__avx512bf16(M, N, KP, a, a_rs, a_kps, b, b_ks, c, c_rs, acc);
+        return;
+    }
+    for (m0 = 0; m0 < M; m0 += 32) {
+        int64_t mr = M - m0 < 32 ? M - m0 : 32;
+        int two = mr > 16; /* the lower tile row holds data */
+        for (n0 = 0; n0 < N; n0 += 32) {
+            int64_t nn = N - n0 < 32 ? N - n0 : 32, cs = c_rs;
+            int whole = mr == 32 && nn == 32;
+            float *cc = c + m0 * c_rs + n0;
+            if (!whole) {
+                if (acc) {
+                    memset(cbuf, 0, sizeof cbuf);
+                    for (r = 0; r < mr; r++) memcpy(cbuf + r * 32, cc + r * c_rs, (size_t)nn * 4);
+                }
+                cc = cbuf;
+                cs = 32;
+            }
+            if (acc) {
+                _tile_loadd(0, cc, cs * 4);
+                _tile_loadd(1, cc + 16, cs * 4);
+                _tile_loadd(2, cc + 16 * cs, cs * 4);
+                _tile_loadd(3, cc + 16 * cs + 16, cs * 4);
+            } else {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for (kp0 = 0; kp0 < KP; kp0 += 16) {
+                int64_t kr = KP - kp0 < 16 ? KP - kp0 : 16, as = a_rs, bs = b_ks;
+                const uint16_t *at = a + m0 * a_rs + 2 * kp0, *bt = b + kp0 * b_ks + 2 * n0;
+                if (mr < 32 || kr < 16) {
+                    memset(abuf, 0, sizeof abuf);
+                    for (r = 0; r < mr; r++) memcpy(abuf + r * 32, at + r * a_rs, (size_t)kr * 4);
+                    at = abuf;
+                    as = 32;
+                }
+                if (nn < 32 || kr < 16) {
+                    memset(bbuf, 0, sizeof bbuf);
+                    for (x = 0; x < kr; x++) memcpy(bbuf + x * 64, bt + x * b_ks, (size_t)nn * 4);
+                    bt = bbuf;
+                    bs = 64;
+                }
+                _tile_loadd(4, at, as * 2);
+                _tile_loadd(6, bt, bs * 2);
+                _tile_loadd(7, bt + 32, bs * 2);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                if (two) {
+                    _tile_loadd(5, at + 16 * as, as * 2);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, cc, cs * 4);
+            _tile_stored(1, cc + 16, cs * 4);
+            if (two) {
+                _tile_stored(2, cc + 16 * cs, cs * 4);
+                _tile_stored(3, cc + 16 * cs + 16, cs * 4);
+            }
+            if (!whole) {
+                float *dst = c + m0 * c_rs + n0;
+                for (r = 0; r < mr; r++) memcpy(dst + r * c_rs, cbuf + r * 32, (size_t)nn * 4);
+            }
+        }
+    }
+}
+
+/* V^T for the tile P.V: VT[c][j] = V[j][c] (rows of KERN__SDPA_BK keys,
+ * so the pairs along the keys are adjacent, i.e. A for tdpbf16ps), for c
+ * < Dv and j < nk rounded up to even (a zero past an odd nk). Pairs of
+ * keys are one 32-bit element, so this is a 32-bit transpose of the pair
+ * matrix [jp][c], 16 x 16 at a time. */
+KERN_TARGET_AMX static void kern__sdpa_vpackt__amx(const uint16_t *v, int64_t vrs, int64_t nk,
+                                                   int64_t Dv, uint16_t *vt) {
+    uint16_t lo[32], hi[32];
+    __m512i il, ih;
+    int64_t nkp = (nk + 1) / 2, jp0, c0, i, h;
+    for (i = 0; i < 16; i++) { /* (V[2jp][c], V[2jp+1][c]) for c < 16, then c >= 16 */
+        lo[2 * i] = (uint16_t)i;
+        lo[2 * i + 1] = (uint16_t)(32 + i);
+        hi[2 * i] = (uint16_t)(16 + i);
+        hi[2 * i + 1] = (uint16_t)(48 + i);
+    }
+    il = _mm512_loadu_si512((const void *)lo);
+    ih = _mm512_loadu_si512((const void *)hi);
+    for (c0 = 0; c0 < Dv; c0 += 32) {
+        int64_t nc = Dv - c0 < 32 ? Dv - c0 : 32;
+        __mmask32 kc = nc >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << nc) - 1u);
+        for (jp0 = 0; jp0 < nkp; jp0 += 16) {
+            int64_t np = nkp - jp0 < 16 ? nkp - jp0 : 16;
+            __mmask16 kp = (__mmask16)((1u << np) - 1u);
+            __m512i r0[16], r1[16];
+            for (i = 0; i < 16; i++) {
+                int64_t j = 2 * (jp0 + i);
+                __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+                if (i < np) {
+                    a = _mm512_maskz_loadu_epi16(kc, v + j * vrs + c0);
+                    if (j + 1 < nk) b = _mm512_maskz_loadu_epi16(kc, v + (j + 1) * vrs + c0);
+                }
+                r0[i] = _mm512_permutex2var_epi16(a, il, b);
+                r1[i] = _mm512_permutex2var_epi16(a, ih, b);
+            }
+            kern__sdpa_tr16__avx512(r0);
+            for (i = 0; i < 16 && i < nc; i++)
+                _mm512_mask_storeu_epi32(vt + (c0 + i) * KERN__SDPA_BK + 2 * jp0, kp, r0[i]);
+            if (nc > 16) {
+                kern__sdpa_tr16__avx512(r1);
+                for (h = 16; h < nc; h++)
+                    _mm512_mask_storeu_epi32(vt + (c0 + h) * KERN__SDPA_BK + 2 * jp0, kp, r1[h - 16]);
+            }
+        }
+    }
+}
+
+KERN_TARGET_AMX static void kern__sdpa_kcopy__amx(const uint16_t *k, int64_t krs, int64_t nk,
+                                                  int64_t D, int64_t ld, uint16_t *dst) {
+    int64_t j, d;
+    for (j = 0; j < nk; j++)
+        for (d = 0; d < ld; d += 32) {
+            int64_t n = D - d < 32 ? (D - d > 0 ? D - d : 0) : 32;
+            __mmask32 km = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1u);
+            __mmask32 ks = ld - d >= 32 ? (__mmask32)0xFFFFFFFFu
+                                        : (__mmask32)((1u << (ld - d)) - 1u);
+            _mm512_mask_storeu_epi16(dst + j * ld + d, ks,
+                                     _mm512_maskz_loadu_epi16(km, k + j * krs + d));
+        }
+}
+#endif /* KERN__HAVE_AMX */
 #endif /* KERN_X86 */
 
 /* ------------------------------------------------------------ NEON path */
@@ -1836,27 +2186,36 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
 static const kern__sdpa_fns kern__sdpa_fns_scalar = {
     "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
     kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos, kern__s_sdpa_bwd_p, kern__s_sdpa_bwd_ds};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos, kern__s_sdpa_bwd_p, kern__s_sdpa_bwd_ds, NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
 #ifdef KERN_X86
 static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
     "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
     kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__avx2, KERN__SDPA_BWD(avx2)};
+    kern__v_sdpa_relpos__avx2, KERN__SDPA_BWD(avx2), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
 static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
     "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
     kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512)};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, kern__sdpa_opanel__avx512};
 static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
     "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
     KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
     kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
-    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512)};
+    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512};
+#ifdef KERN__HAVE_AMX
+/* the Xeon class's choices below the tiles: the rows path (decode) in f32
+ * (no dots16; rows16 serves the backward) */
+static const kern__sdpa_fns kern__sdpa_fns_amx = {
+    "amx", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__amx, KERN__SDPA_SOFTMAX(avx512),
+    kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__avx512bf16,
+    kern__sdpa_vpack__avx512bf16, NULL, kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512,
+    KERN__SDPA_BWD(avx512), kern__sdpa_tiles_on__amx, kern__sdpa_tiles_off__amx, kern__sdpa_vpackt__amx, kern__sdpa_kcopy__amx, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512};
+#endif
 #endif
 #ifdef KERN_NEON
 static const kern__sdpa_fns kern__sdpa_fns_neon = {
     "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
     kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__neon, KERN__SDPA_BWD(neon)};
+    kern__v_sdpa_relpos__neon, KERN__SDPA_BWD(neon), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
 #endif
 #undef KERN__SDPA_SOFTMAX
 #undef KERN__SDPA_BWD
@@ -1867,6 +2226,10 @@ static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch) 
     switch (isa) {
 #ifdef KERN_X86
     case KERN_ISA_AMX:
+#ifdef KERN__HAVE_AMX
+        return &kern__sdpa_fns_amx;
+#endif
+        /* fall through */
     case KERN_ISA_AVX512_BF16:
         if (uarch != KERN_UARCH_XEON_AVX512) return &kern__sdpa_fns_avx512_bf16;
         /* fall through */
@@ -2190,7 +2553,10 @@ static size_t kern__sdpa_fscr_carve(const kern__sdpa_prob *p, char *base,
     sc->s = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
     sc->tmp = (float *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 4);
     sc->p2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
-    sc->kc = (float *)kern__sdpa_take(&c, (size_t)(BK * p->D) * 4);
+    /* f32 K, or bf16 K rows padded to D32 for the tile kernels */
+    sc->kc = (float *)kern__sdpa_take(
+        &c, (size_t)(BK * (p->D * 2 > ((p->D + 31) & ~(int64_t)31) ? p->D * 2
+                                                                    : (p->D + 31) & ~(int64_t)31)) * 2);
     sc->vc = (float *)kern__sdpa_take(&c, (size_t)(BK * (Dv > 0 ? Dv : 1)) * 4);
     sc->vp = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * (Dv > 0 ? Dv : 1)) * 2);
     sc->row = (float *)kern__sdpa_take(&c, (size_t)mx * 4);
@@ -2282,6 +2648,7 @@ typedef struct kern__sdpa_ktile {
     const float *kf, *vf;
     int64_t kfs, vfs;
     int converted, packed;
+    const uint16_t *k16; /* tiles: K rows [nk][D32], contiguous, zero-padded */
 } kern__sdpa_ktile;
 
 /* Step 1: decodes task t (causal work long tasks first) and finds its
@@ -2359,20 +2726,23 @@ static void kern__sdpa_fwd_pack_q(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
     }
     {
         float *qt = T->sc.qt + pi * T->D16 * NQ, *row = T->sc.row;
-        uint16_t *q2 = (uint16_t *)qt;
+        const uint16_t *rows[KERN__SDPA_NQ];
         for (r = 0; r < NQ; r++) {
             const char *qr = r < nr ? p->q + (size_t)kern__sdpa_off(p, p->qs, T->qbase, ln[r].h,
                                                                    ln[r].i) * p->es
                                     : NULL;
             if (T->native) {
-                const uint16_t *h16 = (const uint16_t *)qr;
-                for (d = 0; d < D; d++)
-                    q2[(d >> 1) * NQ * 2 + r * 2 + (d & 1)] = qr ? h16[d] : 0;
+                rows[r] = (const uint16_t *)(const void *)qr;
                 continue;
             }
             if (qr) kern__sdpa_to_f32(T->f->ctx, qr, p->dt, row, D);
             else for (d = 0; d < D; d++) row[d] = 0.0f;
             for (d = 0; d < D; d++) qt[d * NQ + r] = row[d];
+        }
+        if (T->native) { /* [D/2][NQ][2], zero pairs to D32 / 2 for the tiles */
+            p->fn->pairs(rows, D / 2, (uint16_t *)qt);
+            if (p->fn->vpackt && T->D32 > D)
+                memset((uint16_t *)qt + D * NQ, 0, (size_t)((T->D32 - D) * NQ) * 2);
         }
     }
 }
@@ -2500,8 +2870,16 @@ static void kern__sdpa_fwd_ktile(const kern__sdpa_ftask *T, kern__sdpa_ktile *kt
         kt->converted = 1;
     }
     if ((T->native16 || (T->native && !rows)) && !kt->packed && Dv > 0) {
-        p->fn->vpack((const uint16_t *)T->vp + j0 * T->vrs, T->vrs, nk, Dv, T->sc.vp);
+        kern__sdpa_vpack_fn pack = !rows && p->fn->vpackt ? p->fn->vpackt : p->fn->vpack;
+        pack((const uint16_t *)T->vp + j0 * T->vrs, T->vrs, nk, Dv, T->sc.vp);
         kt->packed = 1;
+    }
+    if (T->native && !rows && p->fn->kcopy && !kt->k16) {
+        /* K rows in place sit a power of two apart (heads x D) and alias
+         * in L1; the panels of the task read this contiguous copy */
+        uint16_t *k16 = (uint16_t *)(void *)T->sc.kc;
+        p->fn->kcopy((const uint16_t *)T->kp + j0 * T->krs, T->krs, nk, D, T->D32, k16);
+        kt->k16 = k16;
     }
 }
 
@@ -2519,6 +2897,9 @@ static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_kt
         else
             p->fn->dots(nk, T->R, D, sc->qt, T->D16, T->kp + (size_t)(j0 * T->krs) * p->es, T->krs,
                         p->dt, sc->s, KERN__SDPA_BK);
+    } else if (kt->k16) { /* queries zero-padded to D32 as well */
+        p->fn->mk16(nk, NQ, T->D32 / 2, kt->k16, T->D32, 2,
+                    (const uint16_t *)(sc->qt + pi * T->D16 * NQ), NQ * 2, sc->s, NQ, 0);
     } else if (T->native) {
         p->fn->mk16(nk, NQ, D / 2, (const uint16_t *)T->kp + j0 * T->krs, T->krs, 2,
                     (const uint16_t *)(sc->qt + pi * T->D16 * NQ), NQ * 2, sc->s, NQ, 0);
@@ -2582,8 +2963,12 @@ static void kern__sdpa_fwd_pv(const kern__sdpa_ftask *T, const kern__sdpa_ktile 
         }
     } else if (T->native) {
         p->fn->p2(sc->s, nk, sc->p2);
-        p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, 2, Dv * 2, sc->p2, NQ * 2, sc->ot + pi * Dv * NQ,
-                    NQ, 1);
+        if (p->fn->vpackt) /* V^T rows: pairs adjacent */
+            p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, BK, 2, sc->p2, NQ * 2,
+                        sc->ot + pi * Dv * NQ, NQ, 1);
+        else
+            p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, 2, Dv * 2, sc->p2, NQ * 2,
+                        sc->ot + pi * Dv * NQ, NQ, 1);
     } else {
         p->fn->mk(Dv, NQ, nk, kt->vf, 1, kt->vfs, sc->s, NQ, sc->ot + pi * Dv * NQ, NQ, 1);
     }
@@ -2598,6 +2983,7 @@ static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
     kt.kfs = T->krs;
     kt.vfs = T->vrs;
     kt.converted = kt.packed = 0;
+    kt.k16 = NULL;
     if (p->dt == KERN_F32) {
         kt.kf = (const float *)T->kp + j0 * T->krs;
         kt.vf = T->vp ? (const float *)T->vp + j0 * T->vrs : NULL; /* NULL: Dv = 0 */
@@ -2622,9 +3008,10 @@ static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
     }
 }
 
-/* A finished f32 panel straight into the output: O^T scaled in place by
- * each lane's factor (the multiply kern__sdpa_emit does, vectorized), then
- * column r copied to query r's output row. */
+/* A finished panel straight into the output: O^T scaled in place by each
+ * lane's factor (the multiply kern__sdpa_emit does, vectorized), then
+ * column r copied to query r's output row (opanel: 16 x 16 transposes and
+ * the dtype conversion; else f32 only, column by column). */
 static void kern__sdpa_fwd_emit_panel(const kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
     const kern__sdpa_prob *p = T->p;
     const kern__sdpa_fscr *sc = &T->sc;
@@ -2637,6 +3024,16 @@ static void kern__sdpa_fwd_emit_panel(const kern__sdpa_ftask *T, int64_t pi, int
     }
     for (; r < NQ; r++) inv[r] = 0.0f; /* lanes past the last query */
     p->fn->scale(ot, Dv, inv);
+    if (p->fn->opanel) { /* transposed in registers, any float dtype */
+        void *dst[KERN__SDPA_NQ];
+        for (r = 0; r < nr; r++)
+            dst[r] = (void *)(p->o + (size_t)kern__sdpa_off(p, p->os, T->qbase, ln[r].h, ln[r].i) *
+                                         p->es);
+        p->fn->opanel(ot, Dv, nr, dst, p->dt);
+        for (r = 0; r < nr; r++)
+            if (sc->l[pi * NQ + r] == 0.0f) memset(dst[r], 0, (size_t)(Dv * p->es));
+        return;
+    }
     for (r = 0; r < nr; r++) {
         float *o = (float *)(void *)(p->o + (size_t)kern__sdpa_off(p, p->os, T->qbase, ln[r].h,
                                                                    ln[r].i) * 4);
@@ -2655,7 +3052,8 @@ static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
     for (pi = 0; pi < T->np; pi++) {
         const kern__sdpa_lane *ln = sc->ln + pi * NQ;
         int64_t nr = kern__sdpa_fwd_nr(T, pi);
-        if (f->nsplit == 1 && !f->rows_path && T->p->dt == KERN_F32 && Dv > 0) {
+        if (f->nsplit == 1 && !f->rows_path && (T->p->dt == KERN_F32 || T->p->fn->opanel) &&
+            Dv > 0) {
             kern__sdpa_fwd_emit_panel(T, pi, nr);
             continue;
         }
@@ -2679,8 +3077,10 @@ static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     int64_t j0, BK = KERN__SDPA_BK;
     if (!kern__sdpa_fwd_locate(&T, (const kern__sdpa_fwd *)arg, t, thread)) return;
     kern__sdpa_fwd_init(&T);
+    if (T.p->fn->tiles_on) T.p->fn->tiles_on();
     for (j0 = T.klo < T.khi ? (T.klo / BK) * BK : 0; j0 < T.khi; j0 += BK)
         kern__sdpa_fwd_block(&T, j0, T.khi - j0 < BK ? T.khi - j0 : BK);
+    if (T.p->fn->tiles_off) T.p->fn->tiles_off();
     kern__sdpa_fwd_finish(&T);
 }
 
@@ -3249,6 +3649,12 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
     P->qb = (int64_t)P->es * P->Lk_run * (P->D + P->Dv) >= KERN__SDPA_QB_BYTES
                 ? KERN__SDPA_QB_MAX
                 : KERN__SDPA_QB;
+    /* tiles: the per-block packing (V^T, K copy) is a larger share of a
+     * panel's work, so 8 panels share it when that still leaves tasks */
+    if (P->bf16_native && P->fn->tiles_on &&
+        P->B * P->Hkv * ((R + KERN__SDPA_QB_MAX * KERN__SDPA_NQ - 1) /
+                         (KERN__SDPA_QB_MAX * KERN__SDPA_NQ)) >= 8)
+        P->qb = KERN__SDPA_QB_MAX;
     if (f.rows_path) {
         f.nqb = 1;
         f.rows_cap = R;
@@ -3451,10 +3857,12 @@ static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__
 
 /* x [NQ][n] bf16 (n even) as 4-byte pairs along a row, transposed:
  * xt[(dp * NQ + r) * 2 + {0, 1}] = x[r * n + 2 dp + {0, 1}]. */
-static void kern__sdpa_pairs_t(const uint16_t *x, int64_t n, uint16_t *xt) {
-    int64_t r, dp;
-    for (r = 0; r < KERN__SDPA_NQ; r++)
-        for (dp = 0; dp < n / 2; dp++) memcpy(xt + (dp * KERN__SDPA_NQ + r) * 2, x + r * n + 2 * dp, 4);
+static void kern__sdpa_pairs_t(const kern__sdpa_fns *fn, const uint16_t *x, int64_t n,
+                               uint16_t *xt) {
+    const uint16_t *rows[KERN__SDPA_NQ];
+    int64_t r;
+    for (r = 0; r < KERN__SDPA_NQ; r++) rows[r] = x + r * n;
+    fn->pairs(rows, n / 2, xt);
 }
 
 /* Phase 0, per (b, h): delta = rowsum(dout * out) and lse in log2 units
@@ -3532,10 +3940,10 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
         }
     }
     kern__sdpa_bwd_lanes(w, sc, ln, nr, qbase);
-    kern__sdpa_pairs_t(sc->q16, D, sc->q16t);
+    kern__sdpa_pairs_t(fn, sc->q16, D, sc->q16t);
     fn->vpack(sc->q16, D, NQ, D, sc->q2);
     if (Dv > 0) {
-        kern__sdpa_pairs_t(sc->do16, Dv, sc->do16t);
+        kern__sdpa_pairs_t(fn, sc->do16, Dv, sc->do16t);
         fn->vpack(sc->do16, Dv, NQ, Dv, sc->do2);
     }
     for (j0 = (lo / BK) * BK; j0 < hi; j0 += BK) {
@@ -3608,7 +4016,9 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
         if (hi > ks1) hi = ks1;
         memset(sc.dqp, 0, (size_t)(NQ * D) * 4);
         if (hi > lo && b16) {
+            if (p->fn->tiles_on) p->fn->tiles_on();
             kern__sdpa_bwd16_panel(w, &sc, ln, nr, qbase, kp, krs, vp, vrs, lo, hi, kbase, hk, rdrop);
+            if (p->fn->tiles_off) p->fn->tiles_off();
         } else if (hi > lo) {
             /* pack q, dout (rows and transposed), lse2, delta */
             kern__sdpa_bwd_lanes(w, &sc, ln, nr, qbase);

@@ -462,7 +462,8 @@ KT_TEST(exp2_accuracy) {
 /* Every level reaches its own table: AVX512 and AVX512_BF16 differ (the
  * bf16 kernels), the VNNI levels share their base level's table; the Xeon
  * class runs bf16 through the f32 kernels at AVX512_BF16 too (vdpbf16ps is
- * half the f32 FMA rate there), i.e. the AVX512 level's table. */
+ * half the f32 FMA rate there), i.e. the AVX512 level's table; AMX has
+ * the tile table for every class (only Xeons have tiles). */
 KT_TEST(fns_table_per_level) {
     KT_FOR_EACH_ISA(isa, ctx, 1) {
         const kern__sdpa_fns *t = kern__sdpa_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx));
@@ -473,21 +474,27 @@ KT_TEST(fns_table_per_level) {
         for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
             const kern__sdpa_fns *tu = kern__sdpa_fns_for(isa, kern__uarch_effective((kern_uarch)u, isa));
             const kern__sdpa_fns *tg = kern__sdpa_fns_for(isa, KERN_UARCH_GENERIC);
-            if (u == KERN_UARCH_XEON_AVX512 && (isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX))
+            if (u == KERN_UARCH_XEON_AVX512 && isa == KERN_ISA_AVX512_BF16)
                 KT_CHECK(tu == kern__sdpa_fns_for(KERN_ISA_AVX512, KERN_UARCH_GENERIC),
                          "xeon at avx512_bf16: %s", tu->name);
             else
                 KT_CHECK(tu == tg, "%s at %s: %s", kern_uarch_name((kern_uarch)u),
                          kern_isa_name(isa), tu->name);
         }
+        if (isa == KERN_ISA_AMX) { /* tiles, with the Xeon class's rows path */
+            KT_CHECK(strcmp(t->name, "amx") == 0 && t->mk16 && t->tiles_on && t->tiles_off &&
+                         t->vpackt && !t->dots16 && t->rows16,
+                     "table %s at amx", t->name);
+            continue;
+        }
+        KT_CHECK(!t->tiles_on && !t->vpackt, "tile kernels in %s", t->name);
         if (kern_ctx_uarch(ctx) == KERN_UARCH_XEON_AVX512) continue;
         switch (isa) {
         case KERN_ISA_AVX2:
         case KERN_ISA_AVX2_VNNI: want = "avx2"; break;
         case KERN_ISA_AVX512:
         case KERN_ISA_AVX512_VNNI: want = "avx512"; break;
-        case KERN_ISA_AVX512_BF16:
-        case KERN_ISA_AMX: want = "avx512_bf16"; bf16 = 1; break;
+        case KERN_ISA_AVX512_BF16: want = "avx512_bf16"; bf16 = 1; break;
         case KERN_ISA_NEON:
         case KERN_ISA_NEON_DOT:
         case KERN_ISA_NEON_BF16: want = "neon"; break;
