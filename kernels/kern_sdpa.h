@@ -3815,8 +3815,8 @@ typedef struct kern__sdpa_bscr {
      * along d [D/2][NQ][2], [Dv/2][NQ][2]; as pairs along rows (vpack)
      * [NQ/2][D][2], [NQ/2][Dv][2]; a key block's K as pairs along keys
      * [BK/2][D][2]; P^T, dS^T to bf16 [BK][NQ]; dS pairs along keys
-     * [BK/2][NQ][2] (p2) */
-    uint16_t *q16, *do16, *q16t, *do16t, *q2, *do2, *k2, *pp16, *ds16, *ds2;
+     * [BK/2][NQ][2] (p2), and (tiles) dS rows [NQ][BK] */
+    uint16_t *q16, *do16, *q16t, *do16t, *q2, *do2, *k2, *pp16, *ds16, *ds2, *dsr;
 } kern__sdpa_bscr;
 
 static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__sdpa_bscr *sc) {
@@ -3851,6 +3851,7 @@ static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__
         sc->pp16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
         sc->ds16 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
         sc->ds2 = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
+        sc->dsr = (uint16_t *)kern__sdpa_take(&c, (size_t)(BK * NQ) * 2);
     }
     return c.used;
 }
@@ -3972,7 +3973,14 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
         fn->mk16(nk, D, NQ / 2, sc->ds16, NQ, 2, sc->q2, 2 * D, dkr, kstep * D, 1);
         fn->p2(sc->dp, nk, sc->ds2);
         fn->vpack(kb, krs, nk, D, sc->k2);
-        fn->mk16(NQ, D, (nk + 1) / 2, sc->ds2, 2, 2 * NQ, sc->k2, 2 * D, sc->dqp, D, 1);
+        if (fn->tiles_on) { /* tiles want dS rows (pairs along keys adjacent) */
+            const uint16_t *rows[KERN__SDPA_NQ];
+            for (r = 0; r < NQ; r++) rows[r] = r < (nk + 1) / 2 ? sc->ds2 + r * NQ * 2 : NULL;
+            fn->pairs(rows, NQ, sc->dsr); /* [key pair][lane] -> [lane][key pair] */
+            fn->mk16(NQ, D, (nk + 1) / 2, sc->dsr, 2 * NQ, 2, sc->k2, 2 * D, sc->dqp, D, 1);
+        } else {
+            fn->mk16(NQ, D, (nk + 1) / 2, sc->ds2, 2, 2 * NQ, sc->k2, 2 * D, sc->dqp, D, 1);
+        }
     }
 }
 
