@@ -62,10 +62,11 @@ sanitize: $(patsubst %,build/san/fuzz_replay_%,$(REPLAY_NAMES))
 
 # --- ThreadSanitizer: every test binary and the replays. TSAN_CC: clang
 # (or gcc >= 12); -O1 keeps the run time bearable; KT_SANITIZER shrinks
-# the largest cases as for ASan/UBSan.
+# the largest cases as for ASan/UBSan; KT_TSAN runs the lowest and best ISA
+# levels only (tests/kt.h: the races live in the task decompositions).
 TSAN_CC    ?= clang
 TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread $(WARN) -std=c11 -D_GNU_SOURCE \
-              $(INC) -DKT_SANITIZER
+              $(INC) -DKT_SANITIZER -DKT_TSAN
 TSAN_TESTS := $(patsubst tests/%.c,build/tsan/%,$(TEST_SRC)) \
               $(patsubst %,build/tsan/fuzz_replay_%,$(REPLAY_NAMES))
 
