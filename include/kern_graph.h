@@ -5449,6 +5449,14 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         kern_sparse24_linear_params sp;
         kern__g_lin_args(KERN__GT(0), y, KERN__GT(3), &la);
         if (la.x.ndim != 2) return kern__err(KERN_ERR_LAYOUT, "x does not flatten to 2-D");
+        if (st->pb) { /* expanded at plan time (AMX): the dense tile GEMM */
+            kern_gemm_params gp;
+            kern__g_gemm_params(n, st, T, &la, &gp);
+            if (query) return kern_gemm_workspace_size(ctx, &la.x, NULL, &la.y, &gp, query);
+            gp.workspace = ws;
+            gp.workspace_size = ws ? ws_size : 0;
+            return kern_gemm(ctx, &la.x, NULL, &la.y, &gp);
+        }
         memset(&sp, 0, sizeof sp);
         sp.epilogue.bias = KERN__GT(2);
         sp.epilogue.act = n->a.act;
@@ -6890,6 +6898,36 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 st = kern_sparse24_compress(p->ctx, &wt, &stp->sw, NULL);
             }
             if (st) goto wrap;
+            if (wt.dtype == KERN_BF16 && kern_ctx_isa(p->ctx) == KERN_ISA_AMX &&
+                !(p->prm.disable & KERN_GRAPH_PASS_PREPACK)) {
+                /* AMX has no sparse tile product, and dense tdpbf16ps beats
+                 * the vector 2:4 kernels several times over: the pruned
+                 * weight (the 2:4 one, compressed above, so the same
+                 * checks and pruning) runs dense from prepacked panels */
+                kern_tensor dw;
+                kern_gemm_pack_params pp;
+                int64_t dsh[2];
+                dsh[0] = wt.shape[0];
+                dsh[1] = wt.shape[1];
+                tmp = kern__alloc(p->ctx, (size_t)(dsh[0] * dsh[1]) * 2);
+                if (!tmp) {
+                    st = kern__err(KERN_ERR_NOMEM, "out of memory expanding the 2:4 weight");
+                    goto wrap;
+                }
+                st = kern_tensor_init(&dw, tmp, KERN_BF16, 2, dsh);
+                if (!st) st = kern_sparse24_decompress(p->ctx, stp->sw, &dw);
+                memset(&pp, 0, sizeof pp);
+                pp.trans_b = 1;
+                if (!st) st = kern_gemm_pack_b(p->ctx, &dw, &stp->pb, &pp);
+                kern__free(p->ctx, tmp);
+                if (st) goto wrap;
+                kern_sparse24_free(p->ctx, stp->sw);
+                stp->sw = NULL;
+                kern__gp_log(p, "sparse24: linear '%s' on AMX tiles: the 2:4 weight expanded and prepacked dense",
+                             nm);
+                p->stats.packed_bytes += (size_t)(dsh[0] * dsh[1]) * 2;
+                continue;
+            }
             {
                 kern_sparse24_info si;
                 if (kern_sparse24_get_info(stp->sw, &si) == KERN_OK) p->stats.packed_bytes += si.bytes;

@@ -2269,6 +2269,84 @@ KT_TEST(graph_fuzz_regressions) {
 
 /* Every family op through the graph gives the same bits as the direct
  * call with the same parameters (the executor adds nothing but views). */
+/* A bf16 sparse24_linear (pruned at plan time, bias, gelu): at level AMX
+ * the plan expands the 2:4 weight and runs the dense tile GEMM (the same
+ * pruned product, another summation order: bf16 tolerance), and says so in
+ * its report; below AMX it is the 2:4 kernel, bit for bit. */
+KT_TEST(graph_sparse24_bf16_dense_on_tiles) {
+    const int64_t M = 70, K = 96, N = 48;
+    kt_rng r = kt_rng_make(61);
+    uint16_t *x = (uint16_t *)malloc(2 * M * K), *w = (uint16_t *)malloc(2 * N * K);
+    uint16_t *pr = (uint16_t *)malloc(2 * N * K), *want = (uint16_t *)malloc(2 * M * N);
+    float *bias = (float *)malloc(4 * N);
+    kern_tensor tx, tw, tpr, tb, tw_want;
+    kt_fill_normal(&r, x, KERN_BF16, M * K, 1);
+    kt_fill_normal(&r, w, KERN_BF16, N * K, 0.2);
+    kt_fill_normal(&r, bias, KERN_F32, N, 0.3);
+    tx = kern_tensor_2d(x, KERN_BF16, M, K);
+    tw = kern_tensor_2d(w, KERN_BF16, N, K);
+    tpr = kern_tensor_2d(pr, KERN_BF16, N, K);
+    tb = kern_tensor_1d(bias, KERN_F32, N);
+    tw_want = kern_tensor_2d(want, KERN_BF16, M, N);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        kern_graph *g = NULL;
+        kern_graph_plan *p = NULL;
+        kern_graph_val vx = 0, wv = 0, bv = 0, y = 0;
+        kern_graph_node_desc d;
+        kern_graph_plan_params pp;
+        kern_sparse24 *sw = NULL;
+        kern_sparse24_linear_params sp;
+        kern_tensor out;
+        int tiles = isa == KERN_ISA_AMX;
+        kt_context("%s", kern_isa_name(isa));
+        KT_OK(kern_sparse24_prune(ctx, &tw, &tpr, NULL));
+        KT_OK(kern_sparse24_compress(ctx, &tpr, &sw, NULL));
+        memset(&sp, 0, sizeof sp);
+        sp.epilogue.bias = &tb;
+        sp.epilogue.act = KERN_ACT_GELU;
+        KT_OK(kern_sparse24_linear(ctx, &tx, sw, &tw_want, &sp));
+        kern_sparse24_free(ctx, sw);
+        KT_OK(kern_graph_create(NULL, &g));
+        kern_graph_input_s(g, "x", KERN_BF16, "[M,96]", &vx);
+        KT_OK(kern_graph_weight(g, "w", &tw, 0, &wv));
+        KT_OK(kern_graph_weight(g, "b", &tb, 0, &bv));
+        memset(&d, 0, sizeof d);
+        d.op = KERN_GRAPH_OP_SPARSE24_LINEAR;
+        d.name = "s24";
+        d.inputs[0] = vx;
+        d.inputs[1] = wv;
+        d.inputs[2] = bv;
+        d.attrs.prune = 1;
+        d.attrs.act = KERN_ACT_GELU;
+        KT_OK(kern_graph_add(g, &d, &y));
+        KT_OK(kern_graph_output(g, y));
+        memset(&pp, 0, sizeof pp);
+        pp.bind = "M=70";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        KT_REQUIRE(p != NULL);
+        memset(&out, 0, sizeof out);
+        KT_OK(kern_graph_run(p, &tx, 1, &out, 1));
+        KT_CHECK((strstr(kern_graph_plan_report(p), "expanded and prepacked dense") != NULL) == tiles,
+                 "report: %s", kern_graph_plan_report(p));
+        if (tiles) {
+            int64_t i, bad = 0;
+            for (i = 0; i < M * N; i++) {
+                float a = kern_bf16_to_f32(((const uint16_t *)out.data)[i]);
+                float b = kern_bf16_to_f32(want[i]);
+                if (!(fabsf(a - b) <= 0.02f + 0.02f * fabsf(b))) bad++;
+            }
+            KT_CHECK(bad == 0, "%lld of %lld outputs off the 2:4 kernel's", (long long)bad,
+                     (long long)(M * N));
+        } else {
+            kt_assert_bytes_equal("sparse24_linear bf16", out.data, want, (size_t)(2 * M * N));
+        }
+        kern_graph_plan_free(p);
+        kern_graph_destroy(g);
+    }
+    kt_context("");
+    free(x); free(w); free(pr); free(want); free(bias);
+}
+
 KT_TEST(graph_family_ops_match_direct_calls) {
     kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
     kt_rng r = kt_rng_make(18);
