@@ -2269,6 +2269,22 @@ KT_TEST(graph_fuzz_regressions) {
 
 /* Every family op through the graph gives the same bits as the direct
  * call with the same parameters (the executor adds nothing but views). */
+/* The direct call a sparse24_linear node with prune=1 stands for: w pruned
+ * into pr, compressed, run with bias and act into y. */
+static void tg_sparse24_direct(kern_ctx *ctx, const kern_tensor *w, const kern_tensor *pr,
+                               const kern_tensor *x, const kern_tensor *bias, kern_act act,
+                               const kern_tensor *y) {
+    kern_sparse24 *sw = NULL;
+    kern_sparse24_linear_params sp;
+    KT_OK(kern_sparse24_prune(ctx, w, pr, NULL));
+    KT_OK(kern_sparse24_compress(ctx, pr, &sw, NULL));
+    memset(&sp, 0, sizeof sp);
+    sp.epilogue.bias = bias;
+    sp.epilogue.act = act;
+    KT_OK(kern_sparse24_linear(ctx, x, sw, y, &sp));
+    kern_sparse24_free(ctx, sw);
+}
+
 /* A bf16 sparse24_linear (pruned at plan time, bias, gelu): at level AMX
  * the plan expands the 2:4 weight and runs the dense tile GEMM (the same
  * pruned product, another summation order: bf16 tolerance), and says so in
@@ -2292,33 +2308,20 @@ KT_TEST(graph_sparse24_bf16_dense_on_tiles) {
         kern_graph *g = NULL;
         kern_graph_plan *p = NULL;
         kern_graph_val vx = 0, wv = 0, bv = 0, y = 0;
-        kern_graph_node_desc d;
+        kern_graph_attrs at;
         kern_graph_plan_params pp;
-        kern_sparse24 *sw = NULL;
-        kern_sparse24_linear_params sp;
         kern_tensor out;
         int tiles = isa == KERN_ISA_AMX;
         kt_context("%s", kern_isa_name(isa));
-        KT_OK(kern_sparse24_prune(ctx, &tw, &tpr, NULL));
-        KT_OK(kern_sparse24_compress(ctx, &tpr, &sw, NULL));
-        memset(&sp, 0, sizeof sp);
-        sp.epilogue.bias = &tb;
-        sp.epilogue.act = KERN_ACT_GELU;
-        KT_OK(kern_sparse24_linear(ctx, &tx, sw, &tw_want, &sp));
-        kern_sparse24_free(ctx, sw);
+        tg_sparse24_direct(ctx, &tw, &tpr, &tx, &tb, KERN_ACT_GELU, &tw_want);
         KT_OK(kern_graph_create(NULL, &g));
         kern_graph_input_s(g, "x", KERN_BF16, "[M,96]", &vx);
         KT_OK(kern_graph_weight(g, "w", &tw, 0, &wv));
         KT_OK(kern_graph_weight(g, "b", &tb, 0, &bv));
-        memset(&d, 0, sizeof d);
-        d.op = KERN_GRAPH_OP_SPARSE24_LINEAR;
-        d.name = "s24";
-        d.inputs[0] = vx;
-        d.inputs[1] = wv;
-        d.inputs[2] = bv;
-        d.attrs.prune = 1;
-        d.attrs.act = KERN_ACT_GELU;
-        KT_OK(kern_graph_add(g, &d, &y));
+        at = tg_attrs();
+        at.prune = 1;
+        at.act = KERN_ACT_GELU;
+        y = tg_node(g, KERN_GRAPH_OP_SPARSE24_LINEAR, "s24", vx, wv, bv, &at);
         KT_OK(kern_graph_output(g, y));
         memset(&pp, 0, sizeof pp);
         pp.bind = "M=70";
@@ -2519,16 +2522,8 @@ KT_TEST(graph_family_ops_match_direct_calls) {
         {
             float *pr = (float *)malloc(4 * N * K);
             kern_tensor tpr = kern_tensor_2d(pr, KERN_F32, N, K), tw = kern_tensor_2d(want, KERN_F32, M, N);
-            kern_sparse24 *sw = NULL;
-            kern_sparse24_linear_params sp;
-            KT_OK(kern_sparse24_prune(ctx, &twf, &tpr, NULL));
-            KT_OK(kern_sparse24_compress(ctx, &tpr, &sw, NULL));
-            memset(&sp, 0, sizeof sp);
-            sp.epilogue.bias = &tb;
-            sp.epilogue.act = KERN_ACT_GELU_TANH;
-            KT_OK(kern_sparse24_linear(ctx, &tx, sw, &tw, &sp));
+            tg_sparse24_direct(ctx, &twf, &tpr, &tx, &tb, KERN_ACT_GELU_TANH, &tw);
             kt_assert_bytes_equal("sparse24_linear", out[2].data, want, (size_t)(4 * M * N));
-            kern_sparse24_free(ctx, sw);
             free(pr);
         }
         {
