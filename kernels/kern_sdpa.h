@@ -320,7 +320,10 @@ extern "C" {
 #define KERN__SDPA_BK 64
 /* query panels a forward task runs against each key block: 8 when one
  * head's K and V pass KERN__SDPA_QB_BYTES (the block then comes from the
- * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems) */
+ * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems);
+ * the tile table also takes 8 whenever that leaves 8 tasks (its per-block
+ * packing is a larger share). A row's reductions run over the key blocks
+ * in the same order either way, so this changes no result. */
 #define KERN__SDPA_QB 4
 #define KERN__SDPA_QB_MAX 8
 #define KERN__SDPA_QB_BYTES ((int64_t)512 * 1024)
