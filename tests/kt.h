@@ -483,6 +483,15 @@ static KT__UNUSED int kt_isa_levels(kern_isa *out) {
 }
 /* The ISA levels this CPU has, best last, for KT_FOR_EACH_ISA. */
 static KT__UNUSED int kt_isas(kern_isa *out) { return kt_isa_levels(out); }
+/* Level isa is among those KT_FOR_EACH_ISA visits in this build (the CPU
+ * has it and, under KT_TSAN, it is the lowest or the best). */
+static KT__UNUSED int kt_isa_runs(kern_isa isa) {
+    kern_isa l[KERN_ISA_COUNT];
+    int n = kt_isas(l), i;
+    for (i = 0; i < n; i++)
+        if (l[i] == isa) return 1;
+    return 0;
+}
 /* for each available ISA level: `isa` is the level, `ctx` a context capped
  * to it with `threads` threads. Sets the failure context to the ISA name. */
 #define KT_FOR_EACH_ISA(isa, ctx, threads)                                    \
