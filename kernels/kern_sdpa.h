@@ -1936,12 +1936,10 @@ KERN_TARGET_AVX512 static void kern__sdpa_pairs__avx512(const uint16_t *const *r
         }
 }
 
-KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *v, int64_t vrs,
-                                                                int64_t nk, int64_t Dv,
-                                                                uint16_t *vp) {
+/* vpermt2w indices interleaving two rows a, b of 32 bf16 into pairs
+ * (a[c], b[c]): il for c < 16, ih for c >= 16. */
+KERN_TARGET_AVX512 static inline void kern__sdpa_pair_idx__avx512(__m512i *il, __m512i *ih) {
     uint16_t lo[32], hi[32];
-    __m512i il, ih;
-    int64_t jp, c0, nkp = (nk + 1) / 2;
     int i;
     for (i = 0; i < 16; i++) {
         lo[2 * i] = (uint16_t)i;
@@ -1949,8 +1947,16 @@ KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *
         hi[2 * i] = (uint16_t)(16 + i);
         hi[2 * i + 1] = (uint16_t)(48 + i);
     }
-    il = _mm512_loadu_si512((const void *)lo);
-    ih = _mm512_loadu_si512((const void *)hi);
+    *il = _mm512_loadu_si512((const void *)lo);
+    *ih = _mm512_loadu_si512((const void *)hi);
+}
+
+KERN_TARGET_AVX512BF16 static void kern__sdpa_vpack__avx512bf16(const uint16_t *v, int64_t vrs,
+                                                                int64_t nk, int64_t Dv,
+                                                                uint16_t *vp) {
+    __m512i il, ih;
+    int64_t jp, c0, nkp = (nk + 1) / 2;
+    kern__sdpa_pair_idx__avx512(&il, &ih);
     for (jp = 0; jp < nkp; jp++) {
         const uint16_t *v0 = v + 2 * jp * vrs;
         const uint16_t *v1 = 2 * jp + 1 < nk ? v0 + vrs : NULL;
@@ -2071,17 +2077,9 @@ KERN_TARGET_AMX static void kern__sdpa_mk16__amx(int64_t M, int64_t N, int64_t K
  * matrix [jp][c], 16 x 16 at a time. */
 KERN_TARGET_AMX static void kern__sdpa_vpackt__amx(const uint16_t *v, int64_t vrs, int64_t nk,
                                                    int64_t Dv, uint16_t *vt) {
-    uint16_t lo[32], hi[32];
     __m512i il, ih;
     int64_t nkp = (nk + 1) / 2, jp0, c0, i, h;
-    for (i = 0; i < 16; i++) { /* (V[2jp][c], V[2jp+1][c]) for c < 16, then c >= 16 */
-        lo[2 * i] = (uint16_t)i;
-        lo[2 * i + 1] = (uint16_t)(32 + i);
-        hi[2 * i] = (uint16_t)(16 + i);
-        hi[2 * i + 1] = (uint16_t)(48 + i);
-    }
-    il = _mm512_loadu_si512((const void *)lo);
-    ih = _mm512_loadu_si512((const void *)hi);
+    kern__sdpa_pair_idx__avx512(&il, &ih);
     for (c0 = 0; c0 < Dv; c0 += 32) {
         int64_t nc = Dv - c0 < 32 ? Dv - c0 : 32;
         __mmask32 kc = nc >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << nc) - 1u);
@@ -2965,13 +2963,11 @@ static void kern__sdpa_fwd_pv(const kern__sdpa_ftask *T, const kern__sdpa_ktile 
             p->fn->mk(T->R, Dv, nk, sc->s, BK, 1, kt->vf, kt->vfs, sc->ot, Dv, 1);
         }
     } else if (T->native) {
+        /* V^T rows (vpackt: pairs adjacent along a row) or V pairs */
+        int vt = p->fn->vpackt != NULL;
         p->fn->p2(sc->s, nk, sc->p2);
-        if (p->fn->vpackt) /* V^T rows: pairs adjacent */
-            p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, BK, 2, sc->p2, NQ * 2,
-                        sc->ot + pi * Dv * NQ, NQ, 1);
-        else
-            p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, 2, Dv * 2, sc->p2, NQ * 2,
-                        sc->ot + pi * Dv * NQ, NQ, 1);
+        p->fn->mk16(Dv, NQ, (nk + 1) / 2, sc->vp, vt ? BK : 2, vt ? 2 : Dv * 2, sc->p2, NQ * 2,
+                    sc->ot + pi * Dv * NQ, NQ, 1);
     } else {
         p->fn->mk(Dv, NQ, nk, kt->vf, 1, kt->vfs, sc->s, NQ, sc->ot + pi * Dv * NQ, NQ, 1);
     }
