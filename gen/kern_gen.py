@@ -48,13 +48,15 @@ OPS = {
     'embedding': 'ids,table',
     'reshape': 'x', 'permute': 'x', 'transpose': 'x', 'slice': 'x', 'split': 'x',
     'expand': 'x', 'concat': '', 'copy': 'x', 'cast': 'x',
+    'qlinear': 'x,weight,scales?,bias?,residual?',
+    'quantize_per_token': 'x',
 }
 UNARY = ['gelu', 'gelu_tanh', 'silu', 'relu', 'sigmoid', 'sqrt', 'rsqrt', 'exp', 'tanh',
          'erf', 'neg', 'reciprocal', 'scale', 'pow']
 for _u in UNARY:
     OPS[_u] = 'x'
 # ops the executor knows that have no generated form yet
-KNOWN_UNSUPPORTED = {'qlinear', 'quantize_per_token', 'sparse24_linear', 'scatter_reduce',
+KNOWN_UNSUPPORTED = {'sparse24_linear', 'scatter_reduce',
                      'spmm_reduce', 'sdpa_relpos', 'rope', 'silu_mul', 'kv_append',
                      'decode_attention', 'argmax', 'topk'}
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
@@ -357,6 +359,8 @@ class Lowering:
         self.norm_instances = []  # (kind, rows, H, eps)
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
+        self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
+        self.qpack_of = {}
         for s in g.syms:
             g.syms[s] = bind.get(s)
         for s in bind:
@@ -496,6 +500,8 @@ class Lowering:
         x, w, b, r = ins
         if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
             raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
+        if x.dtype != w.dtype:
+            raise self.err(n, 'x and weight must have the same dtype')
         glu = self.iattr(n, 'glu')
         if glu and w.shape[0] % 2:
             raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
@@ -511,11 +517,94 @@ class Lowering:
         k2, nn = (b.shape[-1], b.shape[-2]) if tb else (b.shape[-2], b.shape[-1])
         if k != k2:
             raise self.err(n, 'inner dims differ (%d vs %d)' % (k, k2))
+        if a.dtype != b.dtype:
+            raise self.err(n, 'a and b must have the same dtype')
         batch = bcast_shape(a.shape[:-2], b.shape[:-2])
         if batch is None:
             raise self.err(n, 'batch dims do not broadcast')
         y = self.new_buf(n.outs[0], a.dtype, batch + [m, nn])
         self.gemm_step(n, a, b, bias, r, y, trans_a=ta, trans_b=tb)
+
+    def op_qlinear(self, n, ins):
+        """int8 dynamic linear (kern_qlinear): x quantized per row at run
+        time; the weight packed once at prepare (kern_qweight_pack from
+        f32/bf16, or kern_qweight_pack_int8 from i8 codes and f32 scales),
+        the handle in m->qw[]. The executor's checks (kern__ginfer_qlinear)."""
+        x, w, sc, b, r = ins
+        if x.dtype not in ('f32', 'bf16'):
+            raise self.err(n, 'x must be f32 or bf16')
+        if w.dtype == 'i8':
+            if sc is None or sc.dtype != 'f32' or len(sc.shape) != 1 or len(w.shape) != 2 or \
+                    sc.shape[0] != w.shape[0]:
+                raise self.err(n, 'an i8 weight needs scales f32 [N]')
+        elif w.dtype not in ('f32', 'bf16'):
+            raise self.err(n, 'weight must be f32, bf16 or i8')
+        elif sc is not None:
+            raise self.err(n, 'scales only go with an i8 weight')
+        if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+            raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
+        if w.kind != 'weight' or (sc is not None and sc.kind != 'weight'):
+            raise self.err(n, 'the weight (and scales) of a qlinear must be graph weights')
+        act = n.attrs.get('act', 'none')
+        if act not in ACTS:
+            raise self.err(n, "act=%s is not one of %s" % (act, ', '.join(ACTS)))
+        glu = self.iattr(n, 'glu')
+        if glu and w.shape[0] % 2:
+            raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
+        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
+                              b.shape[0] != w.shape[0]):
+            raise self.err(n, 'bias must be a float [N] vector')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
+        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
+            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
+        xv, yv, rv = x, y, r
+        if len(x.shape) > 2:
+            x2, y2 = flatten2(x), flatten2(y)
+            if x2 and y2:
+                if r is None or len(r.shape) <= 1:
+                    xv, yv = x2, y2
+                elif r.shape == y.shape and flatten2(r):
+                    xv, yv, rv = x2, y2, flatten2(r)
+        if len(xv.shape) != 2:
+            raise self.err(n, 'x does not flatten to 2-D')
+        self.set_out(n, 0, y)
+        if w.base not in self.qpack_of:
+            self.qpack_of[w.base] = len(self.qpacks)
+            self.qpacks.append((w, sc))
+        qk = self.qpack_of[w.base]
+
+        def emit(G):
+            L = ['kern_qlinear_params qp;', 'memset(&qp, 0, sizeof qp);']
+            if act != 'none':
+                L.append('qp.epilogue.act = %s;' % ACTS[act])
+            if glu:
+                L.append('qp.epilogue.glu = 1;')
+            L += G.tview('tx', xv) + G.tview('ty', yv)
+            if b is not None:
+                L += G.tview('tbias', b) + ['qp.epilogue.bias = &tbias;']
+            if rv is not None:
+                L += G.tview('tres', rv) + ['qp.epilogue.residual = &tres;']
+            L.append('st = kern_qlinear(ctx, &tx, m->qw[%d], &ty, &qp);' % qk)
+            return L
+        self.add_step(n, [x, w, sc, b, r], [y], emit)
+
+    def op_quantize_per_token(self, n, ins):
+        x = ins[0]
+        if x.dtype not in ('f32', 'bf16'):
+            raise self.err(n, 'x must be f32 or bf16')
+        if not x.shape:
+            raise self.err(n, 'x needs at least 1 dim')
+        if len(n.outs) != 2:
+            raise self.err(n, 'quantize_per_token has two outputs (codes, scales)')
+        q = self.new_buf(n.outs[0], 'i8', list(x.shape))
+        s = self.new_buf(n.outs[1], 'f32', list(x.shape[:-1]) + [1])
+        self.set_out(n, 0, q)
+        self.set_out(n, 1, s)
+
+        def emit(G):
+            return (G.tview('tx', x) + G.tview('tq', q) + G.tview('ts', s) +
+                    ['st = kern_quantize_per_token(ctx, &tx, &tq, &ts, NULL);'])
+        self.add_step(n, [x], [q, s], emit)
 
     def gemm_step(self, n, x, w, b, r, y, trans_a, trans_b):
         self.need_float(n, x, w)
@@ -1257,7 +1346,7 @@ def emit_model(low, name, banner):
         body.append('    /* %s */' % what.replace('*/', '* /'))
         lines = s.emit(E)
         family = s.node is not None and s.node.op in ('linear', 'matmul', 'sdpa', 'layer_norm',
-                                                      'rms_norm')
+                                                      'rms_norm', 'qlinear', 'quantize_per_token')
         n_family += family
         body.append('    {')
         body += ['        ' + l for l in lines]
@@ -1292,10 +1381,12 @@ def emit_model(low, name, banner):
     w('#define %s_N_OUTPUTS %d' % (U, len(low.outputs)))
     w('#define %s_N_WEIGHTS %d' % (U, len(low.weights)))
     w('#define %s_N_PACKED %d' % (U, len(low.packs)))
+    w('#define %s_N_QWEIGHTS %d' % (U, len(low.qpacks)))
     w('')
     w('typedef struct %s_model {' % N)
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
+    w('    kern_qweight *qw[%s_N_QWEIGHTS + 1];      /* qlinear weights, int8, packed once */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
     w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
         len(low.merged) + 1))
@@ -1307,7 +1398,8 @@ def emit_model(low, name, banner):
         w('extern const int %s_%s_ndim[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
         w('extern const int64_t %s_%s_shapes[%s_N_%sS + 1][8];' % (N, kind, U, kind.upper()))
     w('')
-    w('/* Packs the linear weights (kern_gemm_pack_b) once. On error nothing')
+    w('/* Packs the linear weights (kern_gemm_pack_b; qlinear ones with')
+    w(' * kern_qweight_pack) once. On error nothing')
     w(' * stays allocated and *m is zeroed. */')
     w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m);' % (N, N))
     w('void %s_release(kern_ctx *ctx, %s_model *m);' % (N, N))
@@ -1340,7 +1432,7 @@ def emit_model(low, name, banner):
         w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
             CTYPE[v.dtype], N, i, max(len(vals), 1),
             ', '.join(const_values(v.dtype, vals)) or '0', v.name.replace('*/', '* /')))
-    if 'view' in E.helpers or low.packs:
+    if 'view' in E.helpers or low.packs or low.qpacks:
         w('')
         w('static void %s__view(kern_tensor *t, const void *p, kern_dtype dt, int nd,' % N)
         w('                     const int64_t *ss) {')
@@ -1377,6 +1469,7 @@ def emit_model(low, name, banner):
     w('    int i;')
     w('    if (!m) return;')
     w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
+    w('    for (i = 0; i < %s_N_QWEIGHTS; i++) kern_qweight_free(ctx, m->qw[i]);' % U)
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
     for j in range(len(low.merged)):
@@ -1419,6 +1512,25 @@ def emit_model(low, name, banner):
         w('        pp.trans_b = 1;')
         w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
         w('        st = kern_gemm_pack_b(ctx, &t, &m->pb[%d], &pp);' % j)
+        w('        if (st) {')
+        w('            %s_release(ctx, m);' % N)
+        w('            return st;')
+        w('        }')
+        w('    }')
+    for j, (v, sc) in enumerate(low.qpacks):
+        w('    { /* %s: int8 per output channel */' % v.name.replace('*/', '* /'))
+        w('        kern_tensor t;')
+        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
+        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
+        if sc is None:
+            w('        st = kern_qweight_pack(ctx, &t, &m->qw[%d], NULL);' % j)
+        else:
+            w('        {')
+            w('            kern_tensor ts;')
+            w('            static const int64_t ds[] = {%d, 1};' % sc.shape[0])
+            w('            %s__view(&ts, %s, KERN_F32, 1, ds);' % (N, E.base_expr(sc)[0]))
+            w('            st = kern_qweight_pack_int8(ctx, &t, &ts, &m->qw[%d], NULL);' % j)
+            w('        }')
         w('        if (st) {')
         w('            %s_release(ctx, m);' % N)
         w('            return st;')
@@ -1492,7 +1604,7 @@ def cmd_model(args, argv):
     passes = [p for p in PASSES if p not in (args.no_fuse or '').split(',')]
     if args.no_fuse == 'all':
         passes = []
-    log = run_passes(g, bind, name, passes)
+    log = run_passes(g, bind, name, passes, args.quantize)
     low = Lowering(g, bind, name, args.specialize_max_m)
     low.inst_cfg = {}
     if args.safetensors:
@@ -1509,7 +1621,9 @@ def cmd_model(args, argv):
               'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)')] + (
               ['weights: %s (safetensors, header fnv1a64 %016x)' % (
                   os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
-              'passes:  %s' % (', '.join(passes) or 'none')] + log + [
+              'passes:  %s' % (', '.join(passes) or 'none')] + (
+              ["quantize: '%s' (linears -> int8 dynamic qlinear)" % args.quantize]
+              if args.quantize else []) + log + [
               'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
                                       or 'none'),
               'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
@@ -1534,6 +1648,10 @@ def main(argv=None):
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pm.add_argument('--quantize', default='', metavar='GLOBS',
+                    help="linears whose node name matches (comma-separated globs with * and ?, "
+                         "'*' = all) become int8 dynamic qlinears, as the executor's "
+                         "params.quantize")
     pm.add_argument('--safetensors', default='', metavar='FILE',
                     help='check the weights against this file and emit NAME_prepare_safetensors '
                          '(the weights at their offsets in it)')
@@ -1645,19 +1763,21 @@ def pass_epilogue(g, vals, consts, log):
     outs = set(o for o, _ in g.outputs)
     uses = _uses(g)
     for n in list(g.nodes):
-        if n.op not in ('linear', 'matmul') or n not in g.nodes:
+        if n.op not in ('linear', 'matmul', 'qlinear') or n not in g.nodes:
             continue
         _pad(n)
+        bs = 3 if n.op == 'qlinear' else 2  # bias slot; the residual's is next
+        gemm = n.op != 'qlinear'            # alpha and out_scale: the gemm family only
         stage = 0
-        if n.ins[2] != '-':
+        if n.ins[bs] != '-':
             stage = 1
         if n.attrs.get('act', 'none') != 'none':
             stage = 2
-        if n.ins[3] != '-':
+        if n.ins[bs + 1] != '-':
             stage = 3
         if n.attrs.get('out_scale') and float(n.attrs['out_scale']) != 0:
             stage = 4
-        if n.op == 'linear' and n.attrs.get('glu') and int(n.attrs['glu']) and stage < 2:
+        if n.op != 'matmul' and n.attrs.get('glu') and int(n.attrs['glu']) and stage < 2:
             stage = 2  # bias and act act on the gate / up halves
         while True:
             y = n.outs[0]
@@ -1672,17 +1792,17 @@ def pass_epilogue(g, vals, consts, log):
                 tv = vals[t]
                 if stage < 1 and len(tv.shape) == 1 and tv.shape[0] == yv.shape[-1] and \
                         is_float(tv.dtype):
-                    n.ins[2] = t
+                    n.ins[bs] = t
                     what, stage = 'bias', 1
                 elif stage < 3 and is_float(tv.dtype) and bcast_shape(tv.shape, yv.shape) == yv.shape:
-                    n.ins[3] = t
+                    n.ins[bs + 1] = t
                     what, stage = 'residual', 3
                 else:
                     break
             elif c.op in GEMM_ACTS and stage < 2:
                 n.attrs['act'] = c.op
                 what, stage = c.op, 2
-            elif stage < 4 and c.op in ('mul', 'div', 'scale'):
+            elif gemm and stage < 4 and c.op in ('mul', 'div', 'scale'):
                 k = None
                 if c.op == 'mul':
                     t = c.ins[1] if c.ins[0] == y else c.ins[0]
@@ -1722,28 +1842,32 @@ def pass_qkv(g, vals, log):
     GEMM over the rows of their weights concatenated (in node order; the
     model builds the merged weight at prepare) and a split into views."""
     for i, a in enumerate(list(g.nodes)):
-        if a not in g.nodes or a.op != 'linear':
+        if a not in g.nodes or a.op not in ('linear', 'qlinear'):
             continue
         _pad(a)
+        q8 = a.op == 'qlinear'
+        bs = 3 if q8 else 2  # bias slot; the residual's is next
         wa = vals[a.ins[1]]
-        has_bias = a.ins[2] != '-'
+        if q8 and (wa.dtype == 'i8' or a.ins[2] != '-'):
+            continue  # already int8: its codes and scales are the caller's
+        has_bias = a.ins[bs] != '-'
         grp = []
         for b in g.nodes[g.nodes.index(a):]:
             if len(grp) >= 8:
                 break
-            if b.op != 'linear' or b.ins[0] != a.ins[0]:
+            if b.op != a.op or b.ins[0] != a.ins[0] or (q8 and b.ins[2] != '-'):
                 continue
             _pad(b)
             wb = vals[b.ins[1]]
             if (wb.kind != 'weight' or wb.dtype != wa.dtype or len(wb.shape) != 2 or
-                    len(wa.shape) != 2 or wb.shape[1] != wa.shape[1] or b.ins[3] != '-' or
+                    len(wa.shape) != 2 or wb.shape[1] != wa.shape[1] or b.ins[bs + 1] != '-' or
                     b.attrs.get('act', 'none') != 'none' or 'alpha' in b.attrs or
                     int(b.attrs.get('glu', 0) or 0) or
                     float(b.attrs.get('out_scale', 0) or 0) != 0 or
-                    (b.ins[2] != '-') != has_bias):
+                    (b.ins[bs] != '-') != has_bias):
                 continue
-            if has_bias and (vals[b.ins[2]].kind != 'weight' or
-                             vals[b.ins[2]].dtype != vals[a.ins[2]].dtype):
+            if has_bias and (vals[b.ins[bs]].kind != 'weight' or
+                             vals[b.ins[bs]].dtype != vals[a.ins[bs]].dtype):
                 continue
             grp.append(b)
         if len(grp) < 2 or wa.kind != 'weight':
@@ -1755,17 +1879,18 @@ def pass_qkv(g, vals, log):
         bname = '-'
         if has_bias:
             bname = fresh(g, base + '.merged_bias')
-            g.merged.append((bname, vals[a.ins[2]].dtype, [str(ntot)], [b.ins[2] for b in grp]))
+            g.merged.append((bname, vals[a.ins[bs]].dtype, [str(ntot)], [b.ins[bs] for b in grp]))
         mname = fresh(g, base + '.merged')
         at = g.nodes.index(grp[0])
-        m = Node(grp[0].line, [mname], 'linear', [a.ins[0], wname, bname, '-'], {})
+        m = Node(grp[0].line, [mname], a.op,
+                 [a.ins[0], wname, '-', bname, '-'] if q8 else [a.ins[0], wname, bname, '-'], {})
         s = Node(grp[0].line, [b.outs[0] for b in grp], 'split', [mname],
                  {'axis': '-1', 'sizes': ','.join(str(vals[b.ins[1]].shape[0]) for b in grp)})
         for b in grp:
             g.nodes.remove(b)
         g.nodes[at:at] = [m, s]
-        log.append("fuse: %d linears reading '%s' (%s) -> one GEMM '%s' [%d outputs]" % (
-            len(grp), a.ins[0], ', '.join("'%s'" % b.outs[0] for b in grp), mname, ntot))
+        log.append("fuse: %d %ss reading '%s' (%s) -> one GEMM '%s' [%d outputs]" % (
+            len(grp), a.op, a.ins[0], ', '.join("'%s'" % b.outs[0] for b in grp), mname, ntot))
 
 
 def fresh(g, name):
@@ -1824,7 +1949,47 @@ def pass_norm_act(g, vals, log):
         log.append("fuse: %s '%s' + %s" % (n.op, n.outs[0], c.op))
 
 
-def run_passes(g, bind, name, passes):
+def glob_match(pats, s):
+    """The executor's node-name patterns (kern__g_glob): comma-separated
+    globs, '*' any run of characters, '?' one character, nothing else
+    special; each matched against the whole name."""
+    for p in pats.split(','):
+        rx = ''.join('.*' if ch == '*' else '.' if ch == '?' else re.escape(ch) for ch in p)
+        if re.fullmatch(rx, s, re.S):
+            return True
+    return False
+
+
+def pass_quantize(g, vals, pats, log):
+    """The executor's quantize transform (kern__gpx_transforms with
+    params.quantize): a linear whose name matches, whose weight is a graph
+    weight and whose epilogue int8 has (no alpha, no out_scale) and whose x
+    is f32/bf16 becomes a qlinear (int8 dynamic); the rest are reported."""
+    for n in g.nodes:
+        if n.op != 'linear' or not glob_match(pats, n.outs[0]):
+            continue
+        _pad(n)
+        nm = n.outs[0]
+        wv, xv = vals[n.ins[1]], vals[n.ins[0]]
+        if wv.kind != 'weight':
+            log.append("no quantize: '%s': the weight is computed, not a graph weight" % nm)
+            continue
+        if 'alpha' in n.attrs or float(n.attrs.get('out_scale', 0) or 0) != 0:
+            log.append("no quantize: '%s': alpha / out_scale have no int8 epilogue" % nm)
+            continue
+        if xv.dtype not in ('f32', 'bf16'):
+            log.append("no quantize: '%s': x is %s" % (nm, xv.dtype))
+            continue
+        if wv.dtype not in ('f32', 'bf16'):
+            log.append("no quantize: '%s': weight must be f32, bf16 or i8" % nm)
+            continue
+        n.op = 'qlinear'
+        n.ins = [n.ins[0], n.ins[1], '-', n.ins[2], n.ins[3]]
+        n.attrs = {k: v for k, v in n.attrs.items() if k in ('act', 'glu')}
+        log.append("quantize: '%s' -> qlinear" % nm)
+
+
+def run_passes(g, bind, name, passes, quantize=''):
     log = []
     if 'dce' in passes:
         r = pass_dce(g)
@@ -1834,6 +1999,9 @@ def run_passes(g, bind, name, passes):
     def shapes():
         low = Lowering(g, bind, name)
         return low.vals, {v.name: vals[0] for v, vals in low.consts if len(vals) == 1}
+    if quantize:
+        vals, _ = shapes()
+        pass_quantize(g, vals, quantize, log)
     if 'epilogue' in passes:
         vals, consts = shapes()
         pass_epilogue(g, vals, consts, log)

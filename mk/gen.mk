@@ -12,11 +12,12 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
+GEN_BIND_qsynth := B=2,L=5
 # Each model twice: NAME.h with the generator's passes (the executor's
 # epilogue, residual+norm, norm+act and DCE) against the executor with
 # the passes the generator does not repeat switched off (decomposed
@@ -28,9 +29,15 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude.
 GEN_SPEC_MODELS := bert1 bert2 synth
+# NAME_q8.h (--quantize '*': linears -> int8 dynamic qlinear, as the
+# executor's params.quantize) against the executor quantizing the same
+# linears: the same kern_qlinear calls on the same packed weights, bit for
+# bit.
+GEN_Q8_MODELS := bert1 bert2 qsynth
 GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
-              $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS))
+              $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
+              $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS))
 
 build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -43,6 +50,9 @@ build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
 build/gen/%_spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --specialize-max-m 64 --name $*_spec -o $@
+build/gen/%_q8.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --name $*_q8 -o $@
 build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --name $* -o $@
@@ -59,6 +69,7 @@ endef
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
+$(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"')))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
 # two-accumulator-set small-M tiles, a BERT-sized one, and a blocking other
@@ -120,8 +131,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
-	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
+	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

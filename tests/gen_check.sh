@@ -36,8 +36,17 @@ printf 'kern-graph 1\ninput x f32 [4]\ny = relu(q)\noutput y\n' > "$dir/undef.kg
 expect_error "undefined name" "'q' is not defined" $gen model "$dir/undef.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
-printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = qlinear(x, w)\noutput y\n' > "$dir/uns.kg"
-expect_error "unsupported op" "'qlinear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/uns.kg"
+expect_error "unsupported op" "'sparse24_linear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,4]\nweight w i8 [4,4]\ny = qlinear(x, w)\noutput y\n' > "$dir/q8.kg"
+expect_error "i8 weight, no scales" "an i8 weight needs scales f32 [N]" $gen model "$dir/q8.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x bf16 [4,4]\nweight w f32 [4,4]\ny = linear(x, w)\noutput y\n' > "$dir/dt.kg"
+expect_error "linear dtypes" "x and weight must have the same dtype" $gen model "$dir/dt.kg" -o "$dir/out.h"
+$gen model "$dir/dt.kg" --quantize '*' -o "$dir/dq.h" 2>/dev/null; [ $? -eq 2 ] && pass || fail "quantized linear of mixed dtypes"
+$gen model $good --bind B=1,L=4 --quantize 'l0.q*,l0.out' -o "$dir/q.h" \
+  && grep -q "quantize: 'l0.query' -> qlinear" "$dir/q.h" && grep -q "quantize: 'l0.out' -> qlinear" "$dir/q.h" \
+  && ! grep -q "quantize: 'l0.key'" "$dir/q.h" && grep -q "kern_qweight_pack(ctx" "$dir/q.h" \
+  && pass || fail "--quantize globs"
 printf 'kern-graph 1\ninput x f32 [4,3]\nweight w f32 [5,4]\ny = linear(x, w)\noutput y\n' > "$dir/shape.kg"
 expect_error "bad shape" "node 'y' (linear" $gen model "$dir/shape.kg" -o "$dir/out.h"
 expect_error "missing file" "cannot read" $gen model "$dir/nope.kg" -o "$dir/out.h"

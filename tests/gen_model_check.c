@@ -3,8 +3,10 @@
  *
  * Compiled with -DGEN_HEADER="NAME.h" -DGEN_NAME=NAME -DGEN_UNAME=NAME (upper
  * case) -DGEN_IR="model.kg" and GEN_DISABLE, the executor's passes to switch
- * off so its arithmetic order is the one the generated code uses. Random
- * weights and inputs (ids in [0, GEN_IDMAX), inputs named *mask* 0 or
+ * off so its arithmetic order is the one the generated code uses, and
+ * GEN_QUANTIZE, the executor's params.quantize (the header's --quantize). Random
+ * weights (i8 ones over the whole s8 range, weights named *scale* in
+ * [1e-3, 2e-2]) and inputs (ids in [0, GEN_IDMAX), inputs named *mask* 0 or
  * -10000); the generated model's outputs must equal kern_graph_run's bit
  * for bit (within GEN_TOL of each output's largest magnitude when it is
  * defined: GEMM instances), on every ISA level this CPU runs, at 1 and 2 threads, and again
@@ -16,6 +18,9 @@
 
 #ifndef GEN_DISABLE
 #define GEN_DISABLE 0u
+#endif
+#ifndef GEN_QUANTIZE
+#define GEN_QUANTIZE NULL /* the executor's params.quantize (kern_gen.py --quantize) */
 #endif
 #ifndef GEN_IDMAX
 #define GEN_IDMAX 2
@@ -66,8 +71,14 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     for (i = 0; i < GU(_N_WEIGHTS); i++) {
         int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]);
         kern_tensor t;
+        int64_t j;
         wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(G(_weight_dtypes)[i]), "w");
-        kt_fill_normal(&r, wdata[i], G(_weight_dtypes)[i], n, 0.5);
+        if (G(_weight_dtypes)[i] == KERN_I8) /* int8 codes: the whole s8 range */
+            for (j = 0; j < n; j++) kt_set(wdata[i], KERN_I8, j, (double)kt_randint(&r, -128, 128));
+        else if (strstr(G(_weight_names)[i], "scale")) /* qlinear scales: finite, > 0 */
+            kt_fill_uniform(&r, wdata[i], G(_weight_dtypes)[i], n, 1e-3, 2e-2);
+        else
+            kt_fill_normal(&r, wdata[i], G(_weight_dtypes)[i], n, 0.5);
         t = gen_tensor(wdata[i], G(_weight_dtypes)[i], G(_weight_ndim)[i], G(_weight_shapes)[i]);
         KT_OK(kern_graph_bind_weight(g, G(_weight_names)[i], &t, KERN_GRAPH_BORROW));
     }
@@ -97,6 +108,7 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     memset(&pp, 0, sizeof pp);
     pp.bind = GU(_BIND);
     pp.disable = GEN_DISABLE;
+    pp.quantize = GEN_QUANTIZE;
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
     KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
     KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
