@@ -19,6 +19,10 @@
  *       Linear weight packed once. impls: kern_gemm (prepacked with
  *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
  *       panels over the threads). 1 and 2 threads.
+ *   qlinear/int8/M<m>/N4096/K4096, m in 1, 4, 16, 64   int8 dynamic
+ *       linear (x f32 quantized per row, W int8 per channel). impls:
+ *       kern_qlinear (kern_qweight_pack); gen (kern_gen.py qlinear: the
+ *       same bits). The 16 MiB int8 weight can stay in a 32 MiB L3.
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -47,6 +51,14 @@
 #include "../build/gen/bench/gemm_m16.h"
 #define GEMM_M64_IMPLEMENTATION
 #include "../build/gen/bench/gemm_m64.h"
+#define QLINEAR_M1_IMPLEMENTATION
+#include "../build/gen/bench/qlinear_m1.h"
+#define QLINEAR_M4_IMPLEMENTATION
+#include "../build/gen/bench/qlinear_m4.h"
+#define QLINEAR_M16_IMPLEMENTATION
+#include "../build/gen/bench/qlinear_m16.h"
+#define QLINEAR_M64_IMPLEMENTATION
+#include "../build/gen/bench/qlinear_m64.h"
 
 /* ---------------------------------------------------------------- BERT */
 
@@ -225,6 +237,47 @@ static void run_gemm(kbench_state *st, void *user) {
     kbench_set_flops(st, 2.0 * (double)(M * N * K));
 }
 
+/* int8 dynamic linear: kern_qlinear on a kern_qweight_pack weight, or the
+ * qlinear instance (its own packing, kern_qlinear's bits) */
+static void run_qlinear(kbench_state *st, void *user) {
+    const gcase *c = (const gcase *)user;
+    const int64_t N = 4096, K = 4096, M = c->M;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    if (!gemm_w) {
+        gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
+        gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
+        gemm_y = (float *)kbench_alloc((size_t)(64 * N) * 4);
+        kbench_fill(gemm_w, KERN_F32, N * K, 1);
+        kbench_fill(gemm_x, KERN_F32, 64 * K, 2);
+    }
+    if (!c->gen) {
+        kern_tensor x = kern_tensor_2d(gemm_x, KERN_F32, M, K), y = kern_tensor_2d(gemm_y, KERN_F32, M, N);
+        kern_tensor w = kern_tensor_2d(gemm_w, KERN_F32, N, K);
+        kern_qweight *qw = NULL;
+        if (kern_qweight_pack(ctx, &w, &qw, NULL)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        while (kbench_next(st)) kern_qlinear(ctx, &x, qw, &y, NULL);
+        kern_qweight_free(ctx, qw);
+    } else {
+        void *pk = kbench_alloc(QLINEAR_M1_PACKED_BYTES);
+        void *work = kbench_alloc(QLINEAR_M64_WORK_BYTES);
+        if (qlinear_m1_pack(ctx, gemm_w, pk)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        switch (M) {
+        case 1: while (kbench_next(st)) qlinear_m1_run(ctx, gemm_x, pk, NULL, gemm_y, work); break;
+        case 4: while (kbench_next(st)) qlinear_m4_run(ctx, gemm_x, pk, NULL, gemm_y, work); break;
+        case 16: while (kbench_next(st)) qlinear_m16_run(ctx, gemm_x, pk, NULL, gemm_y, work); break;
+        default: while (kbench_next(st)) qlinear_m64_run(ctx, gemm_x, pk, NULL, gemm_y, work); break;
+        }
+    }
+    kbench_use(gemm_y);
+    kbench_set_flops(st, 2.0 * (double)(M * N * K));
+}
+
 KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
@@ -241,6 +294,12 @@ KBENCH_INIT(gen) {
         snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
         for (t = 1; t <= 2; t++)
             kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
+    }
+    for (i = 0; i < 8; i++) {
+        snprintf(nm, sizeof nm, "qlinear/int8/M%d/N4096/K4096", (int)g[i].M);
+        for (t = 1; t <= 2; t++)
+            kbench_add("gen", nm, g[i].gen ? "gen" : "kern_qlinear", t, KBENCH_PEAK_INT8, run_qlinear,
+                       (void *)&g[i]);
     }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");

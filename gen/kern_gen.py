@@ -361,6 +361,9 @@ class Lowering:
         self.ipack_of = {}
         self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
         self.qpack_of = {}
+        self.qinstances = []    # (M, N, K): qlinear instances
+        self.qipacks = []       # (weight Val, scales Val or None, instance index)
+        self.qipack_of = {}
         for s in g.syms:
             g.syms[s] = bind.get(s)
         for s in bind:
@@ -568,6 +571,11 @@ class Lowering:
         if len(xv.shape) != 2:
             raise self.err(n, 'x does not flatten to 2-D')
         self.set_out(n, 0, y)
+        if (self.spec_max_m and not glu and x.dtype == 'f32' and
+                xv.stride == [xv.shape[1], 1] and yv.stride == [yv.shape[1], 1] and
+                1 <= xv.shape[0] <= self.spec_max_m and xv.shape[1] <= 131071):
+            self.qlinear_instance(n, xv, w, sc, b, rv, yv, act)
+            return
         if w.base not in self.qpack_of:
             self.qpack_of[w.base] = len(self.qpacks)
             self.qpacks.append((w, sc))
@@ -587,6 +595,39 @@ class Lowering:
             L.append('st = kern_qlinear(ctx, &tx, m->qw[%d], &ty, &qp);' % qk)
             return L
         self.add_step(n, [x, w, sc, b, r], [y], emit)
+
+    def qlinear_instance(self, n, x, w, sc, b, r, y, act):
+        """A small-M qlinear through a generated instance (kern_gen.py
+        qlinear): kern_qlinear's bits, with x's codes in the arena."""
+        M, K = x.shape
+        N = w.shape[0]
+        key = (M, N, K)
+        if key not in self.qinstances:
+            self.qinstances.append(key)
+        qi = self.qinstances.index(key)
+        if w.base not in self.qipack_of:
+            self.qipack_of[w.base] = len(self.qipacks)
+            self.qipacks.append((w, sc, qi))
+        ip = self.qipack_of[w.base]
+        KP = (K + 3) // 4 * 4
+        work = self.new_buf(n.outs[0] + '.codes', 'i8', [3 * M * KP + 8 * M])
+        nm = self.name
+
+        def emit(G):
+            L = ['float *py = %s;' % G.ptr(y, True), 'kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
+            if b is not None:
+                L += G.tview('tbias', b) + ['ep.bias = &tbias;']
+            if act != 'none':
+                L.append('ep.act = %s;' % ACTS[act])
+            if r is not None:
+                rb = Val(r.name, r.dtype, y.shape)
+                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+                L += G.tview('tres', rb) + ['ep.residual = &tres;']
+            L.append('st = %s__qi%d__run_epi(ctx, %s, (const int8_t *)m->qp[%d], py, %s, %s);' % (
+                nm, qi, G.ptr(x), ip, '&ep' if (b is not None or act != 'none' or r is not None)
+                else 'NULL', G.ptr(work, True)))
+            return L
+        self.add_step(n, [x, w, sc, b, r], [y, work], emit)
 
     def op_quantize_per_token(self, n, ins):
         x = ins[0]
@@ -1388,6 +1429,7 @@ def emit_model(low, name, banner):
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
     w('    kern_qweight *qw[%s_N_QWEIGHTS + 1];      /* qlinear weights, int8, packed once */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
+    w('    void *qp[%d];   /* int8 weights packed for the qlinear instances */' % (len(low.qipacks) + 1))
     w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
         len(low.merged) + 1))
     w('} %s_model;' % N)
@@ -1413,7 +1455,7 @@ def emit_model(low, name, banner):
     w('#define %s_IMPLEMENTED' % U)
     w('#include <math.h>')
     w('#include <string.h>')
-    if low.instances or low.norm_instances:
+    if low.instances or low.norm_instances or low.qinstances:
         w('#ifdef KERN_X86')
         w('#include <immintrin.h>')
         w('#endif')
@@ -1432,7 +1474,7 @@ def emit_model(low, name, banner):
         w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
             CTYPE[v.dtype], N, i, max(len(vals), 1),
             ', '.join(const_values(v.dtype, vals)) or '0', v.name.replace('*/', '* /')))
-    if 'view' in E.helpers or low.packs or low.qpacks:
+    if 'view' in E.helpers or low.packs or low.qpacks or low.qipacks:
         w('')
         w('static void %s__view(kern_tensor *t, const void *p, kern_dtype dt, int nd,' % N)
         w('                     const int64_t *ss) {')
@@ -1462,6 +1504,10 @@ def emit_model(low, name, banner):
     for gi, (Mi, Ni, Ki) in enumerate(low.instances):
         o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
                            cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
+    for qi, (Mi, Ni, Ki) in enumerate(low.qinstances):
+        o.append(emit_qlinear('%s__qi%d' % (N, qi), Mi, Ni, Ki, [], impl_only=True,
+                              pack_t=any(sc is None and q == qi for _, sc, q in low.qipacks)
+                              ).rstrip('\n'))
     for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
         o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
     w('')
@@ -1472,6 +1518,8 @@ def emit_model(low, name, banner):
     w('    for (i = 0; i < %s_N_QWEIGHTS; i++) kern_qweight_free(ctx, m->qw[i]);' % U)
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
+    for j in range(len(low.qipacks)):
+        w('    kern__free(ctx, m->qp[%d]);' % j)
     for j in range(len(low.merged)):
         w('    kern__free(ctx, m->mw[%d]);' % j)
     w('    memset(m, 0, sizeof *m);')
@@ -1536,6 +1584,29 @@ def emit_model(low, name, banner):
         w('            return st;')
         w('        }')
         w('    }')
+    for j, (wv, sc, qi) in enumerate(low.qipacks):
+        Mi, Ni, Ki = low.qinstances[qi]
+        qn = '%s__qi%d' % (N, qi)
+        w('    /* %s: for the qlinear instance M=%d N=%d K=%d */' % (wv.name.replace('*/', '* /'), Mi, Ni, Ki))
+        w('    m->qp[%d] = kern__alloc(ctx, (size_t)%d);' % (j, qlinear_packed_bytes(Ni, Ki)))
+        w('    if (!m->qp[%d]) {' % j)
+        w('        %s_release(ctx, m);' % N)
+        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w('    }')
+        if sc is None:
+            w('    {')
+            w('        kern_tensor t;')
+            w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
+            w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(wv)[0], DTYPES[wv.dtype][0]))
+            w('        st = %s__pack_t(ctx, &t, m->qp[%d]);' % (qn, j))
+            w('        if (st) {')
+            w('            %s_release(ctx, m);' % N)
+            w('            return st;')
+            w('        }')
+            w('    }')
+        else:
+            w('    %s_pack_int8((const int8_t *)(const void *)%s, (const float *)(const void *)%s, m->qp[%d]);'
+              % (qn, E.base_expr(wv)[0], E.base_expr(sc)[0], j))
     for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki = low.instances[gi]
         w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
@@ -1626,6 +1697,8 @@ def cmd_model(args, argv):
               if args.quantize else []) + log + [
               'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
                                       or 'none'),
+              'qlinear instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.qinstances)
+                                         or 'none'),
               'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
                                                 for k in low.norm_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
@@ -1687,6 +1760,14 @@ def main(argv=None):
     ps.add_argument('--dtype', default='f32')
     ps.add_argument('--name', default='')
     ps.add_argument('-o', '--out', required=True)
+    pq = sub.add_parser('qlinear', help='one int8 dynamic linear instance (kern_qlinear\'s bits)')
+    pq.add_argument('--m', type=int, required=True)
+    pq.add_argument('--n', type=int, required=True)
+    pq.add_argument('--k', type=int, required=True)
+    pq.add_argument('--name', default='')
+    pq.add_argument('--blocking', default='', metavar='MR,UNROLL',
+                    help='rows per tile (1..3) and the K unroll in 4-byte steps (1, 2, 4, 8)')
+    pq.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
         if args.cmd == 'model':
@@ -1697,6 +1778,8 @@ def main(argv=None):
             cmd_norm(args, argv)
         elif args.cmd == 'sdpa':
             cmd_sdpa(args, argv)
+        elif args.cmd == 'qlinear':
+            cmd_qlinear(args, argv)
         else:
             ap.print_usage(sys.stderr)
             return 2
@@ -2937,6 +3020,468 @@ def cmd_sdpa(args, argv):
     write_atomic(args.out, emit_sdpa(name, args.hq, hkv, args.lq, args.lk, args.d, args.causal,
                                      scale, banner))
 
+
+
+
+# ------------------------------------------------------- qlinear instances
+# `kern_gen.py qlinear --m M --n N --k K`: kern_qlinear for one shape.
+# y[M,N] = epilogue(dequant(q(x) . Wq^T)) with x [M,K] f32 quantized per
+# row by kern's one rule (scale absmax/127 over the finite values, codes
+# rne(x / scale) clamped to +-127, NaN 0), W's int8 codes and per-channel
+# scales packed once into panels of 16 columns: [K/4][16][4] bytes per
+# panel, then the scales. The int8 products are summed exactly in int32
+# (AVX2: vpmaddubsw of |q| by w ^ sign mask, plus a per-row correction,
+# exact over the whole s8 range of w since |q| <= 127; the scalar twin in
+# plain int32), dequantized as
+# (float)acc * sx[m] * sw[n] in that order and passed through kern_gemm's
+# epilogue (kern__epilogue_apply_f32), which is what kern_qlinear does: the
+# instance gives kern_qlinear's bits on every ISA and thread count.
+QL_NR = 32  # columns per panel: 4 AVX2 vectors
+QL_DEFAULT = {'mr': 2, 'unroll': 4}
+QL_PF = 4096  # bytes of the weight stream prefetched ahead
+
+
+def qlinear_packed_bytes(N, K):
+    NP, K4 = (N + QL_NR - 1) // QL_NR, (K + 3) // 4
+    return NP * K4 * 4 * QL_NR + NP * QL_NR * 4
+
+
+def emit_qlinear(name, M, N, K, banner, impl_only=False, cfg=None, pack_t=True):
+    cfg = cfg or QL_DEFAULT
+    U = name.upper()
+    NP = (N + QL_NR - 1) // QL_NR
+    K4 = (K + 3) // 4
+    KP = K4 * 4
+    PB = qlinear_packed_bytes(N, K)          # codes, then scales
+    WB = 3 * M * KP + M * 8                  # x codes, |codes|, sign masks, negsums, scales
+    rows = gemm_rows(M, cfg['mr'])
+    sto = 'static ' if impl_only else ''
+    o = []
+    w = o.append
+    if impl_only:
+        w('')
+        w('/* qlinear instance M=%d N=%d K=%d (kern_gen.py qlinear) */' % (M, N, K))
+    else:
+        w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+        for b in banner:
+            w(' *   %s' % b)
+        w(' *')
+        w(' * kern_qlinear for one shape: y[%d,%d] = (quant(x) . Wq^T) dequantized (+ bias),' % (M, N))
+        w(' * x [%d,%d] f32 quantized per row at run time (kern\'s int8 rule), W [%d,%d]' % (M, K, N, K))
+        w(' * packed once: %s_pack quantizes an f32 weight per output channel as' % name)
+        w(' * kern_qweight_pack does, %s_pack_int8 takes codes and scales as they' % name)
+        w(' * are (the whole s8 range). The products are summed exactly in int32, so')
+        w(' * the output equals kern_qlinear\'s bit for bit on every ISA (AVX2 or the')
+        w(' * scalar twin, the context\'s) and thread count (the column panels split')
+        w(' * over the context\'s threads). work: %s_WORK_BYTES bytes of the' % U)
+        w(' * caller\'s scratch (x\'s codes and scales); packed: %s_PACKED_BYTES' % U)
+        w(' * bytes (64-byte alignment is best; any works). */')
+        w('#ifndef %s_H' % U)
+        w('#define %s_H' % U)
+        w('#include "kern.h"')
+        w('#define %s_M %d' % (U, M))
+        w('#define %s_N %d' % (U, N))
+        w('#define %s_K %d' % (U, K))
+        w('#define %s_PACKED_BYTES ((size_t)%d)' % (U, PB))
+        w('#define %s_WORK_BYTES ((size_t)%d)' % (U, WB))
+        w('kern_status %s_pack(kern_ctx *ctx, const float *w, void *packed);' % name)
+        w('void %s_pack_int8(const int8_t *wq, const float *scales, void *packed);' % name)
+        w('kern_status %s_run(kern_ctx *ctx, const float *x, const void *packed, const float *bias,' % name)
+        w('                   float *y, void *work);')
+        w('#endif /* %s_H */' % U)
+        w('')
+        w('#ifdef %s_IMPLEMENTATION' % U)
+        w('#ifndef %s_IMPLEMENTED' % U)
+        w('#define %s_IMPLEMENTED' % U)
+        w('#include <math.h>')
+        w('#include <string.h>')
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    w('')
+    w('/* keeps an accumulator in its register at this point: without it GCC')
+    w(' * hoists the independent products of the unrolled steps ahead of the')
+    w(' * additions and spills the accumulators */')
+    w('#if defined(__GNUC__) && defined(KERN_X86)')
+    w('#define %s__PIN(v) __asm__("" : "+x"(v));' % name)
+    w('#else')
+    w('#define %s__PIN(v)' % name)
+    w('#endif')
+    w('')
+    w('%svoid %s_pack_int8(const int8_t *wq, const float *scales, void *packed) {' % (sto, name))
+    w('    int8_t *p = (int8_t *)packed;')
+    w('    float *sw = (float *)(void *)(p + %d);' % (NP * K4 * 4 * QL_NR))
+    w('    for (int64_t q = 0; q < %d; q++)' % NP)
+    w('        for (int64_t k4 = 0; k4 < %d; k4++)' % K4)
+    w('            for (int j = 0; j < %d; j++)' % QL_NR)
+    w('                for (int u = 0; u < 4; u++) {')
+    w('                    int64_t n = q * %d + j, k = k4 * 4 + u;' % QL_NR)
+    w('                    p[((q * %d + k4) * %d + j) * 4 + u] = n < %d && k < %d ? wq[n * %d + k] : 0;'
+      % (K4, QL_NR, N, K, K))
+    w('                }')
+    w('    for (int64_t n = 0; n < %d; n++) sw[n] = n < %d ? scales[n] : 0.0f;' % (NP * QL_NR, N))
+    w('}')
+    if pack_t:
+        emit_qlinear_pack_t(w, name, N, K)
+    if not impl_only:
+        w('')
+        w('kern_status %s_pack(kern_ctx *ctx, const float *w, void *packed) {' % name)
+        w('    kern_tensor t;')
+        w('    if (!w || !packed) return kern__err(KERN_ERR_ARG, "%s_pack: w or packed is NULL");' % name)
+        w('    t = kern_tensor_2d(w, KERN_F32, %d, %d);' % (N, K))
+        w('    return %s__pack_t(ctx, &t, packed);' % name)
+        w('}')
+    emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg)
+    if impl_only:
+        return '\n'.join(o) + '\n'
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const float *x, const void *packed, const float *bias,' % name)
+    w('                   float *y, void *work) {')
+    w('    kern_epilogue ep;')
+    w('    kern_tensor tb;')
+    w('    if (!x || !packed || !y || !work)')
+    w('        return kern__err(KERN_ERR_ARG, "%s_run: x, packed, y or work is NULL");' % name)
+    w('    memset(&ep, 0, sizeof ep);')
+    w('    if (bias) {')
+    w('        tb = kern_tensor_1d(bias, KERN_F32, %d);' % N)
+    w('        ep.bias = &tb;')
+    w('    }')
+    w('    return %s__run_epi(ctx, x, (const int8_t *)packed, y, bias ? &ep : NULL, work);' % name)
+    w('}')
+    w('#endif /* %s_IMPLEMENTED */' % U)
+    w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
+def emit_qlinear_pack_t(w, name, N, K):
+    w('')
+    w('/* w [%d,%d] f32/bf16 (any strides kern_qweight_pack takes): its codes and' % (N, K))
+    w(' * scales are kern_qweight_pack\'s (through kern_qweight_unpack), so the')
+    w(' * instance multiplies what kern_qlinear would. */')
+    w('static kern_status %s__pack_t(kern_ctx *ctx, const kern_tensor *w, void *packed) {' % name)
+    w('    kern_qweight *qw = NULL;')
+    w('    kern_tensor tq, ts;')
+    w('    int8_t *codes;')
+    w('    kern_status st = kern_qweight_pack(ctx, w, &qw, NULL);')
+    w('    if (st) return st;')
+    w('    codes = (int8_t *)kern__alloc(ctx, (size_t)%d);' % (N * K + N * 4 + 4))
+    w('    if (!codes) {')
+    w('        kern_qweight_free(ctx, qw);')
+    w('        return kern__err(KERN_ERR_NOMEM, "%s_pack: out of memory");' % name)
+    w('    }')
+    w('    tq = kern_tensor_2d(codes, KERN_I8, %d, %d);' % (N, K))
+    w('    ts = kern_tensor_1d(codes + %d, KERN_F32, %d);' % ((N * K + 3) // 4 * 4, N))
+    w('    st = kern_qweight_unpack(qw, &tq, &ts);')
+    w('    if (!st) %s_pack_int8(codes, (const float *)(const void *)(codes + %d), packed);' % (
+        name, (N * K + 3) // 4 * 4))
+    w('    kern__free(ctx, codes);')
+    w('    kern_qweight_free(ctx, qw);')
+    w('    return st;')
+    w('}')
+
+
+def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
+    # x quantization: kern's rule, the scalar row and its AVX2 twin
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX2')
+        w('static float %s__quant_%s(const float *x, int8_t *q) {' % (name, isa))
+        if isa == 'scalar':
+            w('    float am = 0.0f, s, inv;')
+            w('    for (int64_t k = 0; k < %d; k++) {' % K)
+            w('        float a = fabsf(x[k]);')
+            w('        if (a < INFINITY && a > am) am = a;')
+            w('    }')
+        else:
+            K8 = K // 8 * 8
+            w('    __m256 m = _mm256_setzero_ps();')
+            w('    float am, s, inv;')
+            w('    int64_t k;')
+            w('    for (k = 0; k < %d; k += 8) {' % K8)
+            w('        __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + k));')
+            w('        m = _mm256_max_ps(m, _mm256_blendv_ps(_mm256_setzero_ps(), a,')
+            w('                                              _mm256_cmp_ps(a, _mm256_set1_ps(INFINITY), _CMP_LT_OQ)));')
+            w('    }')
+            w('    {')
+            w('        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));')
+            w('        h = _mm_max_ps(h, _mm_movehl_ps(h, h));')
+            w('        h = _mm_max_ss(h, _mm_movehdup_ps(h));')
+            w('        am = _mm_cvtss_f32(h);')
+            w('    }')
+            if K8 < K:
+                w('    for (k = %d; k < %d; k++) {' % (K8, K))
+                w('        float a = fabsf(x[k]);')
+                w('        if (a < INFINITY && a > am) am = a;')
+                w('    }')
+        w('    s = am / 127.0f;')
+        w('    if (am == 0.0f) s = 1.0f;')
+        w('    if (s < 1.17549435e-38f) s = 1.17549435e-38f;')
+        w('    inv = 1.0f / s;')
+        if isa == 'scalar':
+            w('    for (int64_t k = 0; k < %d; k++) {' % K)
+        else:
+            w('    for (k = 0; k < %d; k += 8) {' % K8)
+            w('        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k), _mm256_set1_ps(inv));')
+            w('        __m128i l, h;')
+            w('        v = _mm256_blendv_ps(_mm256_setzero_ps(), v, _mm256_cmp_ps(v, v, _CMP_EQ_OQ));')
+            w('        v = _mm256_min_ps(_mm256_set1_ps(127.0f), _mm256_max_ps(_mm256_set1_ps(-127.0f), v));')
+            w('        l = _mm256_castsi256_si128(_mm256_cvtps_epi32(v));')
+            w('        h = _mm256_extracti128_si256(_mm256_cvtps_epi32(v), 1);')
+            w('        l = _mm_packs_epi32(l, h);')
+            w('        _mm_storel_epi64((__m128i *)(void *)(q + k), _mm_packs_epi16(l, l));')
+            w('    }')
+            w('    for (k = %d; k < %d; k++) {' % (K8, K))
+        w('        float v = x[k] * inv;')
+        w('        if (v != v) v = 0.0f;')
+        w('        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;')
+        w('        q[k] = (int8_t)((v + 12582912.0f) - 12582912.0f); /* rne: |v| <= 127 */')
+        w('    }')
+        if KP > K:
+            w('    for (int64_t k2 = %d; k2 < %d; k2++) q[k2] = 0;' % (K, KP))
+        w('    return s;')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    # sign-magnitude split of a row of codes (AVX2 kernels): u = |q| as u8,
+    # m = q < 0 ? 0xff : 0, and the sum of |q| over q < 0. For q < 0,
+    # |q| * (w ^ m) = |q| * (-w - 1) = q * w - |q|, so the kernel's sum of
+    # |q| * (w ^ m) plus that correction is sum q * w exactly; |q| <= 127
+    # and w ^ m in [-128, 127] keep vpmaddubsw's pair sums in int16.
+    w('')
+    w('#ifdef KERN_X86')
+    w('KERN_TARGET_AVX2')
+    w('static int32_t %s__sm_avx2(const int8_t *q, uint8_t *u, int8_t *m) {' % name)
+    w('    __m256i acc = _mm256_setzero_si256();')
+    w('    int64_t k;')
+    w('    int32_t neg;')
+    KP32 = KP // 32 * 32
+    w('    for (k = 0; k < %d; k += 32) {' % KP32)
+    w('        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + k));')
+    w('        const __m256i a = _mm256_abs_epi8(v), s = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);')
+    w('        _mm256_storeu_si256((__m256i *)(void *)(u + k), a);')
+    w('        _mm256_storeu_si256((__m256i *)(void *)(m + k), s);')
+    w('        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_and_si256(a, s), _mm256_setzero_si256()));')
+    w('    }')
+    w('    {')
+    w('        int64_t l[4];')
+    w('        _mm256_storeu_si256((__m256i *)(void *)l, acc);')
+    w('        neg = (int32_t)(l[0] + l[1] + l[2] + l[3]);')
+    w('    }')
+    if KP32 < KP:
+        w('    for (k = %d; k < %d; k++) {' % (KP32, KP))
+        w('        u[k] = (uint8_t)(q[k] < 0 ? -q[k] : q[k]);')
+        w('        m[k] = (int8_t)(q[k] < 0 ? -1 : 0);')
+        w('        neg += q[k] < 0 ? -q[k] : 0;')
+        w('    }')
+    w('    return neg;')
+    w('}')
+    w('#endif')
+    # micro-kernels: r rows x 16 columns
+    for r in sorted(set(r for _, r in rows)):
+        for isa in ('scalar', 'avx2'):
+            w('')
+            if isa == 'avx2':
+                w('#ifdef KERN_X86')
+                w('KERN_TARGET_AVX2')
+            w('static void %s__mk%d_%s(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, r, isa))
+            w('                         const int32_t *neg, const int8_t *bp, const float *sx,')
+            w('                         const float *sw, float *y, int64_t ncols) {')
+            w('    float t[%d][%d];' % (r, QL_NR))
+            if isa == 'avx2':
+                w('    const __m256i one = _mm256_set1_epi16(1);')
+                w('    (void)xq;')
+                for i in range(r):
+                    w('    __m256i %s;' % ', '.join('c%d_%d = _mm256_setzero_si256()' % (i, j)
+                                                    for j in range(QL_NR // 8)))
+
+                def kstep(kx):
+                    L = ['{']
+                    for ln in range(QL_NR * 4 // 64):
+                        L.append('    _mm_prefetch((const char *)(bp + (%s) * %d + %d), _MM_HINT_T0);' % (
+                            kx, QL_NR * 4, QL_PF + 64 * ln))
+                    L.append('    __m256i w;')
+                    for i in range(r):
+                        L.append('    int32_t v%d; __m256i u%d, m%d; memcpy(&v%d, xu + %d + (%s) * 4, 4); u%d = _mm256_set1_epi32(v%d);'
+                                 ' memcpy(&v%d, xm + %d + (%s) * 4, 4); m%d = _mm256_set1_epi32(v%d);'
+                                 % (i, i, i, i, i * KP, kx, i, i, i, i * KP, kx, i, i))
+                    for j in range(QL_NR // 8):
+                        L.append('    w = _mm256_loadu_si256((const __m256i *)(const void *)(bp + (%s) * %d + %d));' % (
+                            kx, QL_NR * 4, 32 * j))
+                        for i in range(r):
+                            L.append('    c%d_%d = _mm256_add_epi32(c%d_%d, _mm256_madd_epi16(_mm256_maddubs_epi16(u%d, _mm256_xor_si256(w, m%d)), one)); %s__PIN(c%d_%d)'
+                                     % (i, j, i, j, i, i, name, i, j))
+                    L.append('}')
+                    return L
+            else:
+                w('    int32_t c[%d][%d];' % (r, QL_NR))
+                w('    (void)xu;')
+                w('    (void)xm;')
+                w('    (void)neg;')
+                w('    memset(c, 0, sizeof c);')
+
+                def kstep(kx):
+                    L = ['{', '    const int8_t *b = bp + (%s) * %d;' % (kx, QL_NR * 4)]
+                    for i in range(r):
+                        L.append('    for (int u = 0; u < 4; u++) { const int32_t a = xq[%d + (%s) * 4 + u];'
+                                 ' for (int j = 0; j < %d; j++) c[%d][j] += a * b[j * 4 + u]; }' % (i * KP, kx, QL_NR, i))
+                    L.append('}')
+                    return L
+            UN = cfg['unroll']
+            full = K4 // UN
+            if full:
+                w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * UN, UN))
+                for u in range(UN):
+                    for line in kstep('k + %d' % u):
+                        w('        ' + line)
+                w('    }')
+            for k in range(full * UN, K4):
+                for line in kstep('%d' % k):
+                    w('    ' + line)
+            # dequantize: (float)acc * sx[i] * sw[j], in that order
+            if isa == 'avx2':
+                w('    {')
+                for i in range(r):  # the sign-mask correction (see __sm)
+                    for j in range(QL_NR // 8):
+                        w('        c%d_%d = _mm256_add_epi32(c%d_%d, _mm256_set1_epi32(neg[%d]));' % (i, j, i, j, i))
+                for i in range(r):
+                    for j in range(QL_NR // 8):
+                        w('        _mm256_storeu_ps(t[%d] + %d, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(c%d_%d), _mm256_set1_ps(sx[%d])), _mm256_loadu_ps(sw + %d)));'
+                          % (i, 8 * j, i, j, i, 8 * j))
+                w('    }')
+            else:
+                w('    for (int i = 0; i < %d; i++)' % r)
+                w('        for (int j = 0; j < %d; j++) t[i][j] = (float)c[i][j] * sx[i] * sw[j];' % QL_NR)
+            w('    for (int i = 0; i < %d; i++)' % r)
+            w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = t[i][j];' % N)
+            w('}')
+            if isa == 'avx2':
+                w('#endif')
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+        w('static void %s__panels_%s(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, isa))
+        w('                         const int32_t *neg, const float *sx, const int8_t *packed, float *y,')
+        w('                         int64_t p0, int64_t p1) {')
+        w('    const float *sw = (const float *)(const void *)(packed + %d);' % (NP * K4 * 4 * QL_NR))
+        w('    for (int64_t p = p0; p < p1; p++) {')
+        w('        const int8_t *bp = packed + p * %d;' % (K4 * 4 * QL_NR))
+        w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, QL_NR, QL_NR, N, QL_NR, QL_NR))
+        for m0, r in rows:
+            w('        %s__mk%d_%s(xq + %d, xu + %d, xm + %d, neg + %d, bp, sx + %d, sw + p * %d, y + %d + p * %d, nc);' % (
+                name, r, isa, m0 * KP, m0 * KP, m0 * KP, m0, m0, QL_NR, m0 * N, QL_NR))
+        w('    }')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('typedef struct %s__args {' % name)
+    w('    kern_ctx *ctx;')
+    w('    const int8_t *xq, *xm, *packed;')
+    w('    const uint8_t *xu;')
+    w('    const int32_t *neg;')
+    w('    const float *sx;')
+    w('    float *y;')
+    w('    const kern_epilogue *epi;')
+    w('    int64_t per;')
+    w('} %s__args;' % name)
+    w('')
+    w('static int %s__avx2(kern_ctx *ctx) {' % name)
+    w('#ifdef KERN_X86')
+    w('    return kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON;')
+    w('#else')
+    w('    (void)ctx;')
+    w('    return 0;')
+    w('#endif')
+    w('}')
+    w('')
+    w('/* panels [t per, (t + 1) per) and their epilogue */')
+    w('static void %s__task(void *arg, int64_t t, int thread) {' % name)
+    w('    const %s__args *a = (const %s__args *)arg;' % (name, name))
+    w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
+    w('    (void)thread;')
+    w('#ifdef KERN_X86')
+    w('    if (%s__avx2(a->ctx))' % name)
+    w('        %s__panels_avx2(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
+    w('    else')
+    w('#endif')
+    w('        %s__panels_scalar(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
+    w('    if (a->epi)')
+    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
+      % (N, M, QL_NR, QL_NR, N, QL_NR, N, QL_NR))
+    w('                                 1.0f, a->epi);')
+    w('}')
+    w('')
+    w('/* x quantized into work (%d bytes: codes, then scales), then the column' % WB)
+    w(' * panels split over the context\'s threads, each with its epilogue */')
+    w('static kern_status %s__run_epi(kern_ctx *ctx, const float *x, const int8_t *packed, float *y,' % name)
+    w('                               const kern_epilogue *epi, void *work) {')
+    w('    %s__args a;' % name)
+    w('    int8_t *xq = (int8_t *)work, *xm = xq + %d;' % (2 * M * KP))
+    w('    uint8_t *xu = (uint8_t *)work + %d;' % (M * KP))
+    w('    int32_t *neg = (int32_t *)(void *)(xq + %d);' % (3 * M * KP))
+    w('    float *sx = (float *)(void *)(xq + %d);' % (3 * M * KP + 4 * M))
+    w('    int nt = kern_ctx_threads(ctx);')
+    w('    int64_t ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    int avx2 = %s__avx2(ctx);' % name)
+    w('    for (int64_t m = 0; m < %d; m++) {' % M)
+    w('#ifdef KERN_X86')
+    w('        if (avx2) {')
+    w('            sx[m] = %s__quant_avx2(x + m * %d, xq + m * %d);' % (name, K, KP))
+    w('            neg[m] = %s__sm_avx2(xq + m * %d, xu + m * %d, xm + m * %d);' % (name, KP, KP, KP))
+    w('            continue;')
+    w('        }')
+    w('#endif')
+    w('        sx[m] = %s__quant_scalar(x + m * %d, xq + m * %d);' % (name, K, KP))
+    w('        neg[m] = 0; /* the scalar kernel multiplies the codes themselves */')
+    w('    }')
+    w('    (void)avx2;')
+    w('    a.ctx = ctx;')
+    w('    a.xq = xq;')
+    w('    a.xu = xu;')
+    w('    a.xm = xm;')
+    w('    a.neg = neg;')
+    w('    a.sx = sx;')
+    w('    a.packed = packed;')
+    w('    a.y = y;')
+    w('    a.epi = epi;')
+    w('    if (nt <= 1 || ntask <= 1) {')
+    w('        a.per = %d;' % NP)
+    w('        %s__task(&a, 0, 0);' % name)
+    w('        return KERN_OK;')
+    w('    }')
+    w('    a.per = (%d + ntask - 1) / ntask;' % NP)
+    w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    w('}')
+
+
+def cmd_qlinear(args, argv):
+    for k in ('m', 'n', 'k'):
+        v = getattr(args, k)
+        if v < 1 or v > 1 << 20:
+            raise GenError('qlinear: --%s %d is outside [1, 1048576]' % (k, v))
+    if args.k > 131071:
+        raise GenError('qlinear: --k %d is over kern_qlinear\'s limit (131071)' % args.k)
+    if args.m * args.k > 1 << 26 or args.n * args.k > 1 << 30:
+        raise GenError('qlinear: %dx%dx%d is too large for one instance' % (args.m, args.n, args.k))
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    cfg = dict(QL_DEFAULT)
+    if args.blocking:
+        try:
+            mr, unroll = (int(v) for v in args.blocking.split(','))
+        except ValueError:
+            raise GenError('--blocking: expected MR,UNROLL, got %r' % args.blocking)
+        if not (1 <= mr <= 3 and unroll in (1, 2, 4, 8)):
+            raise GenError('--blocking: MR in 1..3, UNROLL 1, 2, 4 or 8')
+        cfg = {'mr': mr, 'unroll': unroll}
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: qlinear int8 dynamic M=%d N=%d K=%d (x f32, y f32)' % (args.m, args.n, args.k),
+              'blocking: mr=%d unroll=%d' % (cfg['mr'], cfg['unroll'])]
+    write_atomic(args.out, emit_qlinear(name, args.m, args.n, args.k, banner, cfg=cfg))
 
 
 if __name__ == '__main__':

@@ -34,10 +34,15 @@ GEN_SPEC_MODELS := bert1 bert2 synth
 # linears: the same kern_qlinear calls on the same packed weights, bit for
 # bit.
 GEN_Q8_MODELS := bert1 bert2 qsynth
+# NAME_q8spec.h (--quantize '*' --specialize-max-m 64): the qlinears through
+# qlinear instances (kern_qlinear's bits) and the rest as NAME_spec.h:
+# within 1e-4 of each output's largest magnitude.
+GEN_Q8SPEC_MODELS := bert1 qsynth
 GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
-              $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS))
+              $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS)) \
+              $(patsubst %,build/gen/check_%_q8spec,$(GEN_Q8SPEC_MODELS))
 
 build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -50,6 +55,9 @@ build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
 build/gen/%_spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --specialize-max-m 64 --name $*_spec -o $@
+build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
 build/gen/%_q8.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --name $*_q8 -o $@
@@ -70,6 +78,7 @@ $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
 $(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"')))
+$(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
 # two-accumulator-set small-M tiles, a BERT-sized one, and a blocking other
@@ -90,6 +99,25 @@ build/gen/gemm_d.h: gen/kern_gen.py
 build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/gemm_d.h build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
+
+# standalone int8 dynamic linear instances (kern_gen.py qlinear): tails in
+# M, N and K, a BERT-sized one, one row, and a blocking other than the
+# default (3-row tiles, K unrolled by 2 four-byte steps with a tail)
+build/gen/qlinear_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py qlinear --m 5 --n 37 --k 70 -o $@
+build/gen/qlinear_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py qlinear --m 16 --n 96 --k 768 -o $@
+build/gen/qlinear_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py qlinear --m 1 --n 40 --k 33 -o $@
+build/gen/qlinear_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py qlinear --m 7 --n 50 --k 37 --blocking 3,2 -o $@
+build/gen/check_qlinear: tests/gen_qlinear_check.c build/gen/qlinear_a.h build/gen/qlinear_b.h build/gen/qlinear_c.h build/gen/qlinear_d.h build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_qlinear
 
 # standalone norm instances (kern_gen.py norm): layer with a small H, rms
 # with BERT's
@@ -131,8 +159,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
-	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/gemm_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/sdpa_b.h
+	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec gemm_a qlinear_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
@@ -160,8 +188,12 @@ build/gen/bench/bert_b8_l128.h: build/gen/bench/bert_base.kg gen/kern_gen.py
 build/gen/bench/gemm_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m $* --n 4096 --k 4096 -o $@
+build/gen/bench/qlinear_m%.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py qlinear --m $* --n 4096 --k 4096 -o $@
 GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
-                     $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64)
+                     $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
+                     $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64)
 .PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)

@@ -56,6 +56,12 @@ $gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)
   && pass || fail "gemm instance"
 expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
 
+# standalone int8 dynamic linear instance; K past kern_qlinear's limit, a bad blocking
+$gen qlinear --m 2 --n 40 --k 20 -o "$dir/q.h" && grep -q "Q_PACKED_BYTES ((size_t)1536)" "$dir/q.h" \
+  && grep -q "Q_WORK_BYTES ((size_t)136)" "$dir/q.h" && pass || fail "qlinear instance"
+expect_error "qlinear k" "limit (131071)" $gen qlinear --m 1 --n 8 --k 200000 -o "$dir/out.h"
+expect_error "qlinear blocking" "MR in 1..3" $gen qlinear --m 1 --n 8 --k 8 --blocking 5,4 -o "$dir/out.h"
+
 # standalone norm instance; H not a multiple of 8, an unknown kind
 $gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
 expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
