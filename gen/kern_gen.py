@@ -361,6 +361,7 @@ class Lowering:
         self.ipack_of = {}
         self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
         self.qpack_of = {}
+        self.keep_merged = set()  # merged weights a GEMV reads unpacked
         self.qinstances = []    # (M, N, K): qlinear instances
         self.qipacks = []       # (weight Val, scales Val or None, instance index)
         self.qipack_of = {}
@@ -672,6 +673,9 @@ class Lowering:
                 (b is None or (b.dtype == 'f32' and b.stride == [1]))):
             self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
             return
+        if self.gemv_ok(n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
+            self.gemv_step(n, x, xv, w, b, r, rv, y, yv, act, out_scale, glu)
+            return
         pk = None
         if packable:  # kern_gemm's packing (the instances pack their own way)
             if w.base not in self.pack_of:
@@ -700,6 +704,47 @@ class Lowering:
                       'st = kern_gemm(ctx, &ta, NULL, &ty, &gp);']
             else:
                 L += G.tview('tb', w) + ['st = kern_gemm(ctx, &ta, &tb, &ty, &gp);']
+            return L
+        self.add_step(n, [x, w, b, r], [y], emit)
+
+    def gemv_ok(self, n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
+        """The executor's decode-sized linears (kern__g_gemv_node and
+        kern__g_gemv_run): a linear of a graph weight with at most
+        GEMV_M rows at the binding keeps its weight unpacked and runs
+        kern_linear_gemv, which streams it once per call."""
+        gdt = ('f32', 'bf16', 'f16')
+        if not packable or trans_a or (alpha_set and alpha != 1.0) or w.dtype not in gdt:
+            return False
+        if len(xv.shape) != 2 or len(yv.shape) != 2 or xv.shape[0] > GEMV_M:
+            return False
+        if xv.dtype not in gdt or yv.dtype not in gdt:
+            return False
+        if xv.shape[1] > 1 and (xv.stride[1] != 1 or w.stride[1] != 1):
+            return False
+        if b is not None and len(b.shape) != 1:
+            return False
+        if rv is not None and (len(rv.shape) != 2 or rv.shape != yv.shape):
+            return False
+        return True
+
+    def gemv_step(self, n, x, xv, w, b, r, rv, y, yv, act, out_scale, glu):
+        if w.base[0] == 'mw':
+            self.keep_merged.add(w.base[1])  # read as it is: not freed at prepare
+
+        def emit(G):
+            L = ['kern_gemv_params vp;', 'memset(&vp, 0, sizeof vp);']
+            if act != 'none':
+                L.append('vp.epilogue.act = %s;' % ACTS[act])
+            if out_scale:
+                L.append('vp.epilogue.out_scale = %s;' % c_float(out_scale))
+            if glu:
+                L.append('vp.epilogue.glu = 1;')
+            L += G.tview('ta', xv) + G.tview('ty', yv) + G.tview('tw', w)
+            if b is not None:
+                L += G.tview('tbias', b) + ['vp.epilogue.bias = &tbias;']
+            if rv is not None:
+                L += G.tview('tres', rv) + ['vp.epilogue.residual = &tres;']
+            L.append('st = kern_linear_gemv(ctx, &ta, &tw, &ty, &vp);')
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
@@ -1618,7 +1663,7 @@ def emit_model(low, name, banner):
         w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
             N, gi, E.base_expr(wv)[0], j))
     for j, (v, srcs) in enumerate(low.merged):
-        if len(v.shape) == 2:  # a weight: only its packed form is read
+        if len(v.shape) == 2 and j not in low.keep_merged:  # a weight: only its packed form is read
             w('    kern__free(ctx, m->mw[%d]);' % j)
             w('    m->mw[%d] = NULL;' % j)
     w('    (void)ctx;')
@@ -2106,6 +2151,7 @@ def run_passes(g, bind, name, passes, quantize=''):
 
 
 # ------------------------------------------------------ standalone kernels
+GEMV_M = 8    # the executor's KERN__G_GEMV_M: linears of at most 8 rows stream their weight
 GEMM_NR = 16  # columns per packed panel (two 8-float AVX2 vectors)
 GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 

@@ -38,7 +38,13 @@ GEN_Q8_MODELS := bert1 bert2 qsynth
 # qlinear instances (kern_qlinear's bits) and the rest as NAME_spec.h:
 # within 1e-4 of each output's largest magnitude.
 GEN_Q8SPEC_MODELS := bert1 qsynth
-GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) \
+# BERT-base itself (gen/bert_ir.py's defaults: 12 layers, hidden 768, vocab
+# 30522) at B=1, L=9, default passes, bit for bit (GEN_BIG: uniform
+# weights, the scalar level once); and bert2 at B=1, L=6, where every
+# linear has at most 8 rows and the executor (and the generated code)
+# stream the unpacked weights through kern_linear_gemv.
+GEN_CHECKS_EXTRA := build/gen/check_bert_base build/gen/check_bert2_gemv
+GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) $(GEN_CHECKS_EXTRA) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
               $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS)) \
@@ -55,6 +61,14 @@ build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
 build/gen/%_spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --specialize-max-m 64 --name $*_spec -o $@
+build/gen/bert_base.kg: gen/bert_ir.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/bert_ir.py -o $@
+build/gen/bert_base.h: build/gen/bert_base.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=9 --name bert_base -o $@
+build/gen/bert2_gemv.h: tests/gen/bert2.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=6 --name bert2_gemv -o $@
 build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
@@ -71,9 +85,12 @@ define GEN_CHECK_RULE
 build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_impl.o tests/kt.h
 	$$(CC) $$(O) $$(CFLAGS) $$(WARN) -Werror -std=c11 -D_GNU_SOURCE $$(INC) -Ibuild/gen \
 	  -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
-	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"tests/gen/$(1).kg"' \
+	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"$(if $(5),$(5),tests/gen/$(1).kg)"' \
 	  -DGEN_DISABLE='$(3)' $(4) $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
 endef
+$(eval $(call GEN_CHECK_RULE,bert_base,bert_base,$(GEN_FUSED),-DGEN_BIG=1,build/gen/bert_base.kg))
+build/gen/check_bert_base: build/gen/bert_base.kg
+$(eval $(call GEN_CHECK_RULE,bert2,bert2_gemv,$(GEN_FUSED)))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
