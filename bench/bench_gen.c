@@ -172,7 +172,7 @@ static void run_bert(kbench_state *st, void *user) {
             return;                                                           \
         }                                                                     \
         ready = 1;                                                            \
-        arena = kbench_alloc(U##_ARENA_SIZE + 64);                            \
+        arena = kbench_alloc(P##_arena_bytes(&m) + 64);                       \
         while (kbench_next(st)) P##_run(ctx, &m, inputs, outputs, arena);     \
     } while (0)
         if (c->B == 8) GEN_BERT_CASE(bert_b8_l128, BERT_B8_L128);

@@ -347,8 +347,9 @@ class Step:
     """One emitted statement group: reads/writes name buffers for lifetimes;
     emit(gen) returns C lines (called after the memory plan)."""
 
-    def __init__(self, node, reads, writes, emit):
+    def __init__(self, node, reads, writes, emit, ws=False):
         self.node, self.reads, self.writes, self.emit = node, reads, writes, emit
+        self.ws = ws  # a family call that takes params.workspace (emit() knows G.query)
 
 
 class Lowering:
@@ -431,8 +432,8 @@ class Lowering:
                         for a in n.ins if a != '-' and a in self.vals)
         return GenError("line %d: node '%s' (%s; %s): %s" % (n.line, n.outs[0], n.op, ins, msg))
 
-    def add_step(self, n, reads, writes, emit):
-        self.steps.append(Step(n, [r for r in reads if r is not None], writes, emit))
+    def add_step(self, n, reads, writes, emit, ws=False):
+        self.steps.append(Step(n, [r for r in reads if r is not None], writes, emit, ws))
 
     # ---- per op
     def lower(self, n):
@@ -593,9 +594,8 @@ class Lowering:
                 L += G.tview('tbias', b) + ['qp.epilogue.bias = &tbias;']
             if rv is not None:
                 L += G.tview('tres', rv) + ['qp.epilogue.residual = &tres;']
-            L.append('st = kern_qlinear(ctx, &tx, m->qw[%d], &ty, &qp);' % qk)
-            return L
-        self.add_step(n, [x, w, sc, b, r], [y], emit)
+            return L + G.call('qp', 'kern_qlinear(ctx, &tx, m->qw[%d], &ty, &qp' % qk, 'kern_qlinear')
+        self.add_step(n, [x, w, sc, b, r], [y], emit, ws=True)
 
     def qlinear_instance(self, n, x, w, sc, b, r, y, act):
         """A small-M qlinear through a generated instance (kern_gen.py
@@ -645,8 +645,10 @@ class Lowering:
 
         def emit(G):
             return (G.tview('tx', x) + G.tview('tq', q) + G.tview('ts', s) +
-                    ['st = kern_quantize_per_token(ctx, &tx, &tq, &ts, NULL);'])
-        self.add_step(n, [x], [q, s], emit)
+                    ['kern_quant_params pq;', 'memset(&pq, 0, sizeof pq);'] +
+                    G.call('pq', 'kern_quantize_per_token(ctx, &tx, &tq, &ts, &pq',
+                           'kern_quantize_per_token'))
+        self.add_step(n, [x], [q, s], emit, ws=True)
 
     def gemm_step(self, n, x, w, b, r, y, trans_a, trans_b):
         self.need_float(n, x, w)
@@ -700,12 +702,11 @@ class Lowering:
             if rv is not None:
                 L += G.tview('tres', rv) + ['gp.epilogue.residual = &tres;']
             if pk is not None:
-                L += ['gp.packed_b = m->pb[%d];' % pk,
-                      'st = kern_gemm(ctx, &ta, NULL, &ty, &gp);']
-            else:
-                L += G.tview('tb', w) + ['st = kern_gemm(ctx, &ta, &tb, &ty, &gp);']
-            return L
-        self.add_step(n, [x, w, b, r], [y], emit)
+                L += ['gp.packed_b = m->pb[%d];' % pk]
+                return L + G.call('gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')
+            L += G.tview('tb', w)
+            return L + G.call('gp', 'kern_gemm(ctx, &ta, &tb, &ty, &gp', 'kern_gemm')
+        self.add_step(n, [x, w, b, r], [y], emit, ws=True)
 
     def gemv_ok(self, n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
         """The executor's decode-sized linears (kern__g_gemv_node and
@@ -818,9 +819,8 @@ class Lowering:
                 L += G.tview('tm', mask) + ['sp.attn_mask = &tm;']
             if klens is not None:
                 L += G.tview('tkl', klens) + ['sp.k_lens = &tkl;']
-            L.append('st = kern_sdpa(ctx, &tq, &tk, &tv, &ty, &sp);')
-            return L
-        self.add_step(n, [q, k, v, mask, klens], [y], emit)
+            return L + G.call('sp', 'kern_sdpa(ctx, &tq, &tk, &tv, &ty, &sp', 'kern_sdpa')
+        self.add_step(n, [q, k, v, mask, klens], [y], emit, ws=True)
 
     def op_layer_norm(self, n, ins):
         x, w, b, r = ins
@@ -876,9 +876,8 @@ class Lowering:
             for nm, t in (('weight', w), ('bias', b), ('residual', r), ('residual_out', y1)):
                 if t is not None:
                     L += G.tview('t_' + nm, t) + ['np.%s = &t_%s;' % (nm, nm)]
-            L.append('st = kern_norm(ctx, &tx, &ty, &np);')
-            return L
-        self.add_step(n, [x, w, b, r], [y, y1], emit)
+            return L + G.call('np', 'kern_norm(ctx, &tx, &ty, &np', 'kern_norm')
+        self.add_step(n, [x, w, b, r], [y, y1], emit, ws=True)
 
     op_rms_norm = op_layer_norm
 
@@ -1169,10 +1168,26 @@ class Emitter:
         self.low, self.name = low, name
         self.helpers = set()
         self.tv = 0
+        self.query = False  # emitting NAME__ws_query: sizes, not calls
+
+    def call(self, pv, call, fn):
+        """A family call with params `pv`: at run time with the arena's
+        workspace; in the query, the family's _workspace_size instead."""
+        if self.query:
+            assert call.startswith(fn + '(')
+            return ['st = %s_workspace_size(%s, &q);' % (fn, call[len(fn) + 1:]),
+                    'if (st) return st;',
+                    'if (q > *bytes) *bytes = q;']
+        return ['%s.workspace = W;' % pv, '%s.workspace_size = WS;' % pv, 'st = %s);' % call]
 
     # addresses
     def base_expr(self, v):
         kind, i = v.base
+        if self.query and kind in ('in', 'out'):  # no memory yet: distinct, never-read bases
+            return '(%schar *)%s__fake(%d)' % ('const ' if kind == 'in' else '', self.name,
+                                               i + 1 if kind == 'in' else 4096 + i), kind == 'in'
+        if self.query and kind == 'buf' and self.low.buf_loc[i][0] == 'out':
+            return '(char *)%s__fake(%d)' % (self.name, 4096 + self.low.buf_loc[i][1]), False
         if kind == 'in':
             return '(const char *)inputs[%d]' % i, True
         if kind == 'w':
@@ -1440,6 +1455,16 @@ def emit_model(low, name, banner):
             body.append('        if (st) return st;')
         body.append('    }')
     sum_bytes = sum(low.bufs[b] for b in arena_ids)
+    # the families' workspace: sized at prepare for its context by the same
+    # calls over never-read addresses, placed after the intermediates
+    ws_steps = [st for st in low.steps if st.ws]
+    query = []
+    E.query = True
+    for st_ in ws_steps:
+        query.append('    /* %s */' % ("node '%s' (%s)" % (st_.node.outs[0], st_.node.op)).replace('*/', '* /'))
+        query += ['    {', '        size_t q = 0;'] + ['        ' + l for l in st_.emit(E)] + ['    }']
+    E.query = False
+    arena_al = (total + ALIGN - 1) // ALIGN * ALIGN
     o = []
     w = o.append
     w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % N)
@@ -1455,8 +1480,11 @@ def emit_model(low, name, banner):
     w(' *     %s_release(ctx, &m);' % N)
     w(' *')
     w(' * Inputs and outputs are contiguous, of exactly the shapes below (the')
-    w(' * binding is fixed); the arena is %s_ARENA_SIZE bytes, 64-byte aligned,' % U)
-    w(' * owned by the caller; the weights must outlive the model. */')
+    w(' * binding is fixed); the arena is %s_arena_bytes(&m) bytes, 64-byte' % N)
+    w(' * aligned, owned by the caller: the intermediates (%s_ARENA_SIZE bytes),' % U)
+    w(' * then the kernels\' workspace for the context %s_prepare was given' % N)
+    w(' * (on a context of another thread count or ISA they take that context\'s')
+    w(' * scratch instead). The weights must outlive the model. */')
     w('#ifndef %s_H' % U)
     w('#define %s_H' % U)
     w('#include "kern.h"')
@@ -1477,6 +1505,8 @@ def emit_model(low, name, banner):
     w('    void *qp[%d];   /* int8 weights packed for the qlinear instances */' % (len(low.qipacks) + 1))
     w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
         len(low.merged) + 1))
+    w('    size_t ws;      /* the kernels\' workspace in the arena, after the intermediates */')
+    w('    int ws_threads, ws_isa; /* the context it was sized for */')
     w('} %s_model;' % N)
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
@@ -1490,6 +1520,9 @@ def emit_model(low, name, banner):
     w(' * stays allocated and *m is zeroed. */')
     w('kern_status %s_prepare(kern_ctx *ctx, const void *const *weights, %s_model *m);' % (N, N))
     w('void %s_release(kern_ctx *ctx, %s_model *m);' % (N, N))
+    w('/* Bytes of the arena %s_run takes: %s_ARENA_SIZE rounded up to 64, plus' % (N, U))
+    w(' * the workspace of the context %s_prepare was given. */' % N)
+    w('size_t %s_arena_bytes(const %s_model *m);' % (N, N))
     emit_st_decl(w, low, N, U)
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena);')
@@ -1555,6 +1588,26 @@ def emit_model(low, name, banner):
                               ).rstrip('\n'))
     for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
         o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
+    if ws_steps:
+        w('')
+        w('/* never-read addresses for the workspace query: distinct per input and')
+        w(' * output, so the kernels see the run\'s layout and aliasing */')
+        w('static char *%s__fake(int k) { return (char *)(uintptr_t)((uint64_t)k << 36); }' % N)
+        w('')
+        w('/* the largest workspace any kernel call of the run asks of ctx */')
+        w('static kern_status %s__ws_query(kern_ctx *ctx, const %s_model *m, size_t *bytes) {' % (N, N))
+        w('    char *A = %s__fake(8192);' % N)
+        w('    kern_status st = KERN_OK;')
+        w('    *bytes = 0;')
+        w('    (void)A;')
+        w('    (void)m;')
+        o.extend(query)
+        w('    return st;')
+        w('}')
+    w('')
+    w('size_t %s_arena_bytes(const %s_model *m) {' % (N, N))
+    w('    return (size_t)%d + (m ? m->ws : 0);' % arena_al)
+    w('}')
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
@@ -1666,6 +1719,15 @@ def emit_model(low, name, banner):
         if len(v.shape) == 2 and j not in low.keep_merged:  # a weight: only its packed form is read
             w('    kern__free(ctx, m->mw[%d]);' % j)
             w('    m->mw[%d] = NULL;' % j)
+    if ws_steps:
+        w('    st = %s__ws_query(ctx, m, &m->ws);' % N)
+        w('    if (st) {')
+        w('        %s_release(ctx, m);' % N)
+        w('        return st;')
+        w('    }')
+        w('    m->ws = (m->ws + 63) / 64 * 64;')
+        w('    m->ws_threads = kern_ctx_threads(ctx);')
+        w('    m->ws_isa = (int)kern_ctx_isa(ctx);')
     w('    (void)ctx;')
     w('    return st;')
     w('}')
@@ -1676,8 +1738,16 @@ def emit_model(low, name, banner):
     w('                   void *const *outputs, void *arena) {')
     w('    char *A = (char *)arena;')
     w('    kern_status st = KERN_OK;')
-    w('    if (!m%s || !outputs%s)' % (' || !inputs' if low.inputs else '', ' || !arena' if total else ''))
+    if ws_steps:
+        w('    void *W = NULL;   /* the kernels\' workspace (NULL: the context\'s scratch) */')
+        w('    size_t WS = 0;')
+    w('    if (!m%s || !outputs || (!arena && %s_arena_bytes(m)))' % (' || !inputs' if low.inputs else '', N))
     w('        return kern__err(KERN_ERR_ARG, "%s_run: m, inputs, outputs or arena is NULL");' % N)
+    if ws_steps:
+        w('    if (m->ws && kern_ctx_threads(ctx) == m->ws_threads && (int)kern_ctx_isa(ctx) == m->ws_isa) {')
+        w('        W = A + %d;' % arena_al)
+        w('        WS = m->ws;')
+        w('    }')
     w('    (void)ctx;')
     w('    (void)A;')
     o.extend(body)

@@ -67,6 +67,7 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     void *want[GU(_N_OUTPUTS) + 1], *got[GU(_N_OUTPUTS) + 1];
     kern_tensor in[GU(_N_INPUTS) + 1], out[GU(_N_OUTPUTS) + 1];
     unsigned char *arena;
+    size_t abytes;
     kt_rng r = kt_rng_make(7);
     int i, pass;
     memset(&m, 0, sizeof m);
@@ -119,9 +120,11 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
     KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
     KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
-    arena = (unsigned char *)kt_alloc(GU(_ARENA_SIZE), "arena");
+    abytes = G(_arena_bytes)(&m);
+    KT_CHECK(abytes >= GU(_ARENA_SIZE), "arena_bytes %zu < ARENA_SIZE", abytes);
+    arena = (unsigned char *)kt_alloc(abytes ? abytes : 1, "arena");
     for (pass = 0; pass < (GEN_BIG && kern_ctx_isa(ctx) == KERN_ISA_SCALAR ? 1 : 2); pass++) {
-        if (pass) memset(arena, 0xFF, GU(_ARENA_SIZE)); /* NaN garbage */
+        if (pass) memset(arena, 0xFF, abytes); /* NaN garbage */
         for (i = 0; i < GU(_N_OUTPUTS); i++) {
             int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]);
             memset(got[i], 0xA5, (size_t)(n ? n : 1) * kern_dtype_size(G(_output_dtypes)[i]));
@@ -171,6 +174,66 @@ KT_TEST(gen_model_matches_executor) {
             if (GEN_BIG && threads > 1 && isa == KERN_ISA_SCALAR) continue;
             gen_compare(ctx, threads);
         }
+    }
+}
+
+/* NAME_run allocates nothing, from its first call on: the kernels'
+ * scratch is the arena's workspace (sized at prepare for the context);
+ * on a context of another thread count it falls back to that context's
+ * scratch and gives the same bits. */
+KT_TEST(gen_model_run_allocates_nothing) {
+    kt_falloc fa;
+    kern_ctx *ctx, *other;
+    G(_model) m;
+    void *wdata[GU(_N_WEIGHTS) + 1], *idata[GU(_N_INPUTS) + 1];
+    void *y0[GU(_N_OUTPUTS) + 1], *y1[GU(_N_OUTPUTS) + 1];
+    size_t yb[GU(_N_OUTPUTS) + 1];
+    unsigned char *arena;
+    int64_t calls;
+    int i;
+    memset(&fa, 0, sizeof fa);
+    ctx = kt_ctx_falloc(2, KERN_ISA_AUTO, 0, &fa);
+    KT_REQUIRE(ctx, "context");
+    for (i = 0; i < GU(_N_WEIGHTS); i++) {
+        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]), j;
+        kern_dtype dt = G(_weight_dtypes)[i];
+        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "w");
+        for (j = 0; j < n; j++)
+            kt_set(wdata[i], dt, j, dt == KERN_I8 ? (double)(j % 255 - 127)
+                                    : strstr(G(_weight_names)[i], "scale") ? 0.01 : (double)(j % 13) / 26.0 - 0.25);
+    }
+    for (i = 0; i < GU(_N_INPUTS); i++) {
+        int64_t n = gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]), j;
+        kern_dtype dt = G(_input_dtypes)[i];
+        idata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "in");
+        for (j = 0; j < n; j++) kt_set(idata[i], dt, j, kern_dtype_is_float(dt) ? (double)(j % 7) / 7.0 : 1.0);
+    }
+    for (i = 0; i < GU(_N_OUTPUTS); i++) {
+        yb[i] = (size_t)(gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]) + 1) *
+                kern_dtype_size(G(_output_dtypes)[i]);
+        y0[i] = kt_alloc(yb[i], "y0");
+        y1[i] = kt_alloc(yb[i], "y1");
+    }
+    KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
+    arena = (unsigned char *)kt_alloc(G(_arena_bytes)(&m) + 1, "arena");
+    calls = fa.calls;
+    KT_OK(G(_run)(ctx, &m, (const void *const *)idata, y0, arena));
+    KT_OK(G(_run)(ctx, &m, (const void *const *)idata, y0, arena));
+    KT_CHECK(fa.calls == calls, "NAME_run allocated %lld times", (long long)(fa.calls - calls));
+    other = kt_ctx(1, KERN_ISA_AUTO);
+    KT_OK(G(_run)(other, &m, (const void *const *)idata, y1, arena));
+    for (i = 0; i < GU(_N_OUTPUTS); i++)
+        KT_CHECK(memcmp(y0[i], y1[i], yb[i] - kern_dtype_size(G(_output_dtypes)[i])) == 0,
+                 "output '%s' differs on a 1-thread context", G(_output_names)[i]);
+    G(_release)(ctx, &m);
+    kern_ctx_destroy(ctx);
+    KT_CHECK(fa.live == 0, "%lld allocations live after release", (long long)fa.live);
+    kt_free(arena);
+    for (i = 0; i < GU(_N_WEIGHTS); i++) kt_free(wdata[i]);
+    for (i = 0; i < GU(_N_INPUTS); i++) kt_free(idata[i]);
+    for (i = 0; i < GU(_N_OUTPUTS); i++) {
+        kt_free(y0[i]);
+        kt_free(y1[i]);
     }
 }
 

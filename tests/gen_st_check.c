@@ -31,7 +31,7 @@ KT_TEST(gen_safetensors_weights) {
     void *wdata[BERT1_ST_N_WEIGHTS + 1], *idata[BERT1_ST_N_INPUTS + 1];
     void *y0[BERT1_ST_N_OUTPUTS + 1], *y1[BERT1_ST_N_OUTPUTS + 1];
     size_t ybytes[BERT1_ST_N_OUTPUTS + 1];
-    void *arena = kt_alloc(BERT1_ST_ARENA_SIZE + 64, "arena");
+    void *arena;
     bert1_st_model m0, m1;
     kt_rng r = kt_rng_make(11);
     int i, d;
@@ -62,6 +62,8 @@ KT_TEST(gen_safetensors_weights) {
     }
     KT_OK(bert1_st_prepare(ctx, (const void *const *)wdata, &m0));
     KT_OK(bert1_st_prepare_safetensors(ctx, file, size, &m1));
+    KT_CHECK(bert1_st_arena_bytes(&m0) == bert1_st_arena_bytes(&m1), "arena bytes differ");
+    arena = kt_alloc(bert1_st_arena_bytes(&m0) + 64, "arena");
     KT_OK(bert1_st_run(ctx, &m0, (const void *const *)idata, y0, arena));
     KT_OK(bert1_st_run(ctx, &m1, (const void *const *)idata, y1, arena));
     for (i = 0; i < BERT1_ST_N_OUTPUTS; i++)
