@@ -7,7 +7,8 @@
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
 # make gen-compile-check   generated samples (plain; with GEMM and norm
-#             instances and safetensors; standalone gemm, norm, sdpa) as C99, C11 (gcc, clang)
+#             instances and safetensors; standalone gemm f32 and bf16, norm,
+#             sdpa) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
@@ -76,7 +77,21 @@ build/gen/gemm_c.h: gen/kern_gen.py
 build/gen/gemm_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
-build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/gemm_d.h build/gen/kern_impl.o tests/kt.h
+# bf16 twins of the four (kern_gen.py gemm --dtype bf16)
+build/gen/gemm_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 5 --n 37 --k 70 -o $@
+build/gen/gemm_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 16 --n 96 --k 768 -o $@
+build/gen/gemm_bf_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 1 --n 40 --k 33 -o $@
+build/gen/gemm_bf_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
+GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d bf_a bf_b bf_c bf_d)
+build/gen/check_gemm: tests/gen_gemm_check.c $(GEN_GEMM_HEADERS) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 
@@ -120,8 +135,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/norm_a.h build/gen/sdpa_b.h
-	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/norm_a.h build/gen/sdpa_b.h
+	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a gemm_bf_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

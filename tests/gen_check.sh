@@ -45,7 +45,9 @@ expect_error "missing file" "cannot read" $gen model "$dir/nope.kg" -o "$dir/out
 # standalone GEMM instance
 $gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)288)" "$dir/g.h" \
   && pass || fail "gemm instance"
-expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
+$gen gemm --dtype bf16 --m 3 --n 20 --k 9 -o "$dir/gb.h" && grep -q "GB_PACKED_ELEMS ((size_t)288)" "$dir/gb.h" \
+  && grep -q "instance: gemm bf16 M=3 N=20 K=9" "$dir/gb.h" && pass || fail "gemm bf16 instance"
+expect_error "gemm dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen gemm --m 1 --n 8 --k 8 --dtype f16 -o "$dir/out.h"
 
 # standalone norm instance; H not a multiple of 8, an unknown kind
 $gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
@@ -65,6 +67,10 @@ $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t1.h" \
   && pass || fail "autotune run"
 $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t2.h" \
   && grep -q "autotune: gemm/f32/M2/N16/K8: .*(cache)" "$dir/t2.h" && pass || fail "autotune replay"
+# bf16 tunes under its own key, beside the f32 entry of the same shape
+$gen gemm --dtype bf16 --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t3.h" \
+  && grep -q "autotune: gemm/bf16/M2/N16/K8: mr=.*candidates" "$dir/t3.h" && grep -q '"gemm/f32/M2/N16/K8"' "$tc" \
+  && grep -q '"gemm/bf16/M2/N16/K8"' "$tc" && pass || fail "autotune bf16 run"
 printf '{"format": "kern-gen-autotune", "version": 1, "cpu"' > "$dir/bad.json"
 expect_error "corrupt cache" "is corrupt" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/bad.json" -o "$dir/out.h"
 sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
