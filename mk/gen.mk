@@ -7,8 +7,8 @@
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
 # make gen-compile-check   generated samples (plain; with GEMM and norm
-#             instances and safetensors; standalone gemm f32 and bf16, norm,
-#             sdpa) as C99, C11 (gcc, clang)
+#             instances and safetensors; standalone gemm, norm, sdpa, f32
+#             and bf16) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
@@ -96,26 +96,39 @@ build/gen/check_gemm: tests/gen_gemm_check.c $(GEN_GEMM_HEADERS) build/gen/kern_
 GEN_CHECKS += build/gen/check_gemm
 
 # standalone norm instances (kern_gen.py norm): layer with a small H, rms
-# with BERT's
+# with BERT's; bf16 the same (layer with bf16 weight and bias, rms with
+# f32 ones)
 build/gen/norm_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py norm --rows 5 --h 40 --kind layer -o $@
 build/gen/norm_b.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py norm --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
-build/gen/check_norm: tests/gen_norm_check.c build/gen/norm_a.h build/gen/norm_b.h build/gen/kern_impl.o tests/kt.h
+build/gen/norm_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --dtype bf16 --rows 5 --h 40 --kind layer -o $@
+build/gen/norm_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --dtype bf16 --weight-dtype f32 --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
+build/gen/check_norm: tests/gen_norm_check.c $(patsubst %,build/gen/norm_%.h,a b bf_a bf_b) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_norm
 
 # standalone attention instances (kern_gen.py sdpa): decode with grouped
-# heads, and causal with 3 queries
+# heads, and causal with 3 queries; the same in bf16
 build/gen/sdpa_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py sdpa --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
 build/gen/sdpa_b.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py sdpa --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
-build/gen/check_sdpa: tests/gen_sdpa_check.c build/gen/sdpa_a.h build/gen/sdpa_b.h build/gen/kern_impl.o tests/kt.h
+build/gen/sdpa_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --dtype bf16 --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
+build/gen/sdpa_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --dtype bf16 --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
+build/gen/check_sdpa: tests/gen_sdpa_check.c $(patsubst %,build/gen/sdpa_%.h,a b bf_a bf_b) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_sdpa
 
@@ -135,8 +148,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/norm_a.h build/gen/sdpa_b.h
-	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a gemm_bf_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
+	@fail=0; for h in bert1 bert1_spec bert1_st gemm_a gemm_bf_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

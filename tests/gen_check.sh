@@ -53,11 +53,22 @@ expect_error "gemm dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen gemm
 $gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
 expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
 expect_error "norm kind" "--kind must be" $gen norm --rows 4 --h 64 --kind batch -o "$dir/out.h"
+$gen norm --dtype bf16 --rows 4 --h 64 --kind rms -o "$dir/nb.h" && grep -q "instance: rms_norm bf16 (weight bf16)" "$dir/nb.h" \
+  && grep -q "const uint16_t \*weight" "$dir/nb.h" && pass || fail "norm bf16 instance"
+$gen norm --dtype bf16 --weight-dtype f32 --rows 4 --h 64 -o "$dir/nf.h" && grep -q "const float \*weight" "$dir/nf.h" \
+  && pass || fail "norm bf16 instance, f32 weight"
+expect_error "norm dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen norm --dtype f16 --rows 4 --h 64 -o "$dir/out.h"
+expect_error "norm weight dtype" "--weight-dtype must be 'f32' with --dtype f32, not 'bf16'" $gen norm --weight-dtype bf16 --rows 4 --h 64 -o "$dir/out.h"
+expect_error "norm weight dtype" "--weight-dtype must be 'f32' or 'bf16', not 'i8'" $gen norm --dtype bf16 --weight-dtype i8 --rows 4 --h 64 -o "$dir/out.h"
 
 # standalone attention instance; bad head grouping, D not a multiple of 8
 $gen sdpa --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/s.h" && grep -q "Hq=8 Hkv=2 Lq=1 Lk=64 D=32" "$dir/s.h" && pass || fail "sdpa instance"
 expect_error "sdpa groups" "not a multiple of --hkv" $gen sdpa --hq 6 --hkv 4 --lk 8 --d 32 -o "$dir/out.h"
 expect_error "sdpa d" "multiple of 8" $gen sdpa --hq 2 --lk 8 --d 30 -o "$dir/out.h"
+$gen sdpa --dtype bf16 --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/sb.h" && grep -q "instance: sdpa bf16 Hq=8" "$dir/sb.h" \
+  && pass || fail "sdpa bf16 instance"
+expect_error "sdpa dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen sdpa --dtype f16 --hq 2 --lk 8 --d 32 -o "$dir/out.h"
+expect_error "sdpa bf16 state" "bf16 also holds q" $gen sdpa --dtype bf16 --hq 64 --hkv 1 --lk 8 --d 128 -o "$dir/out.h"
 
 # autotune: a real (tiny) tuning run writes the cache, the next replays it
 # without timing; a corrupt, foreign or old cache is refused
