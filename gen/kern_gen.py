@@ -536,11 +536,14 @@ class Lowering:
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
         glu = n.op == 'linear' and self.iattr(n, 'glu')
-        if (self.spec_max_m and not glu and n.op == 'linear' and packable and x.dtype == 'f32' and
-                w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
+        # f32 and bf16 instances (x, W and y of one dtype; a bf16 linear's
+        # bias bf16 or f32)
+        idt = x.dtype if x.dtype in ('f32', 'bf16') and w.dtype == x.dtype else None
+        if (self.spec_max_m and idt and not glu and n.op == 'linear' and packable and
+                len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
                 yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
-                (b is None or (b.dtype == 'f32' and b.stride == [1]))):
-            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
+                (b is None or (b.dtype in (idt, 'f32') and b.stride == [1]))):
+            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale, idt)
             return
         pk = None
         if packable:  # kern_gemm's packing (the instances pack their own way)
@@ -573,13 +576,16 @@ class Lowering:
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
-    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale):
+    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale, dt='f32'):
         """A small-M linear through a generated GEMM instance (kern_gen.py
         gemm): another summation order than kern_gemm, so within f32
-        tolerance of the executor, not bit for bit."""
+        tolerance of the executor, not bit for bit (bf16: the f32 sums
+        differ in the last bits, so y may round to the neighbouring bf16).
+        A bf16 instance's weight is packed bf16 into m->ip (float-typed
+        storage, bf16 panels)."""
         M, K = x.shape
         N = w.shape[0]
-        key = (M, N, K)
+        key = (M, N, K, dt)
         if key not in self.instances:
             self.instances.append(key)
         gi = self.instances.index(key)
@@ -588,14 +594,16 @@ class Lowering:
             self.ipack_of[wi] = len(self.ipacks)
             self.ipacks.append((w, gi))
         ip = self.ipack_of[wi]
-        epi = alpha_set or act != 'none' or r is not None or out_scale
+        epi = alpha_set or act != 'none' or r is not None or out_scale or (
+            b is not None and b.dtype != dt)
         nm = self.name
+        pk = 'm->ip[%d]' % ip if dt == 'f32' else '(const uint16_t *)(const void *)m->ip[%d]' % ip
 
         def emit(G):
-            L = ['float *py = %s;' % G.ptr(y, True)]
+            L = ['%s *py = %s;' % (CTYPE[dt], G.ptr(y, True))]
             if not epi:
-                return L + ['st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], %s, py, NULL, 1.0f);' % (
-                    nm, gi, G.ptr(x), ip, 'NULL' if b is None else G.ptr(b))]
+                return L + ['st = %s__gi%d__run_epi(ctx, %s, %s, %s, py, NULL, 1.0f);' % (
+                    nm, gi, G.ptr(x), pk, 'NULL' if b is None else G.ptr(b))]
             # kern_gemm's epilogue (kern__epilogue_apply_f32): its order and
             # roundings, applied per task to the panels it computed
             L += ['kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
@@ -609,8 +617,8 @@ class Lowering:
                 L += G.tview('tres', rb) + ['ep.residual = &tres;']
             if out_scale:
                 L.append('ep.out_scale = %s;' % c_float(out_scale))
-            L.append('st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], NULL, py, &ep, %s);' % (
-                nm, gi, G.ptr(x), ip, c_float(alpha) if alpha_set else '1.0f'))
+            L.append('st = %s__gi%d__run_epi(ctx, %s, %s, NULL, py, &ep, %s);' % (
+                nm, gi, G.ptr(x), pk, c_float(alpha) if alpha_set else '1.0f'))
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
@@ -665,19 +673,26 @@ class Lowering:
         H = x.shape[-1] if x.shape else 0
         R = x.numel() // H if H else 0
 
+        # f32 norms; bf16 ones (weight and bias bf16 or f32, one dtype)
+        # without a fused act (kern_norm rounds act's result once, an act
+        # after the instance would round twice)
+        idt = x.dtype if x.dtype == 'f32' or (x.dtype == 'bf16' and act == 'none') else None
+        wdts = set(t.dtype for t in (w, b) if t is not None)
+        wdt = wdts.pop() if len(wdts) == 1 else idt
+
         def dense(v):
-            return v is None or (v.dtype == 'f32' and v.shape == x.shape and v.contiguous())
-        if (self.spec_max_m and H % 8 == 0 and H and R and dense(x) and dense(y) and dense(r) and
-                dense(y1) and all(t is None or (t.dtype == 'f32' and t.shape == [H] and t.stride == [1])
-                                  for t in (w, b))):
-            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5))
+            return v is None or (v.dtype == idt and v.shape == x.shape and v.contiguous())
+        if (self.spec_max_m and idt and H % 8 == 0 and H and R and dense(x) and dense(y) and
+                dense(r) and dense(y1) and wdt in ('f32', idt) and
+                all(t is None or (t.dtype == wdt and t.shape == [H] and t.stride == [1]) for t in (w, b))):
+            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5), idt, wdt)
             if key not in self.norm_instances:
                 self.norm_instances.append(key)
             ni = self.norm_instances.index(key)
             nm = self.name
 
             def emit_i(G):
-                L = ['float *py = %s;' % G.ptr(y, True),
+                L = ['%s *py = %s;' % (CTYPE[idt], G.ptr(y, True)),
                      'st = %s__ni%d_run(ctx, %s, %s, %s, %s, py, %s);' % (
                          nm, ni, G.ptr(x), 'NULL' if r is None else G.ptr(r),
                          'NULL' if w is None else G.ptr(w), 'NULL' if b is None else G.ptr(b),
@@ -1367,11 +1382,15 @@ def emit_model(low, name, banner):
         w('    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);')
         w('    return x / (1.0f + expf(-2.0f * u));')
         w('}')
-    for gi, (Mi, Ni, Ki) in enumerate(low.instances):
-        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
-                           cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
-    for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
-        o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
+    for gi, key in enumerate(low.instances):
+        o.append(emit_gemm('%s__gi%d' % (N, gi), key[0], key[1], key[2], [], impl_only=True,
+                           cfg=low.inst_cfg.get(key), dt=key[3]).rstrip('\n'))
+    for ni, (kind, Ri, Hi, epsi, dti, wdti) in enumerate(low.norm_instances):
+        if dti == 'bf16':
+            o.append(emit_norm_bf16('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, wdti, [],
+                                    impl_only=True).rstrip('\n'))
+        else:
+            o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
     w('')
     w('void %s_release(kern_ctx *ctx, %s_model *m) {' % (N, N))
     w('    int i;')
@@ -1425,15 +1444,19 @@ def emit_model(low, name, banner):
         w('        }')
         w('    }')
     for j, (wv, gi) in enumerate(low.ipacks):
-        Mi, Ni, Ki = low.instances[gi]
+        Mi, Ni, Ki, dti = low.instances[gi]
         w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
-            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
+            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)))
         w('    if (!m->ip[%d]) {' % j)
         w('        %s_release(ctx, m);' % N)
         w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
         w('    }')
-        w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
-            N, gi, E.base_expr(wv)[0], j))
+        if dti == 'bf16':
+            w('    %s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
+                N, gi, E.base_expr(wv)[0], j))
+        else:
+            w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
+                N, gi, E.base_expr(wv)[0], j))
     for j, (v, srcs) in enumerate(low.merged):
         if len(v.shape) == 2:  # a weight: only its packed form is read
             w('    kern__free(ctx, m->mw[%d]);' % j)
@@ -1501,7 +1524,7 @@ def cmd_model(args, argv):
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
         for key in low.instances:
-            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log)
+            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log, key[3])
         if cache.pop('dirty', False):
             save_cache(path, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
@@ -1510,10 +1533,11 @@ def cmd_model(args, argv):
               ['weights: %s (safetensors, header fnv1a64 %016x)' % (
                   os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
               'passes:  %s' % (', '.join(passes) or 'none')] + log + [
-              'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
-                                      or 'none'),
-              'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
-                                                for k in low.norm_instances) or 'none'),
+              'GEMM instances: %s' % (', '.join('%sM=%d N=%d K=%d' % (
+                  'bf16 ' if k[3] == 'bf16' else '', k[0], k[1], k[2]) for k in low.instances) or 'none'),
+              'norm instances: %s' % (', '.join('%s%s rows=%d H=%d eps=%.9g' % (
+                  k[0], ' bf16 (weight %s)' % k[5] if k[4] == 'bf16' else '', k[1], k[2], k[3])
+                  for k in low.norm_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -1528,9 +1552,9 @@ def main(argv=None):
     pm.add_argument('--name', default='')
     pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
     pm.add_argument('--specialize-max-m', type=int, default=0, metavar='M',
-                    help='f32 linears with at most M rows through generated GEMM instances '
-                         '(another summation order: within tolerance of the executor, not '
-                         'bit for bit); 0 = off')
+                    help='f32 and bf16 linears with at most M rows (and contiguous norms) '
+                         'through generated instances (another summation order: within '
+                         'tolerance of the executor, not bit for bit); 0 = off')
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
