@@ -19,6 +19,10 @@
  *       Linear weight packed once. impls: kern_gemm (prepacked with
  *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
  *       panels over the threads). 1 and 2 threads.
+ *   gemm/bf16/M<m>/N4096/K4096   the same with x, W and y bf16. impls:
+ *       kern_gemm (bf16 tensors, W prepacked with kern_gemm_pack_b); gen
+ *       (kern_gen.py gemm --dtype bf16: W packed bf16, x widened once per
+ *       call).
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -47,6 +51,14 @@
 #include "../build/gen/bench/gemm_m16.h"
 #define GEMM_M64_IMPLEMENTATION
 #include "../build/gen/bench/gemm_m64.h"
+#define GEMM_BF16_M1_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m1.h"
+#define GEMM_BF16_M4_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m4.h"
+#define GEMM_BF16_M16_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m16.h"
+#define GEMM_BF16_M64_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m64.h"
 
 /* ---------------------------------------------------------------- BERT */
 
@@ -179,14 +191,61 @@ static void run_bert(kbench_state *st, void *user) {
 typedef struct gcase {
     int64_t M;
     int gen;
+    int bf16;
 } gcase;
 
 static float *gemm_w, *gemm_x, *gemm_y;
+static uint16_t *gemm_wb, *gemm_xb, *gemm_yb;
+
+static void run_gemm_bf16(kbench_state *st, const gcase *c) {
+    const int64_t N = 4096, K = 4096, M = c->M;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    if (!gemm_wb) {
+        gemm_wb = (uint16_t *)kbench_alloc((size_t)(N * K) * 2);
+        gemm_xb = (uint16_t *)kbench_alloc((size_t)(64 * K) * 2);
+        gemm_yb = (uint16_t *)kbench_alloc((size_t)(64 * N) * 2);
+        kbench_fill(gemm_wb, KERN_BF16, N * K, 1);
+        kbench_fill(gemm_xb, KERN_BF16, 64 * K, 2);
+    }
+    if (!c->gen) {
+        kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
+        kern_tensor w = kern_tensor_2d(gemm_wb, KERN_BF16, N, K);
+        kern_gemm_pack_params pp;
+        kern_gemm_params gp;
+        kern_gemm_packed_b *pb = NULL;
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        if (kern_gemm_pack_b(ctx, &w, &pb, &pp)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        memset(&gp, 0, sizeof gp);
+        gp.trans_b = 1;
+        gp.packed_b = pb;
+        while (kbench_next(st)) kern_gemm(ctx, &x, NULL, &y, &gp);
+        kern_gemm_packed_b_free(ctx, pb);
+    } else {
+        uint16_t *pk = (uint16_t *)kbench_alloc(GEMM_BF16_M1_PACKED_BYTES);
+        gemm_bf16_m1_pack(gemm_wb, pk);
+        switch (M) {
+        case 1: while (kbench_next(st)) gemm_bf16_m1_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
+        case 4: while (kbench_next(st)) gemm_bf16_m4_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
+        case 16: while (kbench_next(st)) gemm_bf16_m16_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
+        default: while (kbench_next(st)) gemm_bf16_m64_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
+        }
+    }
+    kbench_use(gemm_yb);
+    kbench_set_flops(st, 2.0 * (double)(M * N * K));
+}
 
 static void run_gemm(kbench_state *st, void *user) {
     const gcase *c = (const gcase *)user;
     const int64_t N = 4096, K = 4096, M = c->M;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    if (c->bf16) {
+        run_gemm_bf16(st, c);
+        return;
+    }
     if (!gemm_w) {
         gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
         gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
@@ -229,7 +288,9 @@ KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
     static const char *const impl[3] = {"kern_graph", "gen", "gen_spec"};
-    static const gcase g[8] = {{1, 0}, {1, 1}, {4, 0}, {4, 1}, {16, 0}, {16, 1}, {64, 0}, {64, 1}};
+    static const gcase g[16] = {{1, 0, 0},  {1, 1, 0},  {4, 0, 0},  {4, 1, 0},  {16, 0, 0}, {16, 1, 0},
+                                {64, 0, 0}, {64, 1, 0}, {1, 0, 1},  {1, 1, 1},  {4, 0, 1},  {4, 1, 1},
+                                {16, 0, 1}, {16, 1, 1}, {64, 0, 1}, {64, 1, 1}};
     int i, t;
     char nm[64];
     for (i = 0; i < 8; i++)
@@ -237,8 +298,8 @@ KBENCH_INIT(gen) {
             snprintf(nm, sizeof nm, "bert-base/B%d-L%d", (int)b[i].B, (int)b[i].L);
             kbench_add("gen", nm, impl[b[i].impl], t, KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
         }
-    for (i = 0; i < 8; i++) {
-        snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
+    for (i = 0; i < 16; i++) {
+        snprintf(nm, sizeof nm, "gemm/%s/M%d/N4096/K4096", g[i].bf16 ? "bf16" : "f32", (int)g[i].M);
         for (t = 1; t <= 2; t++)
             kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
     }

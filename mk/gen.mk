@@ -176,8 +176,9 @@ compile-check: gen-compile-check
 
 # bench/bench_gen.c (family `gen`): BERT-base (gen/bert_ir.py) at B=1,
 # L=16 and 32, plain and specialized, and at B=8, L=128 plain (its M is
-# past --specialize-max-m), and GEMM instances M in 1, 4, 16,
-# 64, N = K = 4096; under build/gen/bench so make test never builds them.
+# past --specialize-max-m), and GEMM instances (f32 and bf16) M in 1, 4,
+# 16, 64, N = K = 4096; under build/gen/bench so make test never builds
+# them.
 build/gen/bench/bert_base.kg: gen/bert_ir.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/bert_ir.py -o $@
@@ -190,8 +191,12 @@ build/gen/bench/bert_b8_l128.h: build/gen/bench/bert_base.kg gen/kern_gen.py
 build/gen/bench/gemm_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m $* --n 4096 --k 4096 -o $@
+build/gen/bench/gemm_bf16_m%.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m $* --n 4096 --k 4096 -o $@
 GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
-                     $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64)
+                     $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
+                     $(patsubst %,build/gen/bench/gemm_bf16_m%.h,1 4 16 64)
 .PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)
