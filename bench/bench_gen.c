@@ -22,7 +22,8 @@
  *   gemm/bf16/M<m>/N4096/K4096   the same with x, W and y bf16. impls:
  *       kern_gemm (bf16 tensors, W prepacked with kern_gemm_pack_b); gen
  *       (kern_gen.py gemm --dtype bf16: W packed bf16, x widened once per
- *       call).
+ *       call); at M = 1 and 4 also kern_linear_gemv (kern_llm.h's decode
+ *       GEMV, the bf16 weight streamed as stored).
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -190,7 +191,7 @@ static void run_bert(kbench_state *st, void *user) {
 
 typedef struct gcase {
     int64_t M;
-    int gen;
+    int gen; /* 0 kern_gemm, 1 the generated instance, 2 kern_linear_gemv */
     int bf16;
 } gcase;
 
@@ -207,7 +208,17 @@ static void run_gemm_bf16(kbench_state *st, const gcase *c) {
         kbench_fill(gemm_wb, KERN_BF16, N * K, 1);
         kbench_fill(gemm_xb, KERN_BF16, 64 * K, 2);
     }
-    if (!c->gen) {
+    if (c->gen == 2) {
+        kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
+        kern_tensor w = kern_tensor_2d(gemm_wb, KERN_BF16, N, K);
+        kern_gemv_params gp;
+        memset(&gp, 0, sizeof gp);
+        if (kern_linear_gemv(ctx, &x, &w, &y, &gp)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        while (kbench_next(st)) kern_linear_gemv(ctx, &x, &w, &y, &gp);
+    } else if (!c->gen) {
         kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
         kern_tensor w = kern_tensor_2d(gemm_wb, KERN_BF16, N, K);
         kern_gemm_pack_params pp;
@@ -288,9 +299,10 @@ KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
     static const char *const impl[3] = {"kern_graph", "gen", "gen_spec"};
-    static const gcase g[16] = {{1, 0, 0},  {1, 1, 0},  {4, 0, 0},  {4, 1, 0},  {16, 0, 0}, {16, 1, 0},
-                                {64, 0, 0}, {64, 1, 0}, {1, 0, 1},  {1, 1, 1},  {4, 0, 1},  {4, 1, 1},
-                                {16, 0, 1}, {16, 1, 1}, {64, 0, 1}, {64, 1, 1}};
+    static const gcase g[18] = {{1, 0, 0},  {1, 1, 0},  {4, 0, 0},  {4, 1, 0},  {16, 0, 0}, {16, 1, 0},
+                                {64, 0, 0}, {64, 1, 0}, {1, 0, 1},  {1, 1, 1},  {1, 2, 1},  {4, 0, 1},
+                                {4, 1, 1},  {4, 2, 1},  {16, 0, 1}, {16, 1, 1}, {64, 0, 1}, {64, 1, 1}};
+    static const char *const gimpl[3] = {"kern_gemm", "gen", "kern_linear_gemv"};
     int i, t;
     char nm[64];
     for (i = 0; i < 8; i++)
@@ -298,10 +310,10 @@ KBENCH_INIT(gen) {
             snprintf(nm, sizeof nm, "bert-base/B%d-L%d", (int)b[i].B, (int)b[i].L);
             kbench_add("gen", nm, impl[b[i].impl], t, KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
         }
-    for (i = 0; i < 16; i++) {
+    for (i = 0; i < 18; i++) {
         snprintf(nm, sizeof nm, "gemm/%s/M%d/N4096/K4096", g[i].bf16 ? "bf16" : "f32", (int)g[i].M);
         for (t = 1; t <= 2; t++)
-            kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
+            kbench_add("gen", nm, gimpl[g[i].gen], t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
     }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");
