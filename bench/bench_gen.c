@@ -23,7 +23,9 @@
  *       kern_gemm (bf16 tensors, W prepacked with kern_gemm_pack_b); gen
  *       (kern_gen.py gemm --dtype bf16: W packed bf16, x widened once per
  *       call); at M = 1 and 4 also kern_linear_gemv (kern_llm.h's decode
- *       GEMV, the bf16 weight streamed as stored).
+ *       GEMV, the bf16 weight streamed as stored). Two weights used in
+ *       turn (2 x 32 MiB, past the L3), so every call reads its weight
+ *       from DRAM; the f32 weight (64 MiB) is past it alone.
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -198,51 +200,74 @@ typedef struct gcase {
 static float *gemm_w, *gemm_x, *gemm_y;
 static uint16_t *gemm_wb, *gemm_xb, *gemm_yb;
 
+/* Two weights, used in turn: 2 x 32 MiB of bf16 is past this class of
+ * machine's L3 (32 MiB on the Zen 3 host), so each call streams its weight
+ * from DRAM as a model's next layer would; one 32 MiB weight would stay
+ * partly in L3 between calls. */
 static void run_gemm_bf16(kbench_state *st, const gcase *c) {
     const int64_t N = 4096, K = 4096, M = c->M;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    int64_t it = 0;
+    int i;
     if (!gemm_wb) {
-        gemm_wb = (uint16_t *)kbench_alloc((size_t)(N * K) * 2);
+        gemm_wb = (uint16_t *)kbench_alloc((size_t)(2 * N * K) * 2);
         gemm_xb = (uint16_t *)kbench_alloc((size_t)(64 * K) * 2);
         gemm_yb = (uint16_t *)kbench_alloc((size_t)(64 * N) * 2);
-        kbench_fill(gemm_wb, KERN_BF16, N * K, 1);
+        if (!gemm_wb || !gemm_xb || !gemm_yb) {
+            kbench_skip(st, "out of memory");
+            return;
+        }
+        kbench_fill(gemm_wb, KERN_BF16, 2 * N * K, 1);
         kbench_fill(gemm_xb, KERN_BF16, 64 * K, 2);
     }
     if (c->gen == 2) {
         kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
-        kern_tensor w = kern_tensor_2d(gemm_wb, KERN_BF16, N, K);
+        kern_tensor w[2];
         kern_gemv_params gp;
         memset(&gp, 0, sizeof gp);
-        if (kern_linear_gemv(ctx, &x, &w, &y, &gp)) {
+        for (i = 0; i < 2; i++) w[i] = kern_tensor_2d(gemm_wb + i * N * K, KERN_BF16, N, K);
+        if (kern_linear_gemv(ctx, &x, &w[0], &y, &gp)) {
             kbench_skip(st, kern_last_error());
             return;
         }
-        while (kbench_next(st)) kern_linear_gemv(ctx, &x, &w, &y, &gp);
+        while (kbench_next(st)) kern_linear_gemv(ctx, &x, &w[it++ & 1], &y, &gp);
     } else if (!c->gen) {
         kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
-        kern_tensor w = kern_tensor_2d(gemm_wb, KERN_BF16, N, K);
         kern_gemm_pack_params pp;
         kern_gemm_params gp;
-        kern_gemm_packed_b *pb = NULL;
+        kern_gemm_packed_b *pb[2] = {NULL, NULL};
         memset(&pp, 0, sizeof pp);
         pp.trans_b = 1;
-        if (kern_gemm_pack_b(ctx, &w, &pb, &pp)) {
-            kbench_skip(st, kern_last_error());
-            return;
+        for (i = 0; i < 2; i++) {
+            kern_tensor w = kern_tensor_2d(gemm_wb + i * N * K, KERN_BF16, N, K);
+            if (kern_gemm_pack_b(ctx, &w, &pb[i], &pp)) {
+                kbench_skip(st, kern_last_error());
+                kern_gemm_packed_b_free(ctx, pb[0]);
+                return;
+            }
         }
         memset(&gp, 0, sizeof gp);
         gp.trans_b = 1;
-        gp.packed_b = pb;
-        while (kbench_next(st)) kern_gemm(ctx, &x, NULL, &y, &gp);
-        kern_gemm_packed_b_free(ctx, pb);
+        while (kbench_next(st)) {
+            gp.packed_b = pb[it++ & 1];
+            kern_gemm(ctx, &x, NULL, &y, &gp);
+        }
+        for (i = 0; i < 2; i++) kern_gemm_packed_b_free(ctx, pb[i]);
     } else {
-        uint16_t *pk = (uint16_t *)kbench_alloc(GEMM_BF16_M1_PACKED_BYTES);
-        gemm_bf16_m1_pack(gemm_wb, pk);
+        static uint16_t *pk[2]; /* every M's instance packs N, K alike */
+        for (i = 0; i < 2 && !pk[1]; i++) {
+            pk[i] = (uint16_t *)kbench_alloc(GEMM_BF16_M1_PACKED_BYTES);
+            if (!pk[i]) {
+                kbench_skip(st, "out of memory");
+                return;
+            }
+            gemm_bf16_m1_pack(gemm_wb + i * N * K, pk[i]);
+        }
         switch (M) {
-        case 1: while (kbench_next(st)) gemm_bf16_m1_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
-        case 4: while (kbench_next(st)) gemm_bf16_m4_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
-        case 16: while (kbench_next(st)) gemm_bf16_m16_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
-        default: while (kbench_next(st)) gemm_bf16_m64_run(ctx, gemm_xb, pk, NULL, gemm_yb); break;
+        case 1: while (kbench_next(st)) gemm_bf16_m1_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        case 4: while (kbench_next(st)) gemm_bf16_m4_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        case 16: while (kbench_next(st)) gemm_bf16_m16_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        default: while (kbench_next(st)) gemm_bf16_m64_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
         }
     }
     kbench_use(gemm_yb);
