@@ -19,6 +19,13 @@
  *       Linear weight packed once. impls: kern_gemm (prepacked with
  *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
  *       panels over the threads). 1 and 2 threads.
+ *   gemm/bf16/M<m>/N4096/K4096   the same with x, W and y bf16. impls:
+ *       kern_gemm (bf16 tensors, W prepacked with kern_gemm_pack_b); gen
+ *       (kern_gen.py gemm --dtype bf16: W packed bf16, x widened once per
+ *       call); at M = 1 and 4 also kern_linear_gemv (kern_llm.h's decode
+ *       GEMV, the bf16 weight streamed as stored). Two weights used in
+ *       turn (2 x 32 MiB, past the L3), so every call reads its weight
+ *       from DRAM; the f32 weight (64 MiB) is past it alone.
  *   qlinear/int8/M<m>/N4096/K4096, m in 1, 4, 16, 64   int8 dynamic
  *       linear (x f32 quantized per row, W int8 per channel). impls:
  *       kern_qlinear (kern_qweight_pack); gen (kern_gen.py qlinear: the
@@ -51,6 +58,14 @@
 #include "../build/gen/bench/gemm_m16.h"
 #define GEMM_M64_IMPLEMENTATION
 #include "../build/gen/bench/gemm_m64.h"
+#define GEMM_BF16_M1_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m1.h"
+#define GEMM_BF16_M4_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m4.h"
+#define GEMM_BF16_M16_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m16.h"
+#define GEMM_BF16_M64_IMPLEMENTATION
+#include "../build/gen/bench/gemm_bf16_m64.h"
 #define QLINEAR_M1_IMPLEMENTATION
 #include "../build/gen/bench/qlinear_m1.h"
 #define QLINEAR_M4_IMPLEMENTATION
@@ -190,15 +205,95 @@ static void run_bert(kbench_state *st, void *user) {
 
 typedef struct gcase {
     int64_t M;
-    int gen;
+    int gen; /* 0 kern_gemm, 1 the generated instance, 2 kern_linear_gemv */
+    int bf16;
 } gcase;
 
 static float *gemm_w, *gemm_x, *gemm_y;
+static uint16_t *gemm_wb, *gemm_xb, *gemm_yb;
+
+/* Two weights, used in turn: 2 x 32 MiB of bf16 is past this class of
+ * machine's L3 (32 MiB on the Zen 3 host), so each call streams its weight
+ * from DRAM as a model's next layer would; one 32 MiB weight would stay
+ * partly in L3 between calls. */
+static void run_gemm_bf16(kbench_state *st, const gcase *c) {
+    const int64_t N = 4096, K = 4096, M = c->M;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    int64_t it = 0;
+    int i;
+    if (!gemm_wb) {
+        gemm_wb = (uint16_t *)kbench_alloc((size_t)(2 * N * K) * 2);
+        gemm_xb = (uint16_t *)kbench_alloc((size_t)(64 * K) * 2);
+        gemm_yb = (uint16_t *)kbench_alloc((size_t)(64 * N) * 2);
+        if (!gemm_wb || !gemm_xb || !gemm_yb) {
+            kbench_skip(st, "out of memory");
+            return;
+        }
+        kbench_fill(gemm_wb, KERN_BF16, 2 * N * K, 1);
+        kbench_fill(gemm_xb, KERN_BF16, 64 * K, 2);
+    }
+    if (c->gen == 2) {
+        kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
+        kern_tensor w[2];
+        kern_gemv_params gp;
+        memset(&gp, 0, sizeof gp);
+        for (i = 0; i < 2; i++) w[i] = kern_tensor_2d(gemm_wb + i * N * K, KERN_BF16, N, K);
+        if (kern_linear_gemv(ctx, &x, &w[0], &y, &gp)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        while (kbench_next(st)) kern_linear_gemv(ctx, &x, &w[it++ & 1], &y, &gp);
+    } else if (!c->gen) {
+        kern_tensor x = kern_tensor_2d(gemm_xb, KERN_BF16, M, K), y = kern_tensor_2d(gemm_yb, KERN_BF16, M, N);
+        kern_gemm_pack_params pp;
+        kern_gemm_params gp;
+        kern_gemm_packed_b *pb[2] = {NULL, NULL};
+        memset(&pp, 0, sizeof pp);
+        pp.trans_b = 1;
+        for (i = 0; i < 2; i++) {
+            kern_tensor w = kern_tensor_2d(gemm_wb + i * N * K, KERN_BF16, N, K);
+            if (kern_gemm_pack_b(ctx, &w, &pb[i], &pp)) {
+                kbench_skip(st, kern_last_error());
+                kern_gemm_packed_b_free(ctx, pb[0]);
+                return;
+            }
+        }
+        memset(&gp, 0, sizeof gp);
+        gp.trans_b = 1;
+        while (kbench_next(st)) {
+            gp.packed_b = pb[it++ & 1];
+            kern_gemm(ctx, &x, NULL, &y, &gp);
+        }
+        for (i = 0; i < 2; i++) kern_gemm_packed_b_free(ctx, pb[i]);
+    } else {
+        static uint16_t *pk[2]; /* every M's instance packs N, K alike */
+        for (i = 0; i < 2 && !pk[1]; i++) {
+            pk[i] = (uint16_t *)kbench_alloc(GEMM_BF16_M1_PACKED_BYTES);
+            if (!pk[i]) {
+                kbench_skip(st, "out of memory");
+                return;
+            }
+            gemm_bf16_m1_pack(gemm_wb + i * N * K, pk[i]);
+        }
+        switch (M) {
+        case 1: while (kbench_next(st)) gemm_bf16_m1_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        case 4: while (kbench_next(st)) gemm_bf16_m4_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        case 16: while (kbench_next(st)) gemm_bf16_m16_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        default: while (kbench_next(st)) gemm_bf16_m64_run(ctx, gemm_xb, pk[it++ & 1], NULL, gemm_yb); break;
+        }
+    }
+    kbench_use(gemm_yb);
+    kbench_set_flops(st, 2.0 * (double)(M * N * K));
+}
 
 static void run_gemm(kbench_state *st, void *user) {
     const gcase *c = (const gcase *)user;
     const int64_t N = 4096, K = 4096, M = c->M;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    if (c->bf16) {
+        run_gemm_bf16(st, c);
+        return;
+    }
     if (!gemm_w) {
         gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
         gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
@@ -282,7 +377,10 @@ KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
     static const char *const impl[3] = {"kern_graph", "gen", "gen_spec"};
-    static const gcase g[8] = {{1, 0}, {1, 1}, {4, 0}, {4, 1}, {16, 0}, {16, 1}, {64, 0}, {64, 1}};
+    static const gcase g[18] = {{1, 0, 0},  {1, 1, 0},  {4, 0, 0},  {4, 1, 0},  {16, 0, 0}, {16, 1, 0},
+                                {64, 0, 0}, {64, 1, 0}, {1, 0, 1},  {1, 1, 1},  {1, 2, 1},  {4, 0, 1},
+                                {4, 1, 1},  {4, 2, 1},  {16, 0, 1}, {16, 1, 1}, {64, 0, 1}, {64, 1, 1}};
+    static const char *const gimpl[3] = {"kern_gemm", "gen", "kern_linear_gemv"};
     int i, t;
     char nm[64];
     for (i = 0; i < 8; i++)
@@ -290,10 +388,10 @@ KBENCH_INIT(gen) {
             snprintf(nm, sizeof nm, "bert-base/B%d-L%d", (int)b[i].B, (int)b[i].L);
             kbench_add("gen", nm, impl[b[i].impl], t, KBENCH_PEAK_F32, run_bert, (void *)&b[i]);
         }
-    for (i = 0; i < 8; i++) {
-        snprintf(nm, sizeof nm, "gemm/f32/M%d/N4096/K4096", (int)g[i].M);
+    for (i = 0; i < 18; i++) {
+        snprintf(nm, sizeof nm, "gemm/%s/M%d/N4096/K4096", g[i].bf16 ? "bf16" : "f32", (int)g[i].M);
         for (t = 1; t <= 2; t++)
-            kbench_add("gen", nm, g[i].gen ? "gen" : "kern_gemm", t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
+            kbench_add("gen", nm, gimpl[g[i].gen], t, KBENCH_PEAK_F32, run_gemm, (void *)&g[i]);
     }
     for (i = 0; i < 8; i++) {
         snprintf(nm, sizeof nm, "qlinear/int8/M%d/N4096/K4096", (int)g[i].M);

@@ -669,11 +669,14 @@ class Lowering:
                     xv, yv, rv = x2, y2, flatten2(r)
         self.set_out(n, 0, y)
         glu = n.op == 'linear' and self.iattr(n, 'glu')
-        if (self.spec_max_m and not glu and n.op == 'linear' and packable and x.dtype == 'f32' and
-                w.dtype == 'f32' and len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
+        # f32 and bf16 instances (x, W and y of one dtype; a bf16 linear's
+        # bias bf16 or f32)
+        idt = x.dtype if x.dtype in ('f32', 'bf16') and w.dtype == x.dtype else None
+        if (self.spec_max_m and idt and not glu and n.op == 'linear' and packable and
+                len(xv.shape) == 2 and xv.stride == [xv.shape[1], 1] and
                 yv.stride == [yv.shape[1], 1] and 1 <= xv.shape[0] <= self.spec_max_m and
-                (b is None or (b.dtype == 'f32' and b.stride == [1]))):
-            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale)
+                (b is None or (b.dtype in (idt, 'f32') and b.stride == [1]))):
+            self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale, idt)
             return
         if self.gemv_ok(n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
             self.gemv_step(n, x, xv, w, b, r, rv, y, yv, act, out_scale, glu)
@@ -749,13 +752,16 @@ class Lowering:
             return L
         self.add_step(n, [x, w, b, r], [y], emit)
 
-    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale):
+    def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale, dt='f32'):
         """A small-M linear through a generated GEMM instance (kern_gen.py
         gemm): another summation order than kern_gemm, so within f32
-        tolerance of the executor, not bit for bit."""
+        tolerance of the executor, not bit for bit (bf16: the f32 sums
+        differ in the last bits, so y may round to the neighbouring bf16).
+        A bf16 instance's weight is packed bf16 into m->ip (float-typed
+        storage, bf16 panels)."""
         M, K = x.shape
         N = w.shape[0]
-        key = (M, N, K)
+        key = (M, N, K, dt)
         if key not in self.instances:
             self.instances.append(key)
         gi = self.instances.index(key)
@@ -764,14 +770,19 @@ class Lowering:
             self.ipack_of[wi] = len(self.ipacks)
             self.ipacks.append((w, gi))
         ip = self.ipack_of[wi]
-        epi = alpha_set or act != 'none' or r is not None or out_scale
+        epi = alpha_set or act != 'none' or r is not None or out_scale or (
+            b is not None and b.dtype != dt)
         nm = self.name
+        pk = 'm->ip[%d]' % ip if dt == 'f32' else '(const uint16_t *)(const void *)m->ip[%d]' % ip
+        # a bf16 instance widens x to f32 once per call: into the arena
+        xw = self.new_buf(n.outs[0] + '.x_f32', 'f32', [M, K]) if dt == 'bf16' else None
 
         def emit(G):
-            L = ['float *py = %s;' % G.ptr(y, True)]
+            xb = ', (float *)(void *)%s' % G.ptr(xw, True) if xw is not None else ''
+            L = ['%s *py = %s;' % (CTYPE[dt], G.ptr(y, True))]
             if not epi:
-                return L + ['st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], %s, py, NULL, 1.0f);' % (
-                    nm, gi, G.ptr(x), ip, 'NULL' if b is None else G.ptr(b))]
+                return L + ['st = %s__gi%d__run_epi(ctx, %s, %s, %s, py, NULL, 1.0f%s);' % (
+                    nm, gi, G.ptr(x), pk, 'NULL' if b is None else G.ptr(b), xb)]
             # kern_gemm's epilogue (kern__epilogue_apply_f32): its order and
             # roundings, applied per task to the panels it computed
             L += ['kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
@@ -785,10 +796,10 @@ class Lowering:
                 L += G.tview('tres', rb) + ['ep.residual = &tres;']
             if out_scale:
                 L.append('ep.out_scale = %s;' % c_float(out_scale))
-            L.append('st = %s__gi%d__run_epi(ctx, %s, m->ip[%d], NULL, py, &ep, %s);' % (
-                nm, gi, G.ptr(x), ip, c_float(alpha) if alpha_set else '1.0f'))
+            L.append('st = %s__gi%d__run_epi(ctx, %s, %s, NULL, py, &ep, %s%s);' % (
+                nm, gi, G.ptr(x), pk, c_float(alpha) if alpha_set else '1.0f', xb))
             return L
-        self.add_step(n, [x, w, b, r], [y], emit)
+        self.add_step(n, [x, w, b, r], [y, xw], emit)
 
     def op_sdpa(self, n, ins):
         q, k, v, mask, klens = ins
@@ -840,19 +851,26 @@ class Lowering:
         H = x.shape[-1] if x.shape else 0
         R = x.numel() // H if H else 0
 
+        # f32 norms; bf16 ones (weight and bias bf16 or f32, one dtype)
+        # without a fused act (kern_norm rounds act's result once, an act
+        # after the instance would round twice)
+        idt = x.dtype if x.dtype == 'f32' or (x.dtype == 'bf16' and act == 'none') else None
+        wdts = set(t.dtype for t in (w, b) if t is not None)
+        wdt = wdts.pop() if len(wdts) == 1 else idt
+
         def dense(v):
-            return v is None or (v.dtype == 'f32' and v.shape == x.shape and v.contiguous())
-        if (self.spec_max_m and H % 8 == 0 and H and R and dense(x) and dense(y) and dense(r) and
-                dense(y1) and all(t is None or (t.dtype == 'f32' and t.shape == [H] and t.stride == [1])
-                                  for t in (w, b))):
-            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5))
+            return v is None or (v.dtype == idt and v.shape == x.shape and v.contiguous())
+        if (self.spec_max_m and idt and H % 8 == 0 and H and R and dense(x) and dense(y) and
+                dense(r) and dense(y1) and wdt in ('f32', idt) and
+                all(t is None or (t.dtype == wdt and t.shape == [H] and t.stride == [1]) for t in (w, b))):
+            key = ('rms' if n.op == 'rms_norm' else 'layer', R, H, eps if eps_set else f32(1e-5), idt, wdt)
             if key not in self.norm_instances:
                 self.norm_instances.append(key)
             ni = self.norm_instances.index(key)
             nm = self.name
 
             def emit_i(G):
-                L = ['float *py = %s;' % G.ptr(y, True),
+                L = ['%s *py = %s;' % (CTYPE[idt], G.ptr(y, True)),
                      'st = %s__ni%d_run(ctx, %s, %s, %s, %s, py, %s);' % (
                          nm, ni, G.ptr(x), 'NULL' if r is None else G.ptr(r),
                          'NULL' if w is None else G.ptr(w), 'NULL' if b is None else G.ptr(b),
@@ -1579,15 +1597,19 @@ def emit_model(low, name, banner):
         w('    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);')
         w('    return x / (1.0f + expf(-2.0f * u));')
         w('}')
-    for gi, (Mi, Ni, Ki) in enumerate(low.instances):
-        o.append(emit_gemm('%s__gi%d' % (N, gi), Mi, Ni, Ki, [], impl_only=True,
-                           cfg=low.inst_cfg.get((Mi, Ni, Ki))).rstrip('\n'))
+    for gi, key in enumerate(low.instances):
+        o.append(emit_gemm('%s__gi%d' % (N, gi), key[0], key[1], key[2], [], impl_only=True,
+                           cfg=low.inst_cfg.get(key), dt=key[3]).rstrip('\n'))
     for qi, (Mi, Ni, Ki) in enumerate(low.qinstances):
         o.append(emit_qlinear('%s__qi%d' % (N, qi), Mi, Ni, Ki, [], impl_only=True,
                               pack_t=any(sc is None and q == qi for _, sc, q in low.qipacks)
                               ).rstrip('\n'))
-    for ni, (kind, Ri, Hi, epsi) in enumerate(low.norm_instances):
-        o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
+    for ni, (kind, Ri, Hi, epsi, dti, wdti) in enumerate(low.norm_instances):
+        if dti == 'bf16':
+            o.append(emit_norm_bf16('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, wdti, [],
+                                    impl_only=True).rstrip('\n'))
+        else:
+            o.append(emit_norm('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, [], impl_only=True).rstrip('\n'))
     if ws_steps:
         w('')
         w('/* never-read addresses for the workspace query: distinct per input and')
@@ -1706,15 +1728,19 @@ def emit_model(low, name, banner):
             w('    %s_pack_int8((const int8_t *)(const void *)%s, (const float *)(const void *)%s, m->qp[%d]);'
               % (qn, E.base_expr(wv)[0], E.base_expr(sc)[0], j))
     for j, (wv, gi) in enumerate(low.ipacks):
-        Mi, Ni, Ki = low.instances[gi]
+        Mi, Ni, Ki, dti = low.instances[gi]
         w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
-            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR))
+            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)))
         w('    if (!m->ip[%d]) {' % j)
         w('        %s_release(ctx, m);' % N)
         w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
         w('    }')
-        w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
-            N, gi, E.base_expr(wv)[0], j))
+        if dti == 'bf16':
+            w('    %s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
+                N, gi, E.base_expr(wv)[0], j))
+        else:
+            w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
+                N, gi, E.base_expr(wv)[0], j))
     for j, (v, srcs) in enumerate(low.merged):
         if len(v.shape) == 2 and j not in low.keep_merged:  # a weight: only its packed form is read
             w('    kern__free(ctx, m->mw[%d]);' % j)
@@ -1799,7 +1825,7 @@ def cmd_model(args, argv):
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
         for key in low.instances:
-            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log)
+            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log, key[3])
         if cache.pop('dirty', False):
             save_cache(path, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
@@ -1810,12 +1836,13 @@ def cmd_model(args, argv):
               'passes:  %s' % (', '.join(passes) or 'none')] + (
               ["quantize: '%s' (linears -> int8 dynamic qlinear)" % args.quantize]
               if args.quantize else []) + log + [
-              'GEMM instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.instances)
-                                      or 'none'),
+              'GEMM instances: %s' % (', '.join('%sM=%d N=%d K=%d' % (
+                  'bf16 ' if k[3] == 'bf16' else '', k[0], k[1], k[2]) for k in low.instances) or 'none'),
               'qlinear instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.qinstances)
                                          or 'none'),
-              'norm instances: %s' % (', '.join('%s rows=%d H=%d eps=%.9g' % (k[0], k[1], k[2], k[3])
-                                                for k in low.norm_instances) or 'none'),
+              'norm instances: %s' % (', '.join('%s%s rows=%d H=%d eps=%.9g' % (
+                  k[0], ' bf16 (weight %s)' % k[5] if k[4] == 'bf16' else '', k[1], k[2], k[3])
+                  for k in low.norm_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -1830,9 +1857,9 @@ def main(argv=None):
     pm.add_argument('--name', default='')
     pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
     pm.add_argument('--specialize-max-m', type=int, default=0, metavar='M',
-                    help='f32 linears with at most M rows through generated GEMM instances '
-                         '(another summation order: within tolerance of the executor, not '
-                         'bit for bit); 0 = off')
+                    help='f32 and bf16 linears with at most M rows (and contiguous norms) '
+                         'through generated instances (another summation order: within '
+                         'tolerance of the executor, not bit for bit); 0 = off')
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
@@ -1861,7 +1888,9 @@ def main(argv=None):
     pn.add_argument('--h', type=int, required=True)
     pn.add_argument('--kind', default='layer', help='layer or rms')
     pn.add_argument('--eps', type=float, default=None, help='default 1e-5 (kern_norm\'s)')
-    pn.add_argument('--dtype', default='f32')
+    pn.add_argument('--dtype', default='f32', help='f32 or bf16 (x, residual, y, residual_out)')
+    pn.add_argument('--weight-dtype', default='', help='weight and bias: f32, or bf16 with --dtype '
+                    'bf16 (default: --dtype)')
     pn.add_argument('--name', default='')
     pn.add_argument('-o', '--out', required=True)
     ps = sub.add_parser('sdpa', help='one attention instance (decode / GQA): y = softmax(q k^T s) v')
@@ -2240,13 +2269,13 @@ def gemm_rows(M, mr):
     return rows
 
 
-def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None):
+def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None, dt='f32'):
     """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
     16 columns, k-major. Every size a constant; one micro-kernel per row
     count of the M split (cfg mr rows at most), K unrolled cfg unroll times;
     tiles of at most cfg split rows keep two accumulator sets (even and odd
     k) to hide the FMA latency. The AVX2 kernel and its scalar twin (fmaf,
-    same order) give the same bits."""
+    same order) give the same bits. dt 'bf16': emit_gemm_bf16's instance."""
     cfg = cfg or GEMM_DEFAULT
     U = name.upper()
     NP = (N + GEMM_NR - 1) // GEMM_NR
@@ -2256,10 +2285,13 @@ def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None):
     sto = 'static ' if impl_only else ''
     if impl_only:
         w('')
-        w('/* GEMM instance M=%d N=%d K=%d (kern_gen.py gemm) */' % (M, N, K))
+        w('/* GEMM instance %sM=%d N=%d K=%d (kern_gen.py gemm) */' % ('bf16 ' if dt == 'bf16' else '', M, N, K))
+    if dt == 'bf16':
+        emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, not impl_only, banner)
     else:
-        emit_gemm_head(w, name, U, M, N, K, NP, banner)
-    emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg)
+        if not impl_only:
+            emit_gemm_head(w, name, U, M, N, K, NP, banner)
+        emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg)
     if not impl_only:
         w('#endif /* %s_IMPLEMENTED */' % U)
         w('#endif /* %s_IMPLEMENTATION */' % U)
@@ -2448,9 +2480,267 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('}')
 
 
+# bf16 instances: x, W, bias and y bf16, products summed in f32. W stays
+# bf16 in the packed panels (half the bytes the f32 panels stream: what a
+# small-M GEMM waits on), 16 columns a k-row as eight 32-bit words, word j
+# holding column j in its low half and column 8 + j in its high half, so
+# AVX2 widens a k-row with one shift (columns 0-7) and one mask (8-15). x
+# is widened to f32 once per call into the context's workspace: the
+# micro-kernel then broadcasts f32 as the f32 instance does (x widened per
+# use was 1.6x slower at M=16, a 16-bit broadcast plus mask 1.2x at M=64,
+# on the Zen 3 of docs/gen_models.md). y = bf16(acc + bias) rounded to
+# nearest even once, kern_f32_to_bf16's rule.
+def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
+    MRX = max(r for _, r in rows)
+    if head:
+        w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+        for b in banner:
+            w(' *   %s' % b)
+        w(' *')
+        w(' * y[%d,%d] = x[%d,%d] . W^T (+ bias), bf16 x, W, bias and y: products' % (M, N, M, K))
+        w(' * summed in f32, y rounded to nearest even once. W [%d,%d] row-major (a' % (N, K))
+        w(' * torch Linear weight) is packed once by %s_pack into %s_PACKED_ELEMS' % (name, U))
+        w(' * bf16 (%s_PACKED_BYTES bytes). x is widened to f32 in the context\'s' % U)
+        w(' * workspace; the column panels split over its threads (the same bits on')
+        w(' * any thread count); the ISA is the context\'s (AVX2+FMA or the scalar')
+        w(' * twin, which gives the same bits). */')
+        w('#ifndef %s_H' % U)
+        w('#define %s_H' % U)
+        w('#include "kern.h"')
+        w('#define %s_M %d' % (U, M))
+        w('#define %s_N %d' % (U, N))
+        w('#define %s_K %d' % (U, K))
+        w('#define %s_PACKED_ELEMS ((size_t)%d)' % (U, NP * K * GEMM_NR))
+        w('#define %s_PACKED_BYTES ((size_t)%d)' % (U, NP * K * GEMM_NR * 2))
+        w('void %s_pack(const uint16_t *w, uint16_t *packed);' % name)
+        w('kern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *packed,' % name)
+        w('                   const uint16_t *bias, uint16_t *y);')
+        w('#endif /* %s_H */' % U)
+        w('')
+        w('#ifdef %s_IMPLEMENTATION' % U)
+        w('#ifndef %s_IMPLEMENTED' % U)
+        w('#define %s_IMPLEMENTED' % U)
+        w('#include <math.h>')
+        w('#include <string.h>')
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    w('')
+    w('/* bf16 bits as f32, exactly (a signalling NaN stays one: the FMAs quiet it) */')
+    w('static float %s__bf(uint16_t h) {' % name)
+    w('    uint32_t u = (uint32_t)h << 16;')
+    w('    float f;')
+    w('    memcpy(&f, &u, 4);')
+    w('    return f;')
+    w('}')
+    w('')
+    w('/* panel p, k-row k: 16 bf16, column j at 2j, column 8 + j at 2j + 1 */')
+    w('%svoid %s_pack(const uint16_t *w, uint16_t *packed) {' % (sto, name))
+    w('    for (int64_t p = 0; p < %d; p++)' % NP)
+    w('        for (int64_t k = 0; k < %d; k++)' % K)
+    w('            for (int64_t j = 0; j < %d; j++) {' % GEMM_NR)
+    w('                int64_t n = p * %d + (j >> 1) + (j & 1) * 8;' % GEMM_NR)
+    w('                packed[(p * %d + k) * %d + j] = n < %d ? w[n * %d + k] : (uint16_t)0;' % (K, GEMM_NR, N, K))
+    w('            }')
+    w('}')
+    for r in sorted(set(r for _, r in rows)):
+        split = r <= cfg['split'] and K >= 2
+        sets = 2 if split else 1
+        for isa in ('scalar', 'avx2'):
+            w('')
+            if isa == 'avx2':
+                w('#ifdef KERN_X86')
+                w('KERN_TARGET_AVX2')
+            w('static void %s__mk%d_%s(const float *x, const uint16_t *bp, float *t) {' % (name, r, isa))
+            if isa == 'avx2':
+                w('    const __m256i hi = _mm256_set1_epi32(-65536);')
+                for s_ in range(sets):
+                    for i in range(r):
+                        w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s_, i, s_, i))
+            else:
+                w('    float c[%d][%d][%d], b[%d];' % (sets, r, GEMM_NR, GEMM_NR))
+                w('    memset(c, 0, sizeof c);')
+
+            def kstep(kexpr, s_):
+                L = ['{']
+                if isa == 'avx2':
+                    L.append('    const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + (%s) * %d));' % (kexpr, GEMM_NR))
+                    L.append('    const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));')
+                    for i in range(r):
+                        L.append('    { const __m256 a = _mm256_broadcast_ss(x + %d + (%s)); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (i * K, kexpr, s_, i, s_, i, s_, i, s_, i))
+                else:
+                    L.append('    const uint16_t *w = bp + (%s) * %d;' % (kexpr, GEMM_NR))
+                    L.append('    for (int j = 0; j < 8; j++) { b[j] = %s__bf(w[2 * j]); b[j + 8] = %s__bf(w[2 * j + 1]); }' % (name, name))
+                    for i in range(r):
+                        L.append('    { const float a = x[%d + (%s)]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (i * K, kexpr, GEMM_NR, s_, i, s_, i))
+                L.append('}')
+                return L
+            U4 = cfg['unroll']
+            full = K // U4
+            if full:
+                w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+                for u in range(U4):
+                    for line in kstep('k + %d' % u, u % sets):
+                        w('        ' + line)
+                w('    }')
+            for k in range(full * U4, K):
+                for line in kstep('%d' % k, k % sets):
+                    w('    ' + line)
+            if isa == 'avx2':
+                for i in range(r):
+                    if sets == 2:
+                        w('    _mm256_storeu_ps(t + %d, _mm256_add_ps(c0_%d_0, c1_%d_0));' % (i * GEMM_NR, i, i))
+                        w('    _mm256_storeu_ps(t + %d, _mm256_add_ps(c0_%d_1, c1_%d_1));' % (i * GEMM_NR + 8, i, i))
+                    else:
+                        w('    _mm256_storeu_ps(t + %d, c0_%d_0);' % (i * GEMM_NR, i))
+                        w('    _mm256_storeu_ps(t + %d, c0_%d_1);' % (i * GEMM_NR + 8, i))
+            else:
+                w('    for (int i = 0; i < %d; i++)' % r)
+                w('        for (int j = 0; j < %d; j++) t[i * %d + j] = %s;' % (
+                    GEMM_NR, GEMM_NR, 'c[0][i][j] + c[1][i][j]' if sets == 2 else 'c[0][i][j]'))
+            w('}')
+            if isa == 'avx2':
+                w('#endif')
+    # the stores: y = bf16(t + bias), kern_f32_to_bf16's rounding
+    w('')
+    w('/* rows [0, r) of the tile t (+ bias) to y as bf16, nearest even */')
+    w('static void %s__st_scalar(const float *t, int r, const uint16_t *bias, uint16_t *y, int64_t ncols) {' % name)
+    w('    for (int i = 0; i < r; i++)')
+    w('        for (int64_t j = 0; j < ncols; j++)')
+    w('            y[i * %d + j] = kern_f32_to_bf16(bias ? t[i * %d + j] + %s__bf(bias[j]) : t[i * %d + j]);' % (N, GEMM_NR, name, GEMM_NR))
+    w('}')
+    w('')
+    w('#ifdef KERN_X86')
+    w('/* kern_f32_to_bf16 on 8 lanes (NaN kept and made quiet, else nearest even) */')
+    w('KERN_TARGET_AVX2')
+    w('static __m128i %s__rne8(__m256 v) {' % name)
+    w('    const __m256i u = _mm256_castps_si256(v);')
+    w('    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),')
+    w('                                           _mm256_set1_epi32(0x7f800000));')
+    w('    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),')
+    w('                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));')
+    w('    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);')
+    w('    r = _mm256_srli_epi32(r, 16);')
+    w('    r = _mm256_packus_epi32(r, r);')
+    w('    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(r, 0x08));')
+    w('}')
+    w('')
+    w('KERN_TARGET_AVX2')
+    w('static void %s__st_avx2(const float *t, int r, const uint16_t *bias, uint16_t *y, int64_t ncols) {' % name)
+    w('    if (ncols < %d) {' % GEMM_NR)
+    w('        %s__st_scalar(t, r, bias, y, ncols);' % name)
+    w('        return;')
+    w('    }')
+    w('    for (int i = 0; i < r; i++)')
+    w('        for (int h = 0; h < %d; h += 8) {' % GEMM_NR)
+    w('            __m256 v = _mm256_loadu_ps(t + i * %d + h);' % GEMM_NR)
+    w('            if (bias)')
+    w('                v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(')
+    w('                                         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(bias + h))), 16)));')
+    w('            _mm_storeu_si128((__m128i *)(void *)(y + i * %d + h), %s__rne8(v));' % (N, name))
+    w('        }')
+    w('}')
+    w('#endif')
+    w('')
+    w('typedef struct %s__args {' % name)
+    w('    kern_ctx *ctx;')
+    w('    const float *x; /* x widened to f32 */')
+    w('    const uint16_t *packed, *bias;')
+    w('    uint16_t *y;')
+    w('    const kern_epilogue *epi;')
+    w('    float alpha;')
+    w('    int64_t per;')
+    w('} %s__args;' % name)
+    for isa in ('scalar', 'avx2'):
+        w('')
+        if isa == 'avx2':
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX2')
+        w('static void %s__panels_%s(const %s__args *a, int64_t p0, int64_t p1) {' % (name, isa, name))
+        w('    float t[%d];' % (MRX * GEMM_NR))
+        w('    for (int64_t p = p0; p < p1; p++) {')
+        w('        const uint16_t *bp = a->packed + p * %d;' % (K * GEMM_NR))
+        w('        const uint16_t *bi = a->bias ? a->bias + p * %d : NULL;' % GEMM_NR)
+        w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
+        for m0, r in rows:
+            w('        %s__mk%d_%s(a->x + %d, bp, t);' % (name, r, isa, m0 * K))
+            w('        if (a->epi)')
+            w('            kern__epilogue_apply_tile(a->ctx, t, %d, a->y, KERN_BF16, %d, %d, %d, p * %d, nc, a->alpha, a->epi);'
+              % (GEMM_NR, N, m0, r, GEMM_NR))
+            w('        else')
+            w('            %s__st_%s(t, %d, bi, a->y + %d + p * %d, nc);' % (name, isa, r, m0 * N, GEMM_NR))
+        w('    }')
+        w('}')
+        if isa == 'avx2':
+            w('#endif')
+    w('')
+    w('/* panels [t per, (t + 1) per), their epilogue tile by tile */')
+    w('static void %s__task(void *arg, int64_t t, int thread) {' % name)
+    w('    const %s__args *a = (const %s__args *)arg;' % (name, name))
+    w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
+    w('    (void)thread;')
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(a->ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(a->ctx) < KERN_ISA_NEON) {')
+    w('        %s__panels_avx2(a, p0, p1);' % name)
+    w('        return;')
+    w('    }')
+    w('#endif')
+    w('    %s__panels_scalar(a, p0, p1);' % name)
+    w('}')
+    w('')
+    w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue and bf16 store (bias')
+    w(' * added by the stores when epi is NULL); x widened once, then the column')
+    w(' * panels split over the context\'s threads (the same bits on any thread')
+    w(' * count). */')
+    w('static kern_status %s__run_epi(kern_ctx *ctx, const uint16_t *x, const uint16_t *packed,' % name)
+    w('                               const uint16_t *bias, uint16_t *y, const kern_epilogue *epi,')
+    w('                               float alpha, float *xbuf) {')
+    w('    %s__args a;' % name)
+    w('    float *xf;')
+    w('    int nt;')
+    w('    int64_t i, ntask;')
+    w('    kern_status st = kern__op_begin(&ctx, "%s_run");' % name)
+    w('    if (st) return st;')
+    w('    /* x in f32: the caller\'s buffer (a generated model\'s arena) or the')
+    w('     * context\'s scratch */')
+    w('    xf = xbuf ? xbuf : (float *)kern__workspace(ctx, (size_t)%d * sizeof(float));' % (M * K))
+    w('    if (!xf) {')
+    w('        kern__op_end(ctx);')
+    w('        return kern__err(KERN_ERR_NOMEM, "%s_run: no memory for x in f32");' % name)
+    w('    }')
+    w('    for (i = 0; i < %d; i++) xf[i] = %s__bf(x[i]);' % (M * K, name))
+    w('    nt = kern_ctx_threads(ctx);')
+    w('    ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    a.ctx = ctx;')
+    w('    a.x = xf;')
+    w('    a.packed = packed;')
+    w('    a.bias = bias;')
+    w('    a.y = y;')
+    w('    a.epi = epi;')
+    w('    a.alpha = alpha;')
+    w('    if (nt <= 1 || ntask <= 1) {')
+    w('        a.per = %d;' % NP)
+    w('        %s__task(&a, 0, 0);' % name)
+    w('    } else {')
+    w('        a.per = (%d + ntask - 1) / ntask;' % NP)
+    w('        st = kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    w('    }')
+    w('    kern__op_end(ctx);')
+    w('    return st;')
+    w('}')
+    if sto:
+        return
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *packed,' % name)
+    w('                   const uint16_t *bias, uint16_t *y) {')
+    w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
+    w('    return %s__run_epi(ctx, x, packed, bias, y, NULL, 1.0f, NULL);' % name)
+    w('}')
+
+
 def cmd_gemm(args, argv):
-    if args.dtype != 'f32':
-        raise GenError('gemm: no %s instance yet (f32 only)' % args.dtype)
+    if args.dtype not in ('f32', 'bf16'):
+        raise GenError("gemm: --dtype must be 'f32' or 'bf16', not %r" % args.dtype)
     for k in ('m', 'n', 'k'):
         v = getattr(args, k)
         if v < 1 or v > 1 << 20:
@@ -2472,14 +2762,14 @@ def cmd_gemm(args, argv):
     elif args.autotune:
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
-        cfg = tune_gemm(args.m, args.n, args.k, cache, log)
+        cfg = tune_gemm(args.m, args.n, args.k, cache, log, args.dtype)
         if cache.pop('dirty', False):
             save_cache(path, cache)
     cfg = cfg or GEMM_DEFAULT
     banner = ['command: kern_gen.py ' + ' '.join(argv),
-              'instance: gemm f32 M=%d N=%d K=%d' % (args.m, args.n, args.k)] + log + [
+              'instance: gemm %s M=%d N=%d K=%d' % (args.dtype, args.m, args.n, args.k)] + log + [
               'blocking: mr=%d split=%d unroll=%d' % (cfg['mr'], cfg['split'], cfg['unroll'])]
-    write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner, cfg=cfg))
+    write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner, cfg=cfg, dt=args.dtype))
 
 
 
@@ -2560,9 +2850,10 @@ def save_cache(path, c):
     write_atomic(path, json.dumps(c, indent=1, sort_keys=True) + '\n')
 
 
-def time_gemm_candidates(M, N, K, cands):
+def time_gemm_candidates(M, N, K, cands, dt='f32'):
     """Compiles every candidate in one program and times each (best of up
-    to 5 runs); returns microseconds per candidate."""
+    to 5 runs); returns microseconds per candidate. bf16: the panels from
+    x already widened (what a run times after its one conversion)."""
     import shutil
     import subprocess
     import time
@@ -2573,8 +2864,13 @@ def time_gemm_candidates(M, N, K, cands):
         src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
                '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
                '#include <immintrin.h>', '#endif']
+        if dt == 'bf16':  # referenced by the panels, never called here (no epilogue)
+            src.append('void kern__epilogue_apply_tile(kern_ctx *ctx, const float *t, int64_t ldt, void *y, '
+                       'kern_dtype ydt, int64_t ldy, int64_t i0, int64_t m, int64_t j0, int64_t n, '
+                       'float alpha, const kern_epilogue *epi) { (void)ctx; (void)t; (void)ldt; (void)y; '
+                       '(void)ydt; (void)ldy; (void)i0; (void)m; (void)j0; (void)n; (void)alpha; (void)epi; }')
         for i, c in enumerate(cands):
-            src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True, cfg=c))
+            src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True, cfg=c, dt=dt))
         src.append('static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
                    'return t.tv_sec + t.tv_nsec * 1e-9; }')
         src.append('int main(void) {')
@@ -2586,29 +2882,45 @@ def time_gemm_candidates(M, N, K, cands):
         src.append('    if (!x || !w || !y || !pk) return 1;')
         src.append('    for (int64_t i = 0; i < %d; i++) x[i] = (float)(i %% 17) * 0.01f;' % (M * K))
         src.append('    for (int64_t i = 0; i < %d; i++) w[i] = (float)(i %% 13) * 0.01f;' % (N * K))
-        src.append('    t0_pack(w, pk);')
+        if dt == 'bf16':
+            src.append('    uint16_t *wb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (N * K))
+            src.append('    uint16_t *yb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (M * N))
+            src.append('    uint16_t *pb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (
+                ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR))
+            src.append('    if (!wb || !yb || !pb) return 1;')
+            src.append('    for (int64_t i = 0; i < %d; i++) wb[i] = kern_f32_to_bf16(w[i]);' % (N * K))
+            src.append('    t0_pack(wb, pb);')
+        else:
+            src.append('    t0_pack(w, pk);')
         src.append('    int avx2 = 0;')
         src.append('#ifdef KERN_X86')
         src.append('    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");')
         src.append('#endif')
         for i in range(len(cands)):
             src.append('    {')
+            if dt == 'bf16':
+                src.append('        t%d__args a;' % i)
+                src.append('        memset(&a, 0, sizeof a);')
+                src.append('        a.x = x;')
+                src.append('        a.packed = pb;')
+                src.append('        a.y = yb;')
             src.append('        double best = 1e30, spent = 0;')
             src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
             src.append('            double t = now();')
             src.append('#ifdef KERN_X86')
-            src.append('            if (avx2) t%d__panels_avx2(x, pk, NULL, y, 0, %d); else' % (
-                i, (N + GEMM_NR - 1) // GEMM_NR))
+            pargs = '&a' if dt == 'bf16' else 'x, pk, NULL, y'
+            src.append('            if (avx2) t%d__panels_avx2(%s, 0, %d); else' % (
+                i, pargs, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('#endif')
-            src.append('            t%d__panels_scalar(x, pk, NULL, y, 0, %d);' % (
-                i, (N + GEMM_NR - 1) // GEMM_NR))
+            src.append('            t%d__panels_scalar(%s, 0, %d);' % (
+                i, pargs, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('            t = now() - t;')
             src.append('            spent += t;')
             src.append('            if (r && t < best) best = t;')
             src.append('        }')
             src.append('        printf("%%d %%.3f\\n", %d, best * 1e6);' % i)
             src.append('    }')
-        src.append('    return (int)y[0] == 12345;')
+        src.append('    return (int)y[0] == 12345%s;' % (' + yb[0]' if dt == 'bf16' else ''))
         src.append('}')
         with open(os.path.join(d, 'tune.c'), 'w') as f:
             f.write('\n'.join(src) + '\n')
@@ -2633,10 +2945,10 @@ def time_gemm_candidates(M, N, K, cands):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def tune_gemm(M, N, K, cache, log):
+def tune_gemm(M, N, K, cache, log, dt='f32'):
     """The fastest blocking for this instance: from the cache, else timed."""
     import time
-    key = 'gemm/f32/M%d/N%d/K%d' % (M, N, K)
+    key = 'gemm/%s/M%d/N%d/K%d' % (dt, M, N, K)
     hit = cache['entries'].get(key)
     if hit:
         log.append('autotune: %s: mr=%d split=%d unroll=%d (cache)' % (
@@ -2650,7 +2962,7 @@ def tune_gemm(M, N, K, cache, log):
             seen.add(sig)
             cands.append(c)
     t0 = time.time()
-    us = time_gemm_candidates(M, N, K, cands)
+    us = time_gemm_candidates(M, N, K, cands, dt)
     best = min(range(len(cands)), key=lambda i: us[i])
     c = dict(cands[best])
     cache['entries'][key] = dict(c, us=round(us[best], 3), candidates=len(cands))
@@ -2944,9 +3256,217 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
     return '\n'.join(o) + '\n'
 
 
+def emit_norm_bf16(name, R, H, kind, eps, wdt, banner, impl_only=False):
+    """emit_norm for bf16 x, residual, y and residual_out; weight and bias
+    bf16 or f32 (wdt), as the bf16 graphs store them. kern_norm's
+    arithmetic where it matters: h = x + residual formed in f32 and
+    normalized unrounded, residual_out = h rounded; weight and bias widened
+    to f32, y = (h - mean) rstd w + b rounded once (nearest even, like
+    kern_f32_to_bf16). Every output is written in the last pass, after its
+    element's inputs were read, so y may be x and residual_out may be
+    residual (in place, as kern_norm allows). The statistics are the f32
+    instance's (8 lanes, one fixed order; kern_norm's shifted sums differ
+    in the last bits), so the AVX2 row and its scalar twin give the same
+    bits."""
+    U = name.upper()
+    o = []
+    w = o.append
+    sto = 'static ' if impl_only else ''
+    layer = kind == 'layer'
+    WT = 'uint16_t' if wdt == 'bf16' else 'float'
+    if impl_only:
+        w('')
+        w('/* norm instance %s bf16 (weight %s) R=%d H=%d eps=%s (kern_gen.py norm) */' % (
+            kind, wdt, R, H, c_float(eps)))
+    else:
+        w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+        for b in banner:
+            w(' *   %s' % b)
+        w(' *')
+        w(' * y[%d,%d] = %s_norm(x + residual) * weight + bias, eps %s; x, residual,' % (
+            R, H, kind, c_float(eps)))
+        w(' * y and residual_out (where x + residual is written) bf16, weight and bias')
+        w(' * %s; residual, weight, bias and residual_out may be NULL. f32 arithmetic,' % wdt)
+        w(' * each output rounded to nearest even once; y may be x and residual_out')
+        w(' * residual (in place), no other overlap. Contiguous rows, one thread; the')
+        w(' * ISA is the context\'s (AVX2 or the scalar twin, which gives the same')
+        w(' * bits). */')
+        w('#ifndef %s_H' % U)
+        w('#define %s_H' % U)
+        w('#include "kern.h"')
+        w('#define %s_ROWS %d' % (U, R))
+        w('#define %s_HIDDEN %d' % (U, H))
+        w('kern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *residual, const %s *weight,' % (name, WT))
+        w('                   const %s *bias, uint16_t *y, uint16_t *residual_out);' % WT)
+        w('#endif /* %s_H */' % U)
+        w('')
+        w('#ifdef %s_IMPLEMENTATION' % U)
+        w('#ifndef %s_IMPLEMENTED' % U)
+        w('#define %s_IMPLEMENTED' % U)
+        w('#include <math.h>')
+        w('#include <string.h>')
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
+    w('')
+    w('static float %s__bf(uint16_t h) {' % name)
+    w('    uint32_t u = (uint32_t)h << 16;')
+    w('    float f;')
+    w('    memcpy(&f, &u, 4);')
+    w('    return f;')
+    w('}')
+    wl = '%s__bf(%%s)' % name if wdt == 'bf16' else '%s'
+    hs = ['    {',
+          '        float s4[4], s2[2];',
+          '        for (l = 0; l < 4; l++) s4[l] = acc[l] + acc[l + 4];',
+          '        for (l = 0; l < 2; l++) s2[l] = s4[l] + s4[l + 2];',
+          '        s = s2[0] + s2[1];',
+          '    }']
+    # scalar twin
+    w('')
+    w('static void %s__row_scalar(const uint16_t *x, const uint16_t *res, const %s *wt, const %s *bs,' % (name, WT, WT))
+    w('                         uint16_t *y, uint16_t *so) {')
+    w('    float s, mean = 0.0f, rstd, acc[8];')
+    w('    int64_t j;')
+    w('    int l;')
+    w('    memset(acc, 0, sizeof acc);')
+    w('    for (j = 0; j < %d; j += 8)' % H)
+    w('        for (l = 0; l < 8; l++) {')
+    w('            float v = %s__bf(x[j + l]);' % name)
+    w('            if (res) v = v + %s__bf(res[j + l]);' % name)
+    w('            acc[l] = %s;' % ('acc[l] + v' if layer else 'fmaf(v, v, acc[l])'))
+    w('        }')
+    for l in hs:
+        w(l)
+    if layer:
+        w('    mean = s / %d.0f;' % H)
+        w('    memset(acc, 0, sizeof acc);')
+        w('    for (j = 0; j < %d; j += 8)' % H)
+        w('        for (l = 0; l < 8; l++) {')
+        w('            float v = %s__bf(x[j + l]);' % name)
+        w('            if (res) v = v + %s__bf(res[j + l]);' % name)
+        w('            v = v - mean;')
+        w('            acc[l] = fmaf(v, v, acc[l]);')
+        w('        }')
+        for l in hs:
+            w(l)
+    w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+    w('    for (j = 0; j < %d; j++) {' % H)
+    w('        float v = %s__bf(x[j]);' % name)
+    w('        if (res) v = v + %s__bf(res[j]);' % name)
+    w('        if (so) so[j] = kern_f32_to_bf16(v);')
+    w('        v = (v - mean) * rstd;')
+    w('        if (wt && bs) v = fmaf(v, %s, %s);' % (wl % 'wt[j]', wl % 'bs[j]'))
+    w('        else if (wt) v = v * %s;' % (wl % 'wt[j]'))
+    w('        else if (bs) v = v + %s;' % (wl % 'bs[j]'))
+    w('        y[j] = kern_f32_to_bf16(v);')
+    w('    }')
+    if not layer:
+        w('    (void)mean;')
+    w('}')
+    # AVX2
+    w('')
+    w('#ifdef KERN_X86')
+    w('KERN_TARGET_AVX2')
+    w('static __m256 %s__ld8(const uint16_t *p) {' % name)
+    w('    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));')
+    w('}')
+    w('')
+    w('/* kern_f32_to_bf16 on 8 lanes, stored */')
+    w('KERN_TARGET_AVX2')
+    w('static void %s__st8(uint16_t *p, __m256 v) {' % name)
+    w('    const __m256i u = _mm256_castps_si256(v);')
+    w('    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),')
+    w('                                           _mm256_set1_epi32(0x7f800000));')
+    w('    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),')
+    w('                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));')
+    w('    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);')
+    w('    r = _mm256_srli_epi32(r, 16);')
+    w('    r = _mm256_packus_epi32(r, r);')
+    w('    _mm_storeu_si128((__m128i *)(void *)p, _mm256_castsi256_si128(_mm256_permute4x64_epi64(r, 0x08)));')
+    w('}')
+
+    def hsum():
+        return ['    {',
+                '        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));',
+                '        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));',
+                '        s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));',
+                '    }']
+    wv = ('%s__ld8(%%s)' % name) if wdt == 'bf16' else '_mm256_loadu_ps(%s)'
+    w('')
+    w('KERN_TARGET_AVX2')
+    w('static void %s__row_avx2(const uint16_t *x, const uint16_t *res, const %s *wt, const %s *bs,' % (name, WT, WT))
+    w('                         uint16_t *y, uint16_t *so) {')
+    w('    float s, mean = 0.0f, rstd;')
+    w('    int64_t j;')
+    w('    __m256 acc = _mm256_setzero_ps();')
+    w('    for (j = 0; j < %d; j += 8) {' % H)
+    w('        __m256 v = %s__ld8(x + j);' % name)
+    w('        if (res) v = _mm256_add_ps(v, %s__ld8(res + j));' % name)
+    w('        acc = %s;' % ('_mm256_add_ps(acc, v)' if layer else '_mm256_fmadd_ps(v, v, acc)'))
+    w('    }')
+    for l in hsum():
+        w(l)
+    if layer:
+        w('    mean = s / %d.0f;' % H)
+        w('    acc = _mm256_setzero_ps();')
+        w('    for (j = 0; j < %d; j += 8) {' % H)
+        w('        __m256 v = %s__ld8(x + j);' % name)
+        w('        if (res) v = _mm256_add_ps(v, %s__ld8(res + j));' % name)
+        w('        v = _mm256_sub_ps(v, _mm256_set1_ps(mean));')
+        w('        acc = _mm256_fmadd_ps(v, v, acc);')
+        w('    }')
+        for l in hsum():
+            w(l)
+    w('    rstd = 1.0f / sqrtf(s / %d.0f + %s);' % (H, c_float(eps)))
+    w('    for (j = 0; j < %d; j += 8) {' % H)
+    w('        __m256 v = %s__ld8(x + j);' % name)
+    w('        if (res) v = _mm256_add_ps(v, %s__ld8(res + j));' % name)
+    w('        if (so) %s__st8(so + j, v);' % name)
+    w('        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean)), _mm256_set1_ps(rstd));')
+    w('        if (wt && bs) v = _mm256_fmadd_ps(v, %s, %s);' % (wv % '(wt + j)', wv % '(bs + j)'))
+    w('        else if (wt) v = _mm256_mul_ps(v, %s);' % (wv % '(wt + j)'))
+    w('        else if (bs) v = _mm256_add_ps(v, %s);' % (wv % '(bs + j)'))
+    w('        %s__st8(y + j, v);' % name)
+    w('    }')
+    if not layer:
+        w('    (void)mean;')
+    w('}')
+    w('#endif')
+    w('')
+    w('%skern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *residual, const %s *weight,' % (sto, name, WT))
+    w('                   const %s *bias, uint16_t *y, uint16_t *residual_out) {' % WT)
+    w('    int64_t r;')
+    w('    if (!x || !y) return kern__err(KERN_ERR_ARG, "%s_run: x or y is NULL");' % name)
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+    w('        for (r = 0; r < %d; r++)' % R)
+    w('            %s__row_avx2(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                         residual_out ? residual_out + r * %d : NULL);' % H)
+    w('        return KERN_OK;')
+    w('    }')
+    w('#endif')
+    w('    (void)ctx;')
+    w('    for (r = 0; r < %d; r++)' % R)
+    w('        %s__row_scalar(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
+      % (name, H, H, H))
+    w('                       residual_out ? residual_out + r * %d : NULL);' % H)
+    w('    return KERN_OK;')
+    w('}')
+    if not impl_only:
+        w('#endif /* %s_IMPLEMENTED */' % U)
+        w('#endif /* %s_IMPLEMENTATION */' % U)
+    return '\n'.join(o) + '\n'
+
+
 def cmd_norm(args, argv):
-    if args.dtype != 'f32':
-        raise GenError('norm: no %s instance yet (f32 only)' % args.dtype)
+    if args.dtype not in ('f32', 'bf16'):
+        raise GenError("norm: --dtype must be 'f32' or 'bf16', not %r" % args.dtype)
+    wdt = args.weight_dtype or args.dtype
+    if wdt not in ('f32', 'bf16') or (args.dtype == 'f32' and wdt != 'f32'):
+        raise GenError("norm: --weight-dtype must be 'f32'%s, not %r" % (
+            " or 'bf16'" if args.dtype == 'bf16' else ' with --dtype f32', wdt))
     if args.kind not in ('layer', 'rms'):
         raise GenError("norm: --kind must be 'layer' or 'rms', not %r" % args.kind)
     if args.rows < 1 or args.rows > 1 << 20:
@@ -2958,12 +3478,17 @@ def cmd_norm(args, argv):
         raise GenError('--name %r is not a C identifier' % name)
     eps = f32(args.eps if args.eps is not None else 1e-5)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
-              'instance: %s_norm f32 rows=%d H=%d eps=%s' % (args.kind, args.rows, args.h, c_float(eps))]
-    write_atomic(args.out, emit_norm(name, args.rows, args.h, args.kind, eps, banner))
+              'instance: %s_norm %s%s rows=%d H=%d eps=%s' % (
+                  args.kind, args.dtype, ' (weight %s)' % wdt if args.dtype != 'f32' else '',
+                  args.rows, args.h, c_float(eps))]
+    if args.dtype == 'bf16':
+        write_atomic(args.out, emit_norm_bf16(name, args.rows, args.h, args.kind, eps, wdt, banner))
+    else:
+        write_atomic(args.out, emit_norm(name, args.rows, args.h, args.kind, eps, banner))
 
 
 # ---------------------------------------------------------- sdpa instances
-def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
+def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
     """Attention for one sequence with every size constant: q [HQ,LQ,D],
     k and v [HKV,LK,D], y [HQ,LQ,D], contiguous f32. The HQ/HKV query heads
     of a group (GQA) walk their K/V rows together (each row read once per
@@ -2971,10 +3496,16 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
     accumulator); causal aligns the queries to the last keys. D a multiple
     of 8: dot products in 8 lanes summed in one fixed order, expf for the
     weights, so the AVX2 code and its scalar twin (fmaf) give the same
-    bits. The K/V heads split over the context's threads (same bits)."""
+    bits. The K/V heads split over the context's threads (same bits).
+    dt 'bf16': q, k, v and y bf16, the same f32 arithmetic: the group's q
+    rows widened once, each K/V row once per group, y rounded to nearest
+    even once (kern_f32_to_bf16's rule)."""
     U = name.upper()
     G = HQ // HKV
     RW = G * LQ
+    bf = dt == 'bf16'
+    T = 'uint16_t' if bf else 'float'
+    qn, kn, vn = ('qf', 'kf', 'vf') if bf else ('qg', 'kj', 'vj')
     o = []
     w = o.append
     w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
@@ -2984,13 +3515,14 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
     w(' * y[%d,%d,%d] = softmax(q k^T * %s%s) v; q [%d,%d,%d], k and v [%d,%d,%d],' % (
         HQ, LQ, D, repr(scale), ', causal (queries at the last keys)' if causal else '',
         HQ, LQ, D, HKV, LK, D))
-    w(' * contiguous f32; query head h reads K/V head h / %d. The ISA is the' % G)
+    w(' * contiguous %s; query head h reads K/V head h / %d. The ISA is the' % (
+        'bf16 (f32 arithmetic, y rounded to nearest even once)' if bf else 'f32', G))
     w(' * context\'s (AVX2 or the scalar twin: the same bits), the K/V heads split')
     w(' * over its threads. */')
     w('#ifndef %s_H' % U)
     w('#define %s_H' % U)
     w('#include "kern.h"')
-    w('kern_status %s_run(kern_ctx *ctx, const float *q, const float *k, const float *v, float *y);' % name)
+    w('kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k, const %s *v, %s *y);' % (name, T, T, T, T))
     w('#endif /* %s_H */' % U)
     w('')
     w('#ifdef %s_IMPLEMENTATION' % U)
@@ -3001,33 +3533,61 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
     w('#ifdef KERN_X86')
     w('#include <immintrin.h>')
     w('#endif')
+    if bf:  # n (a multiple of 8) bf16 as f32, exactly
+        w('')
+        w('static void %s__widen_scalar(const uint16_t *s, float *d, int64_t n) {' % name)
+        w('    int64_t i;')
+        w('    for (i = 0; i < n; i++) {')
+        w('        uint32_t u = (uint32_t)s[i] << 16;')
+        w('        memcpy(d + i, &u, 4);')
+        w('    }')
+        w('}')
+        w('')
+        w('#ifdef KERN_X86')
+        w('KERN_TARGET_AVX2')
+        w('static void %s__widen_avx2(const uint16_t *s, float *d, int64_t n) {' % name)
+        w('    int64_t i;')
+        w('    for (i = 0; i < n; i += 8)')
+        w('        _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm256_slli_epi32(_mm256_cvtepu16_epi32(')
+        w('                                _mm_loadu_si128((const __m128i *)(const void *)(s + i))), 16));')
+        w('}')
+        w('#endif')
     for isa in ('scalar', 'avx2'):
         w('')
         if isa == 'avx2':
             w('#ifdef KERN_X86')
             w('KERN_TARGET_AVX2')
-        w('static void %s__head_%s(const float *q, const float *k, const float *v, float *y, int64_t g) {' % (name, isa))
+        w('static void %s__head_%s(const %s *q, const %s *k, const %s *v, %s *y, int64_t g) {' % (
+            name, isa, T, T, T, T))
         w('    /* the %d rows (query head, query) of K/V head g */' % RW)
         w('    float mx[%d], sum[%d], acc[%d];' % (RW, RW, RW * D))
+        if bf:
+            w('    float qf[%d], kf[%d], vf[%d];' % (RW * D, D, D))
         w('    int64_t j, r, d;')
-        w('    const float *kg = k + g * %d, *vg = v + g * %d;' % (LK * D, LK * D))
-        w('    const float *qg = q + g * %d;' % (G * LQ * D))
+        w('    const %s *kg = k + g * %d, *vg = v + g * %d;' % (T, LK * D, LK * D))
+        w('    const %s *qg = q + g * %d;' % (T, G * LQ * D))
+        if bf:
+            w('    %s__widen_%s(qg, qf, %d);' % (name, isa, RW * D))
         w('    for (r = 0; r < %d; r++) {' % RW)
         w('        mx[r] = -INFINITY;')
         w('        sum[r] = 0.0f;')
         w('    }')
         w('    memset(acc, 0, sizeof acc);')
         w('    for (j = 0; j < %d; j++) {' % LK)
-        w('        const float *kj = kg + j * %d, *vj = vg + j * %d;' % (D, D))
+        if bf:
+            w('        %s__widen_%s(kg + j * %d, kf, %d);' % (name, isa, D, D))
+            w('        %s__widen_%s(vg + j * %d, vf, %d);' % (name, isa, D, D))
+        else:
+            w('        const float *kj = kg + j * %d, *vj = vg + j * %d;' % (D, D))
         w('        for (r = 0; r < %d; r++) {' % RW)
-        w('            const float *qr = qg + r * %d;' % D)
+        w('            const float *qr = %s + r * %d;' % (qn, D))
         w('            float s, mn, corr, p;')
         if causal:
             w('            if (j > %d + r %% %d) continue;' % (LK - LQ, LQ))
         if isa == 'avx2':
             w('            {')
             w('                __m256 a = _mm256_setzero_ps();')
-            w('                for (d = 0; d < %d; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(kj + d), a);' % D)
+            w('                for (d = 0; d < %d; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(%s + d), a);' % (D, kn))
             w('                {')
             w('                    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));')
             w('                    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));')
@@ -3040,7 +3600,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
             w('                int l;')
             w('                memset(a, 0, sizeof a);')
             w('                for (d = 0; d < %d; d += 8)' % D)
-            w('                    for (l = 0; l < 8; l++) a[l] = fmaf(qr[d + l], kj[d + l], a[l]);')
+            w('                    for (l = 0; l < 8; l++) a[l] = fmaf(qr[d + l], %s[d + l], a[l]);' % kn)
             w('                for (l = 0; l < 4; l++) s4[l] = a[l] + a[l + 4];')
             w('                for (l = 0; l < 2; l++) s2[l] = s4[l] + s4[l + 2];')
             w('                s = s2[0] + s2[1];')
@@ -3056,16 +3616,19 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
             w('                const __m256 vc = _mm256_set1_ps(corr), vp = _mm256_set1_ps(p);')
             w('                float *ar = acc + r * %d;' % D)
             w('                for (d = 0; d < %d; d += 8)' % D)
-            w('                    _mm256_storeu_ps(ar + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(vj + d), _mm256_mul_ps(_mm256_loadu_ps(ar + d), vc)));')
+            w('                    _mm256_storeu_ps(ar + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(%s + d), _mm256_mul_ps(_mm256_loadu_ps(ar + d), vc)));' % vn)
             w('            }')
         else:
-            w('            for (d = 0; d < %d; d++) acc[r * %d + d] = fmaf(p, vj[d], acc[r * %d + d] * corr);' % (D, D, D))
+            w('            for (d = 0; d < %d; d++) acc[r * %d + d] = fmaf(p, %s[d], acc[r * %d + d] * corr);' % (D, D, vn, D))
         w('        }')
         w('    }')
         w('    for (r = 0; r < %d; r++) {' % RW)
         w('        const float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;')
-        w('        float *yr = y + (g * %d + r) * %d;' % (RW, D))
-        w('        for (d = 0; d < %d; d++) yr[d] = acc[r * %d + d] * inv;' % (D, D))
+        w('        %s *yr = y + (g * %d + r) * %d;' % (T, RW, D))
+        if bf:  # the same product, rounded: the scalar rule on every ISA
+            w('        for (d = 0; d < %d; d++) yr[d] = kern_f32_to_bf16(acc[r * %d + d] * inv);' % (D, D))
+        else:
+            w('        for (d = 0; d < %d; d++) yr[d] = acc[r * %d + d] * inv;' % (D, D))
         w('    }')
         w('}')
         if isa == 'avx2':
@@ -3073,8 +3636,8 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
     w('')
     w('typedef struct %s__args {' % name)
     w('    kern_ctx *ctx;')
-    w('    const float *q, *k, *v;')
-    w('    float *y;')
+    w('    const %s *q, *k, *v;' % T)
+    w('    %s *y;' % T)
     w('} %s__args;' % name)
     w('')
     w('static void %s__task(void *arg, int64_t g, int thread) {' % name)
@@ -3089,7 +3652,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
     w('    %s__head_scalar(a->q, a->k, a->v, a->y, g);' % name)
     w('}')
     w('')
-    w('kern_status %s_run(kern_ctx *ctx, const float *q, const float *k, const float *v, float *y) {' % name)
+    w('kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k, const %s *v, %s *y) {' % (name, T, T, T, T))
     w('    %s__args a;' % name)
     w('    if (!q || !k || !v || !y) return kern__err(KERN_ERR_ARG, "%s_run: q, k, v or y is NULL");' % name)
     w('    a.ctx = ctx;')
@@ -3111,8 +3674,8 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner):
 
 def cmd_sdpa(args, argv):
     import math
-    if args.dtype != 'f32':
-        raise GenError('sdpa: no %s instance yet (f32 only)' % args.dtype)
+    if args.dtype not in ('f32', 'bf16'):
+        raise GenError("sdpa: --dtype must be 'f32' or 'bf16', not %r" % args.dtype)
     hkv = args.hkv or args.hq
     for k, v in (('hq', args.hq), ('hkv', hkv), ('lq', args.lq), ('lk', args.lk), ('d', args.d)):
         if v < 1 or v > 1 << 20:
@@ -3123,18 +3686,22 @@ def cmd_sdpa(args, argv):
         raise GenError('sdpa: --d %d must be a multiple of 8' % args.d)
     if args.causal and args.lq > args.lk:
         raise GenError('sdpa: causal with --lq %d > --lk %d' % (args.lq, args.lk))
-    if (args.hq // hkv) * args.lq * args.d > 16384:
+    rows = (args.hq // hkv) * args.lq
+    if rows * args.d * (2 if args.dtype == 'bf16' else 1) + (2 * args.d if args.dtype == 'bf16' else 0) > 16384:
         raise GenError('sdpa: a K/V group of %d query rows x D %d does not fit the instance\'s '
-                       'stack state (at most 16384 floats)' % ((args.hq // hkv) * args.lq, args.d))
+                       'stack state (at most 16384 floats%s)' % (
+                           rows, args.d, '; bf16 also holds q and a K/V row in f32'
+                           if args.dtype == 'bf16' else ''))
     name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
         raise GenError('--name %r is not a C identifier' % name)
     scale = f32(args.scale if args.scale is not None else 1.0 / math.sqrt(args.d))
     banner = ['command: kern_gen.py ' + ' '.join(argv),
-              'instance: sdpa f32 Hq=%d Hkv=%d Lq=%d Lk=%d D=%d%s scale=%.9g' % (
-                  args.hq, hkv, args.lq, args.lk, args.d, ' causal' if args.causal else '', scale)]
+              'instance: sdpa %s Hq=%d Hkv=%d Lq=%d Lk=%d D=%d%s scale=%.9g' % (
+                  args.dtype, args.hq, hkv, args.lq, args.lk, args.d, ' causal' if args.causal else '',
+                  scale)]
     write_atomic(args.out, emit_sdpa(name, args.hq, hkv, args.lq, args.lk, args.d, args.causal,
-                                     scale, banner))
+                                     scale, banner, args.dtype))
 
 
 

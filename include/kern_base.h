@@ -753,6 +753,14 @@ KERN_API kern_status kern__epilogue_check(const kern_epilogue *e, const char *op
  * (gen/kern_gen.py's GEMM instances; defined with the math layer). */
 KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int64_t m, int64_t j0,
                                        int64_t n, float alpha, const kern_epilogue *epi);
+/* The same from an f32 accumulator tile t (row stride ldt; t[0] is output
+ * element (i0, j0)) into rows [i0, i0 + m), columns [j0, j0 + n) of an
+ * output y of dtype ydt (f32, bf16 or f16; row stride ldy, unit columns),
+ * rounded once as kern_gemm stores it (the bf16 GEMM instances). */
+KERN_API void kern__epilogue_apply_tile(kern_ctx *ctx, const float *t, int64_t ldt, void *y,
+                                        kern_dtype ydt, int64_t ldy, int64_t i0, int64_t m,
+                                        int64_t j0, int64_t n, float alpha,
+                                        const kern_epilogue *epi);
 /* Ensures every thread slot has at least `size` bytes of scratch. Call
  * before kern_parallel_for; then tasks fetch theirs with
  * kern__thread_scratch. Slots are 64-byte aligned and never share a cache
@@ -5257,8 +5265,10 @@ static inline float kern__v_quant_row_s8__neon(const void *x, kern_dtype dt, int
  * accumulators (gen/kern_gen.py's GEMM instances), so its epilogue gives
  * kern_gemm's bits for the same accumulators. Bias and residual are
  * indexed by the output's (row, column), as in kern_gemm. */
-KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int64_t m, int64_t j0,
-                                       int64_t n, float alpha, const kern_epilogue *epi) {
+KERN_API void kern__epilogue_apply_tile(kern_ctx *ctx, const float *t, int64_t ldt, void *y,
+                                        kern_dtype ydt, int64_t ldy, int64_t i0, int64_t m,
+                                        int64_t j0, int64_t n, float alpha,
+                                        const kern_epilogue *epi) {
     kern__epi e;
     kern_isa isa = kern_ctx_isa(ctx);
     kern__epi_init(&e);
@@ -5270,28 +5280,33 @@ KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int
         e.out_scale = epi->out_scale != 0.0f ? epi->out_scale : 1.0f;
     }
     e.dst = (char *)y;
-    e.dst_dt = KERN_F32;
+    e.dst_dt = ydt;
     e.dst_rs = ldy;
     e.dst_cs = 1;
     if (m <= 0 || n <= 0) return;
 #ifdef KERN_X86
     if (isa >= KERN_ISA_AVX512 && isa < KERN_ISA_NEON) {
-        kern__v_epi_tile__avx512(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        kern__v_epi_tile__avx512(&e, i0, j0, t, ldt, (int)m, (int)n);
         return;
     }
     if (isa >= KERN_ISA_AVX2 && isa < KERN_ISA_NEON) {
-        kern__v_epi_tile__avx2(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        kern__v_epi_tile__avx2(&e, i0, j0, t, ldt, (int)m, (int)n);
         return;
     }
 #endif
 #ifdef KERN_NEON
     if (isa >= KERN_ISA_NEON) {
-        kern__v_epi_tile__neon(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+        kern__v_epi_tile__neon(&e, i0, j0, t, ldt, (int)m, (int)n);
         return;
     }
 #endif
     (void)isa;
-    kern__s_epi_tile(&e, 0, j0, y + j0, ldy, (int)m, (int)n);
+    kern__s_epi_tile(&e, i0, j0, t, ldt, (int)m, (int)n);
+}
+
+KERN_API void kern__epilogue_apply_f32(kern_ctx *ctx, float *y, int64_t ldy, int64_t m, int64_t j0,
+                                       int64_t n, float alpha, const kern_epilogue *epi) {
+    kern__epilogue_apply_tile(ctx, y + j0, ldy, y, KERN_F32, ldy, 0, m, j0, n, alpha, epi);
 }
 
 #ifdef __cplusplus

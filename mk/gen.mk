@@ -7,17 +7,23 @@
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
 # make gen-compile-check   generated samples (plain; with GEMM and norm
-#             instances and safetensors; standalone gemm, norm, sdpa) as C99, C11 (gcc, clang)
+#             instances and safetensors; standalone gemm, norm, sdpa, f32
+#             and bf16) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
 GEN_BIND_qsynth := B=2,L=5
+# bf16 graphs: bert2 as torch.autocast(bfloat16) runs it (gen/bert_ir.py
+# --dtype bf16: linears and attention bf16, LayerNorms f32), and a synthetic
+# graph with bf16 linears (every epilogue) and bf16 norms
+GEN_BIND_bert2_bf16 := B=2,L=9
+GEN_BIND_synth_bf16 := B=2,L=5
 # Each model twice: NAME.h with the generator's passes (the executor's
 # epilogue, residual+norm, norm+act and DCE) against the executor with
 # the passes the generator does not repeat switched off (decomposed
@@ -27,8 +33,16 @@ GEN_FUSED := (KERN_GRAPH_PASS_DECOMPOSED)
 GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PASS_INPLACE | KERN_GRAPH_PASS_DCE))
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
-# largest magnitude.
-GEN_SPEC_MODELS := bert1 bert2 synth
+# largest magnitude (GEN_TOL_NAME for the bf16 graphs, below).
+GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16
+# In a bf16 graph a linear's f32 sum that differs from kern_gemm's in its
+# last bits can round to the neighbouring bf16 value (one ulp, 2^-7 of
+# it), and a norm instance's statistics differ from kern_norm's shifted
+# sums likewise: two bf16 ulps of the largest magnitude (kt_tol's bf16
+# rtol) let one such step pass through the ops after it. Measured: 1.8e-7
+# (bert2_bf16, outputs f32 after a LayerNorm), 0 (synth_bf16).
+GEN_TOL_bert2_bf16 := 1.6e-2
+GEN_TOL_synth_bf16 := 1.6e-2
 # NAME_q8.h (--quantize '*': linears -> int8 dynamic qlinear, as the
 # executor's params.quantize) against the executor quantizing the same
 # linears: the same kern_qlinear calls on the same packed weights, bit for
@@ -93,7 +107,7 @@ build/gen/check_bert_base: build/gen/bert_base.kg
 $(eval $(call GEN_CHECK_RULE,bert2,bert2_gemv,$(GEN_FUSED)))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
-$(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=1e-4)))
+$(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4))))
 $(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"')))
 $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
@@ -113,7 +127,21 @@ build/gen/gemm_c.h: gen/kern_gen.py
 build/gen/gemm_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
-build/gen/check_gemm: tests/gen_gemm_check.c build/gen/gemm_a.h build/gen/gemm_b.h build/gen/gemm_c.h build/gen/gemm_d.h build/gen/kern_impl.o tests/kt.h
+# bf16 twins of the four (kern_gen.py gemm --dtype bf16)
+build/gen/gemm_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 5 --n 37 --k 70 -o $@
+build/gen/gemm_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 16 --n 96 --k 768 -o $@
+build/gen/gemm_bf_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 1 --n 40 --k 33 -o $@
+build/gen/gemm_bf_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
+GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d bf_a bf_b bf_c bf_d)
+build/gen/check_gemm: tests/gen_gemm_check.c $(GEN_GEMM_HEADERS) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
 
@@ -137,26 +165,39 @@ build/gen/check_qlinear: tests/gen_qlinear_check.c build/gen/qlinear_a.h build/g
 GEN_CHECKS += build/gen/check_qlinear
 
 # standalone norm instances (kern_gen.py norm): layer with a small H, rms
-# with BERT's
+# with BERT's; bf16 the same (layer with bf16 weight and bias, rms with
+# f32 ones)
 build/gen/norm_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py norm --rows 5 --h 40 --kind layer -o $@
 build/gen/norm_b.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py norm --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
-build/gen/check_norm: tests/gen_norm_check.c build/gen/norm_a.h build/gen/norm_b.h build/gen/kern_impl.o tests/kt.h
+build/gen/norm_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --dtype bf16 --rows 5 --h 40 --kind layer -o $@
+build/gen/norm_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py norm --dtype bf16 --weight-dtype f32 --rows 3 --h 768 --kind rms --eps 1e-6 -o $@
+build/gen/check_norm: tests/gen_norm_check.c $(patsubst %,build/gen/norm_%.h,a b bf_a bf_b) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_norm
 
 # standalone attention instances (kern_gen.py sdpa): decode with grouped
-# heads, and causal with 3 queries
+# heads, and causal with 3 queries; the same in bf16
 build/gen/sdpa_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py sdpa --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
 build/gen/sdpa_b.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py sdpa --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
-build/gen/check_sdpa: tests/gen_sdpa_check.c build/gen/sdpa_a.h build/gen/sdpa_b.h build/gen/kern_impl.o tests/kt.h
+build/gen/sdpa_bf_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --dtype bf16 --hq 4 --hkv 2 --lq 1 --lk 37 --d 24 -o $@
+build/gen/sdpa_bf_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py sdpa --dtype bf16 --hq 6 --hkv 2 --lq 3 --lk 50 --d 64 --causal -o $@
+build/gen/check_sdpa: tests/gen_sdpa_check.c $(patsubst %,build/gen/sdpa_%.h,a b bf_a bf_b) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_sdpa
 
@@ -176,8 +217,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/gemm_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/sdpa_b.h
-	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec gemm_a qlinear_a norm_a sdpa_b; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
+	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec gemm_a gemm_bf_a qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
@@ -191,8 +232,9 @@ compile-check: gen-compile-check
 
 # bench/bench_gen.c (family `gen`): BERT-base (gen/bert_ir.py) at B=1,
 # L=16 and 32, plain and specialized, and at B=8, L=128 plain (its M is
-# past --specialize-max-m), and GEMM instances M in 1, 4, 16,
-# 64, N = K = 4096; under build/gen/bench so make test never builds them.
+# past --specialize-max-m), and GEMM instances (f32 and bf16) M in 1, 4,
+# 16, 64, N = K = 4096; under build/gen/bench so make test never builds
+# them.
 build/gen/bench/bert_base.kg: gen/bert_ir.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/bert_ir.py -o $@
@@ -208,9 +250,13 @@ build/gen/bench/gemm_m%.h: gen/kern_gen.py
 build/gen/bench/qlinear_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py qlinear --m $* --n 4096 --k 4096 -o $@
+build/gen/bench/gemm_bf16_m%.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m $* --n 4096 --k 4096 -o $@
 GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
+                     $(patsubst %,build/gen/bench/gemm_bf16_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64)
 .PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)

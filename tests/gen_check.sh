@@ -54,7 +54,9 @@ expect_error "missing file" "cannot read" $gen model "$dir/nope.kg" -o "$dir/out
 # standalone GEMM instance
 $gen gemm --m 3 --n 20 --k 9 -o "$dir/g.h" && grep -q "G_PACKED_FLOATS ((size_t)288)" "$dir/g.h" \
   && pass || fail "gemm instance"
-expect_error "gemm dtype" "no bf16 instance" $gen gemm --m 1 --n 8 --k 8 --dtype bf16 -o "$dir/out.h"
+$gen gemm --dtype bf16 --m 3 --n 20 --k 9 -o "$dir/gb.h" && grep -q "GB_PACKED_ELEMS ((size_t)288)" "$dir/gb.h" \
+  && grep -q "instance: gemm bf16 M=3 N=20 K=9" "$dir/gb.h" && pass || fail "gemm bf16 instance"
+expect_error "gemm dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen gemm --m 1 --n 8 --k 8 --dtype f16 -o "$dir/out.h"
 
 # standalone int8 dynamic linear instance; K past kern_qlinear's limit, a bad blocking
 $gen qlinear --m 2 --n 40 --k 20 -o "$dir/q.h" && grep -q "Q_PACKED_BYTES ((size_t)1536)" "$dir/q.h" \
@@ -66,11 +68,22 @@ expect_error "qlinear blocking" "MR in 1..3" $gen qlinear --m 1 --n 8 --k 8 --bl
 $gen norm --rows 4 --h 64 --kind rms -o "$dir/n.h" && grep -q "N_HIDDEN 64" "$dir/n.h" && pass || fail "norm instance"
 expect_error "norm h" "multiple of 8" $gen norm --rows 4 --h 60 -o "$dir/out.h"
 expect_error "norm kind" "--kind must be" $gen norm --rows 4 --h 64 --kind batch -o "$dir/out.h"
+$gen norm --dtype bf16 --rows 4 --h 64 --kind rms -o "$dir/nb.h" && grep -q "instance: rms_norm bf16 (weight bf16)" "$dir/nb.h" \
+  && grep -q "const uint16_t \*weight" "$dir/nb.h" && pass || fail "norm bf16 instance"
+$gen norm --dtype bf16 --weight-dtype f32 --rows 4 --h 64 -o "$dir/nf.h" && grep -q "const float \*weight" "$dir/nf.h" \
+  && pass || fail "norm bf16 instance, f32 weight"
+expect_error "norm dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen norm --dtype f16 --rows 4 --h 64 -o "$dir/out.h"
+expect_error "norm weight dtype" "--weight-dtype must be 'f32' with --dtype f32, not 'bf16'" $gen norm --weight-dtype bf16 --rows 4 --h 64 -o "$dir/out.h"
+expect_error "norm weight dtype" "--weight-dtype must be 'f32' or 'bf16', not 'i8'" $gen norm --dtype bf16 --weight-dtype i8 --rows 4 --h 64 -o "$dir/out.h"
 
 # standalone attention instance; bad head grouping, D not a multiple of 8
 $gen sdpa --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/s.h" && grep -q "Hq=8 Hkv=2 Lq=1 Lk=64 D=32" "$dir/s.h" && pass || fail "sdpa instance"
 expect_error "sdpa groups" "not a multiple of --hkv" $gen sdpa --hq 6 --hkv 4 --lk 8 --d 32 -o "$dir/out.h"
 expect_error "sdpa d" "multiple of 8" $gen sdpa --hq 2 --lk 8 --d 30 -o "$dir/out.h"
+$gen sdpa --dtype bf16 --hq 8 --hkv 2 --lk 64 --d 32 -o "$dir/sb.h" && grep -q "instance: sdpa bf16 Hq=8" "$dir/sb.h" \
+  && pass || fail "sdpa bf16 instance"
+expect_error "sdpa dtype" "--dtype must be 'f32' or 'bf16', not 'f16'" $gen sdpa --dtype f16 --hq 2 --lk 8 --d 32 -o "$dir/out.h"
+expect_error "sdpa bf16 state" "bf16 also holds q" $gen sdpa --dtype bf16 --hq 64 --hkv 1 --lk 8 --d 128 -o "$dir/out.h"
 
 # autotune: a real (tiny) tuning run writes the cache, the next replays it
 # without timing; a corrupt, foreign or old cache is refused
@@ -80,6 +93,10 @@ $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t1.h" \
   && pass || fail "autotune run"
 $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t2.h" \
   && grep -q "autotune: gemm/f32/M2/N16/K8: .*(cache)" "$dir/t2.h" && pass || fail "autotune replay"
+# bf16 tunes under its own key, beside the f32 entry of the same shape
+$gen gemm --dtype bf16 --m 2 --n 16 --k 8 --autotune --tune-cache "$tc" -o "$dir/t3.h" \
+  && grep -q "autotune: gemm/bf16/M2/N16/K8: mr=.*candidates" "$dir/t3.h" && grep -q '"gemm/f32/M2/N16/K8"' "$tc" \
+  && grep -q '"gemm/bf16/M2/N16/K8"' "$tc" && pass || fail "autotune bf16 run"
 printf '{"format": "kern-gen-autotune", "version": 1, "cpu"' > "$dir/bad.json"
 expect_error "corrupt cache" "is corrupt" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/bad.json" -o "$dir/out.h"
 sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
