@@ -1816,18 +1816,27 @@ def cmd_model(args, argv):
     passes = [p for p in PASSES if p not in (args.no_fuse or '').split(',')]
     if args.no_fuse == 'all':
         passes = []
-    log = run_passes(g, bind, name, passes, args.quantize)
+    cache = None
+    decide = None
+    threads = args.threads or os.cpu_count() or 1
+    if args.autotune:
+        tpath = args.tune_cache or default_cache_path()
+        cache = load_cache(tpath, cpu_key())
+        if args.specialize_max_m:
+            tlog = []
+            decide = qkv_tuner(cache, tlog, args.specialize_max_m)
+    log = run_passes(g, bind, name, passes, args.quantize, decide)
+    if decide:
+        log += tlog
     low = Lowering(g, bind, name, args.specialize_max_m)
     low.inst_cfg = {}
     if args.safetensors:
         bind_safetensors(low, args.safetensors)
-    if args.autotune and low.instances:
-        path = args.tune_cache or default_cache_path()
-        cache = load_cache(path, cpu_key())
+    if args.autotune:
         for key in low.instances:
-            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log, key[3])
+            low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log, key[3], threads)
         if cache.pop('dirty', False):
-            save_cache(path, cache)
+            save_cache(tpath, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
               'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)')] + (
@@ -1863,6 +1872,9 @@ def main(argv=None):
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
     pm.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pm.add_argument('--threads', type=int, default=0, metavar='T',
+                    help='--autotune: the thread count to tune the instances\' thread split for '
+                         '(default: this machine\'s CPUs)')
     pm.add_argument('--quantize', default='', metavar='GLOBS',
                     help="linears whose node name matches (comma-separated globs with * and ?, "
                          "'*' = all) become int8 dynamic qlinears, as the executor's "
@@ -1880,8 +1892,12 @@ def main(argv=None):
     pg.add_argument('--autotune', action='store_true', help='time candidate blockings here '
                     '(or replay them from --tune-cache)')
     pg.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
-    pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL',
-                    help='a blocking by hand (what --autotune chooses among)')
+    pg.add_argument('--threads', type=int, default=0, metavar='T',
+                    help='--autotune: the thread count to tune the thread split for '
+                         '(default: this machine\'s CPUs)')
+    pg.add_argument('--blocking', default='', metavar='MR,SPLIT,UNROLL[,TPT]',
+                    help='a blocking by hand (what --autotune chooses among); TPT: column-panel '
+                         'tasks per thread at --threads threads')
     pg.add_argument('-o', '--out', required=True)
     pn = sub.add_parser('norm', help='one norm instance: y = norm(x + residual) * weight + bias')
     pn.add_argument('--rows', type=int, required=True)
@@ -2052,7 +2068,15 @@ def pass_epilogue(g, vals, consts, log):
                 break
             log.append("fuse: %s '%s' + %s -> '%s'" % (n.op, n.outs[0], what, c.outs[0]))
             n.outs = [c.outs[0]]
-            g.nodes.remove(c)
+            # the fused node takes c's place when c comes later (as the
+            # executor's absorb does): what c read besides n's output (a
+            # residual) may be defined after n
+            i_n, i_c = g.nodes.index(n), g.nodes.index(c)
+            if i_c > i_n:
+                g.nodes[i_c] = n
+                del g.nodes[i_n]
+            else:
+                g.nodes.remove(c)
 
 
 def _producer(g, v):
@@ -2062,7 +2086,7 @@ def _producer(g, v):
     return None
 
 
-def pass_qkv(g, vals, log):
+def pass_qkv(g, vals, log, decide=None):
     """The executor's Q/K/V merge (kern__gpx_qkv): linears reading the same
     x whose weights (and biases, all or none) are graph weights of one
     dtype and K, none with a residual, act, alpha or out_scale, become one
@@ -2099,6 +2123,12 @@ def pass_qkv(g, vals, log):
             grp.append(b)
         if len(grp) < 2 or wa.kind != 'weight':
             continue
+        if decide and not q8:  # --autotune: the merge is a fusion choice, timed
+            rows = functools_prod(vals[a.ins[0]].shape[:-1])
+            if not decide(rows, wa.shape[1], [vals[b.ins[1]].shape[0] for b in grp], wa.dtype):
+                log.append("autotune: %d linears reading '%s' (%s) kept apart: faster than one GEMM" % (
+                    len(grp), a.ins[0], ', '.join("'%s'" % b.outs[0] for b in grp)))
+                continue
         ntot = sum(vals[b.ins[1]].shape[0] for b in grp)
         base = a.outs[0]
         wname = fresh(g, base + '.merged_weight')
@@ -2216,7 +2246,7 @@ def pass_quantize(g, vals, pats, log):
         log.append("quantize: '%s' -> qlinear" % nm)
 
 
-def run_passes(g, bind, name, passes, quantize=''):
+def run_passes(g, bind, name, passes, quantize='', qkv_decide=None):
     log = []
     if 'dce' in passes:
         r = pass_dce(g)
@@ -2234,7 +2264,7 @@ def run_passes(g, bind, name, passes, quantize=''):
         pass_epilogue(g, vals, consts, log)
     if 'qkv' in passes:
         vals, _ = shapes()
-        pass_qkv(g, vals, log)
+        pass_qkv(g, vals, log, qkv_decide)
     if 'residual_norm' in passes:
         vals, _ = shapes()
         pass_residual_norm(g, vals, log)
@@ -2256,6 +2286,16 @@ GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 
 
 GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
+
+
+def tpt_expr(cfg):
+    """C expression of the column-panel tasks per thread (nt: the
+    context's threads): the tuned split at the thread count it was tuned
+    for, TPT_DEFAULT otherwise."""
+    t, n = cfg.get('tpt'), cfg.get('tpt_threads')
+    if t and n and t != TPT_DEFAULT:
+        return '(nt == %d ? %d : %d)' % (n, t, TPT_DEFAULT)
+    return '%d' % TPT_DEFAULT
 
 
 def gemm_rows(M, mr):
@@ -2454,7 +2494,8 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('                               float alpha) {')
     w('    %s__args a;' % name)
     w('    int nt = kern_ctx_threads(ctx);')
-    w('    int64_t ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    int64_t tpt = %s;' % tpt_expr(cfg))
+    w('    int64_t ntask = (int64_t)nt * tpt < %d ? (int64_t)nt * tpt : %d;' % (NP, NP))
     w('    a.ctx = ctx;')
     w('    a.x = x;')
     w('    a.packed = packed;')
@@ -2710,7 +2751,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('    }')
     w('    for (i = 0; i < %d; i++) xf[i] = %s__bf(x[i]);' % (M * K, name))
     w('    nt = kern_ctx_threads(ctx);')
-    w('    ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    ntask = (int64_t)nt * (%s) < %d ? (int64_t)nt * (%s) : %d;' % (tpt_expr(cfg), NP, tpt_expr(cfg), NP))
     w('    a.ctx = ctx;')
     w('    a.x = xf;')
     w('    a.packed = packed;')
@@ -2753,22 +2794,33 @@ def cmd_gemm(args, argv):
     log, cfg = [], None
     if args.blocking:
         try:
-            mr, split, unroll = (int(v) for v in args.blocking.split(','))
+            vals = [int(v) for v in args.blocking.split(',')]
+            mr, split, unroll = vals[:3]
+            tpt = vals[3] if len(vals) == 4 else 0
+            if len(vals) not in (3, 4):
+                raise ValueError
         except ValueError:
-            raise GenError('--blocking: expected MR,SPLIT,UNROLL, got %r' % args.blocking)
-        if not (1 <= mr <= 6 and 0 <= split <= 6 and unroll in (2, 4, 8)):
-            raise GenError('--blocking: MR in 1..6, SPLIT in 0..6, UNROLL 2, 4 or 8')
+            raise GenError('--blocking: expected MR,SPLIT,UNROLL[,TPT], got %r' % args.blocking)
+        if not (1 <= mr <= 6 and 0 <= split <= 6 and unroll in (2, 4, 8)) or (
+                tpt and tpt not in TPT_CANDIDATES):
+            raise GenError('--blocking: MR in 1..6, SPLIT in 0..6, UNROLL 2, 4 or 8, TPT one of %s'
+                           % ', '.join(str(t) for t in TPT_CANDIDATES))
         cfg = {'mr': mr, 'split': split, 'unroll': unroll}
+        if tpt:
+            cfg.update(tpt=tpt, tpt_threads=args.threads or os.cpu_count() or 1)
     elif args.autotune:
         path = args.tune_cache or default_cache_path()
         cache = load_cache(path, cpu_key())
-        cfg = tune_gemm(args.m, args.n, args.k, cache, log, args.dtype)
+        cfg = tune_gemm(args.m, args.n, args.k, cache, log, args.dtype,
+                        args.threads or os.cpu_count() or 1)
         if cache.pop('dirty', False):
             save_cache(path, cache)
     cfg = cfg or GEMM_DEFAULT
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'instance: gemm %s M=%d N=%d K=%d' % (args.dtype, args.m, args.n, args.k)] + log + [
-              'blocking: mr=%d split=%d unroll=%d' % (cfg['mr'], cfg['split'], cfg['unroll'])]
+              'blocking: mr=%d split=%d unroll=%d' % (cfg['mr'], cfg['split'], cfg['unroll']) + (
+                  ', %d tasks per thread at %d threads' % (cfg['tpt'], cfg['tpt_threads'])
+                  if cfg.get('tpt') else '')]
     write_atomic(args.out, emit_gemm(name, args.m, args.n, args.k, banner, cfg=cfg, dt=args.dtype))
 
 
@@ -2782,7 +2834,9 @@ def cmd_gemm(args, argv):
 # accumulator sets for tiles of at most that many rows) changes the
 # summation order; `mr` (rows per tile) and `unroll` do not.
 CACHE_FORMAT = 'kern-gen-autotune'
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the thread split ('tpt' per thread count) and fusion entries
+TPT_DEFAULT = 4    # column-panel tasks per thread when nothing is tuned
+TPT_CANDIDATES = (1, 2, 4, 8, 16)
 TUNE_CANDIDATES = [
     {'mr': 6, 'split': 3, 'unroll': 4}, {'mr': 6, 'split': 3, 'unroll': 8},
     {'mr': 6, 'split': 0, 'unroll': 4}, {'mr': 5, 'split': 3, 'unroll': 4},
@@ -2816,7 +2870,8 @@ def default_cache_path():
 
 def load_cache(path, cpu):
     import json
-    empty = {'format': CACHE_FORMAT, 'version': CACHE_VERSION, 'cpu': cpu, 'entries': {}}
+    empty = {'format': CACHE_FORMAT, 'version': CACHE_VERSION, 'cpu': cpu, 'entries': {},
+             '_dir': os.path.dirname(os.path.abspath(path))}
     if not os.path.exists(path):
         return empty
     try:
@@ -2837,9 +2892,17 @@ def load_cache(path, cpu):
     if not isinstance(ent, dict):
         raise GenError('autotune cache %s is corrupt (no entries)' % path)
     for k, v in ent.items():
-        if not (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
-                and 1 <= v['mr'] <= 6 and 0 <= v['split'] <= 6 and v['unroll'] in (2, 4, 8)):
+        if k.startswith('fuse/'):
+            ok = isinstance(v, dict) and isinstance(v.get('merge'), bool)
+        else:
+            tp = v.get('tpt', {}) if isinstance(v, dict) else None
+            ok = (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
+                  and 1 <= v['mr'] <= 6 and 0 <= v['split'] <= 6 and v['unroll'] in (2, 4, 8)
+                  and isinstance(tp, dict) and all(
+                      isinstance(t, str) and t.isdigit() and tp[t] in TPT_CANDIDATES for t in tp))
+        if not ok:
             raise GenError("autotune cache %s is corrupt (entry '%s')" % (path, k))
+    c['_dir'] = os.path.dirname(os.path.abspath(path))
     return c
 
 
@@ -2847,7 +2910,8 @@ def save_cache(path, c):
     import json
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    write_atomic(path, json.dumps(c, indent=1, sort_keys=True) + '\n')
+    keep = {k: c[k] for k in ('format', 'version', 'cpu', 'entries')}
+    write_atomic(path, json.dumps(keep, indent=1, sort_keys=True) + '\n')
 
 
 def time_gemm_candidates(M, N, K, cands, dt='f32'):
@@ -2922,30 +2986,192 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
             src.append('    }')
         src.append('    return (int)y[0] == 12345%s;' % (' + yb[0]' if dt == 'bf16' else ''))
         src.append('}')
-        with open(os.path.join(d, 'tune.c'), 'w') as f:
-            f.write('\n'.join(src) + '\n')
-        cmd = [cc, '-O2', '-std=c11', '-D_GNU_SOURCE', '-w', '-I' + os.path.join(root, 'include'),
-               '-I' + os.path.join(root, 'kernels'), os.path.join(d, 'tune.c'), '-o',
-               os.path.join(d, 'tune'), '-lm']
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           universal_newlines=True)
-        if r.returncode:
-            raise GenError('autotune: compiling the candidates failed (%s):\n%s' % (
-                ' '.join(cmd[:2]), r.stdout[-2000:]))
-        r = subprocess.run([os.path.join(d, 'tune')], stdout=subprocess.PIPE,
-                           universal_newlines=True)
-        times = {}
-        for line in r.stdout.splitlines():
-            i, us = line.split()
-            times[int(i)] = float(us)
-        if len(times) != len(cands):
-            raise GenError('autotune: the timing program failed (exit %d)' % r.returncode)
-        return [times[i] for i in range(len(cands))]
+        return run_tune_program(d, src, len(cands))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def tune_gemm(M, N, K, cache, log, dt='f32'):
+def run_tune_program(d, src, n, kern_obj=None):
+    """Compiles src in d (against this checkout's headers, and kern's
+    implementation object when the program calls kern), runs it and reads
+    'i microseconds' lines for candidates 0 .. n-1."""
+    import subprocess
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    cc = os.environ.get('CC') or 'cc'
+    with open(os.path.join(d, 'tune.c'), 'w') as f:
+        f.write('\n'.join(src) + '\n')
+    cmd = [cc, '-O2', '-std=c11', '-D_GNU_SOURCE', '-w', '-I' + os.path.join(root, 'include'),
+           '-I' + os.path.join(root, 'kernels'), os.path.join(d, 'tune.c')] + (
+           [kern_obj] if kern_obj else []) + ['-o', os.path.join(d, 'tune'), '-lm', '-lpthread']
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if r.returncode:
+        raise GenError('autotune: compiling the candidates failed (%s):\n%s' % (
+            ' '.join(cmd[:2]), r.stdout[-2000:]))
+    r = subprocess.run([os.path.join(d, 'tune')], stdout=subprocess.PIPE,
+                       universal_newlines=True)
+    times = {}
+    for line in r.stdout.splitlines():
+        i, us = line.split()
+        times[int(i)] = float(us)
+    if len(times) != n:
+        raise GenError('autotune: the timing program failed (exit %d)' % r.returncode)
+    return [times[i] for i in range(n)]
+
+
+def kern_impl_object(cache_dir):
+    """kern's implementation as one object, for timing programs that run
+    on its thread pool: build/gen/kern_impl.o of this checkout when it is
+    newer than every header (make test builds it), else one compiled once
+    into the cache's folder, named by a hash of the compiler and the
+    headers (about half a minute, then reused)."""
+    import glob
+    import hashlib
+    import subprocess
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+    hdrs = sorted(glob.glob(os.path.join(root, 'include', '*.h')) +
+                  glob.glob(os.path.join(root, 'kernels', '*.h')))
+    newest = max(os.path.getmtime(h) for h in hdrs)
+    built = os.path.join(root, 'build', 'gen', 'kern_impl.o')
+    if os.path.exists(built) and os.path.getmtime(built) >= newest:
+        return built
+    cc = os.environ.get('CC') or 'cc'
+    h = hashlib.sha256(cc.encode())
+    for p in hdrs:
+        with open(p, 'rb') as f:
+            h.update(os.path.basename(p).encode() + b'\0' + f.read())
+    obj = os.path.join(cache_dir, 'kern_impl-%s.o' % h.hexdigest()[:16])
+    if os.path.exists(obj):
+        return obj
+    os.makedirs(cache_dir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix='.kern_impl.', suffix='.c', dir=cache_dir)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write('#define KERN_IMPLEMENTATION\n#include "kern.h"\n')
+        r = subprocess.run([cc, '-O2', '-std=c11', '-D_GNU_SOURCE', '-w', '-I' + os.path.join(root, 'include'),
+                            '-I' + os.path.join(root, 'kernels'), '-c', tmp, '-o', tmp + '.o'],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if r.returncode:
+            raise GenError('autotune: compiling kern for the timing programs failed:\n%s' % r.stdout[-2000:])
+        os.replace(tmp + '.o', obj)
+    finally:
+        for t in (tmp, tmp + '.o'):
+            if os.path.exists(t):
+                os.unlink(t)
+    return obj
+
+
+def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
+    """The instance with blocking cfg and each thread split in tpts, run
+    whole (NAME__run_epi) on a kern context of `threads` threads; best of up
+    to 8 runs each, microseconds."""
+    import shutil
+    d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    try:
+        NPK = ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR
+        et = 'uint16_t' if dt == 'bf16' else 'float'
+        src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
+               '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
+               '#include <immintrin.h>', '#endif']
+        for i, t in enumerate(tpts):
+            src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True,
+                                 cfg=dict(cfg, tpt=t, tpt_threads=threads), dt=dt))
+        src += ['static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
+                'return t.tv_sec + t.tv_nsec * 1e-9; }',
+                'int main(void) {',
+                '    kern_ctx_params p;',
+                '    kern_ctx *ctx = NULL;',
+                '    memset(&p, 0, sizeof p);',
+                '    p.n_threads = %d;' % threads,
+                '    if (kern_ctx_create(&p, &ctx)) return 1;',
+                '    %s *x = (%s *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (et, et, M * K),
+                '    %s *w = (%s *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (et, et, N * K),
+                '    %s *y = (%s *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (et, et, M * N),
+                '    %s *pk = (%s *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (et, et, NPK),
+                '    float *xb = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K),
+                '    if (!x || !w || !y || !pk || !xb) return 1;',
+                '    for (int64_t i = 0; i < %d; i++) x[i] = %s;' % (
+                    M * K, 'kern_f32_to_bf16((float)(i % 17) * 0.01f)' if dt == 'bf16' else '(float)(i % 17) * 0.01f'),
+                '    for (int64_t i = 0; i < %d; i++) w[i] = %s;' % (
+                    N * K, 'kern_f32_to_bf16((float)(i % 13) * 0.01f)' if dt == 'bf16' else '(float)(i % 13) * 0.01f'),
+                '    t0_pack(w, pk);']
+        for i in range(len(tpts)):
+            call = 't%d__run_epi(ctx, x, pk, NULL, y, NULL, 1.0f%s)' % (i, ', xb' if dt == 'bf16' else '')
+            src += ['    {',
+                    '        double best = 1e30, spent = 0;',
+                    '        %s;' % call,
+                    '        for (int r = 0; r < 8 && (r < 3 || spent < 0.25); r++) {',
+                    '            double t = now();',
+                    '            %s;' % call,
+                    '            t = now() - t;',
+                    '            spent += t;',
+                    '            if (t < best) best = t;',
+                    '        }',
+                    '        printf("%%d %%.3f\\n", %d, best * 1e6);' % i,
+                    '    }']
+        src += ['    kern_ctx_destroy(ctx);', '    return (int)y[0] == 12345;', '}']
+        return run_tune_program(d, src, len(tpts), kern_obj)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tune_gemm(M, N, K, cache, log, dt='f32', threads=1):
+    """The fastest blocking for this instance, then (threads > 1) the fastest
+    thread split for it on kern's pool: from the cache, else timed."""
+    c = tune_gemm_blocking(M, N, K, cache, log, dt)
+    if threads <= 1 or (N + GEMM_NR - 1) // GEMM_NR < 2:
+        return c
+    import time
+    key = 'gemm/%s/M%d/N%d/K%d' % (dt, M, N, K)
+    ent = cache['entries'][key]
+    tp = ent.setdefault('tpt', {})
+    if str(threads) in tp:
+        log.append('autotune: %s: %d tasks per thread at %d threads (cache)' % (
+            key, tp[str(threads)], threads))
+        return dict(c, tpt=tp[str(threads)], tpt_threads=threads)
+    t0 = time.time()
+    us = time_gemm_threads(M, N, K, dt, c, threads, TPT_CANDIDATES,
+                           kern_impl_object(cache['_dir']))
+    best = min(range(len(TPT_CANDIDATES)), key=lambda i: us[i])
+    tp[str(threads)] = TPT_CANDIDATES[best]
+    cache['dirty'] = True
+    log.append('autotune: %s: %d tasks per thread at %d threads, %.1f us (%s; %.1f s)' % (
+        key, TPT_CANDIDATES[best], threads, us[best],
+        ', '.join('%d: %.0f' % (t, u) for t, u in zip(TPT_CANDIDATES, us)), time.time() - t0))
+    return dict(c, tpt=TPT_CANDIDATES[best], tpt_threads=threads)
+
+
+def qkv_tuner(cache, log, spec_max_m):
+    """--autotune's fusion choice for the Q/K/V merge of linears that run
+    as GEMM instances (at most spec_max_m rows, f32 or bf16): one instance
+    over the concatenated weights against the parts' instances one after
+    the other, each with the default blocking on one thread; the faster
+    form is kept (cache entry fuse/qkv/...). Linears past spec_max_m run
+    on kern_gemm and merge as the executor merges them."""
+    import time
+
+    def decide(M, K, Ns, dt):
+        if not (1 <= M <= spec_max_m) or dt not in ('f32', 'bf16'):
+            return True
+        key = 'fuse/qkv/%s/M%d/K%d/N%s' % (dt, M, K, '+'.join(str(n) for n in Ns))
+        hit = cache['entries'].get(key)
+        if hit:
+            log.append('autotune: %s: %s (cache)' % (key, 'merged' if hit['merge'] else 'apart'))
+            return hit['merge']
+        t0 = time.time()
+        merged = time_gemm_candidates(M, sum(Ns), K, [GEMM_DEFAULT], dt)[0]
+        part = {n: time_gemm_candidates(M, n, K, [GEMM_DEFAULT], dt)[0] for n in sorted(set(Ns))}
+        apart = sum(part[n] for n in Ns)
+        cache['entries'][key] = {'merge': merged <= apart, 'us_merged': round(merged, 3),
+                                 'us_apart': round(apart, 3)}
+        cache['dirty'] = True
+        log.append('autotune: %s: %s (one GEMM %.1f us, apart %.1f us; %.1f s)' % (
+            key, 'merged' if merged <= apart else 'apart', merged, apart, time.time() - t0))
+        return merged <= apart
+    return decide
+
+
+def tune_gemm_blocking(M, N, K, cache, log, dt='f32'):
     """The fastest blocking for this instance: from the cache, else timed."""
     import time
     key = 'gemm/%s/M%d/N%d/K%d' % (dt, M, N, K)

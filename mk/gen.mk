@@ -126,7 +126,7 @@ build/gen/gemm_c.h: gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 40 --k 33 -o $@
 build/gen/gemm_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
+	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8,1 --threads 2 -o $@
 # bf16 twins of the four (kern_gen.py gemm --dtype bf16)
 build/gen/gemm_bf_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
