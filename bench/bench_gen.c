@@ -30,6 +30,7 @@
  *       linear (x f32 quantized per row, W int8 per channel). impls:
  *       kern_qlinear (kern_qweight_pack); gen (kern_gen.py qlinear: the
  *       same bits). The 16 MiB int8 weight can stay in a 32 MiB L3.
+ *   dispatch/layer_norm-chain-1000/H16   per-node cost (run_chain below).
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -66,6 +67,8 @@
 #include "../build/gen/bench/gemm_bf16_m16.h"
 #define GEMM_BF16_M64_IMPLEMENTATION
 #include "../build/gen/bench/gemm_bf16_m64.h"
+#define CHAIN_IMPLEMENTATION
+#include "../build/gen/bench/chain.h"
 #define QLINEAR_M1_IMPLEMENTATION
 #include "../build/gen/bench/qlinear_m1.h"
 #define QLINEAR_M4_IMPLEMENTATION
@@ -373,6 +376,68 @@ static void run_qlinear(kbench_state *st, void *user) {
     kbench_set_flops(st, 2.0 * (double)(M * N * K));
 }
 
+/* per-node cost: a chain of CHAIN_NODES tiny LayerNorms ([1, 16], one
+ * kern_norm call each; build/gen/bench/chain.kg). impls: kern_graph (the
+ * executor: internal, pre-validated calls), gen (the generated model:
+ * kern_norm's public entry with constant views), direct (the same
+ * kern_norm calls written by hand on tensors built once: a plain C call
+ * per node). Time per run of the chain; per node = time / CHAIN_NODES. */
+#define CHAIN_NODES 1000
+static void run_chain(kbench_state *st, void *user) {
+    int impl = *(const int *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    static float x[16], g[16], y[2][16];
+    int i;
+    for (i = 0; i < 16; i++) {
+        x[i] = (float)i * 0.25f - 2.0f;
+        g[i] = 1.0f + (float)i * 0.01f;
+    }
+    if (impl == 0) {
+        kern_graph *gr = NULL;
+        kern_graph_plan *p = NULL;
+        kern_tensor tw = kern_tensor_1d(g, KERN_F32, 16), tx = kern_tensor_2d(x, KERN_F32, 1, 16);
+        kern_tensor ty = kern_tensor_2d(y[0], KERN_F32, 1, 16);
+        if (kern_graph_load_ir(ctx, "build/gen/bench/chain.kg", &gr) ||
+            kern_graph_bind_weight(gr, "g", &tw, KERN_GRAPH_BORROW) ||
+            kern_graph_plan_create(gr, ctx, NULL, &p)) {
+            kbench_skip(st, kern_last_error());
+            kern_graph_destroy(gr);
+            return;
+        }
+        while (kbench_next(st)) kern_graph_run(p, &tx, 1, &ty, 1);
+        kern_graph_plan_free(p);
+        kern_graph_destroy(gr);
+    } else if (impl == 1) {
+        chain_model m;
+        const void *w[1], *in[1];
+        void *out[1], *arena;
+        w[0] = g;
+        in[0] = x;
+        out[0] = y[0];
+        if (chain_prepare(ctx, w, &m)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        arena = kbench_alloc(chain_arena_bytes(&m) + 64);
+        while (kbench_next(st)) chain_run(ctx, &m, in, out, arena);
+        chain_release(ctx, &m);
+    } else {
+        kern_tensor tw = kern_tensor_1d(g, KERN_F32, 16), tx = kern_tensor_2d(x, KERN_F32, 1, 16);
+        kern_tensor ty[2];
+        kern_norm_params np;
+        ty[0] = kern_tensor_2d(y[0], KERN_F32, 1, 16);
+        ty[1] = kern_tensor_2d(y[1], KERN_F32, 1, 16);
+        memset(&np, 0, sizeof np);
+        np.norm = KERN_NORM_LAYER;
+        np.weight = &tw;
+        while (kbench_next(st)) {
+            kern_norm(ctx, &tx, &ty[0], &np);
+            for (i = 1; i < CHAIN_NODES; i++) kern_norm(ctx, &ty[(i - 1) & 1], &ty[i & 1], &np);
+        }
+    }
+    kbench_use(y[0]);
+}
+
 KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
@@ -398,6 +463,13 @@ KBENCH_INIT(gen) {
         for (t = 1; t <= 2; t++)
             kbench_add("gen", nm, g[i].gen ? "gen" : "kern_qlinear", t, KBENCH_PEAK_INT8, run_qlinear,
                        (void *)&g[i]);
+    }
+    {
+        static const int chain_impl[3] = {0, 1, 2};
+        static const char *const cname[3] = {"kern_graph", "gen", "direct"};
+        for (i = 0; i < 3; i++)
+            kbench_add("gen", "dispatch/layer_norm-chain-1000/H16", cname[i], 1, KBENCH_PEAK_LATENCY,
+                       run_chain, (void *)&chain_impl[i]);
     }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");

@@ -247,6 +247,12 @@ build/gen/bench/bert_b8_l128.h: build/gen/bench/bert_base.kg gen/kern_gen.py
 build/gen/bench/gemm_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m $* --n 4096 --k 4096 -o $@
+# a chain of 1000 tiny LayerNorms: the per-node cost of a generated model
+build/gen/bench/chain.kg:
+	@mkdir -p $(@D)
+	$(PYTHON) -c "import sys; n = 1000; print('kern-graph 1'); print('input x f32 [1,16]'); print('weight g f32 [16]'); [print('n%d = layer_norm(%s, g)' % (i, 'x' if i == 0 else 'n%d' % (i - 1))) for i in range(n)]; print('output n%d' % (n - 1))" > $@
+build/gen/bench/chain.h: build/gen/bench/chain.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --name chain -o $@
 build/gen/bench/qlinear_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py qlinear --m $* --n 4096 --k 4096 -o $@
@@ -257,6 +263,7 @@ GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spe
                      build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/gemm_bf16_m%.h,1 4 16 64) \
-                     $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64)
-.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg
+                     $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64) \
+                     build/gen/bench/chain.h
+.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg build/gen/bench/chain.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)
