@@ -50,15 +50,21 @@ OPS = {
     'expand': 'x', 'concat': '', 'copy': 'x', 'cast': 'x',
     'qlinear': 'x,weight,scales?,bias?,residual?',
     'quantize_per_token': 'x',
+    'silu_mul': 'a,b?',
+    'rope': 'x,table,offsets?',
+    'argmax': 'x',
+    'topk': 'x',
+    'scatter_reduce': 'self,index,src',
+    'spmm_reduce': 'rowptr,col,values?,dense',
 }
+REDUCES = {'sum': 'KERN_REDUCE_SUM', 'prod': 'KERN_REDUCE_PROD', 'mean': 'KERN_REDUCE_MEAN',
+           'amax': 'KERN_REDUCE_AMAX', 'amin': 'KERN_REDUCE_AMIN'}
 UNARY = ['gelu', 'gelu_tanh', 'silu', 'relu', 'sigmoid', 'sqrt', 'rsqrt', 'exp', 'tanh',
          'erf', 'neg', 'reciprocal', 'scale', 'pow']
 for _u in UNARY:
     OPS[_u] = 'x'
 # ops the executor knows that have no generated form yet
-KNOWN_UNSUPPORTED = {'sparse24_linear', 'scatter_reduce',
-                     'spmm_reduce', 'sdpa_relpos', 'rope', 'silu_mul', 'kv_append',
-                     'decode_attention', 'argmax', 'topk'}
+KNOWN_UNSUPPORTED = {'sparse24_linear', 'sdpa_relpos', 'kv_append', 'decode_attention'}
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
@@ -363,6 +369,7 @@ class Lowering:
         self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
         self.qpack_of = {}
         self.keep_merged = set()  # merged weights a GEMV reads unpacked
+        self.data_scratch = False  # scatter/spmm: scratch sized by the index data
         self.qinstances = []    # (M, N, K): qlinear instances
         self.qipacks = []       # (weight Val, scales Val or None, instance index)
         self.qipack_of = {}
@@ -958,6 +965,200 @@ class Lowering:
 
     op_reduce_sum = op_reduce_mean
 
+    # ---- decoder and graph ops: one kern call each, as the executor's step
+    def op_silu_mul(self, n, ins):
+        a, b = ins
+        self.need_float(n, a, b)
+        if not a.shape:
+            raise self.err(n, 'a must have at least 1 dim')
+        shape = list(a.shape)
+        if b is not None:
+            if b.shape != a.shape:
+                raise self.err(n, 'a and b must have the same shape')
+        elif shape[-1] % 2:
+            raise self.err(n, "without b, a's last dim must be even ([gate | up])")
+        else:
+            shape[-1] //= 2
+        y = self.new_buf(n.outs[0], a.dtype, shape)
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            L = G.tview('ta', a) + G.tview('ty', y)
+            if b is not None:
+                L += G.tview('tb', b)
+            return L + ['st = kern_silu_mul(ctx, &ta, %s, &ty);' % ('&tb' if b is not None else 'NULL')]
+        self.add_step(n, [a, b], [y], emit)
+
+    def op_rope(self, n, ins):
+        x, t, off = ins
+        self.need_float(n, x)
+        if len(x.shape) != 4:
+            raise self.err(n, 'x must be 4-D [B,L,H,D]')
+        if t.dtype != 'f32' or len(t.shape) != 2 or t.shape[1] % 2 or t.shape[1] > x.shape[3]:
+            raise self.err(n, "table must be f32 [P, rotary_dim], rotary_dim even and <= D")
+        if off is not None and (off.dtype not in ('i32', 'i64') or off.shape != [x.shape[0]]):
+            raise self.err(n, 'offsets must be i32 or i64 [B]')
+        inter = self.iattr(n, 'interleaved')
+        y = self.new_buf(n.outs[0], x.dtype, list(x.shape))
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            L = ['kern_rope_params rp;', 'memset(&rp, 0, sizeof rp);',
+                 'rp.style = %s;' % ('KERN_ROPE_INTERLEAVED' if inter else 'KERN_ROPE_HALF')]
+            L += G.tview('tx', x) + G.tview('ty', y) + G.tview('tt', t) + ['rp.table = &tt;']
+            if off is not None:
+                L += G.tview('to', off) + ['rp.offsets = &to;']
+            return L + ['st = kern_rope(ctx, &tx, &ty, &rp);']
+        self.add_step(n, [x, t, off], [y], emit)
+
+    def op_argmax(self, n, ins):
+        self.lastdim(n, ins[0], 0)
+
+    def op_topk(self, n, ins):
+        self.lastdim(n, ins[0], self.iattr(n, 'k'))
+
+    def lastdim(self, n, x, k):
+        """argmax / topk over the last dim (kern__g_lastdim): one call over x
+        as [rows, V] when it flattens, else one call per [.., V] slab."""
+        self.need_float(n, x)
+        if not x.shape:
+            raise self.err(n, 'x needs at least 1 dim')
+        V = x.shape[-1]
+        if n.op == 'argmax':
+            if V == 0:
+                raise self.err(n, 'argmax over an empty last dim')
+            y = self.new_buf(n.outs[0], 'i64', list(x.shape[:-1]))
+            self.set_out(n, 0, y)
+            y1 = None
+        else:
+            if k < 1:
+                raise self.err(n, 'k=%d must be >= 1' % k)
+            if k > V:
+                raise self.err(n, 'k=%d > the last dim %d' % (k, V))
+            if len(n.outs) != 2:
+                raise self.err(n, 'topk has two outputs (values, indices)')
+            y = self.new_buf(n.outs[0], x.dtype, list(x.shape[:-1]) + [k])
+            y1 = self.new_buf(n.outs[1], 'i64', list(x.shape[:-1]) + [k])
+            self.set_out(n, 0, y)
+            self.set_out(n, 1, y1)
+        rows = functools_prod(x.shape[:-1])
+        x2 = flatten2(x) if len(x.shape) >= 2 else None
+        if len(x.shape) == 1:
+            x2 = Val(x.name, x.dtype, [1, V])
+            x2.stride, x2.base, x2.off, x2.kind = [0, x.stride[0]], x.base, x.off, x.kind
+        if x2 is None and rows > 256:
+            raise self.err(n, 'x does not flatten to [rows, V] and has %d rows' % rows)
+
+        def as2(v, cols):  # a contiguous buffer as [rows, cols]
+            w = Val(v.name, v.dtype, [rows, cols])
+            w.stride, w.base, w.off, w.kind = [cols, 1], v.base, v.off, v.kind
+            return w
+
+        def as1(v):
+            w = Val(v.name, v.dtype, [rows])
+            w.stride, w.base, w.off, w.kind = [1], v.base, v.off, v.kind
+            return w
+
+        def call(G, xv, yv, iv):
+            if n.op == 'argmax':
+                return G.tview('tx', xv) + G.tview('ti', yv) + ['st = kern_argmax(ctx, &tx, &ti);']
+            return G.tview('tx', xv) + G.tview('tv', yv) + G.tview('ti', iv) + [
+                'st = kern_topk(ctx, &tx, &tv, &ti);']
+
+        def emit(G):
+            if x2 is not None:
+                return call(G, x2, as1(y) if n.op == 'argmax' else as2(y, k),
+                            None if n.op == 'argmax' else as2(y1, k))
+            # slabs: x's leading dims one [1, V] row at a time
+            L, lead = [], x.shape[:-1]
+            for r in range(rows):
+                idx, rem = [], r
+                for d in reversed(lead):
+                    idx.append(rem % d)
+                    rem //= d
+                idx.reverse()
+                xo = x.off + sum(i * st for i, st in zip(idx, x.stride[:-1]))
+                xv = Val(x.name, x.dtype, [1, V])
+                xv.stride, xv.base, xv.off, xv.kind = [0, x.stride[-1]], x.base, xo, x.kind
+                cols = 1 if n.op == 'argmax' else k
+                yv = Val(y.name, y.dtype, [1] if n.op == 'argmax' else [1, k])
+                yv.stride, yv.base, yv.off, yv.kind = ([1] if n.op == 'argmax' else [k, 1]), y.base, \
+                    y.off + r * cols, y.kind
+                iv = None
+                if y1 is not None:
+                    iv = Val(y1.name, 'i64', [1, k])
+                    iv.stride, iv.base, iv.off, iv.kind = [k, 1], y1.base, y1.off + r * k, y1.kind
+                L += ['{'] + ['    ' + l for l in call(G, xv, yv, iv)] + ['    if (st) return st;', '}']
+            return L
+        self.add_step(n, [x], [y, y1], emit)
+
+    def op_scatter_reduce(self, n, ins):
+        me, idx, src = ins
+        if idx.dtype not in ('i32', 'i64'):
+            raise self.err(n, 'index must be i32 or i64')
+        if src.dtype != me.dtype or me.dtype in ('bool', 'i8', 'u8'):
+            raise self.err(n, 'self and src must share a float or i32/i64 dtype')
+        red = n.attrs.get('reduce')
+        if red not in REDUCES:
+            raise self.err(n, 'reduce must be sum, prod, mean, amax or amin')
+        ax = self.axis(n, self.iattr(n, 'axis'), len(me.shape))
+        if len(idx.shape) == 1 and len(me.shape) == 2 and len(src.shape) == 2:
+            if ax != 0:
+                raise self.err(n, 'a 1-D index scatters along axis 0')
+            if src.shape[1] != me.shape[1]:
+                raise self.err(n, 'src and self differ in features')
+        else:
+            if len(idx.shape) != len(me.shape) or len(src.shape) != len(me.shape):
+                raise self.err(n, 'self, index and src need the same rank')
+            for d in range(len(me.shape)):
+                if d != ax and idx.shape[d] > me.shape[d]:
+                    raise self.err(n, 'index dim %d exceeds self\'s' % d)
+        inc = self.iattr(n, 'include_self')
+        y = self.new_buf(n.outs[0], me.dtype, list(me.shape))
+        self.set_out(n, 0, y)
+        self.data_scratch = True
+
+        def emit(G):
+            return (G.tview('ts', me) + G.tview('ti', idx) + G.tview('tr', src) + G.tview('ty', y) +
+                    ['st = kern_scatter_reduce(ctx, &ts, %d, &ti, &tr, %s, %d, &ty, NULL, NULL);' % (
+                        ax, REDUCES[red], 1 if inc else 0)])
+        self.add_step(n, [me, idx, src], [y], emit)
+
+    def op_spmm_reduce(self, n, ins):
+        rp, col, val, x = ins
+        if rp.dtype not in ('i32', 'i64') or col.dtype != rp.dtype:
+            raise self.err(n, 'rowptr and col must both be i32 or i64')
+        if len(rp.shape) != 1 or len(col.shape) != 1:
+            raise self.err(n, 'rowptr and col must be 1-D')
+        if val is not None and (len(val.shape) != 1 or val.shape != col.shape or not is_float(val.dtype)):
+            raise self.err(n, 'values must be float [E] like col')
+        self.need_float(n, x)
+        if len(x.shape) != 2:
+            raise self.err(n, 'dense must be 2-D')
+        red = n.attrs.get('reduce')
+        if red not in ('sum', 'mean', 'amax', 'amin'):
+            raise self.err(n, 'reduce must be sum, mean, amax or amin')
+        if rp.shape[0] < 1:
+            raise self.err(n, 'rowptr is empty')
+        for v in (rp, col, val):
+            if v is not None and not v.contiguous():
+                raise self.err(n, 'rowptr, col and values must be contiguous')
+        y = self.new_buf(n.outs[0], x.dtype, [rp.shape[0] - 1, x.shape[1]])
+        self.set_out(n, 0, y)
+        self.data_scratch = True
+
+        def emit(G):
+            return G.tview('tx', x) + G.tview('ty', y) + [
+                'kern_csr csr;', 'memset(&csr, 0, sizeof csr);',
+                'csr.nrows = %d;' % (rp.shape[0] - 1), 'csr.ncols = %d;' % x.shape[0],
+                'csr.nnz = %d;' % col.shape[0],
+                'csr.rowptr = KERN__UNCONST(%s);' % G.ptr(rp), 'csr.col = KERN__UNCONST(%s);' % G.ptr(col),
+                'csr.values = %s;' % ('KERN__UNCONST(%s)' % G.ptr(val) if val is not None else 'NULL'),
+                'csr.index_dtype = %s;' % DTYPES[rp.dtype][0],
+                'csr.value_dtype = %s;' % (DTYPES[val.dtype][0] if val is not None else 'KERN_F32'),
+                'st = kern_spmm_reduce(ctx, &csr, &tx, &ty, %s, NULL, NULL);' % REDUCES[red]]
+        self.add_step(n, [rp, col, val, x], [y], emit)
+
     def op_embedding(self, n, ins):
         ids, t = ins
         if ids.dtype not in ('i32', 'i64') or len(t.shape) != 2:
@@ -1468,7 +1669,9 @@ def emit_model(low, name, banner):
         body.append('    /* %s */' % what.replace('*/', '* /'))
         lines = s.emit(E)
         family = s.node is not None and s.node.op in ('linear', 'matmul', 'sdpa', 'layer_norm',
-                                                      'rms_norm', 'qlinear', 'quantize_per_token')
+                                                      'rms_norm', 'qlinear', 'quantize_per_token',
+                                                      'silu_mul', 'rope', 'argmax', 'topk',
+                                                      'scatter_reduce', 'spmm_reduce')
         n_family += family
         body.append('    {')
         body += ['        ' + l for l in lines]
@@ -1517,6 +1720,10 @@ def emit_model(low, name, banner):
     w('#define %s_N_WEIGHTS %d' % (U, len(low.weights)))
     w('#define %s_N_PACKED %d' % (U, len(low.packs)))
     w('#define %s_N_QWEIGHTS %d' % (U, len(low.qpacks)))
+    w('/* 1: scatter_reduce / spmm_reduce size their scratch from the index data at')
+    w(' * run time and take it from the context (grown on a first run, as in the')
+    w(' * executor); 0: %s_run allocates nothing */' % N)
+    w('#define %s_DATA_SCRATCH %d' % (U, 1 if low.data_scratch else 0))
     w('')
     w('typedef struct %s_model {' % N)
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)

@@ -13,12 +13,13 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
 GEN_BIND_qsynth := B=2,L=5
+GEN_BIND_dsynth := B=2,L=5
 # bf16 graphs: bert2 as torch.autocast(bfloat16) runs it (gen/bert_ir.py
 # --dtype bf16: linears and attention bf16, LayerNorms f32), and a synthetic
 # graph with bf16 linears (every epilogue) and bf16 norms
@@ -217,8 +218,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
-	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec gemm_a gemm_bf_a qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/dsynth.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
+	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \
