@@ -2,7 +2,7 @@
  * (mk/gen.mk generates gemm_a .. gemm_f, gemm_d and gemm_f with a blocking
  * other than the default, gemm_e and gemm_f with an x past 256 KiB, so x
  * in the tiles' layout and K in blocks with a shorter last one, and their
- * bf16 twins gemm_bf_a .. gemm_bf_d): against a double reference within
+ * bf16 twins gemm_bf_a .. gemm_bf_f): against a double reference within
  * f32 rounding of the products' magnitudes (bf16: plus half a bf16 ulp
  * for the one output rounding), the AVX2 kernel and its scalar twin bit
  * for bit, with and without bias, and the column panels split over 2 and
@@ -29,6 +29,10 @@
 #include "gemm_bf_c.h"
 #define GEMM_BF_D_IMPLEMENTATION
 #include "gemm_bf_d.h"
+#define GEMM_BF_E_IMPLEMENTATION
+#include "gemm_bf_e.h"
+#define GEMM_BF_F_IMPLEMENTATION
+#include "gemm_bf_f.h"
 
 typedef void (*gen_pack_fn)(const float *, float *);
 typedef kern_status (*gen_run_fn)(kern_ctx *, const float *, const float *, const float *, float *);
@@ -165,6 +169,10 @@ KT_TEST(gen_gemm_bf16_instances) {
                        gemm_bf_c_run);
     gen_gemm_bf16_case("gemm_bf_d", GEMM_BF_D_M, GEMM_BF_D_N, GEMM_BF_D_K, GEMM_BF_D_PACKED_ELEMS, gemm_bf_d_pack,
                        gemm_bf_d_run);
+    gen_gemm_bf16_case("gemm_bf_e", GEMM_BF_E_M, GEMM_BF_E_N, GEMM_BF_E_K, GEMM_BF_E_PACKED_ELEMS, gemm_bf_e_pack,
+                       gemm_bf_e_run);
+    gen_gemm_bf16_case("gemm_bf_f", GEMM_BF_F_M, GEMM_BF_F_N, GEMM_BF_F_K, GEMM_BF_F_PACKED_ELEMS, gemm_bf_f_pack,
+                       gemm_bf_f_run);
 }
 
 KT_MAIN()
