@@ -25,9 +25,8 @@ GEN_BIND_qsynth := B=2,L=5
 GEN_BIND_bert2_bf16 := B=2,L=9
 GEN_BIND_synth_bf16 := B=2,L=5
 # linears whose x (58 x 1234) is past 256 KiB: through --specialize-max-m,
-# GEMM instances with x in the tiles' layout in the arena and K in blocks
-# (624 and 610), one with its bias in the kernel, one with an act (the
-# epilogue); f32 and bf16
+# GEMM instances with K in blocks (624 and 610; f32), one with its bias in
+# the kernel, one with an act (the epilogue); f32 and bf16
 GEN_BIND_wide := B=2,L=29
 GEN_BIND_wide_bf16 := B=2,L=29
 # Each model twice: NAME.h with the generator's passes (the executor's
@@ -122,7 +121,7 @@ $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$
 # two-accumulator-set small-M tiles, a BERT-sized one, a blocking other
 # than the default (what --autotune may choose: 4-row tiles with two
 # accumulator sets, K unrolled by 8 with a tail), and two whose x is past
-# 256 KiB (gen/kern_gen.py gemm_kblock: x in the tiles' layout, K blocks):
+# 256 KiB (gen/kern_gen.py gemm_kblock: K blocks, f32):
 # gemm_e three K blocks (1240, 1240, 1222: the last with an unroll tail),
 # 37 rows in tiles of 6 and 5, 50 columns; gemm_f two (504, 497) with 3-
 # and 2-row tiles of two accumulator sets, K unrolled by 8

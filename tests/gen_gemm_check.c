@@ -1,8 +1,8 @@
 /* gen_gemm_check.c -- GEMM instances written by `kern_gen.py gemm`
  * (mk/gen.mk generates gemm_a .. gemm_f, gemm_d and gemm_f with a blocking
- * other than the default, gemm_e and gemm_f with an x past 256 KiB, so x
- * in the tiles' layout and K in blocks with a shorter last one, and their
- * bf16 twins gemm_bf_a .. gemm_bf_f): against a double reference within
+ * other than the default, gemm_e and gemm_f with an x past 256 KiB, so
+ * the f32 ones take K in blocks with a shorter last one, and their bf16
+ * twins gemm_bf_a .. gemm_bf_f): against a double reference within
  * f32 rounding of the products' magnitudes (bf16: plus half a bf16 ulp
  * for the one output rounding), the AVX2 kernel and its scalar twin bit
  * for bit, with and without bias, and the column panels split over 2 and
