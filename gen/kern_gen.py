@@ -781,8 +781,9 @@ class Lowering:
             b is not None and b.dtype != dt)
         nm = self.name
         pk = 'm->ip[%d]' % ip if dt == 'f32' else '(const uint16_t *)(const void *)m->ip[%d]' % ip
-        # a bf16 instance widens x to f32 once per call: into the arena
-        xw = self.new_buf(n.outs[0] + '.x_f32', 'f32', [M, K]) if dt == 'bf16' else None
+        # an instance copies x (bf16: widened to f32) into its row tiles'
+        # layout once per call: into the arena
+        xw = self.new_buf(n.outs[0] + '.x_f32', 'f32', [M, K])
 
         def emit(G):
             xb = ', (float *)(void *)%s' % G.ptr(xw, True) if xw is not None else ''
@@ -2521,11 +2522,13 @@ def gemm_rows(M, mr):
 
 def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None, dt='f32'):
     """y[M,N] = x[M,K] . W[N,K]^T (+ bias) with W packed once into panels of
-    16 columns, k-major. Every size a constant; one micro-kernel per row
-    count of the M split (cfg mr rows at most), K unrolled cfg unroll times;
-    tiles of at most cfg split rows keep two accumulator sets (even and odd
-    k) to hide the FMA latency. The AVX2 kernel and its scalar twin (fmaf,
-    same order) give the same bits. dt 'bf16': emit_gemm_bf16's instance."""
+    16 columns, k-major, and x copied per call into the row tiles' layout.
+    Every size a constant; one micro-kernel per row count of the M split
+    (cfg mr rows at most) and K block (gemm_kblock), K unrolled cfg unroll
+    times, the next panel prefetched; tiles of at most cfg split rows keep
+    two accumulator sets (even and odd k) to hide the FMA latency. The
+    AVX2 kernel and its scalar twin (fmaf, same order) give the same bits.
+    dt 'bf16': emit_gemm_bf16's instance."""
     cfg = cfg or GEMM_DEFAULT
     U = name.upper()
     NP = (N + GEMM_NR - 1) // GEMM_NR
@@ -2555,7 +2558,11 @@ def emit_gemm_head(w, name, U, M, N, K, NP, banner):
     w(' *')
     w(' * y[%d,%d] = x[%d,%d] . W^T (+ bias), W [%d,%d] row-major (a torch Linear' % (M, N, M, K, N, K))
     w(' * weight) packed once by %s_pack into %s_PACKED_FLOATS floats (64-byte' % (name, U))
-    w(' * aligned); f32, one thread; the ISA is the context\'s (AVX2+FMA or the')
+    KC = gemm_kblock(M, K)
+    w(' * aligned); f32. x is copied into the row tiles\' layout in the context\'s')
+    w(' * workspace%s; the column panels split over its threads (the same bits' % (
+        ', K runs in blocks of %d' % KC if KC < K else ''))
+    w(' * on any thread count); the ISA is the context\'s (AVX2+FMA or the')
     w(' * scalar twin, which gives the same bits). */')
     w('#ifndef %s_H' % U)
     w('#define %s_H' % U)
@@ -2579,6 +2586,190 @@ def emit_gemm_head(w, name, U, M, N, K, NP, banner):
     w('#endif')
 
 
+# The loop nest of the f32 instances (the bf16 twin shares the first and
+# last point):
+# * x is copied once per call into the row tiles' layout (tile (m0, r) at
+#   m0 K, k-major, its r rows' values of one k adjacent), so a tile reads
+#   one sequential stream instead of r rows K floats apart;
+# * while the row tiles run on a panel, each prefetches its share of the
+#   next panel (one line per unrolled step), so the weight, read once from
+#   DRAM, arrives while the FMAs run: the hardware prefetchers stop at
+#   every 4 KiB page, and the first tile of a panel used to wait for it;
+# * an x past GEMM_X_L2 bytes (M = 64, K = 4096: 1 MiB) is taken in K
+#   blocks of KC (gemm_kblock: KC x M floats of x, 256 KiB, half the L2),
+#   the K-block loop outermost: a block of x is read from L2 across all
+#   the panels of a task, a panel's block (KC x 16 floats, 64 KiB at KC =
+#   1024) from L2 across the row tiles; y holds the partial sums between
+#   blocks. Set 0 of the accumulators restarts from y, so a one-set tile
+#   sums every k in one chain as with one block (the same bits); a two-set
+#   tile adds its sets at each block end (another order).
+# Measured on the Zen 3 of docs/gen_models.md (N = K = 4096, one thread,
+# the variants in turn in one process, medians of 21 calls at load 1.5-3):
+# at M = 64 the prefetch took 2-3 ms off 28-31 ms, the x layout about 2 ms
+# more; K blocks of 1024 or 2048 were level with one block of 4096 (an x
+# read from L3 per panel keeps up while the L3 is not contended), blocks
+# of 512 about 1 ms slower (the y reload and store at each block end). The
+# layout and prefetch took M = 1 from 3.3-3.4 to 2.8 ms, M = 4 from 3.9-4.7
+# to 3.3-3.5 ms and M = 16 from 8.0-8.2 to 6.4-6.6 ms.
+GEMM_X_L2 = 256 * 1024  # bytes of x (M x K f32) per K block, and the most an instance leaves unblocked
+GEMM_KC_MIN = 256       # no K block shorter than this (each costs a y reload and store per tile)
+
+
+def gemm_kblock(M, K):
+    """The K block of an instance: K itself (one block) while x's M x K
+    floats fit GEMM_X_L2 bytes or K is under two GEMM_KC_MIN blocks; else
+    K in ceil(x bytes / GEMM_X_L2) nearly equal blocks (at most K /
+    GEMM_KC_MIN), rounded up to a multiple of 8 so that every unroll
+    divides all blocks but the last, which is shorter."""
+    nkb = min((M * K * 4 + GEMM_X_L2 - 1) // GEMM_X_L2, K // GEMM_KC_MIN)
+    if nkb < 2:
+        return K
+    return ((K + nkb - 1) // nkb + 7) // 8 * 8
+
+
+def emit_gemm_xpack(w, M, K, rows, src, conv, dst):
+    """The copy of x [M,K] (src, elements converted by the C expression
+    format conv) into the tiles' layout at xp: tile (m0, r) from m0 K on,
+    its (i, k) at m0 K + k r + i."""
+    nb = len(rows)
+    r0, extra = M // nb, M % nb
+    for t0, t1, r, base in ((0, extra, r0 + 1, 0), (extra, nb, r0, extra * (r0 + 1))):
+        if t1 <= t0:
+            continue
+        w('    for (int64_t t = %d; t < %d; t++) {' % (t0, t1))
+        w('        const int64_t m0 = %s;' % ('t * %d' % r if base == t0 * r else '%d + (t - %d) * %d' % (base, t0, r)))
+        w('        for (int64_t k = 0; k < %d; k++)' % K)
+        w('            for (int i = 0; i < %d; i++) %s[m0 * %d + k * %d + i] = %s;'
+          % (r, dst, K, r, conv % ('%s[(m0 + i) * %d + k]' % (src, K))))
+        w('    }')
+
+
+def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
+    """The r-row micro-kernel of an f32 instance on one ISA over one K
+    block of kn steps: x the tile's block in the tiles' layout, set 0 of
+    the accumulators starting from y unless first (only when reload: K in
+    more than one block; set 1 from zero), y = acc (+ bias, passed on the
+    last block only), and one line of pf (the next panel's block)
+    prefetched per unrolled step."""
+    w('')
+    if isa == 'avx2':
+        w('#ifdef KERN_X86')
+        w('KERN_TARGET_AVX2')
+    w('static void %s__mk%d_k%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, kn, isa))
+    w('                         int64_t ncols, int first, const float *pf) {')
+    if isa == 'avx2':
+        for s in range(sets):
+            for i in range(r):
+                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s, i, s, i))
+        w('    float t[%d][%d];' % (r, GEMM_NR))
+        if not reload:
+            w('    (void)first;')
+        else:
+            w('    if (!first && ncols == %d) {' % GEMM_NR)
+            for i in range(r):
+                w('        c0_%d_0 = _mm256_loadu_ps(y + %d);' % (i, i * N))
+                w('        c0_%d_1 = _mm256_loadu_ps(y + %d);' % (i, i * N + 8))
+            w('    } else if (!first) {')
+            w('        memset(t, 0, sizeof t);')
+            w('        for (int i = 0; i < %d; i++)' % r)
+            w('            for (int64_t j = 0; j < ncols; j++) t[i][j] = y[i * %d + j];' % N)
+            for i in range(r):
+                w('        c0_%d_0 = _mm256_loadu_ps(t[%d]);' % (i, i))
+                w('        c0_%d_1 = _mm256_loadu_ps(t[%d] + 8);' % (i, i))
+            w('    }')
+    else:
+        w('    float c[%d][%d][%d], t[%d][%d];' % (sets, r, GEMM_NR, r, GEMM_NR))
+        w('    memset(c, 0, sizeof c);')
+        w('    (void)pf;')
+        if not reload:
+            w('    (void)first;')
+        else:
+            w('    if (!first)')
+            w('        for (int i = 0; i < %d; i++)' % r)
+            w('            for (int64_t j = 0; j < ncols; j++) c[0][i][j] = y[i * %d + j];' % N)
+
+    def xat(i, kexpr):
+        return '(%s) * %d + %d' % (kexpr, r, i)
+
+    def kstep(kexpr, s):
+        L = []
+        if isa == 'avx2':
+            L.append('{')
+            L.append('    const __m256 b0 = _mm256_loadu_ps(bp + (%s) * %d), b1 = _mm256_loadu_ps(bp + (%s) * %d + 8);' % (kexpr, GEMM_NR, kexpr, GEMM_NR))
+            for i in range(r):
+                L.append('    { const __m256 a = _mm256_broadcast_ss(x + %s); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (xat(i, kexpr), s, i, s, i, s, i, s, i))
+            L.append('}')
+        else:
+            L.append('{')
+            L.append('    const float *b = bp + (%s) * %d;' % (kexpr, GEMM_NR))
+            for i in range(r):
+                L.append('    { const float a = x[%s]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (xat(i, kexpr), GEMM_NR, s, i, s, i))
+            L.append('}')
+        return L
+    KN = kn
+    full = KN // U4
+    if full:
+        w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+        if isa == 'avx2':
+            w('        _mm_prefetch((const char *)(pf + k * %d), _MM_HINT_T1);' % (GEMM_NR // U4))
+        for u in range(U4):
+            for line in kstep('k + %d' % u, (u % sets)):
+                w('        ' + line)
+        w('    }')
+    elif isa == 'avx2':
+        w('    (void)pf;')
+    for k in range(full * U4, KN):
+        for line in kstep('%d' % k, (k % sets)):
+            w('    ' + line)
+    if isa == 'avx2':
+        # a whole panel straight to y (the bias add as t + bias below)
+        w('    if (ncols == %d) {' % GEMM_NR)
+        for i in range(r):
+            for h in (0, 1):
+                v = '_mm256_add_ps(c0_%d_%d, c1_%d_%d)' % (i, h, i, h) if sets == 2 else 'c0_%d_%d' % (i, h)
+                w('        _mm256_storeu_ps(y + %d, bias ? _mm256_add_ps(%s, _mm256_loadu_ps(bias + %d)) : %s);'
+                  % (i * N + 8 * h, v, 8 * h, v))
+        w('        return;')
+        w('    }')
+        for i in range(r):
+            if sets == 2:
+                w('    _mm256_storeu_ps(t[%d], _mm256_add_ps(c0_%d_0, c1_%d_0));' % (i, i, i))
+                w('    _mm256_storeu_ps(t[%d] + 8, _mm256_add_ps(c0_%d_1, c1_%d_1));' % (i, i, i))
+            else:
+                w('    _mm256_storeu_ps(t[%d], c0_%d_0);' % (i, i))
+                w('    _mm256_storeu_ps(t[%d] + 8, c0_%d_1);' % (i, i))
+    else:
+        w('    for (int i = 0; i < %d; i++)' % r)
+        w('        for (int j = 0; j < %d; j++) t[i][j] = %s;' % (
+            GEMM_NR, 'c[0][i][j] + c[1][i][j]' if sets == 2 else 'c[0][i][j]'))
+    w('    for (int i = 0; i < %d; i++)' % r)
+    w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = bias ? t[i][j] + bias[j] : t[i][j];' % N)
+    w('}')
+    if isa == 'avx2':
+        w('#endif')
+
+
+def emit_gemm_kloops(w, K, KC, rows, U4, mk_call):
+    """The K-block loops of an instance's panels [p0, p1): block kb
+    of every panel (each row tile's micro-kernel, prefetching its share of
+    the next block, bn: the next panel's, after the last panel the first
+    panel's next full block), then block kb + 1. mk_call(m0, r, kn, xo,
+    last, pfo) gives one micro-kernel call."""
+    nfull, ktail = K // KC, K % KC
+    for kn, kb0, kb1 in [(KC, 0, nfull)] + ([(ktail, nfull, nfull + 1)] if ktail else []):
+        last = nfull if ktail else nfull - 1
+        w('    for (int64_t kb = %d; kb < %d; kb++)' % (kb0, kb1))
+        w('        for (int64_t p = p0; p < p1; p++) {')
+        for line in mk_call(None, None, kn, None, last, None):
+            w('            ' + line)
+        nit = kn // U4
+        for ti, (m0, r) in enumerate(rows):
+            pfo = min(ti * nit, kn - nit) * GEMM_NR
+            for line in mk_call(m0, r, kn, 'kb * %d' % (KC * r), last, pfo):
+                w('            ' + line)
+        w('        }')
+
+
 def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('')
     w('%svoid %s_pack(const float *w, float *packed) {' % (sto, name))
@@ -2589,86 +2780,40 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('                packed[(p * %d + k) * %d + j] = n < %d ? w[n * %d + k] : 0.0f;' % (K, GEMM_NR, N, K))
     w('            }')
     w('}')
+    KC = gemm_kblock(M, K)
+    lens = [KC] + ([K % KC] if K % KC else [])
     for r in sorted(set(r for _, r in rows)):
         split = r <= cfg['split'] and K >= 2
         sets = 2 if split else 1
-        for isa in ('scalar', 'avx2'):
-            if isa == 'avx2':
-                w('')
-                w('#ifdef KERN_X86')
-                w('KERN_TARGET_AVX2')
-            else:
-                w('')
-            w('static void %s__mk%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, isa))
-            w('                         int64_t ncols) {')
-            if isa == 'avx2':
-                for s in range(sets):
-                    for i in range(r):
-                        w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s, i, s, i))
-                w('    float t[%d][%d];' % (r, GEMM_NR))
-            else:
-                w('    float c[%d][%d][%d], t[%d][%d];' % (sets, r, GEMM_NR, r, GEMM_NR))
-                w('    memset(c, 0, sizeof c);')
-
-            def kstep(kexpr, s):
-                L = []
-                if isa == 'avx2':
-                    L.append('{')
-                    L.append('    const __m256 b0 = _mm256_loadu_ps(bp + (%s) * %d), b1 = _mm256_loadu_ps(bp + (%s) * %d + 8);' % (kexpr, GEMM_NR, kexpr, GEMM_NR))
-                    for i in range(r):
-                        L.append('    { const __m256 a = _mm256_broadcast_ss(x + %d + (%s)); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (i * K, kexpr, s, i, s, i, s, i, s, i))
-                    L.append('}')
-                else:
-                    L.append('{')
-                    L.append('    const float *b = bp + (%s) * %d;' % (kexpr, GEMM_NR))
-                    for i in range(r):
-                        L.append('    { const float a = x[%d + (%s)]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (i * K, kexpr, GEMM_NR, s, i, s, i))
-                    L.append('}')
-                return L
-            U4 = cfg['unroll']
-            full = K // U4
-            if full:
-                w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
-                for u in range(U4):
-                    for line in kstep('k + %d' % u, (u % sets)):
-                        w('        ' + line)
-                w('    }')
-            for k in range(full * U4, K):
-                for line in kstep('%d' % k, (k % sets)):
-                    w('    ' + line)
-            if isa == 'avx2':
-                for i in range(r):
-                    if sets == 2:
-                        w('    _mm256_storeu_ps(t[%d], _mm256_add_ps(c0_%d_0, c1_%d_0));' % (i, i, i))
-                        w('    _mm256_storeu_ps(t[%d] + 8, _mm256_add_ps(c0_%d_1, c1_%d_1));' % (i, i, i))
-                    else:
-                        w('    _mm256_storeu_ps(t[%d], c0_%d_0);' % (i, i))
-                        w('    _mm256_storeu_ps(t[%d] + 8, c0_%d_1);' % (i, i))
-            else:
-                w('    for (int i = 0; i < %d; i++)' % r)
-                w('        for (int j = 0; j < %d; j++) t[i][j] = %s;' % (
-                    GEMM_NR, 'c[0][i][j] + c[1][i][j]' if sets == 2 else 'c[0][i][j]'))
-            w('    for (int i = 0; i < %d; i++)' % r)
-            w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = bias ? t[i][j] + bias[j] : t[i][j];' % N)
-            w('}')
-            if isa == 'avx2':
-                w('#endif')
+        for kn in lens:
+            for isa in ('scalar', 'avx2'):
+                emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K)
     for isa in ('scalar', 'avx2'):
         w('')
         if isa == 'avx2':
             w('#ifdef KERN_X86')
         w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
         w('                         int64_t p0, int64_t p1) {')
-        w('    for (int64_t p = p0; p < p1; p++) {')
-        w('        const float *bp = packed + p * %d;' % (K * GEMM_NR))
-        w('        const float *bi = bias ? bias + p * %d : NULL;' % GEMM_NR)
-        w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
-        for m0, r in rows:
-            w('        %s__mk%d_%s(x + %d, bp, bi, y + %d + p * %d, nc);' % (name, r, isa, m0 * K, m0 * N, GEMM_NR))
-        w('    }')
+
+        def mk_call(m0, r, kn, xo, last, pfo, isa=isa):
+            if m0 is None:
+                return ['const float *bp = packed + p * %d + kb * %d;' % (K * GEMM_NR, KC * GEMM_NR),
+                        'const float *bn = p + 1 < p1 ? bp + %d : kb + 1 < %d ? packed + p0 * %d + (kb + 1) * %d : bp;'
+                        % (K * GEMM_NR, K // KC, K * GEMM_NR, KC * GEMM_NR),
+                        'const float *bi = bias && kb == %d ? bias + p * %d : NULL;' % (last, GEMM_NR),
+                        'int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (
+                            N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR)]
+            return ['%s__mk%d_k%d_%s(x + %s, bp, bi, y + %d + p * %d, nc, kb == 0, bn + %d);'
+                    % (name, r, kn, isa, '%d + %s' % (m0 * K, xo) if m0 else xo, m0 * N, GEMM_NR, pfo)]
+        emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call)
         w('}')
         if isa == 'avx2':
             w('#endif')
+    w('')
+    w('/* x [%d,%d] to the tiles\' layout (tile (m0, r) from m0 K on, k-major) */' % (M, K))
+    w('static void %s__xpack(const float *x, float *xp) {' % name)
+    emit_gemm_xpack(w, M, K, rows, 'x', '%s', 'xp')
+    w('}')
     w('')
     w('typedef struct %s__args {' % name)
     w('    kern_ctx *ctx;')
@@ -2696,10 +2841,9 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('                                 a->alpha, a->epi);')
     w('}')
     w('')
-    w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue (bias applied by')
-    w(' * the micro-kernels when epi is NULL); the column panels split over the')
-    w(' * context\'s threads (the same bits on any thread count). */')
-    w('static kern_status %s__run_epi(kern_ctx *ctx, const float *x, const float *packed,' % name)
+    w('/* the column panels of y = epilogue(alpha x.W^T), x already in the')
+    w(' * tiles\' layout, over the context\'s threads (below) */')
+    w('static kern_status %s__run_xp(kern_ctx *ctx, const float *x, const float *packed,' % name)
     w('                               const float *bias, float *y, const kern_epilogue *epi,')
     w('                               float alpha) {')
     w('    %s__args a;' % name)
@@ -2721,13 +2865,34 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('    a.per = (%d + ntask - 1) / ntask;' % NP)
     w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
     w('}')
+    w('')
+    w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue (bias applied by')
+    w(' * the micro-kernels when epi is NULL): x copied into the tiles\' layout')
+    w(' * in xbuf (a generated model\'s arena) or the context\'s workspace, then')
+    w(' * the column panels split over the context\'s threads (the same bits on')
+    w(' * any thread count). */')
+    w('static kern_status %s__run_epi(kern_ctx *ctx, const float *x, const float *packed,' % name)
+    w('                               const float *bias, float *y, const kern_epilogue *epi,')
+    w('                               float alpha, float *xbuf) {')
+    w('    kern_status st = kern__op_begin(&ctx, "%s_run");' % name)
+    w('    if (st) return st;')
+    w('    if (!xbuf) xbuf = (float *)kern__workspace(ctx, (size_t)%d * sizeof(float));' % (M * K))
+    w('    if (!xbuf) {')
+    w('        kern__op_end(ctx);')
+    w('        return kern__err(KERN_ERR_NOMEM, "%s_run: no memory for x in the tiles\' layout");' % name)
+    w('    }')
+    w('    %s__xpack(x, xbuf);' % name)
+    w('    st = %s__run_xp(ctx, xbuf, packed, bias, y, epi, alpha);' % name)
+    w('    kern__op_end(ctx);')
+    w('    return st;')
+    w('}')
     if sto:
         return  # inside a model: it calls NAME__run_epi
     w('')
     w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
     w('                   float *y) {')
     w('    if (!x || !packed || !y) return kern__err(KERN_ERR_ARG, "%s_run: x, packed or y is NULL");' % name)
-    w('    return %s__run_epi(ctx, x, packed, bias, y, NULL, 1.0f);' % name)
+    w('    return %s__run_epi(ctx, x, packed, bias, y, NULL, 1.0f, NULL);' % name)
     w('}')
 
 
@@ -2736,11 +2901,15 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
 # small-M GEMM waits on), 16 columns a k-row as eight 32-bit words, word j
 # holding column j in its low half and column 8 + j in its high half, so
 # AVX2 widens a k-row with one shift (columns 0-7) and one mask (8-15). x
-# is widened to f32 once per call into the context's workspace: the
+# is widened to f32 once per call into the context's workspace, in the row
+# tiles' layout of the f32 instance (the comment above GEMM_X_L2): the
 # micro-kernel then broadcasts f32 as the f32 instance does (x widened per
 # use was 1.6x slower at M=16, a 16-bit broadcast plus mask 1.2x at M=64,
-# on the Zen 3 of docs/gen_models.md). y = bf16(acc + bias) rounded to
-# nearest even once, kern_f32_to_bf16's rule.
+# on the Zen 3 of docs/gen_models.md), and prefetches the next panel as
+# the f32 one does. K stays whole: the f32 instance measured no gain from
+# the K blocks themselves, and bf16 partial sums would need an f32 copy of
+# y. y = bf16(acc + bias) rounded to nearest even once, kern_f32_to_bf16's
+# rule.
 def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     MRX = max(r for _, r in rows)
     if head:
@@ -2752,9 +2921,9 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
         w(' * summed in f32, y rounded to nearest even once. W [%d,%d] row-major (a' % (N, K))
         w(' * torch Linear weight) is packed once by %s_pack into %s_PACKED_ELEMS' % (name, U))
         w(' * bf16 (%s_PACKED_BYTES bytes). x is widened to f32 in the context\'s' % U)
-        w(' * workspace; the column panels split over its threads (the same bits on')
-        w(' * any thread count); the ISA is the context\'s (AVX2+FMA or the scalar')
-        w(' * twin, which gives the same bits). */')
+        w(' * workspace, into the row tiles\' layout; the column panels split over')
+        w(' * its threads (the same bits on any thread count); the ISA is the')
+        w(' * context\'s (AVX2+FMA or the scalar twin, which gives the same bits). */')
         w('#ifndef %s_H' % U)
         w('#define %s_H' % U)
         w('#include "kern.h"')
@@ -2802,7 +2971,10 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
             if isa == 'avx2':
                 w('#ifdef KERN_X86')
                 w('KERN_TARGET_AVX2')
-            w('static void %s__mk%d_%s(const float *x, const uint16_t *bp, float *t) {' % (name, r, isa))
+            w('static void %s__mk%d_%s(const float *x, const uint16_t *bp, float *t, const uint16_t *pf) {' % (
+                name, r, isa))
+            if isa == 'scalar':
+                w('    (void)pf;')
             if isa == 'avx2':
                 w('    const __m256i hi = _mm256_set1_epi32(-65536);')
                 for s_ in range(sets):
@@ -2812,24 +2984,29 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
                 w('    float c[%d][%d][%d], b[%d];' % (sets, r, GEMM_NR, GEMM_NR))
                 w('    memset(c, 0, sizeof c);')
 
+            def xat(i, kexpr, r=r):
+                return '(%s) * %d + %d' % (kexpr, r, i)
+
             def kstep(kexpr, s_):
                 L = ['{']
                 if isa == 'avx2':
                     L.append('    const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + (%s) * %d));' % (kexpr, GEMM_NR))
                     L.append('    const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));')
                     for i in range(r):
-                        L.append('    { const __m256 a = _mm256_broadcast_ss(x + %d + (%s)); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (i * K, kexpr, s_, i, s_, i, s_, i, s_, i))
+                        L.append('    { const __m256 a = _mm256_broadcast_ss(x + %s); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (xat(i, kexpr), s_, i, s_, i, s_, i, s_, i))
                 else:
                     L.append('    const uint16_t *w = bp + (%s) * %d;' % (kexpr, GEMM_NR))
                     L.append('    for (int j = 0; j < 8; j++) { b[j] = %s__bf(w[2 * j]); b[j + 8] = %s__bf(w[2 * j + 1]); }' % (name, name))
                     for i in range(r):
-                        L.append('    { const float a = x[%d + (%s)]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (i * K, kexpr, GEMM_NR, s_, i, s_, i))
+                        L.append('    { const float a = x[%s]; for (int j = 0; j < %d; j++) c[%d][%d][j] = fmaf(a, b[j], c[%d][%d][j]); }' % (xat(i, kexpr), GEMM_NR, s_, i, s_, i))
                 L.append('}')
                 return L
             U4 = cfg['unroll']
             full = K // U4
             if full:
                 w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+                if isa == 'avx2':  # a 64-byte line is two k-rows of a bf16 panel
+                    w('        _mm_prefetch((const char *)(pf + k * %d), _MM_HINT_T1);' % (2 * GEMM_NR // U4))
                 for u in range(U4):
                     for line in kstep('k + %d' % u, u % sets):
                         w('        ' + line)
@@ -2913,8 +3090,11 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
         w('        const uint16_t *bp = a->packed + p * %d;' % (K * GEMM_NR))
         w('        const uint16_t *bi = a->bias ? a->bias + p * %d : NULL;' % GEMM_NR)
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
-        for m0, r in rows:
-            w('        %s__mk%d_%s(a->x + %d, bp, t);' % (name, r, isa, m0 * K))
+        w('        const uint16_t *bn = p + 1 < p1 ? bp + %d : bp;' % (K * GEMM_NR))
+        nit = K // cfg['unroll']
+        for ti, (m0, r) in enumerate(rows):
+            pfo = min(ti * nit, max(K // 2 - nit, 0)) * 2 * GEMM_NR
+            w('        %s__mk%d_%s(a->x + %d, bp, t, bn + %d);' % (name, r, isa, m0 * K, pfo))
             w('        if (a->epi)')
             w('            kern__epilogue_apply_tile(a->ctx, t, %d, a->y, KERN_BF16, %d, %d, %d, p * %d, nc, a->alpha, a->epi);'
               % (GEMM_NR, N, m0, r, GEMM_NR))
@@ -2949,7 +3129,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('    %s__args a;' % name)
     w('    float *xf;')
     w('    int nt;')
-    w('    int64_t i, ntask;')
+    w('    int64_t ntask;')
     w('    kern_status st = kern__op_begin(&ctx, "%s_run");' % name)
     w('    if (st) return st;')
     w('    /* x in f32: the caller\'s buffer (a generated model\'s arena) or the')
@@ -2959,7 +3139,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('        kern__op_end(ctx);')
     w('        return kern__err(KERN_ERR_NOMEM, "%s_run: no memory for x in f32");' % name)
     w('    }')
-    w('    for (i = 0; i < %d; i++) xf[i] = %s__bf(x[i]);' % (M * K, name))
+    emit_gemm_xpack(w, M, K, rows, 'x', name + '__bf(%s)', 'xf')
     w('    nt = kern_ctx_threads(ctx);')
     w('    ntask = (int64_t)nt * (%s) < %d ? (int64_t)nt * (%s) : %d;' % (tpt_expr(cfg), NP, tpt_expr(cfg), NP))
     w('    a.ctx = ctx;')
@@ -3306,7 +3486,7 @@ def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
                     N * K, 'kern_f32_to_bf16((float)(i % 13) * 0.01f)' if dt == 'bf16' else '(float)(i % 13) * 0.01f'),
                 '    t0_pack(w, pk);']
         for i in range(len(tpts)):
-            call = 't%d__run_epi(ctx, x, pk, NULL, y, NULL, 1.0f%s)' % (i, ', xb' if dt == 'bf16' else '')
+            call = 't%d__run_epi(ctx, x, pk, NULL, y, NULL, 1.0f, xb)' % i
             src += ['    {',
                     '        double best = 1e30, spent = 0;',
                     '        %s;' % call,

@@ -13,7 +13,7 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
@@ -25,6 +25,11 @@ GEN_BIND_dsynth := B=2,L=5
 # graph with bf16 linears (every epilogue) and bf16 norms
 GEN_BIND_bert2_bf16 := B=2,L=9
 GEN_BIND_synth_bf16 := B=2,L=5
+# linears whose x (58 x 1234) is past 256 KiB: through --specialize-max-m,
+# GEMM instances with K in blocks (624 and 610; f32), one with its bias in
+# the kernel, one with an act (the epilogue); f32 and bf16
+GEN_BIND_wide := B=2,L=29
+GEN_BIND_wide_bf16 := B=2,L=29
 # Each model twice: NAME.h with the generator's passes (the executor's
 # epilogue, residual+norm, norm+act and DCE) against the executor with
 # the passes the generator does not repeat switched off (decomposed
@@ -35,7 +40,7 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude (GEN_TOL_NAME for the bf16 graphs, below).
-GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16
+GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16
 # In a bf16 graph a linear's f32 sum that differs from kern_gemm's in its
 # last bits can round to the neighbouring bf16 value (one ulp, 2^-7 of
 # it), and a norm instance's statistics differ from kern_norm's shifted
@@ -44,6 +49,7 @@ GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16
 # (bert2_bf16, outputs f32 after a LayerNorm), 0 (synth_bf16).
 GEN_TOL_bert2_bf16 := 1.6e-2
 GEN_TOL_synth_bf16 := 1.6e-2
+GEN_TOL_wide_bf16 := 1.6e-2
 # NAME_q8.h (--quantize '*': linears -> int8 dynamic qlinear, as the
 # executor's params.quantize) against the executor quantizing the same
 # linears: the same kern_qlinear calls on the same packed weights, bit for
@@ -113,9 +119,13 @@ $(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUS
 $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
-# two-accumulator-set small-M tiles, a BERT-sized one, and a blocking other
+# two-accumulator-set small-M tiles, a BERT-sized one, a blocking other
 # than the default (what --autotune may choose: 4-row tiles with two
-# accumulator sets, K unrolled by 8 with a tail)
+# accumulator sets, K unrolled by 8 with a tail), and two whose x is past
+# 256 KiB (gen/kern_gen.py gemm_kblock: K blocks, f32):
+# gemm_e three K blocks (1240, 1240, 1222: the last with an unroll tail),
+# 37 rows in tiles of 6 and 5, 50 columns; gemm_f two (504, 497) with 3-
+# and 2-row tiles of two accumulator sets, K unrolled by 8
 build/gen/gemm_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 5 --n 37 --k 70 -o $@
@@ -128,7 +138,13 @@ build/gen/gemm_c.h: gen/kern_gen.py
 build/gen/gemm_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8,1 --threads 2 -o $@
-# bf16 twins of the four (kern_gen.py gemm --dtype bf16)
+build/gen/gemm_e.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 37 --n 50 --k 3702 -o $@
+build/gen/gemm_f.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 70 --n 33 --k 1001 --blocking 3,3,8 -o $@
+# bf16 twins of the six (kern_gen.py gemm --dtype bf16)
 build/gen/gemm_bf_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 5 --n 37 --k 70 -o $@
@@ -141,7 +157,13 @@ build/gen/gemm_bf_c.h: gen/kern_gen.py
 build/gen/gemm_bf_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
-GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d bf_a bf_b bf_c bf_d)
+build/gen/gemm_bf_e.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 37 --n 50 --k 3702 -o $@
+build/gen/gemm_bf_f.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 70 --n 33 --k 1001 --blocking 3,3,8 -o $@
+GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d e f bf_a bf_b bf_c bf_d bf_e bf_f)
 build/gen/check_gemm: tests/gen_gemm_check.c $(GEN_GEMM_HEADERS) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
@@ -218,8 +240,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/dsynth.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
-	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/dsynth.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/gemm_e.h build/gen/gemm_bf_e.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
+	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

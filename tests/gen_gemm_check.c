@@ -1,10 +1,12 @@
 /* gen_gemm_check.c -- GEMM instances written by `kern_gen.py gemm`
- * (mk/gen.mk generates gemm_a .. gemm_d, gemm_d with a blocking other than
- * the default, and their bf16 twins gemm_bf_a .. gemm_bf_d): against a
- * double reference within f32 rounding of the products' magnitudes (bf16:
- * plus half a bf16 ulp for the one output rounding), the AVX2 kernel and
- * its scalar twin bit for bit, with and without bias, and the column
- * panels split over 2 and 3 threads bit for bit with one. */
+ * (mk/gen.mk generates gemm_a .. gemm_f, gemm_d and gemm_f with a blocking
+ * other than the default, gemm_e and gemm_f with an x past 256 KiB, so
+ * the f32 ones take K in blocks with a shorter last one, and their bf16
+ * twins gemm_bf_a .. gemm_bf_f): against a double reference within
+ * f32 rounding of the products' magnitudes (bf16: plus half a bf16 ulp
+ * for the one output rounding), the AVX2 kernel and its scalar twin bit
+ * for bit, with and without bias, and the column panels split over 2 and
+ * 3 threads bit for bit with one. */
 #include "kern.h"
 #include "kt.h"
 #define GEMM_A_IMPLEMENTATION
@@ -15,6 +17,10 @@
 #include "gemm_c.h"
 #define GEMM_D_IMPLEMENTATION
 #include "gemm_d.h"
+#define GEMM_E_IMPLEMENTATION
+#include "gemm_e.h"
+#define GEMM_F_IMPLEMENTATION
+#include "gemm_f.h"
 #define GEMM_BF_A_IMPLEMENTATION
 #include "gemm_bf_a.h"
 #define GEMM_BF_B_IMPLEMENTATION
@@ -23,6 +29,10 @@
 #include "gemm_bf_c.h"
 #define GEMM_BF_D_IMPLEMENTATION
 #include "gemm_bf_d.h"
+#define GEMM_BF_E_IMPLEMENTATION
+#include "gemm_bf_e.h"
+#define GEMM_BF_F_IMPLEMENTATION
+#include "gemm_bf_f.h"
 
 typedef void (*gen_pack_fn)(const float *, float *);
 typedef kern_status (*gen_run_fn)(kern_ctx *, const float *, const float *, const float *, float *);
@@ -146,6 +156,8 @@ KT_TEST(gen_gemm_instances) {
     gen_gemm_case("gemm_b", GEMM_B_M, GEMM_B_N, GEMM_B_K, GEMM_B_PACKED_FLOATS, gemm_b_pack, gemm_b_run);
     gen_gemm_case("gemm_c", GEMM_C_M, GEMM_C_N, GEMM_C_K, GEMM_C_PACKED_FLOATS, gemm_c_pack, gemm_c_run);
     gen_gemm_case("gemm_d", GEMM_D_M, GEMM_D_N, GEMM_D_K, GEMM_D_PACKED_FLOATS, gemm_d_pack, gemm_d_run);
+    gen_gemm_case("gemm_e", GEMM_E_M, GEMM_E_N, GEMM_E_K, GEMM_E_PACKED_FLOATS, gemm_e_pack, gemm_e_run);
+    gen_gemm_case("gemm_f", GEMM_F_M, GEMM_F_N, GEMM_F_K, GEMM_F_PACKED_FLOATS, gemm_f_pack, gemm_f_run);
 }
 
 KT_TEST(gen_gemm_bf16_instances) {
@@ -157,6 +169,10 @@ KT_TEST(gen_gemm_bf16_instances) {
                        gemm_bf_c_run);
     gen_gemm_bf16_case("gemm_bf_d", GEMM_BF_D_M, GEMM_BF_D_N, GEMM_BF_D_K, GEMM_BF_D_PACKED_ELEMS, gemm_bf_d_pack,
                        gemm_bf_d_run);
+    gen_gemm_bf16_case("gemm_bf_e", GEMM_BF_E_M, GEMM_BF_E_N, GEMM_BF_E_K, GEMM_BF_E_PACKED_ELEMS, gemm_bf_e_pack,
+                       gemm_bf_e_run);
+    gen_gemm_bf16_case("gemm_bf_f", GEMM_BF_F_M, GEMM_BF_F_N, GEMM_BF_F_K, GEMM_BF_F_PACKED_ELEMS, gemm_bf_f_pack,
+                       gemm_bf_f_run);
 }
 
 KT_MAIN()
