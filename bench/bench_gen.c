@@ -17,8 +17,10 @@
  *       gen_spec: its instances are for M <= 64. Peer: onnxruntime.
  *   gemm/f32/M<m>/N4096/K4096, m in 1, 4, 16, 64   y = x.W^T, W a torch
  *       Linear weight packed once. impls: kern_gemm (prepacked with
- *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing; column
- *       panels over the threads). 1 and 2 threads.
+ *       kern_gemm_pack_b); gen (kern_gen.py gemm, its own packing, x
+ *       copied per call into its row tiles' layout in the context's
+ *       workspace, K in blocks at M = 64; column panels over the
+ *       threads). 1 and 2 threads.
  *   gemm/bf16/M<m>/N4096/K4096   the same with x, W and y bf16. impls:
  *       kern_gemm (bf16 tensors, W prepacked with kern_gemm_pack_b); gen
  *       (kern_gen.py gemm --dtype bf16: W packed bf16, x widened once per
