@@ -3858,9 +3858,17 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
         w('}')
         if isa == 'avx2':
             w('#endif')
+    emit_norm_run(w, name, U, sto, R, H, 'float', 'float', impl_only)
+    return '\n'.join(o) + '\n'
+
+
+def emit_norm_run(w, name, U, sto, R, H, xt, wt, impl_only):
+    """A norm instance's NAME_run: its rows through the AVX2 row or the
+    scalar twin, by the context's ISA (xt: x/y's C type, wt: weight's)."""
     w('')
-    w('%skern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % (sto, name))
-    w('                   const float *bias, float *y, float *residual_out) {')
+    w('%skern_status %s_run(kern_ctx *ctx, const %s *x, const %s *residual, const %s *weight,' % (
+        sto, name, xt, xt, wt))
+    w('                   const %s *bias, %s *y, %s *residual_out) {' % (wt, xt, xt))
     w('    int64_t r;')
     w('    if (!x || !y) return kern__err(KERN_ERR_ARG, "%s_run: x or y is NULL");' % name)
     w('#ifdef KERN_X86')
@@ -3882,7 +3890,6 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
     if not impl_only:
         w('#endif /* %s_IMPLEMENTED */' % U)
         w('#endif /* %s_IMPLEMENTATION */' % U)
-    return '\n'.join(o) + '\n'
 
 
 def emit_norm_bf16(name, R, H, kind, eps, wdt, banner, impl_only=False):
@@ -4062,30 +4069,7 @@ def emit_norm_bf16(name, R, H, kind, eps, wdt, banner, impl_only=False):
         w('    (void)mean;')
     w('}')
     w('#endif')
-    w('')
-    w('%skern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *residual, const %s *weight,' % (sto, name, WT))
-    w('                   const %s *bias, uint16_t *y, uint16_t *residual_out) {' % WT)
-    w('    int64_t r;')
-    w('    if (!x || !y) return kern__err(KERN_ERR_ARG, "%s_run: x or y is NULL");' % name)
-    w('#ifdef KERN_X86')
-    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
-    w('        for (r = 0; r < %d; r++)' % R)
-    w('            %s__row_avx2(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
-      % (name, H, H, H))
-    w('                         residual_out ? residual_out + r * %d : NULL);' % H)
-    w('        return KERN_OK;')
-    w('    }')
-    w('#endif')
-    w('    (void)ctx;')
-    w('    for (r = 0; r < %d; r++)' % R)
-    w('        %s__row_scalar(x + r * %d, residual ? residual + r * %d : NULL, weight, bias, y + r * %d,'
-      % (name, H, H, H))
-    w('                       residual_out ? residual_out + r * %d : NULL);' % H)
-    w('    return KERN_OK;')
-    w('}')
-    if not impl_only:
-        w('#endif /* %s_IMPLEMENTED */' % U)
-        w('#endif /* %s_IMPLEMENTATION */' % U)
+    emit_norm_run(w, name, U, sto, R, H, 'uint16_t', WT, impl_only)
     return '\n'.join(o) + '\n'
 
 
