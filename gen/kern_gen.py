@@ -2503,6 +2503,34 @@ GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
 
 
+def emit_panel_split(w, name, NP, tpt):
+    """NAME__task over NP column panels on the context's threads, about tpt
+    tasks a thread, each a run of whole panels (so the bits do not depend
+    on the split); one call in the caller's thread when that is one task.
+    Sets st (the caller declares it) and leaves a.per set."""
+    w('    {')
+    w('        int nt = kern_ctx_threads(ctx);')
+    w('        int64_t tpt = %s;' % tpt)
+    w('        int64_t ntask = (int64_t)nt * tpt < %d ? (int64_t)nt * tpt : %d;' % (NP, NP))
+    w('        if (nt <= 1 || ntask <= 1) {')
+    w('            a.per = %d;' % NP)
+    w('            %s__task(&a, 0, 0);' % name)
+    w('        } else {')
+    w('            a.per = (%d + ntask - 1) / ntask;' % NP)
+    w('            st = kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    w('        }')
+    w('    }')
+
+
+def emit_task_epilogue(w, M, N, NR, alpha):
+    """The end of a panel task: kern_gemm's epilogue on the columns of its
+    panels [p0, p1) of NR columns, all M rows of y (f32, row stride N)."""
+    w('    if (a->epi)')
+    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
+      % (N, M, NR, NR, N, NR, N, NR))
+    w('                                 %s, a->epi);' % alpha)
+
+
 def tpt_expr(cfg):
     """C expression of the column-panel tasks per thread (nt: the
     context's threads): the tuned split at the thread count it was tuned
@@ -2839,10 +2867,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('    else')
     w('#endif')
     w('        %s__panels_scalar(a->x, a->packed, a->bias, a->y, p0, p1);' % name)
-    w('    if (a->epi)')
-    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
-      % (N, M, GEMM_NR, GEMM_NR, N, GEMM_NR, N, GEMM_NR))
-    w('                                 a->alpha, a->epi);')
+    emit_task_epilogue(w, M, N, GEMM_NR, 'a->alpha')
     w('}')
     w('')
     w('/* the column panels of y = epilogue(alpha x.W^T), x already in the')
@@ -2851,9 +2876,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('                               const float *bias, float *y, const kern_epilogue *epi,')
     w('                               float alpha) {')
     w('    %s__args a;' % name)
-    w('    int nt = kern_ctx_threads(ctx);')
-    w('    int64_t tpt = %s;' % tpt_expr(cfg))
-    w('    int64_t ntask = (int64_t)nt * tpt < %d ? (int64_t)nt * tpt : %d;' % (NP, NP))
+    w('    kern_status st = KERN_OK;')
     w('    a.ctx = ctx;')
     w('    a.x = x;')
     w('    a.packed = packed;')
@@ -2861,13 +2884,8 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('    a.y = y;')
     w('    a.epi = epi;')
     w('    a.alpha = alpha;')
-    w('    if (nt <= 1 || ntask <= 1) {')
-    w('        a.per = %d;' % NP)
-    w('        %s__task(&a, 0, 0);' % name)
-    w('        return KERN_OK;')
-    w('    }')
-    w('    a.per = (%d + ntask - 1) / ntask;' % NP)
-    w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    emit_panel_split(w, name, NP, tpt_expr(cfg))
+    w('    return st;')
     w('}')
     w('')
     w('/* y = epilogue(alpha x.W^T) with kern_gemm\'s epilogue (bias applied by')
@@ -3132,8 +3150,6 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('                               float alpha, float *xbuf) {')
     w('    %s__args a;' % name)
     w('    float *xf;')
-    w('    int nt;')
-    w('    int64_t ntask;')
     w('    kern_status st = kern__op_begin(&ctx, "%s_run");' % name)
     w('    if (st) return st;')
     w('    /* x in f32: the caller\'s buffer (a generated model\'s arena) or the')
@@ -3144,8 +3160,6 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('        return kern__err(KERN_ERR_NOMEM, "%s_run: no memory for x in f32");' % name)
     w('    }')
     emit_gemm_xpack(w, M, K, rows, 'x', name + '__bf(%s)', 'xf')
-    w('    nt = kern_ctx_threads(ctx);')
-    w('    ntask = (int64_t)nt * (%s) < %d ? (int64_t)nt * (%s) : %d;' % (tpt_expr(cfg), NP, tpt_expr(cfg), NP))
     w('    a.ctx = ctx;')
     w('    a.x = xf;')
     w('    a.packed = packed;')
@@ -3153,13 +3167,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('    a.y = y;')
     w('    a.epi = epi;')
     w('    a.alpha = alpha;')
-    w('    if (nt <= 1 || ntask <= 1) {')
-    w('        a.per = %d;' % NP)
-    w('        %s__task(&a, 0, 0);' % name)
-    w('    } else {')
-    w('        a.per = (%d + ntask - 1) / ntask;' % NP)
-    w('        st = kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
-    w('    }')
+    emit_panel_split(w, name, NP, tpt_expr(cfg))
     w('    kern__op_end(ctx);')
     w('    return st;')
     w('}')
@@ -4704,10 +4712,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    else')
     w('#endif')
     w('        %s__panels_scalar(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
-    w('    if (a->epi)')
-    w('        kern__epilogue_apply_f32(a->ctx, a->y, %d, %d, p0 * %d, (p1 * %d < %d ? p1 * %d : %d) - p0 * %d,'
-      % (N, M, QL_NR, QL_NR, N, QL_NR, N, QL_NR))
-    w('                                 1.0f, a->epi);')
+    emit_task_epilogue(w, M, N, QL_NR, '1.0f')
     w('}')
     w('')
     w('/* x quantized into work (%d bytes: codes, then scales), then the column' % WB)
@@ -4719,8 +4724,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    uint8_t *xu = (uint8_t *)work + %d;' % (M * KP))
     w('    int32_t *neg = (int32_t *)(void *)(xq + %d);' % (3 * M * KP))
     w('    float *sx = (float *)(void *)(xq + %d);' % (3 * M * KP + 4 * M))
-    w('    int nt = kern_ctx_threads(ctx);')
-    w('    int64_t ntask = (int64_t)nt * 4 < %d ? (int64_t)nt * 4 : %d;' % (NP, NP))
+    w('    kern_status st = KERN_OK;')
     w('    int avx2 = %s__avx2(ctx);' % name)
     w('    for (int64_t m = 0; m < %d; m++) {' % M)
     w('#ifdef KERN_X86')
@@ -4743,13 +4747,8 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    a.packed = packed;')
     w('    a.y = y;')
     w('    a.epi = epi;')
-    w('    if (nt <= 1 || ntask <= 1) {')
-    w('        a.per = %d;' % NP)
-    w('        %s__task(&a, 0, 0);' % name)
-    w('        return KERN_OK;')
-    w('    }')
-    w('    a.per = (%d + ntask - 1) / ntask;' % NP)
-    w('    return kern_parallel_for(ctx, (%d + a.per - 1) / a.per, %s__task, &a);' % (NP, name))
+    emit_panel_split(w, name, NP, str(TPT_DEFAULT))
+    w('    return st;')
     w('}')
 
 
