@@ -215,6 +215,18 @@ typedef struct gcase {
 } gcase;
 
 static float *gemm_w, *gemm_x, *gemm_y;
+
+/* the f32 weight [4096, 4096] and x, y for up to 64 rows, made once (the
+ * gemm and qlinear cases share them) */
+static void gemm_operands(void) {
+    const int64_t N = 4096, K = 4096;
+    if (gemm_w) return;
+    gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
+    gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
+    gemm_y = (float *)kbench_alloc((size_t)(64 * N) * 4);
+    kbench_fill(gemm_w, KERN_F32, N * K, 1);
+    kbench_fill(gemm_x, KERN_F32, 64 * K, 2);
+}
 static uint16_t *gemm_wb, *gemm_xb, *gemm_yb;
 
 /* Two weights, used in turn: 2 x 32 MiB of bf16 is past this class of
@@ -299,13 +311,7 @@ static void run_gemm(kbench_state *st, void *user) {
         run_gemm_bf16(st, c);
         return;
     }
-    if (!gemm_w) {
-        gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
-        gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
-        gemm_y = (float *)kbench_alloc((size_t)(64 * N) * 4);
-        kbench_fill(gemm_w, KERN_F32, N * K, 1);
-        kbench_fill(gemm_x, KERN_F32, 64 * K, 2);
-    }
+    gemm_operands();
     if (!c->gen) {
         kern_tensor x = kern_tensor_2d(gemm_x, KERN_F32, M, K), y = kern_tensor_2d(gemm_y, KERN_F32, M, N);
         kern_tensor w = kern_tensor_2d(gemm_w, KERN_F32, N, K);
@@ -343,13 +349,7 @@ static void run_qlinear(kbench_state *st, void *user) {
     const gcase *c = (const gcase *)user;
     const int64_t N = 4096, K = 4096, M = c->M;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
-    if (!gemm_w) {
-        gemm_w = (float *)kbench_alloc((size_t)(N * K) * 4);
-        gemm_x = (float *)kbench_alloc((size_t)(64 * K) * 4);
-        gemm_y = (float *)kbench_alloc((size_t)(64 * N) * 4);
-        kbench_fill(gemm_w, KERN_F32, N * K, 1);
-        kbench_fill(gemm_x, KERN_F32, 64 * K, 2);
-    }
+    gemm_operands();
     if (!c->gen) {
         kern_tensor x = kern_tensor_2d(gemm_x, KERN_F32, M, K), y = kern_tensor_2d(gemm_y, KERN_F32, M, N);
         kern_tensor w = kern_tensor_2d(gemm_w, KERN_F32, N, K);
