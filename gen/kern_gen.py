@@ -2503,6 +2503,22 @@ GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
 
 
+def isa_begin(w, isa, target=True):
+    """Opens one ISA's copy of an emitted function: a blank line, and for
+    the AVX2 copy the x86 guard (and the AVX2 target attribute)."""
+    w('')
+    if isa == 'avx2':
+        w('#ifdef KERN_X86')
+        if target:
+            w('KERN_TARGET_AVX2')
+
+
+def isa_end(w, isa):
+    """Closes what isa_begin opened."""
+    if isa == 'avx2':
+        w('#endif')
+
+
 def emit_panel_split(w, name, NP, tpt):
     """NAME__task over NP column panels on the context's threads, about tpt
     tasks a thread, each a run of whole panels (so the bits do not depend
@@ -2683,10 +2699,7 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     more than one block; set 1 from zero), y = acc (+ bias, passed on the
     last block only), and one line of pf (the next panel's block)
     prefetched per unrolled step."""
-    w('')
-    if isa == 'avx2':
-        w('#ifdef KERN_X86')
-        w('KERN_TARGET_AVX2')
+    isa_begin(w, isa)
     w('static void %s__mk%d_k%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, kn, isa))
     w('                         int64_t ncols, int first, const float *pf) {')
     if isa == 'avx2':
@@ -2777,8 +2790,7 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     w('    for (int i = 0; i < %d; i++)' % r)
     w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = bias ? t[i][j] + bias[j] : t[i][j];' % N)
     w('}')
-    if isa == 'avx2':
-        w('#endif')
+    isa_end(w, isa)
 
 
 def emit_gemm_kloops(w, K, KC, rows, U4, mk_call):
@@ -2821,9 +2833,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
             for isa in ('scalar', 'avx2'):
                 emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K)
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
+        isa_begin(w, isa, target=False)
         w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
         w('                         int64_t p0, int64_t p1) {')
 
@@ -2839,8 +2849,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
                     % (name, r, kn, isa, '%d + %s' % (m0 * K, xo) if m0 else xo, m0 * N, GEMM_NR, pfo)]
         emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call)
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     w('')
     w('/* x [%d,%d] to the tiles\' layout (tile (m0, r) from m0 K on, k-major) */' % (M, K))
     w('static void %s__xpack(const float *x, float *xp) {' % name)
@@ -2989,10 +2998,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
         split = r <= cfg['split'] and K >= 2
         sets = 2 if split else 1
         for isa in ('scalar', 'avx2'):
-            w('')
-            if isa == 'avx2':
-                w('#ifdef KERN_X86')
-                w('KERN_TARGET_AVX2')
+            isa_begin(w, isa)
             w('static void %s__mk%d_%s(const float *x, const uint16_t *bp, float *t, const uint16_t *pf) {' % (
                 name, r, isa))
             if isa == 'scalar':
@@ -3049,8 +3055,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
                 w('        for (int j = 0; j < %d; j++) t[i * %d + j] = %s;' % (
                     GEMM_NR, GEMM_NR, 'c[0][i][j] + c[1][i][j]' if sets == 2 else 'c[0][i][j]'))
             w('}')
-            if isa == 'avx2':
-                w('#endif')
+            isa_end(w, isa)
     # the stores: y = bf16(t + bias), kern_f32_to_bf16's rounding
     w('')
     w('/* rows [0, r) of the tile t (+ bias) to y as bf16, nearest even */')
@@ -3102,10 +3107,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('    int64_t per;')
     w('} %s__args;' % name)
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
-            w('KERN_TARGET_AVX2')
+        isa_begin(w, isa)
         w('static void %s__panels_%s(const %s__args *a, int64_t p0, int64_t p1) {' % (name, isa, name))
         w('    float t[%d];' % (MRX * GEMM_NR))
         w('    for (int64_t p = p0; p < p1; p++) {')
@@ -3124,8 +3126,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
             w('            %s__st_%s(t, %d, bi, a->y + %d + p * %d, nc);' % (name, isa, r, m0 * N, GEMM_NR))
         w('    }')
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     w('')
     w('/* panels [t per, (t + 1) per), their epilogue tile by tile */')
     w('static void %s__task(void *arg, int64_t t, int thread) {' % name)
@@ -3781,10 +3782,7 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
           '        %s = s2[0] + s2[1];',
           '    }']
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
-            w('KERN_TARGET_AVX2')
+        isa_begin(w, isa)
         w('static void %s__row_%s(const float *x, const float *res, const float *wt, const float *bs,' % (name, isa))
         w('                         float *y, float *so) {')
         w('    float s, mean = 0.0f, rstd;')
@@ -3864,8 +3862,7 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
         if not layer:
             w('    (void)mean;')
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     emit_norm_run(w, name, U, sto, R, H, 'float', 'float', impl_only)
     return '\n'.join(o) + '\n'
 
@@ -4174,10 +4171,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
         w('}')
         w('#endif')
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
-            w('KERN_TARGET_AVX2')
+        isa_begin(w, isa)
         w('static void %s__head_%s(const %s *q, const %s *k, const %s *v, %s *y, int64_t g) {' % (
             name, isa, T, T, T, T))
         w('    /* the %d rows (query head, query) of K/V head g */' % RW)
@@ -4252,8 +4246,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
             w('        for (d = 0; d < %d; d++) yr[d] = acc[r * %d + d] * inv;' % (D, D))
         w('    }')
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     w('')
     w('typedef struct %s__args {' % name)
     w('    kern_ctx *ctx;')
@@ -4487,10 +4480,7 @@ def emit_qlinear_pack_t(w, name, N, K):
 def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     # x quantization: kern's rule, the scalar row and its AVX2 twin
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
-            w('KERN_TARGET_AVX2')
+        isa_begin(w, isa)
         w('static float %s__quant_%s(const float *x, int8_t *q) {' % (name, isa))
         if isa == 'scalar':
             w('    float am = 0.0f, s, inv;')
@@ -4546,8 +4536,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
             w('    for (int64_t k2 = %d; k2 < %d; k2++) q[k2] = 0;' % (K, KP))
         w('    return s;')
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     # sign-magnitude split of a row of codes (AVX2 kernels): u = |q| as u8,
     # m = q < 0 ? 0xff : 0, and the sum of |q| over q < 0. For q < 0,
     # |q| * (w ^ m) = |q| * (-w - 1) = q * w - |q|, so the kernel's sum of
@@ -4585,10 +4574,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     # micro-kernels: r rows x 16 columns
     for r in sorted(set(r for _, r in rows)):
         for isa in ('scalar', 'avx2'):
-            w('')
-            if isa == 'avx2':
-                w('#ifdef KERN_X86')
-                w('KERN_TARGET_AVX2')
+            isa_begin(w, isa)
             w('static void %s__mk%d_%s(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, r, isa))
             w('                         const int32_t *neg, const int8_t *bp, const float *sx,')
             w('                         const float *sw, float *y, int64_t ncols) {')
@@ -4660,12 +4646,9 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
             w('    for (int i = 0; i < %d; i++)' % r)
             w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = t[i][j];' % N)
             w('}')
-            if isa == 'avx2':
-                w('#endif')
+            isa_end(w, isa)
     for isa in ('scalar', 'avx2'):
-        w('')
-        if isa == 'avx2':
-            w('#ifdef KERN_X86')
+        isa_begin(w, isa, target=False)
         w('static void %s__panels_%s(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, isa))
         w('                         const int32_t *neg, const float *sx, const int8_t *packed, float *y,')
         w('                         int64_t p0, int64_t p1) {')
@@ -4678,8 +4661,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
                 name, r, isa, m0 * KP, m0 * KP, m0 * KP, m0, m0, QL_NR, m0 * N, QL_NR))
         w('    }')
         w('}')
-        if isa == 'avx2':
-            w('#endif')
+        isa_end(w, isa)
     w('')
     w('typedef struct %s__args {' % name)
     w('    kern_ctx *ctx;')
