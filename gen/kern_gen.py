@@ -1990,8 +1990,7 @@ def emit_model(low, name, banner):
     o.extend(body)
     w('    return st;')
     w('}')
-    w('#endif /* %s_IMPLEMENTED */' % U)
-    w('#endif /* %s_IMPLEMENTATION */' % U)
+    emit_impl_close(w, U)
     return '\n'.join(o) + '\n'
 
 
@@ -2503,6 +2502,27 @@ GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
 
 
+def emit_impl_open(w, U):
+    """Ends a standalone instance's declarations and opens its
+    implementation section (once per program, the headers it uses)."""
+    w('#endif /* %s_H */' % U)
+    w('')
+    w('#ifdef %s_IMPLEMENTATION' % U)
+    w('#ifndef %s_IMPLEMENTED' % U)
+    w('#define %s_IMPLEMENTED' % U)
+    w('#include <math.h>')
+    w('#include <string.h>')
+    w('#ifdef KERN_X86')
+    w('#include <immintrin.h>')
+    w('#endif')
+
+
+def emit_impl_close(w, U):
+    """Closes what emit_impl_open opened."""
+    w('#endif /* %s_IMPLEMENTED */' % U)
+    w('#endif /* %s_IMPLEMENTATION */' % U)
+
+
 def isa_begin(w, isa, target=True):
     """Opens one ISA's copy of an emitted function: a blank line, and for
     the AVX2 copy the x86 guard (and the AVX2 target attribute)."""
@@ -2594,8 +2614,7 @@ def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None, dt='f32'):
             emit_gemm_head(w, name, U, M, N, K, NP, banner)
         emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg)
     if not impl_only:
-        w('#endif /* %s_IMPLEMENTED */' % U)
-        w('#endif /* %s_IMPLEMENTATION */' % U)
+        emit_impl_close(w, U)
     return '\n'.join(o) + '\n'
 
 
@@ -2622,16 +2641,7 @@ def emit_gemm_head(w, name, U, M, N, K, NP, banner):
     w('void %s_pack(const float *w, float *packed);' % name)
     w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *packed, const float *bias,' % name)
     w('                   float *y);')
-    w('#endif /* %s_H */' % U)
-    w('')
-    w('#ifdef %s_IMPLEMENTATION' % U)
-    w('#ifndef %s_IMPLEMENTED' % U)
-    w('#define %s_IMPLEMENTED' % U)
-    w('#include <math.h>')
-    w('#include <string.h>')
-    w('#ifdef KERN_X86')
-    w('#include <immintrin.h>')
-    w('#endif')
+    emit_impl_open(w, U)
 
 
 # The loop nest of the f32 instances (the bf16 twin shares the first and
@@ -2966,16 +2976,7 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
         w('void %s_pack(const uint16_t *w, uint16_t *packed);' % name)
         w('kern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *packed,' % name)
         w('                   const uint16_t *bias, uint16_t *y);')
-        w('#endif /* %s_H */' % U)
-        w('')
-        w('#ifdef %s_IMPLEMENTATION' % U)
-        w('#ifndef %s_IMPLEMENTED' % U)
-        w('#define %s_IMPLEMENTED' % U)
-        w('#include <math.h>')
-        w('#include <string.h>')
-        w('#ifdef KERN_X86')
-        w('#include <immintrin.h>')
-        w('#endif')
+        emit_impl_open(w, U)
     w('')
     w('/* bf16 bits as f32, exactly (a signalling NaN stays one: the FMAs quiet it) */')
     w('static float %s__bf(uint16_t h) {' % name)
@@ -3764,16 +3765,7 @@ def emit_norm(name, R, H, kind, eps, banner, impl_only=False):
         w('#define %s_HIDDEN %d' % (U, H))
         w('kern_status %s_run(kern_ctx *ctx, const float *x, const float *residual, const float *weight,' % name)
         w('                   const float *bias, float *y, float *residual_out);')
-        w('#endif /* %s_H */' % U)
-        w('')
-        w('#ifdef %s_IMPLEMENTATION' % U)
-        w('#ifndef %s_IMPLEMENTED' % U)
-        w('#define %s_IMPLEMENTED' % U)
-        w('#include <math.h>')
-        w('#include <string.h>')
-        w('#ifdef KERN_X86')
-        w('#include <immintrin.h>')
-        w('#endif')
+        emit_impl_open(w, U)
     hs = ['    {',
           '        float s4[4], s2[2];',
           '        int l;',
@@ -3893,8 +3885,7 @@ def emit_norm_run(w, name, U, sto, R, H, xt, wt, impl_only):
     w('    return KERN_OK;')
     w('}')
     if not impl_only:
-        w('#endif /* %s_IMPLEMENTED */' % U)
-        w('#endif /* %s_IMPLEMENTATION */' % U)
+        emit_impl_close(w, U)
 
 
 def emit_norm_bf16(name, R, H, kind, eps, wdt, banner, impl_only=False):
@@ -3939,16 +3930,7 @@ def emit_norm_bf16(name, R, H, kind, eps, wdt, banner, impl_only=False):
         w('#define %s_HIDDEN %d' % (U, H))
         w('kern_status %s_run(kern_ctx *ctx, const uint16_t *x, const uint16_t *residual, const %s *weight,' % (name, WT))
         w('                   const %s *bias, uint16_t *y, uint16_t *residual_out);' % WT)
-        w('#endif /* %s_H */' % U)
-        w('')
-        w('#ifdef %s_IMPLEMENTATION' % U)
-        w('#ifndef %s_IMPLEMENTED' % U)
-        w('#define %s_IMPLEMENTED' % U)
-        w('#include <math.h>')
-        w('#include <string.h>')
-        w('#ifdef KERN_X86')
-        w('#include <immintrin.h>')
-        w('#endif')
+        emit_impl_open(w, U)
     w('')
     w('static float %s__bf(uint16_t h) {' % name)
     w('    uint32_t u = (uint32_t)h << 16;')
@@ -4141,16 +4123,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
     w('#define %s_H' % U)
     w('#include "kern.h"')
     w('kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k, const %s *v, %s *y);' % (name, T, T, T, T))
-    w('#endif /* %s_H */' % U)
-    w('')
-    w('#ifdef %s_IMPLEMENTATION' % U)
-    w('#ifndef %s_IMPLEMENTED' % U)
-    w('#define %s_IMPLEMENTED' % U)
-    w('#include <math.h>')
-    w('#include <string.h>')
-    w('#ifdef KERN_X86')
-    w('#include <immintrin.h>')
-    w('#endif')
+    emit_impl_open(w, U)
     if bf:  # n (a multiple of 8) bf16 as f32, exactly
         w('')
         w('static void %s__widen_scalar(const uint16_t *s, float *d, int64_t n) {' % name)
@@ -4281,8 +4254,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
     w('    }')
     w('    return kern_parallel_for(ctx, %d, %s__task, &a);' % (HKV, name))
     w('}')
-    w('#endif /* %s_IMPLEMENTED */' % U)
-    w('#endif /* %s_IMPLEMENTATION */' % U)
+    emit_impl_close(w, U)
     return '\n'.join(o) + '\n'
 
 
@@ -4385,16 +4357,7 @@ def emit_qlinear(name, M, N, K, banner, impl_only=False, cfg=None, pack_t=True):
         w('void %s_pack_int8(const int8_t *wq, const float *scales, void *packed);' % name)
         w('kern_status %s_run(kern_ctx *ctx, const float *x, const void *packed, const float *bias,' % name)
         w('                   float *y, void *work);')
-        w('#endif /* %s_H */' % U)
-        w('')
-        w('#ifdef %s_IMPLEMENTATION' % U)
-        w('#ifndef %s_IMPLEMENTED' % U)
-        w('#define %s_IMPLEMENTED' % U)
-        w('#include <math.h>')
-        w('#include <string.h>')
-        w('#ifdef KERN_X86')
-        w('#include <immintrin.h>')
-        w('#endif')
+        emit_impl_open(w, U)
     w('')
     w('/* keeps an accumulator in its register at this point: without it GCC')
     w(' * hoists the independent products of the unrolled steps ahead of the')
@@ -4445,8 +4408,7 @@ def emit_qlinear(name, M, N, K, banner, impl_only=False, cfg=None, pack_t=True):
     w('    }')
     w('    return %s__run_epi(ctx, x, (const int8_t *)packed, y, bias ? &ep : NULL, work);' % name)
     w('}')
-    w('#endif /* %s_IMPLEMENTED */' % U)
-    w('#endif /* %s_IMPLEMENTATION */' % U)
+    emit_impl_close(w, U)
     return '\n'.join(o) + '\n'
 
 
