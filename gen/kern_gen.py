@@ -14,6 +14,7 @@ status 2, no output file (the header is written to a temporary name and
 renamed).
 """
 import argparse
+import math
 import os
 import re
 import struct
@@ -56,6 +57,8 @@ OPS = {
     'topk': 'x',
     'scatter_reduce': 'self,index,src',
     'spmm_reduce': 'rowptr,col,values?,dense',
+    'kv_append': 'k_new,v_new,k_cache,v_cache,k_lens,k_scale?,v_scale?',
+    'decode_attention': 'q,k_cache,v_cache,k_lens,k_scale?,v_scale?',
 }
 REDUCES = {'sum': 'KERN_REDUCE_SUM', 'prod': 'KERN_REDUCE_PROD', 'mean': 'KERN_REDUCE_MEAN',
            'amax': 'KERN_REDUCE_AMAX', 'amin': 'KERN_REDUCE_AMIN'}
@@ -64,7 +67,7 @@ UNARY = ['gelu', 'gelu_tanh', 'silu', 'relu', 'sigmoid', 'sqrt', 'rsqrt', 'exp',
 for _u in UNARY:
     OPS[_u] = 'x'
 # ops the executor knows that have no generated form yet
-KNOWN_UNSUPPORTED = {'sparse24_linear', 'sdpa_relpos', 'kv_append', 'decode_attention'}
+KNOWN_UNSUPPORTED = {'sparse24_linear', 'sdpa_relpos'}
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
@@ -1093,6 +1096,94 @@ class Lowering:
             return L
         self.add_step(n, [x], [y, y1], emit)
 
+    # ---- the KV cache: graph inputs written in place (the caller's buffers)
+    def kv_scale(self, n, c, sc, cname, sname, inplace):
+        if c.dtype != 'i8':
+            if sc is not None:
+                raise self.err(n, '%s applies to an i8 %s only' % (sname, cname))
+            return
+        if sc is None:
+            raise self.err(n, 'an i8 %s needs %s [B,Lmax,Hkv] f32' % (cname, sname))
+        if sc.dtype != 'f32' or len(c.shape) != 4 or sc.shape != c.shape[:3]:
+            raise self.err(n, '%s must be f32 [B,Lmax,Hkv] of %s' % (sname, cname))
+        if inplace and sc.kind != 'input':
+            raise self.err(n, '%s must be a graph input (it is written in place)' % sname)
+
+    def op_kv_append(self, n, ins):
+        kn, vn, kc, vc, kl, ks, vs = ins
+        self.need_float(n, kn, vn)
+        if any(len(t.shape) != 4 for t in (kn, vn, kc, vc)):
+            raise self.err(n, 'k_new, v_new, k_cache, v_cache must be 4-D')
+        if kc.kind != 'input' or vc.kind != 'input':
+            raise self.err(n, 'k_cache and v_cache must be graph inputs (they are written in place)')
+        self.kv_scale(n, kc, ks, 'k_cache', 'k_scale', True)
+        self.kv_scale(n, vc, vs, 'v_cache', 'v_scale', True)
+        for d in range(4):
+            if (d != 1 and (kn.shape[d] != kc.shape[d] or vn.shape[d] != vc.shape[d])) or \
+                    (d < 3 and kn.shape[d] != vn.shape[d]):
+                raise self.err(n, 'the new rows and the caches disagree in dim %d' % d)
+        if kc.shape[1] != vc.shape[1]:
+            raise self.err(n, 'k_cache and v_cache differ in Lmax')
+        if kl.dtype not in ('i32', 'i64') or kl.shape != [kn.shape[0]]:
+            raise self.err(n, 'k_lens must be i32 or i64 [B]')
+        y = self.new_buf(n.outs[0], kl.dtype, [kn.shape[0]])
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            # the output starts as k_lens and is advanced by the append (the
+            # executor's step); the caches are the caller's inputs
+            es = DTYPES[kl.dtype][1]
+            L = ['{', '    const char *ls = (const char *)%s;' % G.ptr(kl),
+                 '    char *ld = (char *)%s;' % G.ptr(y, True),
+                 '    for (int64_t b = 0; b < %d; b++) memcpy(ld + b * %d, ls + b * %d, %d);' % (
+                     kn.shape[0], es, kl.stride[0] * es, es), '}',
+                 'kern_kv_append_params ap;', 'memset(&ap, 0, sizeof ap);']
+            L += G.tview('tkn', kn) + G.tview('tvn', vn) + G.tview('tkc', kc) + G.tview('tvc', vc)
+            L += G.tview('tl', y)
+            if ks is not None:
+                L += G.tview('tks', ks) + ['ap.k_scale = &tks;']
+            if vs is not None:
+                L += G.tview('tvs', vs) + ['ap.v_scale = &tvs;']
+            return L + ['st = kern_kv_append_ex(ctx, &tkn, &tvn, &tkc, &tvc, &tl, &ap);']
+        self.add_step(n, [kn, vn, kl, ks, vs], [y, kc, vc], emit)
+
+    def op_decode_attention(self, n, ins):
+        q, kc, vc, kl, ks, vs = ins
+        self.need_float(n, q)
+        if any(len(t.shape) != 4 for t in (q, kc, vc)):
+            raise self.err(n, 'q, k_cache, v_cache must be 4-D [B,L,H,D]')
+        self.kv_scale(n, kc, ks, 'k_cache', 'k_scale', False)
+        self.kv_scale(n, vc, vs, 'v_cache', 'v_scale', False)
+        if kc.dtype not in ('f32', 'bf16', 'f16', 'i8') or vc.dtype not in ('f32', 'bf16', 'f16', 'i8'):
+            raise self.err(n, 'the caches must be f32, bf16, f16 or i8')
+        if q.shape[0] != kc.shape[0] or q.shape[0] != vc.shape[0]:
+            raise self.err(n, 'batch dims differ')
+        if q.shape[3] != kc.shape[3] or kc.shape[1] != vc.shape[1] or kc.shape[2] != vc.shape[2]:
+            raise self.err(n, 'q, k_cache and v_cache disagree in D, Lmax or Hkv')
+        if kc.shape[2] < 1 or q.shape[2] % kc.shape[2]:
+            raise self.err(n, "q's heads are not a multiple of the cache's")
+        if kl.dtype not in ('i32', 'i64') or kl.shape != [q.shape[0]]:
+            raise self.err(n, 'k_lens must be i32 or i64 [B]')
+        scale = self.fattr(n, 'scale')
+        if not math.isfinite(scale):
+            raise self.err(n, 'scale must be finite')
+        y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [vc.shape[3]])
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            L = ['kern_decode_attention_params dp;', 'memset(&dp, 0, sizeof dp);']
+            L += G.tview('tq', q) + G.tview('tk', kc) + G.tview('tv', vc) + G.tview('tl', kl)
+            L += G.tview('ty', y)
+            if scale:
+                L.append('dp.scale = %s;' % c_float(scale))
+            if ks is not None:
+                L += G.tview('tks', ks) + ['dp.k_scale = &tks;']
+            if vs is not None:
+                L += G.tview('tvs', vs) + ['dp.v_scale = &tvs;']
+            return L + G.call('dp', 'kern_decode_attention(ctx, &tq, &tk, &tv, &tl, &ty, &dp',
+                              'kern_decode_attention')
+        self.add_step(n, [q, kc, vc, kl, ks, vs], [y], emit, ws=True)
+
     def op_scatter_reduce(self, n, ins):
         me, idx, src = ins
         if idx.dtype not in ('i32', 'i64'):
@@ -1672,7 +1763,8 @@ def emit_model(low, name, banner):
         family = s.node is not None and s.node.op in ('linear', 'matmul', 'sdpa', 'layer_norm',
                                                       'rms_norm', 'qlinear', 'quantize_per_token',
                                                       'silu_mul', 'rope', 'argmax', 'topk',
-                                                      'scatter_reduce', 'spmm_reduce')
+                                                      'scatter_reduce', 'spmm_reduce', 'kv_append',
+                                                      'decode_attention')
         n_family += family
         body.append('    {')
         body += ['        ' + l for l in lines]
@@ -2204,7 +2296,8 @@ def pass_dce(g):
     live = set(o for o, _ in g.outputs)
     keep = []
     for n in reversed(g.nodes):
-        if any(o in live for o in n.outs):
+        # kv_append writes the caller's caches: kept, as the executor keeps it
+        if n.op == 'kv_append' or any(o in live for o in n.outs):
             keep.append(n)
             live.update(a for a in n.ins if a != '-')
     removed = len(g.nodes) - len(keep)

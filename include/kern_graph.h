@@ -4528,7 +4528,8 @@ static int32_t *kern__gw_uses(kern_graph_plan *p) {
     return u;
 }
 
-/* dead-node elimination; returns the nodes removed */
+/* dead-node elimination (a node none of whose outputs is used, other than
+ * kv_append, which writes graph inputs); returns the nodes removed */
 static int64_t kern__gw_dce(kern_graph_plan *p) {
     kern_graph *w = &p->w;
     int64_t removed = 0, i;
@@ -4542,6 +4543,8 @@ static int64_t kern__gw_dce(kern_graph_plan *p) {
             int k, used = 0;
             if (n->dead) continue;
             for (k = 0; k < n->n_out; k++) used |= u[n->out[k]] > 0;
+            /* kv_append writes the caller's caches: never dead */
+            if (n->op == KERN_GRAPH_OP_KV_APPEND) used = 1;
             if (!used) {
                 n->dead = 1;
                 removed++;

@@ -13,13 +13,18 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
 GEN_BIND_qsynth := B=2,L=5
 GEN_BIND_dsynth := B=2,L=5
+# a decoder through the caller's KV caches (f32, i8, bf16): 3 new rows per
+# sequence after k_lens in [0, 12) cached ones (GEN_IDMAX: ids and lengths),
+# and llama_tiny_dec, one row (decode)
+GEN_BIND_llama_tiny := B=2,L=3
+GEN_FLAGS_llama_tiny := -DGEN_IDMAX=12
 # bf16 graphs: bert2 as torch.autocast(bfloat16) runs it (gen/bert_ir.py
 # --dtype bf16: linears and attention bf16, LayerNorms f32), and a synthetic
 # graph with bf16 linears (every epilogue) and bf16 norms
@@ -40,7 +45,7 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude (GEN_TOL_NAME for the bf16 graphs, below).
-GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16
+GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16 llama_tiny
 # In a bf16 graph a linear's f32 sum that differs from kern_gemm's in its
 # last bits can round to the neighbouring bf16 value (one ulp, 2^-7 of
 # it), and a norm instance's statistics differ from kern_norm's shifted
@@ -54,7 +59,7 @@ GEN_TOL_wide_bf16 := 1.6e-2
 # executor's params.quantize) against the executor quantizing the same
 # linears: the same kern_qlinear calls on the same packed weights, bit for
 # bit.
-GEN_Q8_MODELS := bert1 bert2 qsynth
+GEN_Q8_MODELS := bert1 bert2 qsynth llama_tiny
 # NAME_q8spec.h (--quantize '*' --specialize-max-m 64): the qlinears through
 # qlinear instances (kern_qlinear's bits) and the rest as NAME_spec.h:
 # within 1e-4 of each output's largest magnitude.
@@ -64,7 +69,7 @@ GEN_Q8SPEC_MODELS := bert1 qsynth
 # weights, the scalar level once); and bert2 at B=1, L=6, where every
 # linear has at most 8 rows and the executor (and the generated code)
 # stream the unpacked weights through kern_linear_gemv.
-GEN_CHECKS_EXTRA := build/gen/check_bert_base build/gen/check_bert2_gemv
+GEN_CHECKS_EXTRA := build/gen/check_bert_base build/gen/check_bert2_gemv build/gen/check_llama_tiny_dec
 GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) $(GEN_CHECKS_EXTRA) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
@@ -90,6 +95,9 @@ build/gen/bert_base.h: build/gen/bert_base.kg gen/kern_gen.py
 build/gen/bert2_gemv.h: tests/gen/bert2.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=6 --name bert2_gemv -o $@
+build/gen/llama_tiny_dec.h: tests/gen/llama_tiny.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind B=2,L=1 --name llama_tiny_dec -o $@
 build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
@@ -112,10 +120,11 @@ endef
 $(eval $(call GEN_CHECK_RULE,bert_base,bert_base,$(GEN_FUSED),-DGEN_BIG=1,build/gen/bert_base.kg))
 build/gen/check_bert_base: build/gen/bert_base.kg
 $(eval $(call GEN_CHECK_RULE,bert2,bert2_gemv,$(GEN_FUSED)))
-$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED))))
-$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED))))
-$(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4))))
-$(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"')))
+$(eval $(call GEN_CHECK_RULE,llama_tiny,llama_tiny_dec,$(GEN_FUSED),-DGEN_IDMAX=12))
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED),$(GEN_FLAGS_$(m)))))
+$(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED),$(GEN_FLAGS_$(m)))))
+$(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4) $(GEN_FLAGS_$(m)))))
+$(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' $(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the
@@ -240,8 +249,8 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-gen-compile-check: build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/dsynth.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/gemm_e.h build/gen/gemm_bf_e.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
-	@fail=0; for h in bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
+gen-compile-check: build/gen/llama_tiny_dec.h build/gen/bert1.h build/gen/bert1_spec.h build/gen/bert1_st.h build/gen/qsynth_q8.h build/gen/qsynth_q8spec.h build/gen/dsynth.h build/gen/gemm_a.h build/gen/gemm_bf_a.h build/gen/gemm_e.h build/gen/gemm_bf_e.h build/gen/qlinear_a.h build/gen/norm_a.h build/gen/norm_bf_a.h build/gen/sdpa_b.h build/gen/sdpa_bf_a.h
+	@fail=0; for h in llama_tiny_dec bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a; do U=$$(echo $$h | tr a-z A-Z); \
 	for cc in gcc:c99 gcc:c11 clang:c99 clang:c11 g++:c++17 clang++:c++17; do \
 	  c=$${cc%%:*}; s=$${cc##*:}; case $$c in *++) l="-x c++";; *) l="-x c";; esac; \
 	  command -v $$c >/dev/null || { echo "gen-compile-check: $$c not installed"; continue; }; \

@@ -38,6 +38,17 @@ printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/uns.kg"
 expect_error "unsupported op" "'sparse24_linear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+# the KV cache: caches must be graph inputs (written in place), an i8 one
+# needs its scales; a kv_append whose output nobody reads still runs
+kvh='kern-graph 1\ninput kn f32 [1,1,2,8]\ninput vn f32 [1,1,2,8]\ninput kl i32 [1]\n'
+printf "${kvh}weight kc f32 [1,4,2,8]\ninput vc f32 [1,4,2,8]\nn = kv_append(kn, vn, kc, vc, kl)\noutput n\n" > "$dir/kv1.kg"
+expect_error "kv cache not an input" "k_cache and v_cache must be graph inputs" $gen model "$dir/kv1.kg" -o "$dir/out.h"
+printf "${kvh}input kc i8 [1,4,2,8]\ninput vc f32 [1,4,2,8]\nn = kv_append(kn, vn, kc, vc, kl)\noutput n\n" > "$dir/kv2.kg"
+expect_error "i8 cache without scales" "an i8 k_cache needs k_scale" $gen model "$dir/kv2.kg" -o "$dir/out.h"
+printf "${kvh}input kc f32 [1,4,2,8]\ninput vc f32 [1,4,2,8]\nq = copy(kn)\nn = kv_append(kn, vn, kc, vc, kl)\noutput q\n" > "$dir/kv3.kg"
+$gen model "$dir/kv3.kg" -o "$dir/kv3.h" && grep -q "kern_kv_append_ex(ctx" "$dir/kv3.h" && pass || fail "unused kv_append kept"
+printf "${kvh}input kc f32 [1,4,2,8]\ninput vc f32 [1,4,2,8]\ninput q f32 [1,1,3,8]\nn = kv_append(kn, vn, kc, vc, kl)\ny = decode_attention(q, kc, vc, n)\noutput y\n" > "$dir/kv4.kg"
+expect_error "decode heads" "q's heads are not a multiple of the cache's" $gen model "$dir/kv4.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4,4]\nweight w i8 [4,4]\ny = qlinear(x, w)\noutput y\n' > "$dir/q8.kg"
 expect_error "i8 weight, no scales" "an i8 weight needs scales f32 [N]" $gen model "$dir/q8.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x bf16 [4,4]\nweight w f32 [4,4]\ny = linear(x, w)\noutput y\n' > "$dir/dt.kg"

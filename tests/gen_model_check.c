@@ -10,7 +10,10 @@
  * -10000); the generated model's outputs must equal kern_graph_run's bit
  * for bit (within GEN_TOL of each output's largest magnitude when it is
  * defined: GEMM instances), on every ISA level this CPU runs, at 1 and 2 threads, and again
- * over an arena full of garbage. kern's implementation is its own object
+ * over an arena full of garbage; each generated run starts from the inputs
+ * the executor got, and the inputs afterwards (the KV caches kv_append
+ * writes in place, nothing else) must equal the executor's too. kern's
+ * implementation is its own object
  * (build/gen/kern_impl.o), so each model compiles alone. */
 #include "kern.h"
 #include "kt.h"
@@ -59,12 +62,35 @@ static kern_tensor gen_tensor(void *data, kern_dtype dt, int nd, const int64_t *
     return t;
 }
 
+/* The first element where got differs from want: bit for bit, or (with
+ * GEN_TOL: another summation order, the GEMM instances) within GEN_TOL of
+ * want's largest magnitude, as the executor's checker (i8 codes within one
+ * step: a quantized KV-cache row). -1 when none. */
+static int64_t gen_first_diff(const void *got, const void *want, kern_dtype dt, int64_t n) {
+    int64_t j;
+    size_t es = kern_dtype_size(dt);
+#ifdef GEN_TOL
+    double mx = 0, tol;
+    for (j = 0; j < n; j++) mx = fabs(kt_get(want, dt, j)) > mx ? fabs(kt_get(want, dt, j)) : mx;
+    tol = dt == KERN_I8 ? 1.0 : GEN_TOL * mx;
+    for (j = 0; j < n; j++)
+        if (!(fabs(kt_get(got, dt, j) - kt_get(want, dt, j)) <= tol)) return j;
+    (void)es;
+#else
+    for (j = 0; j < n; j++)
+        if (memcmp((const char *)got + j * (int64_t)es, (const char *)want + j * (int64_t)es, es)) return j;
+#endif
+    return -1;
+}
+
 static void gen_compare(kern_ctx *ctx, int threads) {
     kern_graph *g = NULL;
     kern_graph_plan *p = NULL;
     kern_graph_plan_params pp;
     G(_model) m;
     void *wdata[GU(_N_WEIGHTS) + 1], *idata[GU(_N_INPUTS) + 1];
+    void *ifresh[GU(_N_INPUTS) + 1], *iwant[GU(_N_INPUTS) + 1];
+    size_t ibytes[GU(_N_INPUTS) + 1];
     void *want[GU(_N_OUTPUTS) + 1], *got[GU(_N_OUTPUTS) + 1];
     kern_tensor in[GU(_N_INPUTS) + 1], out[GU(_N_OUTPUTS) + 1];
     unsigned char *arena;
@@ -105,6 +131,13 @@ static void gen_compare(kern_ctx *ctx, int threads) {
             kt_fill_normal(&r, idata[i], dt, n, 1.0);
         }
         in[i] = gen_tensor(idata[i], dt, G(_input_ndim)[i], G(_input_shapes)[i]);
+        /* the inputs as the executor gets them: kv_append writes the
+         * caller's KV caches in place, so each generated run starts from
+         * this copy and its inputs afterwards must equal the executor's */
+        ibytes[i] = (size_t)(n ? n : 1) * kern_dtype_size(dt);
+        ifresh[i] = kt_alloc(ibytes[i], "in0");
+        iwant[i] = kt_alloc(ibytes[i], "in1");
+        memcpy(ifresh[i], idata[i], ibytes[i]);
     }
     for (i = 0; i < GU(_N_OUTPUTS); i++) {
         int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]);
@@ -120,6 +153,7 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     pp.quantize = GEN_QUANTIZE;
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
     KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
+    for (i = 0; i < GU(_N_INPUTS); i++) memcpy(iwant[i], idata[i], ibytes[i]);
     KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
     abytes = G(_arena_bytes)(&m);
     KT_CHECK(abytes >= GU(_ARENA_SIZE), "arena_bytes %zu < ARENA_SIZE", abytes);
@@ -130,26 +164,21 @@ static void gen_compare(kern_ctx *ctx, int threads) {
             int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]);
             memset(got[i], 0xA5, (size_t)(n ? n : 1) * kern_dtype_size(G(_output_dtypes)[i]));
         }
+        for (i = 0; i < GU(_N_INPUTS); i++) memcpy(idata[i], ifresh[i], ibytes[i]);
         KT_OK(G(_run)(ctx, &m, (const void *const *)idata, got, arena));
+        for (i = 0; i < GU(_N_INPUTS); i++) {
+            kern_dtype dt = G(_input_dtypes)[i];
+            int64_t bad = gen_first_diff(idata[i], iwant[i], dt,
+                                         gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]));
+            KT_CHECK(bad < 0, "%s threads=%d pass %d: input '%s' element %lld afterwards: generated "
+                     "%.9g, executor %.9g", kern_isa_name(kern_ctx_isa(ctx)), threads, pass,
+                     G(_input_names)[i], (long long)bad, bad < 0 ? 0.0 : kt_get(idata[i], dt, bad),
+                     bad < 0 ? 0.0 : kt_get(iwant[i], dt, bad));
+        }
         for (i = 0; i < GU(_N_OUTPUTS); i++) {
             kern_dtype dt = G(_output_dtypes)[i];
-            int64_t n = gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]), j, bad = -1;
-            size_t es = kern_dtype_size(dt);
-#ifdef GEN_TOL
-            /* another summation order (GEMM instances): within GEN_TOL of
-             * the tensor's largest magnitude, as the executor's checker */
-            {
-                double mx = 0;
-                for (j = 0; j < n; j++) mx = fabs(kt_get(want[i], dt, j)) > mx ? fabs(kt_get(want[i], dt, j)) : mx;
-                for (j = 0; j < n && bad < 0; j++)
-                    if (!(fabs(kt_get(got[i], dt, j) - kt_get(want[i], dt, j)) <= GEN_TOL * mx)) bad = j;
-            }
-            (void)es;
-#else
-            for (j = 0; j < n && bad < 0; j++)
-                if (memcmp((char *)got[i] + j * (int64_t)es, (char *)want[i] + j * (int64_t)es, es))
-                    bad = j;
-#endif
+            int64_t bad = gen_first_diff(got[i], want[i], dt,
+                                         gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]));
             KT_CHECK(bad < 0, "%s threads=%d pass %d: output '%s' element %lld: generated %.9g, "
                      "executor %.9g", kern_isa_name(kern_ctx_isa(ctx)), threads, pass,
                      G(_output_names)[i], (long long)bad, bad < 0 ? 0.0 : kt_get(got[i], dt, bad),
@@ -161,7 +190,11 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     kern_graph_destroy(g);
     kt_free(arena);
     for (i = 0; i < GU(_N_WEIGHTS); i++) kt_free(wdata[i]);
-    for (i = 0; i < GU(_N_INPUTS); i++) kt_free(idata[i]);
+    for (i = 0; i < GU(_N_INPUTS); i++) {
+        kt_free(idata[i]);
+        kt_free(ifresh[i]);
+        kt_free(iwant[i]);
+    }
     for (i = 0; i < GU(_N_OUTPUTS); i++) {
         kt_free(want[i]);
         kt_free(got[i]);

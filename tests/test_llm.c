@@ -1351,6 +1351,44 @@ KT_TEST(graph_kv_int8_nodes) {
     kern_graph_destroy(g);
 }
 
+/* A kv_append whose new lengths nobody reads still writes the caches: the
+ * dead-node pass keeps it (it writes graph inputs). */
+KT_TEST(graph_kv_append_not_dead) {
+    static const char ir[] =
+        "kern-graph 1\n"
+        "input kn f32 [1,1,2,8]\n"
+        "input vn f32 [1,1,2,8]\n"
+        "input kc f32 [1,4,2,8]\n"
+        "input vc f32 [1,4,2,8]\n"
+        "input kl i32 [1]\n"
+        "y = copy(kn)\n"
+        "n = kv_append(kn, vn, kc, vc, kl)\n"
+        "output y\n";
+    float kn[16], vn[16], kc[64], vc[64], y[16];
+    int32_t kl = 2;
+    kern_graph *g = NULL;
+    kern_graph_plan *plan = NULL;
+    kern_tensor in[5], out[1];
+    int i;
+    for (i = 0; i < 16; i++) kn[i] = (float)i + 1.0f, vn[i] = -(float)i - 1.0f;
+    memset(kc, 0, sizeof kc);
+    memset(vc, 0, sizeof vc);
+    KT_OK(kern_graph_read_ir(NULL, ir, sizeof ir - 1, &g));
+    KT_OK(kern_graph_plan_create(g, NULL, NULL, &plan));
+    in[0] = kern_tensor_4d(kn, KERN_F32, 1, 1, 2, 8);
+    in[1] = kern_tensor_4d(vn, KERN_F32, 1, 1, 2, 8);
+    in[2] = kern_tensor_4d(kc, KERN_F32, 1, 4, 2, 8);
+    in[3] = kern_tensor_4d(vc, KERN_F32, 1, 4, 2, 8);
+    in[4] = kern_tensor_1d(&kl, KERN_I32, 1);
+    out[0] = kern_tensor_4d(y, KERN_F32, 1, 1, 2, 8);
+    KT_OK(kern_graph_run(plan, in, 5, out, 1));
+    kt_assert_bytes_equal("k row 2", kc + 2 * 16, kn, sizeof kn);
+    kt_assert_bytes_equal("v row 2", vc + 2 * 16, vn, sizeof vn);
+    KT_CHECK(kl == 2, "k_lens itself is not changed");
+    kern_graph_plan_free(plan);
+    kern_graph_destroy(g);
+}
+
 KT_TEST(decode_attention_errors) {
     float q[1 * 1 * 4 * 8], kc[1 * 5 * 2 * 8], vc[1 * 5 * 2 * 8], o[32], snap[32];
     int64_t lens[1] = {6};
