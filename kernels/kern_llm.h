@@ -1963,6 +1963,9 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
  * run. The blocking depends on the shapes only: the same bits for any
  * thread count. A row that sees no cache row gets 0. */
 #define KERN__DA_CHUNK 128
+#ifndef KERN__DA_CHUNK_BYTES
+#define KERN__DA_CHUNK_BYTES (512 << 10)
+#endif
 #ifndef KERN__DA_PFK
 #define KERN__DA_PFK 1 /* K prefetch distance, in blocks of 16 cache rows */
 #endif
@@ -2062,13 +2065,19 @@ static const kern__da_fns kern__da_fns_scalar = {kern__da_dot__scalar, kern__da_
                                                  kern__da_exp2row__scalar, NULL, NULL, NULL,
                                                  kern__da_rowmax__scalar, kern__da_vmul__scalar};
 #ifdef KERN_X86
-/* m <= 8 elements of a K or V row (or of q / acc: f32) as f32 */
-KERN_TARGET_AVX2 static inline __m256 kern__da_ld__avx2(const char *p, kern_dtype dt, int m) {
+/* m <= 8 elements of a K or V row (or of q / acc: f32) as f32. bf16 is
+ * widened by a shift alone, as in the AVX-512 form: a NaN stays a NaN (the
+ * products need no quiet bit), two ops a vector instead of five (they were
+ * a fifth of the bf16 qk's instructions). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__da_ld__avx2(const char *p, kern_dtype dt, int m) {
     if (dt == KERN_I8) {
         int64_t t = 0;
         memcpy(&t, p, (size_t)m);
         return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(t)));
     }
+    if (dt == KERN_BF16 && m == 8)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
     return kern__v_load_f32__avx2(p, dt, m);
 }
 KERN_TARGET_AVX2 static float kern__da_dot__avx2(const float *q, const void *k, kern_dtype kdt,
@@ -2199,10 +2208,155 @@ KERN_TARGET_AVX2 static void kern__da_vmul__avx2(float *x, const float *s, int64
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, kern__mul__avx2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(s + i)));
     for (; i < n; i++) x[i] = kern__s_mul(x[i], s[i]);
 }
+/* row[i] = base + i * stride for i < n, else base (a valid row to repeat) */
+static inline void kern__da_rows4(const float *base, int64_t stride, int n, const float **row) {
+    int i;
+    for (i = 0; i < 4; i++) row[i] = i < n ? base + i * stride : base;
+}
+/* AVX2 register blocks (16 ymm registers). qk: 4 q rows x 2 k rows of
+ * 8-lane partial dot products in 8 registers along D (each k vector loaded
+ * once for the 4 q rows, each q vector once for the 2 k rows), reduced at
+ * the end; pv: 4 rows x 16 columns of the accumulators in 8 registers
+ * across all n cache rows (each v vector loaded once for the 4 rows, the
+ * accumulators read and written once per block instead of once per cache
+ * row, which held the row-at-a-time axpy4 to the one 256-bit store a
+ * cycle). Both inlined per dtype, as the AVX-512 forms. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__da_qk_body__avx2(const float *q, int64_t nq, int64_t D,
+                                                           const char *k, int64_t ks, kern_dtype kdt,
+                                                           int64_t n, float *S, int64_t ss) {
+    size_t es = kern_dtype_size(kdt);
+    int64_t r, j, d;
+    for (r = 0; r < nq; r += 4) {
+        int rq = nq - r >= 4 ? 4 : (int)(nq - r), i;
+        const float *qr[4], *q0, *q1, *q2, *q3;
+        kern__da_rows4(q + r * D, D, rq, qr);
+        q0 = qr[0], q1 = qr[1], q2 = qr[2], q3 = qr[3];
+        for (j = 0; j < n; j += 2) {
+            int rk = n - j >= 2 ? 2 : 1;
+            const char *k0 = k + j * ks, *k1 = rk > 1 ? k0 + ks : k0;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+            __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00, t0, t1;
+            __m128 s0, s1;
+            float o[8];
+#define KERN__DA_QK2_STEP(M, LDQ)                                               \
+    do {                                                                        \
+        int64_t off = d * (int64_t)es;                                          \
+        __m256 x0 = kern__da_ld__avx2(k0 + off, kdt, M);                        \
+        __m256 x1 = kern__da_ld__avx2(k1 + off, kdt, M);                        \
+        __m256 y = LDQ(q0 + d);                                                 \
+        a00 = _mm256_fmadd_ps(y, x0, a00);                                      \
+        a01 = _mm256_fmadd_ps(y, x1, a01);                                      \
+        y = LDQ(q1 + d);                                                        \
+        a10 = _mm256_fmadd_ps(y, x0, a10);                                      \
+        a11 = _mm256_fmadd_ps(y, x1, a11);                                      \
+        y = LDQ(q2 + d);                                                        \
+        a20 = _mm256_fmadd_ps(y, x0, a20);                                      \
+        a21 = _mm256_fmadd_ps(y, x1, a21);                                      \
+        y = LDQ(q3 + d);                                                        \
+        a30 = _mm256_fmadd_ps(y, x0, a30);                                      \
+        a31 = _mm256_fmadd_ps(y, x1, a31);                                      \
+    } while (0)
+#define KERN__DA_LDQ8(p) _mm256_loadu_ps(p)
+#define KERN__DA_LDQN(p) kern__loadn__avx2(p, (int)(D - d))
+            for (d = 0; d + 8 <= D; d += 8) KERN__DA_QK2_STEP(8, KERN__DA_LDQ8);
+            if (d < D) KERN__DA_QK2_STEP((int)(D - d), KERN__DA_LDQN);
+#undef KERN__DA_LDQN
+#undef KERN__DA_LDQ8
+#undef KERN__DA_QK2_STEP
+            /* o = [q0.k0, q1.k0, q2.k0, q3.k0, q0.k1, q1.k1, q2.k1, q3.k1] */
+            t0 = _mm256_hadd_ps(_mm256_hadd_ps(a00, a10), _mm256_hadd_ps(a20, a30));
+            t1 = _mm256_hadd_ps(_mm256_hadd_ps(a01, a11), _mm256_hadd_ps(a21, a31));
+            s0 = _mm_add_ps(_mm256_castps256_ps128(t0), _mm256_extractf128_ps(t0, 1));
+            s1 = _mm_add_ps(_mm256_castps256_ps128(t1), _mm256_extractf128_ps(t1, 1));
+            _mm_storeu_ps(o, s0);
+            _mm_storeu_ps(o + 4, s1);
+            for (i = 0; i < rq; i++) {
+                S[(r + i) * ss + j] = o[i];
+                if (rk > 1) S[(r + i) * ss + j + 1] = o[4 + i];
+            }
+        }
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_qk__avx2(const float *q, int64_t nq, int64_t D, const char *k,
+                                                int64_t ks, kern_dtype kdt, int64_t n, float *S,
+                                                int64_t ss) {
+    if (kdt == KERN_BF16) kern__da_qk_body__avx2(q, nq, D, k, ks, KERN_BF16, n, S, ss);
+    else if (kdt == KERN_F16) kern__da_qk_body__avx2(q, nq, D, k, ks, KERN_F16, n, S, ss);
+    else if (kdt == KERN_I8) kern__da_qk_body__avx2(q, nq, D, k, ks, KERN_I8, n, S, ss);
+    else kern__da_qk_body__avx2(q, nq, D, k, ks, KERN_F32, n, S, ss);
+}
+KERN_TARGET_AVX2 KERN__AINLINE void kern__da_pv_body__avx2(float *acc, int64_t as, const float *S,
+                                                           int64_t ss, int64_t nq, const char *v,
+                                                           int64_t vs, kern_dtype vdt, int64_t n,
+                                                           int64_t Dv) {
+    size_t es = kern_dtype_size(vdt);
+    int64_t r, e, j;
+    for (r = 0; r < nq; r += 4) {
+        int rq = nq - r >= 4 ? 4 : (int)(nq - r), i;
+        const float *pr[4], *p0, *p1, *p2, *p3;
+        kern__da_rows4(S + r * ss, ss, rq, pr);
+        p0 = pr[0], p1 = pr[1], p2 = pr[2], p3 = pr[3];
+        for (e = 0; e < Dv; e += 16) {
+            int w = Dv - e >= 16 ? 16 : (int)(Dv - e);
+            int m0 = w >= 8 ? 8 : w, m1 = w - 8 > 0 ? w - 8 : 0;
+            const char *vp = v + e * (int64_t)es;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+            __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00, x0, x1, b;
+            __m256 a[8];
+            for (j = 0; j < n; j++, vp += vs) {
+                if (w == 16) {
+                    x0 = kern__da_ld__avx2(vp, vdt, 8);
+                    x1 = kern__da_ld__avx2(vp + 8 * (int64_t)es, vdt, 8);
+                } else {
+                    x0 = kern__da_ld__avx2(vp, vdt, m0);
+                    x1 = m1 ? kern__da_ld__avx2(vp + 8 * (int64_t)es, vdt, m1) : _mm256_setzero_ps();
+                }
+                b = _mm256_broadcast_ss(p0 + j);
+                a00 = _mm256_fmadd_ps(b, x0, a00);
+                a01 = _mm256_fmadd_ps(b, x1, a01);
+                b = _mm256_broadcast_ss(p1 + j);
+                a10 = _mm256_fmadd_ps(b, x0, a10);
+                a11 = _mm256_fmadd_ps(b, x1, a11);
+                b = _mm256_broadcast_ss(p2 + j);
+                a20 = _mm256_fmadd_ps(b, x0, a20);
+                a21 = _mm256_fmadd_ps(b, x1, a21);
+                b = _mm256_broadcast_ss(p3 + j);
+                a30 = _mm256_fmadd_ps(b, x0, a30);
+                a31 = _mm256_fmadd_ps(b, x1, a31);
+            }
+            a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
+            a[4] = a20, a[5] = a21, a[6] = a30, a[7] = a31;
+            for (i = 0; i < rq; i++) {
+                float *o = acc + (r + i) * as + e;
+                kern__storen__avx2(o, _mm256_add_ps(kern__loadn__avx2(o, m0), a[2 * i]), m0);
+                if (m1) kern__storen__avx2(o + 8, _mm256_add_ps(kern__loadn__avx2(o + 8, m1), a[2 * i + 1]), m1);
+            }
+        }
+    }
+}
+KERN_TARGET_AVX2 static void kern__da_pv__avx2(float *acc, int64_t as, const float *S, int64_t ss,
+                                                int64_t nq, const char *v, int64_t vs, kern_dtype vdt,
+                                                int64_t n, int64_t Dv) {
+    if (vdt == KERN_BF16) kern__da_pv_body__avx2(acc, as, S, ss, nq, v, vs, KERN_BF16, n, Dv);
+    else if (vdt == KERN_F16) kern__da_pv_body__avx2(acc, as, S, ss, nq, v, vs, KERN_F16, n, Dv);
+    else if (vdt == KERN_I8) kern__da_pv_body__avx2(acc, as, S, ss, nq, v, vs, KERN_I8, n, Dv);
+    else kern__da_pv_body__avx2(acc, as, S, ss, nq, v, vs, KERN_F32, n, Dv);
+}
+KERN_TARGET_AVX2 static void kern__da_qrow__avx2(float *dst, const void *src, kern_dtype dt, int64_t n,
+                                                 float scale) {
+    __m256 sv = _mm256_set1_ps(scale);
+    size_t es = kern_dtype_size(dt);
+    int64_t i;
+    for (i = 0; i < n; i += 8) {
+        int m = n - i >= 8 ? 8 : (int)(n - i);
+        kern__storen__avx2(dst + i, kern__mul__avx2(kern__v_load_f32__avx2((const char *)src + i * (int64_t)es, dt, m), sv), m);
+    }
+}
 static const kern__da_fns kern__da_fns_avx2 = {kern__da_dot__avx2, kern__da_axpy__avx2,
                                                kern__da_scale__avx2, kern__da_exp2n,
                                                kern__da_dot4__avx2, kern__da_axpy4__avx2,
-                                               kern__da_exp2row__avx2, NULL, NULL, NULL,
+                                               kern__da_exp2row__avx2, kern__da_qk__avx2,
+                                               kern__da_pv__avx2, kern__da_qrow__avx2,
                                                kern__da_rowmax__avx2, kern__da_vmul__avx2};
 
 /* AVX-512: register-blocked blocks. qk holds 4 q rows x 4 k rows of
@@ -2219,11 +2373,6 @@ KERN_TARGET_AVX512 static inline __m128 kern__da_sum4__avx512(__m512 a, __m512 b
     x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, 0x4E));
     x = _mm512_add_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
     return _mm512_castps512_ps128(x); /* [a, b, c, d] summed */
-}
-/* row[i] = base + i * stride for i < n, else base (a valid row to repeat) */
-static inline void kern__da_rows4(const float *base, int64_t stride, int n, const float **row) {
-    int i;
-    for (i = 0; i < 4; i++) row[i] = i < n ? base + i * stride : base;
 }
 /* acc_i += y * x_i for the block's four vectors x0..x3 */
 #define KERN__DA_FMA4(y, c0, c1, c2, c3)                                        \
@@ -2694,7 +2843,7 @@ static void kern__da_plan(const kern_tensor *q, const kern_tensor *k, const kern
         int64_t row = J->Hkv * (J->D * (int64_t)kern_dtype_size(k->dtype) +
                                 J->Dv * (int64_t)kern_dtype_size(v->dtype));
         J->chunk = KERN__DA_CHUNK;
-        while (J->chunk > 16 && J->chunk * row > ((int64_t)512 << 10)) J->chunk /= 2;
+        while (J->chunk > 16 && J->chunk * row > ((int64_t)KERN__DA_CHUNK_BYTES)) J->chunk /= 2;
     }
     J->nchunk = (J->Lmax + J->chunk - 1) / J->chunk;
     if (J->nchunk < 1) J->nchunk = 1;
