@@ -1963,7 +1963,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
  * run. The blocking depends on the shapes only: the same bits for any
  * thread count. A row that sees no cache row gets 0. */
 #define KERN__DA_CHUNK 128
-#ifndef KERN__DA_CHUNK_BYTES
+#ifndef KERN__DA_CHUNK_BYTES /* a chunk's K + V bytes at most (tuning builds may override) */
 #define KERN__DA_CHUNK_BYTES (512 << 10)
 #endif
 #ifndef KERN__DA_PFK
