@@ -1,6 +1,8 @@
 /* bench_llm.c — family `llm`: the decode step's memory-bound pieces.
  *
  * Cases: "gemv/<w>/M<m>/N<n>/K<k>"  y [M, N] = x [M, K] . w [N, K]^T
+ *   and "gemvT/<w>/M<m>/N<n>/K<k>": the same with the weight stored as
+ *   a row-major [K, N] (x @ W's layout), passed as its transposed view
  *   w    f32 | bf16 | i8 (per-output-channel f32 scales); x and y f32
  *        (bf16 weight: x bf16 too, as a bf16 model runs)
  *   Bytes per call: the weight (+ its scales), the bytes that must come
@@ -55,6 +57,7 @@
 typedef struct gcase {
     kern_dtype wdt;
     int64_t M, N, K;
+    int trans; /* the weight stored [K, N] */
     double bytes;
 } gcase;
 
@@ -95,7 +98,12 @@ static void run_gemv(kbench_state *st, void *user) {
     memset(&p, 0, sizeof p);
     if (c->wdt == KERN_I8) p.w_scale = &st_;
     while (kbench_next(st)) {
-        wt = kern_tensor_2d(w + (size_t)i * wbytes, c->wdt, c->N, c->K);
+        if (c->trans) {
+            int64_t sh[2] = {c->N, c->K}, str[2] = {1, c->N};
+            kern_tensor_init_strided(&wt, w + (size_t)i * wbytes, c->wdt, 2, sh, str);
+        } else {
+            wt = kern_tensor_2d(w + (size_t)i * wbytes, c->wdt, c->N, c->K);
+        }
         s |= kern_linear_gemv(ctx, &xt, &wt, &yt, &p);
         i = (i + 1) % copies;
     }
@@ -395,20 +403,22 @@ KBENCH_INIT(llm) {
     static const kern_dtype wdts[3] = {KERN_F32, KERN_BF16, KERN_I8};
     static const int64_t shapes[2][2] = {{4096, 4096}, {11008, 4096}};
     static const int64_t Ms[2] = {1, 4};
-    static gcase cases[3 * 2 * 2];
-    int n = 0, wi, si, mi, t;
+    static gcase cases[2 * 3 * 2 * 2];
+    int n = 0, wi, si, mi, t, tr;
+    for (tr = 0; tr < 2; tr++)
     for (wi = 0; wi < 3; wi++)
         for (si = 0; si < 2; si++)
             for (mi = 0; mi < 2; mi++) {
                 gcase *c = &cases[n++];
                 char name[96];
+                c->trans = tr;
                 c->wdt = wdts[wi];
                 c->M = Ms[mi];
                 c->N = shapes[si][0];
                 c->K = shapes[si][1];
                 c->bytes = (double)(c->N * c->K) * (c->wdt == KERN_I8 ? 1.0 : (double)kern_dtype_size(c->wdt)) +
                            (c->wdt == KERN_I8 ? 4.0 * (double)c->N : 0.0);
-                snprintf(name, sizeof name, "gemv/%s/M%lld/N%lld/K%lld", kern_dtype_name(c->wdt),
+                snprintf(name, sizeof name, "gemv%s/%s/M%lld/N%lld/K%lld", tr ? "T" : "", kern_dtype_name(c->wdt),
                          (long long)c->M, (long long)c->N, (long long)c->K);
                 for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
             }

@@ -68,7 +68,10 @@
  *     y [M, N] = epilogue(x [M, K] . w [N, K]^T), w f32/bf16/f16 or i8
  *     with params.w_scale [N] f32 (y = scale[n] * sum_k x w before the
  *     epilogue). The weight streams once from memory (M = 1..8); threads
- *     split N. f32 accumulation (not kern_gemm's summation order).
+ *     split N. f32 accumulation (not kern_gemm's summation order). w may
+ *     be K-contiguous (F.linear's [N, K]) or N-contiguous (the transposed
+ *     view of a row-major [K, N] weight, x @ W's layout: stride {1, ldw}),
+ *     each streamed in its own address order.
  *
  *   kern_decode_attention(ctx, q, k_cache, v_cache, k_lens, out, params)
  *     out[b, l, h] = softmax(scale q k^T) v over cache rows
@@ -211,7 +214,8 @@ typedef struct kern_gemv_params {
                                    NULL otherwise */
 } kern_gemv_params;
 
-/* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout),
+/* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout; w
+ * K-contiguous, or N-contiguous: a row-major [K, N] weight's transpose),
  * times w_scale[n] for an i8 w, then the shared epilogue. With
  * epilogue.glu, w [N, K] holds kern_glu_pack's gate/up rows (w_scale and
  * bias [N] in the same order) and y is [M, N/2] (SwiGLU in one pass). Built for
@@ -1806,6 +1810,9 @@ static void kern__gemv_task(void *arg, int64_t task, int thread) {
     }
 }
 
+/* the K-major weight's path (after the decode-attention blocks it uses) */
+static kern_status kern__gemv_kmajor(kern_ctx *ctx, kern__gemv_job *J);
+
 static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
     return kern__llm_same_view(a, b);
 }
@@ -1818,6 +1825,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
     kern__gemv_job J;
     const kern_epilogue *ep;
     int64_t M, N, K, No;
+    int kmajor;
     if (params) p = *params;
     else memset(&p, 0, sizeof p);
     ep = &p.epilogue;
@@ -1854,9 +1862,15 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         return kern__err(KERN_ERR_SHAPE, "%s: y must be [%lld, %lld]%s, got [%lld, %lld]", op,
                          (long long)M, (long long)No, ep->glu ? " (glu: half of w's rows)" : "",
                          (long long)y->shape[0], (long long)y->shape[1]);
-    if (K > 1 && (x->stride[1] != 1 || w->stride[1] != 1))
-        return kern__err(KERN_ERR_LAYOUT, "%s: %s needs a unit stride along K", op,
-                         x->stride[1] != 1 ? "x" : "w");
+    /* w either K-contiguous (F.linear's [N, K]) or N-contiguous (the
+     * transpose of a row-major [K, N] weight, x @ W's layout) */
+    kmajor = K > 1 && w->stride[1] != 1;
+    if ((K > 1 && x->stride[1] != 1) || (kmajor && N > 1 && w->stride[0] != 1))
+        return kern__err(KERN_ERR_LAYOUT, "%s: %s", op,
+                         x->stride[1] != 1 && K > 1 ? "x needs a unit stride along K"
+                                                    : "w needs a unit stride along K or along N");
+    if (kmajor && w->stride[1] < 0)
+        return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
     if (x->stride[0] < 0 || w->stride[0] < 0)
         return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
     if (p.w_scale) {
@@ -1943,7 +1957,10 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         J.epi.dst_dt = y->dtype;
         J.epi.dst_rs = y->stride[0];
         J.epi.dst_cs = y->stride[1];
-        st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);
+        if (kmajor)
+            st = kern__gemv_kmajor(ctx, &J);
+        else
+            st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);
     }
     kern__op_end(ctx);
     return st;
@@ -2944,6 +2961,175 @@ KERN_API kern_status kern_decode_attention(kern_ctx *ctx, const kern_tensor *q,
     }
     kern__op_end(ctx);
     return st;
+}
+
+/* ------------------------------------------- GEMV over a K-major weight
+ * w[n, k] at n + k * ldw (the [K, N] row-major weight of x @ W, viewed as
+ * F.linear's [N, K]): a task takes KERN__GEMVT_NB columns (4 KiB of an
+ * f32 row) and streams the weight's row segments in address order, in
+ * blocks of KERN__GEMVT_KC rows; per pair of rows, tile[i, :] += x[i, k]
+ * w[k, :] + x[i, k + 1] w[k + 1, :] for up to 4 x rows at once, the tile
+ * (4 KiB a row) staying in L1. Rows 5..8 of x take a second pass over the
+ * block, from L2. (A column-block order, decode attention's p.v blocks
+ * over 16 columns at a time, read one line per row per pass and ran at a
+ * third of the K-contiguous GEMV's speed.) */
+#ifndef KERN__GEMVT_NB
+#define KERN__GEMVT_NB 1024 /* columns per task (a multiple of KERN__GEMV_NB) */
+#endif
+#ifndef KERN__GEMVT_KC
+#define KERN__GEMVT_KC 64   /* weight rows per block */
+#endif
+#ifndef KERN__GEMVT_PD
+#define KERN__GEMVT_PD 8 /* hint distance, in weight rows (4, 16, 32 measured level or slower) */
+#endif
+
+/* krem: the weight rows from w to the matrix's end (hints stay inside) */
+typedef void (*kern__gemvt_fn)(float *tile, int64_t ldt, const float *xc, int64_t ldx, int mr,
+                               const char *w, int64_t ldw, kern_dtype wdt, int64_t kc, int64_t nn,
+                               int64_t krem);
+
+static void kern__gemvt_rows__scalar(float *tile, int64_t ldt, const float *xc, int64_t ldx, int mr,
+                                     const char *w, int64_t ldw, kern_dtype wdt, int64_t kc,
+                                     int64_t nn, int64_t krem) {
+    size_t es = kern_dtype_size(wdt);
+    int64_t k, j;
+    int i;
+    (void)krem;
+    for (k = 0; k < kc; k++) {
+        const char *wr = w + k * ldw;
+        for (i = 0; i < mr; i++) {
+            float a = xc[i * ldx + k];
+            float *t = tile + i * ldt;
+            for (j = 0; j < nn; j++) t[j] = kern__s_fma(a, kern__da_s_ld(wr + j * (int64_t)es, wdt), t[j]);
+        }
+    }
+}
+
+#ifdef KERN_X86
+/* MR x rows (a constant in each inlined copy) against two weight rows at
+ * a time, 8 columns per step: 2 weight loads, MR tile loads, 2 MR FMAs and
+ * MR stores (the stores bound it: 16 bytes of f32 weight a cycle at MR 4,
+ * above one core's DRAM stream) */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__gemvt_body__avx2(float *tile, int64_t ldt, const float *xc,
+                                                           int64_t ldx, const int MR, const char *w,
+                                                           int64_t ldw, kern_dtype wdt, int64_t kc,
+                                                           int64_t nn, int64_t krem) {
+    size_t es = kern_dtype_size(wdt);
+    int64_t k = 0, j;
+    int i;
+    for (; k + 2 <= kc; k += 2) {
+        const char *w0 = w + k * ldw, *w1 = w0 + ldw;
+        /* the two rows KERN__GEMVT_PD ahead, one hint per line as this
+         * pair is consumed (the hardware streams alone left the loads
+         * waiting on DRAM: short runs of one row segment each) */
+        int pf = k + KERN__GEMVT_PD + 1 < krem;
+        const char *p0 = pf ? w0 + KERN__GEMVT_PD * ldw : w0, *p1 = pf ? p0 + ldw : w0;
+        __m256 b0[4], b1[4];
+        for (i = 0; i < MR; i++) {
+            b0[i] = _mm256_set1_ps(xc[i * ldx + k]);
+            b1[i] = _mm256_set1_ps(xc[i * ldx + k + 1]);
+        }
+        for (j = 0; j + 8 <= nn; j += 8) {
+            __m256 v0 = kern__da_ld__avx2(w0 + j * (int64_t)es, wdt, 8);
+            __m256 v1 = kern__da_ld__avx2(w1 + j * (int64_t)es, wdt, 8);
+            if (pf && ((j * (int64_t)es) & 63) == 0) {
+                kern__da_prefetch_l2(p0 + j * (int64_t)es);
+                kern__da_prefetch_l2(p1 + j * (int64_t)es);
+            }
+            for (i = 0; i < MR; i++) {
+                float *t = tile + i * ldt + j;
+                _mm256_storeu_ps(t, _mm256_fmadd_ps(b1[i], v1, _mm256_fmadd_ps(b0[i], v0, _mm256_loadu_ps(t))));
+            }
+        }
+        if (j < nn) {
+            int m = (int)(nn - j);
+            __m256 v0 = kern__da_ld__avx2(w0 + j * (int64_t)es, wdt, m);
+            __m256 v1 = kern__da_ld__avx2(w1 + j * (int64_t)es, wdt, m);
+            for (i = 0; i < MR; i++) {
+                float *t = tile + i * ldt + j;
+                kern__storen__avx2(t, _mm256_fmadd_ps(b1[i], v1, _mm256_fmadd_ps(b0[i], v0, kern__loadn__avx2(t, m))), m);
+            }
+        }
+    }
+    if (k < kc) { /* the odd last row */
+        const char *w0 = w + k * ldw;
+        for (j = 0; j < nn; j += 8) {
+            int m = nn - j >= 8 ? 8 : (int)(nn - j);
+            __m256 v0 = kern__da_ld__avx2(w0 + j * (int64_t)es, wdt, m);
+            for (i = 0; i < MR; i++) {
+                float *t = tile + i * ldt + j;
+                kern__storen__avx2(t, _mm256_fmadd_ps(_mm256_set1_ps(xc[i * ldx + k]), v0, kern__loadn__avx2(t, m)), m);
+            }
+        }
+    }
+}
+#define KERN__GEMVT_MR(DT)                                                                       \
+    do {                                                                                         \
+        if (mr == 1) kern__gemvt_body__avx2(tile, ldt, xc, ldx, 1, w, ldw, DT, kc, nn, krem);          \
+        else if (mr == 2) kern__gemvt_body__avx2(tile, ldt, xc, ldx, 2, w, ldw, DT, kc, nn, krem);     \
+        else if (mr == 3) kern__gemvt_body__avx2(tile, ldt, xc, ldx, 3, w, ldw, DT, kc, nn, krem);     \
+        else kern__gemvt_body__avx2(tile, ldt, xc, ldx, 4, w, ldw, DT, kc, nn, krem);                  \
+    } while (0)
+KERN_TARGET_AVX2 static void kern__gemvt_rows__avx2(float *tile, int64_t ldt, const float *xc,
+                                                    int64_t ldx, int mr, const char *w, int64_t ldw,
+                                                    kern_dtype wdt, int64_t kc, int64_t nn, int64_t krem) {
+    if (wdt == KERN_BF16) KERN__GEMVT_MR(KERN_BF16);
+    else if (wdt == KERN_F16) KERN__GEMVT_MR(KERN_F16);
+    else if (wdt == KERN_I8) KERN__GEMVT_MR(KERN_I8);
+    else KERN__GEMVT_MR(KERN_F32);
+}
+#undef KERN__GEMVT_MR
+#endif
+
+typedef struct kern__gemvt_job {
+    const kern__gemv_job *g;
+    kern__gemvt_fn rows;
+} kern__gemvt_job;
+
+static void kern__gemvt_task(void *arg, int64_t task, int thread) {
+    const kern__gemvt_job *T = (const kern__gemvt_job *)arg;
+    const kern__gemv_job *J = T->g;
+    float tile[KERN__GEMV_MB * KERN__GEMVT_NB], xc[KERN__GEMV_MB * KERN__GEMVT_KC];
+    int64_t n0 = task * KERN__GEMVT_NB, nn = J->N - n0 < KERN__GEMVT_NB ? J->N - n0 : KERN__GEMVT_NB;
+    size_t wes = kern_dtype_size(J->w->dtype), xes = kern_dtype_size(J->x->dtype);
+    int64_t ldw = J->w->stride[1] * (int64_t)wes, m0, k0, k;
+    const char *w0 = (const char *)J->w->data + n0 * J->w->stride[0] * (int64_t)wes;
+    (void)thread;
+    for (m0 = 0; m0 < J->M; m0 += KERN__GEMV_MB) {
+        int mb = J->M - m0 < KERN__GEMV_MB ? (int)(J->M - m0) : KERN__GEMV_MB, i;
+        for (i = 0; i < mb; i++) memset(tile + i * KERN__GEMVT_NB, 0, (size_t)nn * sizeof(float));
+        for (k0 = 0; k0 < J->K; k0 += KERN__GEMVT_KC) {
+            int64_t kc = J->K - k0 < KERN__GEMVT_KC ? J->K - k0 : KERN__GEMVT_KC;
+            for (i = 0; i < mb; i++) {
+                const char *xr = (const char *)J->x->data + ((m0 + i) * J->x->stride[0] + k0) * (int64_t)xes;
+                for (k = 0; k < kc; k++)
+                    xc[i * KERN__GEMVT_KC + k] = kern__s_load_f32(xr + k * (int64_t)xes, J->x->dtype, 1);
+            }
+            for (i = 0; i < mb; i += 4)
+                T->rows(tile + i * KERN__GEMVT_NB, KERN__GEMVT_NB, xc + i * KERN__GEMVT_KC, KERN__GEMVT_KC,
+                        mb - i < 4 ? mb - i : 4, w0 + k0 * ldw, ldw, J->w->dtype, kc, nn, J->K - k0);
+        }
+        if (J->scale) {
+            int64_t j;
+            for (j = 0; j < nn; j++) {
+                float sc = kern__s_load_f32((const char *)J->scale->data +
+                                                (n0 + j) * J->scale->stride[0] * (int64_t)4,
+                                            KERN_F32, 1);
+                for (i = 0; i < mb; i++) tile[i * KERN__GEMVT_NB + j] *= sc;
+            }
+        }
+        J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMVT_NB, mb, (int)nn);
+    }
+}
+
+static kern_status kern__gemv_kmajor(kern_ctx *ctx, kern__gemv_job *J) {
+    kern__gemvt_job T;
+    T.g = J;
+    T.rows = kern__gemvt_rows__scalar;
+#ifdef KERN_X86
+    if (kern_ctx_features(ctx) & KERN_CPU_AVX2) T.rows = kern__gemvt_rows__avx2;
+#endif
+    return kern_parallel_for(ctx, (J->N + KERN__GEMVT_NB - 1) / KERN__GEMVT_NB, kern__gemvt_task, &T);
 }
 
 #ifdef __cplusplus

@@ -697,16 +697,16 @@ static double silu_d(double v) { return v / (1.0 + exp(-v)); }
 KT_TEST(linear_gemv) {
     static const kern_dtype WDT[4] = {KERN_F32, KERN_BF16, KERN_F16, KERN_I8};
     static const int64_t Ms[] = {1, 2, 3, 8, 9};
-    static const int64_t Ns[] = {1, 5, 37, 64};
+    static const int64_t Ns[] = {1, 5, 37, 64, 300};
     static const int64_t Ks[] = {1, 7, 64, 300, 2100}; /* 2100: rows over 8 KiB */
     int wi, mi, ni, ki, var;
     for (wi = 0; wi < 4; wi++)
         for (mi = 0; mi < 5; mi++)
-            for (ni = 0; ni < 4; ni++)
+            for (ni = 0; ni < 5; ni++)
                 for (ki = 0; ki < 5; ki++) {
                     kern_dtype wdt = WDT[wi];
                     int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], m, n, k;
-                    int epi, strided;
+                    int epi, strided, trans;
                     kern_dtype xdt, ydt;
                     int64_t XS, WS, YS;
                     void *x, *w, *y, *res, *bias;
@@ -718,14 +718,16 @@ KT_TEST(linear_gemv) {
                     var = (int)(wi + mi + ni + ki);
                     epi = var % 2;
                     strided = (var / 2) % 2;
+                    /* w as the transpose of a row-major [K, N] weight (N-contiguous) */
+                    trans = (var / 3) % 2;
                     xdt = (var % 3) == 1 ? KERN_BF16 : KERN_F32;
                     ydt = (var % 4) == 3 ? KERN_BF16 : KERN_F32;
                     XS = strided ? K + 3 : K;
-                    WS = strided ? K + 5 : K;
+                    WS = trans ? (strided ? N + 5 : N) : (strided ? K + 5 : K);
                     YS = strided ? N + 2 : N;
                     rng = kt_rng_make((uint64_t)(wi * 1000 + mi * 100 + ni * 10 + ki));
                     x = kt_alloc((size_t)(M * XS) * kern_dtype_size(xdt), "x");
-                    w = kt_alloc((size_t)(N * WS) * kern_dtype_size(wdt), "w");
+                    w = kt_alloc((size_t)((trans ? K : N) * WS) * kern_dtype_size(wdt), "w");
                     y = kt_alloc((size_t)(M * YS) * kern_dtype_size(ydt), "y");
                     res = kt_alloc((size_t)(M * N) * 4, "res");
                     bias = kt_alloc((size_t)N * 4, "bias");
@@ -734,9 +736,9 @@ KT_TEST(linear_gemv) {
                     bound = (double *)malloc((size_t)(M * N) * sizeof *bound);
                     kt_fill_normal(&rng, x, xdt, M * XS, 1.0);
                     if (wdt == KERN_I8) {
-                        for (k = 0; k < N * WS; k++) ((int8_t *)w)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
+                        for (k = 0; k < (trans ? K : N) * WS; k++) ((int8_t *)w)[k] = (int8_t)(kt_next(&rng) % 255 - 127);
                     } else {
-                        kt_fill_normal(&rng, w, wdt, N * WS, 0.1);
+                        kt_fill_normal(&rng, w, wdt, (trans ? K : N) * WS, 0.1);
                     }
                     kt_fill_normal(&rng, res, KERN_F32, M * N, 1.0);
                     kt_fill_normal(&rng, bias, KERN_F32, N, 1.0);
@@ -744,9 +746,11 @@ KT_TEST(linear_gemv) {
                     {
                         int64_t sh[2] = {M, K}, str[2] = {XS, 1};
                         kern_tensor_init_strided(&xt, x, xdt, 2, sh, str);
-                        sh[0] = N; str[0] = WS;
+                        sh[0] = N;
+                        str[0] = trans ? 1 : WS;
+                        str[1] = trans ? WS : 1;
                         kern_tensor_init_strided(&wt, w, wdt, 2, sh, str);
-                        sh[0] = M; sh[1] = N; str[0] = YS;
+                        sh[0] = M; sh[1] = N; str[0] = YS; str[1] = 1;
                         kern_tensor_init_strided(&yt, y, ydt, 2, sh, str);
                     }
                     rt = kern_tensor_2d(res, KERN_F32, M, N);
@@ -764,7 +768,8 @@ KT_TEST(linear_gemv) {
                             double acc = 0, mag = 0, v;
                             for (k = 0; k < K; k++) {
                                 double a = kt_get(x, xdt, m * XS + k);
-                                double b = wdt == KERN_I8 ? (double)((int8_t *)w)[n * WS + k] : kt_get(w, wdt, n * WS + k);
+                                int64_t wi_ = trans ? k * WS + n : n * WS + k;
+                                double b = wdt == KERN_I8 ? (double)((int8_t *)w)[wi_] : kt_get(w, wdt, wi_);
                                 acc += a * b;
                                 mag += fabs(a * b);
                             }
@@ -779,9 +784,9 @@ KT_TEST(linear_gemv) {
                                                (ydt == KERN_BF16 ? fabs(v) / 256.0 : 0);
                         }
                     KT_FOR_EACH_ISA(isa, ctx, 2) {
-                        kt_context("w %s x %s y %s M%lld N%lld K%lld epi%d strided%d %s",
+                        kt_context("w %s x %s y %s M%lld N%lld K%lld epi%d strided%d trans%d %s",
                                    kern_dtype_name(wdt), kern_dtype_name(xdt), kern_dtype_name(ydt),
-                                   (long long)M, (long long)N, (long long)K, epi, strided,
+                                   (long long)M, (long long)N, (long long)K, epi, strided, trans,
                                    kern_isa_name(isa));
                         kt_poison(y, (size_t)(M * YS) * kern_dtype_size(ydt));
                         KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, &p));
@@ -939,7 +944,14 @@ KT_TEST(linear_gemv_errors) {
     {
         int64_t sh[2] = {2, 8}, str[2] = {8, 2};
         kern_tensor_init_strided(&bad, w, KERN_F32, 2, sh, str);
-        KT_ERROR(kern_linear_gemv(ctx, &bad, &wt, &yt, &p), KERN_ERR_LAYOUT, "unit stride");
+        KT_ERROR(kern_linear_gemv(ctx, &bad, &wt, &yt, &p), KERN_ERR_LAYOUT, "x needs a unit stride");
+        /* w [3, 8] with strides (2, 6): unit along neither K nor N */
+        sh[0] = 3;
+        str[0] = 2;
+        str[1] = 6;
+        kern_tensor_init_strided(&bad, w, KERN_F32, 2, sh, str);
+        KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_LAYOUT,
+                 "w needs a unit stride along K or along N");
     }
     p.epilogue.glu = 1; /* w has 3 rows: no gate/up pairs */
     KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_SHAPE, "even w.shape[0]");

@@ -1,6 +1,8 @@
 """Peers for family `llm`: PyTorch eager (impl `torch`), with the case
 strings and byte counts of bench/bench_llm.c (see the comment at its top):
 
+  gemvT/<w>/M<m>/N<n>/K<k>: x @ w with w [K, N] row-major (torch.matmul);
+    f32 and bf16 (i8: skipped, torch has no int8 op for that layout).
   gemv/<w>/M<m>/N<n>/K<k>: F.linear(x, w) with w [N, K];
     f32: x, w f32; bf16: x, w bf16; i8: torch._weight_int8pack_mm(x, w,
     scales) (x f32... as the op allows: bf16 when f32 is refused), skipped
@@ -331,6 +333,7 @@ def main():
         for N, K in SHAPES:
             for M in MS:
                 cases.append((w, M, N, K, "gemv/%s/M%d/N%d/K%d" % (w, M, N, K)))
+                cases.append((w, M, N, K, "gemvT/%s/M%d/N%d/K%d" % (w, M, N, K)))
     try:
         import torch
     except Exception as e:  # pragma: no cover
@@ -349,7 +352,21 @@ def main():
         copies = (256 << 20) // wbytes + 1
         g = torch.Generator().manual_seed(N + K + M)
         skip = None
-        if w == "i8":
+        trans = case.startswith("gemvT/")
+        if trans and w == "i8":
+            for t in args.threads:
+                common.emit(FAMILY, case, t, "torch",
+                            skipped="torch has no int8 matmul for a [K, N] weight")
+            continue
+        if trans:
+            tdt = torch.float32 if w == "f32" else torch.bfloat16
+            ws = [(torch.rand(K, N, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
+            x = (torch.rand(M, K, generator=g) * 2 - 1).to(tdt)
+            def onet(i):
+                with torch.no_grad():
+                    return torch.matmul(x, ws[i])
+            call = common.rotating(copies, onet)
+        elif w == "i8":
             if not hasattr(torch, "_weight_int8pack_mm"):
                 skip = "this torch has no _weight_int8pack_mm"
             ws = [torch.randint(-127, 128, (N, K), dtype=torch.int8, generator=g) for _ in range(copies)]
