@@ -1145,7 +1145,7 @@ class Lowering:
             if vs is not None:
                 L += G.tview('tvs', vs) + ['ap.v_scale = &tvs;']
             return L + ['st = kern_kv_append_ex(ctx, &tkn, &tvn, &tkc, &tvc, &tl, &ap);']
-        self.add_step(n, [kn, vn, kl, ks, vs], [y, kc, vc], emit)
+        self.add_step(n, [kn, vn, kl, ks, vs], [y, kc, vc, ks, vs], emit)
 
     def op_decode_attention(self, n, ins):
         q, kc, vc, kl, ks, vs = ins
@@ -1796,8 +1796,22 @@ def emit_model(low, name, banner):
     w(' *     %s_run(ctx, &m, inputs, outputs, arena);' % N)
     w(' *     %s_release(ctx, &m);' % N)
     w(' *')
+    written = sorted(set(v.base[1] for st in low.steps for v in st.writes
+                         if v is not None and v.base[0] == 'in'))
     w(' * Inputs and outputs are contiguous, of exactly the shapes below (the')
-    w(' * binding is fixed); the arena is %s_arena_bytes(&m) bytes, 64-byte' % N)
+    w(' * binding is fixed); %s_run writes the inputs %s_input_written marks' % (N, N))
+    w(' * (KV caches kv_append fills in place: writable memory the caller keeps')
+    w(' * between runs) and only reads the others. Written here:%s' % (' none.' if not written else ''))
+    line = ' *  '
+    for k, i in enumerate(written):
+        item = " '%s'%s" % (low.inputs[i].name.replace('*/', '* /'), '.' if k == len(written) - 1 else ',')
+        if len(line) + len(item) > 76:
+            w(line)
+            line = ' *  '
+        line += item
+    if written:
+        w(line)
+    w(' * The arena is %s_arena_bytes(&m) bytes, 64-byte' % N)
     w(' * aligned, owned by the caller: the intermediates (%s_ARENA_SIZE bytes),' % U)
     w(' * then the kernels\' workspace for the context %s_prepare was given' % N)
     w(' * (on a context of another thread count or ISA they take that context\'s')
@@ -1835,6 +1849,8 @@ def emit_model(low, name, banner):
         w('extern const kern_dtype %s_%s_dtypes[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
         w('extern const int %s_%s_ndim[%s_N_%sS + 1];' % (N, kind, U, kind.upper()))
         w('extern const int64_t %s_%s_shapes[%s_N_%sS + 1][8];' % (N, kind, U, kind.upper()))
+    w('/* 1 for an input %s_run writes in place (a KV cache or its scales) */' % N)
+    w('extern const int %s_input_written[%s_N_INPUTS + 1];' % (N, U))
     w('')
     w('/* Packs the linear weights (kern_gemm_pack_b; qlinear ones with')
     w(' * kern_qweight_pack) once. On error nothing')
@@ -1869,6 +1885,8 @@ def emit_model(low, name, banner):
             N, kind, U, K, ', '.join([str(len(v.shape)) for v in vs] + ['0'])))
         w('const int64_t %s_%s_shapes[%s_N_%sS + 1][8] = {%s};' % (
             N, kind, U, K, ', '.join(dims_list(vs) + ['{0}'])))
+    w('const int %s_input_written[%s_N_INPUTS + 1] = {%s};' % (
+        N, U, ', '.join(['1' if i in written else '0' for i in range(len(low.inputs))] + ['0'])))
     for i, (v, vals) in enumerate(low.consts):
         w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
             CTYPE[v.dtype], N, i, max(len(vals), 1),

@@ -153,7 +153,14 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     pp.quantize = GEN_QUANTIZE;
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
     KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
-    for (i = 0; i < GU(_N_INPUTS); i++) memcpy(iwant[i], idata[i], ibytes[i]);
+    for (i = 0; i < GU(_N_INPUTS); i++) {
+        memcpy(iwant[i], idata[i], ibytes[i]);
+        /* NAME_input_written marks exactly the inputs the executor wrote
+         * (a cache row may be written with its old bytes: only one way) */
+        if (!G(_input_written)[i])
+            KT_CHECK(memcmp(iwant[i], ifresh[i], ibytes[i]) == 0,
+                     "input '%s' is not marked written but the executor wrote it", G(_input_names)[i]);
+    }
     KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
     abytes = G(_arena_bytes)(&m);
     KT_CHECK(abytes >= GU(_ARENA_SIZE), "arena_bytes %zu < ARENA_SIZE", abytes);
