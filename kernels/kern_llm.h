@@ -1415,6 +1415,14 @@ static inline int64_t kern__gemv_pf_dist(int64_t K, int64_t wb, const char *w0, 
 }
 /* The body for one weight dtype and one x-row count (constants after
  * inlining). */
+/* n <= 8 elements of an x row as f32; bf16 widened by a shift alone (a
+ * NaN stays a NaN: the products need no quiet bit), as the weights are */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__gemv_xload__avx2(const char *p, kern_dtype xdt, int n) {
+    if (xdt == KERN_BF16 && n == 8)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+    return kern__v_load_f32__avx2(p, xdt, n);
+}
 KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const *w, kern_dtype wdt,
                                                               const char *x0, const char *x1,
                                                               kern_dtype xdt, int m, int64_t K,
@@ -1427,8 +1435,8 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
     const int64_t pd = kern__gemv_pf_dist(K, wb, w0, w1);
     if (m == 1) {
         for (; k + 16 <= K; k += 16) {
-            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, 8);
-            __m256 xb = kern__v_load_f32__avx2(x0 + (k + 8) * (int64_t)xe, xdt, 8);
+            __m256 xa = kern__gemv_xload__avx2(x0 + k * (int64_t)xe, xdt, 8);
+            __m256 xb = kern__gemv_xload__avx2(x0 + (k + 8) * (int64_t)xe, xdt, 8);
             _mm_prefetch(w0 + k * wb + pd, _MM_HINT_T1);
             _mm_prefetch(w1 + k * wb + pd, _MM_HINT_T1);
             _mm_prefetch(w2 + k * wb + pd, _MM_HINT_T1);
@@ -1444,7 +1452,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
         }
         for (; k < K; k += 8) {
             int n = K - k >= 8 ? 8 : (int)(K - k);
-            __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
+            __m256 xa = kern__gemv_xload__avx2(x0 + k * (int64_t)xe, xdt, n);
             a0 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w0, wdt, k, n), a0);
             a1 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w1, wdt, k, n), a1);
             a2 = _mm256_fmadd_ps(xa, kern__gemv_wload__avx2(w2, wdt, k, n), a2);
@@ -1456,26 +1464,34 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
         out[3] = kern__gemv_hsum__avx2(_mm256_add_ps(a3, b3));
         return;
     }
+    /* each weight vector used by both x rows as soon as it is loaded: one
+     * weight register live, so the 8 accumulators, 2 x vectors and the
+     * widening's temporaries fit the 16 registers (with all four weight
+     * vectors live GCC spilled an accumulator, and the loop waited on its
+     * store-to-load round trip: bf16 M4 ran at a quarter of DRAM speed) */
     for (; k < K; k += 8) {
         int n = K - k >= 8 ? 8 : (int)(K - k);
-        __m256 xa = kern__v_load_f32__avx2(x0 + k * (int64_t)xe, xdt, n);
-        __m256 xb = kern__v_load_f32__avx2(x1 + k * (int64_t)xe, xdt, n);
-        __m256 v0 = kern__gemv_wload__avx2(w0, wdt, k, n), v1 = kern__gemv_wload__avx2(w1, wdt, k, n);
-        __m256 v2 = kern__gemv_wload__avx2(w2, wdt, k, n), v3 = kern__gemv_wload__avx2(w3, wdt, k, n);
+        __m256 xa = kern__gemv_xload__avx2(x0 + k * (int64_t)xe, xdt, n);
+        __m256 xb = kern__gemv_xload__avx2(x1 + k * (int64_t)xe, xdt, n);
+        __m256 v;
         if ((k & 15) == 0) {
             _mm_prefetch(w0 + k * wb + pd, _MM_HINT_T1);
             _mm_prefetch(w1 + k * wb + pd, _MM_HINT_T1);
             _mm_prefetch(w2 + k * wb + pd, _MM_HINT_T1);
             _mm_prefetch(w3 + k * wb + pd, _MM_HINT_T1);
         }
-        a0 = _mm256_fmadd_ps(xa, v0, a0);
-        a1 = _mm256_fmadd_ps(xa, v1, a1);
-        a2 = _mm256_fmadd_ps(xa, v2, a2);
-        a3 = _mm256_fmadd_ps(xa, v3, a3);
-        b0 = _mm256_fmadd_ps(xb, v0, b0);
-        b1 = _mm256_fmadd_ps(xb, v1, b1);
-        b2 = _mm256_fmadd_ps(xb, v2, b2);
-        b3 = _mm256_fmadd_ps(xb, v3, b3);
+        v = kern__gemv_wload__avx2(w0, wdt, k, n);
+        a0 = _mm256_fmadd_ps(xa, v, a0);
+        b0 = _mm256_fmadd_ps(xb, v, b0);
+        v = kern__gemv_wload__avx2(w1, wdt, k, n);
+        a1 = _mm256_fmadd_ps(xa, v, a1);
+        b1 = _mm256_fmadd_ps(xb, v, b1);
+        v = kern__gemv_wload__avx2(w2, wdt, k, n);
+        a2 = _mm256_fmadd_ps(xa, v, a2);
+        b2 = _mm256_fmadd_ps(xb, v, b2);
+        v = kern__gemv_wload__avx2(w3, wdt, k, n);
+        a3 = _mm256_fmadd_ps(xa, v, a3);
+        b3 = _mm256_fmadd_ps(xb, v, b3);
     }
     out[0] = kern__gemv_hsum__avx2(a0);
     out[1] = kern__gemv_hsum__avx2(a1);
