@@ -33,6 +33,14 @@
  *       kern_qlinear (kern_qweight_pack); gen (kern_gen.py qlinear: the
  *       same bits). The 16 MiB int8 weight can stay in a 32 MiB L3.
  *   dispatch/layer_norm-chain-1000/H16   per-node cost (run_chain below).
+ *   llama/f32/decode/C4096   one decode step of the issue-size Llama
+ *       (gen/llama_ir.py's defaults: hidden 2048, 16 heads of 128 on 4 KV
+ *       heads, SwiGLU 5632, 8 layers, vocab 32000, f32 weights and caches
+ *       of 4160 rows) with 4096 tokens cached: kv_append writes row 4096,
+ *       decode attention reads 4097 rows. impls: kern_graph (plan bound at
+ *       B=1, L=1: the linears through kern_linear_gemv); gen (kern_gen.py
+ *       model at B=1, L=1: the same kernel calls). Bytes: the weights (one
+ *       embedding row) and the K and V rows read; peak DRAM.
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -79,6 +87,8 @@
 #include "../build/gen/bench/qlinear_m16.h"
 #define QLINEAR_M64_IMPLEMENTATION
 #include "../build/gen/bench/qlinear_m64.h"
+#define LLAMA_DEC_IMPLEMENTATION
+#include "../build/gen/bench/llama_dec.h"
 
 /* ---------------------------------------------------------------- BERT */
 
@@ -440,6 +450,125 @@ static void run_chain(kbench_state *st, void *user) {
     kbench_use(y[0]);
 }
 
+/* --------------------------------------------------------------- Llama */
+
+#define LL_CTX 4096 /* tokens already cached */
+static void *ll_in[LLAMA_DEC_N_INPUTS + 1];
+static void *ll_w[LLAMA_DEC_N_WEIGHTS + 1];
+static kern_graph *ll_graph[3];
+static kern_graph_plan *ll_plan[3];
+
+static int64_t ll_numel(const int64_t *shape, int nd) {
+    int64_t n = 1;
+    int d;
+    for (d = 0; d < nd; d++) n *= shape[d];
+    return n;
+}
+
+/* weights and inputs once (2 GB of f32 weights): ids = 7, k_lens = 4096,
+ * the caches filled */
+static int ll_setup(void) {
+    int i;
+    if (ll_w[0]) return 0;
+    for (i = 0; i < LLAMA_DEC_N_WEIGHTS; i++) {
+        int64_t n = ll_numel(llama_dec_weight_shapes[i], llama_dec_weight_ndim[i]);
+        ll_w[i] = kbench_alloc((size_t)n * 4);
+        if (!ll_w[i]) return 1;
+        kbench_fill(ll_w[i], KERN_F32, n, 300 + (uint64_t)i);
+    }
+    for (i = 0; i < LLAMA_DEC_N_INPUTS; i++) {
+        int64_t n = ll_numel(llama_dec_input_shapes[i], llama_dec_input_ndim[i]);
+        kern_dtype dt = llama_dec_input_dtypes[i];
+        ll_in[i] = kbench_alloc((size_t)n * kern_dtype_size(dt));
+        if (!ll_in[i]) return 1;
+        if (dt == KERN_I64) {
+            int64_t j;
+            for (j = 0; j < n; j++)
+                ((int64_t *)ll_in[i])[j] = strcmp(llama_dec_input_names[i], "k_lens") == 0 ? LL_CTX : 7;
+        } else {
+            kbench_fill(ll_in[i], dt, n, 500 + (uint64_t)i);
+        }
+    }
+    return 0;
+}
+
+static double ll_bytes(void) {
+    double b = 0;
+    int i;
+    for (i = 0; i < LLAMA_DEC_N_WEIGHTS; i++)
+        b += strcmp(llama_dec_weight_names[i], "embed") == 0
+                 ? (double)llama_dec_weight_shapes[i][1] * 4
+                 : (double)ll_numel(llama_dec_weight_shapes[i], llama_dec_weight_ndim[i]) * 4;
+    for (i = 0; i < LLAMA_DEC_N_INPUTS; i++)
+        if (llama_dec_input_ndim[i] == 4) /* a cache [1, Lmax, Hkv, D]: LL_CTX + 1 rows read */
+            b += (double)(LL_CTX + 1) * (double)(llama_dec_input_shapes[i][2] * llama_dec_input_shapes[i][3]) * 4;
+    return b;
+}
+
+static void run_llama(kbench_state *st, void *user) {
+    int gen = *(const int *)user, t = kbench_threads(st), i;
+    kern_ctx *ctx = kbench_ctx(t);
+    static float logits[32000 + 16];
+    static int64_t next[2], lens[2];
+    void *outs[3];
+    if (ll_setup()) {
+        kbench_skip(st, "out of memory for the weights");
+        return;
+    }
+    outs[0] = logits;
+    outs[1] = next;
+    outs[2] = lens;
+    if (!gen) {
+        kern_tensor ti[LLAMA_DEC_N_INPUTS + 1], to[3];
+        if (!ll_plan[t]) {
+            kern_graph_plan_params pp;
+            if (kern_graph_load_ir(ctx, "build/gen/bench/llama.kg", &ll_graph[t])) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+            for (i = 0; i < LLAMA_DEC_N_WEIGHTS; i++) {
+                kern_tensor w;
+                kern_tensor_init(&w, ll_w[i], KERN_F32, llama_dec_weight_ndim[i], llama_dec_weight_shapes[i]);
+                kern_graph_bind_weight(ll_graph[t], llama_dec_weight_names[i], &w, KERN_GRAPH_BORROW);
+            }
+            memset(&pp, 0, sizeof pp);
+            pp.bind = LLAMA_DEC_BIND;
+            if (kern_graph_plan_create(ll_graph[t], ctx, &pp, &ll_plan[t])) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+        }
+        for (i = 0; i < LLAMA_DEC_N_INPUTS; i++)
+            kern_tensor_init(&ti[i], ll_in[i], llama_dec_input_dtypes[i], llama_dec_input_ndim[i],
+                             llama_dec_input_shapes[i]);
+        for (i = 0; i < 3; i++)
+            kern_tensor_init(&to[i], outs[i], llama_dec_output_dtypes[i], llama_dec_output_ndim[i],
+                             llama_dec_output_shapes[i]);
+        while (kbench_next(st))
+            if (kern_graph_run(ll_plan[t], ti, LLAMA_DEC_N_INPUTS, to, 3)) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+    } else {
+        static llama_dec_model m;
+        static int ready;
+        void *arena;
+        if (!ready && llama_dec_prepare(kbench_ctx(1), (const void *const *)ll_w, &m)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        ready = 1;
+        arena = kbench_alloc(llama_dec_arena_bytes(&m) + 64);
+        while (kbench_next(st))
+            if (llama_dec_run(ctx, &m, (const void *const *)ll_in, outs, arena)) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+    }
+    kbench_use(logits);
+    kbench_set_bytes(st, ll_bytes());
+}
+
 KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
@@ -472,6 +601,13 @@ KBENCH_INIT(gen) {
         for (i = 0; i < 3; i++)
             kbench_add("gen", "dispatch/layer_norm-chain-1000/H16", cname[i], 1, KBENCH_PEAK_LATENCY,
                        run_chain, (void *)&chain_impl[i]);
+    }
+    {
+        static const int ll_impl[2] = {0, 1};
+        for (i = 0; i < 2; i++)
+            for (t = 1; t <= 2; t++)
+                kbench_add("gen", "llama/f32/decode/C4096", ll_impl[i] ? "gen" : "kern_graph", t,
+                           KBENCH_PEAK_DRAM, run_llama, (void *)&ll_impl[i]);
     }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");

@@ -291,11 +291,18 @@ build/gen/bench/qlinear_m%.h: gen/kern_gen.py
 build/gen/bench/gemm_bf16_m%.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m $* --n 4096 --k 4096 -o $@
-GEN_BENCH_HEADERS := $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
+# one decode step of the issue-size Llama (gen/llama_ir.py's defaults)
+build/gen/bench/llama.kg: gen/llama_ir.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/llama_ir.py -o $@
+build/gen/bench/llama_dec.h: build/gen/bench/llama.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=1 --name llama_dec -o $@
+GEN_BENCH_HEADERS := build/gen/bench/llama_dec.h \
+                     $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/gemm_bf16_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64) \
                      build/gen/bench/chain.h
-.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg build/gen/bench/chain.kg
+.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg build/gen/bench/chain.kg build/gen/bench/llama.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)

@@ -38,6 +38,11 @@ printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/uns.kg"
 expect_error "unsupported op" "'sparse24_linear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+# tests/gen/llama_tiny.kg is gen/llama_ir.py's output for the command in
+# its first line
+lt_cmd=$(sed -n '2s/^# gen\/llama_ir.py //p' tests/gen/llama_tiny.kg)
+$py gen/llama_ir.py $lt_cmd -o "$dir/lt.kg" && cmp -s "$dir/lt.kg" tests/gen/llama_tiny.kg \
+  && pass || fail "tests/gen/llama_tiny.kg differs from gen/llama_ir.py $lt_cmd"
 # the KV cache: caches must be graph inputs (written in place), an i8 one
 # needs its scales; a kv_append whose output nobody reads still runs
 kvh='kern-graph 1\ninput kn f32 [1,1,2,8]\ninput vn f32 [1,1,2,8]\ninput kl i32 [1]\n'
