@@ -1863,17 +1863,7 @@ def emit_model(low, name, banner):
     emit_st_decl(w, low, N, U)
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena);')
-    w('#endif /* %s_H */' % U)
-    w('')
-    w('#ifdef %s_IMPLEMENTATION' % U)
-    w('#ifndef %s_IMPLEMENTED' % U)
-    w('#define %s_IMPLEMENTED' % U)
-    w('#include <math.h>')
-    w('#include <string.h>')
-    if low.instances or low.norm_instances or low.qinstances:
-        w('#ifdef KERN_X86')
-        w('#include <immintrin.h>')
-        w('#endif')
+    emit_impl_open(w, U, bool(low.instances or low.norm_instances or low.qinstances))
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
         K = kind.upper()
@@ -2613,9 +2603,9 @@ GEMM_MR = 6   # rows per micro-tile (12 accumulators + 2 B vectors)
 GEMM_DEFAULT = {'mr': 6, 'split': 3, 'unroll': 4}
 
 
-def emit_impl_open(w, U):
-    """Ends a standalone instance's declarations and opens its
-    implementation section (once per program, the headers it uses)."""
+def emit_impl_open(w, U, x86=True):
+    """Ends a header's declarations and opens its implementation section
+    (once per program, the headers it uses; <immintrin.h> when x86)."""
     w('#endif /* %s_H */' % U)
     w('')
     w('#ifdef %s_IMPLEMENTATION' % U)
@@ -2623,9 +2613,10 @@ def emit_impl_open(w, U):
     w('#define %s_IMPLEMENTED' % U)
     w('#include <math.h>')
     w('#include <string.h>')
-    w('#ifdef KERN_X86')
-    w('#include <immintrin.h>')
-    w('#endif')
+    if x86:
+        w('#ifdef KERN_X86')
+        w('#include <immintrin.h>')
+        w('#endif')
 
 
 def emit_impl_close(w, U):

@@ -1784,6 +1784,20 @@ typedef struct kern__gemv_job {
     int64_t M, N, K;
 } kern__gemv_job;
 
+/* An i8 weight's per-output scales on a tile's columns n0 .. n0 + nn of
+ * its mb rows (row stride ldt); nothing for a float weight. */
+static void kern__gemv_scale_tile(const kern__gemv_job *J, int64_t n0, int64_t nn, int mb, float *tile,
+                                  int64_t ldt) {
+    int64_t j;
+    int i;
+    if (!J->scale) return;
+    for (j = 0; j < nn; j++) {
+        float sc = kern__s_load_f32((const char *)J->scale->data + (n0 + j) * J->scale->stride[0] * (int64_t)4,
+                                    KERN_F32, 1);
+        for (i = 0; i < mb; i++) tile[i * ldt + j] *= sc;
+    }
+}
+
 static void kern__gemv_task(void *arg, int64_t task, int thread) {
     const kern__gemv_job *J = (const kern__gemv_job *)arg;
     float tile[KERN__GEMV_MB * KERN__GEMV_NB], out[16];
@@ -1812,16 +1826,7 @@ static void kern__gemv_task(void *arg, int64_t task, int thread) {
                 i += m;
             }
         }
-        if (J->scale) {
-            int64_t j;
-            int i;
-            for (j = 0; j < nn; j++) {
-                float sc = kern__s_load_f32((const char *)J->scale->data +
-                                                (n0 + j) * J->scale->stride[0] * (int64_t)4,
-                                            KERN_F32, 1);
-                for (i = 0; i < mb; i++) tile[i * KERN__GEMV_NB + j] *= sc;
-            }
-        }
+        kern__gemv_scale_tile(J, n0, nn, mb, tile, KERN__GEMV_NB);
         J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMV_NB, mb, (int)nn);
     }
 }
@@ -3125,15 +3130,7 @@ static void kern__gemvt_task(void *arg, int64_t task, int thread) {
                 T->rows(tile + i * KERN__GEMVT_NB, KERN__GEMVT_NB, xc + i * KERN__GEMVT_KC, KERN__GEMVT_KC,
                         mb - i < 4 ? mb - i : 4, w0 + k0 * ldw, ldw, J->w->dtype, kc, nn, J->K - k0);
         }
-        if (J->scale) {
-            int64_t j;
-            for (j = 0; j < nn; j++) {
-                float sc = kern__s_load_f32((const char *)J->scale->data +
-                                                (n0 + j) * J->scale->stride[0] * (int64_t)4,
-                                            KERN_F32, 1);
-                for (i = 0; i < mb; i++) tile[i * KERN__GEMVT_NB + j] *= sc;
-            }
-        }
+        kern__gemv_scale_tile(J, n0, nn, mb, tile, KERN__GEMVT_NB);
         J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMVT_NB, mb, (int)nn);
     }
 }

@@ -83,6 +83,16 @@ static int64_t gen_first_diff(const void *got, const void *want, kern_dtype dt, 
     return -1;
 }
 
+/* got (the generated run's input afterwards, or its output) against the
+ * executor's: gen_first_diff's rule, the first difference named */
+static void gen_expect_same(kern_ctx *ctx, int threads, int pass, const char *what, const char *name,
+                            const void *got, const void *want, kern_dtype dt, int64_t n) {
+    int64_t bad = gen_first_diff(got, want, dt, n);
+    KT_CHECK(bad < 0, "%s threads=%d pass %d: %s '%s' element %lld: generated %.9g, executor %.9g",
+             kern_isa_name(kern_ctx_isa(ctx)), threads, pass, what, name, (long long)bad,
+             bad < 0 ? 0.0 : kt_get(got, dt, bad), bad < 0 ? 0.0 : kt_get(want, dt, bad));
+}
+
 static void gen_compare(kern_ctx *ctx, int threads) {
     kern_graph *g = NULL;
     kern_graph_plan *p = NULL;
@@ -173,24 +183,12 @@ static void gen_compare(kern_ctx *ctx, int threads) {
         }
         for (i = 0; i < GU(_N_INPUTS); i++) memcpy(idata[i], ifresh[i], ibytes[i]);
         KT_OK(G(_run)(ctx, &m, (const void *const *)idata, got, arena));
-        for (i = 0; i < GU(_N_INPUTS); i++) {
-            kern_dtype dt = G(_input_dtypes)[i];
-            int64_t bad = gen_first_diff(idata[i], iwant[i], dt,
-                                         gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]));
-            KT_CHECK(bad < 0, "%s threads=%d pass %d: input '%s' element %lld afterwards: generated "
-                     "%.9g, executor %.9g", kern_isa_name(kern_ctx_isa(ctx)), threads, pass,
-                     G(_input_names)[i], (long long)bad, bad < 0 ? 0.0 : kt_get(idata[i], dt, bad),
-                     bad < 0 ? 0.0 : kt_get(iwant[i], dt, bad));
-        }
-        for (i = 0; i < GU(_N_OUTPUTS); i++) {
-            kern_dtype dt = G(_output_dtypes)[i];
-            int64_t bad = gen_first_diff(got[i], want[i], dt,
-                                         gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]));
-            KT_CHECK(bad < 0, "%s threads=%d pass %d: output '%s' element %lld: generated %.9g, "
-                     "executor %.9g", kern_isa_name(kern_ctx_isa(ctx)), threads, pass,
-                     G(_output_names)[i], (long long)bad, bad < 0 ? 0.0 : kt_get(got[i], dt, bad),
-                     bad < 0 ? 0.0 : kt_get(want[i], dt, bad));
-        }
+        for (i = 0; i < GU(_N_INPUTS); i++)
+            gen_expect_same(ctx, threads, pass, "input", G(_input_names)[i], idata[i], iwant[i],
+                            G(_input_dtypes)[i], gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]));
+        for (i = 0; i < GU(_N_OUTPUTS); i++)
+            gen_expect_same(ctx, threads, pass, "output", G(_output_names)[i], got[i], want[i],
+                            G(_output_dtypes)[i], gen_numel(G(_output_shapes)[i], G(_output_ndim)[i]));
     }
     G(_release)(ctx, &m);
     kern_graph_plan_free(p);

@@ -358,15 +358,7 @@ def main():
                 common.emit(FAMILY, case, t, "torch",
                             skipped="torch has no int8 matmul for a [K, N] weight")
             continue
-        if trans:
-            tdt = torch.float32 if w == "f32" else torch.bfloat16
-            ws = [(torch.rand(K, N, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
-            x = (torch.rand(M, K, generator=g) * 2 - 1).to(tdt)
-            def onet(i):
-                with torch.no_grad():
-                    return torch.matmul(x, ws[i])
-            call = common.rotating(copies, onet)
-        elif w == "i8":
+        if w == "i8":
             if not hasattr(torch, "_weight_int8pack_mm"):
                 skip = "this torch has no _weight_int8pack_mm"
             ws = [torch.randint(-127, 128, (N, K), dtype=torch.int8, generator=g) for _ in range(copies)]
@@ -385,11 +377,12 @@ def main():
             call = common.rotating(copies, lambda i: torch._weight_int8pack_mm(x, ws[i], sc))
         else:
             tdt = torch.float32 if w == "f32" else torch.bfloat16
-            ws = [(torch.rand(N, K, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
+            shape = (K, N) if trans else (N, K)  # gemvT: x @ W with W [K, N]
+            ws = [(torch.rand(*shape, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
             x = (torch.rand(M, K, generator=g) * 2 - 1).to(tdt)
             def one(i):
                 with torch.no_grad():
-                    return F.linear(x, ws[i])
+                    return torch.matmul(x, ws[i]) if trans else F.linear(x, ws[i])
             call = common.rotating(copies, one)
         for t in args.threads:
             if skip is not None:
