@@ -526,6 +526,24 @@ KERN_API kern_status kern_graph_check(kern_graph *g, kern_ctx *ctx,
                                       const kern_tensor *inputs, int n_inputs,
                                       kern_graph_check_result *result);
 
+/* Internals that kern's tests reach (kern__ prefix: not a stable API).
+ * The memory planner on bare lifetimes: buffer i of n has size[i] bytes
+ * and is live from step first[i] to last[i]; kern__g_maxlive returns the
+ * most bytes live at one step (0 on allocation failure) and
+ * kern__g_memplan writes each buffer's offset to off[] and returns the
+ * arena size (*ok = 0 on allocation failure). kern__graph_check_poison:
+ * kern_graph_check then adds 1 to the first element of that value in its
+ * planned run (NULL: off), to see the checker fire. */
+KERN_API size_t kern__g_maxlive(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
+                                const int32_t *last, int32_t n_steps);
+KERN_API size_t kern__g_memplan(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
+                                const int32_t *last, size_t lower_bound, size_t *off, int *ok);
+KERN_API void kern__graph_check_poison(const char *value);
+/* The data of weight `name` (NULL when g has none of that name); 1 when
+ * p's planned order runs an op named `op`. */
+KERN_API void *kern__graph_weight_data(const kern_graph *g, const char *name);
+KERN_API int kern__graph_plan_has_op(const kern_graph_plan *p, const char *op);
+
 #ifdef __cplusplus
 }
 #endif
@@ -5773,8 +5791,8 @@ static size_t kern__g_place(kern__gmb *b, int64_t n, int32_t *placed, int first_
     return total;
 }
 
-static size_t kern__g_memplan(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
-                              const int32_t *last, size_t lower_bound, size_t *off, int *ok) {
+KERN_API size_t kern__g_memplan(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
+                                const int32_t *last, size_t lower_bound, size_t *off, int *ok) {
     kern__gmb *b;
     int32_t *placed;
     size_t best = (size_t)-1;
@@ -5815,8 +5833,8 @@ static size_t kern__g_memplan(kern_ctx *ctx, int64_t n, const size_t *size, cons
 }
 
 /* The most bytes live at one step. */
-static size_t kern__g_maxlive(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
-                              const int32_t *last, int32_t n_steps) {
+KERN_API size_t kern__g_maxlive(kern_ctx *ctx, int64_t n, const size_t *size, const int32_t *first,
+                                const int32_t *last, int32_t n_steps) {
     int64_t *delta = (int64_t *)kern__alloc(ctx, (size_t)(n_steps + 2) * sizeof(int64_t));
     int64_t i, cur = 0, best = 0;
     if (!delta) return 0;
@@ -8472,9 +8490,23 @@ static kern_status kern__g_bind_inputs(const kern_graph *g, const kern_tensor *i
     return KERN_OK;
 }
 
-/* Test hook: when set, kern_graph_check adds 1 to the first element of
- * this value in the planned run before comparing (to see it fire). */
+/* Test hook (kern__graph_check_poison): when set, kern_graph_check adds
+ * 1 to the first element of this value in the planned run before
+ * comparing (to see it fire). */
 static const char *kern__gcheck_poison;
+KERN_API void kern__graph_check_poison(const char *value) { kern__gcheck_poison = value; }
+
+KERN_API void *kern__graph_weight_data(const kern_graph *g, const char *name) {
+    kern_graph_val v = g ? kern_graph_find(g, name) : 0;
+    return v && g->vals[v].kind == KERN_GRAPH_VAL_WEIGHT ? g->w[g->vals[v].aux].data : NULL;
+}
+
+KERN_API int kern__graph_plan_has_op(const kern_graph_plan *p, const char *op) {
+    int64_t i;
+    for (i = 0; p && i < p->n_order; i++)
+        if (strcmp(kern_graph_op_name(p->w.nodes[p->order[i]].op), op) == 0) return 1;
+    return 0;
+}
 
 KERN_API kern_status kern_graph_check(kern_graph *g, kern_ctx *ctx,
                                       const kern_graph_plan_params *params,

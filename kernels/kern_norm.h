@@ -265,6 +265,11 @@ KERN_API kern_status kern_add(kern_ctx *ctx, const kern_tensor *a,
 #define KERN_NORM_SERIAL_STEPS ((int64_t)1 << 16)
 #endif
 
+/* For kern's tests (kern__ prefix: not a stable API): the name of the
+ * vector-body table ISA level `isa` runs ("scalar", "avx2", "avx512",
+ * "neon"). */
+KERN_API const char *kern__norm_table_name(kern_isa isa);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2592,6 +2597,8 @@ static const kern__norm_fns *kern__norm_fns_for(kern_isa isa) {
     default: return &kern__norm_fns_scalar;
     }
 }
+
+KERN_API const char *kern__norm_table_name(kern_isa isa) { return kern__norm_fns_for(isa)->name; }
 
 /* ----------------------------------------------------------- validation */
 

@@ -4,14 +4,15 @@
 # -DKT_LINKED they include the headers without KERN_IMPLEMENTATION. On 2
 # cores this takes minutes off every flavour of make test / sanitize /
 # tsan / fuzz. The internals test_api and test_base use are KERN_API
-# declarations (kern__op_begin, kern__workspace, ...). The tests of static
-# internals (ISA function tables, generated vector bodies, the graph's
-# structures: test_gemm, test_graph, test_math, test_norm, test_qgemm,
+# declarations (kern__op_begin, kern__workspace, ...), as are the few that
+# test_graph (the memory planner, the checker's fault hook) and test_norm
+# (its table's name) reach. The tests of static internals (ISA function
+# tables, generated vector bodies: test_gemm, test_math, test_qgemm,
 # test_sdpa, test_sparse24) still compile the implementation themselves.
 # The libFuzzer targets link build/fuzz/kern_impl.o the same way (mk/fuzz.mk).
 # Included after mk/fuzz.mk (REPLAY_NAMES, FUZZ_DEPS, TSAN_COMPILE).
 
-LINKED_NAMES := test_api test_base test_fault test_llm test_sam test_safetensors test_scatter \
+LINKED_NAMES := test_api test_base test_fault test_graph test_llm test_norm test_sam test_safetensors test_scatter \
                 test_spmm test_threads
 
 # $(call KT_LINKED_RULES,DIR,IMPL_OBJECT,COMPILE): every linked test and

@@ -4,7 +4,9 @@
  * fusion corpus, the memory planner (random DAGs, BERT-like chains),
  * runs without allocation, determinism across thread counts, safetensors
  * binding, and the tooling (profile, DOT, numerics checker). */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_graph.h"
 #include "kt.h"
 
@@ -67,8 +69,7 @@ static kern_graph_val tg_w1(kern_graph *g, kt_rng *r, const char *name, int64_t 
 
 /* data pointer of a graph weight (test access to the implementation) */
 static float *tg_wdata(kern_graph *g, const char *name) {
-    kern_graph_val v = kern_graph_find(g, name);
-    return v ? (float *)g->w[g->vals[v].aux].data : NULL;
+    return (float *)kern__graph_weight_data(g, name);
 }
 
 static kern_graph_val tg_node(kern_graph *g, kern_graph_op op, const char *name,
@@ -1308,12 +1309,7 @@ static const tg_variant tg_corpus[] = {
     {"layer_norm + gelu", TV_NORM_GELU, 0, "layer_norm", "gelu", "+ gelu"},
 };
 
-static int tg_has_op(const kern_graph_plan *p, const char *op) {
-    int64_t i;
-    for (i = 0; i < p->n_order; i++)
-        if (strcmp(kern_graph_op_name(p->w.nodes[p->order[i]].op), op) == 0) return 1;
-    return 0;
-}
+static int tg_has_op(const kern_graph_plan *p, const char *op) { return kern__graph_plan_has_op(p, op); }
 
 static kern_graph *tg_variant_build(const tg_variant *v, uint64_t seed) {
     tg_b bb, *b = &bb;
@@ -2202,9 +2198,9 @@ KT_TEST(graph_profile_dot_and_checker) {
     KT_CHECK(res.ok && strstr(res.report, "SQNR"), "%s", res.report);
     /* an injected fault is found and named */
     pp.quantize = NULL;
-    kern__gcheck_poison = "l1.ln1";
+    kern__graph_check_poison("l1.ln1");
     KT_OK(kern_graph_check(g, NULL, &pp, in.t, 3, &res));
-    kern__gcheck_poison = NULL;
+    kern__graph_check_poison(NULL);
     KT_CHECK(!res.ok && strcmp(res.first_bad, "l1.ln1") == 0, "first bad '%s'\n%s", res.first_bad, res.report);
     tg_bert_inputs_free(&in);
     kern_graph_destroy(g);
