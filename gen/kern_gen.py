@@ -669,14 +669,7 @@ class Lowering:
         alpha = self.fattr(n, 'alpha')
         out_scale = self.fattr(n, 'out_scale')
         packable = n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2
-        xv, yv, rv = x, y, r
-        if n.op == 'linear' and len(x.shape) > 2:
-            x2, y2 = flatten2(x), flatten2(y)
-            if x2 and y2:
-                if r is None or len(r.shape) <= 1:
-                    xv, yv = x2, y2
-                elif r.shape == y.shape and flatten2(r):
-                    xv, yv, rv = x2, y2, flatten2(r)
+        xv, yv, rv = rows_view(x, y, r) if n.op == 'linear' else (x, y, r)
         self.set_out(n, 0, y)
         glu = n.op == 'linear' and self.iattr(n, 'glu')
         # f32 and bf16 instances (x, W and y of one dtype; a bf16 linear's
@@ -688,8 +681,12 @@ class Lowering:
                 (b is None or (b.dtype in (idt, 'f32') and b.stride == [1]))):
             self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale, idt)
             return
-        if self.gemv_ok(n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
-            self.gemv_step(n, x, xv, w, b, r, rv, y, yv, act, out_scale, glu)
+        gx, gy, gr = rows_view(x, y, r)  # a matmul's rows too, for the GEMV
+        gw = w
+        if n.op == 'matmul' and not trans_b and len(w.shape) == 2:
+            gw = transposed(w)
+        if self.gemv_ok(n, trans_a, alpha_set, alpha, gw, gx, gy, b, gr):
+            self.gemv_step(n, gx, gw, b, gr, gy, act, out_scale, glu)
             return
         pk = None
         if packable:  # kern_gemm's packing (the instances pack their own way)
@@ -721,19 +718,30 @@ class Lowering:
             return L + G.call('gp', 'kern_gemm(ctx, &ta, &tb, &ty, &gp', 'kern_gemm')
         self.add_step(n, [x, w, b, r], [y], emit, ws=True)
 
-    def gemv_ok(self, n, packable, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
-        """The executor's decode-sized linears (kern__g_gemv_node and
-        kern__g_gemv_run): a linear of a graph weight with at most
-        GEMV_M rows at the binding keeps its weight unpacked and runs
-        kern_linear_gemv, which streams it once per call."""
+    def gemv_ok(self, n, trans_a, alpha_set, alpha, w, xv, yv, b, rv):
+        """The executor's decode-sized linears and matmuls
+        (kern__g_gemv_node and kern__g_gemv_args): a linear whose weight is
+        not prepacked (at most GEMV_M rows at the binding, or not a graph
+        weight), or a matmul against a 2-D b, with at most GEMV_M rows of
+        x runs kern_linear_gemv, which streams the weight once per call.
+        w is the weight as kern_linear_gemv reads it, [N, K] (a matmul's b
+        transposed unless trans_b); the layout tests are its own."""
         gdt = ('f32', 'bf16', 'f16')
-        if not packable or trans_a or (alpha_set and alpha != 1.0) or w.dtype not in gdt:
+        if n.op not in ('linear', 'matmul') or trans_a or (alpha_set and alpha != 1.0):
+            return False
+        if len(w.shape) != 2 or w.dtype not in gdt:
             return False
         if len(xv.shape) != 2 or len(yv.shape) != 2 or xv.shape[0] > GEMV_M:
             return False
         if xv.dtype not in gdt or yv.dtype not in gdt:
             return False
-        if xv.shape[1] > 1 and (xv.stride[1] != 1 or w.stride[1] != 1):
+        K, N = xv.shape[1], w.shape[0]
+        kmajor = K > 1 and w.stride[1] != 1
+        if K > 1 and xv.stride[1] != 1:
+            return False
+        if kmajor and (w.stride[1] < 0 or (N > 1 and w.stride[0] != 1)):
+            return False
+        if xv.stride[0] < 0 or w.stride[0] < 0:
             return False
         if b is not None and len(b.shape) != 1:
             return False
@@ -741,7 +749,7 @@ class Lowering:
             return False
         return True
 
-    def gemv_step(self, n, x, xv, w, b, r, rv, y, yv, act, out_scale, glu):
+    def gemv_step(self, n, xv, w, b, rv, yv, act, out_scale, glu):
         if w.base[0] == 'mw':
             self.keep_merged.add(w.base[1])  # read as it is: not freed at prepare
 
@@ -760,7 +768,7 @@ class Lowering:
                 L += G.tview('tres', rv) + ['vp.epilogue.residual = &tres;']
             L.append('st = kern_linear_gemv(ctx, &ta, &tw, &ty, &vp);')
             return L
-        self.add_step(n, [x, w, b, r], [y], emit)
+        self.add_step(n, [xv, w, b, rv], [yv], emit)
 
     def gemm_instance(self, n, x, w, b, r, y, act, alpha_set, alpha, out_scale, dt='f32'):
         """A small-M linear through a generated GEMM instance (kern_gen.py
@@ -1430,6 +1438,28 @@ def flatten2(v):
     rows = functools_prod(v.shape[:-1])
     w = Val(v.name, v.dtype, [rows, v.shape[-1]])
     w.stride = [v.stride[nd - 2], v.stride[nd - 1]]
+    w.base, w.off, w.kind = v.base, v.off, v.kind
+    return w
+
+
+def rows_view(x, y, r):
+    """kern__g_lin_args: x [.., K] and y [.., N] as rows when their leading
+    dims merge, with a residual of y's shape merged the same way (one of
+    at most 1 dim is left as it is); else all three as they are."""
+    if len(x.shape) > 2:
+        x2, y2 = flatten2(x), flatten2(y)
+        if x2 and y2:
+            if r is None or len(r.shape) <= 1:
+                return x2, y2, r
+            if r.shape == y.shape and flatten2(r):
+                return x2, y2, flatten2(r)
+    return x, y, r
+
+
+def transposed(v):
+    """The 2-D view v with its two dims swapped (no copy)."""
+    w = Val(v.name, v.dtype, [v.shape[1], v.shape[0]])
+    w.stride = [v.stride[1], v.stride[0]]
     w.base, w.off, w.kind = v.base, v.off, v.kind
     return w
 

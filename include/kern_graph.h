@@ -35,6 +35,8 @@
  *                   in kern_glu_pack's order -> [..,F], act(gate) * up
  *   matmul          a [..,M,K], b [..,K,N], bias? [N], residual? -> [..,M,N]
  *                   trans_a / trans_b, alpha, act, out_scale as linear
+ *                   (kern_gemm; kern_linear_gemv on b's transpose when b
+ *                   is 2-D and a run has at most 8 rows of a)
  *   sdpa            q [B,Hq,Lq,D], k [B,Hkv,Lk,D], v [B,Hkv,Lk,Dv], mask?,
  *                   k_lens? [B] -> [B,Hq,Lq,Dv]; is_causal,
  *                   causal_bottom_right, scale, enable_gqa, window, softcap
@@ -5257,28 +5259,52 @@ static void kern__g_gemm_params(const kern__gnode *n, const kern__gstep *st, con
  * no prepacked copy) and runs kern_linear_gemv, which streams that weight
  * once per call whatever the row count up to 8; a larger bound prepacks for
  * kern_gemm as before (and its runs at M <= 8 stay on kern_gemm's packed
- * panels). One form of each weight either way. */
+ * panels). One form of each weight either way. A matmul against a 2-D b
+ * (x @ W with W [K, N], as GPT-2's Conv1D and ONNX exports store
+ * weights) takes the same path at runs of at most 8 rows: a's leading
+ * dims flatten into rows and kern_linear_gemv reads b through its
+ * transpose, N-contiguous (trans_b: b is [N, K] as it is). */
 #define KERN__G_GEMV_M 8
 static int kern__g_gemv_dt(kern_dtype dt) {
     return dt == KERN_F32 || dt == KERN_BF16 || dt == KERN_F16;
 }
-/* The node allows the GEMV (dtypes, alpha); the shapes are checked per run. */
+/* The node allows the GEMV (op, dtypes, alpha); the shapes are checked per
+ * run. */
 static int kern__g_gemv_node(const kern__gnode *n, const kern_tensor *w) {
-    if (n->op != KERN_GRAPH_OP_LINEAR || n->a.trans_a) return 0;
+    if ((n->op != KERN_GRAPH_OP_LINEAR && n->op != KERN_GRAPH_OP_MATMUL) || n->a.trans_a) return 0;
     if (n->a.alpha_set && n->a.alpha != 1.0f) return 0;
     return w && w->ndim == 2 && kern__g_gemv_dt(w->dtype);
 }
-/* This run of a linear step goes to kern_linear_gemv. */
-static int kern__g_gemv_run(const kern__gnode *n, const kern__gstep *st, const kern__glin *la,
-                            const kern_tensor *w, const kern_tensor *bias) {
-    const kern_tensor *r = la->resp;
+/* This run of a linear or matmul step goes to kern_linear_gemv: then *o
+ * holds its x, y and residual as rows (kern__g_lin_args) and *wv the
+ * weight as kern_linear_gemv reads it, [N, K]. The layout tests are
+ * kern_linear_gemv's own, so a run sent there is never refused. */
+static int kern__g_gemv_args(const kern__gnode *n, const kern__gstep *st, const kern_tensor *x,
+                             const kern_tensor *w, const kern_tensor *y, const kern_tensor *res,
+                             const kern_tensor *bias, kern__glin *o, kern_tensor *wv) {
+    const kern_tensor *r;
+    int64_t K, N;
+    int kmajor;
     if (st->pb || !kern__g_gemv_node(n, w)) return 0;
-    if (la->x.ndim != 2 || la->y.ndim != 2 || la->x.shape[0] > KERN__G_GEMV_M) return 0;
-    if (!kern__g_gemv_dt(la->x.dtype) || !kern__g_gemv_dt(la->y.dtype)) return 0;
-    if (la->x.shape[1] > 1 && (la->x.stride[1] != 1 || w->stride[1] != 1)) return 0;
-    if (la->x.stride[0] < 0 || w->stride[0] < 0) return 0;
+    kern__g_lin_args(x, y, res, o);
+    r = o->resp;
+    *wv = *w;
+    if (n->op == KERN_GRAPH_OP_MATMUL && !n->a.trans_b) {
+        wv->shape[0] = w->shape[1];
+        wv->shape[1] = w->shape[0];
+        wv->stride[0] = w->stride[1];
+        wv->stride[1] = w->stride[0];
+    }
+    if (o->x.ndim != 2 || o->y.ndim != 2 || o->x.shape[0] > KERN__G_GEMV_M) return 0;
+    if (!kern__g_gemv_dt(o->x.dtype) || !kern__g_gemv_dt(o->y.dtype)) return 0;
+    K = o->x.shape[1];
+    N = wv->shape[0];
+    kmajor = K > 1 && wv->stride[1] != 1;
+    if (K > 1 && o->x.stride[1] != 1) return 0;
+    if (kmajor && (wv->stride[1] < 0 || (N > 1 && wv->stride[0] != 1))) return 0;
+    if (o->x.stride[0] < 0 || wv->stride[0] < 0) return 0;
     if (bias && bias->ndim != 1) return 0;
-    if (r && (r->ndim != 2 || r->shape[0] != la->y.shape[0] || r->shape[1] != la->y.shape[1]))
+    if (r && (r->ndim != 2 || r->shape[0] != o->y.shape[0] || r->shape[1] != o->y.shape[1]))
         return 0;
     return 1;
 }
@@ -5376,15 +5402,20 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             la.resp = KERN__GT(3);
         }
         if (query) return KERN_OK; /* sized by kern__gfam_gemm_ws */
-        if (kern__g_gemv_run(n, st, &la, KERN__GT(1), KERN__GT(2))) {
-            kern_gemv_params vp;
-            memset(&vp, 0, sizeof vp);
-            vp.epilogue.bias = KERN__GT(2);
-            vp.epilogue.act = n->a.act;
-            vp.epilogue.residual = la.resp;
-            vp.epilogue.out_scale = n->a.out_scale;
-            vp.epilogue.glu = n->a.glu;
-            return kern_linear_gemv(ctx, &la.x, KERN__GT(1), &la.y, &vp);
+        {
+            kern__glin lv;
+            kern_tensor wv;
+            if (kern__g_gemv_args(n, st, KERN__GT(0), KERN__GT(1), y, KERN__GT(3), KERN__GT(2), &lv,
+                                  &wv)) {
+                kern_gemv_params vp;
+                memset(&vp, 0, sizeof vp);
+                vp.epilogue.bias = KERN__GT(2);
+                vp.epilogue.act = n->a.act;
+                vp.epilogue.residual = lv.resp;
+                vp.epilogue.out_scale = n->a.out_scale;
+                vp.epilogue.glu = n->a.glu;
+                return kern_linear_gemv(ctx, &lv.x, &wv, &lv.y, &vp);
+            }
         }
         kern__g_gemm_params(n, st, T, &la, &gp);
         gp.workspace = ws;
@@ -5663,8 +5694,13 @@ static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, co
         la.y = t[3];
         la.resp = n->in[3] ? &t[2] : NULL;
     }
-    if (kern__g_gemv_run(n, st, &la, &t[1], n->in[2] ? &T[n->in[2]] : NULL))
-        return 0; /* kern_linear_gemv takes no workspace */
+    {
+        kern__glin lv;
+        kern_tensor wv;
+        if (kern__g_gemv_args(n, st, &t[0], &t[1], &t[3], n->in[3] ? &t[2] : NULL,
+                              n->in[2] ? &T[n->in[2]] : NULL, &lv, &wv))
+            return 0; /* kern_linear_gemv takes no workspace */
+    }
     kern__g_gemm_params(n, st, T, &la, &gp);
     if (kern_gemm_workspace_size(p->ctx, &la.x, st->pb ? NULL : &t[1], &la.y, &gp, &bytes))
         return 0;

@@ -1543,6 +1543,114 @@ KT_TEST(graph_linear_gemv_route) {
     }
 }
 
+/* The graph's matmul against a 2-D b (x @ W, W [K, N]; or trans_b, W
+ * [N, K]): runs of at most 8 rows of a [1, M, K] go to kern_linear_gemv
+ * through W's transpose, bit for bit a direct call on that view; 9 and
+ * more rows stay on kern_gemm, bit for bit a direct call. Bias, act and
+ * residual, f32/bf16, every ISA level. */
+KT_TEST(graph_matmul_gemv_route) {
+    enum { N = 29, K = 41, MM = 10 };
+    kt_rng rng = kt_rng_make(516);
+    int di, tb;
+    for (di = 0; di < 2; di++)
+        for (tb = 0; tb < 2; tb++) {
+            kern_dtype dt = FDT[di];
+            size_t es = kern_dtype_size(dt);
+            void *w = malloc((size_t)(N * K) * es), *bias = malloc((size_t)N * es);
+            void *x = malloc((size_t)(MM * K) * es), *res = malloc((size_t)(MM * N) * es);
+            void *want = malloc((size_t)(MM * N) * es);
+            int64_t M;
+            kt_fill_normal(&rng, w, dt, N * K, 0.3);
+            kt_fill_normal(&rng, bias, dt, N, 0.5);
+            kt_fill_normal(&rng, x, dt, MM * K, 1.0);
+            kt_fill_normal(&rng, res, dt, MM * N, 1.0);
+            for (M = 1; M <= 9; M++) {
+                KT_FOR_EACH_ISA(isa, ctx, 2) {
+                    kern_graph *g = NULL;
+                    kern_graph_plan *plan = NULL;
+                    kern_graph_plan_params pp;
+                    kern_graph_node_desc d;
+                    kern_graph_val xv, rv, wv, bv, yv;
+                    kern_tensor wt, bt, in[2], out[1], x2, r2, y2, wn;
+                    int64_t Ms, shp[3];
+                    char bind[32];
+                    kt_context("%s %s M%lld %s", kern_dtype_name(dt), tb ? "trans_b" : "[K, N]",
+                               (long long)M, kern_isa_name(isa));
+                    /* the direct call the run must match */
+                    x2 = kern_tensor_2d(x, dt, M, K);
+                    r2 = kern_tensor_2d(res, dt, M, N);
+                    y2 = kern_tensor_2d(want, dt, M, N);
+                    wt = tb ? kern_tensor_2d(w, dt, N, K) : kern_tensor_2d(w, dt, K, N);
+                    bt = kern_tensor_1d(bias, dt, N);
+                    if (M <= 8) {
+                        kern_gemv_params vp;
+                        wn = wt;
+                        if (!tb) { /* W [K, N] read as [N, K] */
+                            wn.shape[0] = N;
+                            wn.shape[1] = K;
+                            wn.stride[0] = 1;
+                            wn.stride[1] = N;
+                        }
+                        memset(&vp, 0, sizeof vp);
+                        vp.epilogue.bias = &bt;
+                        vp.epilogue.act = KERN_ACT_SILU;
+                        vp.epilogue.residual = &r2;
+                        KT_OK(kern_linear_gemv(ctx, &x2, &wn, &y2, &vp));
+                    } else {
+                        kern_gemm_params gp;
+                        memset(&gp, 0, sizeof gp);
+                        gp.trans_b = tb;
+                        gp.epilogue.bias = &bt;
+                        gp.epilogue.act = KERN_ACT_SILU;
+                        gp.epilogue.residual = &r2;
+                        KT_OK(kern_gemm(ctx, &x2, &wt, &y2, &gp));
+                    }
+                    KT_OK(kern_graph_create(ctx, &g));
+                    KT_OK(kern_graph_symbol(g, "M", &Ms));
+                    shp[0] = 1;
+                    shp[1] = Ms;
+                    shp[2] = K;
+                    KT_OK(kern_graph_input(g, "x", dt, 3, shp, &xv));
+                    shp[2] = N;
+                    KT_OK(kern_graph_input(g, "r", dt, 3, shp, &rv));
+                    KT_OK(kern_graph_weight(g, "w", &wt, KERN_GRAPH_BORROW, &wv));
+                    KT_OK(kern_graph_weight(g, "b", &bt, KERN_GRAPH_BORROW, &bv));
+                    memset(&d, 0, sizeof d);
+                    d.op = KERN_GRAPH_OP_MATMUL;
+                    d.name = "y";
+                    d.inputs[0] = xv;
+                    d.inputs[1] = wv;
+                    d.inputs[2] = bv;
+                    d.inputs[3] = rv;
+                    d.attrs.act = KERN_ACT_SILU;
+                    d.attrs.trans_b = tb;
+                    KT_OK(kern_graph_add(g, &d, &yv));
+                    KT_OK(kern_graph_output(g, yv));
+                    memset(&pp, 0, sizeof pp);
+                    snprintf(bind, sizeof bind, "M=%lld", (long long)MM);
+                    pp.bind = bind;
+                    KT_OK(kern_graph_plan_create(g, ctx, &pp, &plan));
+                    KT_REQUIRE(plan != NULL);
+                    in[0] = kern_tensor_3d(x, dt, 1, M, K);
+                    in[1] = kern_tensor_3d(res, dt, 1, M, N);
+                    memset(out, 0, sizeof out);
+                    KT_OK(kern_graph_run(plan, in, 2, out, 1));
+                    KT_REQUIRE(out[0].data != NULL && out[0].shape[1] == M && out[0].shape[2] == N);
+                    KT_CHECK(memcmp(out[0].data, want, (size_t)(M * N) * es) == 0,
+                             "not the direct %s's bits", M <= 8 ? "kern_linear_gemv" : "kern_gemm");
+                    kern_graph_plan_free(plan);
+                    kern_graph_destroy(g);
+                }
+            }
+            kt_context("");
+            free(w);
+            free(bias);
+            free(x);
+            free(res);
+            free(want);
+        }
+}
+
 /* A node of the llm tests' graphs: inputs a, b (0 = absent), attrs, the
  * second output's name (NULL = default). */
 static kern_status gn_add(kern_graph *g, kern_graph_op op, const char *name, kern_graph_val a,
