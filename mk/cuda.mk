@@ -18,7 +18,7 @@ SDPA_CUDA_DEPS := kernels/cuda/kern_sdpa.cuh kernels/kern_sdpa.h include/kern_ba
 
 build/tests/test_sdpa_cuda_emu: tests/cuda/test_sdpa_cuda.cu kernels/cuda/kern_cuda_emu.cuh $(SDPA_CUDA_DEPS) tests/kt.h
 	@mkdir -p $(@D)
-	$(CXX) $(O) -g -std=c++17 -x c++ -DKERN_CUDA_EMULATE $(WARN) $(INC) -Ikernels/cuda $< -o $@ -lm -lpthread
+	$(CXX) $(O) $(DEBUG_INFO) -std=c++17 -x c++ -DKERN_CUDA_EMULATE $(WARN) $(INC) -Ikernels/cuda $< -o $@ -lm -lpthread
 
 TESTS += build/tests/test_sdpa_cuda_emu
 test: build/tests/test_sdpa_cuda_emu

@@ -21,7 +21,7 @@ FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZERS      ?= $(FUZZ_NAMES)
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZERS))
 FUZZ_DEPS    := tests/fuzz/kf.h tests/fuzz/kf_adapt.h tests/fuzz/fz.h tests/fuzz/fz_replay.h tests/kt.h $(HEADERS)
-FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+FUZZ_FLAGS   = -O1 $(DEBUG_INFO) -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE $(WARN) $(INC) -Itests/fuzz
 
 .PHONY: fuzz fuzz-build tsan
@@ -65,7 +65,7 @@ sanitize: $(patsubst %,build/san/fuzz_replay_%,$(REPLAY_NAMES))
 # the largest cases as for ASan/UBSan; KT_TSAN runs the lowest and best ISA
 # levels only (tests/kt.h: the races live in the task decompositions).
 TSAN_CC    ?= clang
-TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread $(WARN) -std=c11 -D_GNU_SOURCE \
+TSAN_FLAGS = -O1 $(DEBUG_INFO) -fno-omit-frame-pointer -fsanitize=thread $(WARN) -std=c11 -D_GNU_SOURCE \
               $(INC) -DKT_SANITIZER -DKT_TSAN
 TSAN_TESTS := $(patsubst tests/%.c,build/tsan/%,$(TEST_SRC)) \
               $(patsubst %,build/tsan/fuzz_replay_%,$(REPLAY_NAMES))
