@@ -1430,6 +1430,43 @@ KT_TEST(decode_attention_errors) {
     KT_OK(kern_decode_attention(ctx, &qt, &kt, &vt, &lt, &ot, NULL));
 }
 
+/* A graph of one linear or matmul node y = op(x, w, b, r) with symbolic
+ * rows M: x [M, K] and r [M, N] (lead1: [1, M, K] and [1, M, N]), w and b
+ * borrowed; NULL on failure. */
+static kern_graph *gemm_node_graph(kern_ctx *ctx, kern_graph_op op, kern_dtype dt, int lead1, int64_t K,
+                                   int64_t N, const kern_tensor *wt, const kern_tensor *bt, kern_act act,
+                                   int trans_b) {
+    kern_graph *g = NULL;
+    kern_graph_node_desc d;
+    kern_graph_val xv, rv, wv, bv, yv;
+    int64_t Ms, shp[3];
+    int nd = 2 + lead1;
+    if (kern_graph_create(ctx, &g) != KERN_OK) return NULL;
+    shp[0] = 1;
+    shp[nd - 1] = K;
+    if (kern_graph_symbol(g, "M", &Ms) != KERN_OK) goto fail;
+    shp[nd - 2] = Ms;
+    if (kern_graph_input(g, "x", dt, nd, shp, &xv) != KERN_OK) goto fail;
+    shp[nd - 1] = N;
+    if (kern_graph_input(g, "r", dt, nd, shp, &rv) != KERN_OK ||
+        kern_graph_weight(g, "w", wt, KERN_GRAPH_BORROW, &wv) != KERN_OK ||
+        kern_graph_weight(g, "b", bt, KERN_GRAPH_BORROW, &bv) != KERN_OK)
+        goto fail;
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.name = "y";
+    d.inputs[0] = xv;
+    d.inputs[1] = wv;
+    d.inputs[2] = bv;
+    d.inputs[3] = rv;
+    d.attrs.act = act;
+    d.attrs.trans_b = trans_b;
+    if (kern_graph_add(g, &d, &yv) == KERN_OK && kern_graph_output(g, yv) == KERN_OK) return g;
+fail:
+    kern_graph_destroy(g);
+    return NULL;
+}
+
 /* The graph's linear at decode sizes: a plan whose bound has at most 8 rows
  * of x keeps the weight unpacked and runs kern_linear_gemv; a larger bound
  * prepacks for kern_gemm. Both against a double reference for M = 1..8,
@@ -1477,38 +1514,17 @@ KT_TEST(graph_linear_gemv_route) {
                 }
             for (route = 0; route < 2; route++) {
                 KT_FOR_EACH_ISA(isa, ctx, 2) {
-                    kern_graph *g = NULL;
+                    kern_graph *g;
                     kern_graph_plan *plan = NULL;
                     kern_graph_plan_params pp;
                     kern_graph_plan_stats ps;
-                    kern_graph_node_desc d;
-                    kern_graph_val xv, rv, wv, bv, yv;
-                    kern_tensor wt, bt, in[2], out[1];
-                    int64_t Ms, shp[2];
+                    kern_tensor wt = kern_tensor_2d(w, dt, N, K), bt = kern_tensor_1d(bias, dt, N);
+                    kern_tensor in[2], out[1];
                     char bind[32];
                     kt_context("%s M%lld %s %s", kern_dtype_name(dt), (long long)M,
                                route ? "prepacked (bound 16)" : "gemv (bound M)", kern_isa_name(isa));
-                    KT_OK(kern_graph_create(ctx, &g));
-                    KT_OK(kern_graph_symbol(g, "M", &Ms));
-                    shp[0] = Ms;
-                    shp[1] = K;
-                    KT_OK(kern_graph_input(g, "x", dt, 2, shp, &xv));
-                    shp[1] = N;
-                    KT_OK(kern_graph_input(g, "r", dt, 2, shp, &rv));
-                    wt = kern_tensor_2d(w, dt, N, K);
-                    bt = kern_tensor_1d(bias, dt, N);
-                    KT_OK(kern_graph_weight(g, "w", &wt, KERN_GRAPH_BORROW, &wv));
-                    KT_OK(kern_graph_weight(g, "b", &bt, KERN_GRAPH_BORROW, &bv));
-                    memset(&d, 0, sizeof d);
-                    d.op = KERN_GRAPH_OP_LINEAR;
-                    d.name = "y";
-                    d.inputs[0] = xv;
-                    d.inputs[1] = wv;
-                    d.inputs[2] = bv;
-                    d.inputs[3] = rv;
-                    d.attrs.act = act;
-                    KT_OK(kern_graph_add(g, &d, &yv));
-                    KT_OK(kern_graph_output(g, yv));
+                    g = gemm_node_graph(ctx, KERN_GRAPH_OP_LINEAR, dt, 0, K, N, &wt, &bt, act, 0);
+                    KT_REQUIRE(g != NULL);
                     memset(&pp, 0, sizeof pp);
                     snprintf(bind, sizeof bind, "M=%lld", (long long)(route ? 16 : M));
                     pp.bind = bind;
@@ -1566,13 +1582,10 @@ KT_TEST(graph_matmul_gemv_route) {
             kt_fill_normal(&rng, res, dt, MM * N, 1.0);
             for (M = 1; M <= 9; M++) {
                 KT_FOR_EACH_ISA(isa, ctx, 2) {
-                    kern_graph *g = NULL;
+                    kern_graph *g;
                     kern_graph_plan *plan = NULL;
                     kern_graph_plan_params pp;
-                    kern_graph_node_desc d;
-                    kern_graph_val xv, rv, wv, bv, yv;
                     kern_tensor wt, bt, in[2], out[1], x2, r2, y2, wn;
-                    int64_t Ms, shp[3];
                     char bind[32];
                     kt_context("%s %s M%lld %s", kern_dtype_name(dt), tb ? "trans_b" : "[K, N]",
                                (long long)M, kern_isa_name(isa));
@@ -1605,27 +1618,8 @@ KT_TEST(graph_matmul_gemv_route) {
                         gp.epilogue.residual = &r2;
                         KT_OK(kern_gemm(ctx, &x2, &wt, &y2, &gp));
                     }
-                    KT_OK(kern_graph_create(ctx, &g));
-                    KT_OK(kern_graph_symbol(g, "M", &Ms));
-                    shp[0] = 1;
-                    shp[1] = Ms;
-                    shp[2] = K;
-                    KT_OK(kern_graph_input(g, "x", dt, 3, shp, &xv));
-                    shp[2] = N;
-                    KT_OK(kern_graph_input(g, "r", dt, 3, shp, &rv));
-                    KT_OK(kern_graph_weight(g, "w", &wt, KERN_GRAPH_BORROW, &wv));
-                    KT_OK(kern_graph_weight(g, "b", &bt, KERN_GRAPH_BORROW, &bv));
-                    memset(&d, 0, sizeof d);
-                    d.op = KERN_GRAPH_OP_MATMUL;
-                    d.name = "y";
-                    d.inputs[0] = xv;
-                    d.inputs[1] = wv;
-                    d.inputs[2] = bv;
-                    d.inputs[3] = rv;
-                    d.attrs.act = KERN_ACT_SILU;
-                    d.attrs.trans_b = tb;
-                    KT_OK(kern_graph_add(g, &d, &yv));
-                    KT_OK(kern_graph_output(g, yv));
+                    g = gemm_node_graph(ctx, KERN_GRAPH_OP_MATMUL, dt, 1, K, N, &wt, &bt, KERN_ACT_SILU, tb);
+                    KT_REQUIRE(g != NULL);
                     memset(&pp, 0, sizeof pp);
                     snprintf(bind, sizeof bind, "M=%lld", (long long)MM);
                     pp.bind = bind;
