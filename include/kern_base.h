@@ -710,6 +710,10 @@ KERN_API void kern__op_end(kern_ctx *ctx);
  * smaller ones). 0 for views of at most one element. */
 KERN_API int kern__tensor_self_overlap(const kern_tensor *t);
 
+/* The tuning class a context at level isa runs (u resolved, then generic
+ * below the AVX-512 levels: the per-class tables exist there only). */
+KERN_API kern_uarch kern__uarch_effective(kern_uarch u, kern_isa isa);
+
 /* Memory through the context's allocator (64-byte aligned). */
 KERN_API void *kern__alloc(kern_ctx *ctx, size_t size);
 KERN_API void kern__free(kern_ctx *ctx, void *ptr);
@@ -1592,7 +1596,7 @@ KERN_API const kern_cpu_info_t *kern_cpu_info(void) {
 
 /* The class a context at level isa uses: the per-class tables exist for
  * the AVX-512 levels only. */
-static kern_uarch kern__uarch_effective(kern_uarch u, kern_isa isa) {
+KERN_API kern_uarch kern__uarch_effective(kern_uarch u, kern_isa isa) {
     if (u == KERN_UARCH_AUTO) u = kern_cpu_info()->uarch;
     if (isa != KERN_ISA_AVX512 && isa != KERN_ISA_AVX512_VNNI && isa != KERN_ISA_AVX512_BF16 &&
         isa != KERN_ISA_AMX)

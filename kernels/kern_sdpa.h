@@ -283,62 +283,11 @@ KERN_API kern_status kern_sdpa_varlen_backward(
     const kern_tensor *cu_seqlens_k, int64_t max_seqlen_q,
     int64_t max_seqlen_k, const kern_sdpa_params *params);
 
-#ifdef __cplusplus
-}
-#endif
-#endif /* KERN_SDPA_H */
-
-/* ====================================================================== */
-/*                              IMPLEMENTATION                            */
-/* ====================================================================== */
-#if defined(KERN_IMPLEMENTATION) && !defined(KERN_SDPA_IMPLEMENTED)
-KERN__IMPL_DIAG_BEGIN
-#define KERN_SDPA_IMPLEMENTED
-
-#include <math.h>
-#ifdef KERN_X86
-#include <immintrin.h>
-#endif
-#ifdef KERN_NEON
-#include <arm_neon.h>
-#endif
-
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* Blocking, the same for every ISA so that scratch layouts and the order of
- * reductions depend only on the shape:
- *   NQ  query rows per panel (the vector lanes of the score tile S^T[key][row]:
- *       the softmax over keys is then vertical, no horizontal reductions);
- *   BK  keys per block (S^T tile 64 x 32 f32 = 8 KiB, stays in L1);
- *   QB  panels per task sharing each K/V block while it is in L1/L2;
- *   ROWS_MAX  below this many query rows per kv head (decode), the row path
- *       computes q.k as dot products instead of wasting panel lanes. */
-#define KERN__SDPA_NQ 32
-#define KERN__SDPA_BK 64
-/* query panels a forward task runs against each key block: 8 when one
- * head's K and V pass KERN__SDPA_QB_BYTES (the block then comes from the
- * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems);
- * the tile table also takes 8 whenever that leaves 8 tasks (its per-block
- * packing is a larger share). A row's reductions run over the key blocks
- * in the same order either way, so this changes no result. */
-#define KERN__SDPA_QB 4
-#define KERN__SDPA_QB_MAX 8
-#define KERN__SDPA_QB_BYTES ((int64_t)512 * 1024)
-#define KERN__SDPA_ROWS_MAX 16
-/* Decode-shaped problems are split along the keys until there are about
- * this many tasks (independent of the thread count, for determinism). */
-#define KERN__SDPA_SPLIT_TASKS 32
-#define KERN__SDPA_SPLIT_MIN_KEYS 512
-/* Backward: key ranges per (batch, kv head) until about this many tasks. */
-#define KERN__SDPA_BWD_TASKS 8
-
-#define KERN__SDPA_LOG2E 1.4426950408889634f
-#define KERN__SDPA_LN2 0.6931471805599453f
-
-/* ------------------------------------------------------------ ISA table */
+/* ------------------------------------------------------------ ISA table
+ * (kern__ prefix: for kern's kernels and tests, not a stable API): one
+ * const table per level, kern__sdpa_fns_for(kern_ctx_isa(ctx),
+ * kern_ctx_uarch(ctx)). Declared here so that test_sdpa links the
+ * implementation compiled once. */
 
 /* C[m][n] (+)= sum_k A[m*a_rs + k*a_ks] * B[k*b_ks + n], m < M, n < N
  * (B rows and C rows contiguous in n; only N lanes are read or written). */
@@ -425,6 +374,63 @@ typedef struct kern__sdpa_fns {
      * dst[r] as f32, bf16 or f16 (16 x 16 transposes); NULL: per row */
     void (*opanel)(const float *ot, int64_t Dv, int64_t nr, void *const *dst, kern_dtype dt);
 } kern__sdpa_fns;
+KERN_API const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERN_SDPA_H */
+
+/* ====================================================================== */
+/*                              IMPLEMENTATION                            */
+/* ====================================================================== */
+#if defined(KERN_IMPLEMENTATION) && !defined(KERN_SDPA_IMPLEMENTED)
+KERN__IMPL_DIAG_BEGIN
+#define KERN_SDPA_IMPLEMENTED
+
+#include <math.h>
+#ifdef KERN_X86
+#include <immintrin.h>
+#endif
+#ifdef KERN_NEON
+#include <arm_neon.h>
+#endif
+
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Blocking, the same for every ISA so that scratch layouts and the order of
+ * reductions depend only on the shape:
+ *   NQ  query rows per panel (the vector lanes of the score tile S^T[key][row]:
+ *       the softmax over keys is then vertical, no horizontal reductions);
+ *   BK  keys per block (S^T tile 64 x 32 f32 = 8 KiB, stays in L1);
+ *   QB  panels per task sharing each K/V block while it is in L1/L2;
+ *   ROWS_MAX  below this many query rows per kv head (decode), the row path
+ *       computes q.k as dot products instead of wasting panel lanes. */
+#define KERN__SDPA_NQ 32
+#define KERN__SDPA_BK 64
+/* query panels a forward task runs against each key block: 8 when one
+ * head's K and V pass KERN__SDPA_QB_BYTES (the block then comes from the
+ * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems);
+ * the tile table also takes 8 whenever that leaves 8 tasks (its per-block
+ * packing is a larger share). A row's reductions run over the key blocks
+ * in the same order either way, so this changes no result. */
+#define KERN__SDPA_QB 4
+#define KERN__SDPA_QB_MAX 8
+#define KERN__SDPA_QB_BYTES ((int64_t)512 * 1024)
+#define KERN__SDPA_ROWS_MAX 16
+/* Decode-shaped problems are split along the keys until there are about
+ * this many tasks (independent of the thread count, for determinism). */
+#define KERN__SDPA_SPLIT_TASKS 32
+#define KERN__SDPA_SPLIT_MIN_KEYS 512
+/* Backward: key ranges per (batch, kv head) until about this many tasks. */
+#define KERN__SDPA_BWD_TASKS 8
+
+#define KERN__SDPA_LOG2E 1.4426950408889634f
+#define KERN__SDPA_LN2 0.6931471805599453f
+
 
 /* ---------------------------------------------------------- scalar path */
 
@@ -2222,7 +2228,7 @@ static const kern__sdpa_fns kern__sdpa_fns_neon = {
 #undef KERN__SDPA_BWD
 
 /* The table of level isa and class uarch (kern_ctx_uarch). */
-static const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch) {
+KERN_API const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch) {
     (void)uarch;
     switch (isa) {
 #ifdef KERN_X86

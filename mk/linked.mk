@@ -5,15 +5,16 @@
 # cores this takes minutes off every flavour of make test / sanitize /
 # tsan / fuzz. The internals test_api and test_base use are KERN_API
 # declarations (kern__op_begin, kern__workspace, ...), as are the few that
-# test_graph (the memory planner, the checker's fault hook) and test_norm
-# (its table's name) reach. The tests of static internals (ISA function
-# tables, generated vector bodies: test_gemm, test_math, test_qgemm,
-# test_sdpa, test_sparse24) still compile the implementation themselves.
+# test_graph (the memory planner, the checker's fault hook), test_norm
+# (its table's name) and test_sdpa (its ISA tables) reach. The tests of
+# static internals (generated vector bodies and their tables: test_gemm,
+# test_math, test_qgemm, test_sparse24) still compile the implementation
+# themselves.
 # The libFuzzer targets link build/fuzz/kern_impl.o the same way (mk/fuzz.mk).
 # Included after mk/fuzz.mk (REPLAY_NAMES, FUZZ_DEPS, TSAN_COMPILE).
 
 LINKED_NAMES := test_api test_base test_fault test_graph test_llm test_norm test_sam test_safetensors test_scatter \
-                test_spmm test_threads
+                test_sdpa test_spmm test_threads
 
 # $(call KT_LINKED_RULES,DIR,IMPL_OBJECT,COMPILE): every linked test and
 # fuzz replay of the flavour built in DIR with COMPILE, linking IMPL_OBJECT.

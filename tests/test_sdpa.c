@@ -13,7 +13,9 @@
  *   backward: compared by normalized MSE (dq/dk/dv are long reductions
  *     with cancellation): f32 1e-9, f16 1e-5, bf16 1e-4.
  */
+#ifndef KT_LINKED /* mk/linked.mk links the implementation compiled once */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_sdpa.h"
 #include "kt.h"
 
