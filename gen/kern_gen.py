@@ -669,7 +669,8 @@ class Lowering:
         alpha = self.fattr(n, 'alpha')
         out_scale = self.fattr(n, 'out_scale')
         packable = n.op == 'linear' and w.kind == 'weight' and len(w.shape) == 2
-        xv, yv, rv = rows_view(x, y, r) if n.op == 'linear' else (x, y, r)
+        gx, gy, gr = rows_view(x, y, r)  # a matmul's rows too, for the GEMV
+        xv, yv, rv = (gx, gy, gr) if n.op == 'linear' else (x, y, r)
         self.set_out(n, 0, y)
         glu = n.op == 'linear' and self.iattr(n, 'glu')
         # f32 and bf16 instances (x, W and y of one dtype; a bf16 linear's
@@ -681,7 +682,6 @@ class Lowering:
                 (b is None or (b.dtype in (idt, 'f32') and b.stride == [1]))):
             self.gemm_instance(n, xv, w, b, rv, yv, act, alpha_set, alpha, out_scale, idt)
             return
-        gx, gy, gr = rows_view(x, y, r)  # a matmul's rows too, for the GEMV
         gw = w
         if n.op == 'matmul' and not trans_b and len(w.shape) == 2:
             gw = transposed(w)
