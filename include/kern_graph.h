@@ -5275,18 +5275,19 @@ static int kern__g_gemv_node(const kern__gnode *n, const kern_tensor *w) {
     if (n->a.alpha_set && n->a.alpha != 1.0f) return 0;
     return w && w->ndim == 2 && kern__g_gemv_dt(w->dtype);
 }
-/* This run of a linear or matmul step goes to kern_linear_gemv: then *o
- * holds its x, y and residual as rows (kern__g_lin_args) and *wv the
+/* This run of a linear or matmul step (la: its x, y and residual as the
+ * step passes them to kern_gemm) goes to kern_linear_gemv: then *o holds
+ * them as rows (kern__g_lin_args: a linear's are already) and *wv the
  * weight as kern_linear_gemv reads it, [N, K]. The layout tests are
  * kern_linear_gemv's own, so a run sent there is never refused. */
-static int kern__g_gemv_args(const kern__gnode *n, const kern__gstep *st, const kern_tensor *x,
-                             const kern_tensor *w, const kern_tensor *y, const kern_tensor *res,
-                             const kern_tensor *bias, kern__glin *o, kern_tensor *wv) {
+static int kern__g_gemv_args(const kern__gnode *n, const kern__gstep *st, const kern__glin *la,
+                             const kern_tensor *w, const kern_tensor *bias, kern__glin *o,
+                             kern_tensor *wv) {
     const kern_tensor *r;
     int64_t K, N;
     int kmajor;
     if (st->pb || !kern__g_gemv_node(n, w)) return 0;
-    kern__g_lin_args(x, y, res, o);
+    kern__g_lin_args(&la->x, &la->y, la->resp, o);
     r = o->resp;
     *wv = *w;
     if (n->op == KERN_GRAPH_OP_MATMUL && !n->a.trans_b) {
@@ -5405,8 +5406,7 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
         {
             kern__glin lv;
             kern_tensor wv;
-            if (kern__g_gemv_args(n, st, KERN__GT(0), KERN__GT(1), y, KERN__GT(3), KERN__GT(2), &lv,
-                                  &wv)) {
+            if (kern__g_gemv_args(n, st, &la, KERN__GT(1), KERN__GT(2), &lv, &wv)) {
                 kern_gemv_params vp;
                 memset(&vp, 0, sizeof vp);
                 vp.epilogue.bias = KERN__GT(2);
@@ -5697,8 +5697,7 @@ static size_t kern__gfam_gemm_ws_q(kern_graph_plan *p, const kern__gstep *st, co
     {
         kern__glin lv;
         kern_tensor wv;
-        if (kern__g_gemv_args(n, st, &t[0], &t[1], &t[3], n->in[3] ? &t[2] : NULL,
-                              n->in[2] ? &T[n->in[2]] : NULL, &lv, &wv))
+        if (kern__g_gemv_args(n, st, &la, &t[1], n->in[2] ? &T[n->in[2]] : NULL, &lv, &wv))
             return 0; /* kern_linear_gemv takes no workspace */
     }
     kern__g_gemm_params(n, st, T, &la, &gp);
