@@ -21,7 +21,9 @@
  *
  * Usage: bench_sdpa_cuda [--filter REGEX] [--quick] [--list]
  */
+#ifndef KERN_SDPA_CUDA_LINKED /* make cuda links build/cuda/kern_sdpa_cuda.o */
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_sdpa.cuh"
 
 #include <stdio.h>

@@ -28,7 +28,12 @@
  *        the dtype before the tensor-core products, so their error scales
  *        with the size of the whole tensor rather than of each entry.
  */
+/* make cuda links the implementation compiled once by nvcc
+ * (build/cuda/kern_sdpa_cuda.o, -DKERN_SDPA_CUDA_LINKED); alone, or as the
+ * emulator build, the file carries it. */
+#ifndef KERN_SDPA_CUDA_LINKED
 #define KERN_IMPLEMENTATION
+#endif
 #include "kern_sdpa.cuh"
 #include "kt.h"
 
