@@ -2867,8 +2867,14 @@ KERN_TARGET_AVX2 static inline __m256i kern__tailmask__avx2(int n) {
 KERN_TARGET_AVX2 static inline __m256 kern__loadn__avx2(const float *p, int n) {
     return _mm256_maskload_ps(p, kern__tailmask__avx2(n));
 }
+/* A whole vector is a plain store: AMD's masked 256-bit store is
+ * microcoded (a dozen cycles each on Zen 2/3), and loops call this with
+ * n = 8 on every step but the last. */
 KERN_TARGET_AVX2 static inline void kern__storen__avx2(float *p, __m256 v, int n) {
-    _mm256_maskstore_ps(p, kern__tailmask__avx2(n), v);
+    if (n >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, kern__tailmask__avx2(n), v);
 }
 KERN_TARGET_AVX512 static inline __mmask16 kern__tailmask__avx512(int n) {
     return (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);

@@ -1259,16 +1259,19 @@ KERN_TARGET_AVX2 static inline __m256i kern__sdpa_tailmask__avx2(int64_t n) {
 }
 
 /* 6 rows x 16 lanes: 12 ymm accumulators, 2 B loads and 6 broadcasts per
- * k step. B loads and C stores are masked for the lane tail. */
+ * k step. A full tile (16 lanes) uses plain loads and stores; only the
+ * lane tail goes through masks (on AMD a masked 256-bit store is
+ * microcoded, a dozen cycles each: with 12 of them per call they cost a
+ * quarter of a 64-deep tile's time). */
 #define KERN__SDPA_A2ROW(r)                                                   \
     {                                                                         \
         __m256 x = _mm256_broadcast_ss(a##r + ao);                            \
         c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                            \
         c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                            \
     }
-KERN_TARGET_AVX2 static void kern__sdpa_mk_6x16__avx2(
+KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
     int64_t K, const float *const *ap, int64_t a_ks, const float *b,
-    int64_t b_ks, float *const *cp, int mr, int64_t nn, int acc) {
+    int64_t b_ks, float *const *cp, int mr, int64_t nn, int acc, int full) {
     const float *a0 = ap[0], *a1 = ap[1], *a2 = ap[2], *a3 = ap[3];
     const float *a4 = ap[4], *a5 = ap[5];
     __m256i k0 = kern__sdpa_tailmask__avx2(nn), k1 = kern__sdpa_tailmask__avx2(nn - 8);
@@ -1279,15 +1282,17 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_6x16__avx2(
     if (acc) {
 #define KERN__SDPA_A2LD(r)                                                    \
     if (mr > r) {                                                             \
-        c##r##0 = _mm256_maskload_ps(cp[r], k0);                              \
-        c##r##1 = _mm256_maskload_ps(cp[r] + 8, k1);                          \
+        c##r##0 = full ? _mm256_loadu_ps(cp[r]) : _mm256_maskload_ps(cp[r], k0); \
+        c##r##1 = full ? _mm256_loadu_ps(cp[r] + 8)                           \
+                       : _mm256_maskload_ps(cp[r] + 8, k1);                   \
     }
         KERN__SDPA_A2LD(0) KERN__SDPA_A2LD(1) KERN__SDPA_A2LD(2)
         KERN__SDPA_A2LD(3) KERN__SDPA_A2LD(4) KERN__SDPA_A2LD(5)
 #undef KERN__SDPA_A2LD
     }
     for (k = 0; k < K; k++) {
-        __m256 b0 = _mm256_maskload_ps(b, k0), b1 = _mm256_maskload_ps(b + 8, k1);
+        __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, k0);
+        __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, k1);
         KERN__SDPA_A2ROW(0) KERN__SDPA_A2ROW(1) KERN__SDPA_A2ROW(2)
         KERN__SDPA_A2ROW(3) KERN__SDPA_A2ROW(4) KERN__SDPA_A2ROW(5)
         ao += a_ks;
@@ -1295,12 +1300,25 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_6x16__avx2(
     }
 #define KERN__SDPA_A2ST(r)                                                    \
     if (mr > r) {                                                             \
-        _mm256_maskstore_ps(cp[r], k0, c##r##0);                              \
-        _mm256_maskstore_ps(cp[r] + 8, k1, c##r##1);                          \
+        if (full) {                                                           \
+            _mm256_storeu_ps(cp[r], c##r##0);                                 \
+            _mm256_storeu_ps(cp[r] + 8, c##r##1);                             \
+        } else {                                                              \
+            _mm256_maskstore_ps(cp[r], k0, c##r##0);                          \
+            _mm256_maskstore_ps(cp[r] + 8, k1, c##r##1);                      \
+        }                                                                     \
     }
     KERN__SDPA_A2ST(0) KERN__SDPA_A2ST(1) KERN__SDPA_A2ST(2)
     KERN__SDPA_A2ST(3) KERN__SDPA_A2ST(4) KERN__SDPA_A2ST(5)
 #undef KERN__SDPA_A2ST
+}
+KERN_TARGET_AVX2 static void kern__sdpa_mk_6x16__avx2(
+    int64_t K, const float *const *ap, int64_t a_ks, const float *b,
+    int64_t b_ks, float *const *cp, int mr, int64_t nn, int acc) {
+    if (nn >= 16)
+        kern__sdpa_mk_6x16_body__avx2(K, ap, a_ks, b, b_ks, cp, mr, nn, acc, 1);
+    else
+        kern__sdpa_mk_6x16_body__avx2(K, ap, a_ks, b, b_ks, cp, mr, nn, acc, 0);
 }
 
 KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64_t K,
