@@ -19,14 +19,39 @@
  * Cases: relpos/<dt>/B<B>/H12/G<g>x<g>/D64 — global attention at 64 x 64
  * tokens (B 1) and 14 x 14 windows (B 25: the padded 70 x 70 grid). FLOPs
  * 4 B H L^2 D for every impl (the bias is not counted).
+ *
+ * The whole encoder, the post's steps: encoder/vit-b/<step> — SAM ViT-B's
+ * image encoder on one 1024 x 1024 image (models/sam.py --vit-b: HF
+ * SamVisionModel's config, seeded weights), impl kern_graph: the model's IR
+ * + safetensors planned once per case (transforms and prepacking outside
+ * the timing), kern_graph_run timed. Steps:
+ *   f32                 the f32 graph (fused rel-pos SDPA);
+ *   bf16                the bf16 graph (model-bf16.kg: block linears and
+ *                       attention bf16, as torch.autocast places them);
+ *   int8                every block linear int8 dynamic (the plan's
+ *                       quantize transform);
+ *   sparse24            the MLP linears pruned 2:4 and run sparse;
+ *   int8+sparse24       attention linears int8, MLP 2:4;
+ *   bf16+int8, bf16+int8+sparse24   the same on top of the bf16 graph.
+ * The bf16 steps are skipped on a CPU without a native bf16 dot product
+ * (AVX512-BF16 / AMX / NEON bf16): there kern's bf16 kernels convert to
+ * f32 and the step would be slower than f32 by design. Peers in
+ * bench/peers/sam.py: torch (HF SamVisionModel eager with its sdpa
+ * attention; autocast bf16; quantize_dynamic int8) and torch_compile.
+ * FLOPs (the same for every impl and step, dense-equivalent): the patch
+ * embedding, each block's qkv / proj over the rows HF runs them on (the
+ * padded 70 x 70 grid in windowed blocks), the two attention products, the
+ * MLP, and the neck's two convolutions. The files are written by
+ * `bench/.venv/bin/python models/sam.py --vit-b --export-only` (run once
+ * by this file when they are missing).
  */
-#include "kern_gemm.h"
-#include "kern_sdpa.h"
+#include "kern.h"
 #include "kbench.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef struct mcase {
     int64_t B, H, g, D; /* g x g grid, L = g * g */
@@ -241,11 +266,123 @@ static void add_case(int64_t B, int64_t H, int64_t g, int64_t D, kern_dtype dt) 
     }
 }
 
+/* ---------------------------------------------------- the whole encoder */
+
+#define SAM_DIR "build/models/sam-i1024-h768-l12-w14"
+
+typedef struct ecase {
+    const char *step, *quantize, *sparsify;
+    int bf16;
+    char name[64];
+} ecase;
+
+#define SAM_BLOCKS "vision_encoder.layers.*"
+#define SAM_ATTN "vision_encoder.layers.*.attn.*"
+#define SAM_MLP "vision_encoder.layers.*.mlp.*"
+static ecase ecases[] = {
+    {"f32", NULL, NULL, 0, ""},
+    {"bf16", NULL, NULL, 1, ""},
+    {"int8", SAM_BLOCKS, NULL, 0, ""},
+    {"sparse24", NULL, SAM_MLP, 0, ""},
+    {"int8+sparse24", SAM_ATTN, SAM_MLP, 0, ""},
+    {"bf16+int8", SAM_BLOCKS, NULL, 1, ""},
+    {"bf16+int8+sparse24", SAM_ATTN, SAM_MLP, 1, ""},
+};
+
+/* ViT-B: image 1024, patch 16 (64 x 64 tokens), hidden 768, 12 heads of
+ * 64, 12 blocks (global attention in 4 of them, 14 x 14 windows of the
+ * padded 70 x 70 grid in the other 8), MLP 3072, neck 256. */
+static double encoder_flops(void) {
+    const double C = 768, I = 3072, O = 256, T = 4096, Tw = 4900, H = 12, D = 64;
+    double f = 2 * T * C * C;                                   /* patch embedding */
+    double win = 2 * Tw * C * 3 * C + 2 * Tw * C * C + 4 * 25 * H * 196.0 * 196.0 * D;
+    double glo = 2 * T * C * 3 * C + 2 * T * C * C + 4 * H * T * T * D;
+    f += 8 * win + 4 * glo + 12 * (2 * 2 * T * C * I);          /* blocks */
+    f += 2 * T * C * O + 2 * T * 9 * O * O;                     /* neck */
+    return f;
+}
+
+static int native_bf16(void) {
+    return kern_isa_available(KERN_ISA_AVX512_BF16) || kern_isa_available(KERN_ISA_NEON_BF16);
+}
+
+static void run_encoder(kbench_state *st, void *user) {
+    const ecase *c = (const ecase *)user;
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    const char *stem = c->bf16 ? SAM_DIR "/model-bf16" : SAM_DIR "/model";
+    char kg[256], sf[256];
+    kern_graph *g = NULL;
+    kern_graph_plan *p = NULL;
+    kern_safetensors *w = NULL, *ist = NULL;
+    kern_graph_plan_params pp;
+    kern_tensor in, out;
+
+    if (c->bf16 && !native_bf16()) {
+        kbench_skip(st, "no native bf16 dot product on this CPU (AVX512-BF16, AMX or NEON bf16): "
+                        "the bf16 steps are skipped (kern's bf16 kernels would convert to f32)");
+        return;
+    }
+    snprintf(kg, sizeof kg, "%s.kg", stem);
+    snprintf(sf, sizeof sf, "%s.safetensors", stem);
+    if (access(kg, R_OK) != 0 || access(SAM_DIR "/inputs.safetensors", R_OK) != 0) {
+        if (access("bench/.venv/bin/python", X_OK) != 0 ||
+            system("bench/.venv/bin/python models/sam.py --vit-b --export-only >&2") != 0 ||
+            access(kg, R_OK) != 0) {
+            kbench_skip(st, "no " SAM_DIR " (bench/.venv/bin/python models/sam.py --vit-b --export-only)");
+            return;
+        }
+    }
+    if (kern_graph_load_ir(ctx, kg, &g) || kern_safetensors_open(ctx, sf, NULL, &w) ||
+        kern_graph_bind_safetensors(g, w, KERN_GRAPH_BORROW) ||
+        kern_safetensors_open(ctx, SAM_DIR "/inputs.safetensors", NULL, &ist) ||
+        kern_safetensors_tensor(ist, "pixel_values", &in)) {
+        kbench_skip(st, kern_last_error());
+        goto done;
+    }
+    memset(&pp, 0, sizeof pp);
+    memset(&out, 0, sizeof out);
+    pp.quantize = c->quantize;
+    pp.sparsify = c->sparsify;
+    pp.cache_size = 1;
+    if (kern_graph_plan_create(g, ctx, &pp, &p) || kern_graph_run(p, &in, 1, &out, 1)) {
+        kbench_skip(st, kern_last_error());
+        goto done;
+    }
+    while (kbench_next(st)) {
+        memset(&out, 0, sizeof out);
+        kern_graph_run(p, &in, 1, &out, 1);
+    }
+    kbench_use(out.data);
+    kbench_set_flops(st, encoder_flops());
+    {
+        kern_graph_plan_stats s;
+        memset(&s, 0, sizeof s);
+        kern_graph_plan_stats_get(p, &s);
+        kbench_counter(st, "arena_MiB", s.arena_bytes / 1048576.0);
+        kbench_counter(st, "packed_MiB", s.packed_bytes / 1048576.0);
+        kbench_counter(st, "steps", s.n_steps);
+    }
+done:
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+    kern_safetensors_free(ctx, ist);
+    kern_safetensors_free(ctx, w);
+}
+
 KBENCH_INIT(sam) {
+    size_t e;
     add_case(1, 12, 64, 64, KERN_F32);  /* global attention, 64 x 64 tokens */
     add_case(25, 12, 14, 64, KERN_F32); /* 14 x 14 windows of the padded 70 x 70 grid */
     add_case(1, 12, 64, 64, KERN_BF16);
     add_case(25, 12, 14, 64, KERN_BF16);
+    for (e = 0; e < sizeof ecases / sizeof ecases[0]; e++) {
+        ecase *c = &ecases[e];
+        int th;
+        snprintf(c->name, sizeof c->name, "encoder/vit-b/%s", c->step);
+        for (th = 1; th <= 2; th++)
+            kbench_add("sam", c->name, "kern_graph", th, c->bf16 ? KBENCH_PEAK_BF16 : KBENCH_PEAK_F32,
+                       run_encoder, c);
+    }
     /* headline cases: the default `make bench` set (docs/bench.md) */
     kbench_headline("sam", "relpos/f32/B1/H12/G64x64/D64");
     kbench_headline("sam", "relpos/f32/B25/H12/G14x14/D64");

@@ -69,7 +69,7 @@ from ir_casts import casts  # models/ is on sys.path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def parse():
+def parse(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", type=int, default=128)
     ap.add_argument("--patch", type=int, default=16)
@@ -90,16 +90,23 @@ def parse():
     ap.add_argument("--variants", default="f32", help="kern variants timed by --bench")
     ap.add_argument("--rounds", type=int, default=2, help="--bench rounds (A B A B)")
     ap.add_argument("--compile", action="store_true", help="--bench torch.compile too")
+    ap.add_argument("--export-only", action="store_true",
+                    help="write the IR, weights and input (f32 and bf16) and stop: no HF run, "
+                    "no checks (what bench/bench_sam.c runs when the files are missing)")
     ap.add_argument("--vit-b", action="store_true",
                     help="SAM ViT-B's vision config (overrides the size options)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.vit_b:
         a.image, a.patch, a.hidden, a.heads, a.layers = 1024, 16, 768, 12, 12
         a.window, a.glob, a.mlp, a.out_ch = 14, "2,5,8,11", 3072, 256
     return a
 
 
-def build_model(a):
+def build_model(a, attn="eager"):
+    """The seeded SamVisionModel; attn is HF's attention implementation
+    ("eager" materializes the bias and runs matmul/softmax/matmul, "sdpa"
+    passes it to F.scaled_dot_product_attention); the weights do not
+    depend on it."""
     import torch
     from transformers import SamVisionConfig
     from transformers.models.sam.modeling_sam import SamVisionModel
@@ -107,7 +114,7 @@ def build_model(a):
     cfg = SamVisionConfig(hidden_size=a.hidden, num_hidden_layers=a.layers,
                           num_attention_heads=a.heads, image_size=a.image, patch_size=a.patch,
                           window_size=a.window, global_attn_indexes=glob, mlp_dim=a.mlp,
-                          output_channels=a.out_ch, attn_implementation="eager")
+                          output_channels=a.out_ch, attn_implementation=attn)
     if a.vit_b:  # the sizes above are SamVisionConfig's defaults, SAM ViT-B's
         ref = SamVisionConfig()
         for f in ("hidden_size", "num_hidden_layers", "num_attention_heads", "image_size",
@@ -413,6 +420,9 @@ def main():
     g = torch.Generator().manual_seed(a.seed + 2)
     pix = torch.randn(a.batch, 3, a.image, a.image, generator=g)
     save_file({"pixel_values": pix}, os.path.join(d, "inputs.safetensors"))
+    if a.export_only:
+        print("wrote %s" % d)
+        return 0
     with torch.no_grad():
         want = model(pixel_values=pix).last_hidden_state.float()
     desc = "SAM vision encoder (image %d, hidden %d, %d layers, window %d, global %s)" % (

@@ -10,15 +10,137 @@ it (transformers' SamVisionAttention / SamVisionSdpaAttention):
 Both form the bias inside the timed call, as the model does every forward.
 The tables have 2 * g - 1 rows (no interpolation). Case names and FLOP
 counts (4 B H L^2 D, the bias not counted) match bench/bench_sam.c.
+
+The whole encoder, encoder/vit-b/<step> (bench/bench_sam.c's steps), on
+models/sam.py's seeded SAM ViT-B and the image it writes:
+
+  torch          HF SamVisionModel with its default attention (sdpa: the
+                 bias materialized and passed to SDPA), inference mode;
+                 step bf16 under torch.autocast(bfloat16), int8 = torch's
+                 quantize_dynamic of every nn.Linear (the block linears:
+                 the same set kern quantizes); the 2:4 steps and the int8
+                 steps on top of bf16 are skipped (torch's semi-structured
+                 sparse linear is CUDA-only; its dynamic int8 linear takes
+                 f32 activations);
+  torch_compile  torch.compile of the same model, f32 and bf16 (compiling
+                 and the first call untimed; Inductor's cache under
+                 build/models/inductor-cache).
+
+The bf16 steps are skipped on a CPU without a native bf16 dot product, as
+kern's are.
 """
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "models"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(ROOT, "build", "models", "inductor-cache"))
 import common  # noqa: E402
 
 FAMILY = "sam"
 IMPLS = ("torch_eager", "torch_sdpa_mask")
+STEPS = ("f32", "bf16", "int8", "sparse24", "int8+sparse24", "bf16+int8", "bf16+int8+sparse24")
+ENC_IMPLS = ("torch", "torch_compile")
+
+
+def encoder_flops():
+    """bench/bench_sam.c's encoder_flops: ViT-B, padded windows counted."""
+    C, I, O, T, Tw, H, D = 768.0, 3072.0, 256.0, 4096.0, 4900.0, 12.0, 64.0
+    f = 2 * T * C * C
+    win = 2 * Tw * C * 3 * C + 2 * Tw * C * C + 4 * 25 * H * 196.0 * 196.0 * D
+    glo = 2 * T * C * 3 * C + 2 * T * C * C + 4 * H * T * T * D
+    f += 8 * win + 4 * glo + 12 * (2 * 2 * T * C * I)
+    f += 2 * T * C * O + 2 * T * 9 * O * O
+    return f
+
+
+def native_bf16():
+    """A bf16 dot product in hardware (x86 AVX512-BF16 / AMX-BF16, Arm bf16)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    fl = line.split(":", 1)[1].split()
+                    return "avx512_bf16" in fl or "amx_bf16" in fl or "bf16" in fl
+    except OSError:
+        pass
+    return False
+
+
+def enc_skip(step, impl):
+    if step.startswith("bf16") and not native_bf16():
+        return "no native bf16 dot product on this CPU: the bf16 steps are skipped"
+    if "sparse24" in step:
+        return "torch's 2:4 semi-structured sparse linear runs on CUDA only"
+    if step.startswith("bf16+"):
+        return "no torch CPU equivalent (quantize_dynamic's int8 linear takes f32 activations)"
+    if impl == "torch_compile" and step == "int8":
+        return "torch.compile of quantize_dynamic modules is not measured here"
+    return None
+
+
+def run_encoder(args):
+    todo = [(st, i) for st in STEPS for i in ENC_IMPLS
+            if common.wanted(args, FAMILY, "encoder/vit-b/" + st, i)]
+    if not todo:
+        return
+    state = {}
+
+    def setup(torch):
+        if "model" not in state:
+            import sam
+            a = sam.parse(["--vit-b"])
+            _, state["model"] = sam.build_model(a, attn="sdpa")
+            g = torch.Generator().manual_seed(a.seed + 2)
+            state["pix"] = torch.randn(1, 3, a.image, a.image, generator=g)
+        return state["model"], state["pix"]
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        torch, err = None, "torch not importable: %s" % common.first_line(e)
+    fl = encoder_flops()
+    comp_err = None
+    for step, impl in todo:
+        case = "encoder/vit-b/" + step
+        skip = enc_skip(step, impl) or (None if torch else err)
+        call = None
+        if not skip:
+            try:
+                model, pix = setup(torch)
+                m = model
+                if step == "int8":
+                    if "q" not in state:
+                        state["q"] = torch.ao.quantization.quantize_dynamic(
+                            model, {torch.nn.Linear}, dtype=torch.qint8)
+                    m = state["q"]
+                if impl == "torch_compile":
+                    if comp_err:
+                        raise RuntimeError(comp_err)
+                    if "c" not in state:
+                        state["c"] = torch.compile(model, dynamic=False)
+                    m = state["c"]
+
+                def call(m=m, bf16=step == "bf16"):
+                    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+                        return m(pixel_values=pix)
+            except Exception as e:  # noqa: BLE001
+                skip = "%s: %s" % (impl, common.first_line(e, 200))
+        for t in args.threads:
+            if skip:
+                common.emit(FAMILY, case, t, impl, skipped=skip)
+                continue
+            common.set_torch_threads(torch, t)
+            try:
+                if impl == "torch_compile":
+                    call()  # compiles (again for a new thread count): not timed
+                common.emit(FAMILY, case, t, impl, common.timeit(call, args.quick), fl, 0.0)
+            except Exception as e:  # noqa: BLE001
+                msg = "%s failed: %s" % (impl, common.first_line(e, 200))
+                if impl == "torch_compile":
+                    comp_err = msg
+                common.emit(FAMILY, case, t, impl, skipped=msg)
 
 
 def cases():
@@ -108,6 +230,7 @@ def run(args, cs):
 def main():
     args = common.parse_args()
     run(args, cases())
+    run_encoder(args)
 
 
 if __name__ == "__main__":
