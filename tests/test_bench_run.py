@@ -529,6 +529,17 @@ def peer_process_loaded_once():
     assert p.proc is None
 
 
+
+@test
+def peaks_best_of_runs():
+    a = {"f32": {"1": 100.5, "2": 102.8}, "bf16": {"1": None, "2": None}, "cpu": "avx2"}
+    b = {"f32": {"1": 99.0, "2": 199.6}, "bf16": {"1": None, "2": None}, "cpu": "avx2",
+         "dram": {"1": 17.1}}
+    m = run.merge_peaks_max(a, b)
+    assert m["f32"] == {"1": 100.5, "2": 199.6}, m
+    assert m["bf16"] == {"1": None, "2": None} and m["cpu"] == "avx2", m
+    assert a["f32"]["2"] == 102.8, "merge changed its argument"
+
 def main():
     ok = failed = 0
     only = sys.argv[1] if len(sys.argv) > 1 else ""
