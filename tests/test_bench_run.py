@@ -540,6 +540,39 @@ def peaks_best_of_runs():
     assert m["bf16"] == {"1": None, "2": None} and m["cpu"] == "avx2", m
     assert a["f32"]["2"] == 102.8, "merge changed its argument"
 
+
+@test
+def peer_time_threads():
+    class FakeTorch:
+        n = []
+
+        def set_num_threads(self, n):
+            self.n.append(n)
+
+    class A:
+        threads, quick = [1, 2], True
+    calls = []
+
+    def ok():
+        calls.append(1)
+
+    def bad():
+        raise ValueError("boom\nsecond line")
+    ft = FakeTorch()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        r1 = common.time_threads(A, "f", "c", "torch", ok, ft, 2.0, 0.0)
+        r2 = common.time_threads(A, "f", "c", "torch_compile", bad, ft, compiled=True)
+        r3 = common.time_threads(A, "f", "c", "x", ok, ft, skip="why")
+    rows = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert r1 is None and ft.n[:2] == [1, 2] and len(calls) >= 4, (r1, ft.n, calls)
+    assert [r["threads"] for r in rows[:2]] == [1, 2] and rows[0]["flops"] == 2.0, rows
+    assert r2 == "torch_compile failed: boom", r2
+    assert rows[2]["skipped"] == r2 and rows[3]["skipped"] == r2, rows
+    assert r3 == "why" and rows[4]["skipped"] == "why" and rows[5]["skipped"] == "why", rows
+    store = {}
+    assert common.cached(store, "k", lambda: 5) == 5 and common.cached(store, "k", lambda: 6) == 5
+
 def main():
     ok = failed = 0
     only = sys.argv[1] if len(sys.argv) > 1 else ""

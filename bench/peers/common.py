@@ -183,3 +183,41 @@ def rotating(copies, fn):
 
 def set_torch_threads(torch, n):
     torch.set_num_threads(n)
+
+
+def cached(store, key, make):
+    """store[key], made by make() the first time it is asked for (a
+    quantized or compiled copy of a model shared by several cases)."""
+    if key not in store:
+        store[key] = make()
+    return store[key]
+
+
+def int8_dynamic(torch, model):
+    """torch's int8 dynamic quantization of every nn.Linear (qint8 weights),
+    the peer of kern's quantize transform."""
+    return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def time_threads(args, family, case, impl, call, torch, flops=0.0, nbytes=0.0, skip=None,
+                 compiled=False):
+    """Times call at each of --threads and emits a row each (a skipped row
+    for every thread count when skip gives a reason). compiled: one
+    untimed call per thread count first (torch.compile compiles again for a
+    new thread count). A call that raises skips that and the remaining
+    thread counts with its message, which is returned (None otherwise)."""
+    for t in args.threads:
+        if skip is not None:
+            emit(family, case, t, impl, skipped=skip)
+            continue
+        set_torch_threads(torch, t)
+        try:
+            if compiled:
+                call()
+            s = timeit(call, args.quick)
+        except Exception as e:  # noqa: BLE001
+            skip = "%s failed: %s" % (impl, first_line(e, 200))
+            emit(family, case, t, impl, skipped=skip)
+            continue
+        emit(family, case, t, impl, s, flops, nbytes)
+    return skip

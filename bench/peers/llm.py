@@ -182,20 +182,8 @@ def llama_cases(args, torch):
                                     cache_position=cp, use_cache=True, logits_to_keep=1)
                         cache.crop(-1)  # back to LL["cache"] rows (newer transformers
                         return out      # take only the number of rows to drop)
-                for t in args.threads:
-                    if skip is not None:
-                        common.emit(FAMILY, case, t, impl, skipped=skip)
-                        continue
-                    common.set_torch_threads(torch, t)
-                    try:
-                        if impl == "torch_compile":
-                            call()  # compiles (again for a new thread count): not timed
-                        s = common.timeit(call, args.quick)
-                    except Exception as e:
-                        skip = "%s failed: %s" % (impl, common.first_line(e, 200))
-                        common.emit(FAMILY, case, t, impl, skipped=skip)
-                        continue
-                    common.emit(FAMILY, case, t, impl, s, flops, nbytes)
+                common.time_threads(args, FAMILY, case, impl, call, torch, flops, nbytes, skip,
+                                    compiled=impl == "torch_compile")
         del model, compiled, kvs
 
 

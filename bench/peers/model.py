@@ -106,10 +106,7 @@ def run_bert(args, torch):
                 if impl == "torch":
                     m = model
                     if dt == "int8":
-                        if "q" not in models:
-                            models["q"] = torch.ao.quantization.quantize_dynamic(
-                                model, {torch.nn.Linear}, dtype=torch.qint8)
-                        m = models["q"]
+                        m = common.cached(models, "q", lambda: common.int8_dynamic(torch, model))
 
                     def call(m=m, dt=dt):
                         with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16,
@@ -121,9 +118,7 @@ def run_bert(args, torch):
                     elif comp_err:
                         skip = comp_err
                     else:
-                        if "c" not in models:
-                            models["c"] = torch.compile(model, dynamic=False)
-                        cm = models["c"]
+                        cm = common.cached(models, "c", lambda: torch.compile(model, dynamic=False))
 
                         def call(cm=cm, dt=dt):
                             with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16,

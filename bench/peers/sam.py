@@ -111,36 +111,21 @@ def run_encoder(args):
                 model, pix = setup(torch)
                 m = model
                 if step == "int8":
-                    if "q" not in state:
-                        state["q"] = torch.ao.quantization.quantize_dynamic(
-                            model, {torch.nn.Linear}, dtype=torch.qint8)
-                    m = state["q"]
+                    m = common.cached(state, "q", lambda: common.int8_dynamic(torch, model))
                 if impl == "torch_compile":
                     if comp_err:
                         raise RuntimeError(comp_err)
-                    if "c" not in state:
-                        state["c"] = torch.compile(model, dynamic=False)
-                    m = state["c"]
+                    m = common.cached(state, "c", lambda: torch.compile(model, dynamic=False))
 
                 def call(m=m, bf16=step == "bf16"):
                     with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
                         return m(pixel_values=pix)
             except Exception as e:  # noqa: BLE001
                 skip = "%s: %s" % (impl, common.first_line(e, 200))
-        for t in args.threads:
-            if skip:
-                common.emit(FAMILY, case, t, impl, skipped=skip)
-                continue
-            common.set_torch_threads(torch, t)
-            try:
-                if impl == "torch_compile":
-                    call()  # compiles (again for a new thread count): not timed
-                common.emit(FAMILY, case, t, impl, common.timeit(call, args.quick), fl, 0.0)
-            except Exception as e:  # noqa: BLE001
-                msg = "%s failed: %s" % (impl, common.first_line(e, 200))
-                if impl == "torch_compile":
-                    comp_err = msg
-                common.emit(FAMILY, case, t, impl, skipped=msg)
+        msg = common.time_threads(args, FAMILY, case, impl, call, torch, fl, 0.0, skip,
+                                  compiled=impl == "torch_compile")
+        if impl == "torch_compile" and msg and not skip:
+            comp_err = msg
 
 
 def cases():
