@@ -69,7 +69,7 @@ static void run_kern(kbench_state *st, void *user) {
     kern_graph_plan *p = NULL;
     kern_safetensors *w = NULL, *ist = NULL;
     kern_graph_plan_params pp;
-    kern_tensor in[3], out;
+    kern_tensor in[3];
     int64_t *ids = NULL, *tt = NULL, *mask = NULL, i, n;
     int n_in = 3;
 
@@ -95,7 +95,6 @@ static void run_kern(kbench_state *st, void *user) {
         goto done;
     }
     memset(&pp, 0, sizeof pp);
-    memset(&out, 0, sizeof out);
     if (bert) {
         uint64_t s = 12345;
         int64_t shape[2] = {c->b, c->l};
@@ -126,23 +125,11 @@ static void run_kern(kbench_state *st, void *user) {
     }
     pp.bind = bind;
     pp.cache_size = 1;
-    if (kern_graph_plan_create(g, ctx, &pp, &p) || kern_graph_run(p, in, n_in, &out, 1)) {
+    if (kern_graph_plan_create(g, ctx, &pp, &p)) {
         kbench_skip(st, kern_last_error());
         goto done;
     }
-    while (kbench_next(st)) {
-        memset(&out, 0, sizeof out);
-        kern_graph_run(p, in, n_in, &out, 1);
-    }
-    kbench_use(out.data);
-    kbench_set_flops(st, bert ? bert_flops(c->b, c->l) : sage_flops());
-    {
-        kern_graph_plan_stats s;
-        memset(&s, 0, sizeof s);
-        kern_graph_plan_stats_get(p, &s);
-        kbench_counter(st, "arena_MiB", s.arena_bytes / 1048576.0);
-        kbench_counter(st, "steps", s.n_steps);
-    }
+    kbench_time_plan(st, p, in, n_in, bert ? bert_flops(c->b, c->l) : sage_flops());
 done:
     kern_graph_plan_free(p);
     kern_graph_destroy(g);

@@ -315,7 +315,7 @@ static void run_encoder(kbench_state *st, void *user) {
     kern_graph_plan *p = NULL;
     kern_safetensors *w = NULL, *ist = NULL;
     kern_graph_plan_params pp;
-    kern_tensor in, out;
+    kern_tensor in;
 
     if (c->bf16 && !native_bf16()) {
         kbench_skip(st, "no native bf16 dot product on this CPU (AVX512-BF16, AMX or NEON bf16): "
@@ -340,28 +340,14 @@ static void run_encoder(kbench_state *st, void *user) {
         goto done;
     }
     memset(&pp, 0, sizeof pp);
-    memset(&out, 0, sizeof out);
     pp.quantize = c->quantize;
     pp.sparsify = c->sparsify;
     pp.cache_size = 1;
-    if (kern_graph_plan_create(g, ctx, &pp, &p) || kern_graph_run(p, &in, 1, &out, 1)) {
+    if (kern_graph_plan_create(g, ctx, &pp, &p)) {
         kbench_skip(st, kern_last_error());
         goto done;
     }
-    while (kbench_next(st)) {
-        memset(&out, 0, sizeof out);
-        kern_graph_run(p, &in, 1, &out, 1);
-    }
-    kbench_use(out.data);
-    kbench_set_flops(st, encoder_flops());
-    {
-        kern_graph_plan_stats s;
-        memset(&s, 0, sizeof s);
-        kern_graph_plan_stats_get(p, &s);
-        kbench_counter(st, "arena_MiB", s.arena_bytes / 1048576.0);
-        kbench_counter(st, "packed_MiB", s.packed_bytes / 1048576.0);
-        kbench_counter(st, "steps", s.n_steps);
-    }
+    kbench_time_plan(st, p, &in, 1, encoder_flops());
 done:
     kern_graph_plan_free(p);
     kern_graph_destroy(g);

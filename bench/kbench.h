@@ -109,6 +109,34 @@ void kbench_use(const void *p);
     }                                                                         \
     static void kbench_init_##name(void)
 
+/* A whole-model case (files that include kern_graph.h before this
+ * header): runs the plan once (a failure skips the case with kern's
+ * message), then times kern_graph_run on the inputs, and reports `flops`
+ * and the plan's counters (arena_MiB, packed_MiB, steps). */
+#ifdef KERN_GRAPH_H
+static inline void kbench_time_plan(kbench_state *st, kern_graph_plan *p, const kern_tensor *in,
+                                    int n_in, double flops) {
+    kern_graph_plan_stats s;
+    kern_tensor out;
+    memset(&out, 0, sizeof out);
+    if (kern_graph_run(p, in, n_in, &out, 1) != KERN_OK) {
+        kbench_skip(st, kern_last_error());
+        return;
+    }
+    while (kbench_next(st)) {
+        memset(&out, 0, sizeof out);
+        kern_graph_run(p, in, n_in, &out, 1);
+    }
+    kbench_use(out.data);
+    kbench_set_flops(st, flops);
+    memset(&s, 0, sizeof s);
+    kern_graph_plan_stats_get(p, &s);
+    kbench_counter(st, "arena_MiB", s.arena_bytes / 1048576.0);
+    kbench_counter(st, "packed_MiB", s.packed_bytes / 1048576.0);
+    kbench_counter(st, "steps", s.n_steps);
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif
