@@ -1345,14 +1345,19 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
 KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
                                                            int64_t i, int64_t n) {
     if (dt == KERN_F32)
-        return _mm256_maskload_ps((const float *)p + i, kern__sdpa_tailmask__avx2(n));
+        return n >= 8 ? _mm256_loadu_ps((const float *)p + i)
+                      : _mm256_maskload_ps((const float *)p + i, kern__sdpa_tailmask__avx2(n));
     {
         uint16_t t[8];
         int64_t e;
         const uint16_t *h = (const uint16_t *)p + i;
         __m128i w;
-        for (e = 0; e < 8; e++) t[e] = e < n ? h[e] : 0;
-        w = _mm_loadu_si128((const __m128i *)t);
+        if (n >= 8) {
+            w = _mm_loadu_si128((const __m128i *)h);
+        } else {
+            for (e = 0; e < 8; e++) t[e] = e < n ? h[e] : 0;
+            w = _mm_loadu_si128((const __m128i *)t);
+        }
         if (dt == KERN_BF16)
             return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
         return _mm256_cvtph_ps(w);
@@ -2908,6 +2913,15 @@ static void kern__sdpa_fwd_ktile(const kern__sdpa_ftask *T, kern__sdpa_ktile *kt
     }
 }
 
+/* Keys ahead of the one being scored whose K rows the rows path
+ * prefetches (a chunk of 8 takes about the DRAM latency at D 128). */
+#define KERN__SDPA_PFK 16
+#if defined(__GNUC__) || defined(__clang__)
+#define KERN__SDPA_PREFETCH(ptr, loc) __builtin_prefetch((const void *)(ptr), 0, (loc))
+#else
+#define KERN__SDPA_PREFETCH(ptr, loc) ((void)0)
+#endif
+
 /* Scores of panel pi against block j0: S^T[j][lane] (panels) or
  * S[row][j] (rows path). */
 static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_ktile *kt,
@@ -2916,12 +2930,28 @@ static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_kt
     const kern__sdpa_fscr *sc = &T->sc;
     int64_t NQ = KERN__SDPA_NQ, D = p->D;
     if (T->f->rows_path) {
-        if (T->native16)
-            p->fn->dots16(nk, T->R, D, (const uint16_t *)sc->qt, T->D32,
-                          (const uint16_t *)T->kp + j0 * T->krs, T->krs, sc->s, KERN__SDPA_BK);
-        else
-            p->fn->dots(nk, T->R, D, sc->qt, T->D16, T->kp + (size_t)(j0 * T->krs) * p->es, T->krs,
-                        p->dt, sc->s, KERN__SDPA_BK);
+        /* 8 keys at a time, each chunk after the prefetch of the K rows
+         * KERN__SDPA_PFK keys ahead (into L1) and of this chunk's V rows
+         * (into L2, for the p.v after the block's scores): decode reads
+         * each K and V row once, rows heads x D apart, each in a new page
+         * where the hardware prefetchers start cold. */
+        int64_t c0, kb = D * (int64_t)p->es, vb = p->Dv * (int64_t)p->es;
+        for (c0 = 0; c0 < nk; c0 += 8) {
+            int64_t cn = nk - c0 < 8 ? nk - c0 : 8, jj, b;
+            for (jj = 0; jj < cn; jj++) {
+                int64_t jk = j0 + c0 + jj + KERN__SDPA_PFK, jv = j0 + c0 + jj;
+                if (jk < T->ks1)
+                    for (b = 0; b < kb; b += 64) KERN__SDPA_PREFETCH(T->kp + jk * T->krs * p->es + b, 3);
+                for (b = 0; b < vb; b += 64) KERN__SDPA_PREFETCH(T->vp + jv * T->vrs * p->es + b, 2);
+            }
+            if (T->native16)
+                p->fn->dots16(cn, T->R, D, (const uint16_t *)sc->qt, T->D32,
+                              (const uint16_t *)T->kp + (j0 + c0) * T->krs, T->krs, sc->s + c0,
+                              KERN__SDPA_BK);
+            else
+                p->fn->dots(cn, T->R, D, sc->qt, T->D16, T->kp + (size_t)((j0 + c0) * T->krs) * p->es,
+                            T->krs, p->dt, sc->s + c0, KERN__SDPA_BK);
+        }
     } else if (kt->k16) { /* queries zero-padded to D32 as well */
         p->fn->mk16(nk, NQ, T->D32 / 2, kt->k16, T->D32, 2,
                     (const uint16_t *)(sc->qt + pi * T->D16 * NQ), NQ * 2, sc->s, NQ, 0);
