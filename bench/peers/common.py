@@ -193,6 +193,10 @@ def cached(store, key, make):
     return store[key]
 
 
+# why torch.compile has no int8 rows (every family says it the same way)
+COMPILE_INT8_SKIP = "torch.compile of quantize_dynamic modules is not measured here"
+
+
 def int8_dynamic(torch, model):
     """torch's int8 dynamic quantization of every nn.Linear (qint8 weights),
     the peer of kern's quantize transform."""

@@ -155,7 +155,7 @@ def llama_cases(args, torch):
                 m = model
                 if skip is None and impl == "torch_compile":
                     if w == "i8":
-                        skip = "torch.compile of quantize_dynamic modules is not measured here"
+                        skip = common.COMPILE_INT8_SKIP
                     else:
                         if compiled is None:
                             compiled = torch.compile(model, dynamic=False)

@@ -114,7 +114,7 @@ def run_bert(args, torch):
                             return m(input_ids=ids, token_type_ids=tt, attention_mask=mask)
                 elif impl == "torch_compile":
                     if dt == "int8":
-                        skip = "torch.compile of quantize_dynamic modules is not measured here"
+                        skip = common.COMPILE_INT8_SKIP
                     elif comp_err:
                         skip = comp_err
                     else:

@@ -77,7 +77,7 @@ def enc_skip(step, impl):
     if step.startswith("bf16+"):
         return "no torch CPU equivalent (quantize_dynamic's int8 linear takes f32 activations)"
     if impl == "torch_compile" and step == "int8":
-        return "torch.compile of quantize_dynamic modules is not measured here"
+        return common.COMPILE_INT8_SKIP
     return None
 
 
