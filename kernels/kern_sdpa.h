@@ -1426,36 +1426,93 @@ KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_d
     }
 }
 
+/* Sums of four 8-lane vectors: lane e < 4 of the result's low half is
+ * the sum of v_e (pairs within 128-bit halves, then the halves). */
+#define KERN__SDPA_HSUM4(c0, c1, c2, c3)                                      \
+    _mm256_hadd_ps(_mm256_hadd_ps(c0, c1), _mm256_hadd_ps(c2, c3))
+
+/* s[r][j] = q_r . k_j for the rows path: two keys by four query rows a
+ * block (8 accumulators; each K vector loaded once for four rows, each q
+ * vector once for two keys), a lone last row four keys at a time; every
+ * sum is reduced by the same hadd tree as a single key's, so the bits do
+ * not depend on the blocking. */
 KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_t D,
                                                    const float *qf, int64_t ldq,
                                                    const void *k, int64_t k_rs,
                                                    kern_dtype dt, float *s, int64_t ls) {
     int64_t j, r, d;
-    for (j = 0; j < nk; j++) {
-        for (r = 0; r < R; r += 4) {
-            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-            int64_t r1 = r + 1 < R ? r + 1 : r, r2 = r + 2 < R ? r + 2 : r;
-            int64_t r3 = r + 3 < R ? r + 3 : r;
+    for (r = 0; r < R; r += 4) {
+        int64_t r1 = r + 1 < R ? r + 1 : r, r2 = r + 2 < R ? r + 2 : r;
+        int64_t r3 = r + 3 < R ? r + 3 : r;
+        const float *q0 = qf + r * ldq, *q1 = qf + r1 * ldq, *q2 = qf + r2 * ldq,
+                    *q3 = qf + r3 * ldq;
+        int e;
+        if (r + 1 == R) { /* a lone row (R = 1: no GQA): four keys a block */
+            for (j = 0; j + 4 <= nk; j += 4) {
+                __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, h;
+                float t[4];
+                for (d = 0; d < D; d += 8) {
+                    __m256 x = _mm256_loadu_ps(q0 + d);
+                    c0 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d), c0);
+                    c1 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 1) * k_rs + d, D - d), c1);
+                    c2 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 2) * k_rs + d, D - d), c2);
+                    c3 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 3) * k_rs + d, D - d), c3);
+                }
+                h = KERN__SDPA_HSUM4(c0, c1, c2, c3);
+                _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+                for (e = 0; e < 4; e++) s[r * ls + j + e] = t[e];
+            }
+        } else {
+            j = 0;
+        }
+        for (; j + 2 <= nk; j += 2) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, ha, hb, sum;
             float t[8];
-            int e;
+            for (d = 0; d < D; d += 8) {
+                __m256 ka = kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d);
+                __m256 kb = kern__sdpa_ld8__avx2(k, dt, (j + 1) * k_rs + d, D - d);
+                __m256 x = _mm256_loadu_ps(q0 + d);
+                a0 = _mm256_fmadd_ps(x, ka, a0);
+                b0 = _mm256_fmadd_ps(x, kb, b0);
+                x = _mm256_loadu_ps(q1 + d);
+                a1 = _mm256_fmadd_ps(x, ka, a1);
+                b1 = _mm256_fmadd_ps(x, kb, b1);
+                x = _mm256_loadu_ps(q2 + d);
+                a2 = _mm256_fmadd_ps(x, ka, a2);
+                b2 = _mm256_fmadd_ps(x, kb, b2);
+                x = _mm256_loadu_ps(q3 + d);
+                a3 = _mm256_fmadd_ps(x, ka, a3);
+                b3 = _mm256_fmadd_ps(x, kb, b3);
+            }
+            ha = KERN__SDPA_HSUM4(a0, a1, a2, a3);
+            hb = KERN__SDPA_HSUM4(b0, b1, b2, b3);
+            /* [a lo | b lo] + [a hi | b hi]: key j's four sums, then j+1's */
+            sum = _mm256_add_ps(_mm256_permute2f128_ps(ha, hb, 0x20),
+                                _mm256_permute2f128_ps(ha, hb, 0x31));
+            _mm256_storeu_ps(t, sum);
+            for (e = 0; e < 4 && r + e < R; e++) {
+                s[(r + e) * ls + j] = t[e];
+                s[(r + e) * ls + j + 1] = t[4 + e];
+            }
+        }
+        for (; j < nk; j++) {
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, h;
+            float t[4];
             for (d = 0; d < D; d += 8) {
                 __m256 kv = kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d);
-                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r * ldq + d), kv, c0);
-                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r1 * ldq + d), kv, c1);
-                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r2 * ldq + d), kv, c2);
-                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + r3 * ldq + d), kv, c3);
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv, c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv, c1);
+                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), kv, c2);
+                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + d), kv, c3);
             }
-            /* horizontal sums of 4 vectors */
-            {
-                __m256 h01 = _mm256_hadd_ps(c0, c1), h23 = _mm256_hadd_ps(c2, c3);
-                __m256 h = _mm256_hadd_ps(h01, h23);
-                __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
-                _mm_storeu_ps(t, _mm_add_ps(lo, hi));
-            }
+            h = KERN__SDPA_HSUM4(c0, c1, c2, c3);
+            _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
             for (e = 0; e < 4 && r + e < R; e++) s[(r + e) * ls + j] = t[e];
         }
     }
 }
+#undef KERN__SDPA_HSUM4
 
 /* --------------------------------------------------------- AVX-512 path */
 
