@@ -373,6 +373,11 @@ typedef struct kern__sdpa_fns {
     /* a finished panel out: row r < nr of O^T[Dv][NQ] (already scaled) to
      * dst[r] as f32, bf16 or f16 (16 x 16 transposes); NULL: per row */
     void (*opanel)(const float *ot, int64_t Dv, int64_t nr, void *const *dst, kern_dtype dt);
+    /* rows path P.V with 16-bit V read in place: C[M][N] += A[M][K]
+     * B[K][N], A rows k-contiguous, B rows b_ks elements apart, bf16 or
+     * f16 (dt); NULL: V is converted to f32 per block first */
+    void (*mkv16)(int64_t M, int64_t N, int64_t K, const float *a, int64_t a_rs,
+                  const uint16_t *b, int64_t b_ks, kern_dtype dt, float *c, int64_t c_rs);
 } kern__sdpa_fns;
 KERN_API const kern__sdpa_fns *kern__sdpa_fns_for(kern_isa isa, kern_uarch uarch);
 
@@ -1267,6 +1272,28 @@ KERN_TARGET_AVX2 static inline __m256i kern__sdpa_tailmask__avx2(int64_t n) {
  * 10 + 4) does 8 FMAs a step, not 12; rows past mr repeat row 0 and are
  * not stored. k advances 4 steps an iteration: with 64-deep tiles the
  * loop's branch and pointer updates were a tenth of the tile. */
+KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
+                                                           int64_t i, int64_t n) {
+    if (dt == KERN_F32)
+        return n >= 8 ? _mm256_loadu_ps((const float *)p + i)
+                      : _mm256_maskload_ps((const float *)p + i, kern__sdpa_tailmask__avx2(n));
+    {
+        uint16_t t[8];
+        int64_t e;
+        const uint16_t *h = (const uint16_t *)p + i;
+        __m128i w;
+        if (n >= 8) {
+            w = _mm_loadu_si128((const __m128i *)h);
+        } else {
+            for (e = 0; e < 8; e++) t[e] = e < n ? h[e] : 0;
+            w = _mm_loadu_si128((const __m128i *)t);
+        }
+        if (dt == KERN_BF16)
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
+        return _mm256_cvtph_ps(w);
+    }
+}
+
 #define KERN__SDPA_A2ROW(r, x_)                                               \
     if (RC > r) {                                                             \
         __m256 x = _mm256_broadcast_ss(x_);                                   \
@@ -1277,8 +1304,16 @@ KERN_TARGET_AVX2 static inline __m256i kern__sdpa_tailmask__avx2(int64_t n) {
  * row-contiguous column at p */
 #define KERN__SDPA_A2K(o)                                                     \
     {                                                                         \
-        __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, k0);    \
-        __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, k1); \
+        __m256 b0, b1;                                                        \
+        if (B16) {                                                            \
+            const kern_dtype bdt = B16 == 1 ? KERN_BF16 : KERN_F16;           \
+            b0 = kern__sdpa_ld8__avx2(bh, bdt, 0, full ? 8 : nn);             \
+            b1 = kern__sdpa_ld8__avx2(bh, bdt, 8, full ? 8 : nn - 8);         \
+            bh += b_ks;                                                       \
+        } else {                                                              \
+            b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, k0);       \
+            b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, k1); \
+        }                                                                     \
         if (AK1) {                                                            \
             KERN__SDPA_A2ROW(0, a0 + (o)) KERN__SDPA_A2ROW(1, a1 + (o))       \
             KERN__SDPA_A2ROW(2, a2 + (o)) KERN__SDPA_A2ROW(3, a3 + (o))       \
@@ -1289,17 +1324,20 @@ KERN_TARGET_AVX2 static inline __m256i kern__sdpa_tailmask__avx2(int64_t n) {
             KERN__SDPA_A2ROW(4, p + 4) KERN__SDPA_A2ROW(5, p + 5)             \
             p += a_ks;                                                        \
         }                                                                     \
-        b += b_ks;                                                            \
+        if (!B16) b += b_ks;                                                  \
     }
 /* AK1 (a constant): A's rows are k-contiguous (a_ks = 1: K rows, score
  * rows), else its rows are adjacent (a_rs = 1: V^T); either way every
- * broadcast is one base register and a constant offset. RC (a constant:
+ * broadcast is one base register and a constant offset. B16 (a
+ * constant): B is f32 at b (0), or bf16 (1) / f16 (2) at bh, widened as
+ * it is loaded. RC (a constant:
  * 6, 4 or 2) is the number of rows computed, so the 4-row edge of a
  * 64-row operand (64 = 6 x 10 + 4) does 8 FMAs a step, not 12; rows past
  * mr repeat row 0 and are not stored. */
 KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
-    int64_t K, const float *a, int64_t a_rs, int64_t a_ks, const float *b, int64_t b_ks,
-    float *c, int64_t c_rs, int mr, int64_t nn, int acc, int full, int RC, int AK1) {
+    int64_t K, const float *a, int64_t a_rs, int64_t a_ks, const float *b, const uint16_t *bh,
+    int64_t b_ks, float *c, int64_t c_rs, int mr, int64_t nn, int acc, int full, int RC, int AK1,
+    int B16) {
     /* rows past mr read row 0 (in bounds) and are not stored */
     const float *a0 = a, *a1 = mr > 1 ? a + a_rs : a, *a2 = mr > 2 ? a + 2 * a_rs : a;
     const float *a3 = mr > 3 ? a + 3 * a_rs : a, *a4 = mr > 4 ? a + 4 * a_rs : a;
@@ -1354,29 +1392,30 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
  * the time). */
 KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_tiles__avx2(
     int64_t M, int64_t N, int64_t K, const float *a, int64_t a_rs, int64_t a_ks,
-    const float *b, int64_t b_ks, float *c, int64_t c_rs, int acc, int AK1) {
+    const float *b, const uint16_t *bh, int64_t b_ks, float *c, int64_t c_rs, int acc, int AK1,
+    int B16) {
     int64_t m0, n0;
     for (n0 = 0; n0 < N; n0 += 16) {
         int64_t nn = N - n0;
         for (m0 = 0; m0 + 6 <= M && nn >= 16; m0 += 6)
-            kern__sdpa_mk_6x16_body__avx2(K, a + m0 * a_rs, a_rs, a_ks, b + n0, b_ks,
-                                          c + m0 * c_rs + n0, c_rs, 6, 16, acc, 1, 6, AK1);
+            kern__sdpa_mk_6x16_body__avx2(K, a + m0 * a_rs, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks,
+                                          c + m0 * c_rs + n0, c_rs, 6, 16, acc, 1, 6, AK1, B16);
         for (; m0 < M; m0 += 6) {
             int mr = (int)(M - m0 < 6 ? M - m0 : 6);
             const float *am = a + m0 * a_rs;
             float *cm = c + m0 * c_rs + n0;
             if (nn < 16)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, b + n0, b_ks, cm, c_rs, mr, nn,
-                                              acc, 0, 6, AK1);
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                                              mr, nn, acc, 0, 6, AK1, B16);
             else if (mr > 4)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, b + n0, b_ks, cm, c_rs, mr, nn,
-                                              acc, 1, 6, AK1);
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                                              mr, nn, acc, 1, 6, AK1, B16);
             else if (mr > 2)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, b + n0, b_ks, cm, c_rs, mr, nn,
-                                              acc, 1, 4, AK1);
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                                              mr, nn, acc, 1, 4, AK1, B16);
             else
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, b + n0, b_ks, cm, c_rs, mr, nn,
-                                              acc, 1, 2, AK1);
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                                              mr, nn, acc, 1, 2, AK1, B16);
         }
     }
 }
@@ -1390,9 +1429,9 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
                                                      int64_t b_ks, float *c,
                                                      int64_t c_rs, int acc) {
     if (a_ks == 1) {
-        kern__sdpa_mk_tiles__avx2(M, N, K, a, a_rs, 1, b, b_ks, c, c_rs, acc, 1);
+        kern__sdpa_mk_tiles__avx2(M, N, K, a, a_rs, 1, b, NULL, b_ks, c, c_rs, acc, 1, 0);
     } else if (a_rs == 1) {
-        kern__sdpa_mk_tiles__avx2(M, N, K, a, 1, a_ks, b, b_ks, c, c_rs, acc, 0);
+        kern__sdpa_mk_tiles__avx2(M, N, K, a, 1, a_ks, b, NULL, b_ks, c, c_rs, acc, 0, 0);
     } else { /* no caller passes this; kept correct */
         int64_t i, j, k;
         for (i = 0; i < M; i++)
@@ -1404,26 +1443,19 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
     }
 }
 
-KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
-                                                           int64_t i, int64_t n) {
-    if (dt == KERN_F32)
-        return n >= 8 ? _mm256_loadu_ps((const float *)p + i)
-                      : _mm256_maskload_ps((const float *)p + i, kern__sdpa_tailmask__avx2(n));
-    {
-        uint16_t t[8];
-        int64_t e;
-        const uint16_t *h = (const uint16_t *)p + i;
-        __m128i w;
-        if (n >= 8) {
-            w = _mm_loadu_si128((const __m128i *)h);
-        } else {
-            for (e = 0; e < 8; e++) t[e] = e < n ? h[e] : 0;
-            w = _mm_loadu_si128((const __m128i *)t);
-        }
-        if (dt == KERN_BF16)
-            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
-        return _mm256_cvtph_ps(w);
-    }
+
+/* The rows path's P.V over 16-bit V rows read in place (fns.mkv16): each
+ * V vector widened as the kernel loads it, where a conversion pass would
+ * write and reread an f32 copy of the block. The same products in the same
+ * order as the f32 kernel on the converted rows. */
+KERN_TARGET_AVX2 static void kern__sdpa_mkv16__avx2(int64_t M, int64_t N, int64_t K,
+                                                    const float *a, int64_t a_rs,
+                                                    const uint16_t *b, int64_t b_ks, kern_dtype dt,
+                                                    float *c, int64_t c_rs) {
+    if (dt == KERN_BF16)
+        kern__sdpa_mk_tiles__avx2(M, N, K, a, a_rs, 1, NULL, b, b_ks, c, c_rs, 1, 1, 1);
+    else
+        kern__sdpa_mk_tiles__avx2(M, N, K, a, a_rs, 1, NULL, b, b_ks, c, c_rs, 1, 1, 2);
 }
 
 /* Sums of four 8-lane vectors: lane e < 4 of the result's low half is
@@ -2335,21 +2367,22 @@ static void kern__sdpa_mk_f32__neon(int64_t M, int64_t N, int64_t K,
 static const kern__sdpa_fns kern__sdpa_fns_scalar = {
     "scalar", kern__sdpa_mk_f32__scalar, NULL, kern__s_sdpa_step, kern__s_sdpa_exp2,
     kern__s_sdpa_scale, kern__sdpa_dots__scalar, kern__s_sdpa_rstep, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos, kern__s_sdpa_bwd_p, kern__s_sdpa_bwd_ds, NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__s_sdpa_relpos, kern__s_sdpa_bwd_p, kern__s_sdpa_bwd_ds, NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL, NULL};
 #ifdef KERN_X86
 static const kern__sdpa_fns kern__sdpa_fns_avx2 = {
     "avx2", kern__sdpa_mk_f32__avx2, NULL, KERN__SDPA_SOFTMAX(avx2), kern__sdpa_dots__avx2,
     kern__v_sdpa_rstep__avx2, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__avx2, KERN__SDPA_BWD(avx2), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
+    kern__v_sdpa_relpos__avx2, KERN__SDPA_BWD(avx2), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL,
+    kern__sdpa_mkv16__avx2};
 static const kern__sdpa_fns kern__sdpa_fns_avx512 = {
     "avx512", kern__sdpa_mk_f32__avx512, NULL, KERN__SDPA_SOFTMAX(avx512),
     kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__scalar,
-    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, kern__sdpa_opanel__avx512};
+    kern__sdpa_vpack__scalar, NULL, NULL, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, kern__sdpa_opanel__avx512, NULL};
 static const kern__sdpa_fns kern__sdpa_fns_avx512_bf16 = {
     "avx512_bf16", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__avx512bf16,
     KERN__SDPA_SOFTMAX(avx512), kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512,
     kern__sdpa_p2__avx512bf16, kern__sdpa_vpack__avx512bf16, kern__sdpa_dots16__avx512bf16,
-    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512};
+    kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512, KERN__SDPA_BWD(avx512), NULL, NULL, NULL, NULL, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512, NULL};
 #ifdef KERN__HAVE_AMX
 /* the Xeon class's choices below the tiles: the rows path (decode) in f32
  * (no dots16; rows16 serves the backward) */
@@ -2357,14 +2390,15 @@ static const kern__sdpa_fns kern__sdpa_fns_amx = {
     "amx", kern__sdpa_mk_f32__avx512, kern__sdpa_mk16__amx, KERN__SDPA_SOFTMAX(avx512),
     kern__sdpa_dots__avx512, kern__v_sdpa_rstep__avx512, kern__sdpa_p2__avx512bf16,
     kern__sdpa_vpack__avx512bf16, NULL, kern__sdpa_rows16__avx512bf16, kern__v_sdpa_relpos__avx512,
-    KERN__SDPA_BWD(avx512), kern__sdpa_tiles_on__amx, kern__sdpa_tiles_off__amx, kern__sdpa_vpackt__amx, kern__sdpa_kcopy__amx, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512};
+    KERN__SDPA_BWD(avx512), kern__sdpa_tiles_on__amx, kern__sdpa_tiles_off__amx, kern__sdpa_vpackt__amx, kern__sdpa_kcopy__amx, kern__sdpa_pairs__avx512, kern__sdpa_opanel__avx512, NULL};
 #endif
 #endif
 #ifdef KERN_NEON
 static const kern__sdpa_fns kern__sdpa_fns_neon = {
     "neon", kern__sdpa_mk_f32__neon, NULL, KERN__SDPA_SOFTMAX(neon), kern__sdpa_dots__scalar,
     kern__v_sdpa_rstep__neon, kern__sdpa_p2__scalar, kern__sdpa_vpack__scalar, NULL, NULL,
-    kern__v_sdpa_relpos__neon, KERN__SDPA_BWD(neon), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL};
+    kern__v_sdpa_relpos__neon, KERN__SDPA_BWD(neon), NULL, NULL, NULL, NULL, kern__sdpa_pairs__scalar, NULL,
+    NULL};
 #endif
 #undef KERN__SDPA_SOFTMAX
 #undef KERN__SDPA_BWD
@@ -2798,6 +2832,7 @@ typedef struct kern__sdpa_ktile {
     int64_t kfs, vfs;
     int converted, packed;
     const uint16_t *k16; /* tiles: K rows [nk][D32], contiguous, zero-padded */
+    const uint16_t *v16; /* rows path, 16-bit V read in place (fns.mkv16), else NULL */
 } kern__sdpa_ktile;
 
 /* Step 1: decodes task t (causal work long tasks first) and finds its
@@ -3003,7 +3038,8 @@ static void kern__sdpa_fwd_ktile(const kern__sdpa_ftask *T, kern__sdpa_ktile *kt
     const kern__sdpa_prob *p = T->p;
     int64_t D = p->D, Dv = p->Dv, jj;
     int rows = T->f->rows_path;
-    if (p->dt != KERN_F32 && !kt->converted && (rows ? !T->native16 : !T->native)) {
+    if (p->dt != KERN_F32 && !kt->converted && !kt->v16 &&
+        (rows ? !T->native16 : !T->native)) {
         for (jj = 0; jj < nk; jj++) {
             if (!rows)
                 kern__sdpa_to_f32(T->f->ctx, T->kp + (size_t)((j0 + jj) * T->krs) * p->es, p->dt,
@@ -3132,6 +3168,8 @@ static void kern__sdpa_fwd_pv(const kern__sdpa_ftask *T, const kern__sdpa_ktile 
         if (T->native16) {
             p->fn->rows16(sc->s, BK, T->R, nk, sc->p2, BK);
             p->fn->mk16(T->R, Dv, (nk + 1) / 2, sc->p2, BK, 2, sc->vp, Dv * 2, sc->ot, Dv, 1);
+        } else if (kt->v16) {
+            p->fn->mkv16(T->R, Dv, nk, sc->s, BK, kt->v16, T->vrs, p->dt, sc->ot, Dv);
         } else {
             p->fn->mk(T->R, Dv, nk, sc->s, BK, 1, kt->vf, kt->vfs, sc->ot, Dv, 1);
         }
@@ -3156,6 +3194,9 @@ static void kern__sdpa_fwd_block(kern__sdpa_ftask *T, int64_t j0, int64_t nk) {
     kt.vfs = T->vrs;
     kt.converted = kt.packed = 0;
     kt.k16 = NULL;
+    kt.v16 = NULL;
+    if (T->f->rows_path && !T->native16 && p->dt != KERN_F32 && p->fn->mkv16 && T->vp)
+        kt.v16 = (const uint16_t *)(const void *)T->vp + j0 * T->vrs;
     if (p->dt == KERN_F32) {
         kt.kf = (const float *)T->kp + j0 * T->krs;
         kt.vf = T->vp ? (const float *)T->vp + j0 * T->vrs : NULL; /* NULL: Dv = 0 */
