@@ -1263,15 +1263,8 @@ KERN_TARGET_AVX2 static inline __m256i kern__sdpa_tailmask__avx2(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? (n < 0 ? 0 : n) : 8)), idx);
 }
 
-/* 6 rows x 16 lanes: 12 ymm accumulators, 2 B loads and 6 broadcasts per
- * k step. A full tile (16 lanes) uses plain loads and stores; only the
- * lane tail goes through masks (on AMD a masked 256-bit store is
- * microcoded, a dozen cycles each: with 12 of them per call they cost a
- * quarter of a 64-deep tile's time). RC (a constant: 6, 4 or 2) is the
- * number of rows computed, so the 4-row edge of a 64-row operand (64 = 6 x
- * 10 + 4) does 8 FMAs a step, not 12; rows past mr repeat row 0 and are
- * not stored. k advances 4 steps an iteration: with 64-deep tiles the
- * loop's branch and pointer updates were a tenth of the tile. */
+/* n < 8 elements (f32, bf16 or f16) from p + i widened to f32, zeros past
+ * n; a whole vector is one plain load. */
 KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_dtype dt,
                                                            int64_t i, int64_t n) {
     if (dt == KERN_F32)
@@ -1326,14 +1319,17 @@ KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_d
         }                                                                     \
         if (!B16) b += b_ks;                                                  \
     }
-/* AK1 (a constant): A's rows are k-contiguous (a_ks = 1: K rows, score
- * rows), else its rows are adjacent (a_rs = 1: V^T); either way every
- * broadcast is one base register and a constant offset. B16 (a
- * constant): B is f32 at b (0), or bf16 (1) / f16 (2) at bh, widened as
- * it is loaded. RC (a constant:
- * 6, 4 or 2) is the number of rows computed, so the 4-row edge of a
- * 64-row operand (64 = 6 x 10 + 4) does 8 FMAs a step, not 12; rows past
- * mr repeat row 0 and are not stored. */
+/* 6 rows x 16 lanes: 12 ymm accumulators, 2 B loads and 6 broadcasts per
+ * k step. A full tile (16 lanes) uses plain loads and stores; only the
+ * lane tail goes through masks (on AMD a masked 256-bit store is
+ * microcoded, a dozen cycles each: with 12 of them per call they cost a
+ * quarter of a 64-deep tile's time). The constants: AK1, A's rows are
+ * k-contiguous (a_ks = 1: K rows, score rows), else its rows are adjacent
+ * (a_rs = 1: V^T), either way every broadcast is one base register and a
+ * constant offset; B16, B is f32 at b (0) or bf16 (1) / f16 (2) at bh,
+ * widened as it is loaded; RC (6, 4 or 2), the rows computed, so the
+ * 4-row edge of a 64-row operand (64 = 6 x 10 + 4) does 8 FMAs a step,
+ * not 12 (rows past mr repeat row 0 and are not stored). */
 KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
     int64_t K, const float *a, int64_t a_rs, int64_t a_ks, const float *b, const uint16_t *bh,
     int64_t b_ks, float *c, int64_t c_rs, int mr, int64_t nn, int acc, int full, int RC, int AK1,
@@ -1397,24 +1393,27 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_tiles__avx2(
     int64_t m0, n0;
     for (n0 = 0; n0 < N; n0 += 16) {
         int64_t nn = N - n0;
+        /* only the operand in use is offset (the other is NULL) */
+        const float *bn = B16 ? b : b + n0;
+        const uint16_t *bhn = B16 ? bh + n0 : bh;
         for (m0 = 0; m0 + 6 <= M && nn >= 16; m0 += 6)
-            kern__sdpa_mk_6x16_body__avx2(K, a + m0 * a_rs, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks,
+            kern__sdpa_mk_6x16_body__avx2(K, a + m0 * a_rs, a_rs, a_ks, bn, bhn, b_ks,
                                           c + m0 * c_rs + n0, c_rs, 6, 16, acc, 1, 6, AK1, B16);
         for (; m0 < M; m0 += 6) {
             int mr = (int)(M - m0 < 6 ? M - m0 : 6);
             const float *am = a + m0 * a_rs;
             float *cm = c + m0 * c_rs + n0;
             if (nn < 16)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, bn, bhn, b_ks, cm, c_rs,
                                               mr, nn, acc, 0, 6, AK1, B16);
             else if (mr > 4)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, bn, bhn, b_ks, cm, c_rs,
                                               mr, nn, acc, 1, 6, AK1, B16);
             else if (mr > 2)
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, bn, bhn, b_ks, cm, c_rs,
                                               mr, nn, acc, 1, 4, AK1, B16);
             else
-                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, B16 ? b : b + n0, B16 ? bh + n0 : bh, b_ks, cm, c_rs,
+                kern__sdpa_mk_6x16_body__avx2(K, am, a_rs, a_ks, bn, bhn, b_ks, cm, c_rs,
                                               mr, nn, acc, 1, 2, AK1, B16);
         }
     }
@@ -1432,14 +1431,8 @@ KERN_TARGET_AVX2 static void kern__sdpa_mk_f32__avx2(int64_t M, int64_t N, int64
         kern__sdpa_mk_tiles__avx2(M, N, K, a, a_rs, 1, b, NULL, b_ks, c, c_rs, acc, 1, 0);
     } else if (a_rs == 1) {
         kern__sdpa_mk_tiles__avx2(M, N, K, a, 1, a_ks, b, NULL, b_ks, c, c_rs, acc, 0, 0);
-    } else { /* no caller passes this; kept correct */
-        int64_t i, j, k;
-        for (i = 0; i < M; i++)
-            for (j = 0; j < N; j++) {
-                float t = acc ? c[i * c_rs + j] : 0.0f;
-                for (k = 0; k < K; k++) t += a[i * a_rs + k * a_ks] * b[k * b_ks + j];
-                c[i * c_rs + j] = t;
-            }
+    } else { /* neither stride 1: no caller passes this */
+        kern__sdpa_mk_f32__scalar(M, N, K, a, a_rs, a_ks, b, b_ks, c, c_rs, acc);
     }
 }
 
@@ -1479,8 +1472,9 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
         const float *q0 = qf + r * ldq, *q1 = qf + r1 * ldq, *q2 = qf + r2 * ldq,
                     *q3 = qf + r3 * ldq;
         int e;
-        if (r + 1 == R) { /* a lone row (R = 1: no GQA): four keys a block */
-            for (j = 0; j + 4 <= nk; j += 4) {
+        j = 0;
+        if (r + 1 == R) /* a lone row (R = 1: no GQA): four keys a block */
+            for (; j + 4 <= nk; j += 4) {
                 __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, h;
                 float t[4];
                 for (d = 0; d < D; d += 8) {
@@ -1494,9 +1488,6 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
                 _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
                 for (e = 0; e < 4; e++) s[r * ls + j + e] = t[e];
             }
-        } else {
-            j = 0;
-        }
         for (; j + 2 <= nk; j += 2) {
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, ha, hb, sum;
