@@ -1456,16 +1456,31 @@ KERN_TARGET_AVX2 static void kern__sdpa_mkv16__avx2(int64_t M, int64_t N, int64_
 #define KERN__SDPA_HSUM4(c0, c1, c2, c3)                                      \
     _mm256_hadd_ps(_mm256_hadd_ps(c0, c1), _mm256_hadd_ps(c2, c3))
 
+/* One K vector of 8 lanes at element i, all 8 present: f32, or bf16 / f16
+ * widened (dt a constant in each instantiation below, so this folds to
+ * one load or a load and its widening). */
+KERN_TARGET_AVX2 KERN__AINLINE __m256 kern__sdpa_ldk8__avx2(const void *p, int dt, int64_t i) {
+    __m128i w;
+    if (dt == KERN_F32) return _mm256_loadu_ps((const float *)p + i);
+    w = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (dt == KERN_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
+    return _mm256_cvtph_ps(w);
+}
+
 /* s[r][j] = q_r . k_j for the rows path: two keys by four query rows a
  * block (8 accumulators; each K vector loaded once for four rows, each q
  * vector once for two keys), a lone last row four keys at a time; every
  * sum is reduced by the same hadd tree as a single key's, so the bits do
- * not depend on the blocking. */
-KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_t D,
-                                                   const float *qf, int64_t ldq,
-                                                   const void *k, int64_t k_rs,
-                                                   kern_dtype dt, float *s, int64_t ls) {
+ * not depend on the blocking. FULL: D a multiple of 8 (every load whole,
+ * no tail test in the loop); dt a constant per instantiation. */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_dots_body__avx2(int64_t nk, int64_t R, int64_t D,
+                                                              const float *qf, int64_t ldq,
+                                                              const void *k, int64_t k_rs,
+                                                              int dt, float *s, int64_t ls,
+                                                              int full) {
     int64_t j, r, d;
+#define KERN__SDPA_LDK(i_, n_)                                                \
+    (full ? kern__sdpa_ldk8__avx2(k, dt, i_) : kern__sdpa_ld8__avx2(k, (kern_dtype)dt, i_, n_))
     for (r = 0; r < R; r += 4) {
         int64_t r1 = r + 1 < R ? r + 1 : r, r2 = r + 2 < R ? r + 2 : r;
         int64_t r3 = r + 3 < R ? r + 3 : r;
@@ -1479,10 +1494,10 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
                 float t[4];
                 for (d = 0; d < D; d += 8) {
                     __m256 x = _mm256_loadu_ps(q0 + d);
-                    c0 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d), c0);
-                    c1 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 1) * k_rs + d, D - d), c1);
-                    c2 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 2) * k_rs + d, D - d), c2);
-                    c3 = _mm256_fmadd_ps(x, kern__sdpa_ld8__avx2(k, dt, (j + 3) * k_rs + d, D - d), c3);
+                    c0 = _mm256_fmadd_ps(x, KERN__SDPA_LDK(j * k_rs + d, D - d), c0);
+                    c1 = _mm256_fmadd_ps(x, KERN__SDPA_LDK((j + 1) * k_rs + d, D - d), c1);
+                    c2 = _mm256_fmadd_ps(x, KERN__SDPA_LDK((j + 2) * k_rs + d, D - d), c2);
+                    c3 = _mm256_fmadd_ps(x, KERN__SDPA_LDK((j + 3) * k_rs + d, D - d), c3);
                 }
                 h = KERN__SDPA_HSUM4(c0, c1, c2, c3);
                 _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
@@ -1491,20 +1506,25 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
         for (; j + 2 <= nk; j += 2) {
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, ha, hb, sum;
-            float t[8];
             for (d = 0; d < D; d += 8) {
-                __m256 ka = kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d);
-                __m256 kb = kern__sdpa_ld8__avx2(k, dt, (j + 1) * k_rs + d, D - d);
+                __m256 ka = KERN__SDPA_LDK(j * k_rs + d, D - d);
+                __m256 kb = KERN__SDPA_LDK((j + 1) * k_rs + d, D - d);
+                /* each q vector loaded once, into a register (folded into
+                 * both FMAs it would be loaded twice: 10 loads a step) */
                 __m256 x = _mm256_loadu_ps(q0 + d);
+                KERN__FBARRIER(x);
                 a0 = _mm256_fmadd_ps(x, ka, a0);
                 b0 = _mm256_fmadd_ps(x, kb, b0);
                 x = _mm256_loadu_ps(q1 + d);
+                KERN__FBARRIER(x);
                 a1 = _mm256_fmadd_ps(x, ka, a1);
                 b1 = _mm256_fmadd_ps(x, kb, b1);
                 x = _mm256_loadu_ps(q2 + d);
+                KERN__FBARRIER(x);
                 a2 = _mm256_fmadd_ps(x, ka, a2);
                 b2 = _mm256_fmadd_ps(x, kb, b2);
                 x = _mm256_loadu_ps(q3 + d);
+                KERN__FBARRIER(x);
                 a3 = _mm256_fmadd_ps(x, ka, a3);
                 b3 = _mm256_fmadd_ps(x, kb, b3);
             }
@@ -1513,17 +1533,21 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
             /* [a lo | b lo] + [a hi | b hi]: key j's four sums, then j+1's */
             sum = _mm256_add_ps(_mm256_permute2f128_ps(ha, hb, 0x20),
                                 _mm256_permute2f128_ps(ha, hb, 0x31));
-            _mm256_storeu_ps(t, sum);
-            for (e = 0; e < 4 && r + e < R; e++) {
-                s[(r + e) * ls + j] = t[e];
-                s[(r + e) * ls + j + 1] = t[4 + e];
+            {
+                /* rows' (j, j+1) pairs: [r0 r0' r1 r1'], [r2 r2' r3 r3'] */
+                __m128 lo = _mm256_castps256_ps128(sum), hi = _mm256_extractf128_ps(sum, 1);
+                __m128 u0 = _mm_unpacklo_ps(lo, hi), u1 = _mm_unpackhi_ps(lo, hi);
+                _mm_storel_pi((__m64 *)(void *)(s + r * ls + j), u0);
+                if (r + 1 < R) _mm_storeh_pi((__m64 *)(void *)(s + (r + 1) * ls + j), u0);
+                if (r + 2 < R) _mm_storel_pi((__m64 *)(void *)(s + (r + 2) * ls + j), u1);
+                if (r + 3 < R) _mm_storeh_pi((__m64 *)(void *)(s + (r + 3) * ls + j), u1);
             }
         }
         for (; j < nk; j++) {
             __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, h;
             float t[4];
             for (d = 0; d < D; d += 8) {
-                __m256 kv = kern__sdpa_ld8__avx2(k, dt, j * k_rs + d, D - d);
+                __m256 kv = KERN__SDPA_LDK(j * k_rs + d, D - d);
                 c0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv, c0);
                 c1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv, c1);
                 c2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), kv, c2);
@@ -1534,6 +1558,21 @@ KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_
             for (e = 0; e < 4 && r + e < R; e++) s[(r + e) * ls + j] = t[e];
         }
     }
+#undef KERN__SDPA_LDK
+}
+
+KERN_TARGET_AVX2 static void kern__sdpa_dots__avx2(int64_t nk, int64_t R, int64_t D,
+                                                   const float *qf, int64_t ldq,
+                                                   const void *k, int64_t k_rs,
+                                                   kern_dtype dt, float *s, int64_t ls) {
+    if (D % 8 != 0)
+        kern__sdpa_dots_body__avx2(nk, R, D, qf, ldq, k, k_rs, dt, s, ls, 0);
+    else if (dt == KERN_F32)
+        kern__sdpa_dots_body__avx2(nk, R, D, qf, ldq, k, k_rs, KERN_F32, s, ls, 1);
+    else if (dt == KERN_BF16)
+        kern__sdpa_dots_body__avx2(nk, R, D, qf, ldq, k, k_rs, KERN_BF16, s, ls, 1);
+    else
+        kern__sdpa_dots_body__avx2(nk, R, D, qf, ldq, k, k_rs, KERN_F16, s, ls, 1);
 }
 #undef KERN__SDPA_HSUM4
 
@@ -3082,8 +3121,9 @@ static void kern__sdpa_fwd_scores(const kern__sdpa_ftask *T, const kern__sdpa_kt
          * each K and V row once, rows heads x D apart, each in a new page
          * where the hardware prefetchers start cold. */
         int64_t c0, kb = D * (int64_t)p->es, vb = p->Dv * (int64_t)p->es;
-        for (c0 = 0; c0 < nk; c0 += 8) {
-            int64_t cn = nk - c0 < 8 ? nk - c0 : 8, jj, b;
+        int64_t ch = T->R > 1 ? 2 : 4;
+        for (c0 = 0; c0 < nk; c0 += ch) {
+            int64_t cn = nk - c0 < ch ? nk - c0 : ch, jj, b;
             for (jj = 0; jj < cn; jj++) {
                 int64_t jk = j0 + c0 + jj + KERN__SDPA_PFK, jv = j0 + c0 + jj;
                 if (jk < T->ks1)
