@@ -1298,7 +1298,12 @@ KERN_TARGET_AVX2 static inline __m256 kern__sdpa_ld8__avx2(const void *p, kern_d
 #define KERN__SDPA_A2K(o)                                                     \
     {                                                                         \
         __m256 b0, b1;                                                        \
-        if (B16) {                                                            \
+        if (EO) { /* 16 bf16 lanes: even ones by a shift, odd by a mask */   \
+            __m256i w_ = _mm256_loadu_si256((const __m256i *)(const void *)bh); \
+            b0 = _mm256_castsi256_ps(_mm256_slli_epi32(w_, 16));              \
+            b1 = _mm256_castsi256_ps(_mm256_and_si256(w_, hi16));             \
+            bh += b_ks;                                                       \
+        } else if (B16) {                                                     \
             const kern_dtype bdt = B16 == 1 ? KERN_BF16 : KERN_F16;           \
             b0 = kern__sdpa_ld8__avx2(bh, bdt, 0, full ? 8 : nn);             \
             b1 = kern__sdpa_ld8__avx2(bh, bdt, 8, full ? 8 : nn - 8);         \
@@ -1339,6 +1344,14 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
     const float *a3 = mr > 3 ? a + 3 * a_rs : a, *a4 = mr > 4 ? a + 4 * a_rs : a;
     const float *a5 = mr > 5 ? a + 5 * a_rs : a, *p = a;
     __m256i k0 = _mm256_setzero_si256(), k1 = k0;
+    /* EO: whole bf16 B rows split into even and odd lanes (one 256-bit load,
+     * a shift and an AND, where widening two halves takes two loads, two
+     * zero-extensions and two shifts); the accumulators then hold columns
+     * [0 2 4 6 | 8 10 12 14] and [1 3 5 7 | 9 11 13 15], put back in order
+     * when C is read and written. Each column's products and their order
+     * are unchanged: the same bits. */
+    const int EO = B16 == 1 && full;
+    const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     int64_t k;
     if (!full) {
@@ -1353,6 +1366,12 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
         const float *cr = c + r * c_rs;                                       \
         c##r##0 = full ? _mm256_loadu_ps(cr) : _mm256_maskload_ps(cr, k0);    \
         c##r##1 = full ? _mm256_loadu_ps(cr + 8) : _mm256_maskload_ps(cr + 8, k1); \
+        if (EO) {                                                             \
+            __m256 t0_ = _mm256_permute2f128_ps(c##r##0, c##r##1, 0x20);      \
+            __m256 t1_ = _mm256_permute2f128_ps(c##r##0, c##r##1, 0x31);      \
+            c##r##0 = _mm256_shuffle_ps(t0_, t1_, _MM_SHUFFLE(2, 0, 2, 0));   \
+            c##r##1 = _mm256_shuffle_ps(t0_, t1_, _MM_SHUFFLE(3, 1, 3, 1));   \
+        }                                                                     \
     }
         KERN__SDPA_A2LD(0) KERN__SDPA_A2LD(1) KERN__SDPA_A2LD(2)
         KERN__SDPA_A2LD(3) KERN__SDPA_A2LD(4) KERN__SDPA_A2LD(5)
@@ -1367,7 +1386,12 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
 #define KERN__SDPA_A2ST(r)                                                    \
     if (mr > r) {                                                             \
         float *cr = c + r * c_rs;                                             \
-        if (full) {                                                           \
+        if (EO) {                                                             \
+            __m256 l_ = _mm256_unpacklo_ps(c##r##0, c##r##1);                 \
+            __m256 h_ = _mm256_unpackhi_ps(c##r##0, c##r##1);                 \
+            _mm256_storeu_ps(cr, _mm256_permute2f128_ps(l_, h_, 0x20));       \
+            _mm256_storeu_ps(cr + 8, _mm256_permute2f128_ps(l_, h_, 0x31));   \
+        } else if (full) {                                                    \
             _mm256_storeu_ps(cr, c##r##0);                                    \
             _mm256_storeu_ps(cr + 8, c##r##1);                                \
         } else {                                                              \
