@@ -2691,28 +2691,25 @@ static void kern__da_task(void *arg, int64_t task, int thread) {
                         int64_t ko = (j0 + ja) * ks + pt * kshare, kend = (j0 + ja + na) * ks;
                         int64_t vo = (j0 + jb) * vs + pt * vshare, vend = (j0 + jb + nb) * vs;
                         int64_t n4 = nb - j4 < 4 ? nb - j4 : 4, h2;
-                        /* an f32 cache: the 4 rows in two calls of 2 (qk's
+                        /* a whole f32 block: two calls of 2 rows (qk's
                          * register block), half of the hints before each: a
                          * burst of the whole share (64 lines) filled the
                          * miss buffers and then the load queue, and the FMAs
                          * behind it waited (measured on Zen 3: 1.04-1.16x;
                          * level for bf16, whose share is half, and 0.95x for
                          * the compute-bound i8 form, so those keep one call) */
-                        int nh2 = ke == 4 ? 2 : 1;
+                        int nh2 = ke == 4 && n4 == 4 ? 2 : 1;
+                        int64_t kh = nh2 == 2 ? (kshare / 2) & ~(int64_t)63 : kshare;
+                        int64_t vh = nh2 == 2 ? (vshare / 2) & ~(int64_t)63 : vshare;
                         for (h2 = 0; h2 < nh2; h2++) {
-                            int64_t x0 = h2 ? (kshare / 2) & ~(int64_t)63 : 0;
-                            int64_t x1 = h2 || nh2 == 1 ? kshare : (kshare / 2) & ~(int64_t)63;
-                            int64_t y0 = h2 ? (vshare / 2) & ~(int64_t)63 : 0;
-                            int64_t y1 = h2 || nh2 == 1 ? vshare : (vshare / 2) & ~(int64_t)63;
-                            int64_t m2 = nh2 == 1 ? n4 : h2 ? n4 - 2 : (n4 < 2 ? n4 : 2);
-                            for (x = x0; x < x1 && ko + x < kend; x += 64) kern__da_prefetch_l2(kb + ko + x);
-                            for (x = y0; x < y1 && vo + x < vend; x += 64) kern__da_prefetch_l2(vb + vo + x);
-                            if (m2 > 0)
-                                J->f->qk(qs + hk * Rh * J->D, Rh, J->D,
-                                         kb + (j0 + jb + j4 + 2 * h2) * ks + hk * khs, ks,
-                                         J->k->dtype, m2,
-                                         S + hk * Rh * KERN__DA_CHUNK + jb + j4 + 2 * h2,
-                                         KERN__DA_CHUNK);
+                            int64_t j2 = j4 + h2 * (n4 / nh2);
+                            for (x = h2 ? kh : 0; x < (h2 ? kshare : kh) && ko + x < kend; x += 64)
+                                kern__da_prefetch_l2(kb + ko + x);
+                            for (x = h2 ? vh : 0; x < (h2 ? vshare : vh) && vo + x < vend; x += 64)
+                                kern__da_prefetch_l2(vb + vo + x);
+                            J->f->qk(qs + hk * Rh * J->D, Rh, J->D, kb + (j0 + jb + j2) * ks + hk * khs,
+                                     ks, J->k->dtype, n4 / nh2,
+                                     S + hk * Rh * KERN__DA_CHUNK + jb + j2, KERN__DA_CHUNK);
                         }
                     }
             }
