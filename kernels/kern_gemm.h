@@ -73,7 +73,7 @@
  *   KERN_ERR_LAYOUT negative strides, c with stride 0 on a dim of size > 1
  *
  * Paths (chosen at run time from kern_ctx_features(ctx)): AVX-512F f32
- * microkernel 12x32 (small-M kernels 16x16, 8x32, 4x32, 2x32, 1x32),
+ * microkernel 12x32 (small-M kernels 8x32, 4x32, 2x32, 1x32),
  * AVX-512-BF16 (vdpbf16ps) 12x32 for bf16 inputs, AVX2+FMA 6x16, NEON 4x16,
  * portable scalar 4x16. f16 inputs are converted to f32 while packing (F16C
  * on x86). M <= 16 (decode) streams B (prepacked, or a row-major f32 B)
@@ -527,9 +527,10 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
                 for (q = 0; q < kk; q++) {
                     float *o = d + (k0 + q) * W + w0;
                     /* a narrow panel (W < 8) stores 8 lanes and lets the
-                     * next row's store overwrite the spill, except at the
-                     * panel's last row */
-                    if (ws == 8 || (W < 8 && k0 + q + 1 < kc)) _mm256_storeu_ps(o, r[q]);
+                     * next rows' stores overwrite the spill, except where
+                     * the spill would pass the panel's end (the last
+                     * 8 / W rows: panels of other tasks may follow) */
+                    if (ws == 8 || (W < 8 && (kc - k0 - q) * W >= 8)) _mm256_storeu_ps(o, r[q]);
                     else kern__storen__avx2(o, r[q], ws);
                 }
             }
@@ -569,6 +570,250 @@ KERN_TARGET_AVX2 static void kern__gemm_f32_6x16__avx2(int64_t ks, const void *a
         b += ldb;
     }
     KERN__GEMM_R6(KERN__GEMM_A2_SAVE)
+}
+
+/* Small-M kernels of the streaming path (M <= 16): the 6x16 kernel at M = 1
+ * issues 12 FMAs per k for 2 useful ones, so a decode GEMV against packed
+ * panels ran FMA-bound at half the DRAM rate. 1x32 and 2x32 keep one chain
+ * per output vector (4 and 8 chains), 4x16 eight; each output element is
+ * the same k-ordered FMA chain as in the 6x16 kernel, so the same bits. */
+/* 4x16 reads each 32-column row in two halves, one call each, which the
+ * hardware prefetchers follow poorly. It prefetches pfo_ elements ahead:
+ * in a 32-wide panel (ldb = 32) 16 rows ahead; in a row-major B read in
+ * place (the task walks its column groups along each row, a run of rows
+ * at a time) the next 128 bytes of the same row. Zen 3, 4096 x 4096, 1
+ * thread, ms: prepacked f32 M = 4 4.5 -> 3.9, M = 8 6.5 -> 5.6; f32 rows
+ * M = 4 5.2 -> 4.0 (16 rows ahead: 4.3), M = 8 8.3 -> 7.2; bf16 rows
+ * M = 4 3.55 -> 3.03. The 32-wide kernels read whole rows in order and
+ * lose 5-15 % at M = 1 with either hint. */
+#define KERN__GEMM_A2_PFB(b, ldb)                                             \
+    _mm_prefetch((const char *)(b + pfo_), _MM_HINT_T0);                      \
+    _mm_prefetch((const char *)(b + pfo_) + 64, _MM_HINT_T0);
+#define KERN__GEMM_A4_DECL(i) __m256 c##i##_0, c##i##_1, c##i##_2, c##i##_3;
+#define KERN__GEMM_A4_INIT(i)                                                 \
+    c##i##_0 = acc ? _mm256_loadu_ps(t + i * ldt) : _mm256_setzero_ps();     \
+    c##i##_1 = acc ? _mm256_loadu_ps(t + i * ldt + 8) : _mm256_setzero_ps(); \
+    c##i##_2 = acc ? _mm256_loadu_ps(t + i * ldt + 16) : _mm256_setzero_ps(); \
+    c##i##_3 = acc ? _mm256_loadu_ps(t + i * ldt + 24) : _mm256_setzero_ps();
+#define KERN__GEMM_A4_STEP(i)                                                 \
+    {                                                                         \
+        __m256 ai = _mm256_broadcast_ss(a + i);                               \
+        c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1);                         \
+        c##i##_2 = _mm256_fmadd_ps(ai, b2, c##i##_2);                         \
+        c##i##_3 = _mm256_fmadd_ps(ai, b3, c##i##_3);                         \
+    }
+#define KERN__GEMM_A4_SAVE(i)                                                 \
+    _mm256_storeu_ps(t + i * ldt, c##i##_0);                                  \
+    _mm256_storeu_ps(t + i * ldt + 8, c##i##_1);                              \
+    _mm256_storeu_ps(t + i * ldt + 16, c##i##_2);                             \
+    _mm256_storeu_ps(t + i * ldt + 24, c##i##_3);
+#define KERN__GEMM_A2_KERNEL32(NAME, MR, RN)                                  \
+    KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
+                                      int64_t ldb, float *t, int64_t ldt, int acc) { \
+        const float *a = (const float *)ap, *b = (const float *)bp;           \
+        int64_t s;                                                            \
+        RN(KERN__GEMM_A4_DECL)                                                \
+        RN(KERN__GEMM_A4_INIT)                                                \
+        for (s = 0; s < ks; s++) {                                            \
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);      \
+            __m256 b2 = _mm256_loadu_ps(b + 16), b3 = _mm256_loadu_ps(b + 24); \
+            RN(KERN__GEMM_A4_STEP)                                            \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        RN(KERN__GEMM_A4_SAVE)                                                \
+    }
+KERN__GEMM_A2_KERNEL32(kern__gemm_f32_1x32__avx2, 1, KERN__GEMM_R1)
+KERN__GEMM_A2_KERNEL32(kern__gemm_f32_2x32__avx2, 2, KERN__GEMM_R2)
+
+KERN_TARGET_AVX2 static void kern__gemm_f32_4x16__avx2(int64_t ks, const void *ap,
+                                                       const void *bp, int64_t ldb,
+                                                       float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap, *b = (const float *)bp;
+    int64_t s;
+    const int64_t pfo_ = ldb == KERN__GEMM_PW ? 16 * ldb : 32;
+    KERN__GEMM_R4(KERN__GEMM_A2_DECL)
+    KERN__GEMM_R4(KERN__GEMM_A2_INIT)
+    for (s = 0; s < ks; s++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        KERN__GEMM_A2_PFB(b, ldb)
+        KERN__GEMM_R4(KERN__GEMM_A2_STEP)
+        a += 4;
+        b += ldb;
+    }
+    KERN__GEMM_R4(KERN__GEMM_A2_SAVE)
+}
+
+/* The same small-M kernels against a bf16 B, widened in registers, for the
+ * streaming path on AVX2 (no vdpbf16ps): A f32-packed as above, and B
+ * either
+ *   rows ("h"): bf16 rows read in place (ldb in bf16 elements), 16
+ *       columns widened by two unpacks against zero, which yield columns
+ *       {0-3, 8-11} and {4-7, 12-15}: the accumulators keep that order and
+ *       the tile is permuted once on load and store (vperm2f128);
+ *   pairs ("p"): the prepacked pair format (ldb in 32-bit words, one word
+ *       per column per k pair), k even = word << 16, k odd = word & hi.
+ * ks counts k (A's steps); with pairs an odd ks ends on the low half.
+ * Every output element is still one k-ordered FMA chain of the exact f32
+ * values of its A and B elements, as the f32 kernels compute after a bf16
+ * B is converted, so the same bits as the general path's. */
+#define KERN__GEMM_H_INIT(i, L, H, o)                                         \
+    {                                                                         \
+        __m256 t0_ = acc ? _mm256_loadu_ps(t + i * ldt + (o)) : _mm256_setzero_ps(); \
+        __m256 t1_ = acc ? _mm256_loadu_ps(t + i * ldt + (o) + 8) : _mm256_setzero_ps(); \
+        L = _mm256_permute2f128_ps(t0_, t1_, 0x20);                           \
+        H = _mm256_permute2f128_ps(t0_, t1_, 0x31);                           \
+    }
+#define KERN__GEMM_H_SAVE(i, L, H, o)                                         \
+    _mm256_storeu_ps(t + i * ldt + (o), _mm256_permute2f128_ps(L, H, 0x20));  \
+    _mm256_storeu_ps(t + i * ldt + (o) + 8, _mm256_permute2f128_ps(L, H, 0x31));
+#define KERN__GEMM_H4_INIT(i)                                                 \
+    KERN__GEMM_H_INIT(i, c##i##_0, c##i##_1, 0) KERN__GEMM_H_INIT(i, c##i##_2, c##i##_3, 16)
+#define KERN__GEMM_H4_SAVE(i)                                                 \
+    KERN__GEMM_H_SAVE(i, c##i##_0, c##i##_1, 0) KERN__GEMM_H_SAVE(i, c##i##_2, c##i##_3, 16)
+#define KERN__GEMM_H2_INIT(i) KERN__GEMM_H_INIT(i, c##i##_0, c##i##_1, 0)
+#define KERN__GEMM_H2_SAVE(i) KERN__GEMM_H_SAVE(i, c##i##_0, c##i##_1, 0)
+/* 16 bf16 at p as two f32 vectors in the {0-3, 8-11}, {4-7, 12-15} order */
+#define KERN__GEMM_H_WIDEN(p, L, H)                                           \
+    {                                                                         \
+        __m256i x_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));  \
+        L = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), x_)); \
+        H = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), x_)); \
+    }
+#define KERN__GEMM_H_KERNEL32(NAME, MR, RN)                                   \
+    KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
+                                      int64_t ldb, float *t, int64_t ldt, int acc) { \
+        const float *a = (const float *)ap;                                   \
+        const uint16_t *b = (const uint16_t *)bp;                             \
+        int64_t s;                                                            \
+        RN(KERN__GEMM_A4_DECL)                                                \
+        RN(KERN__GEMM_H4_INIT)                                                \
+        for (s = 0; s < ks; s++) {                                            \
+            __m256 b0, b1, b2, b3;                                            \
+            KERN__GEMM_H_WIDEN(b, b0, b1)                                     \
+            KERN__GEMM_H_WIDEN(b + 16, b2, b3)                                \
+            RN(KERN__GEMM_A4_STEP)                                            \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        RN(KERN__GEMM_H4_SAVE)                                                \
+    }
+KERN__GEMM_H_KERNEL32(kern__gemm_h_1x32__avx2, 1, KERN__GEMM_R1)
+KERN__GEMM_H_KERNEL32(kern__gemm_h_2x32__avx2, 2, KERN__GEMM_R2)
+
+KERN_TARGET_AVX2 static void kern__gemm_h_4x16__avx2(int64_t ks, const void *ap, const void *bp,
+                                                     int64_t ldb, float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap;
+    const uint16_t *b = (const uint16_t *)bp;
+    int64_t s;
+    const int64_t pfo_ = ldb == KERN__GEMM_PW ? 16 * ldb : 64; /* see KERN__GEMM_A2_PFB */
+    KERN__GEMM_R4(KERN__GEMM_A2_DECL)
+    KERN__GEMM_R4(KERN__GEMM_H2_INIT)
+    for (s = 0; s < ks; s++) {
+        __m256 b0, b1;
+        KERN__GEMM_H_WIDEN(b, b0, b1)
+        _mm_prefetch((const char *)(b + pfo_), _MM_HINT_T0);
+        KERN__GEMM_R4(KERN__GEMM_A2_STEP)
+        a += 4;
+        b += ldb;
+    }
+    KERN__GEMM_R4(KERN__GEMM_H2_SAVE)
+}
+
+/* pairs: the even-k and odd-k halves of 8 words */
+#define KERN__GEMM_P_SPLIT(p, E, O)                                           \
+    {                                                                         \
+        __m256i x_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));  \
+        E = _mm256_castsi256_ps(_mm256_slli_epi32(x_, 16));                   \
+        O = _mm256_castsi256_ps(_mm256_and_si256(x_, hi_));                   \
+    }
+#define KERN__GEMM_P4_STEP(i)                                                 \
+    {                                                                         \
+        __m256 ae = _mm256_broadcast_ss(a + i), ao = _mm256_broadcast_ss(a + MR_ + i); \
+        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
+        c##i##_2 = _mm256_fmadd_ps(ae, e2, c##i##_2);                         \
+        c##i##_3 = _mm256_fmadd_ps(ae, e3, c##i##_3);                         \
+        c##i##_0 = _mm256_fmadd_ps(ao, o0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ao, o1, c##i##_1);                         \
+        c##i##_2 = _mm256_fmadd_ps(ao, o2, c##i##_2);                         \
+        c##i##_3 = _mm256_fmadd_ps(ao, o3, c##i##_3);                         \
+    }
+#define KERN__GEMM_P4_LAST(i)                                                 \
+    {                                                                         \
+        __m256 ae = _mm256_broadcast_ss(a + i);                               \
+        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
+        c##i##_2 = _mm256_fmadd_ps(ae, e2, c##i##_2);                         \
+        c##i##_3 = _mm256_fmadd_ps(ae, e3, c##i##_3);                         \
+    }
+#define KERN__GEMM_P_KERNEL32(NAME, MR, RN)                                   \
+    KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
+                                      int64_t ldb, float *t, int64_t ldt, int acc) { \
+        enum { MR_ = MR };                                                    \
+        const float *a = (const float *)ap;                                   \
+        const uint32_t *b = (const uint32_t *)bp;                             \
+        const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);              \
+        int64_t s;                                                            \
+        __m256 e0, e1, e2, e3, o0, o1, o2, o3;                                \
+        RN(KERN__GEMM_A4_DECL)                                                \
+        RN(KERN__GEMM_A4_INIT)                                                \
+        for (s = 0; s + 1 < ks; s += 2) {                                     \
+            KERN__GEMM_P_SPLIT(b, e0, o0) KERN__GEMM_P_SPLIT(b + 8, e1, o1)   \
+            KERN__GEMM_P_SPLIT(b + 16, e2, o2) KERN__GEMM_P_SPLIT(b + 24, e3, o3) \
+            RN(KERN__GEMM_P4_STEP)                                            \
+            a += 2 * MR;                                                      \
+            b += ldb;                                                         \
+        }                                                                     \
+        if (s < ks) {                                                         \
+            KERN__GEMM_P_SPLIT(b, e0, o0) KERN__GEMM_P_SPLIT(b + 8, e1, o1)   \
+            KERN__GEMM_P_SPLIT(b + 16, e2, o2) KERN__GEMM_P_SPLIT(b + 24, e3, o3) \
+            (void)o0; (void)o1; (void)o2; (void)o3;                           \
+            RN(KERN__GEMM_P4_LAST)                                            \
+        }                                                                     \
+        RN(KERN__GEMM_A4_SAVE)                                                \
+    }
+KERN__GEMM_P_KERNEL32(kern__gemm_p_1x32__avx2, 1, KERN__GEMM_R1)
+KERN__GEMM_P_KERNEL32(kern__gemm_p_2x32__avx2, 2, KERN__GEMM_R2)
+
+#define KERN__GEMM_P2_STEP(i)                                                 \
+    {                                                                         \
+        __m256 ae = _mm256_broadcast_ss(a + i), ao = _mm256_broadcast_ss(a + 4 + i); \
+        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
+        c##i##_0 = _mm256_fmadd_ps(ao, o0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ao, o1, c##i##_1);                         \
+    }
+#define KERN__GEMM_P2_LAST(i)                                                 \
+    {                                                                         \
+        __m256 ae = _mm256_broadcast_ss(a + i);                               \
+        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
+        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
+    }
+KERN_TARGET_AVX2 static void kern__gemm_p_4x16__avx2(int64_t ks, const void *ap, const void *bp,
+                                                     int64_t ldb, float *t, int64_t ldt, int acc) {
+    const float *a = (const float *)ap;
+    const uint32_t *b = (const uint32_t *)bp;
+    const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);
+    int64_t s;
+    const int64_t pfo_ = 16 * ldb;
+    __m256 e0, e1, o0, o1;
+    KERN__GEMM_R4(KERN__GEMM_A2_DECL)
+    KERN__GEMM_R4(KERN__GEMM_A2_INIT)
+    for (s = 0; s + 1 < ks; s += 2) {
+        KERN__GEMM_P_SPLIT(b, e0, o0) KERN__GEMM_P_SPLIT(b + 8, e1, o1)
+        KERN__GEMM_A2_PFB(b, ldb)
+        KERN__GEMM_R4(KERN__GEMM_P2_STEP)
+        a += 8;
+        b += ldb;
+    }
+    if (s < ks) {
+        KERN__GEMM_P_SPLIT(b, e0, o0) KERN__GEMM_P_SPLIT(b + 8, e1, o1)
+        (void)o0; (void)o1;
+        KERN__GEMM_R4(KERN__GEMM_P2_LAST)
+    }
+    KERN__GEMM_R4(KERN__GEMM_A2_SAVE)
 }
 
 /* ------------------------------------------------------- AVX-512 packing */
@@ -710,10 +955,6 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
 #define KERN__GEMM_Z_SAVE2(i)                                                 \
     _mm512_storeu_ps(t + i * ldt, c##i##_0);                                  \
     _mm512_storeu_ps(t + i * ldt + 16, c##i##_1);
-#define KERN__GEMM_Z_DECL1(i) __m512 c##i##_0;
-#define KERN__GEMM_Z_INIT1(i)                                                 \
-    c##i##_0 = acc ? _mm512_loadu_ps(t + i * ldt) : _mm512_setzero_ps();
-#define KERN__GEMM_Z_SAVE1(i) _mm512_storeu_ps(t + i * ldt, c##i##_0);
 
 #define KERN__GEMM_Z_F32_STEP2(i)                                             \
     {                                                                         \
@@ -721,17 +962,12 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0);                         \
         c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1);                         \
     }
-#define KERN__GEMM_Z_F32_STEP1(i)                                             \
-    c##i##_0 = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c##i##_0);
 #define KERN__GEMM_Z_BF_STEP2(i)                                              \
     {                                                                         \
         __m512i ai = _mm512_set1_epi32((int)a[i]);                            \
         c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)ai, (__m512bh)b0);    \
         c##i##_1 = _mm512_dpbf16_ps(c##i##_1, (__m512bh)ai, (__m512bh)b1);    \
     }
-#define KERN__GEMM_Z_BF_STEP1(i)                                              \
-    c##i##_0 = _mm512_dpbf16_ps(c##i##_0, (__m512bh)_mm512_set1_epi32((int)a[i]), \
-                                (__m512bh)b0);
 
 /* Software prefetch of B rows PF k steps ahead (0: none; a compile-time
  * constant of each kernel). The Xeon class's f32 kernels prefetch 16 rows
@@ -765,22 +1001,6 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         }                                                                     \
         ROWS(KERN__GEMM_Z_SAVE2)                                              \
     }
-#define KERN__GEMM_Z_F32_KERNEL1(NAME, MR, ROWS)                              \
-    KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
-                                        const void *bp, int64_t ldb,          \
-                                        float *t, int64_t ldt, int acc) {     \
-        const float *a = (const float *)ap, *b = (const float *)bp;           \
-        int64_t s;                                                            \
-        ROWS(KERN__GEMM_Z_DECL1)                                              \
-        ROWS(KERN__GEMM_Z_INIT1)                                              \
-        for (s = 0; s < ks; s++) {                                            \
-            __m512 b0 = _mm512_loadu_ps(b);                                   \
-            ROWS(KERN__GEMM_Z_F32_STEP1)                                      \
-            a += MR;                                                          \
-            b += ldb;                                                         \
-        }                                                                     \
-        ROWS(KERN__GEMM_Z_SAVE1)                                              \
-    }
 #define KERN__GEMM_Z_BF_KERNEL2(NAME, MR, ROWS, PF)                               \
     KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
                                             const void *bp, int64_t ldb,      \
@@ -797,22 +1017,6 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
             b += ldb;                                                         \
         }                                                                     \
         ROWS(KERN__GEMM_Z_SAVE2)                                              \
-    }
-#define KERN__GEMM_Z_BF_KERNEL1(NAME, MR, ROWS)                               \
-    KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
-                                            const void *bp, int64_t ldb,      \
-                                            float *t, int64_t ldt, int acc) { \
-        const uint32_t *a = (const uint32_t *)ap, *b = (const uint32_t *)bp;  \
-        int64_t s;                                                            \
-        ROWS(KERN__GEMM_Z_DECL1)                                              \
-        ROWS(KERN__GEMM_Z_INIT1)                                              \
-        for (s = 0; s < ks; s++) {                                            \
-            __m512i b0 = _mm512_loadu_si512(b);                               \
-            ROWS(KERN__GEMM_Z_BF_STEP1)                                       \
-            a += MR;                                                          \
-            b += ldb;                                                         \
-        }                                                                     \
-        ROWS(KERN__GEMM_Z_SAVE1)                                              \
     }
 
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32__avx512, 12, KERN__GEMM_R12, KERN__GEMM_PFD)
@@ -891,13 +1095,11 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pf__avx512, 8, KERN__GEMM_R8, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
-KERN__GEMM_Z_F32_KERNEL1(kern__gemm_f32_16x16__avx512, 16, KERN__GEMM_R16)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_12x32__avx512bf16, 12, KERN__GEMM_R12, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32__avx512bf16, 8, KERN__GEMM_R8, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
-KERN__GEMM_Z_BF_KERNEL1(kern__gemm_bf16_16x16__avx512bf16, 16, KERN__GEMM_R16)
 
 /* ------------------------------------------------ AMX tiles (bf16 inputs) */
 #ifdef KERN__HAVE_AMX
@@ -1074,7 +1276,7 @@ typedef struct kern__gemm_fns {
     kern__gemm_store_fn store;
     kern__gemm_pack_fn pack;
     int n_small; /* small-M kernels, by increasing mr (0: none) */
-    kern__gemm_small small[5];
+    kern__gemm_small small[4];
     /* AMX tables only (zero elsewhere): the thread's tile state on / off
      * around a compute task, and the table for M < KERN__GEMM_AMX_MIN_M
      * against a prepacked B (kern__gemm_amx_alt) */
@@ -1103,18 +1305,20 @@ static const kern__gemm_fns kern__gemm_fns_scalar = {
 #ifdef KERN_X86
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
-    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
+    NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
+    {{1, 32, kern__gemm_f32_1x32__avx2},
+     {2, 32, kern__gemm_f32_2x32__avx2},
+     {4, 16, kern__gemm_f32_4x16__avx2}}, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (SFX _pf: the Xeon class's, prefetching B rows) */
 #define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX)                                 \
     {NAME, &kern__gemm_cfgs[CFG], KERN__GEMM_FMT_F32,                         \
      kern__gemm_f32_12x32##SFX##__avx512, kern__gemm_f32_12x32_ua__avx512,    \
-     kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 5,                    \
+     kern__v_epi_tile__avx512, kern__gemm_pack__avx512, 4,                    \
      {{1, 32, kern__gemm_f32_1x32##SFX##__avx512},                            \
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512},                            \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512},                            \
-      {8, 32, kern__gemm_f32_8x32##SFX##__avx512},                            \
-      {16, 16, kern__gemm_f32_16x16__avx512}}, NULL, NULL, NULL}
+      {8, 32, kern__gemm_f32_8x32##SFX##__avx512}}, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
@@ -1122,12 +1326,11 @@ static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
     "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
     kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16, kern__v_epi_tile__avx512,
-    kern__gemm_pack__avx512, 5,
+    kern__gemm_pack__avx512, 4,
     {{1, 32, kern__gemm_bf16_1x32__avx512bf16},
      {2, 32, kern__gemm_bf16_2x32__avx512bf16},
      {4, 32, kern__gemm_bf16_4x32__avx512bf16},
-     {8, 32, kern__gemm_bf16_8x32__avx512bf16},
-     {16, 16, kern__gemm_bf16_16x16__avx512bf16}}, NULL, NULL, NULL};
+     {8, 32, kern__gemm_bf16_8x32__avx512bf16}}, NULL, NULL, NULL};
 #endif
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
@@ -1400,7 +1603,7 @@ static void kern__gemm_run(kern_ctx *ctx, int64_t n, kern__gemm_task_fn fn, void
  * while k advances in chunks of KERN__GEMM_SMALL_KC steps, and every row
  * panel (and both 16-column halves with the 16-wide kernels) consumes a
  * chunk of B while it is still in cache, so B is read from memory once.
- * M <= 16 uses the small-M kernels (1x32, 2x32, 4x32, 8x32, 16x16), larger
+ * M <= 16 uses the small-M kernels (1x32, 2x32, 4x32, 8x32; AVX2 1x32, 2x32, 4x16), larger
  * M the main kernel over cdiv(M, mr) row panels. */
 
 #define KERN__GEMM_SMALL_KC 256
@@ -1424,6 +1627,7 @@ typedef struct kern__gemm_sjob {
     const float *edge;   /* kst x 32 padded last column group (row-major B) */
     float *tiles;        /* M x (32 grp) accumulator tile per thread */
     int per_thread;      /* tiles indexed by thread (phase-parallel mode) */
+    int bform;           /* how the kernels read B (kern__gemm_bform) */
     int64_t grp;         /* 32-column groups per task */
     int64_t kst;
 } kern__gemm_sjob;
@@ -1452,7 +1656,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     int64_t g0 = task * s->grp, ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW);
     int64_t ng = kern__gemm_min(s->grp, ngr - g0), col0 = g0 * KERN__GEMM_PW;
     int64_t ncol = kern__gemm_min(ng * KERN__GEMM_PW, j->N - col0), ldt = ng * KERN__GEMM_PW;
-    int64_t k0, k1, p, g, skc = KERN__GEMM_SMALL_KC;
+    int64_t k0, k1, p, g, skc = KERN__GEMM_SMALL_KC, bes = s->bform == 1 ? 2 : 4;
     int h;
     float *tile = s->tiles + (s->per_thread ? (int64_t)thread * KERN__GEMM_STREAM_TILE : 0);
     if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * ldt));
@@ -1482,7 +1686,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
                     int64_t ldb;
                     const char *bp = kern__gemm_sgroup(s, g0 + g, &ldb);
                     for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
-                        sk->ukr(k2, ap, bp + ((k0 + k1) * ldb + h) * 4, ldb,
+                        sk->ukr(k2, ap, bp + (((k0 + k1) >> (s->bform == 2)) * ldb + h) * bes, ldb,
                                 tile + p * sk->mr * ldt + g * KERN__GEMM_PW + h, ldt, k0 + k1 > 0);
                 }
             }
@@ -1510,6 +1714,12 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
                      j->a_cs, (int)kern__gemm_min(s->sk.mr, j->M - row),
                      kern__gemm_min(j->K - kx, pair ? 2 * kk : kk), ks->fmt);
         }
+    } else if (s->bform == 1) { /* bf16 rows: a zero-padded bf16 panel */
+        int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW, k, w, nc = j->N - col;
+        uint16_t *d = (uint16_t *)(uintptr_t)s->edge;
+        const uint16_t *src = (const uint16_t *)(const void *)j->b + col;
+        for (k = 0; k < j->K; k++)
+            for (w = 0; w < KERN__GEMM_PW; w++) d[k * KERN__GEMM_PW + w] = w < nc ? src[k * j->b_rs + w] : 0;
     } else {
         int64_t col = (j->N / KERN__GEMM_PW) * KERN__GEMM_PW;
         ks->pack((float *)(uintptr_t)s->edge, KERN__GEMM_PW, j->b + col * j->es, j->in_dt, j->b_cs,
@@ -1517,18 +1727,59 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
     }
 }
 
-static int kern__gemm_small_ok(const kern__gemm_job *j) {
-    if (j->M > j->ks->cfg->stream_m || j->M == 0) return 0;
-    if (j->pb) return j->pb->fmt == j->ks->fmt;
-    return j->ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32 && j->b_cs == 1;
+/* How the streaming path's kernels read B: 0 in the table's own format
+ * (f32 rows in place, or prepacked panels of the table's format), 1 bf16
+ * rows in place, 2 bf16 pair panels on a table whose format is f32 (the
+ * "h" and "p" kernels). */
+static int kern__gemm_bform(const kern__gemm_job *j) {
+    if (j->pb) return j->pb->fmt == j->ks->fmt ? 0 : 2;
+    return j->in_dt == KERN_BF16 && j->ks->fmt == KERN__GEMM_FMT_F32 ? 1 : 0;
 }
 
-static kern__gemm_small kern__gemm_small_pick(const kern__gemm_fns *ks, int64_t M) {
+/* The small-M kernels of table ks for B form bform (n_small of them), or
+ * NULL: forms 1 and 2 have kernels on AVX2 only. */
+static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int bform) {
+#ifdef KERN_X86
+    static const kern__gemm_small h[3] = {{1, 32, kern__gemm_h_1x32__avx2},
+                                          {2, 32, kern__gemm_h_2x32__avx2},
+                                          {4, 16, kern__gemm_h_4x16__avx2}};
+    static const kern__gemm_small pr[3] = {{1, 32, kern__gemm_p_1x32__avx2},
+                                           {2, 32, kern__gemm_p_2x32__avx2},
+                                           {4, 16, kern__gemm_p_4x16__avx2}};
+    if (ks == &kern__gemm_fns_avx2 && bform) return bform == 1 ? h : pr;
+#endif
+    return bform ? NULL : ks->small;
+}
+
+/* The largest M the streaming path takes for this job (0: none): up to
+ * cfg->stream_m for B in the table's format, up to KERN__GEMM_SMALL_M
+ * for the bf16 forms (above it only the main kernel, which reads f32
+ * panels, would be left). */
+static int64_t kern__gemm_stream_lim(const kern__gemm_job *j) {
+    int bf = kern__gemm_bform(j);
+    if (!j->pb && j->b_cs != 1) return 0;
+    if (bf) return kern__gemm_bsmall(j->ks, bf) && j->ks->n_small ? KERN__GEMM_SMALL_M : 0;
+    return j->pb || (j->in_dt == KERN_F32 && j->ks->fmt == KERN__GEMM_FMT_F32) ? j->ks->cfg->stream_m : 0;
+}
+
+static int kern__gemm_small_ok(const kern__gemm_job *j) {
+    return j->M > 0 && j->M <= kern__gemm_stream_lim(j);
+}
+
+static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
+    const kern__gemm_fns *ks = j->ks;
+    const kern__gemm_small *tab = kern__gemm_bsmall(ks, kern__gemm_bform(j));
     kern__gemm_small r;
+    int64_t M = j->M;
     int i;
-    if (M <= KERN__GEMM_SMALL_M)
+    if (M <= KERN__GEMM_SMALL_M && ks->n_small > 0 && tab) {
+        /* the narrowest that covers M in one panel, else the widest in
+         * several (M = 9..16: two 8-row panels, four 4-row ones on AVX2);
+         * the bf16 forms' tables match the f32 one's rows */
         for (i = 0; i < ks->n_small - 1; i++)
-            if (ks->small[i].mr >= M || i == ks->n_small - 2) return ks->small[i];
+            if (tab[i].mr >= M) break;
+        return tab[i];
+    }
     r.mr = ks->cfg->mr;
     r.nr = ks->cfg->nr;
     r.ukr = ks->ukr;
@@ -1561,7 +1812,7 @@ static size_t kern__gemm_item_bytes_at(const kern__gemm_job *j, int threads) {
     const kern__gemm_cfg *cfg = j->ks->cfg;
     size_t sz = 0;
     if (kern__gemm_small_ok(j)) {
-        kern__gemm_small sk = kern__gemm_small_pick(j->ks, j->M);
+        kern__gemm_small sk = kern__gemm_small_pick(j);
         int64_t kst = kern__gemm_ksteps(j->ks->fmt, j->K);
         sz += kern__gemm_al64((size_t)(kern__gemm_cdiv(j->M, sk.mr) * sk.mr * kst * 4));
         if (!j->pb && j->N % KERN__GEMM_PW) sz += kern__gemm_al64((size_t)(kst * KERN__GEMM_PW * 4));
@@ -1596,9 +1847,9 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
         s2 = kern__gemm_item_bytes(&js, threads);
         if (s2 > sz) sz = s2;
     }
-    if (j->M > j->ks->cfg->stream_m) {
+    if (j->M > kern__gemm_stream_lim(j)) {
         kern__gemm_job js = *j;
-        js.M = j->ks->cfg->stream_m;
+        js.M = kern__gemm_stream_lim(j);
         if (kern__gemm_small_ok(&js)) {
             size_t s2 = kern__gemm_item_bytes_at(&js, threads);
             if (s2 > sz) sz = s2;
@@ -1613,7 +1864,8 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
     kern__gemm_sjob s;
     size_t abytes;
     s.j = j;
-    s.sk = kern__gemm_small_pick(j->ks, j->M);
+    s.sk = kern__gemm_small_pick(j);
+    s.bform = kern__gemm_bform(j);
     s.kst = kern__gemm_ksteps(j->ks->fmt, j->K);
     s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
     s.apack = scratch;

@@ -448,6 +448,106 @@ KT_TEST(small_m_streaming) {
     }
 }
 
+/* In the streaming path (B row-major [K, N] read in place, or prepacked)
+ * each output element is one k-ordered FMA chain carried across k chunks
+ * whatever kernel computes it, so an f32 row gives the same bits at every
+ * M there: rows of M = 1..16 calls (the small-M kernels) against the same
+ * rows of an M = 100 call (the main kernel, still streaming on every
+ * level), K across several k chunks. */
+KT_TEST(small_m_rows_match) {
+    const int64_t MB = 100, N = 70, K = 600;
+    float *A = (float *)kt_alloc(sizeof(float) * (size_t)(MB * K), "A");
+    float *B = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "B");
+    float *C0 = (float *)kt_alloc(sizeof(float) * (size_t)(MB * N), "C0");
+    float *C1 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C1");
+    kt_rng r = kt_rng_make(77);
+    kt_fill_normal(&r, A, KERN_F32, MB * K, 1.0);
+    kt_fill_normal(&r, B, KERN_F32, K * N, 0.1);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        int lay;
+        for (lay = 0; lay < 2; lay++) { /* B as given, prepacked */
+            kern_gemm_params p;
+            kern_gemm_packed_b *pb = NULL;
+            kern_tensor tb = kern_tensor_2d(B, KERN_F32, K, N);
+            kern_tensor ta = kern_tensor_2d(A, KERN_F32, MB, K), tc = kern_tensor_2d(C0, KERN_F32, MB, N);
+            int64_t m;
+            memset(&p, 0, sizeof p);
+            if (lay == 1) {
+                KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, NULL));
+                p.packed_b = pb;
+            }
+            KT_OK(kern_gemm(ctx, &ta, lay ? NULL : &tb, &tc, &p));
+            for (m = 1; m <= 16; m++) {
+                int64_t row0 = (m * 37) % (MB - m);
+                kern_tensor sa = kern_tensor_2d(A + row0 * K, KERN_F32, m, K);
+                kern_tensor sc = kern_tensor_2d(C1, KERN_F32, m, N);
+                kt_context("isa=%s layout=%d M=%lld", kern_isa_name(isa), lay, (long long)m);
+                KT_OK(kern_gemm(ctx, &sa, lay ? NULL : &tb, &sc, &p));
+                KT_CHECK(!memcmp(C1, C0 + row0 * N, sizeof(float) * (size_t)(m * N)),
+                         "rows differ from the M = 100 call's");
+            }
+            kern_gemm_packed_b_free(ctx, pb);
+        }
+    }
+    kt_free(A); kt_free(B); kt_free(C0); kt_free(C1);
+}
+
+/* A bf16 B at M <= 16: read in place (rows) or from its prepacked pair
+ * panels by the bf16 small-M kernels on AVX2, without converting B on each
+ * call. The f32 result has the bits of the same GEMM on the f32 values
+ * (f32 A and B, streamed): each element is the same k-ordered FMA chain.
+ * Other levels take their own bf16 paths: checked against the f32 result
+ * within tolerance. N with a partial last column group, K odd (the pair
+ * panels' last word half empty) and across k chunks, a padded row stride. */
+KT_TEST(bf16_small_m_streaming) {
+    const int64_t N = 75, K = 601, LDB = 80;
+    uint16_t *A = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(16 * K), "A");
+    uint16_t *B = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(K * LDB), "B");
+    float *Af = (float *)kt_alloc(sizeof(float) * (size_t)(16 * K), "Af");
+    float *Bf = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "Bf");
+    float *C0 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C0");
+    float *C1 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C1");
+    kt_rng r = kt_rng_make(78);
+    int64_t i, k, n;
+    kt_fill_normal(&r, A, KERN_BF16, 16 * K, 1.0);
+    kt_fill_normal(&r, B, KERN_BF16, K * LDB, 0.1);
+    for (i = 0; i < 16 * K; i++) Af[i] = kern_bf16_to_f32(A[i]);
+    for (k = 0; k < K; k++)
+        for (n = 0; n < N; n++) Bf[k * N + n] = kern_bf16_to_f32(B[k * LDB + n]);
+    KT_FOR_EACH_ISA(isa, ctx, 2) {
+        kern_tensor tb = kern_tensor_2d(B, KERN_BF16, K, N), tbf = kern_tensor_2d(Bf, KERN_F32, K, N);
+        kern_gemm_packed_b *pb = NULL;
+        int lay;
+        int exact = isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI;
+        tb.stride[0] = LDB;
+        KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, NULL));
+        for (lay = 0; lay < 2; lay++) {
+            int64_t m;
+            for (m = 1; m <= 16; m++) {
+                kern_tensor ta = kern_tensor_2d(A, KERN_BF16, m, K), taf = kern_tensor_2d(Af, KERN_F32, m, K);
+                kern_tensor tc0 = kern_tensor_2d(C0, KERN_F32, m, N), tc1 = kern_tensor_2d(C1, KERN_F32, m, N);
+                kern_gemm_params p;
+                memset(&p, 0, sizeof p);
+                kt_context("isa=%s %s M=%lld", kern_isa_name(isa), lay ? "prepacked" : "rows",
+                           (long long)m);
+                KT_OK(kern_gemm(ctx, &taf, &tbf, &tc0, &p));
+                p.packed_b = lay ? pb : NULL;
+                KT_OK(kern_gemm(ctx, &ta, lay ? NULL : &tb, &tc1, &p));
+                if (exact) {
+                    KT_CHECK(!memcmp(C0, C1, sizeof(float) * (size_t)(m * N)), "bits differ from f32");
+                } else {
+                    double *w = (double *)malloc(sizeof(double) * (size_t)(m * N));
+                    for (i = 0; i < m * N; i++) w[i] = C0[i];
+                    kt_assert_close("bf16 vs f32", C1, KERN_F32, w, m * N, gemm_tol(KERN_F32, K));
+                    free(w);
+                }
+            }
+        }
+        kern_gemm_packed_b_free(ctx, pb);
+    }
+    kt_free(A); kt_free(B); kt_free(Af); kt_free(Bf); kt_free(C0); kt_free(C1);
+}
+
 /* A weight packed by one ISA level is usable by every other. */
 KT_TEST(packed_b_cross_isa) {
     kern_isa isas[KERN_ISA_COUNT];
