@@ -546,11 +546,18 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
 #define KERN__GEMM_A2_INIT(i)                                                 \
     c##i##_0 = acc ? _mm256_loadu_ps(t + i * ldt) : _mm256_setzero_ps();     \
     c##i##_1 = acc ? _mm256_loadu_ps(t + i * ldt + 8) : _mm256_setzero_ps();
+/* row i's accumulators += A * X0, X1 (and X2, X3) */
+#define KERN__GEMM_A2_FMA(i, A, X)                                            \
+    c##i##_0 = _mm256_fmadd_ps(A, X##0, c##i##_0);                            \
+    c##i##_1 = _mm256_fmadd_ps(A, X##1, c##i##_1);
+#define KERN__GEMM_A4_FMA(i, A, X)                                            \
+    KERN__GEMM_A2_FMA(i, A, X)                                                \
+    c##i##_2 = _mm256_fmadd_ps(A, X##2, c##i##_2);                            \
+    c##i##_3 = _mm256_fmadd_ps(A, X##3, c##i##_3);
 #define KERN__GEMM_A2_STEP(i)                                                 \
     {                                                                         \
         __m256 ai = _mm256_broadcast_ss(a + i);                               \
-        c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1);                         \
+        KERN__GEMM_A2_FMA(i, ai, b)                                           \
     }
 #define KERN__GEMM_A2_SAVE(i)                                                 \
     _mm256_storeu_ps(t + i * ldt, c##i##_0);                                  \
@@ -591,41 +598,45 @@ KERN_TARGET_AVX2 static void kern__gemm_f32_6x16__avx2(int64_t ks, const void *a
     _mm_prefetch((const char *)(b + pfo_) + 64, _MM_HINT_T0);
 #define KERN__GEMM_A4_DECL(i) __m256 c##i##_0, c##i##_1, c##i##_2, c##i##_3;
 #define KERN__GEMM_A4_INIT(i)                                                 \
-    c##i##_0 = acc ? _mm256_loadu_ps(t + i * ldt) : _mm256_setzero_ps();     \
-    c##i##_1 = acc ? _mm256_loadu_ps(t + i * ldt + 8) : _mm256_setzero_ps(); \
+    KERN__GEMM_A2_INIT(i)                                                     \
     c##i##_2 = acc ? _mm256_loadu_ps(t + i * ldt + 16) : _mm256_setzero_ps(); \
     c##i##_3 = acc ? _mm256_loadu_ps(t + i * ldt + 24) : _mm256_setzero_ps();
 #define KERN__GEMM_A4_STEP(i)                                                 \
     {                                                                         \
         __m256 ai = _mm256_broadcast_ss(a + i);                               \
-        c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1);                         \
-        c##i##_2 = _mm256_fmadd_ps(ai, b2, c##i##_2);                         \
-        c##i##_3 = _mm256_fmadd_ps(ai, b3, c##i##_3);                         \
+        KERN__GEMM_A4_FMA(i, ai, b)                                           \
     }
 #define KERN__GEMM_A4_SAVE(i)                                                 \
-    _mm256_storeu_ps(t + i * ldt, c##i##_0);                                  \
-    _mm256_storeu_ps(t + i * ldt + 8, c##i##_1);                              \
+    KERN__GEMM_A2_SAVE(i)                                                     \
     _mm256_storeu_ps(t + i * ldt + 16, c##i##_2);                             \
     _mm256_storeu_ps(t + i * ldt + 24, c##i##_3);
-#define KERN__GEMM_A2_KERNEL32(NAME, MR, RN)                                  \
+/* A 32-wide small-M kernel over B elements of type BT: LOAD4 sets b0..b3
+ * (32 columns as f32) from row b, INIT / SAVE move row i's accumulators
+ * from / to the tile (the bf16 "h" kernels below keep a permuted order). */
+#define KERN__GEMM_A2_KERNEL32(NAME, MR, RN, BT, LOAD4, INIT, SAVE)          \
     KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
                                       int64_t ldb, float *t, int64_t ldt, int acc) { \
-        const float *a = (const float *)ap, *b = (const float *)bp;           \
+        const float *a = (const float *)ap;                                   \
+        const BT *b = (const BT *)bp;                                         \
         int64_t s;                                                            \
         RN(KERN__GEMM_A4_DECL)                                                \
-        RN(KERN__GEMM_A4_INIT)                                                \
+        RN(INIT)                                                              \
         for (s = 0; s < ks; s++) {                                            \
-            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);      \
-            __m256 b2 = _mm256_loadu_ps(b + 16), b3 = _mm256_loadu_ps(b + 24); \
+            __m256 b0, b1, b2, b3;                                            \
+            LOAD4(b)                                                          \
             RN(KERN__GEMM_A4_STEP)                                            \
             a += MR;                                                          \
             b += ldb;                                                         \
         }                                                                     \
-        RN(KERN__GEMM_A4_SAVE)                                                \
+        RN(SAVE)                                                              \
     }
-KERN__GEMM_A2_KERNEL32(kern__gemm_f32_1x32__avx2, 1, KERN__GEMM_R1)
-KERN__GEMM_A2_KERNEL32(kern__gemm_f32_2x32__avx2, 2, KERN__GEMM_R2)
+#define KERN__GEMM_F_LOAD4(p)                                                 \
+    b0 = _mm256_loadu_ps(p); b1 = _mm256_loadu_ps(p + 8);                     \
+    b2 = _mm256_loadu_ps(p + 16); b3 = _mm256_loadu_ps(p + 24);
+KERN__GEMM_A2_KERNEL32(kern__gemm_f32_1x32__avx2, 1, KERN__GEMM_R1, float, KERN__GEMM_F_LOAD4,
+                       KERN__GEMM_A4_INIT, KERN__GEMM_A4_SAVE)
+KERN__GEMM_A2_KERNEL32(kern__gemm_f32_2x32__avx2, 2, KERN__GEMM_R2, float, KERN__GEMM_F_LOAD4,
+                       KERN__GEMM_A4_INIT, KERN__GEMM_A4_SAVE)
 
 KERN_TARGET_AVX2 static void kern__gemm_f32_4x16__avx2(int64_t ks, const void *ap,
                                                        const void *bp, int64_t ldb,
@@ -681,26 +692,11 @@ KERN_TARGET_AVX2 static void kern__gemm_f32_4x16__avx2(int64_t ks, const void *a
         L = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), x_)); \
         H = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), x_)); \
     }
-#define KERN__GEMM_H_KERNEL32(NAME, MR, RN)                                   \
-    KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
-                                      int64_t ldb, float *t, int64_t ldt, int acc) { \
-        const float *a = (const float *)ap;                                   \
-        const uint16_t *b = (const uint16_t *)bp;                             \
-        int64_t s;                                                            \
-        RN(KERN__GEMM_A4_DECL)                                                \
-        RN(KERN__GEMM_H4_INIT)                                                \
-        for (s = 0; s < ks; s++) {                                            \
-            __m256 b0, b1, b2, b3;                                            \
-            KERN__GEMM_H_WIDEN(b, b0, b1)                                     \
-            KERN__GEMM_H_WIDEN(b + 16, b2, b3)                                \
-            RN(KERN__GEMM_A4_STEP)                                            \
-            a += MR;                                                          \
-            b += ldb;                                                         \
-        }                                                                     \
-        RN(KERN__GEMM_H4_SAVE)                                                \
-    }
-KERN__GEMM_H_KERNEL32(kern__gemm_h_1x32__avx2, 1, KERN__GEMM_R1)
-KERN__GEMM_H_KERNEL32(kern__gemm_h_2x32__avx2, 2, KERN__GEMM_R2)
+#define KERN__GEMM_H_LOAD4(p) KERN__GEMM_H_WIDEN(p, b0, b1) KERN__GEMM_H_WIDEN(p + 16, b2, b3)
+KERN__GEMM_A2_KERNEL32(kern__gemm_h_1x32__avx2, 1, KERN__GEMM_R1, uint16_t, KERN__GEMM_H_LOAD4,
+                       KERN__GEMM_H4_INIT, KERN__GEMM_H4_SAVE)
+KERN__GEMM_A2_KERNEL32(kern__gemm_h_2x32__avx2, 2, KERN__GEMM_R2, uint16_t, KERN__GEMM_H_LOAD4,
+                       KERN__GEMM_H4_INIT, KERN__GEMM_H4_SAVE)
 
 KERN_TARGET_AVX2 static void kern__gemm_h_4x16__avx2(int64_t ks, const void *ap, const void *bp,
                                                      int64_t ldb, float *t, int64_t ldt, int acc) {
@@ -731,22 +727,12 @@ KERN_TARGET_AVX2 static void kern__gemm_h_4x16__avx2(int64_t ks, const void *ap,
 #define KERN__GEMM_P4_STEP(i)                                                 \
     {                                                                         \
         __m256 ae = _mm256_broadcast_ss(a + i), ao = _mm256_broadcast_ss(a + MR_ + i); \
-        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
-        c##i##_2 = _mm256_fmadd_ps(ae, e2, c##i##_2);                         \
-        c##i##_3 = _mm256_fmadd_ps(ae, e3, c##i##_3);                         \
-        c##i##_0 = _mm256_fmadd_ps(ao, o0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ao, o1, c##i##_1);                         \
-        c##i##_2 = _mm256_fmadd_ps(ao, o2, c##i##_2);                         \
-        c##i##_3 = _mm256_fmadd_ps(ao, o3, c##i##_3);                         \
+        KERN__GEMM_A4_FMA(i, ae, e) KERN__GEMM_A4_FMA(i, ao, o)               \
     }
 #define KERN__GEMM_P4_LAST(i)                                                 \
     {                                                                         \
         __m256 ae = _mm256_broadcast_ss(a + i);                               \
-        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
-        c##i##_2 = _mm256_fmadd_ps(ae, e2, c##i##_2);                         \
-        c##i##_3 = _mm256_fmadd_ps(ae, e3, c##i##_3);                         \
+        KERN__GEMM_A4_FMA(i, ae, e)                                           \
     }
 #define KERN__GEMM_P_KERNEL32(NAME, MR, RN)                                   \
     KERN_TARGET_AVX2 static void NAME(int64_t ks, const void *ap, const void *bp, \
@@ -780,16 +766,12 @@ KERN__GEMM_P_KERNEL32(kern__gemm_p_2x32__avx2, 2, KERN__GEMM_R2)
 #define KERN__GEMM_P2_STEP(i)                                                 \
     {                                                                         \
         __m256 ae = _mm256_broadcast_ss(a + i), ao = _mm256_broadcast_ss(a + 4 + i); \
-        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
-        c##i##_0 = _mm256_fmadd_ps(ao, o0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ao, o1, c##i##_1);                         \
+        KERN__GEMM_A2_FMA(i, ae, e) KERN__GEMM_A2_FMA(i, ao, o)               \
     }
 #define KERN__GEMM_P2_LAST(i)                                                 \
     {                                                                         \
         __m256 ae = _mm256_broadcast_ss(a + i);                               \
-        c##i##_0 = _mm256_fmadd_ps(ae, e0, c##i##_0);                         \
-        c##i##_1 = _mm256_fmadd_ps(ae, e1, c##i##_1);                         \
+        KERN__GEMM_A2_FMA(i, ae, e)                                           \
     }
 KERN_TARGET_AVX2 static void kern__gemm_p_4x16__avx2(int64_t ks, const void *ap, const void *bp,
                                                      int64_t ldb, float *t, int64_t ldt, int acc) {
