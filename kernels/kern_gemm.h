@@ -798,6 +798,27 @@ KERN_TARGET_AVX2 static void kern__gemm_p_4x16__avx2(int64_t ks, const void *ap,
     KERN__GEMM_R4(KERN__GEMM_A2_SAVE)
 }
 
+/* kern__gemm_unpair for W a multiple of 8 (the AVX2 table's nr = 16):
+ * the general path's bf16 prepacked B at M > 16 on AVX2. The portable
+ * loop's speed hung on the compiler's inlining (Zen 3, 64 x 4096 x 4096
+ * bf16 prepacked, 1 thread: 37.5 ms, or 45.0 ms after unrelated changes
+ * to this file moved it); this one does not. */
+KERN_TARGET_AVX2 static void kern__gemm_unpair__avx2(float *dst, int W, const uint32_t *panel,
+                                                     int c0, int64_t k0, int64_t kc) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    int64_t k;
+    int w;
+    for (k = 0; k < kc; k++) {
+        const uint32_t *row = panel + ((k0 + k) / 2) * KERN__GEMM_PW + c0;
+        int odd = (int)((k0 + k) & 1);
+        for (w = 0; w < W; w += 8) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(row + w));
+            x = odd ? _mm256_and_si256(x, hi) : _mm256_slli_epi32(x, 16);
+            _mm256_storeu_ps(dst + k * W + w, _mm256_castsi256_ps(x));
+        }
+    }
+}
+
 /* ------------------------------------------------------- AVX-512 packing */
 
 /* In-register transpose of a 16x16 block of 32-bit values. */
@@ -1462,9 +1483,13 @@ static void kern__gemm_pack_task(void *arg, int64_t task, int thread) {
             if (j->bmode == 2) {
                 const kern_gemm_packed_b *pb = j->pb;
                 int64_t c0 = col % KERN__GEMM_PW;
-                kern__gemm_unpair((float *)dst, nr,
-                                  (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW,
-                                  (int)c0, j->pc, j->kcur);
+                const uint32_t *panel = (const uint32_t *)pb->data + (col / KERN__GEMM_PW) * pb->ks * KERN__GEMM_PW;
+#ifdef KERN_X86
+                if (ks == &kern__gemm_fns_avx2 && nr % 8 == 0)
+                    kern__gemm_unpair__avx2((float *)dst, nr, panel, (int)c0, j->pc, j->kcur);
+                else
+#endif
+                    kern__gemm_unpair((float *)dst, nr, panel, (int)c0, j->pc, j->kcur);
             } else {
                 ks->pack(dst, nr, j->b + (j->pc * j->b_rs + col * j->b_cs) * j->es, j->in_dt, j->b_cs,
                          j->b_rs, nw, j->kcur, ks->fmt);
