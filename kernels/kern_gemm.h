@@ -1744,7 +1744,10 @@ static int kern__gemm_bform(const kern__gemm_job *j) {
 }
 
 /* The small-M kernels of table ks for B form bform (n_small of them), or
- * NULL: forms 1 and 2 have kernels on AVX2 only. */
+ * NULL: forms 1 and 2 have kernels on AVX2 only. (These, the AVX2 unpair
+ * in kern__gemm_pack_task and the prepacked groups per task are keyed on
+ * the AVX2 table / row by pointer; members of kern__gemm_fns would carry
+ * them better once a second level has such kernels.) */
 static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int bform) {
 #ifdef KERN_X86
     static const kern__gemm_small h[3] = {{1, 32, kern__gemm_h_1x32__avx2},
@@ -1884,10 +1887,10 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
     }
     s.tiles = (float *)(void *)(scratch + abytes);
     s.per_thread = ctx != NULL;
-    /* Each task takes several 32-column
-     * groups (as many as the tile holds, up to KERN__GEMM_SMALL_GRP; one
-     * task at one thread, at least 2 a thread otherwise), so B streams in
-     * long runs per row: Zen 3, 1 x 4096 x 4096, 4 KiB runs (32 groups, 4
+    /* Each task takes several 32-column groups (as many as the tile
+     * holds, up to KERN__GEMM_SMALL_GRP; one task at one thread, at least
+     * 2 a thread otherwise), so a row-major B streams in long runs per
+     * row: Zen 3, 1 x 4096 x 4096, 4 KiB runs (32 groups, 4
      * tasks a thread) against 16 KiB at one thread, ms: f32 3.20 -> 2.62,
      * bf16 2.05 -> 1.42; 2 threads (8 KiB runs) 2.42 -> 2.00, 1.45 ->
      * 1.05; M >= 8 level. The groups change the order of the calls, never
