@@ -1666,6 +1666,9 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     int64_t k0, k1, p, g, skc = KERN__GEMM_SMALL_KC, bes = s->bform == 1 ? 2 : 4;
     int h;
     float *tile = s->tiles + (s->per_thread ? (int64_t)thread * KERN__GEMM_STREAM_TILE : 0);
+    const char *bg[KERN__GEMM_SMALL_GRP]; /* each group's B and row stride */
+    int64_t lg[KERN__GEMM_SMALL_GRP];
+    for (g = 0; g < ng; g++) bg[g] = kern__gemm_sgroup(s, g0 + g, &lg[g]);
     if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * ldt));
     for (k0 = 0; k0 < s->kst; k0 += skc) {
         int64_t kk = kern__gemm_min(skc, s->kst - k0);
@@ -1675,27 +1678,32 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
         for (k1 = 0; k1 < kk; k1 += sub) {
             int64_t k2 = kern__gemm_min(sub, kk - k1);
             int last = k0 + k1 + k2 >= s->kst;
-            for (p = 0; p < s->npan; p++) {
-                const char *ap = s->apack + ((k0 * s->npan + p * kk) + k1) * sk->mr * 4;
-                if (last) { /* the lines this panel's store reads */
-                    const kern__epi *e = &j->fin;
-                    int64_t i, i1 = kern__gemm_min(j->M, (p + 1) * sk->mr), c;
-                    int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
-                    for (i = p * sk->mr; i < i1; i++)
-                        for (c = col0; c < col0 + ncol; c += 16) {
-                            if (e->res && e->res_cs == 1)
-                                KERN__GEMM_PREFETCH(e->res + (i * e->res_rs + c) * rsz, 0);
-                            if (e->src && e->src_cs == 1)
-                                KERN__GEMM_PREFETCH(e->src + (i * e->src_rs + c) * ssz, 0);
-                        }
-                }
-                for (g = 0; g < ng; g++) {
-                    int64_t ldb;
-                    const char *bp = kern__gemm_sgroup(s, g0 + g, &ldb);
-                    for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
-                        sk->ukr(k2, ap, bp + (((k0 + k1) >> (s->bform == 2)) * ldb + h) * bes, ldb,
-                                tile + p * sk->mr * ldt + g * KERN__GEMM_PW + h, ldt, k0 + k1 > 0);
-                }
+            if (last) { /* the lines the store reads */
+                const kern__epi *e = &j->fin;
+                int64_t i, c;
+                int64_t rsz = (int64_t)kern_dtype_size(e->res_dt), ssz = (int64_t)kern_dtype_size(e->src_dt);
+                for (i = 0; i < j->M; i++)
+                    for (c = col0; c < col0 + ncol; c += 16) {
+                        if (e->res && e->res_cs == 1)
+                            KERN__GEMM_PREFETCH(e->res + (i * e->res_rs + c) * rsz, 0);
+                        if (e->src && e->src_cs == 1)
+                            KERN__GEMM_PREFETCH(e->src + (i * e->src_rs + c) * ssz, 0);
+                    }
+            }
+            /* an f32 B with several row panels: the panels innermost, each
+             * reading the same piece of B (k2 rows x sk->nr columns) while
+             * it is in L1; else panel by panel (the bf16 forms measured 3-8 %
+             * slower panels-innermost; see the M = 8, 16 rows in docs/gemm.md) */
+            {
+                const char *ap = s->apack + (k0 * s->npan + k1) * sk->mr * 4;
+                int64_t kb = (k0 + k1) >> (s->bform == 2), pst = kk * sk->mr * 4, q, q1;
+                int inner = s->npan > 1 && !s->bform, acc = k0 + k1 > 0;
+                for (p = 0; p < (inner ? 1 : s->npan); p++)
+                    for (g = 0; g < ng; g++)
+                        for (h = 0; h < KERN__GEMM_PW; h += sk->nr)
+                            for (q = inner ? 0 : p, q1 = inner ? s->npan : p + 1; q < q1; q++)
+                                sk->ukr(k2, ap + q * pst, bg[g] + (kb * lg[g] + h) * bes, lg[g],
+                                        tile + q * sk->mr * ldt + g * KERN__GEMM_PW + h, ldt, acc);
             }
         }
     }
