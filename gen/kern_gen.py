@@ -2935,17 +2935,167 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     isa_end(w, isa)
 
 
-def emit_gemm_kloops(w, K, KC, rows, U4, mk_call):
+# Panels walked at once. An instance of one row tile of 1 or 2 rows (M = 1,
+# 2: decode) with K in one block reads the weight at DRAM speed only with
+# several streams in flight: one 16-column panel at a time is one stream
+# (the prefetchers stop at every 4 KiB page). Its micro-kernel then walks
+# P full panels side by side over the whole K, each output one k-ordered
+# chain (2 P r accumulators: 8 at P = 4, r = 1 and P = 2, r = 2); the
+# other panels (a task's last ones, the partial one) run the one-panel
+# kernel with one accumulator set, so any split gives the same bits.
+# Each unrolled step hints 2 lines of every panel 1 KiB ahead (the next
+# step's lines come from the prefetchers). Zen 3 of docs/gen_models.md,
+# N = K = 4096, one thread, weights cycled through two copies, ms: f32
+# M = 1 one panel 2.33-2.39, 4 at once 1.95-2.06 (2 at once 2.36); bf16
+# M = 1 1.33 -> 0.86-1.01 (1 line 512 bytes ahead: 1.49-1.65, no hints
+# 0.99-1.05); M = 2 f32 3.3-3.5 -> 3.2-3.4, bf16 1.54-1.68 -> 1.17-1.31
+# (4 at once: f32 2.9-3.2 with 16 accumulators, bf16 1.30-1.42).
+GEMM_PWALK = {1: 4, 2: 2}
+
+
+def emit_gemm_pwalk_pf(w, at):
+    """A P-panel kernel's hints for one panel at one unrolled step."""
+    for l in range(2):
+        w('        _mm_prefetch((const char *)(%s) + %d, _MM_HINT_T0);' % (at, 1024 + 64 * l))
+
+
+def gemm_pwalk(M, K, rows):
+    """Panels the micro-kernel walks at once (1: one at a time)."""
+    if len(rows) != 1 or gemm_kblock(M, K) < K:
+        return 1
+    return GEMM_PWALK.get(rows[0][1], 1)
+
+
+def emit_gemm_mkp(w, name, N, K, r, P, isa, U4):
+    """The P-panel micro-kernel of gemm_pwalk: r rows of x (tiles' layout)
+    against P full panels from bp on, the whole K, y = acc (+ bias)."""
+    isa_begin(w, isa)
+    w('static void %s__mkp_%s(const float *x, const float *bp, const float *bias, float *y) {' % (name, isa))
+    PS = K * GEMM_NR
+    if isa == 'avx2':
+        for i in range(r):
+            for q in range(P):
+                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
+
+        def kstep(kx):
+            L = ['{']
+            for i in range(r):
+                L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
+            for q in range(P):
+                L.append('    { const __m256 b0 = _mm256_loadu_ps(bp + %d + (%s) * %d), b1 = _mm256_loadu_ps(bp + %d + (%s) * %d + 8);'
+                         % (q * PS, kx, GEMM_NR, q * PS, kx, GEMM_NR))
+                for i in range(r):
+                    L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
+                             % (i, q, i, i, q, i, q, i, i, q))
+                L.append('    }')
+            L.append('}')
+            return L
+        full = K // U4
+        if full:
+            w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+            for q in range(P):
+                emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
+            for u in range(U4):
+                for line in kstep('k + %d' % u):
+                    w('        ' + line)
+            w('    }')
+        for k in range(full * U4, K):
+            for line in kstep('%d' % k):
+                w('    ' + line)
+        for i in range(r):
+            for q in range(P):
+                for h in (0, 1):
+                    v = 'c%d_%d_%d' % (i, q, h)
+                    o = q * GEMM_NR + 8 * h
+                    w('    _mm256_storeu_ps(y + %d, bias ? _mm256_add_ps(%s, _mm256_loadu_ps(bias + %d)) : %s);'
+                      % (i * N + o, v, o, v))
+    else:
+        w('    float c[%d][%d];' % (r, P * GEMM_NR))
+        w('    memset(c, 0, sizeof c);')
+        w('    for (int64_t k = 0; k < %d; k++)' % K)
+        w('        for (int i = 0; i < %d; i++)' % r)
+        w('            for (int q = 0; q < %d; q++)' % P)
+        w('                for (int j = 0; j < %d; j++)' % GEMM_NR)
+        w('                    c[i][q * %d + j] = fmaf(x[k * %d + i], bp[q * %d + k * %d + j], c[i][q * %d + j]);'
+          % (GEMM_NR, r, PS, GEMM_NR, GEMM_NR))
+        w('    for (int i = 0; i < %d; i++)' % r)
+        w('        for (int j = 0; j < %d; j++) y[i * %d + j] = bias ? c[i][j] + bias[j] : c[i][j];' % (P * GEMM_NR, N))
+    w('}')
+    isa_end(w, isa)
+
+
+def emit_gemm_mkp_bf16(w, name, K, r, P, isa, U4):
+    """The bf16 instance's P-panel micro-kernel (gemm_pwalk): r rows of x
+    (f32, tiles' layout) against P full bf16 panels from bp on, the whole
+    K; panel q's r x 16 sums to t + q r 16 (row stride 16)."""
+    isa_begin(w, isa)
+    w('static void %s__mkp_%s(const float *x, const uint16_t *bp, float *t) {' % (name, isa))
+    PS = K * GEMM_NR
+    if isa == 'avx2':
+        w('    const __m256i hi = _mm256_set1_epi32(-65536);')
+        for i in range(r):
+            for q in range(P):
+                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
+
+        def kstep(kx):
+            L = ['{']
+            for i in range(r):
+                L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
+            for q in range(P):
+                L.append('    { const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + %d + (%s) * %d));'
+                         % (q * PS, kx, GEMM_NR))
+                L.append('      const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));')
+                for i in range(r):
+                    L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
+                             % (i, q, i, i, q, i, q, i, i, q))
+                L.append('    }')
+            L.append('}')
+            return L
+        full = K // U4
+        if full:
+            w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
+            for q in range(P):
+                emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
+            for u in range(U4):
+                for line in kstep('k + %d' % u):
+                    w('        ' + line)
+            w('    }')
+        for k in range(full * U4, K):
+            for line in kstep('%d' % k):
+                w('    ' + line)
+        for q in range(P):
+            for i in range(r):
+                for h in (0, 1):
+                    w('    _mm256_storeu_ps(t + %d, c%d_%d_%d);' % ((q * r + i) * GEMM_NR + 8 * h, i, q, h))
+    else:
+        w('    float c[%d][%d][%d], b[%d];' % (P, r, GEMM_NR, GEMM_NR))
+        w('    memset(c, 0, sizeof c);')
+        w('    for (int64_t k = 0; k < %d; k++)' % K)
+        w('        for (int q = 0; q < %d; q++) {' % P)
+        w('            const uint16_t *w = bp + q * %d + k * %d;' % (PS, GEMM_NR))
+        w('            for (int j = 0; j < 8; j++) { b[j] = %s__bf(w[2 * j]); b[j + 8] = %s__bf(w[2 * j + 1]); }' % (name, name))
+        w('            for (int i = 0; i < %d; i++)' % r)
+        w('                for (int j = 0; j < %d; j++) c[q][i][j] = fmaf(x[k * %d + i], b[j], c[q][i][j]);' % (GEMM_NR, r))
+        w('        }')
+        w('    memcpy(t, c, sizeof c);')
+    w('}')
+    isa_end(w, isa)
+
+
+def emit_gemm_kloops(w, K, KC, rows, U4, mk_call, pre=()):
     """The K-block loops of an instance's panels [p0, p1): block kb
     of every panel (each row tile's micro-kernel, prefetching its share of
     the next block, bn: the next panel's, after the last panel the first
     panel's next full block), then block kb + 1. mk_call(m0, r, kn, xo,
-    last, pfo) gives one micro-kernel call."""
+    last, pfo) gives one micro-kernel call; the lines pre open each panel's
+    turn (the multi-panel walk of gemm_pwalk)."""
     nfull, ktail = K // KC, K % KC
     for kn, kb0, kb1 in [(KC, 0, nfull)] + ([(ktail, nfull, nfull + 1)] if ktail else []):
         last = nfull if ktail else nfull - 1
         w('    for (int64_t kb = %d; kb < %d; kb++)' % (kb0, kb1))
         w('        for (int64_t p = p0; p < p1; p++) {')
+        for line in pre:
+            w('            ' + line)
         for line in mk_call(None, None, kn, None, last, None):
             w('            ' + line)
         nit = kn // U4
@@ -2968,12 +3118,16 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     w('}')
     KC = gemm_kblock(M, K)
     lens = [KC] + ([K % KC] if K % KC else [])
+    PW = gemm_pwalk(M, K, rows)
     for r in sorted(set(r for _, r in rows)):
-        split = r <= cfg['split'] and K >= 2
+        split = r <= cfg['split'] and K >= 2 and PW == 1
         sets = 2 if split else 1
         for kn in lens:
             for isa in ('scalar', 'avx2'):
                 emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K)
+    if PW > 1:
+        for isa in ('scalar', 'avx2'):
+            emit_gemm_mkp(w, name, N, K, rows[0][1], PW, isa, cfg['unroll'])
     for isa in ('scalar', 'avx2'):
         isa_begin(w, isa, target=False)
         w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
@@ -2989,7 +3143,15 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
                             N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR)]
             return ['%s__mk%d_k%d_%s(x + %s, bp, bi, y + %d + p * %d, nc, kb == 0, bn + %d);'
                     % (name, r, kn, isa, '%d + %s' % (m0 * K, xo) if m0 else xo, m0 * N, GEMM_NR, pfo)]
-        emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call)
+        pre = ()
+        if PW > 1:
+            pre = ['if (p + %d <= p1 && p + %d <= %d) { /* %d full panels at once */' % (PW, PW, N // GEMM_NR, PW),
+                   '    %s__mkp_%s(x, packed + p * %d, bias ? bias + p * %d : NULL, y + p * %d);'
+                   % (name, isa, K * GEMM_NR, GEMM_NR, GEMM_NR),
+                   '    p += %d;' % (PW - 1),
+                   '    continue;',
+                   '}']
+        emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call, pre)
         w('}')
         isa_end(w, isa)
     w('')
@@ -3127,8 +3289,9 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('                packed[(p * %d + k) * %d + j] = n < %d ? w[n * %d + k] : (uint16_t)0;' % (K, GEMM_NR, N, K))
     w('            }')
     w('}')
+    PW = gemm_pwalk(M, K, rows)
     for r in sorted(set(r for _, r in rows)):
-        split = r <= cfg['split'] and K >= 2
+        split = r <= cfg['split'] and K >= 2 and PW == 1
         sets = 2 if split else 1
         for isa in ('scalar', 'avx2'):
             isa_begin(w, isa)
@@ -3230,6 +3393,10 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('}')
     w('#endif')
     w('')
+    if PW > 1:
+        for isa in ('scalar', 'avx2'):
+            emit_gemm_mkp_bf16(w, name, K, rows[0][1], PW, isa, cfg['unroll'])
+    w('')
     w('typedef struct %s__args {' % name)
     w('    kern_ctx *ctx;')
     w('    const float *x; /* x widened to f32 */')
@@ -3242,8 +3409,23 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     for isa in ('scalar', 'avx2'):
         isa_begin(w, isa)
         w('static void %s__panels_%s(const %s__args *a, int64_t p0, int64_t p1) {' % (name, isa, name))
-        w('    float t[%d];' % (MRX * GEMM_NR))
+        w('    float t[%d];' % (max(MRX, rows[0][1] * PW) * GEMM_NR))
         w('    for (int64_t p = p0; p < p1; p++) {')
+        if PW > 1:
+            r0 = rows[0][1]
+            w('        if (p + %d <= p1 && p + %d <= %d) { /* %d full panels at once */' % (PW, PW, N // GEMM_NR, PW))
+            w('            %s__mkp_%s(a->x, a->packed + p * %d, t);' % (name, isa, K * GEMM_NR))
+            w('            for (int64_t q = 0; q < %d; q++) {' % PW)
+            w('                if (a->epi)')
+            w('                    kern__epilogue_apply_tile(a->ctx, t + q * %d, %d, a->y, KERN_BF16, %d, 0, %d, (p + q) * %d, %d, a->alpha, a->epi);'
+              % (r0 * GEMM_NR, GEMM_NR, N, r0, GEMM_NR, GEMM_NR))
+            w('                else')
+            w('                    %s__st_%s(t + q * %d, %d, a->bias ? a->bias + (p + q) * %d : NULL, a->y + (p + q) * %d, %d);'
+              % (name, isa, r0 * GEMM_NR, r0, GEMM_NR, GEMM_NR, GEMM_NR))
+            w('            }')
+            w('            p += %d;' % (PW - 1))
+            w('            continue;')
+            w('        }')
         w('        const uint16_t *bp = a->packed + p * %d;' % (K * GEMM_NR))
         w('        const uint16_t *bi = a->bias ? a->bias + p * %d : NULL;' % GEMM_NR)
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))

@@ -134,7 +134,9 @@ $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$
 # 256 KiB (gen/kern_gen.py gemm_kblock: K blocks, f32):
 # gemm_e three K blocks (1240, 1240, 1222: the last with an unroll tail),
 # 37 rows in tiles of 6 and 5, 50 columns; gemm_f two (504, 497) with 3-
-# and 2-row tiles of two accumulator sets, K unrolled by 8
+# and 2-row tiles of two accumulator sets, K unrolled by 8; gemm_c (M 1)
+# and gemm_g (M 2, K unrolled by 8 with a tail) walk 4 and 2 panels at once
+# (gemm_pwalk) beside single panels (a task's last ones, the partial one)
 build/gen/gemm_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 5 --n 37 --k 70 -o $@
@@ -143,7 +145,7 @@ build/gen/gemm_b.h: gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py gemm --m 16 --n 96 --k 768 -o $@
 build/gen/gemm_c.h: gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 40 --k 33 -o $@
+	$(PYTHON) gen/kern_gen.py gemm --m 1 --n 100 --k 33 -o $@
 build/gen/gemm_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 7 --n 50 --k 37 --blocking 4,4,8,1 --threads 2 -o $@
@@ -153,7 +155,10 @@ build/gen/gemm_e.h: gen/kern_gen.py
 build/gen/gemm_f.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --m 70 --n 33 --k 1001 --blocking 3,3,8 -o $@
-# bf16 twins of the six (kern_gen.py gemm --dtype bf16)
+build/gen/gemm_g.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --m 2 --n 70 --k 45 --blocking 6,3,8 -o $@
+# bf16 twins of the seven (kern_gen.py gemm --dtype bf16)
 build/gen/gemm_bf_a.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 5 --n 37 --k 70 -o $@
@@ -162,7 +167,7 @@ build/gen/gemm_bf_b.h: gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 16 --n 96 --k 768 -o $@
 build/gen/gemm_bf_c.h: gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 1 --n 40 --k 33 -o $@
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 1 --n 100 --k 33 -o $@
 build/gen/gemm_bf_d.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 7 --n 50 --k 37 --blocking 4,4,8 -o $@
@@ -172,7 +177,10 @@ build/gen/gemm_bf_e.h: gen/kern_gen.py
 build/gen/gemm_bf_f.h: gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 70 --n 33 --k 1001 --blocking 3,3,8 -o $@
-GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d e f bf_a bf_b bf_c bf_d bf_e bf_f)
+build/gen/gemm_bf_g.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py gemm --dtype bf16 --m 2 --n 70 --k 45 --blocking 6,3,8 -o $@
+GEN_GEMM_HEADERS := $(patsubst %,build/gen/gemm_%.h,a b c d e f g bf_a bf_b bf_c bf_d bf_e bf_f bf_g)
 build/gen/check_gemm: tests/gen_gemm_check.c $(GEN_GEMM_HEADERS) build/gen/kern_impl.o tests/kt.h
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_gemm
@@ -249,7 +257,7 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a \
+GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
                 gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a
 gen-compile-check: $(patsubst %,build/gen/%.h,$(GEN_CC_CHECK))
 	@tests/gen_compile_check.sh $(GEN_CC_CHECK)

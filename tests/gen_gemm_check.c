@@ -1,8 +1,9 @@
 /* gen_gemm_check.c -- GEMM instances written by `kern_gen.py gemm`
- * (mk/gen.mk generates gemm_a .. gemm_f, gemm_d and gemm_f with a blocking
- * other than the default, gemm_e and gemm_f with an x past 256 KiB, so
- * the f32 ones take K in blocks with a shorter last one, and their bf16
- * twins gemm_bf_a .. gemm_bf_f): against a double reference within
+ * (mk/gen.mk generates gemm_a .. gemm_g, gemm_d, gemm_f and gemm_g with a
+ * blocking other than the default, gemm_e and gemm_f with an x past 256
+ * KiB, so the f32 ones take K in blocks with a shorter last one, gemm_c
+ * and gemm_g walking several panels at once beside single ones, and their
+ * bf16 twins gemm_bf_a .. gemm_bf_g): against a double reference within
  * f32 rounding of the products' magnitudes (bf16: plus half a bf16 ulp
  * for the one output rounding), the AVX2 kernel and its scalar twin bit
  * for bit, with and without bias, and the column panels split over 2 and
@@ -21,6 +22,8 @@
 #include "gemm_e.h"
 #define GEMM_F_IMPLEMENTATION
 #include "gemm_f.h"
+#define GEMM_G_IMPLEMENTATION
+#include "gemm_g.h"
 #define GEMM_BF_A_IMPLEMENTATION
 #include "gemm_bf_a.h"
 #define GEMM_BF_B_IMPLEMENTATION
@@ -33,6 +36,8 @@
 #include "gemm_bf_e.h"
 #define GEMM_BF_F_IMPLEMENTATION
 #include "gemm_bf_f.h"
+#define GEMM_BF_G_IMPLEMENTATION
+#include "gemm_bf_g.h"
 
 typedef void (*gen_pack_fn)(const float *, float *);
 typedef kern_status (*gen_run_fn)(kern_ctx *, const float *, const float *, const float *, float *);
@@ -158,6 +163,7 @@ KT_TEST(gen_gemm_instances) {
     gen_gemm_case("gemm_d", GEMM_D_M, GEMM_D_N, GEMM_D_K, GEMM_D_PACKED_FLOATS, gemm_d_pack, gemm_d_run);
     gen_gemm_case("gemm_e", GEMM_E_M, GEMM_E_N, GEMM_E_K, GEMM_E_PACKED_FLOATS, gemm_e_pack, gemm_e_run);
     gen_gemm_case("gemm_f", GEMM_F_M, GEMM_F_N, GEMM_F_K, GEMM_F_PACKED_FLOATS, gemm_f_pack, gemm_f_run);
+    gen_gemm_case("gemm_g", GEMM_G_M, GEMM_G_N, GEMM_G_K, GEMM_G_PACKED_FLOATS, gemm_g_pack, gemm_g_run);
 }
 
 KT_TEST(gen_gemm_bf16_instances) {
@@ -173,6 +179,8 @@ KT_TEST(gen_gemm_bf16_instances) {
                        gemm_bf_e_run);
     gen_gemm_bf16_case("gemm_bf_f", GEMM_BF_F_M, GEMM_BF_F_N, GEMM_BF_F_K, GEMM_BF_F_PACKED_ELEMS, gemm_bf_f_pack,
                        gemm_bf_f_run);
+    gen_gemm_bf16_case("gemm_bf_g", GEMM_BF_G_M, GEMM_BF_G_N, GEMM_BF_G_K, GEMM_BF_G_PACKED_ELEMS, gemm_bf_g_pack,
+                       gemm_bf_g_run);
 }
 
 KT_MAIN()
