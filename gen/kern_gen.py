@@ -2959,6 +2959,48 @@ def emit_gemm_pwalk_pf(w, at):
         w('        _mm_prefetch((const char *)(%s) + %d, _MM_HINT_T0);' % (at, 1024 + 64 * l))
 
 
+def emit_gemm_pwalk_body(w, K, r, P, U4, loads):
+    """The AVX2 body of a P-panel kernel (accumulators c{i}_{q}_{0,1} for
+    row i, panel q): K unrolled U4 times, the hints, and per k the r
+    broadcasts of x and for each panel the lines loads(q, k expression)
+    (opening a block that sets b0, b1: columns 0-7, 8-15) and its FMAs."""
+    PS = K * GEMM_NR
+    for i in range(r):
+        for q in range(P):
+            w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
+
+    def kstep(kx):
+        L = ['{']
+        for i in range(r):
+            L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
+        for q in range(P):
+            L += ['    ' + x for x in loads(q, kx)]
+            for i in range(r):
+                L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
+                         % (i, q, i, i, q, i, q, i, i, q))
+            L.append('    }')
+        L.append('}')
+        return L
+    emit_kloop(w, K, U4, kstep, lambda: [emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
+                                         for q in range(P)])
+
+
+def emit_kloop(w, n, U, kstep, head=lambda: None):
+    """k over [0, n) unrolled U times (head() opens each unrolled step),
+    then the tail steps; kstep(k expression) gives one step's lines."""
+    full = n // U
+    if full:
+        w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U, U))
+        head()
+        for u in range(U):
+            for line in kstep('k + %d' % u):
+                w('        ' + line)
+        w('    }')
+    for k in range(full * U, n):
+        for line in kstep('%d' % k):
+            w('    ' + line)
+
+
 def gemm_pwalk(M, K, rows):
     """Panels the micro-kernel walks at once (1: one at a time)."""
     if len(rows) != 1 or gemm_kblock(M, K) < K:
@@ -2973,35 +3015,9 @@ def emit_gemm_mkp(w, name, N, K, r, P, isa, U4):
     w('static void %s__mkp_%s(const float *x, const float *bp, const float *bias, float *y) {' % (name, isa))
     PS = K * GEMM_NR
     if isa == 'avx2':
-        for i in range(r):
-            for q in range(P):
-                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
-
-        def kstep(kx):
-            L = ['{']
-            for i in range(r):
-                L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
-            for q in range(P):
-                L.append('    { const __m256 b0 = _mm256_loadu_ps(bp + %d + (%s) * %d), b1 = _mm256_loadu_ps(bp + %d + (%s) * %d + 8);'
-                         % (q * PS, kx, GEMM_NR, q * PS, kx, GEMM_NR))
-                for i in range(r):
-                    L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
-                             % (i, q, i, i, q, i, q, i, i, q))
-                L.append('    }')
-            L.append('}')
-            return L
-        full = K // U4
-        if full:
-            w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
-            for q in range(P):
-                emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
-            for u in range(U4):
-                for line in kstep('k + %d' % u):
-                    w('        ' + line)
-            w('    }')
-        for k in range(full * U4, K):
-            for line in kstep('%d' % k):
-                w('    ' + line)
+        emit_gemm_pwalk_body(w, K, r, P, U4, lambda q, kx: [
+            '{ const __m256 b0 = _mm256_loadu_ps(bp + %d + (%s) * %d), b1 = _mm256_loadu_ps(bp + %d + (%s) * %d + 8);'
+            % (q * PS, kx, GEMM_NR, q * PS, kx, GEMM_NR)])
         for i in range(r):
             for q in range(P):
                 for h in (0, 1):
@@ -3033,36 +3049,10 @@ def emit_gemm_mkp_bf16(w, name, K, r, P, isa, U4):
     PS = K * GEMM_NR
     if isa == 'avx2':
         w('    const __m256i hi = _mm256_set1_epi32(-65536);')
-        for i in range(r):
-            for q in range(P):
-                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
-
-        def kstep(kx):
-            L = ['{']
-            for i in range(r):
-                L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
-            for q in range(P):
-                L.append('    { const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + %d + (%s) * %d));'
-                         % (q * PS, kx, GEMM_NR))
-                L.append('      const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));')
-                for i in range(r):
-                    L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
-                             % (i, q, i, i, q, i, q, i, i, q))
-                L.append('    }')
-            L.append('}')
-            return L
-        full = K // U4
-        if full:
-            w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
-            for q in range(P):
-                emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
-            for u in range(U4):
-                for line in kstep('k + %d' % u):
-                    w('        ' + line)
-            w('    }')
-        for k in range(full * U4, K):
-            for line in kstep('%d' % k):
-                w('    ' + line)
+        emit_gemm_pwalk_body(w, K, r, P, U4, lambda q, kx: [
+            '{ const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + %d + (%s) * %d));'
+            % (q * PS, kx, GEMM_NR),
+            '  const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));'])
         for q in range(P):
             for i in range(r):
                 for h in (0, 1):
@@ -4894,17 +4884,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
                                  ' for (int j = 0; j < %d; j++) c[%d][j] += a * b[j * 4 + u]; }' % (i * KP, kx, QL_NR, i))
                     L.append('}')
                     return L
-            UN = cfg['unroll']
-            full = K4 // UN
-            if full:
-                w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * UN, UN))
-                for u in range(UN):
-                    for line in kstep('k + %d' % u):
-                        w('        ' + line)
-                w('    }')
-            for k in range(full * UN, K4):
-                for line in kstep('%d' % k):
-                    w('    ' + line)
+            emit_kloop(w, K4, cfg['unroll'], kstep)
             # dequantize: (float)acc * sx[i] * sw[j], in that order
             if isa == 'avx2':
                 w('    {')
