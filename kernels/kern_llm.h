@@ -1403,15 +1403,26 @@ KERN_TARGET_AVX2 static inline float kern__gemv_hsum__avx2(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 /* How far ahead (bytes from the current element of each of four weight
- * rows w0.., wb bytes an element) the GEMV bodies prefetch, into L2, not
- * L1: rows of at most 4 KiB (four rows fit half of L1) fetch the next four
- * rows (adjacent when the rows are) at the same k; longer rows fetch 2 KiB
- * ahead in their own row. On Zen 4 at one thread this reads 25-33 GB/s
- * where prefetching into L1 at 128 elements read 17-21 (f32 and bf16 at
- * the Llama shapes, docs/llm.md): L1 prefetches hold fill buffers the
- * demand loads then wait for. */
+ * rows w0.., wb bytes an element) the AVX-512 GEMV bodies prefetch, into
+ * L2, not L1: rows of at most 4 KiB (four rows fit half of L1) fetch the
+ * next four rows (adjacent when the rows are) at the same k; longer rows
+ * fetch 2 KiB ahead in their own row. On Zen 4 at one thread this reads
+ * 25-33 GB/s where prefetching into L1 at 128 elements read 17-21 (f32
+ * and bf16 at the Llama shapes, docs/llm.md): L1 prefetches hold fill
+ * buffers the demand loads then wait for. */
 static inline int64_t kern__gemv_pf_dist(int64_t K, int64_t wb, const char *w0, const char *w1) {
     return 4 * K * wb <= 16384 ? 4 * (int64_t)(w1 - w0) : 2048;
+}
+/* The AVX2 body fetches the next four rows at the same k whatever the row
+ * length: 2 KiB ahead in the own row left every group of four long rows
+ * starting with three cold streams. Zen 3 (the AVX2 body's machine here),
+ * N 4096 and 11008, K 4096, 3 alternated rounds, min: f32 M1 1.08-1.12x
+ * (t1) and 1.07-1.24x (t2), M4 1.06-1.09x; bf16 M1 1.21-1.28x, M4
+ * 1.06-1.18x; i8 (rows of 4 KiB: already so) level. 8 rows ahead measured
+ * about the same, 4 KiB ahead in the own row 0.83-1.06x. Not measured on
+ * an AVX-512 machine: those bodies keep kern__gemv_pf_dist. */
+static inline int64_t kern__gemv_pf_next4(const char *w0, const char *w1) {
+    return 4 * (int64_t)(w1 - w0);
 }
 /* The body for one weight dtype and one x-row count (constants after
  * inlining). */
@@ -1432,7 +1443,7 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_dot_body__avx2(const char *const 
     int64_t wb = wdt == KERN_I8 ? 1 : (int64_t)kern_dtype_size(wdt), k = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* x0 rows 0..3 */
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0; /* m = 2: x1; m = 1: second k half */
-    const int64_t pd = kern__gemv_pf_dist(K, wb, w0, w1);
+    const int64_t pd = kern__gemv_pf_next4(w0, w1);
     if (m == 1) {
         for (; k + 16 <= K; k += 16) {
             __m256 xa = kern__gemv_xload__avx2(x0 + k * (int64_t)xe, xdt, 8);
