@@ -1693,7 +1693,7 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
             /* an f32 B with several row panels: the panels innermost, each
              * reading the same piece of B (k2 rows x sk->nr columns) while
              * it is in L1; else panel by panel (the bf16 forms measured 3-8 %
-             * slower panels-innermost; see the M = 8, 16 rows in docs/gemm.md) */
+             * slower panels-innermost: docs/gemm.md, "Row panels innermost") */
             {
                 const char *ap = s->apack + (k0 * s->npan + k1) * sk->mr * 4;
                 int64_t kb = (k0 + k1) >> (s->bform == 2), pst = kk * sk->mr * 4, q, q1;
