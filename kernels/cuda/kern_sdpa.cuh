@@ -582,6 +582,23 @@ KERN__CU_DEV void kern__cu_load_tile(uint16_t *sm, F rowptr, int ncols, int vec,
         }
     }
 }
+/* kern__cu_load_tile for ROWS whole rows of HD columns, every row present
+ * and 16-byte aligned: a thread's chunks sit NT / C rows apart in one
+ * column, so one row pointer and one step address them (a few integer
+ * instructions per copy against several dozen in the general loop, which
+ * recomputes row, column, pointer and bounds for every chunk). */
+template <int HD, int ROWS, int NT> struct kern__cu_rows16 {
+    enum { C = HD / 8, OK = NT % C == 0 && (ROWS * C) % NT == 0 };
+};
+template <int HD, int ROWS, int NT>
+KERN__CU_DEV void kern__cu_load_rows16(uint16_t *sm, const uint16_t *g, int64_t rs, int tid) {
+    enum { C = HD / 8, RS = NT / C, IT = ROWS * C / NT };
+    const int r = tid / C, c = tid % C;
+    uint16_t *d = sm + r * (HD + 8) + c * 8;
+    const uint16_t *src = g + r * rs + c * 8;
+    KERN__CU_UNROLL
+    for (int i = 0; i < IT; i++) kern__cu_cp16(d + i * RS * (HD + 8), src + i * RS * rs, 16);
+}
 /* Stores rows [0, nrows) of a shared tile (pitch HD + 8) to global rows
  * rowptr(r) (NULL = skip), columns [0, ncols), by the threads
  * [0, nthreads) of `part`. */
@@ -689,8 +706,15 @@ __global__ void __launch_bounds__(kern__cu_fwd_cfg<HD>::W * 32)
             return a.q + b * a.qs[0] + (int64_t)h * a.qs[1] + (s.q0 + rr % s.lq) * a.qs[2];
         },
         a.D, a.vec_in, tid);
+    /* whole key blocks of full-width aligned rows take the short path */
+    const bool kv_rows16 = kern__cu_rows16<HD, BN, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
     auto load_kv = [&](int nb, int st) {
         int64_t n0 = (int64_t)nb * BN;
+        if (kv_rows16 && n0 + BN <= s.lk) {
+            kern__cu_load_rows16<HD, BN, NT>(sK + st * BN * P, kbase + n0 * a.ks[2], a.ks[2], tid);
+            kern__cu_load_rows16<HD, BN, NT>(sV + st * BN * P, vbase + n0 * a.vs[2], a.vs[2], tid);
+            return;
+        }
         kern__cu_load_tile<HD, BN, NT>(
             sK + st * BN * P,
             [&](int r) -> const uint16_t * {
@@ -767,26 +791,38 @@ KERN__CU_UNROLL
                         }
                 }
             }
-            /* scores in log2 units, masking */
+            /* scores in log2 units, masking. The option tests stay outside
+             * the element loops: a block without masking or softcap runs a
+             * straight line of multiplies (tests and out-of-line calls
+             * inside the loop cost a branch, a reconvergence point and an
+             * instruction fetch stall per element, measured by ncu on an
+             * H200). */
+            if (need || a.softcap > 0.f) {
 KERN__CU_UNROLL
-            for (int mt = 0; mt < MT; mt++)
+                for (int mt = 0; mt < MT; mt++)
 KERN__CU_UNROLL
-                for (int nt = 0; nt < NTN; nt++)
+                    for (int nt = 0; nt < NTN; nt++)
 KERN__CU_UNROLL
-                    for (int e = 0; e < 4; e++) {
-                        const int hf = e >> 1;
-                        const int64_t j = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-                        float x = sc[mt][nt][e];
-                        if (need)
-                            x = row_ok[mt][hf] && kern__cu_visible(a, s, row_i[mt][hf], j)
-                                    ? kern__cu_score(a, x, b, row_h[mt][hf], row_i[mt][hf], j)
-                                    : kern__cu_ninf();
-                        else if (a.softcap > 0.f)
-                            x = kern__cu_score(a, x, b, row_h[mt][hf], row_i[mt][hf], j);
-                        else
-                            x *= a.scale_log2;
-                        sc[mt][nt][e] = x;
-                    }
+                        for (int e = 0; e < 4; e++) {
+                            const int hf = e >> 1;
+                            const int64_t j = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+                            float x = sc[mt][nt][e];
+                            if (need)
+                                x = row_ok[mt][hf] && kern__cu_visible(a, s, row_i[mt][hf], j)
+                                        ? kern__cu_score(a, x, b, row_h[mt][hf], row_i[mt][hf], j)
+                                        : kern__cu_ninf();
+                            else
+                                x = kern__cu_score(a, x, b, row_h[mt][hf], row_i[mt][hf], j);
+                            sc[mt][nt][e] = x;
+                        }
+            } else {
+KERN__CU_UNROLL
+                for (int mt = 0; mt < MT; mt++)
+KERN__CU_UNROLL
+                    for (int nt = 0; nt < NTN; nt++)
+KERN__CU_UNROLL
+                        for (int e = 0; e < 4; e++) sc[mt][nt][e] *= a.scale_log2;
+            }
             /* online softmax: new running max, rescale O and l, P = 2^(s - m) */
 KERN__CU_UNROLL
             for (int mt = 0; mt < MT; mt++)
@@ -808,10 +844,6 @@ KERN__CU_UNROLL
                         for (int e = 2 * hf; e < 2 * hf + 2; e++) {
                             float p = kern__cu_exp2(sc[mt][nt][e] - base);
                             rs += p;
-                            if (a.dropout &&
-                                !kern__cu_keep(a, b, row_h[mt][hf], row_i[mt][hf],
-                                               n0 + nt * 8 + 2 * (lane & 3) + (e & 1)))
-                                p = 0.f;
                             sc[mt][nt][e] = p;
                         }
                     l[mt][hf] = l[mt][hf] * corr + rs;
@@ -821,6 +853,21 @@ KERN__CU_UNROLL
                         o[mt][nt][2 * hf + 1] *= corr;
                     }
                 }
+            /* dropout after the row sums (l counts every weight), in its
+             * own loop for the reason above */
+            if (a.dropout) {
+KERN__CU_UNROLL
+                for (int mt = 0; mt < MT; mt++)
+KERN__CU_UNROLL
+                    for (int nt = 0; nt < NTN; nt++)
+KERN__CU_UNROLL
+                        for (int e = 0; e < 4; e++) {
+                            const int hf = e >> 1;
+                            if (!kern__cu_keep(a, b, row_h[mt][hf], row_i[mt][hf],
+                                               n0 + nt * 8 + 2 * (lane & 3) + (e & 1)))
+                                sc[mt][nt][e] = 0.f;
+                        }
+            }
             /* O += P V (P rounded to the input dtype, the C fragment of S
              * reused as the A fragment) */
 KERN__CU_UNROLL
@@ -1047,9 +1094,17 @@ __global__ void __launch_bounds__(kern__cu_bwd_cfg<HD>::W * 32)
                                  : nullptr;
         },
         a.Dv, a.vec_in, tid);
+    const bool q_rows16 = kern__cu_rows16<HD, BM, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
     auto load_item = [&](int t, int st) {
         const int h = hk * a.G + t / nqb;
         const int64_t i0 = ilo + (int64_t)(t % nqb) * BM;
+        if (q_rows16 && i0 + BM <= s.lq) {
+            kern__cu_load_rows16<HD, BM, NT>(
+                sQ + st * BM * P, a.q + b * a.qs[0] + (int64_t)h * a.qs[1] + (s.q0 + i0) * a.qs[2], a.qs[2], tid);
+            kern__cu_load_rows16<HD, BM, NT>(
+                sdO + st * BM * P, a.dout + b * a.dos[0] + (int64_t)h * a.dos[1] + (s.q0 + i0) * a.dos[2],
+                a.dos[2], tid);
+        } else {
         kern__cu_load_tile<HD, BM, NT>(
             sQ + st * BM * P, [&](int r) -> const uint16_t * {
                 return i0 + r < s.lq ? a.q + b * a.qs[0] + (int64_t)h * a.qs[1] + (s.q0 + i0 + r) * a.qs[2]
@@ -1063,6 +1118,7 @@ __global__ void __launch_bounds__(kern__cu_bwd_cfg<HD>::W * 32)
                            : nullptr;
             },
             a.Dv, a.vec_in, tid);
+        }
         for (int r = tid; r < BM; r += NT) {
             float l2 = INFINITY, dl = 0.f; /* rows past the end: P = 0 */
             if (i0 + r < s.lq) {
@@ -1140,7 +1196,20 @@ KERN__CU_UNROLL
                 kern__cu_mma<BF>(dpT[2 * np + 1], va, ob[2], ob[3]);
             }
         }
-        /* P^T, dropout, dS^T (in place: sT <- P o Z, dpT <- dS^T) */
+        /* P^T, dropout, dS^T (in place: sT <- P o Z, dpT <- dS^T). Without
+         * masking, softcap or dropout a straight line (see the forward's
+         * scores); rows past the end have lse2 = inf, so P = 0 there too. */
+        if (!need && !(a.softcap > 0.f) && !a.dropout) {
+KERN__CU_UNROLL
+            for (int nt = 0; nt < NTM; nt++)
+KERN__CU_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    const int r = nt * 8 + 2 * (lane & 3) + (e & 1);
+                    const float p = kern__cu_exp2(sT[nt][e] * a.scale_log2 - cL[r]);
+                    dpT[nt][e] = p * (dpT[nt][e] - cD[r]) * a.scale;
+                    sT[nt][e] = p;
+                }
+        } else
 KERN__CU_UNROLL
         for (int nt = 0; nt < NTM; nt++)
 KERN__CU_UNROLL
@@ -1399,8 +1468,14 @@ __global__ void __launch_bounds__(kern__cu_dq_cfg<HD>::W * 32)
     kern__cu_load_tile<HD, BM, NT>(sdO, qrow(a.dout, a.dos), a.Dv, a.vec_in, tid);
     const uint16_t *kbase = a.k + b * a.ks[0] + (int64_t)hk * a.ks[1] + s.k0 * a.ks[2];
     const uint16_t *vbase = a.v + b * a.vs[0] + (int64_t)hk * a.vs[1] + s.k0 * a.vs[2];
+    const bool kv_rows16 = kern__cu_rows16<HD, BN, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
     auto load_kv = [&](int nb, int st) {
         int64_t n0 = (int64_t)nb * BN;
+        if (kv_rows16 && n0 + BN <= s.lk) {
+            kern__cu_load_rows16<HD, BN, NT>(sK + st * BN * P, kbase + n0 * a.ks[2], a.ks[2], tid);
+            kern__cu_load_rows16<HD, BN, NT>(sV + st * BN * P, vbase + n0 * a.vs[2], a.vs[2], tid);
+            return;
+        }
         kern__cu_load_tile<HD, BN, NT>(
             sK + st * BN * P,
             [&](int r) -> const uint16_t * { return n0 + r < s.lk ? kbase + (n0 + r) * a.ks[2] : nullptr; },
@@ -1466,6 +1541,16 @@ KERN__CU_UNROLL
                     kern__cu_mma<BF>(dp[2 * np + 1], oa, vb[2], vb[3]);
                 }
             }
+            if (!need && !(a.softcap > 0.f) && !a.dropout) { /* rows past the end: lse2 = inf, P = 0 */
+KERN__CU_UNROLL
+                for (int nt = 0; nt < NTN; nt++)
+KERN__CU_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        const int hf = e >> 1;
+                        const float p = kern__cu_exp2(sc[nt][e] * a.scale_log2 - lse2[hf]);
+                        sc[nt][e] = p * (dp[nt][e] - dlt[hf]) * a.scale;
+                    }
+            } else
 KERN__CU_UNROLL
             for (int nt = 0; nt < NTN; nt++)
 KERN__CU_UNROLL
@@ -1794,6 +1879,7 @@ static kern_status kern__cu_check_options(const char *fn, const kern_sdpa_params
     if (p->attn_mask) {
         const kern_tensor *m = p->attn_mask;
         kern_tensor mb;
+        memset(&mb, 0, sizeof mb); /* g++ cannot see that broadcast_to sets it on KERN_OK */
         int64_t full[4] = {z.B, z.Hq, z.Lq, z.Lk};
         st = kern_tensor_check(m, fn, "attn_mask");
         if (st != KERN_OK) return st;
