@@ -4,7 +4,9 @@
  *   and "gemvT/<w>/M<m>/N<n>/K<k>": the same with the weight stored as
  *   a row-major [K, N] (x @ W's layout), passed as its transposed view
  *   w    f32 | bf16 | i8 (per-output-channel f32 scales); x and y f32
- *        (bf16 weight: x bf16 too, as a bf16 model runs)
+ *        (bf16 weight: x bf16 too, as a bf16 model runs); i8q: an i8
+ *        weight with params.x_quant (x quantized per row, int32 sums:
+ *        vpdpbusd on AVX512-VNNI), M 1, 4, 8 (and i8 at M 8 beside it)
  *   Bytes per call: the weight (+ its scales), the bytes that must come
  *   from DRAM each decode step; x and y are noise at these sizes.
  *   The weight cycles through enough copies (>= 256 MiB together) that
@@ -58,6 +60,7 @@ typedef struct gcase {
     kern_dtype wdt;
     int64_t M, N, K;
     int trans; /* the weight stored [K, N] */
+    int xq;    /* params.x_quant (case "gemv/i8q/..."): x quantized per row, int32 sums */
     double bytes;
 } gcase;
 
@@ -97,6 +100,7 @@ static void run_gemv(kbench_state *st, void *user) {
     kbench_fill(sc, KERN_F32, c->N, 2);
     memset(&p, 0, sizeof p);
     if (c->wdt == KERN_I8) p.w_scale = &st_;
+    p.x_quant = c->xq;
     while (kbench_next(st)) {
         if (c->trans) {
             int64_t sh[2] = {c->N, c->K}, str[2] = {1, c->N};
@@ -422,6 +426,27 @@ KBENCH_INIT(llm) {
                          (long long)c->M, (long long)c->N, (long long)c->K);
                 for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
             }
+    { /* i8 weights with x quantized (params.x_quant, vpdpbusd on VNNI), and
+       * the plain i8 form at M = 8 beside it */
+        static gcase qc[2 * 4];
+        static const int64_t qM[4] = {1, 4, 8, 8};
+        int q = 0, qi;
+        for (si = 0; si < 2; si++)
+            for (qi = 0; qi < 4; qi++) {
+                gcase *c = &qc[q++];
+                char name[96];
+                memset(c, 0, sizeof *c);
+                c->wdt = KERN_I8;
+                c->xq = qi < 3;
+                c->M = qM[qi];
+                c->N = shapes[si][0];
+                c->K = shapes[si][1];
+                c->bytes = (double)(c->N * c->K) + 4.0 * (double)c->N;
+                snprintf(name, sizeof name, "gemv/%s/M%lld/N%lld/K%lld", c->xq ? "i8q" : "i8", (long long)c->M,
+                         (long long)c->N, (long long)c->K);
+                for (t = 1; t <= 2; t++) kbench_add("llm", name, "kern", t, KBENCH_PEAK_DRAM, run_gemv, c);
+            }
+    }
     {
         static const kern_dtype ddts[3] = {KERN_F32, KERN_BF16, KERN_I8};
         static const int64_t dshapes[3][2] = {{1, 4096}, {1, 16384}, {4, 4096}}; /* B, L */

@@ -71,7 +71,10 @@
  *     split N. f32 accumulation (not kern_gemm's summation order). w may
  *     be K-contiguous (F.linear's [N, K]) or N-contiguous (the transposed
  *     view of a row-major [K, N] weight, x @ W's layout: stride {1, ldw}),
- *     each streamed in its own address order.
+ *     each streamed in its own address order. params.x_quant (an i8,
+ *     K-contiguous w): x rows quantized by kern_base.h's int8 rule into
+ *     the workspace and summed exactly in int32 (vpdpbusd on AVX512-VNNI):
+ *     kern_qlinear's numerics and bits on an unpacked weight.
  *
  *   kern_decode_attention(ctx, q, k_cache, v_cache, k_lens, out, params)
  *     out[b, l, h] = softmax(scale q k^T) v over cache rows
@@ -127,7 +130,9 @@
  *
  *   topk: indices/values overlapping x, k > V KERN_ERR_SHAPE. gemv: an i8
  *   w without params.w_scale (or a scale with a float w) KERN_ERR_ARG, K
- *   without unit stride KERN_ERR_LAYOUT. decode attention: k_lens[b] >
+ *   without unit stride KERN_ERR_LAYOUT; x_quant with a float w or a too
+ *   small workspace KERN_ERR_ARG, with an N-contiguous w KERN_ERR_LAYOUT,
+ *   with K > 131071 KERN_ERR_SHAPE. decode attention: k_lens[b] >
  *   Lmax KERN_ERR_SHAPE, < 0 KERN_ERR_INDEX, H not a multiple of Hkv
  *   KERN_ERR_SHAPE. An i8 cache without its scale tensor (or a scale
  *   tensor with a float cache) KERN_ERR_ARG, a scale tensor not f32
@@ -212,6 +217,14 @@ typedef struct kern_gemv_params {
     kern_epilogue epilogue;     /* bias [N] (or [M] per row), act, residual [M, N], out_scale */
     const kern_tensor *w_scale; /* [N] f32 per-output-channel scales: required with an i8 w,
                                    NULL otherwise */
+    int x_quant;                /* i8 w only: quantize each x row with kern_base.h's symmetric
+                                   int8 rule (kern_qlinear's dynamic activations) and sum the
+                                   products exactly in int32 (vpdpbusd on the AVX512-VNNI
+                                   levels): y = epilogue(acc * s_x[m] * s_w[n]), kern_qlinear's
+                                   numerics and bits. 0 = x used as given (f32 products) */
+    void *workspace;            /* x_quant's codes: NULL = the context's scratch; else at
+                                   least kern_linear_gemv_workspace_size() bytes */
+    size_t workspace_size;
 } kern_gemv_params;
 
 /* y [M, N] = x [M, K] . w [N, K]^T (torch F.linear's weight layout; w
@@ -223,6 +236,10 @@ typedef struct kern_gemv_params {
  * N. Any M works (the weight is re-read from cache per 8 rows). */
 KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
                                       const kern_tensor *y, const kern_gemv_params *params);
+/* Caller workspace bytes kern_linear_gemv needs for x [M, K] and these
+ * params on this context (0 unless params->x_quant). */
+KERN_API kern_status kern_linear_gemv_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                     const kern_gemv_params *params, size_t *bytes);
 
 /* kern_decode_attention: attention of a few new queries per sequence
  * against a KV cache with per-sequence lengths (see the top). */
@@ -1783,6 +1800,133 @@ KERN_TARGET_AVX512BF16 static void kern__gemv_dot__avx512bf16(const char *const 
 #endif
 
 
+/* ---- x_quant: int8 x codes against int8 weight rows, exact int32 sums.
+ * xq: m code rows (row stride xs bytes, each zero-padded to a multiple of
+ * 64 bytes past K); w: four K-contiguous weight rows; acc[4 i + r]. Every
+ * body computes the same integers, so every ISA level gives the same bits. */
+typedef void (*kern__gemv_qdot_fn)(const char *const *w, const int8_t *xq, int64_t xs, int m, int64_t K,
+                                   int32_t *acc);
+static void kern__gemv_qdot__scalar(const char *const *w, const int8_t *xq, int64_t xs, int m, int64_t K,
+                                    int32_t *acc) {
+    int i, r;
+    for (i = 0; i < m; i++)
+        for (r = 0; r < 4; r++) {
+            const int8_t *a = xq + i * xs, *b = (const int8_t *)w[r];
+            int32_t t = 0;
+            int64_t k;
+            for (k = 0; k < K; k++) t += (int32_t)a[k] * b[k];
+            acc[4 * i + r] = t;
+        }
+}
+#ifdef KERN_X86
+/* AVX2: codes widened to int16 and multiplied pairwise into int32
+ * (vpmaddwd: |a b + c d| <= 2 * 127 * 128, exact). The last partial 16
+ * bytes of a weight row come through a zeroed copy (rows are not padded). */
+KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs, int m,
+                                                   int64_t K, int32_t *acc) {
+    int i;
+    for (i = 0; i < m; i += 2) {
+        const int8_t *x0 = xq + i * xs, *x1 = i + 1 < m ? x0 + xs : x0;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        int64_t k;
+        for (k = 0; k < K; k += 16) {
+            __m256i v[4], xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
+            __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
+            int r;
+            for (r = 0; r < 4; r++) {
+                if (k + 16 <= K) {
+                    v[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[r] + k)));
+                } else {
+                    int8_t t[16] = {0};
+                    memcpy(t, w[r] + k, (size_t)(K - k));
+                    v[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t));
+                }
+            }
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(xa, v[0]));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(xa, v[1]));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(xa, v[2]));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(xa, v[3]));
+            b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(xb, v[0]));
+            b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(xb, v[1]));
+            b2 = _mm256_add_epi32(b2, _mm256_madd_epi16(xb, v[2]));
+            b3 = _mm256_add_epi32(b3, _mm256_madd_epi16(xb, v[3]));
+        }
+        {
+            const __m256i c[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
+            int j, n = i + 1 < m ? 8 : 4;
+            for (j = 0; j < n; j++) {
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(c[j]), _mm256_extracti128_si256(c[j], 1));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+                acc[4 * i + j] = _mm_cvtsi128_si32(h);
+            }
+        }
+    }
+}
+/* AVX512-VNNI: vpdpbusd multiplies u8 by s8, so the x codes go in as
+ * q + 128 (q ^ 0x80) and each row's sum of codes (vpdpbusd by ones) takes
+ * 128 * sum w back out; the sums wrap in int32 and the difference is
+ * exact (|result| < 2^31 for K <= KERN__GEMV_QMAX_K). Up to four x rows
+ * against four weight rows per pass, 64 codes a vector; the weight rows'
+ * tails are masked loads (zero). The L2 prefetch of the float bodies. */
+KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const *w, const int8_t *xq,
+                                                               int64_t xs, int m, int64_t K, int32_t *acc) {
+    const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    const int8_t *x1 = xq + xs, *x2 = x1 + xs, *x3 = x2 + xs;
+    const __m512i ones = _mm512_set1_epi8(1), bias = _mm512_set1_epi8((char)0x80);
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    __m512i c00 = s0, c01 = s0, c02 = s0, c03 = s0, c10 = s0, c11 = s0, c12 = s0, c13 = s0;
+    __m512i c20 = s0, c21 = s0, c22 = s0, c23 = s0, c30 = s0, c31 = s0, c32 = s0, c33 = s0;
+    const int64_t pd = kern__gemv_pf_dist(K, 1, w0, w1);
+    int64_t k;
+    for (k = 0; k < K; k += 64) {
+        const __mmask64 mk = K - k >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (K - k)) - 1);
+        const __m512i v0 = _mm512_maskz_loadu_epi8(mk, w0 + k), v1 = _mm512_maskz_loadu_epi8(mk, w1 + k);
+        const __m512i v2 = _mm512_maskz_loadu_epi8(mk, w2 + k), v3 = _mm512_maskz_loadu_epi8(mk, w3 + k);
+        __m512i xa;
+        _mm_prefetch(w0 + k + pd, _MM_HINT_T1);
+        _mm_prefetch(w1 + k + pd, _MM_HINT_T1);
+        _mm_prefetch(w2 + k + pd, _MM_HINT_T1);
+        _mm_prefetch(w3 + k + pd, _MM_HINT_T1);
+        s0 = _mm512_dpbusd_epi32(s0, ones, v0);
+        s1 = _mm512_dpbusd_epi32(s1, ones, v1);
+        s2 = _mm512_dpbusd_epi32(s2, ones, v2);
+        s3 = _mm512_dpbusd_epi32(s3, ones, v3);
+#define KERN__GEMV_Q_ROW(XP, I)                                                               \
+    xa = _mm512_xor_si512(_mm512_loadu_si512((const void *)((XP) + k)), bias);                \
+    c##I##0 = _mm512_dpbusd_epi32(c##I##0, xa, v0);                                           \
+    c##I##1 = _mm512_dpbusd_epi32(c##I##1, xa, v1);                                           \
+    c##I##2 = _mm512_dpbusd_epi32(c##I##2, xa, v2);                                           \
+    c##I##3 = _mm512_dpbusd_epi32(c##I##3, xa, v3);
+        KERN__GEMV_Q_ROW(xq, 0)
+        if (m > 1) {
+            KERN__GEMV_Q_ROW(x1, 1)
+        }
+        if (m > 2) {
+            KERN__GEMV_Q_ROW(x2, 2)
+        }
+        if (m > 3) {
+            KERN__GEMV_Q_ROW(x3, 3)
+        }
+#undef KERN__GEMV_Q_ROW
+    }
+    {
+        const __m512i c[16] = {c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33};
+        uint32_t sw[4];
+        int i, r;
+        sw[0] = (uint32_t)_mm512_reduce_add_epi32(s0) * 128u;
+        sw[1] = (uint32_t)_mm512_reduce_add_epi32(s1) * 128u;
+        sw[2] = (uint32_t)_mm512_reduce_add_epi32(s2) * 128u;
+        sw[3] = (uint32_t)_mm512_reduce_add_epi32(s3) * 128u;
+        for (i = 0; i < m; i++)
+            for (r = 0; r < 4; r++)
+                acc[4 * i + r] = (int32_t)((uint32_t)_mm512_reduce_add_epi32(c[4 * i + r]) - sw[r]);
+    }
+}
+#endif
+/* x_quant: |sum| <= K * 127 * 127 < 2^31, kern_qlinear's K bound */
+#define KERN__GEMV_QMAX_K 131071
+
 typedef struct kern__gemv_job {
     kern__gemv_dot_fn dot;
     /* four x rows (row stride xs bytes) at once, or NULL: out[4 i + r] */
@@ -1793,6 +1937,11 @@ typedef struct kern__gemv_job {
     const kern_tensor *x, *w, *scale;
     kern__epi epi;
     int64_t M, N, K;
+    /* x_quant: the code rows (row stride xqs bytes) and their scales */
+    kern__gemv_qdot_fn qdot;
+    const int8_t *xq;
+    const float *xsc;
+    int64_t xqs;
 } kern__gemv_job;
 
 /* An i8 weight's per-output scales on a tile's columns n0 .. n0 + nn of
@@ -1806,6 +1955,36 @@ static void kern__gemv_scale_tile(const kern__gemv_job *J, int64_t n0, int64_t n
         float sc = kern__s_load_f32((const char *)J->scale->data + (n0 + j) * J->scale->stride[0] * (int64_t)4,
                                     KERN_F32, 1);
         for (i = 0; i < mb; i++) tile[i * ldt + j] *= sc;
+    }
+}
+
+/* x_quant's task: the same tiles as kern__gemv_task from int32 sums,
+ * acc * s_x[m] then (kern__gemv_scale_tile) * s_w[n]: kern_qlinear's order. */
+static void kern__gemv_qtask(void *arg, int64_t task, int thread) {
+    const kern__gemv_job *J = (const kern__gemv_job *)arg;
+    float tile[KERN__GEMV_MB * KERN__GEMV_NB];
+    int32_t acc[16];
+    int64_t n0 = task * KERN__GEMV_NB, nn = J->N - n0 < KERN__GEMV_NB ? J->N - n0 : KERN__GEMV_NB, m0, g;
+    (void)thread;
+    for (m0 = 0; m0 < J->M; m0 += KERN__GEMV_MB) {
+        int mb = J->M - m0 < KERN__GEMV_MB ? (int)(J->M - m0) : KERN__GEMV_MB;
+        for (g = 0; g < nn; g += 4) {
+            const char *wr[4];
+            int r, i;
+            for (r = 0; r < 4; r++) { /* past N: the last row again, discarded */
+                int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
+                wr[r] = (const char *)J->w->data + n * J->w->stride[0];
+            }
+            for (i = 0; i < mb; i += 4) {
+                int m = mb - i < 4 ? mb - i : 4, j;
+                J->qdot(wr, J->xq + (m0 + i) * J->xqs, J->xqs, m, J->K, acc);
+                for (j = 0; j < m; j++)
+                    for (r = 0; r < 4 && g + r < nn; r++)
+                        tile[(i + j) * KERN__GEMV_NB + g + r] = (float)acc[j * 4 + r] * J->xsc[m0 + i + j];
+            }
+        }
+        kern__gemv_scale_tile(J, n0, nn, mb, tile, KERN__GEMV_NB);
+        J->epi_tile(&J->epi, m0, n0, tile, KERN__GEMV_NB, mb, (int)nn);
     }
 }
 
@@ -1847,6 +2026,24 @@ static kern_status kern__gemv_kmajor(kern_ctx *ctx, kern__gemv_job *J);
 
 static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
     return kern__llm_same_view(a, b);
+}
+
+/* x_quant's shared scratch for x [M, K]: M code rows padded to 64 bytes
+ * (the VNNI body reads whole vectors of them), then M f32 scales. */
+static size_t kern__gemv_qbytes(int64_t M, int64_t K) {
+    return (size_t)M * (size_t)((K + 63) / 64 * 64) + (size_t)M * sizeof(float);
+}
+
+KERN_API kern_status kern_linear_gemv_workspace_size(kern_ctx *ctx, const kern_tensor *x,
+                                                     const kern_gemv_params *params, size_t *bytes) {
+    static const char *op = "kern_linear_gemv_workspace_size";
+    kern_status st;
+    if (!x || !bytes) return kern__err(KERN_ERR_ARG, "%s: %s is NULL", op, !x ? "x" : "bytes");
+    if ((st = kern_tensor_check(x, op, "x")) != KERN_OK) return st;
+    if (x->ndim != 2) return kern__err(KERN_ERR_SHAPE, "%s: x must be 2-D [M, K]", op);
+    *bytes = params && params->x_quant ? kern__op_workspace_bytes(ctx, kern__gemv_qbytes(x->shape[0], x->shape[1]), 0)
+                                       : 0;
+    return KERN_OK;
 }
 
 KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const kern_tensor *w,
@@ -1903,6 +2100,16 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                                                     : "w needs a unit stride along K or along N");
     if (kmajor && w->stride[1] < 0)
         return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
+    if (p.x_quant) {
+        if (w->dtype != KERN_I8)
+            return kern__err(KERN_ERR_ARG, "%s: params.x_quant is only for an i8 w (w.dtype=%s)", op,
+                             kern_dtype_name(w->dtype));
+        if (kmajor)
+            return kern__err(KERN_ERR_LAYOUT, "%s: params.x_quant needs w with a unit stride along K", op);
+        if (K > KERN__GEMV_QMAX_K)
+            return kern__err(KERN_ERR_SHAPE, "%s: params.x_quant needs K <= %d, got %lld", op,
+                             KERN__GEMV_QMAX_K, (long long)K);
+    }
     if (x->stride[0] < 0 || w->stride[0] < 0)
         return kern__err(KERN_ERR_LAYOUT, "%s: negative row strides are not supported", op);
     if (p.w_scale) {
@@ -1952,6 +2159,11 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         return kern__err(KERN_ERR_ARG, "%s: y overlaps %s", op,
                          kern_tensors_overlap(y, x) ? "x" : "w");
     if ((st = kern__op_begin(&ctx, op)) != KERN_OK) return st;
+    if (p.x_quant && (st = kern__op_workspace(ctx, op, p.workspace, p.workspace_size,
+                                              kern__gemv_qbytes(M, K), 0)) != KERN_OK) {
+        kern__op_end(ctx);
+        return st;
+    }
     if (M > 0 && N > 0) {
         memset(&J, 0, sizeof J);
 #ifdef KERN_X86
@@ -1989,7 +2201,44 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
         J.epi.dst_dt = y->dtype;
         J.epi.dst_rs = y->stride[0];
         J.epi.dst_cs = y->stride[1];
-        if (kmajor)
+        if (p.x_quant) {
+            /* the code rows once (every ISA's rule gives the same codes and
+             * scales), then the int32 tasks */
+            const int64_t xqs = (K + 63) / 64 * 64, xes = (int64_t)kern_dtype_size(x->dtype);
+            int8_t *xq = (int8_t *)kern__workspace(ctx, kern__gemv_qbytes(M, K));
+            float *xsc = xq ? (float *)(void *)(xq + M * xqs) : NULL;
+            int64_t m;
+            J.qdot = kern__gemv_qdot__scalar;
+#ifdef KERN_X86
+            if (isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX)
+                J.qdot = kern__gemv_qdot__avx512vnni;
+            else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
+                J.qdot = kern__gemv_qdot__avx2;
+#endif
+            if (!xq) {
+                st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op,
+                               kern__gemv_qbytes(M, K));
+            } else {
+                for (m = 0; m < M; m++) {
+                    const char *xr = (const char *)x->data + m * x->stride[0] * xes;
+                    int8_t *q = xq + m * xqs;
+#ifdef KERN_X86
+                    if (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 ||
+                        isa == KERN_ISA_AMX)
+                        xsc[m] = kern__v_quant_row_s8__avx512(xr, x->dtype, K, q);
+                    else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
+                        xsc[m] = kern__v_quant_row_s8__avx2(xr, x->dtype, K, q);
+                    else
+#endif
+                        xsc[m] = kern__s_quant_row_s8(xr, x->dtype, K, q);
+                    memset(q + K, 0, (size_t)(xqs - K));
+                }
+                J.xq = xq;
+                J.xsc = xsc;
+                J.xqs = xqs;
+                st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_qtask, &J);
+            }
+        } else if (kmajor)
             st = kern__gemv_kmajor(ctx, &J);
         else
             st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_task, &J);

@@ -810,6 +810,97 @@ KT_TEST(linear_gemv) {
                 }
 }
 
+/* params.x_quant: x rows quantized (kern_base.h's rule) and exact int32
+ * sums, bit for bit against kern_qlinear on the same codes and scales
+ * (kern_qweight_pack_int8), every ISA level (the int8 dot: scalar, AVX2
+ * vpmaddwd, AVX512-VNNI vpdpbusd), 1 and 2 threads, K around the 16- and
+ * 64-code vectors, x f32/bf16 (strided), y f32/bf16, epilogue or not; a
+ * caller workspace of exactly kern_linear_gemv_workspace_size bytes. */
+KT_TEST(linear_gemv_x_quant) {
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 8, 9};
+    static const int64_t Ns[] = {1, 5, 37, 64};
+    static const int64_t Ks[] = {1, 7, 16, 63, 64, 65, 300, 2100};
+    int mi, ni, ki;
+    for (mi = 0; mi < 7; mi++)
+        for (ni = 0; ni < 4; ni++)
+            for (ki = 0; ki < 8; ki++) {
+                const int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], XS = (mi + ki) % 2 ? K + 3 : K;
+                const int var = mi + ni + ki, epi = var % 2, own_ws = (var / 2) % 2;
+                const kern_dtype xdt = var % 3 == 1 ? KERN_BF16 : KERN_F32, ydt = var % 4 == 3 ? KERN_BF16 : KERN_F32;
+                const size_t yb = (size_t)(M * N) * kern_dtype_size(ydt);
+                void *x = kt_alloc((size_t)(M * XS) * kern_dtype_size(xdt), "x");
+                int8_t *w = (int8_t *)kt_alloc((size_t)(N * K), "w");
+                float *sc = (float *)kt_alloc((size_t)N * 4, "scale"), *bias = (float *)kt_alloc((size_t)N * 4, "bias");
+                float *res = (float *)kt_alloc((size_t)(M * N) * 4, "res");
+                void *y = kt_alloc(yb, "y"), *yref = kt_alloc(yb, "yref");
+                kern_tensor xt, wt, st, bt, rt, yt, yrt;
+                kt_rng rng = kt_rng_make((uint64_t)(7000 + mi * 100 + ni * 10 + ki));
+                int64_t i;
+                kt_fill_normal(&rng, x, xdt, M * XS, 1.0);
+                if (var % 5 == 0) kt_set(x, xdt, 0, 40.0); /* an outlier sets row 0's scale */
+                for (i = 0; i < N * K; i++) w[i] = (int8_t)(kt_next(&rng) % 255 - 127);
+                if (K >= 2) w[0] = -127, w[1] = 127;
+                for (i = 0; i < N; i++) sc[i] = (float)kt_uniform(&rng, 0.001, 0.01);
+                kt_fill_normal(&rng, bias, KERN_F32, N, 1.0);
+                kt_fill_normal(&rng, res, KERN_F32, M * N, 1.0);
+                {
+                    int64_t sh[2] = {M, K}, str[2] = {XS, 1};
+                    kern_tensor_init_strided(&xt, x, xdt, 2, sh, str);
+                }
+                wt = kern_tensor_2d(w, KERN_I8, N, K);
+                st = kern_tensor_1d(sc, KERN_F32, N);
+                bt = kern_tensor_1d(bias, KERN_F32, N);
+                rt = kern_tensor_2d(res, KERN_F32, M, N);
+                yt = kern_tensor_2d(y, ydt, M, N);
+                yrt = kern_tensor_2d(yref, ydt, M, N);
+                KT_FOR_EACH_ISA(isa, ctx, 2) {
+                    kern_qweight *qw = NULL;
+                    kern_qlinear_params qp;
+                    kern_gemv_params p;
+                    size_t need = 0;
+                    void *ws = NULL;
+                    kt_context("M%lld N%lld K%lld x %s y %s epi%d ws%d %s", (long long)M, (long long)N, (long long)K,
+                               kern_dtype_name(xdt), kern_dtype_name(ydt), epi, own_ws, kern_isa_name(isa));
+                    memset(&qp, 0, sizeof qp);
+                    memset(&p, 0, sizeof p);
+                    if (epi) {
+                        qp.epilogue.bias = p.epilogue.bias = &bt;
+                        qp.epilogue.act = p.epilogue.act = KERN_ACT_GELU;
+                        qp.epilogue.residual = p.epilogue.residual = &rt;
+                    }
+                    p.w_scale = &st;
+                    p.x_quant = 1;
+                    KT_OK(kern_qweight_pack_int8(ctx, &wt, &st, &qw, NULL));
+                    kt_poison(yref, yb);
+                    KT_OK(kern_qlinear(ctx, &xt, qw, &yrt, &qp));
+                    kern_qweight_free(ctx, qw);
+                    KT_OK(kern_linear_gemv_workspace_size(ctx, &xt, &p, &need));
+                    KT_CHECK(need > 0, "x_quant needs a workspace");
+                    if (own_ws) {
+                        ws = kt_alloc(need, "ws");
+                        p.workspace = ws;
+                        p.workspace_size = need;
+                    }
+                    kt_poison(y, yb);
+                    KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, &p));
+                    KT_CHECK(memcmp(y, yref, yb) == 0, "y differs from kern_qlinear's bits");
+                    if (ws) {
+                        KT_CHECK(kt_guards_ok(ws), "workspace guard bytes");
+                        kt_free(ws);
+                    }
+                }
+                kt_context("");
+                KT_CHECK(kt_guards_ok(y), "y guard bytes");
+                kt_free(x);
+                kt_free(w);
+                kt_free(sc);
+                kt_free(bias);
+                kt_free(res);
+                kt_free(y);
+                kt_free(yref);
+            }
+}
+
 /* epilogue.glu: gate and up rows packed by kern_glu_pack (weights, i8
  * scales, bias), bit for bit against the plain GEMV on the same packed
  * weight followed by act(gate) * up + residual in f32, every ISA; and the
@@ -958,6 +1049,33 @@ KT_TEST(linear_gemv_errors) {
     bad = kern_tensor_2d(w, KERN_F32, 2, 8);
     KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_SHAPE, "glu: half of w's rows");
     p.epilogue.glu = 0;
+    /* x_quant: an i8 w only, K-contiguous, K <= 131071, a big enough workspace */
+    p.x_quant = 1;
+    KT_ERROR(kern_linear_gemv(ctx, &xt, &wt, &yt, &p), KERN_ERR_ARG, "x_quant is only for an i8 w");
+    p.w_scale = &sct;
+    {
+        int64_t sh[2] = {3, 8}, str[2] = {1, 3}; /* w8 as the transpose of [8, 3] */
+        size_t need = 0;
+        char ws[512];
+        kern_tensor_init_strided(&bad, w8, KERN_I8, 2, sh, str);
+        KT_ERROR(kern_linear_gemv(ctx, &xt, &bad, &yt, &p), KERN_ERR_LAYOUT, "unit stride along K");
+        { /* K = 2^17: refused on the shapes, before any data is read */
+            kern_tensor xk = kern_tensor_2d(x, KERN_F32, 1, 131072), wk = kern_tensor_2d(w8, KERN_I8, 1, 131072);
+            kern_tensor yk = kern_tensor_2d(y, KERN_F32, 1, 1), sk = kern_tensor_1d(sc, KERN_F32, 1);
+            p.w_scale = &sk;
+            KT_ERROR(kern_linear_gemv(ctx, &xk, &wk, &yk, &p), KERN_ERR_SHAPE, "K <= 131071");
+            p.w_scale = &sct;
+        }
+        KT_OK(kern_linear_gemv_workspace_size(ctx, &xt, &p, &need));
+        KT_CHECK(need > 0 && need <= sizeof ws, "workspace bytes %zu", need);
+        p.workspace = ws;
+        p.workspace_size = need - 1;
+        KT_ERROR(kern_linear_gemv(ctx, &xt, &w8t, &yt, &p), KERN_ERR_ARG, "workspace");
+        p.workspace = NULL;
+        p.workspace_size = 0;
+    }
+    p.w_scale = NULL;
+    p.x_quant = 0;
     KT_CHECK(memcmp(y, snap, sizeof y) == 0, "an error wrote y");
     KT_OK(kern_linear_gemv(ctx, &xt, &wt, &yt, NULL));
     KT_CHECK(y[0] == 4.0f && y[5] == 4.0f, "y = %g", y[0]);
