@@ -1958,6 +1958,15 @@ static void kern__gemv_scale_tile(const kern__gemv_job *J, int64_t n0, int64_t n
     }
 }
 
+/* The four weight rows n0 .. n0 + 3 of a pass (element size wes bytes);
+ * rows past the task's last (left = rows left in it) repeat that row, and
+ * their results are discarded. */
+static void kern__gemv_wrows(const kern__gemv_job *J, int64_t n0, int64_t left, int64_t wes, const char *wr[4]) {
+    int r;
+    for (r = 0; r < 4; r++)
+        wr[r] = (const char *)J->w->data + (n0 + (r < left ? r : left - 1)) * J->w->stride[0] * wes;
+}
+
 /* x_quant's task: the same tiles as kern__gemv_task from int32 sums,
  * acc * s_x[m] then (kern__gemv_scale_tile) * s_w[n]: kern_qlinear's order. */
 static void kern__gemv_qtask(void *arg, int64_t task, int thread) {
@@ -1971,10 +1980,7 @@ static void kern__gemv_qtask(void *arg, int64_t task, int thread) {
         for (g = 0; g < nn; g += 4) {
             const char *wr[4];
             int r, i;
-            for (r = 0; r < 4; r++) { /* past N: the last row again, discarded */
-                int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
-                wr[r] = (const char *)J->w->data + n * J->w->stride[0];
-            }
+            kern__gemv_wrows(J, n0 + g, nn - g, 1, wr);
             for (i = 0; i < mb; i += 4) {
                 int m = mb - i < 4 ? mb - i : 4, j;
                 J->qdot(wr, J->xq + (m0 + i) * J->xqs, J->xqs, m, J->K, acc);
@@ -2000,10 +2006,7 @@ static void kern__gemv_task(void *arg, int64_t task, int thread) {
         for (g = 0; g < nn; g += 4) {
             const char *wr[4];
             int r, i;
-            for (r = 0; r < 4; r++) { /* past N: the last row again, discarded */
-                int64_t n = n0 + (g + r < nn ? g + r : nn - 1);
-                wr[r] = (const char *)J->w->data + n * J->w->stride[0] * wes;
-            }
+            kern__gemv_wrows(J, n0 + g, nn - g, wes, wr);
             for (i = 0; i < mb;) {
                 int m = J->dot4 && mb - i >= 4 ? 4 : mb - i >= 2 ? 2 : 1, j;
                 const char *x0 = (const char *)J->x->data + (m0 + i) * J->x->stride[0] * xes;
