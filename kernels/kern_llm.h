@@ -1820,37 +1820,51 @@ static void kern__gemv_qdot__scalar(const char *const *w, const int8_t *xq, int6
 }
 #ifdef KERN_X86
 /* AVX2: codes widened to int16 and multiplied pairwise into int32
- * (vpmaddwd: |a b + c d| <= 2 * 127 * 128, exact). The last partial 16
- * bytes of a weight row come through a zeroed copy (rows are not padded). */
+ * (vpmaddwd: |a b + c d| <= 2 * 127 * 128, exact), two x rows a pass
+ * against four weight rows, the next four rows prefetched (as the float
+ * AVX2 body). A weight row's last partial 16 bytes come through a zeroed
+ * copy (rows are not padded). */
 KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs, int m,
                                                    int64_t K, int32_t *acc) {
+    const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
     int i;
     for (i = 0; i < m; i += 2) {
         const int8_t *x0 = xq + i * xs, *x1 = i + 1 < m ? x0 + xs : x0;
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         int64_t k;
-        for (k = 0; k < K; k += 16) {
-            __m256i v[4], xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
-            __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
-            int r;
-            for (r = 0; r < 4; r++) {
-                if (k + 16 <= K) {
-                    v[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[r] + k)));
-                } else {
-                    int8_t t[16] = {0};
-                    memcpy(t, w[r] + k, (size_t)(K - k));
-                    v[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t));
-                }
+#define KERN__GEMV_Q2_ROW(R, V)                                                               \
+    {                                                                                         \
+        const __m256i v_ = (V);                                                               \
+        a##R = _mm256_add_epi32(a##R, _mm256_madd_epi16(xa, v_));                             \
+        b##R = _mm256_add_epi32(b##R, _mm256_madd_epi16(xb, v_));                             \
+    }
+        for (k = 0; k + 16 <= K; k += 16) {
+            const __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
+            const __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
+            if ((k & 63) == 0) {
+                _mm_prefetch(w[0] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[1] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[2] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[3] + k + pd, _MM_HINT_T1);
             }
-            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(xa, v[0]));
-            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(xa, v[1]));
-            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(xa, v[2]));
-            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(xa, v[3]));
-            b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(xb, v[0]));
-            b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(xb, v[1]));
-            b2 = _mm256_add_epi32(b2, _mm256_madd_epi16(xb, v[2]));
-            b3 = _mm256_add_epi32(b3, _mm256_madd_epi16(xb, v[3]));
+            KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[0] + k))))
+            KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[1] + k))))
+            KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[2] + k))))
+            KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[3] + k))))
         }
+        if (k < K) {
+            const __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
+            const __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
+            int8_t t[4][16];
+            int r;
+            memset(t, 0, sizeof t);
+            for (r = 0; r < 4; r++) memcpy(t[r], w[r] + k, (size_t)(K - k));
+            KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[0])))
+            KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[1])))
+            KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[2])))
+            KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[3])))
+        }
+#undef KERN__GEMV_Q2_ROW
         {
             const __m256i c[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
             int j, n = i + 1 < m ? 8 : 4;
@@ -1860,6 +1874,62 @@ KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const i
                 h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
                 acc[4 * i + j] = _mm_cvtsi128_si32(h);
             }
+        }
+    }
+}
+/* AVX-VNNI (VEX, ymm): the AVX512-VNNI body below on 32 codes a vector,
+ * two x rows a pass (16 registers: 8 sums, the 4 row code sums, two x
+ * vectors, one weight vector at a time); a weight row's last partial
+ * vector comes through a zeroed copy (no byte-masked loads here). */
+KERN_TARGET_AVXVNNI static void kern__gemv_qdot__avxvnni(const char *const *w, const int8_t *xq, int64_t xs,
+                                                         int m, int64_t K, int32_t *acc) {
+    const __m256i ones = _mm256_set1_epi8(1), bias = _mm256_set1_epi8((char)0x80);
+    int i;
+    for (i = 0; i < m; i += 2) {
+        const int8_t *x0 = xq + i * xs, *x1 = i + 1 < m ? x0 + xs : x0;
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        __m256i a0 = s0, a1 = s0, a2 = s0, a3 = s0, b0 = s0, b1 = s0, b2 = s0, b3 = s0;
+        int64_t k;
+        const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
+        for (k = 0; k < K; k += 32) {
+            const __m256i xa = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x0 + k)), bias);
+            const __m256i xb = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x1 + k)), bias);
+            __m256i v;
+            int8_t t[32];
+            if ((k & 63) == 0) {
+                _mm_prefetch(w[0] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[1] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[2] + k + pd, _MM_HINT_T1);
+                _mm_prefetch(w[3] + k + pd, _MM_HINT_T1);
+            }
+#define KERN__GEMV_QV_ROW(R)                                                                  \
+    if (k + 32 <= K) {                                                                        \
+        v = _mm256_loadu_si256((const __m256i *)(w[R] + k));                                  \
+    } else {                                                                                  \
+        memset(t, 0, sizeof t);                                                               \
+        memcpy(t, w[R] + k, (size_t)(K - k));                                                 \
+        v = _mm256_loadu_si256((const __m256i *)t);                                           \
+    }                                                                                         \
+    s##R = _mm256_dpbusd_avx_epi32(s##R, ones, v);                                            \
+    a##R = _mm256_dpbusd_avx_epi32(a##R, xa, v);                                              \
+    b##R = _mm256_dpbusd_avx_epi32(b##R, xb, v);
+            KERN__GEMV_QV_ROW(0)
+            KERN__GEMV_QV_ROW(1)
+            KERN__GEMV_QV_ROW(2)
+            KERN__GEMV_QV_ROW(3)
+#undef KERN__GEMV_QV_ROW
+        }
+        {
+            const __m256i c[12] = {a0, a1, a2, a3, b0, b1, b2, b3, s0, s1, s2, s3};
+            uint32_t h[12];
+            int j;
+            for (j = 0; j < 12; j++) {
+                __m128i q = _mm_add_epi32(_mm256_castsi256_si128(c[j]), _mm256_extracti128_si256(c[j], 1));
+                q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
+                q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+                h[j] = (uint32_t)_mm_cvtsi128_si32(q);
+            }
+            for (j = 0; j < (i + 1 < m ? 8 : 4); j++) acc[4 * i + j] = (int32_t)(h[j] - 128u * h[8 + (j & 3)]);
         }
     }
 }
@@ -2215,6 +2285,8 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 #ifdef KERN_X86
             if (isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX)
                 J.qdot = kern__gemv_qdot__avx512vnni;
+            else if (isa == KERN_ISA_AVX2_VNNI)
+                J.qdot = kern__gemv_qdot__avxvnni;
             else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
                 J.qdot = kern__gemv_qdot__avx2;
 #endif
