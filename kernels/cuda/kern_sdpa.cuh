@@ -632,7 +632,8 @@ KERN__CU_DEV void kern__cu_store_tile(const uint16_t *sm, int nrows, F rowptr, i
  * re-read from shared memory every key block instead of held. BN = 32
  * keeps O + S within the 255-register budget: ptxas -v (nvcc 13) reports no
  * spills for every instantiation on sm_80 and sm_90 except head dim 128
- * (24 bytes); with BN = 64 the 128 instantiation spilled 548 bytes. */
+ * (48 bytes on sm_90); with BN = 64 the 128 instantiation spilled 548
+ * bytes. */
 template <int HD> struct kern__cu_fwd_cfg;
 template <> struct kern__cu_fwd_cfg<64> { enum { W = 4, MT = 2, BN = 32 }; };
 template <> struct kern__cu_fwd_cfg<96> { enum { W = 4, MT = 2, BN = 32 }; };
