@@ -1819,122 +1819,151 @@ static void kern__gemv_qdot__scalar(const char *const *w, const int8_t *xq, int6
         }
 }
 #ifdef KERN_X86
+/* The lane sum of eight int32 (wrapping). */
+KERN_TARGET_AVX2 KERN__AINLINE uint32_t kern__gemv_hsum_i32__avx2(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(h);
+}
+/* The ymm int8 bodies take MR (1 or 2, a constant after inlining) x rows
+ * against four weight rows a pass and prefetch the next four rows as the
+ * float AVX2 body does (without it the AVX-VNNI body ran M1 at 2.0 ms); a
+ * weight row's last partial vector comes through a zeroed copy after the
+ * loop (no byte-masked loads here). The pair loops below run MR = 2, then
+ * MR = 1 for an odd last row. */
+#define KERN__GEMV_Q_PF4(K_)                                                                 \
+    if (((K_) & 63) == 0) {                                                                   \
+        _mm_prefetch(w[0] + (K_) + pd, _MM_HINT_T1);                                          \
+        _mm_prefetch(w[1] + (K_) + pd, _MM_HINT_T1);                                          \
+        _mm_prefetch(w[2] + (K_) + pd, _MM_HINT_T1);                                          \
+        _mm_prefetch(w[3] + (K_) + pd, _MM_HINT_T1);                                          \
+    }
+
 /* AVX2: codes widened to int16 and multiplied pairwise into int32
- * (vpmaddwd: |a b + c d| <= 2 * 127 * 128, exact), two x rows a pass
- * against four weight rows, the next four rows prefetched (as the float
- * AVX2 body). A weight row's last partial 16 bytes come through a zeroed
- * copy (rows are not padded). */
-KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs, int m,
-                                                   int64_t K, int32_t *acc) {
+ * (vpmaddwd: |a b + c d| <= 2 * 127 * 128, exact). */
+KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_qdot_rows__avx2(const char *const *w, const int8_t *x0,
+                                                              const int8_t *x1, int MR, int64_t K, int32_t *acc) {
     const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
-    int i;
-    for (i = 0; i < m; i += 2) {
-        const int8_t *x0 = xq + i * xs, *x1 = i + 1 < m ? x0 + xs : x0;
-        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        int64_t k;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    __m256i xa, xb = a0;
+    int64_t k;
 #define KERN__GEMV_Q2_ROW(R, V)                                                               \
     {                                                                                         \
         const __m256i v_ = (V);                                                               \
         a##R = _mm256_add_epi32(a##R, _mm256_madd_epi16(xa, v_));                             \
-        b##R = _mm256_add_epi32(b##R, _mm256_madd_epi16(xb, v_));                             \
+        if (MR > 1) b##R = _mm256_add_epi32(b##R, _mm256_madd_epi16(xb, v_));                 \
     }
-        for (k = 0; k + 16 <= K; k += 16) {
-            const __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
-            const __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
-            if ((k & 63) == 0) {
-                _mm_prefetch(w[0] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[1] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[2] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[3] + k + pd, _MM_HINT_T1);
-            }
-            KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[0] + k))))
-            KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[1] + k))))
-            KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[2] + k))))
-            KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[3] + k))))
-        }
-        if (k < K) {
-            const __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + k)));
-            const __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + k)));
-            int8_t t[4][16];
-            int r;
-            memset(t, 0, sizeof t);
-            for (r = 0; r < 4; r++) memcpy(t[r], w[r] + k, (size_t)(K - k));
-            KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[0])))
-            KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[1])))
-            KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[2])))
-            KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[3])))
-        }
+#define KERN__GEMV_Q2_X(K_)                                                                   \
+    xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x0 + (K_))));                 \
+    if (MR > 1) xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x1 + (K_))));
+    for (k = 0; k + 16 <= K; k += 16) {
+        KERN__GEMV_Q2_X(k)
+        KERN__GEMV_Q_PF4(k)
+        KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[0] + k))))
+        KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[1] + k))))
+        KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[2] + k))))
+        KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[3] + k))))
+    }
+    if (k < K) {
+        int8_t t[4][16];
+        int r;
+        memset(t, 0, sizeof t);
+        for (r = 0; r < 4; r++) memcpy(t[r], w[r] + k, (size_t)(K - k));
+        KERN__GEMV_Q2_X(k)
+        KERN__GEMV_Q2_ROW(0, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[0])))
+        KERN__GEMV_Q2_ROW(1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[1])))
+        KERN__GEMV_Q2_ROW(2, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[2])))
+        KERN__GEMV_Q2_ROW(3, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t[3])))
+    }
+#undef KERN__GEMV_Q2_X
 #undef KERN__GEMV_Q2_ROW
-        {
-            const __m256i c[8] = {a0, a1, a2, a3, b0, b1, b2, b3};
-            int j, n = i + 1 < m ? 8 : 4;
-            for (j = 0; j < n; j++) {
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(c[j]), _mm256_extracti128_si256(c[j], 1));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-                acc[4 * i + j] = _mm_cvtsi128_si32(h);
-            }
-        }
+    acc[0] = (int32_t)kern__gemv_hsum_i32__avx2(a0);
+    acc[1] = (int32_t)kern__gemv_hsum_i32__avx2(a1);
+    acc[2] = (int32_t)kern__gemv_hsum_i32__avx2(a2);
+    acc[3] = (int32_t)kern__gemv_hsum_i32__avx2(a3);
+    if (MR > 1) {
+        acc[4] = (int32_t)kern__gemv_hsum_i32__avx2(b0);
+        acc[5] = (int32_t)kern__gemv_hsum_i32__avx2(b1);
+        acc[6] = (int32_t)kern__gemv_hsum_i32__avx2(b2);
+        acc[7] = (int32_t)kern__gemv_hsum_i32__avx2(b3);
     }
 }
-/* AVX-VNNI (VEX, ymm): the AVX512-VNNI body below on 32 codes a vector,
- * two x rows a pass (16 registers: 8 sums, the 4 row code sums, two x
- * vectors, one weight vector at a time); a weight row's last partial
- * vector comes through a zeroed copy (no byte-masked loads here). */
+KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs, int m,
+                                                   int64_t K, int32_t *acc) {
+    int i;
+    for (i = 0; i + 2 <= m; i += 2) kern__gemv_qdot_rows__avx2(w, xq + i * xs, xq + (i + 1) * xs, 2, K, acc + 4 * i);
+    if (i < m) kern__gemv_qdot_rows__avx2(w, xq + i * xs, NULL, 1, K, acc + 4 * i);
+}
+/* AVX-VNNI (VEX, ymm): the AVX512-VNNI body below on 32 codes a vector
+ * (x rows already q + 128; 8 sums, the 4 row code sums, two x vectors,
+ * ones and one weight vector at a time: 16 registers). */
+KERN_TARGET_AVXVNNI KERN__AINLINE void kern__gemv_qdot_rows__avxvnni(const char *const *w, const int8_t *x0,
+                                                                    const int8_t *x1, int MR, int64_t K,
+                                                                    int32_t *acc) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    __m256i a0 = s0, a1 = s0, a2 = s0, a3 = s0, b0 = s0, b1 = s0, b2 = s0, b3 = s0, xa, xb = s0;
+    uint32_t h[4];
+    int64_t k;
+    int r;
+#define KERN__GEMV_QV_ROW(R, V)                                                               \
+    {                                                                                         \
+        const __m256i v_ = (V);                                                               \
+        s##R = _mm256_dpbusd_avx_epi32(s##R, ones, v_);                                       \
+        a##R = _mm256_dpbusd_avx_epi32(a##R, xa, v_);                                         \
+        if (MR > 1) b##R = _mm256_dpbusd_avx_epi32(b##R, xb, v_);                             \
+    }
+#define KERN__GEMV_QV_X(K_)                                                                   \
+    xa = _mm256_loadu_si256((const __m256i *)(x0 + (K_)));                                    \
+    if (MR > 1) xb = _mm256_loadu_si256((const __m256i *)(x1 + (K_)));
+    for (k = 0; k + 32 <= K; k += 32) {
+        KERN__GEMV_QV_X(k)
+        KERN__GEMV_Q_PF4(k)
+        KERN__GEMV_QV_ROW(0, _mm256_loadu_si256((const __m256i *)(w[0] + k)))
+        KERN__GEMV_QV_ROW(1, _mm256_loadu_si256((const __m256i *)(w[1] + k)))
+        KERN__GEMV_QV_ROW(2, _mm256_loadu_si256((const __m256i *)(w[2] + k)))
+        KERN__GEMV_QV_ROW(3, _mm256_loadu_si256((const __m256i *)(w[3] + k)))
+    }
+    if (k < K) {
+        int8_t t[4][32];
+        memset(t, 0, sizeof t);
+        for (r = 0; r < 4; r++) memcpy(t[r], w[r] + k, (size_t)(K - k));
+        KERN__GEMV_QV_X(k)
+        KERN__GEMV_QV_ROW(0, _mm256_loadu_si256((const __m256i *)t[0]))
+        KERN__GEMV_QV_ROW(1, _mm256_loadu_si256((const __m256i *)t[1]))
+        KERN__GEMV_QV_ROW(2, _mm256_loadu_si256((const __m256i *)t[2]))
+        KERN__GEMV_QV_ROW(3, _mm256_loadu_si256((const __m256i *)t[3]))
+    }
+#undef KERN__GEMV_QV_X
+#undef KERN__GEMV_QV_ROW
+    h[0] = 128u * kern__gemv_hsum_i32__avx2(s0);
+    h[1] = 128u * kern__gemv_hsum_i32__avx2(s1);
+    h[2] = 128u * kern__gemv_hsum_i32__avx2(s2);
+    h[3] = 128u * kern__gemv_hsum_i32__avx2(s3);
+    acc[0] = (int32_t)(kern__gemv_hsum_i32__avx2(a0) - h[0]);
+    acc[1] = (int32_t)(kern__gemv_hsum_i32__avx2(a1) - h[1]);
+    acc[2] = (int32_t)(kern__gemv_hsum_i32__avx2(a2) - h[2]);
+    acc[3] = (int32_t)(kern__gemv_hsum_i32__avx2(a3) - h[3]);
+    if (MR > 1) {
+        acc[4] = (int32_t)(kern__gemv_hsum_i32__avx2(b0) - h[0]);
+        acc[5] = (int32_t)(kern__gemv_hsum_i32__avx2(b1) - h[1]);
+        acc[6] = (int32_t)(kern__gemv_hsum_i32__avx2(b2) - h[2]);
+        acc[7] = (int32_t)(kern__gemv_hsum_i32__avx2(b3) - h[3]);
+    }
+}
 KERN_TARGET_AVXVNNI static void kern__gemv_qdot__avxvnni(const char *const *w, const int8_t *xq, int64_t xs,
                                                          int m, int64_t K, int32_t *acc) {
-    const __m256i ones = _mm256_set1_epi8(1), bias = _mm256_set1_epi8((char)0x80);
     int i;
-    for (i = 0; i < m; i += 2) {
-        const int8_t *x0 = xq + i * xs, *x1 = i + 1 < m ? x0 + xs : x0;
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-        __m256i a0 = s0, a1 = s0, a2 = s0, a3 = s0, b0 = s0, b1 = s0, b2 = s0, b3 = s0;
-        int64_t k;
-        const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
-        for (k = 0; k < K; k += 32) {
-            const __m256i xa = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x0 + k)), bias);
-            const __m256i xb = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x1 + k)), bias);
-            __m256i v;
-            int8_t t[32];
-            if ((k & 63) == 0) {
-                _mm_prefetch(w[0] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[1] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[2] + k + pd, _MM_HINT_T1);
-                _mm_prefetch(w[3] + k + pd, _MM_HINT_T1);
-            }
-#define KERN__GEMV_QV_ROW(R)                                                                  \
-    if (k + 32 <= K) {                                                                        \
-        v = _mm256_loadu_si256((const __m256i *)(w[R] + k));                                  \
-    } else {                                                                                  \
-        memset(t, 0, sizeof t);                                                               \
-        memcpy(t, w[R] + k, (size_t)(K - k));                                                 \
-        v = _mm256_loadu_si256((const __m256i *)t);                                           \
-    }                                                                                         \
-    s##R = _mm256_dpbusd_avx_epi32(s##R, ones, v);                                            \
-    a##R = _mm256_dpbusd_avx_epi32(a##R, xa, v);                                              \
-    b##R = _mm256_dpbusd_avx_epi32(b##R, xb, v);
-            KERN__GEMV_QV_ROW(0)
-            KERN__GEMV_QV_ROW(1)
-            KERN__GEMV_QV_ROW(2)
-            KERN__GEMV_QV_ROW(3)
-#undef KERN__GEMV_QV_ROW
-        }
-        {
-            const __m256i c[12] = {a0, a1, a2, a3, b0, b1, b2, b3, s0, s1, s2, s3};
-            uint32_t h[12];
-            int j;
-            for (j = 0; j < 12; j++) {
-                __m128i q = _mm_add_epi32(_mm256_castsi256_si128(c[j]), _mm256_extracti128_si256(c[j], 1));
-                q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
-                q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
-                h[j] = (uint32_t)_mm_cvtsi128_si32(q);
-            }
-            for (j = 0; j < (i + 1 < m ? 8 : 4); j++) acc[4 * i + j] = (int32_t)(h[j] - 128u * h[8 + (j & 3)]);
-        }
-    }
+    for (i = 0; i + 2 <= m; i += 2)
+        kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, xq + (i + 1) * xs, 2, K, acc + 4 * i);
+    if (i < m) kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, NULL, 1, K, acc + 4 * i);
 }
-/* AVX512-VNNI: vpdpbusd multiplies u8 by s8, so the x codes go in as
- * q + 128 (q ^ 0x80) and each row's sum of codes (vpdpbusd by ones) takes
+#undef KERN__GEMV_Q_PF4
+/* AVX512-VNNI: vpdpbusd multiplies u8 by s8, so the x codes are stored
+ * as q + 128 (q ^ 0x80, once when x is quantized: J.xq_u8) and each
+ * weight row's sum of codes (vpdpbusd by ones) takes
  * 128 * sum w back out; the sums wrap in int32 and the difference is
  * exact (|result| < 2^31 for K <= KERN__GEMV_QMAX_K). Up to four x rows
  * against four weight rows per pass, 64 codes a vector; the weight rows'
@@ -1943,7 +1972,7 @@ KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const
                                                                int64_t xs, int m, int64_t K, int32_t *acc) {
     const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
     const int8_t *x1 = xq + xs, *x2 = x1 + xs, *x3 = x2 + xs;
-    const __m512i ones = _mm512_set1_epi8(1), bias = _mm512_set1_epi8((char)0x80);
+    const __m512i ones = _mm512_set1_epi8(1);
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
     __m512i c00 = s0, c01 = s0, c02 = s0, c03 = s0, c10 = s0, c11 = s0, c12 = s0, c13 = s0;
     __m512i c20 = s0, c21 = s0, c22 = s0, c23 = s0, c30 = s0, c31 = s0, c32 = s0, c33 = s0;
@@ -1963,7 +1992,7 @@ KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const
         s2 = _mm512_dpbusd_epi32(s2, ones, v2);
         s3 = _mm512_dpbusd_epi32(s3, ones, v3);
 #define KERN__GEMV_Q_ROW(XP, I)                                                               \
-    xa = _mm512_xor_si512(_mm512_loadu_si512((const void *)((XP) + k)), bias);                \
+    xa = _mm512_loadu_si512((const void *)((XP) + k));                                        \
     c##I##0 = _mm512_dpbusd_epi32(c##I##0, xa, v0);                                           \
     c##I##1 = _mm512_dpbusd_epi32(c##I##1, xa, v1);                                           \
     c##I##2 = _mm512_dpbusd_epi32(c##I##2, xa, v2);                                           \
@@ -2009,6 +2038,7 @@ typedef struct kern__gemv_job {
     int64_t M, N, K;
     /* x_quant: the code rows (row stride xqs bytes) and their scales */
     kern__gemv_qdot_fn qdot;
+    int xq_u8; /* qdot reads the codes as q + 128 (the vpdpbusd bodies) */
     const int8_t *xq;
     const float *xsc;
     int64_t xqs;
@@ -2289,6 +2319,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                 J.qdot = kern__gemv_qdot__avxvnni;
             else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
                 J.qdot = kern__gemv_qdot__avx2;
+            J.xq_u8 = J.qdot == kern__gemv_qdot__avx512vnni || J.qdot == kern__gemv_qdot__avxvnni;
 #endif
             if (!xq) {
                 st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op,
@@ -2307,6 +2338,10 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 #endif
                         xsc[m] = kern__s_quant_row_s8(xr, x->dtype, K, q);
                     memset(q + K, 0, (size_t)(xqs - K));
+                    if (J.xq_u8) { /* q + 128 for vpdpbusd, once per row rather than per weight row */
+                        int64_t k;
+                        for (k = 0; k < xqs; k++) q[k] = (int8_t)((uint8_t)q[k] ^ 0x80u);
+                    }
                 }
                 J.xq = xq;
                 J.xsc = xsc;
