@@ -590,6 +590,10 @@ KERN__CU_DEV void kern__cu_load_tile(uint16_t *sm, F rowptr, int ncols, int vec,
 template <int HD, int ROWS, int NT> struct kern__cu_rows16 {
     enum { C = HD / 8, OK = NT % C == 0 && (ROWS * C) % NT == 0 };
 };
+/* The short path applies to this problem's tiles (whole blocks aside). */
+template <int HD, int ROWS, int NT> KERN__CU_DEV bool kern__cu_rows16_ok(const kern__cu_args &a) {
+    return kern__cu_rows16<HD, ROWS, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
+}
 template <int HD, int ROWS, int NT>
 KERN__CU_DEV void kern__cu_load_rows16(uint16_t *sm, const uint16_t *g, int64_t rs, int tid) {
     enum { C = HD / 8, RS = NT / C, IT = ROWS * C / NT };
@@ -708,7 +712,7 @@ __global__ void __launch_bounds__(kern__cu_fwd_cfg<HD>::W * 32)
         },
         a.D, a.vec_in, tid);
     /* whole key blocks of full-width aligned rows take the short path */
-    const bool kv_rows16 = kern__cu_rows16<HD, BN, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
+    const bool kv_rows16 = kern__cu_rows16_ok<HD, BN, NT>(a);
     auto load_kv = [&](int nb, int st) {
         int64_t n0 = (int64_t)nb * BN;
         if (kv_rows16 && n0 + BN <= s.lk) {
@@ -1095,7 +1099,7 @@ __global__ void __launch_bounds__(kern__cu_bwd_cfg<HD>::W * 32)
                                  : nullptr;
         },
         a.Dv, a.vec_in, tid);
-    const bool q_rows16 = kern__cu_rows16<HD, BM, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
+    const bool q_rows16 = kern__cu_rows16_ok<HD, BM, NT>(a);
     auto load_item = [&](int t, int st) {
         const int h = hk * a.G + t / nqb;
         const int64_t i0 = ilo + (int64_t)(t % nqb) * BM;
@@ -1469,7 +1473,7 @@ __global__ void __launch_bounds__(kern__cu_dq_cfg<HD>::W * 32)
     kern__cu_load_tile<HD, BM, NT>(sdO, qrow(a.dout, a.dos), a.Dv, a.vec_in, tid);
     const uint16_t *kbase = a.k + b * a.ks[0] + (int64_t)hk * a.ks[1] + s.k0 * a.ks[2];
     const uint16_t *vbase = a.v + b * a.vs[0] + (int64_t)hk * a.vs[1] + s.k0 * a.vs[2];
-    const bool kv_rows16 = kern__cu_rows16<HD, BN, NT>::OK && a.vec_in && a.D == HD && a.Dv == HD;
+    const bool kv_rows16 = kern__cu_rows16_ok<HD, BN, NT>(a);
     auto load_kv = [&](int nb, int st) {
         int64_t n0 = (int64_t)nb * BN;
         if (kv_rows16 && n0 + BN <= s.lk) {
