@@ -410,12 +410,20 @@ extern "C" {
  * reductions depend only on the shape:
  *   NQ  query rows per panel (the vector lanes of the score tile S^T[key][row]:
  *       the softmax over keys is then vertical, no horizontal reductions);
- *   BK  keys per block (S^T tile 64 x 32 f32 = 8 KiB, stays in L1);
+ *   BK  the forward's key-block capacity (its S^T tile [BK][NQ] f32, the
+ *       row stride of S in the row path and of V^T for the tiles); each
+ *       problem runs blocks of p->bk <= BK keys: 64 (S^T 8 KiB, stays in
+ *       L1), 128 on AMX tiles, where a 64-key block leaves P V two
+ *       16-pair chunks per accumulator load and store (1.07-1.11x on
+ *       SAM's attention, docs/sdpa.md);
+ *   BWD_BK  keys per block in the backward;
  *   QB  panels per task sharing each K/V block while it is in L1/L2;
  *   ROWS_MAX  below this many query rows per kv head (decode), the row path
  *       computes q.k as dot products instead of wasting panel lanes. */
 #define KERN__SDPA_NQ 32
-#define KERN__SDPA_BK 64
+#define KERN__SDPA_BK 128
+#define KERN__SDPA_BK_VEC 64
+#define KERN__SDPA_BWD_BK 64
 /* query panels a forward task runs against each key block: 8 when one
  * head's K and V pass KERN__SDPA_QB_BYTES (the block then comes from the
  * L3 or DRAM once for 8 panels), else 4 (more tasks for small problems);
@@ -2511,6 +2519,7 @@ typedef struct kern__sdpa_prob {
     const kern__sdpa_fns *fn;
     int bf16_native;
     int64_t qb; /* forward: query panels per task (KERN__SDPA_QB or _QB_MAX) */
+    int64_t bk; /* forward: keys per block (KERN__SDPA_BK_VEC or, tiles, _BK) */
     /* decomposed relative position: grids, table lengths after resizing
      * (2 * max - 1), coordinate scales, the tables as given and their f32
      * resized copies (in the forward's shared workspace) */
@@ -3336,7 +3345,7 @@ static void kern__sdpa_fwd_finish(const kern__sdpa_ftask *T) {
  * blocks in order, finish. */
 static void kern__sdpa_fwd_task(void *arg, int64_t t, int thread) {
     kern__sdpa_ftask T;
-    int64_t j0, BK = KERN__SDPA_BK;
+    int64_t j0, BK = ((const kern__sdpa_fwd *)arg)->p->bk;
     if (!kern__sdpa_fwd_locate(&T, (const kern__sdpa_fwd *)arg, t, thread)) return;
     kern__sdpa_fwd_init(&T);
     if (T.p->fn->tiles_on) T.p->fn->tiles_on();
@@ -3917,6 +3926,7 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
         P->B * P->Hkv * ((R + KERN__SDPA_QB_MAX * KERN__SDPA_NQ - 1) /
                          (KERN__SDPA_QB_MAX * KERN__SDPA_NQ)) >= 8)
         P->qb = KERN__SDPA_QB_MAX;
+    P->bk = P->bf16_native && P->fn->tiles_on ? KERN__SDPA_BK : KERN__SDPA_BK_VEC;
     if (f.rows_path) {
         f.nqb = 1;
         f.rows_cap = R;
@@ -3925,7 +3935,7 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
         f.rows_cap = P->qb * KERN__SDPA_NQ;
     }
     base = P->B * P->Hkv * f.nqb;
-    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + P->bk - 1) / P->bk;
     f.nsplit = 1;
     if (base < KERN__SDPA_SPLIT_TASKS && P->Lk_run >= 2 * KERN__SDPA_SPLIT_MIN_KEYS) {
         int64_t want = (KERN__SDPA_SPLIT_TASKS + base - 1) / base;
@@ -3933,8 +3943,8 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
         f.nsplit = want < maxs ? want : maxs;
         if (f.nsplit < 1) f.nsplit = 1;
     }
-    f.chunk = ((nkb + f.nsplit - 1) / f.nsplit) * KERN__SDPA_BK;
-    if (f.chunk == 0) f.chunk = KERN__SDPA_BK;
+    f.chunk = ((nkb + f.nsplit - 1) / f.nsplit) * P->bk;
+    if (f.chunk == 0) f.chunk = P->bk;
     f.ntasks = base * f.nsplit;
     scr = kern__sdpa_fscr_carve(P, NULL, &sc);
     if (f.rows_path) {
@@ -4083,7 +4093,7 @@ typedef struct kern__sdpa_bscr {
 
 static size_t kern__sdpa_bscr_carve(const kern__sdpa_prob *p, char *base, kern__sdpa_bscr *sc) {
     kern__sdpa_carve c;
-    int64_t D = p->D, Dv = p->Dv > 0 ? p->Dv : 1, NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK;
+    int64_t D = p->D, Dv = p->Dv > 0 ? p->Dv : 1, NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BWD_BK;
     c.base = base;
     c.used = 0;
     sc->qt = (float *)kern__sdpa_take(&c, (size_t)(D * NQ) * 4);
@@ -4187,7 +4197,7 @@ static void kern__sdpa_bwd16_panel(const kern__sdpa_bwd *w, kern__sdpa_bscr *sc,
                                    int64_t lo, int64_t hi, int64_t kbase, int64_t hk, float rdrop) {
     const kern__sdpa_prob *p = w->p;
     const kern__sdpa_fns *fn = p->fn;
-    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, D = p->D, Dv = p->Dv, r, j0;
+    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BWD_BK, D = p->D, Dv = p->Dv, r, j0;
     int64_t kstep = p->varlen ? p->Hkv : 1; /* key rows of (b, hk) */
     for (r = 0; r < NQ; r++) {
         if (r < nr) {
@@ -4254,7 +4264,7 @@ static void kern__sdpa_bwd_task(void *arg, int64_t t, int thread) {
     kern__sdpa_bscr sc;
     int64_t per = p->B * p->Hkv, ch = t / per, b = (t % per) / p->Hkv, hk = t % p->Hkv;
     int64_t lq, lk, qbase, kbase, R, ks0, ks1, j, pan, npan, D = p->D, Dv = p->Dv;
-    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BK, n;
+    int64_t NQ = KERN__SDPA_NQ, BK = KERN__SDPA_BWD_BK, n;
     const char *kp, *vp;
     int64_t krs, vrs;
     float rdrop = p->dropout_p > 0 ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
@@ -4424,14 +4434,14 @@ static int kern__sdpa_bwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_bwd
         w.nqrows = P->B * P->Hq * P->Lq;
         w.nkrows = P->B * P->Hkv * P->Lk;
     }
-    nkb = (P->Lk_run + KERN__SDPA_BK - 1) / KERN__SDPA_BK;
+    nkb = (P->Lk_run + KERN__SDPA_BWD_BK - 1) / KERN__SDPA_BWD_BK;
     base = P->B * P->Hkv;
     /* key ranges per (b, hk): a function of the shape only (determinism) */
     w.nchunk = (KERN__SDPA_BWD_TASKS + base - 1) / base;
     if (w.nchunk > nkb) w.nchunk = nkb;
     if (w.nchunk < 1) w.nchunk = 1;
-    w.chunk = ((nkb + w.nchunk - 1) / w.nchunk) * KERN__SDPA_BK;
-    if (w.chunk == 0) w.chunk = KERN__SDPA_BK;
+    w.chunk = ((nkb + w.nchunk - 1) / w.nchunk) * KERN__SDPA_BWD_BK;
+    if (w.chunk == 0) w.chunk = KERN__SDPA_BWD_BK;
     *thread = kern__sdpa_bscr_carve(P, NULL, &sc);
     *shared = (size_t)(w.nkrows * (P->D + P->Dv) + w.nchunk * w.nqrows * P->D + 2 * w.nqrows + 64) * 4;
     *wp = w;
