@@ -3009,6 +3009,18 @@ static void kern__sdpa_fwd_relpos(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
     const float *qf;
     if (!T->f->rows_path && !T->native) {
         qf = T->sc.qt + pi * T->D16 * NQ; /* already f32 [D][NQ], zero lanes past nr */
+    } else if (!T->f->rows_path) {
+        /* bf16 panels: the packed pairs [D/2][NQ][2] (zero lanes past nr)
+         * widened exactly, the low half of each pair being d even */
+        const uint32_t *pr = (const uint32_t *)(const void *)(T->sc.qt + pi * T->D16 * NQ);
+        float *dst = T->sc.qf;
+        for (d = 0; d < D / 2; d++)
+            for (r = 0; r < NQ; r++) {
+                uint32_t w = pr[d * NQ + r], lo = w << 16, hi = w & 0xFFFF0000u;
+                memcpy(dst + 2 * d * NQ + r, &lo, 4);
+                memcpy(dst + (2 * d + 1) * NQ + r, &hi, 4);
+            }
+        qf = dst;
     } else {
         float *dst = T->sc.qf, *row = T->sc.row;
         for (r = 0; r < NQ; r++) {
@@ -3044,11 +3056,12 @@ static void kern__sdpa_fwd_relpos(kern__sdpa_ftask *T, int64_t pi, int64_t nr) {
         hi = kern__sdpa_rel_idx(amax, 0, sq, sk, kq, n);
         p->fn->mk(hi - lo + 1, NQ, D, tab + lo * D, D, 1, qf, NQ, T->sc.rt, NQ, 0);
         if (sq == 1.0f && sk == 1.0f) { /* equal sides: row a - kx + kq - 1 */
-            for (r = 0; r < NQ; r++) a[r] = r < nr ? a[r] + kq - 1 - lo : 0;
-            for (kx = 0; kx < kq; kx++)
-                for (r = 0; r < NQ; r++)
-                    out[kx * NQ + r] =
-                        r < nr ? T->sc.rt[(a[r] - kx) * NQ + r] * KERN__SDPA_LOG2E : 0.0f;
+            for (r = 0; r < nr; r++) {
+                const float *src = T->sc.rt + (a[r] + kq - 1 - lo) * NQ + r;
+                for (kx = 0; kx < kq; kx++) out[kx * NQ + r] = src[-kx * NQ] * KERN__SDPA_LOG2E;
+            }
+            for (; r < NQ; r++)
+                for (kx = 0; kx < kq; kx++) out[kx * NQ + r] = 0.0f;
             continue;
         }
         for (kx = 0; kx < kq; kx++)
