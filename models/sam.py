@@ -37,8 +37,10 @@ the plan's transforms):
                    (vs HF with the same pruning >= 30 dB)
     bf16           the graph as torch.autocast(bfloat16) runs it (its own
                    model-bf16.kg and bf16 weights, written next to the f32
-                   ones): the block linears and attention in bf16, patch
-                   embedding, LayerNorms, residual adds and neck in f32. SQNR
+                   ones): the block linears, the attention and the
+                   convolutions (patch embedding, neck: conv2d is on CPU
+                   autocast's bf16 list) in bf16, LayerNorms, residual
+                   adds and the rest in f32. SQNR
                    vs HF f32, held to HF autocast-bf16's own distance from
                    HF f32 less 3 dB. A bf16 step only where the CPU has a
                    native bf16 dot (AVX512-BF16; AMX tiles for the linears).
@@ -139,16 +141,19 @@ def build_model(a, attn="eager"):
 
 
 def is_bf16_param(name):
-    """The weights the bf16 graph holds in bf16: the block linears'."""
+    """The weights the bf16 graph holds in bf16: the block linears' and the
+    convolutions' (as matrices) that autocast runs in bf16."""
+    if name.endswith("weight2d"):
+        return True
     return ".layers." in name and (".attn.qkv." in name or ".attn.proj." in name or
                                    ".mlp." in name) and name.endswith("weight")
 
 
 def ir_text(cfg, B, shapes, mode="f32"):
     """kern's text IR for SamVisionModel's forward. mode "bf16": as
-    torch.autocast(bfloat16) runs it, the block linears and the attention in
-    bf16 (bf16 weights, activations cast to bf16 before them, cast back for
-    the residual adds); everything else f32."""
+    torch.autocast(bfloat16) runs it on the CPU, the block linears, the
+    attention and the convolutions in bf16 (bf16 weights, activations cast
+    to bf16 before them, cast back to f32 after); everything else f32."""
     C, H = cfg.hidden_size, cfg.num_attention_heads
     hd = C // H
     p, S = cfg.patch_size, cfg.image_size
@@ -170,9 +175,9 @@ def ir_text(cfg, B, shapes, mode="f32"):
     w("pe.6 = reshape(pixel_values) shape=%d,3,%d,%d,%d,%d" % (B, g, p, g, p))
     w("pe.p = permute(pe.6) perm=0,2,4,1,3,5")
     w("pe.cols = reshape(pe.p) shape=%d,%d,%d,%d" % (B, g, g, 3 * p * p))
-    w("pe = linear(pe.cols, %s.patch_embed.projection.weight2d, %s.patch_embed.projection.bias)"
-      % (e, e))
-    w("h.0 = add(pe, %s.pos_embed)" % e)
+    w("pe = linear(%s, %s.patch_embed.projection.weight2d, %s.patch_embed.projection.bias)"
+      % (low("pe.cols"), e, e))
+    w("h.0 = add(%s, %s.pos_embed)" % (high("pe"), e))
     for i in range(cfg.num_hidden_layers):
         lp = "%s.layers.%d" % (e, i)
         x = "h.%d" % i
@@ -229,8 +234,9 @@ def ir_text(cfg, B, shapes, mode="f32"):
         w("h.%d = add(%s.res, %s)" % (i + 1, lp, high(lp + ".mlp.lin2")))
     x = "h.%d" % cfg.num_hidden_layers
     nk = e + ".neck"
-    w("neck.c1 = linear(%s, %s.conv1.weight2d)" % (x, nk))
-    w("neck.ln1 = layer_norm(neck.c1, %s.layer_norm1.weight, %s.layer_norm1.bias) eps=%s" % (nk, nk, eps))
+    w("neck.c1 = linear(%s, %s.conv1.weight2d)" % (low(x), nk))
+    w("neck.ln1 = layer_norm(%s, %s.layer_norm1.weight, %s.layer_norm1.bias) eps=%s"
+      % (high("neck.c1"), nk, nk, eps))
     w("neck.zr = expand(zero) shape=%d,1,%d,%d" % (B, g, O))
     w("neck.padh = concat(neck.zr, neck.ln1, neck.zr) axis=1")
     w("neck.zc = expand(zero) shape=%d,%d,1,%d" % (B, g + 2, O))
@@ -243,8 +249,9 @@ def ir_text(cfg, B, shapes, mode="f32"):
             sl.append("neck.s%d%d" % (dy, dx))
     w("neck.cols8 = concat(%s) axis=3" % ", ".join(sl[:8]))
     w("neck.cols = concat(neck.cols8, %s) axis=3" % sl[8])
-    w("neck.c2 = linear(neck.cols, %s.conv2.weight2d)" % nk)
-    w("neck.ln2 = layer_norm(neck.c2, %s.layer_norm2.weight, %s.layer_norm2.bias) eps=%s" % (nk, nk, eps))
+    w("neck.c2 = linear(%s, %s.conv2.weight2d)" % (low("neck.cols"), nk))
+    w("neck.ln2 = layer_norm(%s, %s.layer_norm2.weight, %s.layer_norm2.bias) eps=%s"
+      % (high("neck.c2"), nk, nk, eps))
     w("neck.nchw = permute(neck.ln2) perm=0,3,1,2")
     w("last_hidden_state = copy(neck.nchw)")
     w("output last_hidden_state")
