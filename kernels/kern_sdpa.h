@@ -413,9 +413,9 @@ extern "C" {
  *   BK  the forward's key-block capacity (its S^T tile [BK][NQ] f32, the
  *       row stride of S in the row path and of V^T for the tiles); each
  *       problem runs blocks of p->bk <= BK keys: 64 (S^T 8 KiB, stays in
- *       L1), 128 on AMX tiles, where a 64-key block leaves P V two
- *       16-pair chunks per accumulator load and store (1.07-1.11x on
- *       SAM's attention, docs/sdpa.md);
+ *       L1), 128 on AMX tiles at D >= 128 or with the rel-pos bias, where
+ *       a 64-key block leaves P V two 16-pair chunks per accumulator load
+ *       and store (1.1-1.24x there, docs/sdpa.md);
  *   BWD_BK  keys per block in the backward;
  *   QB  panels per task sharing each K/V block while it is in L1/L2;
  *   ROWS_MAX  below this many query rows per kv head (decode), the row path
@@ -2519,7 +2519,7 @@ typedef struct kern__sdpa_prob {
     const kern__sdpa_fns *fn;
     int bf16_native;
     int64_t qb; /* forward: query panels per task (KERN__SDPA_QB or _QB_MAX) */
-    int64_t bk; /* forward: keys per block (KERN__SDPA_BK_VEC or, tiles, _BK) */
+    int64_t bk; /* forward: keys per block (KERN__SDPA_BK_VEC, or _BK on some tile problems) */
     /* decomposed relative position: grids, table lengths after resizing
      * (2 * max - 1), coordinate scales, the tables as given and their f32
      * resized copies (in the forward's shared workspace) */
@@ -3939,7 +3939,10 @@ static int kern__sdpa_fwd_plan(kern_ctx *ctx, kern__sdpa_prob *P, kern__sdpa_fwd
         P->B * P->Hkv * ((R + KERN__SDPA_QB_MAX * KERN__SDPA_NQ - 1) /
                          (KERN__SDPA_QB_MAX * KERN__SDPA_NQ)) >= 8)
         P->qb = KERN__SDPA_QB_MAX;
-    P->bk = P->bf16_native && P->fn->tiles_on ? KERN__SDPA_BK : KERN__SDPA_BK_VEC;
+    /* tiles: 128-key blocks where they measured faster (D >= 128, the
+     * rel-pos bias); a plain D 64 problem ran 4-12 % slower with them */
+    P->bk = P->bf16_native && P->fn->tiles_on && (P->D >= 128 || P->relpos) ? KERN__SDPA_BK
+                                                                             : KERN__SDPA_BK_VEC;
     if (f.rows_path) {
         f.nqb = 1;
         f.rows_cap = R;
