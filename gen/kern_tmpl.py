@@ -195,7 +195,11 @@ AVX512 = {
     "V_CVTT": "_mm512_cvttps_epi32({0})",
     "V_CVTN": "_mm512_cvtps_epi32({0})",
     "V_CVTIF": "_mm512_cvtepi32_ps({0})",
-    "V_LUT8": "_mm512_permutexvar_ps({1}, _mm512_broadcast_f32x8(_mm256_loadu_ps({0})))",
+    # the 8 entries in the low half, the index masked to 3 bits: the mask
+    # is shared by a polynomial's lookups, where a broadcast table was
+    # re-broadcast (a port 5 shuffle) before every one of them
+    "V_LUT8": "_mm512_permutexvar_ps(_mm512_and_si512({1}, _mm512_set1_epi32(7)), "
+              "_mm512_castps256_ps512(_mm256_loadu_ps({0})))",
     "V_LOAD": "_mm512_loadu_ps({0})",
     "V_STORE": "_mm512_storeu_ps({0}, {1})",
     "V_LOADN": "kern__loadn__avx512({0}, {1})",

@@ -3953,15 +3953,15 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_exp2_neg__avx512(__m512 x) {
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_erf__avx512(__m512 x) {
     __m512 ax = _mm512_min_ps(_mm512_set1_ps(3.99999976f), _mm512_abs_ps(x));
     __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(ax, ax));
-    __m512 t = _mm512_sub_ps(ax, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[0]))));
-    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[9])));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[8]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[7]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[6]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[5]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[4]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[3]))));
-    q = _mm512_fmadd_ps(t, q, _mm512_fmadd_ps(t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[2]))), _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_erf_tab[1])))));
+    __m512 t = _mm512_sub_ps(ax, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[3]))));
+    q = _mm512_fmadd_ps(t, q, _mm512_fmadd_ps(t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[2]))), _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_erf_tab[1])))));
     return _mm512_or_ps(q, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
 
@@ -4017,30 +4017,30 @@ KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_phi__avx512(__m512 x) {
     __m512 xc = _mm512_min_ps(_mm512_set1_ps(KERN__M_GELU_HI), _mm512_max_ps(_mm512_set1_ps(KERN__M_GELU_LO), x));
     __m512 sc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_set1_ps(KERN__M_GELU_POS_SCALE), _mm512_set1_ps(KERN__M_GELU_NEG_SCALE));
     __m512i k = _mm512_cvttps_epi32(_mm512_fmadd_ps(xc, sc, _mm512_set1_ps(4.0f)));
-    __m512 t = _mm512_sub_ps(xc, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[0]))));
-    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[9])));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[8]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[7]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[6]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[5]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[4]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[3]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[2]))));
-    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_gelu_tab[1]))));
+    __m512 t = _mm512_sub_ps(xc, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[9])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[8]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_gelu_tab[1]))));
 }
 /* x < -3: g(a) = exp(a^2/2) Q(a), a = min(-x, 16.5) (kern__m_mills_tab),
  * and p, s of exp(-a^2/2) with a^2 split exactly (a a = hi + lo). */
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gelu_mills__avx512(__m512 a) {
     __m512i k = _mm512_srli_epi32(_mm512_castps_si512(a), 22);
-    __m512 t = _mm512_sub_ps(a, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[0]))));
-    __m512 q = _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[8])));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[7]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[6]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[5]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[4]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[3]))));
-    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[2]))));
-    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(k, _mm512_broadcast_f32x8(_mm256_loadu_ps(kern__m_mills_tab[1]))));
+    __m512 t = _mm512_sub_ps(a, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[0]))));
+    __m512 q = _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[8])));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[7]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[6]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[5]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[4]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[3]))));
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[2]))));
+    return _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(_mm512_and_si512(k, _mm512_set1_epi32(7)), _mm512_castps256_ps512(_mm256_loadu_ps(kern__m_mills_tab[1]))));
 }
 KERN_TARGET_AVX512 KERN__AINLINE __m512 kern__v_gauss_ps__avx512(__m512 a) {
     __m512 hi = kern__mul__avx512(a, a);
