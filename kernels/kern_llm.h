@@ -1802,13 +1802,15 @@ KERN_TARGET_AVX512BF16 static void kern__gemv_dot__avx512bf16(const char *const 
 
 /* ---- x_quant: int8 x codes against int8 weight rows, exact int32 sums.
  * xq: m code rows (row stride xs bytes, each zero-padded to a multiple of
- * 64 bytes past K); w: four K-contiguous weight rows; acc[4 i + r]. Every
- * body computes the same integers, so every ISA level gives the same bits. */
-typedef void (*kern__gemv_qdot_fn)(const char *const *w, const int8_t *xq, int64_t xs, int m, int64_t K,
-                                   int32_t *acc);
-static void kern__gemv_qdot__scalar(const char *const *w, const int8_t *xq, int64_t xs, int m, int64_t K,
-                                    int32_t *acc) {
+ * 64 bytes past K), xsum their sums of codes; w: four K-contiguous weight
+ * rows; acc[4 i + r]. Every body computes the same integers, so every ISA
+ * level gives the same bits. */
+typedef void (*kern__gemv_qdot_fn)(const char *const *w, const int8_t *xq, int64_t xs,
+                                   const int32_t *xsum, int m, int64_t K, int32_t *acc);
+static void kern__gemv_qdot__scalar(const char *const *w, const int8_t *xq, int64_t xs,
+                                    const int32_t *xsum, int m, int64_t K, int32_t *acc) {
     int i, r;
+    (void)xsum;
     for (i = 0; i < m; i++)
         for (r = 0; r < 4; r++) {
             const int8_t *a = xq + i * xs, *b = (const int8_t *)w[r];
@@ -1889,31 +1891,48 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__gemv_qdot_rows__avx2(const char *const
         acc[7] = (int32_t)kern__gemv_hsum_i32__avx2(b3);
     }
 }
-KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs, int m,
-                                                   int64_t K, int32_t *acc) {
+KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const int8_t *xq, int64_t xs,
+                                                   const int32_t *xsum, int m, int64_t K, int32_t *acc) {
     int i;
+    (void)xsum;
     for (i = 0; i + 2 <= m; i += 2) kern__gemv_qdot_rows__avx2(w, xq + i * xs, xq + (i + 1) * xs, 2, K, acc + 4 * i);
     if (i < m) kern__gemv_qdot_rows__avx2(w, xq + i * xs, NULL, 1, K, acc + 4 * i);
 }
-/* AVX-VNNI (VEX, ymm): the AVX512-VNNI body below on 32 codes a vector
- * (x rows already q + 128; 8 sums, the 4 row code sums, two x vectors,
- * ones and one weight vector at a time: 16 registers). */
+/* Keeps an accumulator in its register at this point: GCC otherwise moves
+ * the VEX vpdpbusd accumulators between registers and through the stack
+ * every iteration (as kern_qgemm.h's KERN__QG_PIN). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KERN__GEMV_PIN(v) __asm__("" : "+x"(v));
+#else
+#define KERN__GEMV_PIN(v)
+#endif
+/* AVX-VNNI (VEX, ymm), 32 codes a vector. The weights go in as the
+ * unsigned operand, w ^ 0x80 = w + 128 (one vpxor a weight vector), the x
+ * codes as they are (signed), and 128 * sum x (xsum, taken once per x row
+ * when x is quantized) comes back out: the same exact integers as the
+ * AVX512-VNNI body, which instead stores x as q + 128 and sums each weight
+ * row. That form needed eight accumulators, four weight sums, two x
+ * vectors, ones and a weight vector, all 16 registers, and GCC spilled
+ * eleven of them in the loop; this one needs 12. */
 KERN_TARGET_AVXVNNI KERN__AINLINE void kern__gemv_qdot_rows__avxvnni(const char *const *w, const int8_t *x0,
-                                                                    const int8_t *x1, int MR, int64_t K,
-                                                                    int32_t *acc) {
-    const __m256i ones = _mm256_set1_epi8(1);
+                                                                    const int8_t *x1, const int32_t *xsum,
+                                                                    int MR, int64_t K, int32_t *acc) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
     const int64_t pd = kern__gemv_pf_next4(w[0], w[1]);
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-    __m256i a0 = s0, a1 = s0, a2 = s0, a3 = s0, b0 = s0, b1 = s0, b2 = s0, b3 = s0, xa, xb = s0;
-    uint32_t h[4];
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0, xa,
+            xb = a0;
+    uint32_t h0 = 128u * (uint32_t)xsum[0], h1 = MR > 1 ? 128u * (uint32_t)xsum[1] : 0u;
     int64_t k;
     int r;
 #define KERN__GEMV_QV_ROW(R, V)                                                               \
     {                                                                                         \
-        const __m256i v_ = (V);                                                               \
-        s##R = _mm256_dpbusd_avx_epi32(s##R, ones, v_);                                       \
-        a##R = _mm256_dpbusd_avx_epi32(a##R, xa, v_);                                         \
-        if (MR > 1) b##R = _mm256_dpbusd_avx_epi32(b##R, xb, v_);                             \
+        const __m256i v_ = _mm256_xor_si256((V), flip);                                       \
+        a##R = _mm256_dpbusd_avx_epi32(a##R, v_, xa);                                         \
+        KERN__GEMV_PIN(a##R)                                                                  \
+        if (MR > 1) {                                                                         \
+            b##R = _mm256_dpbusd_avx_epi32(b##R, v_, xb);                                     \
+            KERN__GEMV_PIN(b##R)                                                              \
+        }                                                                                     \
     }
 #define KERN__GEMV_QV_X(K_)                                                                   \
     xa = _mm256_loadu_si256((const __m256i *)(x0 + (K_)));                                    \
@@ -1926,7 +1945,7 @@ KERN_TARGET_AVXVNNI KERN__AINLINE void kern__gemv_qdot_rows__avxvnni(const char 
         KERN__GEMV_QV_ROW(2, _mm256_loadu_si256((const __m256i *)(w[2] + k)))
         KERN__GEMV_QV_ROW(3, _mm256_loadu_si256((const __m256i *)(w[3] + k)))
     }
-    if (k < K) {
+    if (k < K) { /* weight codes past K: 0 (+ 128), against x codes 0 */
         int8_t t[4][32];
         memset(t, 0, sizeof t);
         for (r = 0; r < 4; r++) memcpy(t[r], w[r] + k, (size_t)(K - k));
@@ -1938,27 +1957,24 @@ KERN_TARGET_AVXVNNI KERN__AINLINE void kern__gemv_qdot_rows__avxvnni(const char 
     }
 #undef KERN__GEMV_QV_X
 #undef KERN__GEMV_QV_ROW
-    h[0] = 128u * kern__gemv_hsum_i32__avx2(s0);
-    h[1] = 128u * kern__gemv_hsum_i32__avx2(s1);
-    h[2] = 128u * kern__gemv_hsum_i32__avx2(s2);
-    h[3] = 128u * kern__gemv_hsum_i32__avx2(s3);
-    acc[0] = (int32_t)(kern__gemv_hsum_i32__avx2(a0) - h[0]);
-    acc[1] = (int32_t)(kern__gemv_hsum_i32__avx2(a1) - h[1]);
-    acc[2] = (int32_t)(kern__gemv_hsum_i32__avx2(a2) - h[2]);
-    acc[3] = (int32_t)(kern__gemv_hsum_i32__avx2(a3) - h[3]);
+    acc[0] = (int32_t)(kern__gemv_hsum_i32__avx2(a0) - h0);
+    acc[1] = (int32_t)(kern__gemv_hsum_i32__avx2(a1) - h0);
+    acc[2] = (int32_t)(kern__gemv_hsum_i32__avx2(a2) - h0);
+    acc[3] = (int32_t)(kern__gemv_hsum_i32__avx2(a3) - h0);
     if (MR > 1) {
-        acc[4] = (int32_t)(kern__gemv_hsum_i32__avx2(b0) - h[0]);
-        acc[5] = (int32_t)(kern__gemv_hsum_i32__avx2(b1) - h[1]);
-        acc[6] = (int32_t)(kern__gemv_hsum_i32__avx2(b2) - h[2]);
-        acc[7] = (int32_t)(kern__gemv_hsum_i32__avx2(b3) - h[3]);
+        acc[4] = (int32_t)(kern__gemv_hsum_i32__avx2(b0) - h1);
+        acc[5] = (int32_t)(kern__gemv_hsum_i32__avx2(b1) - h1);
+        acc[6] = (int32_t)(kern__gemv_hsum_i32__avx2(b2) - h1);
+        acc[7] = (int32_t)(kern__gemv_hsum_i32__avx2(b3) - h1);
     }
 }
 KERN_TARGET_AVXVNNI static void kern__gemv_qdot__avxvnni(const char *const *w, const int8_t *xq, int64_t xs,
-                                                         int m, int64_t K, int32_t *acc) {
+                                                         const int32_t *xsum, int m, int64_t K,
+                                                         int32_t *acc) {
     int i;
     for (i = 0; i + 2 <= m; i += 2)
-        kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, xq + (i + 1) * xs, 2, K, acc + 4 * i);
-    if (i < m) kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, NULL, 1, K, acc + 4 * i);
+        kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, xq + (i + 1) * xs, xsum + i, 2, K, acc + 4 * i);
+    if (i < m) kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, NULL, xsum + i, 1, K, acc + 4 * i);
 }
 #undef KERN__GEMV_Q_PF4
 /* AVX512-VNNI: vpdpbusd multiplies u8 by s8, so the x codes are stored
@@ -1969,8 +1985,10 @@ KERN_TARGET_AVXVNNI static void kern__gemv_qdot__avxvnni(const char *const *w, c
  * against four weight rows per pass, 64 codes a vector; the weight rows'
  * tails are masked loads (zero). The L2 prefetch of the float bodies. */
 KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const *w, const int8_t *xq,
-                                                               int64_t xs, int m, int64_t K, int32_t *acc) {
+                                                               int64_t xs, const int32_t *xsum, int m,
+                                                               int64_t K, int32_t *acc) {
     const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    (void)xsum;
     const int8_t *x1 = xq + xs, *x2 = x1 + xs, *x3 = x2 + xs;
     const __m512i ones = _mm512_set1_epi8(1);
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
@@ -2036,11 +2054,12 @@ typedef struct kern__gemv_job {
     const kern_tensor *x, *w, *scale;
     kern__epi epi;
     int64_t M, N, K;
-    /* x_quant: the code rows (row stride xqs bytes) and their scales */
+    /* x_quant: the code rows (row stride xqs bytes), their scales and sums */
     kern__gemv_qdot_fn qdot;
-    int xq_u8; /* qdot reads the codes as q + 128 (the vpdpbusd bodies) */
+    int xq_u8; /* qdot reads the codes as q + 128 (the AVX512-VNNI body) */
     const int8_t *xq;
     const float *xsc;
+    const int32_t *xsum;
     int64_t xqs;
 } kern__gemv_job;
 
@@ -2083,7 +2102,7 @@ static void kern__gemv_qtask(void *arg, int64_t task, int thread) {
             kern__gemv_wrows(J, n0 + g, nn - g, 1, wr);
             for (i = 0; i < mb; i += 4) {
                 int m = mb - i < 4 ? mb - i : 4, j;
-                J->qdot(wr, J->xq + (m0 + i) * J->xqs, J->xqs, m, J->K, acc);
+                J->qdot(wr, J->xq + (m0 + i) * J->xqs, J->xqs, J->xsum + m0 + i, m, J->K, acc);
                 for (j = 0; j < m; j++)
                     for (r = 0; r < 4 && g + r < nn; r++)
                         tile[(i + j) * KERN__GEMV_NB + g + r] = (float)acc[j * 4 + r] * J->xsc[m0 + i + j];
@@ -2133,8 +2152,9 @@ static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
 
 /* x_quant's shared scratch for x [M, K]: M code rows padded to 64 bytes
  * (the VNNI body reads whole vectors of them), then M f32 scales. */
+/* x_quant's scratch: the code rows, their scales and their sums */
 static size_t kern__gemv_qbytes(int64_t M, int64_t K) {
-    return (size_t)M * (size_t)((K + 63) / 64 * 64) + (size_t)M * sizeof(float);
+    return (size_t)M * (size_t)((K + 63) / 64 * 64) + (size_t)M * (sizeof(float) + sizeof(int32_t));
 }
 
 KERN_API kern_status kern_linear_gemv_workspace_size(kern_ctx *ctx, const kern_tensor *x,
@@ -2310,6 +2330,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
             const int64_t xqs = (K + 63) / 64 * 64, xes = (int64_t)kern_dtype_size(x->dtype);
             int8_t *xq = (int8_t *)kern__workspace(ctx, kern__gemv_qbytes(M, K));
             float *xsc = xq ? (float *)(void *)(xq + M * xqs) : NULL;
+            int32_t *xsum = xq ? (int32_t *)(void *)(xsc + M) : NULL;
             int64_t m;
             J.qdot = kern__gemv_qdot__scalar;
 #ifdef KERN_X86
@@ -2319,7 +2340,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                 J.qdot = kern__gemv_qdot__avxvnni;
             else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
                 J.qdot = kern__gemv_qdot__avx2;
-            J.xq_u8 = J.qdot == kern__gemv_qdot__avx512vnni || J.qdot == kern__gemv_qdot__avxvnni;
+            J.xq_u8 = J.qdot == kern__gemv_qdot__avx512vnni;
 #endif
             if (!xq) {
                 st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op,
@@ -2338,6 +2359,12 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
 #endif
                         xsc[m] = kern__s_quant_row_s8(xr, x->dtype, K, q);
                     memset(q + K, 0, (size_t)(xqs - K));
+                    {
+                        int64_t k;
+                        int32_t t = 0;
+                        for (k = 0; k < K; k++) t += q[k];
+                        xsum[m] = t;
+                    }
                     if (J.xq_u8) { /* q + 128 for vpdpbusd, once per row rather than per weight row */
                         int64_t k;
                         for (k = 0; k < xqs; k++) q[k] = (int8_t)((uint8_t)q[k] ^ 0x80u);
@@ -2345,6 +2372,7 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                 }
                 J.xq = xq;
                 J.xsc = xsc;
+                J.xsum = xsum;
                 J.xqs = xqs;
                 st = kern_parallel_for(ctx, (N + KERN__GEMV_NB - 1) / KERN__GEMV_NB, kern__gemv_qtask, &J);
             }
