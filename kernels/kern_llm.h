@@ -2151,8 +2151,8 @@ static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
 }
 
 /* x_quant's shared scratch for x [M, K]: M code rows padded to 64 bytes
- * (the VNNI body reads whole vectors of them), then M f32 scales. */
-/* x_quant's scratch: the code rows, their scales and their sums */
+ * (the VNNI bodies read whole vectors of them), then M f32 scales and M
+ * int32 sums of codes (the AVX-VNNI body's correction). */
 static size_t kern__gemv_qbytes(int64_t M, int64_t K) {
     return (size_t)M * (size_t)((K + 63) / 64 * 64) + (size_t)M * (sizeof(float) + sizeof(int32_t));
 }
