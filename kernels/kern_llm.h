@@ -1909,9 +1909,9 @@ KERN_TARGET_AVX2 static void kern__gemv_qdot__avx2(const char *const *w, const i
 /* AVX-VNNI (VEX, ymm), 32 codes a vector. The weights go in as the
  * unsigned operand, w ^ 0x80 = w + 128 (one vpxor a weight vector), the x
  * codes as they are (signed), and 128 * sum x (xsum, taken once per x row
- * when x is quantized) comes back out: the same exact integers as the
- * AVX512-VNNI body, which instead stores x as q + 128 and sums each weight
- * row. That form needed eight accumulators, four weight sums, two x
+ * when x is quantized) comes back out: the AVX512-VNNI body does the
+ * same. The earlier form (x stored as q + 128, each weight row summed
+ * against ones) needed eight accumulators, four weight sums, two x
  * vectors, ones and a weight vector, all 16 registers, and GCC spilled
  * eleven of them in the loop; this one needs 12. */
 KERN_TARGET_AVXVNNI KERN__AINLINE void kern__gemv_qdot_rows__avxvnni(const char *const *w, const int8_t *x0,
@@ -1977,44 +1977,40 @@ KERN_TARGET_AVXVNNI static void kern__gemv_qdot__avxvnni(const char *const *w, c
     if (i < m) kern__gemv_qdot_rows__avxvnni(w, xq + i * xs, NULL, xsum + i, 1, K, acc + 4 * i);
 }
 #undef KERN__GEMV_Q_PF4
-/* AVX512-VNNI: vpdpbusd multiplies u8 by s8, so the x codes are stored
- * as q + 128 (q ^ 0x80, once when x is quantized: J.xq_u8) and each
- * weight row's sum of codes (vpdpbusd by ones) takes
- * 128 * sum w back out; the sums wrap in int32 and the difference is
- * exact (|result| < 2^31 for K <= KERN__GEMV_QMAX_K). Up to four x rows
- * against four weight rows per pass, 64 codes a vector; the weight rows'
- * tails are masked loads (zero). The L2 prefetch of the float bodies. */
+/* AVX512-VNNI: the AVX-VNNI body's signs (weights as w ^ 0x80 = w + 128,
+ * x codes signed, 128 * xsum back out; the sums wrap in int32 and the
+ * difference is exact, |result| < 2^31 for K <= KERN__GEMV_QMAX_K). Up to
+ * four x rows against four weight rows per pass, 64 codes a vector; the
+ * weight rows' tails are masked loads (zero, + 128, against x codes 0).
+ * The L2 prefetch of the float bodies. */
 KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const *w, const int8_t *xq,
                                                                int64_t xs, const int32_t *xsum, int m,
                                                                int64_t K, int32_t *acc) {
     const char *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    (void)xsum;
     const int8_t *x1 = xq + xs, *x2 = x1 + xs, *x3 = x2 + xs;
-    const __m512i ones = _mm512_set1_epi8(1);
-    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i s0 = _mm512_setzero_si512();
     __m512i c00 = s0, c01 = s0, c02 = s0, c03 = s0, c10 = s0, c11 = s0, c12 = s0, c13 = s0;
     __m512i c20 = s0, c21 = s0, c22 = s0, c23 = s0, c30 = s0, c31 = s0, c32 = s0, c33 = s0;
     const int64_t pd = kern__gemv_pf_dist(K, 1, w0, w1);
     int64_t k;
     for (k = 0; k < K; k += 64) {
         const __mmask64 mk = K - k >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (K - k)) - 1);
-        const __m512i v0 = _mm512_maskz_loadu_epi8(mk, w0 + k), v1 = _mm512_maskz_loadu_epi8(mk, w1 + k);
-        const __m512i v2 = _mm512_maskz_loadu_epi8(mk, w2 + k), v3 = _mm512_maskz_loadu_epi8(mk, w3 + k);
+        const __m512i v0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, w0 + k), flip);
+        const __m512i v1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, w1 + k), flip);
+        const __m512i v2 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, w2 + k), flip);
+        const __m512i v3 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mk, w3 + k), flip);
         __m512i xa;
         _mm_prefetch(w0 + k + pd, _MM_HINT_T1);
         _mm_prefetch(w1 + k + pd, _MM_HINT_T1);
         _mm_prefetch(w2 + k + pd, _MM_HINT_T1);
         _mm_prefetch(w3 + k + pd, _MM_HINT_T1);
-        s0 = _mm512_dpbusd_epi32(s0, ones, v0);
-        s1 = _mm512_dpbusd_epi32(s1, ones, v1);
-        s2 = _mm512_dpbusd_epi32(s2, ones, v2);
-        s3 = _mm512_dpbusd_epi32(s3, ones, v3);
 #define KERN__GEMV_Q_ROW(XP, I)                                                               \
     xa = _mm512_loadu_si512((const void *)((XP) + k));                                        \
-    c##I##0 = _mm512_dpbusd_epi32(c##I##0, xa, v0);                                           \
-    c##I##1 = _mm512_dpbusd_epi32(c##I##1, xa, v1);                                           \
-    c##I##2 = _mm512_dpbusd_epi32(c##I##2, xa, v2);                                           \
-    c##I##3 = _mm512_dpbusd_epi32(c##I##3, xa, v3);
+    c##I##0 = _mm512_dpbusd_epi32(c##I##0, v0, xa);                                           \
+    c##I##1 = _mm512_dpbusd_epi32(c##I##1, v1, xa);                                           \
+    c##I##2 = _mm512_dpbusd_epi32(c##I##2, v2, xa);                                           \
+    c##I##3 = _mm512_dpbusd_epi32(c##I##3, v3, xa);
         KERN__GEMV_Q_ROW(xq, 0)
         if (m > 1) {
             KERN__GEMV_Q_ROW(x1, 1)
@@ -2029,15 +2025,11 @@ KERN_TARGET_AVX512VNNI static void kern__gemv_qdot__avx512vnni(const char *const
     }
     {
         const __m512i c[16] = {c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33};
-        uint32_t sw[4];
         int i, r;
-        sw[0] = (uint32_t)_mm512_reduce_add_epi32(s0) * 128u;
-        sw[1] = (uint32_t)_mm512_reduce_add_epi32(s1) * 128u;
-        sw[2] = (uint32_t)_mm512_reduce_add_epi32(s2) * 128u;
-        sw[3] = (uint32_t)_mm512_reduce_add_epi32(s3) * 128u;
         for (i = 0; i < m; i++)
             for (r = 0; r < 4; r++)
-                acc[4 * i + r] = (int32_t)((uint32_t)_mm512_reduce_add_epi32(c[4 * i + r]) - sw[r]);
+                acc[4 * i + r] = (int32_t)((uint32_t)_mm512_reduce_add_epi32(c[4 * i + r]) -
+                                           128u * (uint32_t)xsum[i]);
     }
 }
 #endif
@@ -2056,7 +2048,6 @@ typedef struct kern__gemv_job {
     int64_t M, N, K;
     /* x_quant: the code rows (row stride xqs bytes), their scales and sums */
     kern__gemv_qdot_fn qdot;
-    int xq_u8; /* qdot reads the codes as q + 128 (the AVX512-VNNI body) */
     const int8_t *xq;
     const float *xsc;
     const int32_t *xsum;
@@ -2152,7 +2143,7 @@ static int kern__gemv_same_view(const kern_tensor *a, const kern_tensor *b) {
 
 /* x_quant's shared scratch for x [M, K]: M code rows padded to 64 bytes
  * (the VNNI bodies read whole vectors of them), then M f32 scales and M
- * int32 sums of codes (the AVX-VNNI body's correction). */
+ * int32 sums of codes (the VNNI bodies' correction). */
 static size_t kern__gemv_qbytes(int64_t M, int64_t K) {
     return (size_t)M * (size_t)((K + 63) / 64 * 64) + (size_t)M * (sizeof(float) + sizeof(int32_t));
 }
@@ -2340,7 +2331,6 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                 J.qdot = kern__gemv_qdot__avxvnni;
             else if (kern_ctx_features(ctx) & KERN_CPU_AVX2)
                 J.qdot = kern__gemv_qdot__avx2;
-            J.xq_u8 = J.qdot == kern__gemv_qdot__avx512vnni;
 #endif
             if (!xq) {
                 st = kern__err(KERN_ERR_NOMEM, "%s: cannot allocate %zu bytes of scratch", op,
@@ -2364,10 +2354,6 @@ KERN_API kern_status kern_linear_gemv(kern_ctx *ctx, const kern_tensor *x, const
                         int32_t t = 0;
                         for (k = 0; k < K; k++) t += q[k];
                         xsum[m] = t;
-                    }
-                    if (J.xq_u8) { /* q + 128 for vpdpbusd, once per row rather than per weight row */
-                        int64_t k;
-                        for (k = 0; k < xqs; k++) q[k] = (int8_t)((uint8_t)q[k] ^ 0x80u);
                     }
                 }
                 J.xq = xq;
