@@ -327,13 +327,13 @@ enum {
 #endif
 /* The AMX row; overridable to retune. */
 #ifndef KERN__GEMM_AMX_KC
-#define KERN__GEMM_AMX_KC 1024
+#define KERN__GEMM_AMX_KC 2048
 #endif
 #ifndef KERN__GEMM_AMX_NB
 #define KERN__GEMM_AMX_NB 384
 #endif
 #ifndef KERN__GEMM_AMX_MB
-#define KERN__GEMM_AMX_MB 256
+#define KERN__GEMM_AMX_MB 128
 #endif
 #ifndef KERN__GEMM_AMX_CO
 #define KERN__GEMM_AMX_CO 0
@@ -365,7 +365,13 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
      * Xeon (4096^3, 1 thread, prepacked B; kc/nb/mb): 512/384/192 182 ms,
      * 1024/384/256 144, 1024/768/256 157, 2048/384/64 134 with the B
      * transpose-pack 10 % slower at 1024^3; columns outer slower in every
-     * row. No streaming path: M <= 2 against a prepacked B takes the
+     * row. With A read in place and the tile store (2026-11-30, B as
+     * given, min of 2 alternated runs, 1 / 2 threads, ms): 1024/384/256
+     * -> 2048/384/128: 2048^3 21.8 / 10.2 -> 17.7 / 8.8, 2048 x 4096^2
+     * 83.0 / 41.2 -> 77.0 / 40.1, 4096 x 64 x 4096 2.78 / 1.46 -> 2.39 /
+     * 1.26, 4096^3 164 / 85 -> 167 / 81. Software prefetch of the next A
+     * and B chunks (distance 1-2, either or both) was 5-40 % slower. No
+     * streaming path: M <= 2 against a prepacked B takes the
      * class's AVX-512 table (kern__gemm_amx_alt, KERN__GEMM_AMX_MIN_M). */
     {"amx",          32, 32, KERN__GEMM_AMX_KC, KERN__GEMM_AMX_NB, 2048, KERN__GEMM_AMX_MB, 2048,
                                                                      0, KERN__GEMM_AMX_CO},
@@ -1106,6 +1112,9 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN
 
 /* ------------------------------------------------ AMX tiles (bf16 inputs) */
 #ifdef KERN__HAVE_AMX
+#ifndef KERN__GEMM_AMX_STORE
+#define KERN__GEMM_AMX_STORE kern__gemm_store__amx
+#endif
 /* The tiles (kern__amx_config, all 16 rows): 0-3 hold the 32 x 32 f32 C
  * block (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 the A rows 0-15
  * and 16-31 (32 bf16 of k each), 6-7 the B columns 0-15 and 16-31 (16 k
@@ -1220,6 +1229,82 @@ KERN_TARGET_AMX static void kern__gemm_pack__amx(void *dst, int W, const char *s
         return;
     }
     kern__gemm_pack__avx512(dst, W, src, dt, sw, sk, nw, kc, fmt);
+}
+/* f32 -> bf16 rounded as kern__f32x16_bf16__avx512, left in the high
+ * 16 bits of each lane. */
+KERN_TARGET_AMX static inline __m512i kern__gemm_bf16_hi__amx(__m512i u) {
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    __m512i rnd = _mm512_add_epi32(
+        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    return _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
+/* The AMX tables' store: the epilogues a tile GEMM runs most (alpha 1,
+ * no activation, residual, glu or streaming stores; a unit-stride f32 or
+ * bf16 destination; optionally f32 partial sums added with beta 1 and a
+ * unit-stride per-column bias) as one straight loop over the tile's rows;
+ * every other epilogue goes to the AVX-512 one. The same operations in
+ * the same order (v = t; v = fma(1, src, v) = v + src; v + bias), so the
+ * same bits. */
+KERN_TARGET_AMX static void kern__gemm_store__amx(const kern__epi *e, int64_t i0, int64_t j0,
+                                                 const float *t, int64_t ldt, int m, int n) {
+    const __mmask16 k0 = kern__tailmask__avx512(n < 16 ? n : 16);
+    const __mmask16 k1 = kern__tailmask__avx512(n > 16 ? n - 16 : 0);
+    __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+    const float *sp;
+    char *dp;
+    int64_t srs, drs;
+    __m512i odd;
+    __mmask32 k32;
+    int r, bf;
+    if (e->glu || e->act != KERN_ACT_NONE || e->res || e->nt || e->alpha != 1.0f ||
+        e->out_scale != 1.0f || e->dst_cs != 1 || n > 32 ||
+        (e->dst_dt != KERN_F32 && e->dst_dt != KERN_BF16) ||
+        (e->src && (e->src_dt != KERN_F32 || e->src_cs != 1 || e->beta != 1.0f)) ||
+        (e->bias && (e->bias_per_row || e->bias_st != 1 ||
+                     (e->bias_dt != KERN_F32 && e->bias_dt != KERN_BF16)))) {
+        kern__v_epi_tile__avx512(e, i0, j0, t, ldt, m, n);
+        return;
+    }
+    odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                           25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    k32 = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)(((uint32_t)1 << n) - 1);
+    if (e->bias) {
+        const int64_t bsz = (int64_t)kern_dtype_size(e->bias_dt);
+        b0 = kern__v_load_f32__avx512(e->bias + j0 * bsz, e->bias_dt, n < 16 ? n : 16);
+        b1 = kern__v_load_f32__avx512(e->bias + (j0 + 16) * bsz, e->bias_dt, n - 16);
+    }
+    sp = e->src ? (const float *)(const void *)e->src + i0 * e->src_rs + (j0 - e->src_j0) : NULL;
+    srs = e->src_rs;
+    bf = e->dst_dt == KERN_BF16;
+    drs = e->dst_rs * (bf ? 2 : 4);
+    dp = e->dst + (i0 * e->dst_rs + (j0 - e->dst_j0)) * (bf ? 2 : 4);
+    for (r = 0; r < m; r++, t += ldt, dp += drs) {
+        __m512 v0 = _mm512_maskz_loadu_ps(k0, t), v1 = _mm512_maskz_loadu_ps(k1, t + 16);
+        if (sp) {
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, sp));
+            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, sp + 16));
+            sp += srs;
+        }
+        if (e->bias) {
+            v0 = _mm512_add_ps(v0, b0);
+            v1 = _mm512_add_ps(v1, b1);
+        }
+        if (bf) {
+            /* both halves rounded as kern__f32x16_bf16__avx512 does, the
+             * high words of the pair picked by one permute: a 64-byte row
+             * in one store */
+            __m512i w = _mm512_permutex2var_epi16(kern__gemm_bf16_hi__amx(_mm512_castps_si512(v0)), odd,
+                                                  kern__gemm_bf16_hi__amx(_mm512_castps_si512(v1)));
+            if (n == 32) _mm512_storeu_si512((void *)dp, w);
+            else _mm512_mask_storeu_epi16(dp, k32, w);
+        } else {
+            _mm512_mask_storeu_ps(dp, k0, v0);
+            _mm512_mask_storeu_ps(dp + 64, k1, v1);
+        }
+    }
 }
 #endif /* KERN__HAVE_AMX */
 
@@ -1339,7 +1424,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
     {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AMX], KERN__GEMM_FMT_PAIR,          \
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
-     kern__v_epi_tile__avx512,                                                \
+     KERN__GEMM_AMX_STORE,                                                    \
      kern__gemm_pack__amx, 0, {{0, 0, NULL}}, kern__gemm_tiles_on__amx,        \
      kern__gemm_tiles_off__amx, ALT}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
@@ -1949,9 +2034,12 @@ static void kern__gemm_item_setup(kern__gemm_job *j, char *scratch) {
     j->bmode = !j->pb ? 0 : (j->pb->fmt == ks->fmt ? 1 : 2);
     j->brows = j->bmode == 0 && j->b_cs == 1;
     /* A in place: row-major A, when packing A would cost more than the
-     * L1-friendly panel saves (few columns of B reuse each packed A): f32,
-     * or bf16 pairs (an even K and row stride, so every pair is in a row) */
-    j->ua = ks->ukr_ua && j->a_cs == 1 && j->N <= KERN__GEMM_UA_MAXN &&
+     * L1-friendly panel saves (few columns of B reuse each packed A; on
+     * the AMX tables always: the pack was a pass over A that missed
+     * cache, and tile loads take the rows as they are; Xeon, 1 thread,
+     * 512^3 0.28 -> 0.24 ms, 1024^3 2.14 -> 2.04): f32, or bf16 pairs (an
+     * even K and row stride, so every pair is in a row) */
+    j->ua = ks->ukr_ua && j->a_cs == 1 && (j->N <= KERN__GEMM_UA_MAXN || ks->tiles_on) &&
             ((ks->fmt == KERN__GEMM_FMT_F32 && j->in_dt == KERN_F32) ||
              (ks->fmt == KERN__GEMM_FMT_PAIR && j->in_dt == KERN_BF16 && j->K % 2 == 0 &&
               j->a_rs % 2 == 0));
