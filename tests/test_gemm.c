@@ -1087,7 +1087,8 @@ KT_TEST(uarch_classes_agree) {
  * run here through the packed variants); shapes
  * across its edges: M and N around the 32 x 32 block, K around the
  * 32-wide tile chunk, odd K (a half pair), K past kc = 2048 (partial sums
- * in C and in scratch), A read in place (even K and row stride, with a
+ * in C and in scratch), short k passes (small M x N, K > 256) and at 2
+ * threads their column windows (N 97, 200), A read in place (even K and row stride, with a
  * padded row stride and a short last chunk), prepacked B, a
  * transposed A (the portable A packing), bf16 C, beta, bias + GELU +
  * residual, 1 and 2 threads, each against the reference. Not run where the
@@ -1097,7 +1098,8 @@ KT_TEST(amx_tiles) {
     static const int64_t shapes[][3] = {{32, 32, 32},  {33, 31, 1},   {64, 64, 33},
                                         {45, 70, 31},  {96, 40, 513}, {31, 64, 64},
                                         {130, 97, 1100}, {600, 420, 200}, {1, 70, 100},
-                                        {2, 33, 65},    {70, 64, 1058}, {40, 48, 2100}};
+                                        {2, 33, 65},    {70, 64, 1058}, {40, 48, 2100},
+                                        {64, 200, 700}};
     size_t si;
     int th, v;
     if (!kern_isa_available(KERN_ISA_AMX)) {
