@@ -5370,13 +5370,15 @@ static kern_status kern__g_lastdim(kern_ctx *ctx, kern_graph_op op, const kern_t
  * function (rows past k_lens[b] - Lq + l masked, zeros where none is
  * visible), with the sdpa family's bf16 tile products where
  * kern_decode_attention computes f32 dot products per row (its form is
- * built for a few queries streaming a long cache). Only bf16 throughout,
- * no int8 cache, on AMX tiles, with Lq >= 16 and Lq x the longest
- * sequence >= 32768: Xeon, 1 thread, H 16 / Hkv 4, D 128, Lmax 4608, ms
- * (decode attention -> sdpa): Lq 512 of 512 15.2 -> 3.6, 128 of 128
- * 1.30 -> 1.88 (so not there), 64 of 512 3.48 -> 2.11, 16 of 1024 1.82
- * -> 0.82, 32 of 4096 13.6 -> 3.5. The size query takes the larger of
- * the two (k_lens' values are not known then). */
+ * built for a few queries streaming a long cache). No int8 cache; bf16
+ * throughout on AMX tiles, or f32 throughout on an AVX-512 level; Lq >=
+ * 16 and Lq x the longest sequence >= 32768. Xeon, 1 thread, H 16 / Hkv
+ * 4, D 128, Lmax 4608, ms (decode attention -> sdpa), bf16: Lq 512 of
+ * 512 15.2 -> 3.6, 128 of 128 1.30 -> 1.88 (so not there), 64 of 512
+ * 3.48 -> 2.11, 16 of 1024 1.82 -> 0.82, 32 of 4096 13.6 -> 3.5; f32: 512
+ * of 512 20.5 -> 11.4, 64 of 512 4.36 -> 3.77, 128 of 128 1.54 -> 2.66,
+ * 32 of 4096 18.0 -> 9.4 (AVX2 unmeasured: not there). The size query
+ * takes the larger of the two (k_lens' values are not known then). */
 #ifndef KERN__G_DA_SDPA_LQ
 #define KERN__G_DA_SDPA_LQ 16
 #endif
@@ -5388,9 +5390,15 @@ static int kern__g_da_sdpa(kern_ctx *ctx, const kern_tensor *q, const kern_tenso
                            const kern_tensor *y, int64_t lmax, kern_tensor *q2, kern_tensor *k2,
                            kern_tensor *v2, kern_tensor *y2) {
     int64_t shp[4], str[4];
-    if (ksc || !kl || kern_ctx_isa(ctx) != KERN_ISA_AMX || q->ndim != 4 || k->ndim != 4 ||
-        v->ndim != 4 || y->ndim != 4 || q->dtype != KERN_BF16 || k->dtype != KERN_BF16 ||
-        v->dtype != KERN_BF16 || y->dtype != KERN_BF16 || q->shape[1] < KERN__G_DA_SDPA_LQ ||
+    kern_isa isa = kern_ctx_isa(ctx);
+    kern_dtype dt = q->dtype;
+    /* bf16 on the tiles; f32 on every AVX-512 level */
+    int ok = dt == KERN_BF16 ? isa == KERN_ISA_AMX
+             : dt == KERN_F32 ? (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI ||
+                                 isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX)
+                              : 0;
+    if (!ok || ksc || !kl || q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || y->ndim != 4 ||
+        k->dtype != dt || v->dtype != dt || y->dtype != dt || q->shape[1] < KERN__G_DA_SDPA_LQ ||
         (double)q->shape[1] * (double)lmax < KERN__G_DA_SDPA_WORK)
         return 0;
 #define KERN__G_DA_VIEW(dst, t)                                                 \

@@ -1481,103 +1481,112 @@ KT_TEST(graph_kv_int8_nodes) {
     kern_graph_destroy(g);
 }
 
-/* A decode_attention node with a prompt's worth of bf16 queries on AMX runs
- * as kern_sdpa on views of the same memory (kern_graph.h,
- * kern__g_da_sdpa): the same bits as that call, at 1 and 2 threads,
- * within bf16 rounding of the double reference at every ISA level (the
+/* A decode_attention node with a prompt's worth of queries runs as
+ * kern_sdpa on views of the same memory where that is faster (bf16 on
+ * AMX, f32 on the AVX-512 levels; kern_graph.h, kern__g_da_sdpa): the
+ * same bits as that call on the same level, at 1 and 2 threads, within
+ * bf16 / f32 rounding of the double reference at every ISA level (the
  * others run kern_decode_attention), zeros where no key is visible
  * (k_lens[b] < Lq), the plan's own workspace sized for either. */
-KT_TEST(graph_prompt_attention_tiles) {
+static int prompt_routed(kern_dtype dt, kern_isa isa) {
+    if (dt == KERN_BF16) return isa == KERN_ISA_AMX;
+    return isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI || isa == KERN_ISA_AVX512_BF16 ||
+           isa == KERN_ISA_AMX;
+}
+
+KT_TEST(graph_prompt_attention_sdpa) {
     enum { B = 3, Lq = 64, H = 4, Hkv = 2, D = 64, Lmax = 640 };
-    static const char ir[] =
-        "kern-graph 1\n"
-        "input q bf16 [3,64,4,64]\n"
-        "input kc bf16 [3,640,2,64]\n"
-        "input vc bf16 [3,640,2,64]\n"
-        "input kl i64 [3]\n"
-        "y = decode_attention(q, kc, vc, kl)\n"
-        "output y\n";
     int64_t lens[B] = {600, 64, 10}, n = B * Lq * H * D, i, b, l, h;
-    kt_rng rng = kt_rng_make(777);
-    view4 q, k, v, o;
-    double *want = (double *)malloc((size_t)n * sizeof(double)), vmax = 0;
-    uint16_t *first = (uint16_t *)malloc((size_t)n * 2), *sd = (uint16_t *)malloc((size_t)n * 2);
-    kern_graph *g = NULL;
-    view4_make(&q, KERN_BF16, B, Lq, H, D, 0, "q");
-    view4_make(&k, KERN_BF16, B, Lmax, Hkv, D, 0, "k");
-    view4_make(&v, KERN_BF16, B, Lmax, Hkv, D, 0, "v");
-    view4_make(&o, KERN_BF16, B, Lq, H, D, 0, "o");
-    kt_fill_normal(&rng, q.buf, KERN_BF16, n, 1.0);
-    kt_fill_normal(&rng, k.buf, KERN_BF16, B * Lmax * Hkv * D, 1.0);
-    kt_fill_normal(&rng, v.buf, KERN_BF16, B * Lmax * Hkv * D, 1.0);
-    da_ref(&q, &k, &v, lens, 1.0 / sqrt((double)D), want);
-    for (i = 0; i < n; i++) vmax = fabs(want[i]) > vmax ? fabs(want[i]) : vmax;
-    KT_OK(kern_graph_read_ir(NULL, ir, sizeof ir - 1, &g));
-    {   /* the direct sdpa call on the views */
-        int64_t qs[4] = {B, H, Lq, D}, qst[4] = {Lq * H * D, D, H * D, 1};
-        int64_t ks[4] = {B, Hkv, Lmax, D}, kst[4] = {Lmax * Hkv * D, D, Hkv * D, 1};
-        kern_tensor q2, k2, v2, o2, lt = kern_tensor_1d(lens, KERN_I64, B);
-        kern_sdpa_params sp;
-        memset(&sp, 0, sizeof sp);
-        sp.causal_bottom_right = 1;
-        sp.enable_gqa = 1;
-        sp.k_lens = &lt;
-        KT_OK(kern_tensor_init_strided(&q2, q.buf, KERN_BF16, 4, qs, qst));
-        KT_OK(kern_tensor_init_strided(&o2, sd, KERN_BF16, 4, qs, qst));
-        KT_OK(kern_tensor_init_strided(&k2, k.buf, KERN_BF16, 4, ks, kst));
-        KT_OK(kern_tensor_init_strided(&v2, v.buf, KERN_BF16, 4, ks, kst));
-        if (kern_isa_available(KERN_ISA_AMX))
-            KT_OK(kern_sdpa(kt_ctx(1, KERN_ISA_AMX), &q2, &k2, &v2, &o2, &sp));
-    }
-    {
-        KT_FOR_EACH_ISA(isa, ctx, 2) {
-            int th;
-            for (th = 1; th <= 2; th++) {
-                kern_ctx *c2 = kt_ctx(th, isa);
-                kern_graph_plan *plan = NULL;
-                kern_tensor in[4], out[1];
-                int bad = 0;
-                kt_context("%s t%d", kern_isa_name(isa), th);
-                KT_OK(kern_graph_plan_create(g, c2, NULL, &plan));
-                if (!plan) continue;
-                in[0] = q.t;
-                in[1] = k.t;
-                in[2] = v.t;
-                in[3] = kern_tensor_1d(lens, KERN_I64, B);
-                out[0] = o.t;
-                kt_poison(o.buf, o.bytes);
-                KT_OK(kern_graph_run(plan, in, 4, out, 1));
-                for (b = 0; b < B && !bad; b++)
-                    for (l = 0; l < Lq && !bad; l++)
-                        for (h = 0; h < H * D && !bad; h++) {
-                            int64_t ix = (b * Lq + l) * H * D + h;
-                            double g2 = kt_get(o.buf, KERN_BF16, ix), w = want[ix];
-                            if (lens[b] - (Lq - 1 - l) <= 0 ? g2 != 0.0 : !(fabs(g2 - w) <= fabs(w) / 128 + vmax / 128)) {
-                                KT_CHECK(0, "out[%lld,%lld,%lld] = %.6g want %.6g", (long long)b, (long long)l,
-                                         (long long)h, g2, w);
-                                bad = 1;
-                            }
-                        }
-                if (isa == KERN_ISA_AMX) {
-                    kt_assert_bytes_equal("the sdpa call's bits", o.buf, sd, (size_t)n * 2);
-                    if (th == 1) memcpy(first, o.buf, (size_t)n * 2);
-                    else kt_assert_bytes_equal("1 and 2 threads", o.buf, first, (size_t)n * 2);
+    int di, routed_any = 0;
+    for (di = 0; di < 2; di++) {
+        kern_dtype dt = di ? KERN_F32 : KERN_BF16;
+        size_t es = kern_dtype_size(dt);
+        char ir[512];
+        kt_rng rng = kt_rng_make(777 + (uint64_t)di);
+        view4 q, k, v, o;
+        double *want = (double *)malloc((size_t)n * sizeof(double)), vmax = 0;
+        char *first = (char *)malloc((size_t)n * es), *sd = (char *)malloc((size_t)n * es);
+        kern_graph *g = NULL;
+        snprintf(ir, sizeof ir,
+                 "kern-graph 1\ninput q %s [3,64,4,64]\ninput kc %s [3,640,2,64]\n"
+                 "input vc %s [3,640,2,64]\ninput kl i64 [3]\ny = decode_attention(q, kc, vc, kl)\n"
+                 "output y\n",
+                 kern_dtype_name(dt), kern_dtype_name(dt), kern_dtype_name(dt));
+        view4_make(&q, dt, B, Lq, H, D, 0, "q");
+        view4_make(&k, dt, B, Lmax, Hkv, D, 0, "k");
+        view4_make(&v, dt, B, Lmax, Hkv, D, 0, "v");
+        view4_make(&o, dt, B, Lq, H, D, 0, "o");
+        kt_fill_normal(&rng, q.buf, dt, n, 1.0);
+        kt_fill_normal(&rng, k.buf, dt, B * Lmax * Hkv * D, 1.0);
+        kt_fill_normal(&rng, v.buf, dt, B * Lmax * Hkv * D, 1.0);
+        da_ref(&q, &k, &v, lens, 1.0 / sqrt((double)D), want);
+        for (i = 0; i < n; i++) vmax = fabs(want[i]) > vmax ? fabs(want[i]) : vmax;
+        KT_OK(kern_graph_read_ir(NULL, ir, strlen(ir), &g));
+        {
+            KT_FOR_EACH_ISA(isa, ctx, 2) {
+                int th, routed = prompt_routed(dt, isa);
+                if (routed) { /* the direct sdpa call on the views, this level */
+                    int64_t qs[4] = {B, H, Lq, D}, qst[4] = {Lq * H * D, D, H * D, 1};
+                    int64_t ks[4] = {B, Hkv, Lmax, D}, kst[4] = {Lmax * Hkv * D, D, Hkv * D, 1};
+                    kern_tensor q2, k2, v2, o2, lt = kern_tensor_1d(lens, KERN_I64, B);
+                    kern_sdpa_params sp;
+                    memset(&sp, 0, sizeof sp);
+                    sp.causal_bottom_right = 1;
+                    sp.enable_gqa = 1;
+                    sp.k_lens = &lt;
+                    KT_OK(kern_tensor_init_strided(&q2, q.buf, dt, 4, qs, qst));
+                    KT_OK(kern_tensor_init_strided(&o2, sd, dt, 4, qs, qst));
+                    KT_OK(kern_tensor_init_strided(&k2, k.buf, dt, 4, ks, kst));
+                    KT_OK(kern_tensor_init_strided(&v2, v.buf, dt, 4, ks, kst));
+                    KT_OK(kern_sdpa(kt_ctx(1, isa), &q2, &k2, &v2, &o2, &sp));
+                    routed_any = 1;
                 }
-                kern_graph_plan_free(plan);
+                for (th = 1; th <= 2; th++) {
+                    kern_ctx *c2 = kt_ctx(th, isa);
+                    kern_graph_plan *plan = NULL;
+                    kern_tensor in[4], out[1];
+                    int bad = 0;
+                    kt_context("%s %s t%d", kern_dtype_name(dt), kern_isa_name(isa), th);
+                    KT_OK(kern_graph_plan_create(g, c2, NULL, &plan));
+                    if (!plan) continue;
+                    in[0] = q.t;
+                    in[1] = k.t;
+                    in[2] = v.t;
+                    in[3] = kern_tensor_1d(lens, KERN_I64, B);
+                    out[0] = o.t;
+                    kt_poison(o.buf, o.bytes);
+                    KT_OK(kern_graph_run(plan, in, 4, out, 1));
+                    for (b = 0; b < B && !bad; b++)
+                        for (l = 0; l < Lq && !bad; l++)
+                            for (h = 0; h < H * D && !bad; h++) {
+                                int64_t ix = (b * Lq + l) * H * D + h;
+                                double g2 = kt_get(o.buf, dt, ix), w = want[ix];
+                                double tol = dt == KERN_BF16 ? fabs(w) / 128 + vmax / 128 : 1e-5 * (vmax + 1);
+                                if (lens[b] - (Lq - 1 - l) <= 0 ? g2 != 0.0 : !(fabs(g2 - w) <= tol)) {
+                                    KT_CHECK(0, "out[%lld,%lld,%lld] = %.9g want %.9g", (long long)b,
+                                             (long long)l, (long long)h, g2, w);
+                                    bad = 1;
+                                }
+                            }
+                    if (routed) kt_assert_bytes_equal("the sdpa call's bits", o.buf, sd, (size_t)n * es);
+                    if (th == 1) memcpy(first, o.buf, (size_t)n * es);
+                    else kt_assert_bytes_equal("1 and 2 threads", o.buf, first, (size_t)n * es);
+                    kern_graph_plan_free(plan);
+                }
+                (void)ctx;
             }
-            (void)ctx;
         }
+        kt_context("");
+        kern_graph_destroy(g);
+        free(want);
+        free(first);
+        free(sd);
+        kt_free(q.buf);
+        kt_free(k.buf);
+        kt_free(v.buf);
+        kt_free(o.buf);
     }
-    if (!kern_isa_available(KERN_ISA_AMX)) printf("not run: graph_prompt_attention_tiles on AMX (no amx level here)\n");
-    kt_context("");
-    kern_graph_destroy(g);
-    free(want);
-    free(first);
-    free(sd);
-    kt_free(q.buf);
-    kt_free(k.buf);
-    kt_free(v.buf);
-    kt_free(o.buf);
+    if (!routed_any) printf("not run: graph_prompt_attention_sdpa's sdpa route (no AVX-512 level here)\n");
 }
 
 /* A kv_append whose new lengths nobody reads still writes the caches: the
