@@ -2345,7 +2345,9 @@ KERN_TARGET_AVX512 static inline __m512i kern__bf16x16_f32__avx512(__m256i h) {
         _mm512_set1_epi32(0x7f800000));
     return _mm512_mask_or_epi32(v, nan, v, _mm512_set1_epi32(0x00400000));
 }
-KERN_TARGET_AVX512 static inline __m256i kern__f32x16_bf16__avx512(__m512i u) {
+/* The bf16 of each lane in its high 16 bits (the low bits are junk):
+ * two such vectors make 32 bf16 with one word permute. */
+KERN_TARGET_AVX512 static inline __m512i kern__f32x16_bf16hi__avx512(__m512i u) {
     __mmask16 nan = _mm512_cmpgt_epi32_mask(
         _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
         _mm512_set1_epi32(0x7f800000));
@@ -2353,8 +2355,10 @@ KERN_TARGET_AVX512 static inline __m256i kern__f32x16_bf16__avx512(__m512i u) {
         u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
                             _mm512_and_si512(_mm512_srli_epi32(u, 16),
                                              _mm512_set1_epi32(1))));
-    __m512i res = _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(res, 16));
+    return _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
+}
+KERN_TARGET_AVX512 static inline __m256i kern__f32x16_bf16__avx512(__m512i u) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(kern__f32x16_bf16hi__avx512(u), 16));
 }
 KERN_TARGET_AVX512 static void kern__cvt_bf16_f32__avx512(const void *sv, void *dv,
                                                           int64_t n, int nt) {

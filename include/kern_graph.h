@@ -5655,11 +5655,8 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             /* the longest sequence after the append (a bad length is the
              * family call's error, with its message) */
             lmax = 0;
-            for (b = 0; b < kl->shape[0]; b++) {
-                const char *e = (const char *)kl->data + b * kl->stride[0] * (int64_t)kern_dtype_size(kl->dtype);
-                int64_t len = kl->dtype == KERN_I32 ? *(const int32_t *)(const void *)e : *(const int64_t *)(const void *)e;
-                if (len > lmax) lmax = len;
-            }
+            for (b = 0; b < kl->shape[0]; b++)
+                if (kern__llm_ix(kl, b) > lmax) lmax = kern__llm_ix(kl, b);
         }
         if (lmax <= KERN__GT(1)->shape[1] &&
             kern__g_da_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), kl, KERN__GT(4), y, lmax, &q2,

@@ -1110,17 +1110,6 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4, KERN
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
 
-/* f32 -> bf16 rounded as kern__f32x16_bf16__avx512, left in the high
- * 16 bits of each lane. */
-KERN_TARGET_AVX512 static inline __m512i kern__gemm_bf16_hi__avx512(__m512i u) {
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    __m512i rnd = _mm512_add_epi32(
-        u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    return _mm512_mask_or_epi32(rnd, nan, u, _mm512_set1_epi32(0x00400000));
-}
-
 /* The store of the 32-wide tables (AVX-512 f32 and bf16, AMX): every
  * epilogue on unit-stride operands (a 32-wide tile row is two vectors,
  * so the per-vector dtype and stride branches and the 8-wide glu groups
@@ -1130,7 +1119,7 @@ KERN_TARGET_AVX512 static inline __m512i kern__gemm_bf16_hi__avx512(__m512i u) {
  * in the same order as kern__v_epi_rows_core__avx512 and
  * kern__v_epi_glu_rows__avx512 (alpha, fma(beta, src), bias, act, [gate
  * * up], res, out_scale), so the same bits. A bf16 row is rounded as
- * kern__f32x16_bf16__avx512 does and written as one 64-byte store. glu
+ * kern_base.h's conversion does and written as one 64-byte store. glu
  * needs the whole tile (n = 32: both glu groups); strided operands,
  * streaming stores and partial glu tiles take the general store. */
 KERN_TARGET_AVX512 KERN__AINLINE void kern__gemm_store_rows__avx512(const kern__epi *e, int64_t i0, int64_t j0,
@@ -1194,8 +1183,8 @@ KERN_TARGET_AVX512 KERN__AINLINE void kern__gemm_store_rows__avx512(const kern__
             v0 = kern__mul__avx512(v0, vo);
             v1 = kern__mul__avx512(v1, vo);
             if (e->dst_dt == KERN_BF16) {
-                __m512i w = _mm512_permutex2var_epi16(kern__gemm_bf16_hi__avx512(_mm512_castps_si512(v0)), odd,
-                                                      kern__gemm_bf16_hi__avx512(_mm512_castps_si512(v1)));
+                __m512i w = _mm512_permutex2var_epi16(kern__f32x16_bf16hi__avx512(_mm512_castps_si512(v0)), odd,
+                                                      kern__f32x16_bf16hi__avx512(_mm512_castps_si512(v1)));
                 if (n == 32) _mm512_storeu_si512((void *)dp, w);
                 else _mm512_mask_storeu_epi16(dp, k32, w);
             } else {
@@ -1975,6 +1964,19 @@ static int kern__gemm_amx_short(const kern__gemm_job *j) {
            (!j->pb || j->M >= KERN__GEMM_AMX_SHORT_PM);
 }
 
+/* The job at the largest smaller M that takes short passes, where this
+ * M does not (its scratch may be larger: partial sums in scratch where
+ * this M needs none). Returns 0 when there is none. */
+static int kern__gemm_amx_short_below(const kern__gemm_job *j, kern__gemm_job *js) {
+    int64_t m = kern__gemm_amx_short_m(j);
+    if (!j->ks->tiles_on || j->K <= KERN__GEMM_AMX_KC_SHORT || m <= 0 || j->M <= m) return 0;
+    *js = *j;
+    js->M = m;
+    js->kc = KERN__GEMM_AMX_KC_SHORT;
+    js->use_ctmp = 1;
+    return 1;
+}
+
 /* Threads split an item's columns (each window a whole single-thread
  * GEMM: its own B panels, no barrier per pass) where the AMX tables take
  * short passes and every thread gets at least two 32-column groups. */
@@ -2023,17 +2025,12 @@ static size_t kern__gemm_item_bytes(const kern__gemm_job *j, int threads) {
         s2 = kern__gemm_item_bytes(&js, threads);
         if (s2 > sz) sz = s2;
     }
-    if (j->ks->tiles_on && j->K > KERN__GEMM_AMX_KC_SHORT && kern__gemm_amx_short_m(j) > 0 &&
-        j->M > kern__gemm_amx_short_m(j)) {
-        /* a smaller M takes short k passes (kern__gemm_amx_short), with
-         * partial sums in scratch where this M may need none */
-        kern__gemm_job js = *j;
-        size_t s2;
-        js.M = kern__gemm_amx_short_m(j);
-        js.kc = KERN__GEMM_AMX_KC_SHORT;
-        js.use_ctmp = 1;
-        s2 = kern__gemm_item_bytes_at(&js, threads);
-        if (s2 > sz) sz = s2;
+    {   /* a smaller M takes short k passes (kern__gemm_amx_short) */
+        kern__gemm_job js;
+        if (kern__gemm_amx_short_below(j, &js)) {
+            size_t s2 = kern__gemm_item_bytes_at(&js, threads);
+            if (s2 > sz) sz = s2;
+        }
     }
     if (j->M > kern__gemm_stream_lim(j)) {
         kern__gemm_job js = *j;
@@ -2545,17 +2542,13 @@ static kern_status kern__gemm_partition(kern_ctx *ctx, const kern_tensor *c,
     pl->batch_parallel = T > 1 && pl->nbatch >= T && (pl->nbatch >= 4 * T || flops < 3.2e7);
     pl->colsplit = !pl->batch_parallel && kern__gemm_colsplit_ok(j, T) ? T : 1;
     pl->total_bytes = pl->batch_parallel || pl->colsplit > 1 ? pl->item_bytes * (size_t)T : pl->item_bytes;
-    if (T > 1 && !pl->batch_parallel && pl->colsplit == 1 && j->ks->tiles_on &&
-        j->K > KERN__GEMM_AMX_KC_SHORT && j->M > kern__gemm_amx_short_m(j) &&
-        kern__gemm_amx_short_m(j) > 0) {
+    if (T > 1 && !pl->batch_parallel && pl->colsplit == 1) {
         /* a smaller M splits the columns: T items' scratch at that M */
-        kern__gemm_job js = *j;
-        size_t s2;
-        js.M = kern__gemm_amx_short_m(j);
-        js.kc = KERN__GEMM_AMX_KC_SHORT;
-        js.use_ctmp = 1;
-        s2 = (kern__gemm_item_bytes(&js, T) + 64) * (size_t)T;
-        if (s2 > pl->total_bytes) pl->total_bytes = s2;
+        kern__gemm_job js;
+        if (kern__gemm_amx_short_below(j, &js)) {
+            size_t s2 = (kern__gemm_item_bytes(&js, T) + 64) * (size_t)T;
+            if (s2 > pl->total_bytes) pl->total_bytes = s2;
+        }
     }
     if (dm->M == 0 || dm->N == 0 || pl->nbatch == 0) pl->total_bytes = 0;
     if (p->workspace && p->workspace_size < pl->total_bytes)
