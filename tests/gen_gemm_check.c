@@ -5,8 +5,8 @@
  * and gemm_g walking several panels at once beside single ones, and their
  * bf16 twins gemm_bf_a .. gemm_bf_g): against a double reference within
  * f32 rounding of the products' magnitudes (bf16: plus half a bf16 ulp
- * for the one output rounding), the AVX2 kernel and its scalar twin bit
- * for bit, with and without bias, and the column panels split over 2 and
+ * for the one output rounding), every ISA level's kernel (AVX2, AVX-512)
+ * and the scalar twin bit for bit, with and without bias, and the column panels split over 2 and
  * 3 threads bit for bit with one. */
 #include "kern.h"
 #include "kt.h"
@@ -52,8 +52,9 @@ static void gen_gemm_case(const char *what, int64_t M, int64_t N, int64_t K, siz
     float *y0 = (float *)kt_alloc((size_t)(M * N) * 4, "y0");
     float *y1 = (float *)kt_alloc((size_t)(M * N) * 4, "y1");
     int use_bias, bad = 0;
-    kern_ctx *sc = kt_ctx(1, KERN_ISA_SCALAR), *best = kt_ctx(1, KERN_ISA_AUTO);
-    int nt;
+    kern_ctx *sc = kt_ctx(1, KERN_ISA_SCALAR);
+    kern_isa lv[KERN_ISA_COUNT];
+    int nt, li, nl = kt_isa_levels(lv);
     kt_fill_normal(&r, x, KERN_F32, M * K, 1.0);
     kt_fill_normal(&r, w, KERN_F32, N * K, 1.0);
     kt_fill_normal(&r, bias, KERN_F32, N, 1.0);
@@ -61,9 +62,12 @@ static void gen_gemm_case(const char *what, int64_t M, int64_t N, int64_t K, siz
     for (use_bias = 0; use_bias < 2; use_bias++) {
         int64_t i, j, k;
         KT_OK(run(sc, x, pk, use_bias ? bias : NULL, y0));
-        KT_OK(run(best, x, pk, use_bias ? bias : NULL, y1));
-        KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 4) == 0, "%s: scalar and %s differ", what,
-                 kern_isa_name(kern_ctx_isa(best)));
+        for (li = 1; li < nl; li++) { /* every level's body (AVX2, AVX-512) */
+            memset(y1, 0xA5, (size_t)(M * N) * 4);
+            KT_OK(run(kt_ctx(1, lv[li]), x, pk, use_bias ? bias : NULL, y1));
+            KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 4) == 0, "%s: scalar and %s differ", what,
+                     kern_isa_name(lv[li]));
+        }
         for (nt = 2; nt <= 3; nt++) {
             memset(y1, 0xA5, (size_t)(M * N) * 4);
             KT_OK(run(kt_ctx(nt, KERN_ISA_AUTO), x, pk, use_bias ? bias : NULL, y1));
@@ -111,8 +115,9 @@ static void gen_gemm_bf16_case(const char *what, int64_t M, int64_t N, int64_t K
     uint16_t *y0 = (uint16_t *)kt_alloc((size_t)(M * N) * 2, "y0");
     uint16_t *y1 = (uint16_t *)kt_alloc((size_t)(M * N) * 2, "y1");
     int use_bias, bad = 0;
-    kern_ctx *sc = kt_ctx(1, KERN_ISA_SCALAR), *best = kt_ctx(1, KERN_ISA_AUTO);
-    int nt;
+    kern_ctx *sc = kt_ctx(1, KERN_ISA_SCALAR);
+    kern_isa lv[KERN_ISA_COUNT];
+    int nt, li, nl = kt_isa_levels(lv);
     kt_fill_normal(&r, x, KERN_BF16, M * K, 1.0);
     kt_fill_normal(&r, w, KERN_BF16, N * K, 1.0);
     kt_fill_normal(&r, bias, KERN_BF16, N, 1.0);
@@ -122,9 +127,12 @@ static void gen_gemm_bf16_case(const char *what, int64_t M, int64_t N, int64_t K
         memset(y0, 0xA5, (size_t)(M * N) * 2);
         memset(y1, 0xA5, (size_t)(M * N) * 2);
         KT_OK(run(sc, x, pk, use_bias ? bias : NULL, y0));
-        KT_OK(run(best, x, pk, use_bias ? bias : NULL, y1));
-        KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 2) == 0, "%s: scalar and %s differ", what,
-                 kern_isa_name(kern_ctx_isa(best)));
+        for (li = 1; li < nl; li++) {
+            memset(y1, 0xA5, (size_t)(M * N) * 2);
+            KT_OK(run(kt_ctx(1, lv[li]), x, pk, use_bias ? bias : NULL, y1));
+            KT_CHECK(memcmp(y0, y1, (size_t)(M * N) * 2) == 0, "%s: scalar and %s differ", what,
+                     kern_isa_name(lv[li]));
+        }
         for (nt = 2; nt <= 3; nt++) {
             memset(y1, 0xA5, (size_t)(M * N) * 2);
             KT_OK(run(kt_ctx(nt, KERN_ISA_AUTO), x, pk, use_bias ? bias : NULL, y1));
