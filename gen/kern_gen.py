@@ -796,7 +796,35 @@ class Lowering:
         # layout once per call: into the arena
         xw = self.new_buf(n.outs[0] + '.x_f32', 'f32', [M, K])
 
+        def tiles(G):
+            # a bf16 instance on an AMX context: kern_gemm with the weight
+            # packed for it at prepare (m->ipt), the executor's call
+            L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);']
+            if alpha_set:
+                L += ['gp.alpha_set = 1;', 'gp.alpha = %s;' % c_float(alpha)]
+            if act != 'none':
+                L.append('gp.epilogue.act = %s;' % ACTS[act])
+            if out_scale:
+                L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
+            L += G.tview('ta', x) + G.tview('ty', y)
+            if b is not None:
+                L += G.tview('tbias', b) + ['gp.epilogue.bias = &tbias;']
+            if r is not None:
+                rb = Val(r.name, r.dtype, y.shape)
+                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+                L += G.tview('tres', rb) + ['gp.epilogue.residual = &tres;']
+            L += ['gp.packed_b = m->ipt[%d];' % ip]
+            return ['if (m->ipt[%d]) {' % ip] + ['    ' + l for l in L + G.call(
+                'gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')] + ['} else {']
+
         def emit(G):
+            if G.query:  # only the kern_gemm form takes a workspace
+                return tiles(G)[:-1] + ['}'] if dt == 'bf16' else []
+            if dt == 'bf16':
+                return tiles(G) + ['    ' + l for l in emit_instance(G)] + ['}']
+            return emit_instance(G)
+
+        def emit_instance(G):
             xb = ', (float *)(void *)%s' % G.ptr(xw, True) if xw is not None else ''
             L = ['%s *py = %s;' % (CTYPE[dt], G.ptr(y, True))]
             if not epi:
@@ -818,7 +846,7 @@ class Lowering:
             L.append('st = %s__gi%d__run_epi(ctx, %s, %s, NULL, py, &ep, %s%s);' % (
                 nm, gi, G.ptr(x), pk, c_float(alpha) if alpha_set else '1.0f', xb))
             return L
-        self.add_step(n, [x, w, b, r], [y, xw], emit)
+        self.add_step(n, [x, w, b, r], [y, xw], emit, ws=dt == 'bf16')
 
     def op_sdpa(self, n, ins):
         q, k, v, mask, klens = ins
@@ -1867,6 +1895,8 @@ def emit_model(low, name, banner):
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
     w('    kern_qweight *qw[%s_N_QWEIGHTS + 1];      /* qlinear weights, int8, packed once */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
+    w('    kern_gemm_packed_b *ipt[%d]; /* bf16 instance weights packed for kern_gemm\'s tiles instead */'
+      % (len(low.ipacks) + 1))
     w('    void *qp[%d];   /* int8 weights packed for the qlinear instances */' % (len(low.qipacks) + 1))
     w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
         len(low.merged) + 1))
@@ -1911,7 +1941,8 @@ def emit_model(low, name, banner):
         w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
             CTYPE[v.dtype], N, i, max(len(vals), 1),
             ', '.join(const_values(v.dtype, vals)) or '0', v.name.replace('*/', '* /')))
-    if 'view' in E.helpers or low.packs or low.qpacks or low.qipacks:
+    if ('view' in E.helpers or low.packs or low.qpacks or low.qipacks or
+            any(low.instances[gi][3] == 'bf16' for _, gi in low.ipacks)):
         w('')
         w('static void %s__view(kern_tensor *t, const void *p, kern_dtype dt, int nd,' % N)
         w('                     const int64_t *ss) {')
@@ -1979,6 +2010,7 @@ def emit_model(low, name, banner):
     w('    for (i = 0; i < %s_N_QWEIGHTS; i++) kern_qweight_free(ctx, m->qw[i]);' % U)
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
+        w('    kern_gemm_packed_b_free(ctx, m->ipt[%d]);' % j)
     for j in range(len(low.qipacks)):
         w('    kern__free(ctx, m->qp[%d]);' % j)
     for j in range(len(low.merged)):
@@ -2070,15 +2102,32 @@ def emit_model(low, name, banner):
               % (qn, E.base_expr(wv)[0], E.base_expr(sc)[0], j))
     for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki, dti = low.instances[gi]
-        w('    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
-            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)))
-        w('    if (!m->ip[%d]) {' % j)
-        w('        %s_release(ctx, m);' % N)
-        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
-        w('    }')
         if dti == 'bf16':
-            w('    %s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
+            # AMX: kern_gemm's bf16 tiles beat any vector body (GEMM_TILE_FALLBACK)
+            w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+            w('        kern_gemm_pack_params pp;')
+            w('        kern_tensor t;')
+            w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
+            w('        memset(&pp, 0, sizeof pp);')
+            w('        pp.trans_b = 1;')
+            w('        %s__view(&t, %s, KERN_BF16, 2, d);' % (N, E.base_expr(wv)[0]))
+            w('        st = kern_gemm_pack_b(ctx, &t, &m->ipt[%d], &pp);' % j)
+            w('        if (st) {')
+            w('            %s_release(ctx, m);' % N)
+            w('            return st;')
+            w('        }')
+            w('    } else {')
+        ind = '    ' if dti == 'bf16' else ''
+        w(ind + '    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
+            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)))
+        w(ind + '    if (!m->ip[%d]) {' % j)
+        w(ind + '        %s_release(ctx, m);' % N)
+        w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+        w(ind + '    }')
+        if dti == 'bf16':
+            w('        %s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
                 N, gi, E.base_expr(wv)[0], j))
+            w('    }')
         else:
             w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
                 N, gi, E.base_expr(wv)[0], j))

@@ -257,7 +257,7 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
+GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
                 gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a
 gen-compile-check: $(patsubst %,build/gen/%.h,$(GEN_CC_CHECK))
 	@tests/gen_compile_check.sh $(GEN_CC_CHECK)
