@@ -624,7 +624,28 @@ class Lowering:
         work = self.new_buf(n.outs[0] + '.codes', 'i8', [3 * M * KP + 8 * M])
         nm = self.name
 
+        def tiles(G):
+            # on an AMX context: kern_qlinear on the weight packed for it
+            # at prepare (m->qit), the executor's call
+            L = ['kern_qlinear_params qp;', 'memset(&qp, 0, sizeof qp);']
+            if act != 'none':
+                L.append('qp.epilogue.act = %s;' % ACTS[act])
+            L += G.tview('tx', x) + G.tview('ty', y)
+            if b is not None:
+                L += G.tview('tbias', b) + ['qp.epilogue.bias = &tbias;']
+            if r is not None:
+                rb = Val(r.name, r.dtype, y.shape)
+                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+                L += G.tview('tres', rb) + ['qp.epilogue.residual = &tres;']
+            return ['if (m->qit[%d]) {' % ip] + ['    ' + l for l in L + G.call(
+                'qp', 'kern_qlinear(ctx, &tx, m->qit[%d], &ty, &qp' % ip, 'kern_qlinear')] + ['} else {']
+
         def emit(G):
+            if G.query:  # only the kern_qlinear form takes a workspace
+                return tiles(G)[:-1] + ['}']
+            return tiles(G) + ['    ' + l for l in emit_instance(G)] + ['}']
+
+        def emit_instance(G):
             L = ['float *py = %s;' % G.ptr(y, True), 'kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
             if b is not None:
                 L += G.tview('tbias', b) + ['ep.bias = &tbias;']
@@ -638,7 +659,7 @@ class Lowering:
                 nm, qi, G.ptr(x), ip, '&ep' if (b is not None or act != 'none' or r is not None)
                 else 'NULL', G.ptr(work, True)))
             return L
-        self.add_step(n, [x, w, sc, b, r], [y, work], emit)
+        self.add_step(n, [x, w, sc, b, r], [y, work], emit, ws=True)
 
     def op_quantize_per_token(self, n, ins):
         x = ins[0]
@@ -1898,6 +1919,7 @@ def emit_model(low, name, banner):
     w('    kern_gemm_packed_b *ipt[%d]; /* bf16 instance weights packed for kern_gemm\'s tiles instead */'
       % (len(low.ipacks) + 1))
     w('    void *qp[%d];   /* int8 weights packed for the qlinear instances */' % (len(low.qipacks) + 1))
+    w('    kern_qweight *qit[%d]; /* the same packed for kern_qlinear\'s tiles instead */' % (len(low.qipacks) + 1))
     w('    void *mw[%d];   /* merged Q/K/V biases (their weights live packed) */' % (
         len(low.merged) + 1))
     w('    size_t ws;      /* the kernels\' workspace in the arena, after the intermediates */')
@@ -2013,6 +2035,7 @@ def emit_model(low, name, banner):
         w('    kern_gemm_packed_b_free(ctx, m->ipt[%d]);' % j)
     for j in range(len(low.qipacks)):
         w('    kern__free(ctx, m->qp[%d]);' % j)
+        w('    kern_qweight_free(ctx, m->qit[%d]);' % j)
     for j in range(len(low.merged)):
         w('    kern__free(ctx, m->mw[%d]);' % j)
     w('    memset(m, 0, sizeof *m);')
@@ -2081,6 +2104,25 @@ def emit_model(low, name, banner):
         Mi, Ni, Ki = low.qinstances[qi]
         qn = '%s__qi%d' % (N, qi)
         w('    /* %s: for the qlinear instance M=%d N=%d K=%d */' % (wv.name.replace('*/', '* /'), Mi, Ni, Ki))
+        # AMX: kern_qlinear's int8 tiles instead (the same integer sums)
+        w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+        w('        kern_tensor t;')
+        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
+        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(wv)[0], DTYPES[wv.dtype][0]))
+        if sc is None:
+            w('        st = kern_qweight_pack(ctx, &t, &m->qit[%d], NULL);' % j)
+        else:
+            w('        {')
+            w('            kern_tensor ts;')
+            w('            static const int64_t ds[] = {%d, 1};' % sc.shape[0])
+            w('            %s__view(&ts, %s, KERN_F32, 1, ds);' % (N, E.base_expr(sc)[0]))
+            w('            st = kern_qweight_pack_int8(ctx, &t, &ts, &m->qit[%d], NULL);' % j)
+            w('        }')
+        w('        if (st) {')
+        w('            %s_release(ctx, m);' % N)
+        w('            return st;')
+        w('        }')
+        w('    } else {')
         w('    m->qp[%d] = kern__alloc(ctx, (size_t)%d);' % (j, qlinear_packed_bytes(Ni, Ki)))
         w('    if (!m->qp[%d]) {' % j)
         w('        %s_release(ctx, m);' % N)
@@ -2100,6 +2142,7 @@ def emit_model(low, name, banner):
         else:
             w('    %s_pack_int8((const int8_t *)(const void *)%s, (const float *)(const void *)%s, m->qp[%d]);'
               % (qn, E.base_expr(wv)[0], E.base_expr(sc)[0], j))
+        w('    }')
     for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki, dti = low.instances[gi]
         if dti == 'bf16':
