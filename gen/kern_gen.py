@@ -2751,15 +2751,16 @@ def isa_begin(w, isa, target=True):
     """Opens one ISA's copy of an emitted function: a blank line, and for
     the AVX2 copy the x86 guard (and the AVX2 target attribute)."""
     w('')
-    if isa in ('avx2', 'avx512'):
+    if isa in ('avx2', 'avx512', 'vnni'):
         w('#ifdef KERN_X86')
         if target:
-            w('KERN_TARGET_AVX2' if isa == 'avx2' else 'KERN_TARGET_AVX512')
+            w({'avx2': 'KERN_TARGET_AVX2', 'avx512': 'KERN_TARGET_AVX512',
+               'vnni': 'KERN_TARGET_AVX512VNNI'}[isa])
 
 
 def isa_end(w, isa):
     """Closes what isa_begin opened."""
-    if isa in ('avx2', 'avx512'):
+    if isa in ('avx2', 'avx512', 'vnni'):
         w('#endif')
 
 
@@ -5040,6 +5041,55 @@ def emit_qlinear_pack_t(w, name, N, K):
     w('}')
 
 
+QL_ISAS = ('scalar', 'avx2', 'vnni')
+QL_VNNI_MR = 6
+
+
+def emit_qlinear_mk_vnni(w, name, N, K4, KP, r, cfg):
+    """The AVX-512 VNNI r-row micro-kernel: vpdpbusd of the weight bytes
+    made unsigned (w ^ 0x80 = w + 128, once per vector for all rows) by
+    the row's signed codes, 4 k a lane; neg holds -128 times the row's code
+    sum, so acc + neg is sum q w exactly (the int32 wrap cancels: the true
+    sum fits, the K bound of the instance). The same integers as the other
+    bodies, dequantized in the same order: the same bits."""
+    isa_begin(w, 'vnni')
+    w('static void %s__mk%d_vnni(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, r))
+    w('                         const int32_t *neg, const int8_t *bp, const float *sx,')
+    w('                         const float *sw, float *y, int64_t ncols) {')
+    w('    float t[%d][%d];' % (r, QL_NR))
+    w('    const __m512i flip = _mm512_set1_epi8((char)0x80);')
+    w('    (void)xu;')
+    w('    (void)xm;')
+    for i in range(r):
+        w('    __m512i c%d_0 = _mm512_setzero_si512(), c%d_1 = _mm512_setzero_si512();' % (i, i))
+
+    def kstep(kx):
+        L = ['{']
+        for ln in range(QL_NR * 4 // 64):
+            L.append('    _mm_prefetch((const char *)(bp + (%s) * %d + %d), _MM_HINT_T0);' % (
+                kx, QL_NR * 4, QL_PF + 64 * ln))
+        L.append('    const __m512i w0 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(bp + (%s) * %d)), flip);'
+                 % (kx, QL_NR * 4))
+        L.append('    const __m512i w1 = _mm512_xor_si512(_mm512_loadu_si512((const void *)(bp + (%s) * %d + 64)), flip);'
+                 % (kx, QL_NR * 4))
+        for i in range(r):
+            L.append('    { int32_t v; memcpy(&v, xq + %d + (%s) * 4, 4); const __m512i q = _mm512_set1_epi32(v);'
+                     ' c%d_0 = _mm512_dpbusd_epi32(c%d_0, w0, q); c%d_1 = _mm512_dpbusd_epi32(c%d_1, w1, q); }'
+                     % (i * KP, kx, i, i, i, i))
+        L.append('}')
+        return L
+    emit_kloop(w, K4, cfg['unroll'], kstep)
+    for i in range(r):
+        for h in (0, 1):
+            w('    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_set1_epi32(neg[%d]));' % (i, h, i, h, i))
+            w('    _mm512_storeu_ps(t[%d] + %d, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(c%d_%d), _mm512_set1_ps(sx[%d])), _mm512_loadu_ps(sw + %d)));'
+              % (i, 16 * h, i, h, i, 16 * h))
+    w('    for (int i = 0; i < %d; i++)' % r)
+    w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = t[i][j];' % N)
+    w('}')
+    isa_end(w, 'vnni')
+
+
 def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     # x quantization: kern's rule, the scalar row and its AVX2 twin
     for isa in ('scalar', 'avx2'):
@@ -5200,7 +5250,13 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
             w('        for (int64_t j = 0; j < ncols; j++) y[i * %d + j] = t[i][j];' % N)
             w('}')
             isa_end(w, isa)
-    for isa in ('scalar', 'avx2'):
+    # the VNNI body takes up to QL_VNNI_MR rows a call whatever the tiles
+    # (12 accumulators; the rows' sums and dequantization do not depend on
+    # the grouping)
+    vrows = gemm_rows(M, QL_VNNI_MR)
+    for r in sorted(set(r for _, r in vrows)):
+        emit_qlinear_mk_vnni(w, name, N, K4, KP, r, cfg)
+    for isa in QL_ISAS:
         isa_begin(w, isa, target=False)
         w('static void %s__panels_%s(const int8_t *xq, const uint8_t *xu, const int8_t *xm,' % (name, isa))
         w('                         const int32_t *neg, const float *sx, const int8_t *packed, float *y,')
@@ -5209,7 +5265,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
         w('    for (int64_t p = p0; p < p1; p++) {')
         w('        const int8_t *bp = packed + p * %d;' % (K4 * 4 * QL_NR))
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, QL_NR, QL_NR, N, QL_NR, QL_NR))
-        for m0, r in rows:
+        for m0, r in (vrows if isa == 'vnni' else rows):
             w('        %s__mk%d_%s(xq + %d, xu + %d, xm + %d, neg + %d, bp, sx + %d, sw + p * %d, y + %d + p * %d, nc);' % (
                 name, r, isa, m0 * KP, m0 * KP, m0 * KP, m0, m0, QL_NR, m0 * N, QL_NR))
         w('    }')
@@ -5227,8 +5283,10 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    int64_t per;')
     w('} %s__args;' % name)
     w('')
+    w('/* 2: AVX-512 VNNI, 1: AVX2, 0: the scalar twin */')
     w('static int %s__avx2(kern_ctx *ctx) {' % name)
     w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX512_VNNI && kern_ctx_isa(ctx) < KERN_ISA_NEON) return 2;')
     w('    return kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON;')
     w('#else')
     w('    (void)ctx;')
@@ -5242,7 +5300,9 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
     w('    (void)thread;')
     w('#ifdef KERN_X86')
-    w('    if (%s__avx2(a->ctx))' % name)
+    w('    if (%s__avx2(a->ctx) == 2)' % name)
+    w('        %s__panels_vnni(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
+    w('    else if (%s__avx2(a->ctx))' % name)
     w('        %s__panels_avx2(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
     w('    else')
     w('#endif')
@@ -5263,6 +5323,13 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    int avx2 = %s__avx2(ctx);' % name)
     w('    for (int64_t m = 0; m < %d; m++) {' % M)
     w('#ifdef KERN_X86')
+    w('        if (avx2 == 2) { /* VNNI: the codes, and -128 times their sum */')
+    w('            int32_t qs = 0;')
+    w('            sx[m] = %s__quant_avx2(x + m * %d, xq + m * %d);' % (name, K, KP))
+    w('            for (int64_t k = 0; k < %d; k++) qs += xq[m * %d + k];' % (KP, KP))
+    w('            neg[m] = (int32_t)((uint32_t)qs * 4294967168u); /* -128 qs, wrapping */')
+    w('            continue;')
+    w('        }')
     w('        if (avx2) {')
     w('            sx[m] = %s__quant_avx2(x + m * %d, xq + m * %d);' % (name, K, KP))
     w('            neg[m] = %s__sm_avx2(xq + m * %d, xu + m * %d, xm + m * %d);' % (name, KP, KP, KP))
