@@ -631,12 +631,7 @@ class Lowering:
             if act != 'none':
                 L.append('qp.epilogue.act = %s;' % ACTS[act])
             L += G.tview('tx', x) + G.tview('ty', y)
-            if b is not None:
-                L += G.tview('tbias', b) + ['qp.epilogue.bias = &tbias;']
-            if r is not None:
-                rb = Val(r.name, r.dtype, y.shape)
-                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
-                L += G.tview('tres', rb) + ['qp.epilogue.residual = &tres;']
+            L += epi_views(G, 'qp.epilogue', b, r, y)
             return ['if (m->qit[%d]) {' % ip] + ['    ' + l for l in L + G.call(
                 'qp', 'kern_qlinear(ctx, &tx, m->qit[%d], &ty, &qp' % ip, 'kern_qlinear')] + ['} else {']
 
@@ -717,14 +712,8 @@ class Lowering:
             pk = self.pack_of[w.base]
 
         def emit(G):
-            L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);',
-                 'gp.trans_a = %d;' % trans_a, 'gp.trans_b = %d;' % trans_b]
-            if alpha_set:
-                L += ['gp.alpha_set = 1;', 'gp.alpha = %s;' % c_float(alpha)]
-            if act != 'none':
-                L.append('gp.epilogue.act = %s;' % ACTS[act])
-            if out_scale:
-                L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
+            L = gemm_params(alpha_set, alpha, act, out_scale) + [
+                'gp.trans_a = %d;' % trans_a, 'gp.trans_b = %d;' % trans_b]
             if glu:
                 L.append('gp.epilogue.glu = 1;')
             L += G.tview('ta', xv) + G.tview('ty', yv)
@@ -820,20 +809,8 @@ class Lowering:
         def tiles(G):
             # a bf16 instance on an AMX context: kern_gemm with the weight
             # packed for it at prepare (m->ipt), the executor's call
-            L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);']
-            if alpha_set:
-                L += ['gp.alpha_set = 1;', 'gp.alpha = %s;' % c_float(alpha)]
-            if act != 'none':
-                L.append('gp.epilogue.act = %s;' % ACTS[act])
-            if out_scale:
-                L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
-            L += G.tview('ta', x) + G.tview('ty', y)
-            if b is not None:
-                L += G.tview('tbias', b) + ['gp.epilogue.bias = &tbias;']
-            if r is not None:
-                rb = Val(r.name, r.dtype, y.shape)
-                rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
-                L += G.tview('tres', rb) + ['gp.epilogue.residual = &tres;']
+            L = gemm_params(alpha_set, alpha, act, out_scale) + G.tview('ta', x) + G.tview('ty', y)
+            L += epi_views(G, 'gp.epilogue', b, r, y)
             L += ['gp.packed_b = m->ipt[%d];' % ip]
             return ['if (m->ipt[%d]) {' % ip] + ['    ' + l for l in L + G.call(
                 'gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')] + ['} else {']
@@ -1453,6 +1430,31 @@ class Lowering:
             self.outputs.append(o)
 
 
+def gemm_params(alpha_set, alpha, act, out_scale):
+    """A kern_gemm_params gp with alpha, the act and out_scale set."""
+    L = ['kern_gemm_params gp;', 'memset(&gp, 0, sizeof gp);']
+    if alpha_set:
+        L += ['gp.alpha_set = 1;', 'gp.alpha = %s;' % c_float(alpha)]
+    if act != 'none':
+        L.append('gp.epilogue.act = %s;' % ACTS[act])
+    if out_scale:
+        L.append('gp.epilogue.out_scale = %s;' % c_float(out_scale))
+    return L
+
+
+def epi_views(G, pre, b, r, y):
+    """The lines that set pre.bias (a [N] view) and pre.residual (r's view
+    broadcast to y's shape) for an epilogue struct pre."""
+    L = []
+    if b is not None:
+        L += G.tview('tbias', b) + ['%s.bias = &tbias;' % pre]
+    if r is not None:
+        rb = Val(r.name, r.dtype, y.shape)
+        rb.stride, rb.base, rb.off, rb.kind = G.bstrides(r, y.shape), r.base, r.off, r.kind
+        L += G.tview('tres', rb) + ['%s.residual = &tres;' % pre]
+    return L
+
+
 def functools_prod(xs):
     p = 1
     for x in xs:
@@ -1810,6 +1812,54 @@ def dims_list(vs):
     return rows or ['{0}']
 
 
+def emit_pack_gemm(w, N, E, v, rows, cols, dst, dtype, ind='    '):
+    """prepare's kern_gemm_pack_b of weight v ([rows, cols], a torch Linear
+    weight) into dst; releases the model and returns on error."""
+    w(ind + 'kern_gemm_pack_params pp;')
+    w(ind + 'kern_tensor t;')
+    w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
+    w(ind + 'memset(&pp, 0, sizeof pp);')
+    w(ind + 'pp.trans_b = 1;')
+    w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], dtype))
+    w(ind + 'st = kern_gemm_pack_b(ctx, &t, &%s, &pp);' % dst)
+    emit_prepare_check(w, N, ind)
+
+
+def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    '):
+    """prepare's kern_qweight_pack (a float weight) or kern_qweight_pack_int8
+    (i8 codes and the f32 scales sc) of weight v [rows, cols] into dst."""
+    w(ind + 'kern_tensor t;')
+    w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
+    w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
+    if sc is None:
+        w(ind + 'st = kern_qweight_pack(ctx, &t, &%s, NULL);' % dst)
+    else:
+        w(ind + '{')
+        w(ind + '    kern_tensor ts;')
+        w(ind + '    static const int64_t ds[] = {%d, 1};' % sc.shape[0])
+        w(ind + '    %s__view(&ts, %s, KERN_F32, 1, ds);' % (N, E.base_expr(sc)[0]))
+        w(ind + '    st = kern_qweight_pack_int8(ctx, &t, &ts, &%s, NULL);' % dst)
+        w(ind + '}')
+    emit_prepare_check(w, N, ind)
+
+
+def emit_prepare_check(w, N, ind):
+    w(ind + 'if (st) {')
+    w(ind + '    %s_release(ctx, m);' % N)
+    w(ind + '    return st;')
+    w(ind + '}')
+
+
+def emit_prepare_alloc(w, N, dst, nbytes, ind='    ', cast=''):
+    """prepare's kern__alloc of nbytes into dst (cast: the C cast the
+    pointer needs, for C++); releases the model and returns on failure."""
+    w(ind + '%s = %skern__alloc(ctx, (size_t)%s);' % (dst, cast, nbytes))
+    w(ind + 'if (!%s) {' % dst)
+    w(ind + '    %s_release(ctx, m);' % N)
+    w(ind + '    return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+    w(ind + '}')
+
+
 def emit_model(low, name, banner):
     N = name
     U = name.upper()
@@ -2057,11 +2107,7 @@ def emit_model(low, name, banner):
     for j, (v, srcs) in enumerate(low.merged):
         w('    /* %s: %s concatenated */' % (v.name.replace('*/', '* /'), ', '.join(
             x.name.replace('*/', '* /') for x in srcs)))
-        w('    m->mw[%d] = kern__alloc(ctx, (size_t)%d);' % (j, max(v.numel() * v.esize(), 1)))
-        w('    if (!m->mw[%d]) {' % j)
-        w('        %s_release(ctx, m);' % N)
-        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
-        w('    }')
+        emit_prepare_alloc(w, N, 'm->mw[%d]' % j, max(v.numel() * v.esize(), 1))
         off = 0
         for x in srcs:
             nb = x.numel() * x.esize()
@@ -2069,36 +2115,11 @@ def emit_model(low, name, banner):
             off += nb
     for j, v in enumerate(low.packs):
         w('    { /* %s */' % v.name.replace('*/', '* /'))
-        w('        kern_gemm_pack_params pp;')
-        w('        kern_tensor t;')
-        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
-        w('        memset(&pp, 0, sizeof pp);')
-        w('        pp.trans_b = 1;')
-        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
-        w('        st = kern_gemm_pack_b(ctx, &t, &m->pb[%d], &pp);' % j)
-        w('        if (st) {')
-        w('            %s_release(ctx, m);' % N)
-        w('            return st;')
-        w('        }')
+        emit_pack_gemm(w, N, E, v, v.shape[0], v.shape[1], 'm->pb[%d]' % j, DTYPES[v.dtype][0], '        ')
         w('    }')
     for j, (v, sc) in enumerate(low.qpacks):
         w('    { /* %s: int8 per output channel */' % v.name.replace('*/', '* /'))
-        w('        kern_tensor t;')
-        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (v.shape[0], v.shape[1], v.shape[1]))
-        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
-        if sc is None:
-            w('        st = kern_qweight_pack(ctx, &t, &m->qw[%d], NULL);' % j)
-        else:
-            w('        {')
-            w('            kern_tensor ts;')
-            w('            static const int64_t ds[] = {%d, 1};' % sc.shape[0])
-            w('            %s__view(&ts, %s, KERN_F32, 1, ds);' % (N, E.base_expr(sc)[0]))
-            w('            st = kern_qweight_pack_int8(ctx, &t, &ts, &m->qw[%d], NULL);' % j)
-            w('        }')
-        w('        if (st) {')
-        w('            %s_release(ctx, m);' % N)
-        w('            return st;')
-        w('        }')
+        emit_pack_qweight(w, N, E, v, sc, v.shape[0], v.shape[1], 'm->qw[%d]' % j, '        ')
         w('    }')
     for j, (wv, sc, qi) in enumerate(low.qipacks):
         Mi, Ni, Ki = low.qinstances[qi]
@@ -2106,73 +2127,38 @@ def emit_model(low, name, banner):
         w('    /* %s: for the qlinear instance M=%d N=%d K=%d */' % (wv.name.replace('*/', '* /'), Mi, Ni, Ki))
         # AMX: kern_qlinear's int8 tiles instead (the same integer sums)
         w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
-        w('        kern_tensor t;')
-        w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
-        w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(wv)[0], DTYPES[wv.dtype][0]))
-        if sc is None:
-            w('        st = kern_qweight_pack(ctx, &t, &m->qit[%d], NULL);' % j)
-        else:
-            w('        {')
-            w('            kern_tensor ts;')
-            w('            static const int64_t ds[] = {%d, 1};' % sc.shape[0])
-            w('            %s__view(&ts, %s, KERN_F32, 1, ds);' % (N, E.base_expr(sc)[0]))
-            w('            st = kern_qweight_pack_int8(ctx, &t, &ts, &m->qit[%d], NULL);' % j)
-            w('        }')
-        w('        if (st) {')
-        w('            %s_release(ctx, m);' % N)
-        w('            return st;')
-        w('        }')
+        emit_pack_qweight(w, N, E, wv, sc, Ni, Ki, 'm->qit[%d]' % j, '        ')
         w('    } else {')
-        w('    m->qp[%d] = kern__alloc(ctx, (size_t)%d);' % (j, qlinear_packed_bytes(Ni, Ki)))
-        w('    if (!m->qp[%d]) {' % j)
-        w('        %s_release(ctx, m);' % N)
-        w('        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
-        w('    }')
+        emit_prepare_alloc(w, N, 'm->qp[%d]' % j, qlinear_packed_bytes(Ni, Ki), '        ')
         if sc is None:
-            w('    {')
-            w('        kern_tensor t;')
-            w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
-            w('        %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(wv)[0], DTYPES[wv.dtype][0]))
-            w('        st = %s__pack_t(ctx, &t, m->qp[%d]);' % (qn, j))
-            w('        if (st) {')
-            w('            %s_release(ctx, m);' % N)
-            w('            return st;')
+            w('        {')
+            w('            kern_tensor t;')
+            w('            static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
+            w('            %s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(wv)[0], DTYPES[wv.dtype][0]))
+            w('            st = %s__pack_t(ctx, &t, m->qp[%d]);' % (qn, j))
+            emit_prepare_check(w, N, '            ')
             w('        }')
-            w('    }')
         else:
-            w('    %s_pack_int8((const int8_t *)(const void *)%s, (const float *)(const void *)%s, m->qp[%d]);'
+            w('        %s_pack_int8((const int8_t *)(const void *)%s, (const float *)(const void *)%s, m->qp[%d]);'
               % (qn, E.base_expr(wv)[0], E.base_expr(sc)[0], j))
         w('    }')
     for j, (wv, gi) in enumerate(low.ipacks):
         Mi, Ni, Ki, dti = low.instances[gi]
+        ind = '    '
         if dti == 'bf16':
-            # AMX: kern_gemm's bf16 tiles beat any vector body (GEMM_TILE_FALLBACK)
+            # AMX: kern_gemm's bf16 tiles instead (docs/gen_models.md)
             w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
-            w('        kern_gemm_pack_params pp;')
-            w('        kern_tensor t;')
-            w('        static const int64_t d[] = {%d, %d, %d, 1};' % (Ni, Ki, Ki))
-            w('        memset(&pp, 0, sizeof pp);')
-            w('        pp.trans_b = 1;')
-            w('        %s__view(&t, %s, KERN_BF16, 2, d);' % (N, E.base_expr(wv)[0]))
-            w('        st = kern_gemm_pack_b(ctx, &t, &m->ipt[%d], &pp);' % j)
-            w('        if (st) {')
-            w('            %s_release(ctx, m);' % N)
-            w('            return st;')
-            w('        }')
+            emit_pack_gemm(w, N, E, wv, Ni, Ki, 'm->ipt[%d]' % j, 'KERN_BF16', '        ')
             w('    } else {')
-        ind = '    ' if dti == 'bf16' else ''
-        w(ind + '    m->ip[%d] = (float *)kern__alloc(ctx, (size_t)%d * sizeof(float));' % (
-            j, ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)))
-        w(ind + '    if (!m->ip[%d]) {' % j)
-        w(ind + '        %s_release(ctx, m);' % N)
-        w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
-        w(ind + '    }')
+            ind = '        '
+        emit_prepare_alloc(w, N, 'm->ip[%d]' % j, '%d * sizeof(float)' % (
+            ((Ni + GEMM_NR - 1) // GEMM_NR) * Ki * GEMM_NR // (2 if dti == 'bf16' else 1)), ind, '(float *)')
         if dti == 'bf16':
-            w('        %s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
+            w(ind + '%s__gi%d_pack((const uint16_t *)(const void *)%s, (uint16_t *)(void *)m->ip[%d]);' % (
                 N, gi, E.base_expr(wv)[0], j))
             w('    }')
         else:
-            w('    %s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
+            w(ind + '%s__gi%d_pack((const float *)(const void *)%s, m->ip[%d]);' % (
                 N, gi, E.base_expr(wv)[0], j))
     for j, (v, srcs) in enumerate(low.merged):
         if len(v.shape) == 2 and j not in low.keep_merged:  # a weight: only its packed form is read
@@ -2987,43 +2973,29 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     isa_begin(w, isa)
     w('static void %s__mk%d_k%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, kn, isa))
     w('                         int64_t ncols, int first, const float *pf) {')
-    if isa == 'avx2':
+    if isa != 'scalar':
+        # the accumulator vectors of a panel row: AVX2 two (c{s}_{i}_0 and
+        # _1, columns 0-7 and 8-15), AVX-512 one (c{s}_{i})
+        vt, vp = ('__m256', '_mm256') if isa == 'avx2' else ('__m512', '_mm512')
+        parts = (('_0', 0), ('_1', 8)) if isa == 'avx2' else (('', 0),)
         for s in range(sets):
             for i in range(r):
-                w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s, i, s, i))
+                w('    %s %s;' % (vt, ', '.join('c%d_%d%s = %s_setzero_ps()' % (s, i, sf, vp) for sf, _ in parts)))
         w('    float t[%d][%d];' % (r, GEMM_NR))
         if not reload:
             w('    (void)first;')
         else:
             w('    if (!first && ncols == %d) {' % GEMM_NR)
             for i in range(r):
-                w('        c0_%d_0 = _mm256_loadu_ps(y + %d);' % (i, i * N))
-                w('        c0_%d_1 = _mm256_loadu_ps(y + %d);' % (i, i * N + 8))
+                for sf, o in parts:
+                    w('        c0_%d%s = %s_loadu_ps(y + %d);' % (i, sf, vp, i * N + o))
             w('    } else if (!first) {')
             w('        memset(t, 0, sizeof t);')
             w('        for (int i = 0; i < %d; i++)' % r)
             w('            for (int64_t j = 0; j < ncols; j++) t[i][j] = y[i * %d + j];' % N)
             for i in range(r):
-                w('        c0_%d_0 = _mm256_loadu_ps(t[%d]);' % (i, i))
-                w('        c0_%d_1 = _mm256_loadu_ps(t[%d] + 8);' % (i, i))
-            w('    }')
-    elif isa == 'avx512':
-        for s in range(sets):
-            for i in range(r):
-                w('    __m512 c%d_%d = _mm512_setzero_ps();' % (s, i))
-        w('    float t[%d][%d];' % (r, GEMM_NR))
-        if not reload:
-            w('    (void)first;')
-        else:
-            w('    if (!first && ncols == %d) {' % GEMM_NR)
-            for i in range(r):
-                w('        c0_%d = _mm512_loadu_ps(y + %d);' % (i, i * N))
-            w('    } else if (!first) {')
-            w('        memset(t, 0, sizeof t);')
-            w('        for (int i = 0; i < %d; i++)' % r)
-            w('            for (int64_t j = 0; j < ncols; j++) t[i][j] = y[i * %d + j];' % N)
-            for i in range(r):
-                w('        c0_%d = _mm512_loadu_ps(t[%d]);' % (i, i))
+                for sf, o in parts:
+                    w('        c0_%d%s = %s_loadu_ps(t[%d]%s);' % (i, sf, vp, i, ' + %d' % o if o else ''))
             w('    }')
     else:
         w('    float c[%d][%d][%d], t[%d][%d];' % (sets, r, GEMM_NR, r, GEMM_NR))
@@ -3190,49 +3162,29 @@ def emit_gemm_pwalk_pf(w, at):
         w('        _mm_prefetch((const char *)(%s) + %d, _MM_HINT_T0);' % (at, 1024 + 64 * l))
 
 
-def emit_gemm_pwalk_body(w, K, r, P, U4, loads):
-    """The AVX2 body of a P-panel kernel (accumulators c{i}_{q}_{0,1} for
-    row i, panel q): K unrolled U4 times, the hints, and per k the r
-    broadcasts of x and for each panel the lines loads(q, k expression)
-    (opening a block that sets b0, b1: columns 0-7, 8-15) and its FMAs."""
+def emit_gemm_pwalk_body(w, K, r, P, U4, loads, isa='avx2'):
+    """The x86 body of a P-panel kernel: K unrolled U4 times, the hints,
+    and per k the r broadcasts of x and for each panel the lines loads(q,
+    k expression) (opening a block that sets the panel's k-row: AVX2 b0,
+    b1, columns 0-7 and 8-15; AVX-512 b) and its FMAs into the
+    accumulators c{i}_{q}_{0,1} (AVX2) or c{i}_{q} (AVX-512) of row i,
+    panel q."""
     PS = K * GEMM_NR
+    vt, vp = ('__m256', '_mm256') if isa == 'avx2' else ('__m512', '_mm512')
+    parts = (('_0', 'b0'), ('_1', 'b1')) if isa == 'avx2' else (('', 'b'),)
     for i in range(r):
         for q in range(P):
-            w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (i, q, i, q))
+            w('    %s %s;' % (vt, ', '.join('c%d_%d%s = %s_setzero_ps()' % (i, q, sf, vp) for sf, _ in parts)))
 
     def kstep(kx):
         L = ['{']
         for i in range(r):
-            L.append('    const __m256 a%d = _mm256_broadcast_ss(x + (%s) * %d + %d);' % (i, kx, r, i))
+            L.append('    const %s a%d = %s_set1_ps(x[(%s) * %d + %d]);' % (vt, i, vp, kx, r, i))
         for q in range(P):
             L += ['    ' + x for x in loads(q, kx)]
             for i in range(r):
-                L.append('      c%d_%d_0 = _mm256_fmadd_ps(a%d, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a%d, b1, c%d_%d_1);'
-                         % (i, q, i, i, q, i, q, i, i, q))
-            L.append('    }')
-        L.append('}')
-        return L
-    emit_kloop(w, K, U4, kstep, lambda: [emit_gemm_pwalk_pf(w, 'bp + %d + k * %d' % (q * PS, GEMM_NR))
-                                         for q in range(P)])
-
-
-def emit_gemm_pwalk_body512(w, K, r, P, U4, loads):
-    """emit_gemm_pwalk_body's AVX-512 twin: accumulator c{i}_{q} (one
-    16-float vector) for row i, panel q; loads(q, k expression) opens a
-    block that sets b (the panel's k-row, 16 columns)."""
-    PS = K * GEMM_NR
-    for i in range(r):
-        for q in range(P):
-            w('    __m512 c%d_%d = _mm512_setzero_ps();' % (i, q))
-
-    def kstep(kx):
-        L = ['{']
-        for i in range(r):
-            L.append('    const __m512 a%d = _mm512_set1_ps(x[(%s) * %d + %d]);' % (i, kx, r, i))
-        for q in range(P):
-            L += ['    ' + x for x in loads(q, kx)]
-            for i in range(r):
-                L.append('      c%d_%d = _mm512_fmadd_ps(a%d, b, c%d_%d);' % (i, q, i, i, q))
+                L.append('      ' + ' '.join('c%d_%d%s = %s_fmadd_ps(a%d, %s, c%d_%d%s);' % (i, q, sf, vp, i, bv, i, q, sf)
+                                             for sf, bv in parts))
             L.append('    }')
         L.append('}')
         return L
@@ -3281,8 +3233,8 @@ def emit_gemm_mkp(w, name, N, K, r, P, isa, U4):
                     w('    _mm256_storeu_ps(y + %d, bias ? _mm256_add_ps(%s, _mm256_loadu_ps(bias + %d)) : %s);'
                       % (i * N + o, v, o, v))
     elif isa == 'avx512':
-        emit_gemm_pwalk_body512(w, K, r, P, U4, lambda q, kx: [
-            '{ const __m512 b = _mm512_loadu_ps(bp + %d + (%s) * %d);' % (q * PS, kx, GEMM_NR)])
+        emit_gemm_pwalk_body(w, K, r, P, U4, lambda q, kx: [
+            '{ const __m512 b = _mm512_loadu_ps(bp + %d + (%s) * %d);' % (q * PS, kx, GEMM_NR)], isa)
         for i in range(r):
             for q in range(P):
                 v = 'c%d_%d' % (i, q)
@@ -3304,6 +3256,25 @@ def emit_gemm_mkp(w, name, N, K, r, P, isa, U4):
     isa_end(w, isa)
 
 
+def bf16_hi(isa):
+    """The mask constant bf16_row needs."""
+    if isa == 'avx512':
+        return 'const __m512i hi = _mm512_set1_epi32(-65536);'
+    return 'const __m256i hi = _mm256_set1_epi32(-65536);'
+
+
+def bf16_row(isa, addr):
+    """A bf16 panel's k-row at addr widened to f32 (eight words, column j in
+    the low half of word j, 8 + j in the high half): AVX2 as b0 (columns
+    0-7: one shift) and b1 (8-15: one mask), AVX-512 as b (the row in both
+    halves of a zmm, then one AND and one masked shift)."""
+    if isa == 'avx512':
+        return ['const __m512i wv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(%s)));' % addr,
+                'const __m512 b = _mm512_castsi512_ps(_mm512_mask_slli_epi32(_mm512_and_si512(wv, hi), 0x00ff, wv, 16));']
+    return ['const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(%s));' % addr,
+            'const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));']
+
+
 def emit_gemm_mkp_bf16(w, name, K, r, P, isa, U4):
     """The bf16 instance's P-panel micro-kernel (gemm_pwalk): r rows of x
     (f32, tiles' layout) against P full bf16 panels from bp on, the whole
@@ -3311,25 +3282,17 @@ def emit_gemm_mkp_bf16(w, name, K, r, P, isa, U4):
     isa_begin(w, isa)
     w('static void %s__mkp_%s(const float *x, const uint16_t *bp, float *t) {' % (name, isa))
     PS = K * GEMM_NR
-    if isa == 'avx2':
-        w('    const __m256i hi = _mm256_set1_epi32(-65536);')
+    if isa != 'scalar':
+        z = isa == 'avx512'
+        w('    ' + bf16_hi(isa))
         emit_gemm_pwalk_body(w, K, r, P, U4, lambda q, kx: [
-            '{ const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + %d + (%s) * %d));'
-            % (q * PS, kx, GEMM_NR),
-            '  const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));'])
+            ('{ ' if n == 0 else '  ') + l
+            for n, l in enumerate(bf16_row(isa, 'bp + %d + (%s) * %d' % (q * PS, kx, GEMM_NR)))], isa)
         for q in range(P):
             for i in range(r):
-                for h in (0, 1):
-                    w('    _mm256_storeu_ps(t + %d, c%d_%d_%d);' % ((q * r + i) * GEMM_NR + 8 * h, i, q, h))
-    elif isa == 'avx512':
-        w('    const __m512i hi = _mm512_set1_epi32(-65536);')
-        emit_gemm_pwalk_body512(w, K, r, P, U4, lambda q, kx: [
-            '{ const __m512i wv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(bp + %d + (%s) * %d)));'
-            % (q * PS, kx, GEMM_NR),
-            '  const __m512 b = _mm512_castsi512_ps(_mm512_mask_slli_epi32(_mm512_and_si512(wv, hi), 0x00ff, wv, 16));'])
-        for q in range(P):
-            for i in range(r):
-                w('    _mm512_storeu_ps(t + %d, c%d_%d);' % ((q * r + i) * GEMM_NR, i, q))
+                for h in ((0,) if z else (0, 1)):
+                    w('    %s(t + %d, c%d_%d%s);' % ('_mm512_storeu_ps' if z else '_mm256_storeu_ps',
+                                                 (q * r + i) * GEMM_NR + 8 * h, i, q, '' if z else '_%d' % h))
     else:
         w('    float c[%d][%d][%d], b[%d];' % (P, r, GEMM_NR, GEMM_NR))
         w('    memset(c, 0, sizeof c);')
@@ -3577,12 +3540,12 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
             if isa == 'scalar':
                 w('    (void)pf;')
             if isa == 'avx2':
-                w('    const __m256i hi = _mm256_set1_epi32(-65536);')
+                w('    ' + bf16_hi(isa))
                 for s_ in range(sets):
                     for i in range(r):
                         w('    __m256 c%d_%d_0 = _mm256_setzero_ps(), c%d_%d_1 = _mm256_setzero_ps();' % (s_, i, s_, i))
             elif isa == 'avx512':
-                w('    const __m512i hi = _mm512_set1_epi32(-65536);')
+                w('    ' + bf16_hi(isa))
                 for s_ in range(sets):
                     for i in range(r):
                         w('    __m512 c%d_%d = _mm512_setzero_ps();' % (s_, i))
@@ -3596,15 +3559,11 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
             def kstep(kexpr, s_):
                 L = ['{']
                 if isa == 'avx2':
-                    L.append('    const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(bp + (%s) * %d));' % (kexpr, GEMM_NR))
-                    L.append('    const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));')
+                    L += ['    ' + l for l in bf16_row(isa, 'bp + (%s) * %d' % (kexpr, GEMM_NR))]
                     for i in range(r):
                         L.append('    { const __m256 a = _mm256_broadcast_ss(x + %s); c%d_%d_0 = _mm256_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm256_fmadd_ps(a, b1, c%d_%d_1); }' % (xat(i, kexpr), s_, i, s_, i, s_, i, s_, i))
                 elif isa == 'avx512':
-                    # the k-row's 32 bytes in both halves; columns 0-7 the
-                    # low bf16 of each word (shifted up), 8-15 the high
-                    L.append('    const __m512i wv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(bp + (%s) * %d)));' % (kexpr, GEMM_NR))
-                    L.append('    const __m512 b = _mm512_castsi512_ps(_mm512_mask_slli_epi32(_mm512_and_si512(wv, hi), 0x00ff, wv, 16));')
+                    L += ['    ' + l for l in bf16_row(isa, 'bp + (%s) * %d' % (kexpr, GEMM_NR))]
                     for i in range(r):
                         L.append('    c%d_%d = _mm512_fmadd_ps(_mm512_set1_ps(x[%s]), b, c%d_%d);' % (s_, i, xat(i, kexpr), s_, i))
                 else:
