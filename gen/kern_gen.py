@@ -2836,8 +2836,8 @@ def emit_gemm(name, M, N, K, banner, impl_only=False, cfg=None, dt='f32'):
     (cfg mr rows at most) and K block (gemm_kblock), K unrolled cfg unroll
     times, the next panel prefetched; tiles of at most cfg split rows keep
     two accumulator sets (even and odd k) to hide the FMA latency. The
-    AVX2 kernel and its scalar twin (fmaf, same order) give the same bits.
-    dt 'bf16': emit_gemm_bf16's instance."""
+    AVX-512 and AVX2 kernels and their scalar twin (fmaf, same order) give
+    the same bits. dt 'bf16': emit_gemm_bf16's instance."""
     cfg = cfg or GEMM_DEFAULT
     U = name.upper()
     NP = (N + GEMM_NR - 1) // GEMM_NR
@@ -4861,7 +4861,8 @@ def cmd_sdpa(args, argv):
 # scales packed once into panels of 16 columns: [K/4][16][4] bytes per
 # panel, then the scales. The int8 products are summed exactly in int32
 # (AVX2: vpmaddubsw of |q| by w ^ sign mask, plus a per-row correction,
-# exact over the whole s8 range of w since |q| <= 127; the scalar twin in
+# exact over the whole s8 range of w since |q| <= 127; AVX-512 VNNI:
+# vpdpbusd of w + 128 by q, minus 128 times q's sum; the scalar twin in
 # plain int32), dequantized as
 # (float)acc * sx[m] * sw[n] in that order and passed through kern_gemm's
 # epilogue (kern__epilogue_apply_f32), which is what kern_qlinear does: the
@@ -4901,11 +4902,11 @@ def emit_qlinear(name, M, N, K, banner, impl_only=False, cfg=None, pack_t=True):
         w(' * packed once: %s_pack quantizes an f32 weight per output channel as' % name)
         w(' * kern_qweight_pack does, %s_pack_int8 takes codes and scales as they' % name)
         w(' * are (the whole s8 range). The products are summed exactly in int32, so')
-        w(' * the output equals kern_qlinear\'s bit for bit on every ISA (AVX2 or the')
-        w(' * scalar twin, the context\'s) and thread count (the column panels split')
-        w(' * over the context\'s threads). work: %s_WORK_BYTES bytes of the' % U)
-        w(' * caller\'s scratch (x\'s codes and scales); packed: %s_PACKED_BYTES' % U)
-        w(' * bytes (64-byte alignment is best; any works). */')
+        w(' * the output equals kern_qlinear\'s bit for bit on every ISA (AVX-512')
+        w(' * VNNI, AVX2 or the scalar twin, the context\'s) and thread count (the')
+        w(' * column panels split over the context\'s threads). work: %s_WORK_BYTES' % U)
+        w(' * bytes of the caller\'s scratch (x\'s codes and scales); packed:')
+        w(' * %s_PACKED_BYTES bytes (64-byte alignment is best; any works). */' % U)
         w('#ifndef %s_H' % U)
         w('#define %s_H' % U)
         w('#include "kern.h"')
