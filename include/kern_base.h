@@ -653,6 +653,14 @@ typedef struct kern_ctx_params {
     kern_uarch uarch; /* tuning class; KERN_UARCH_AUTO = detected. Forcing
                          a class is for tuning and tests: any class runs
                          on any CPU (same results, other speed) */
+    int flush_denormals; /* nonzero: ops on this context (and the tasks of
+                            its pool) run with subnormal floats flushed to
+                            zero, inputs and results (x86 MXCSR FTZ + DAZ,
+                            AArch64 FPCR.FZ); the calling thread's mode is
+                            restored when the op returns. Subnormal
+                            operands cost a microcode assist per
+                            instruction on many x86 cores (torch's
+                            set_flush_denormal, ORT's denormal-as-zero) */
 } kern_ctx_params;
 
 typedef struct kern_ctx kern_ctx;
@@ -1751,7 +1759,37 @@ typedef struct kern__frame {
     struct kern_ctx *ctx;
     int thread;
     const struct kern__frame *prev;
+    unsigned fpmode; /* the thread's float mode before the frame, */
+    int fpset;       /* when the frame changed it (flush_denormals) */
 } kern__frame;
+
+/* The thread's float control word, and the mode flush_denormals sets:
+ * x86 MXCSR with FTZ (bit 15) and DAZ (bit 6), AArch64 FPCR with FZ (bit
+ * 24). Elsewhere nothing changes. */
+static inline unsigned kern__fp_get(void) {
+#if defined(KERN_X86)
+    return _mm_getcsr();
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t v;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(v));
+    return (unsigned)v;
+#else
+    return 0;
+#endif
+}
+static inline void kern__fp_set(unsigned m) {
+#if defined(KERN_X86)
+    _mm_setcsr(m);
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t v = m;
+    __asm__ volatile("msr fpcr, %0" : : "r"(v));
+#else
+    (void)m;
+#endif
+}
+/* Enters ctx's float mode in frame f (saving the thread's), or leaves it. */
+static inline void kern__fp_enter(const struct kern_ctx *ctx, kern__frame *f);
+static inline void kern__fp_leave(const kern__frame *f);
 
 typedef struct kern__job {
     kern_task_fn fn;
@@ -1793,6 +1831,22 @@ struct kern_ctx {
 };
 
 static KERN__TLS const kern__frame *kern__tls_frame;
+
+static inline void kern__fp_enter(const struct kern_ctx *ctx, kern__frame *f) {
+    f->fpset = 0;
+    if (!ctx || !ctx->params.flush_denormals) return;
+    f->fpmode = kern__fp_get();
+#if defined(KERN_X86)
+    kern__fp_set(f->fpmode | 0x8040u);
+    f->fpset = 1;
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    kern__fp_set(f->fpmode | (1u << 24));
+    f->fpset = 1;
+#endif
+}
+static inline void kern__fp_leave(const kern__frame *f) {
+    if (f->fpset) kern__fp_set(f->fpmode);
+}
 
 /* The innermost frame of `ctx` in this thread's chain (NULL if none). */
 static const kern__frame *kern__find_frame(const kern_ctx *ctx) {
@@ -1851,7 +1905,9 @@ static void kern__run_inline(kern_ctx *ctx, int64_t n, kern_task_fn fn,
     f.thread = thread;
     f.prev = saved;
     kern__tls_frame = &f;
+    kern__fp_enter(ctx, &f);
     for (i = 0; i < n; i++) fn(arg, i, thread);
+    kern__fp_leave(&f);
     kern__tls_frame = saved;
 }
 
@@ -1863,6 +1919,7 @@ static void kern__run_tasks(kern_ctx *ctx, const kern__job *job, int thread) {
     f.thread = thread;
     f.prev = job->caller;
     kern__tls_frame = &f;
+    kern__fp_enter(ctx, &f);
     for (;;) {
         int64_t i = __atomic_fetch_add(&ctx->next_task, job->chunk,
                                        __ATOMIC_RELAXED);
@@ -1872,6 +1929,7 @@ static void kern__run_tasks(kern_ctx *ctx, const kern__job *job, int thread) {
         for (int64_t k = i; k < end; k++) job->fn(job->arg, k, thread);
         __atomic_fetch_add(&ctx->done, end - i, __ATOMIC_RELEASE);
     }
+    kern__fp_leave(&f);
     kern__tls_frame = saved;
 }
 
@@ -1952,7 +2010,9 @@ static void kern__hook_task(void *p, int64_t task, int thread) {
     f.thread = thread;
     f.prev = h->caller;
     kern__tls_frame = &f;
+    kern__fp_enter(h->ctx, &f);
     h->fn(h->arg, task, thread);
+    kern__fp_leave(&f);
     kern__tls_frame = saved;
 }
 
@@ -2203,6 +2263,7 @@ KERN_API kern_status kern__op_begin(kern_ctx **pctx, const char *op) {
     ctx->op_frame.thread = -1;
     ctx->op_frame.prev = kern__tls_frame;
     kern__tls_frame = &ctx->op_frame;
+    kern__fp_enter(ctx, &ctx->op_frame);
     *pctx = ctx;
     return KERN_OK;
 }
@@ -2210,6 +2271,7 @@ KERN_API kern_status kern__op_begin(kern_ctx **pctx, const char *op) {
 KERN_API void kern__op_end(kern_ctx *ctx) {
     if (!ctx) return;
     ctx->op_ws = NULL;
+    kern__fp_leave(&ctx->op_frame);
     kern__tls_frame = ctx->op_frame.prev;
     pthread_mutex_unlock(&ctx->op_lock);
 }

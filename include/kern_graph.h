@@ -6875,7 +6875,13 @@ KERN_API kern_status kern_graph_run(kern_graph_plan *p, const kern_tensor *input
         }
         I->T[pt->v].data = base ? base + pt->boff : NULL;
     }
-    st = kern__gp_exec(p, I);
+    {   /* the context's float mode (flush_denormals) for the nodes run here */
+        kern__frame fm;
+        memset(&fm, 0, sizeof fm);
+        kern__fp_enter(p->ctx, &fm);
+        st = kern__gp_exec(p, I);
+        kern__fp_leave(&fm);
+    }
     if (st) return st;
     for (i = 0; i < n_outputs; i++)
         if (!outputs[i].data) outputs[i] = I->T[w->outputs[i]];

@@ -1115,4 +1115,79 @@ KT_TEST(workspace_scatter_and_spmm) {
     }
 }
 
+/* a task of ctx_flush_denormals: the product of two 1e-21 (subnormal
+ * unless flushed) on whichever thread runs it, after ~50 us of work so
+ * that the pool's workers join */
+typedef struct fz_rec {
+    int flush, worker_ran, bad;
+} fz_rec;
+static void fz_task(void *arg, int64_t t, int thread) {
+    fz_rec *r = (fz_rec *)arg;
+    volatile float x = 1e-21f, acc = 0.0f;
+    float y;
+    int i;
+    (void)t;
+    for (i = 0; i < 20000; i++) acc = acc + 1.0f;
+    y = x * x;
+    if (thread > 0) __atomic_store_n(&r->worker_ran, 1, __ATOMIC_RELAXED);
+    if (r->flush ? y != 0.0f : !(y > 0.0f)) __atomic_store_n(&r->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* kern_ctx_params.flush_denormals: an op's subnormal results become 0
+ * (FTZ) and subnormal inputs read as 0 (DAZ), on the calling thread and
+ * the pool's workers (a parallel_for whose tasks check the mode on
+ * whichever thread runs them); without it both stay; the caller's own
+ * mode is the same after the call. x86 (MXCSR) and AArch64 (FPCR.FZ). */
+KT_TEST(ctx_flush_denormals) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    enum { N = 256 };
+    static float a[N * N], b[N * N], c[N * N], d[N * N], e[N * N];
+    int threads, flush, i;
+    for (i = 0; i < N * N; i++) {
+        a[i] = 1e-21f; /* products 1e-42, sums of 256 2.56e-40: subnormal */
+        b[i] = 1e-21f;
+        d[i] = i % 2 ? 1e-40f : 0.0f; /* a subnormal input */
+        e[i] = 1e30f;
+    }
+    for (threads = 1; threads <= 2; threads++)
+        for (flush = 0; flush <= 1; flush++) {
+            kern_ctx_params cp;
+            kern_ctx *ctx = NULL;
+            kern_tensor ta = kern_tensor_2d(a, KERN_F32, N, N), tb = kern_tensor_2d(b, KERN_F32, N, N);
+            kern_tensor td = kern_tensor_2d(d, KERN_F32, N, N), te = kern_tensor_2d(e, KERN_F32, N, N);
+            kern_tensor tc = kern_tensor_2d(c, KERN_F32, N, N);
+            kern_gemm_params gp;
+            volatile float tiny = 1e-20f;
+            memset(&cp, 0, sizeof cp);
+            memset(&gp, 0, sizeof gp);
+            cp.n_threads = threads;
+            cp.flush_denormals = flush;
+            KT_OK(kern_ctx_create(&cp, &ctx));
+            KT_OK(kern_gemm(ctx, &ta, &tb, &tc, &gp));
+            for (i = 0; i < N * N; i++)
+                if (flush ? c[i] != 0.0f : !(c[i] > 0.0f && c[i] < 1.17549435e-38f)) break;
+            KT_CHECK(i == N * N, "threads %d flush %d: c[%d] = %g (want %s)", threads, flush, i,
+                     (double)c[i], flush ? "0" : "the subnormal 2.56e-40");
+            KT_OK(kern_gemm(ctx, &td, &te, &tc, &gp)); /* 128 x 1e-40 x 1e30 unless DAZ */
+            KT_CHECK(flush ? c[0] == 0.0f : c[0] > 1e-9f, "threads %d flush %d: DAZ gave %g", threads,
+                     flush, (double)c[0]);
+            KT_CHECK(tiny * tiny > 0.0f, "flush %d: the caller's float mode changed", flush);
+            if (threads > 1) { /* the workers' tasks, directly */
+                fz_rec r;
+                int tries;
+                memset(&r, 0, sizeof r);
+                r.flush = flush;
+                for (tries = 0; tries < 50 && !r.worker_ran; tries++)
+                    KT_OK(kern_parallel_for(ctx, 64, fz_task, &r));
+                KT_CHECK(r.worker_ran, "no task ran on a worker in 50 calls");
+                KT_CHECK(!r.bad, "flush %d: a task saw the wrong float mode", flush);
+                KT_CHECK(tiny * tiny > 0.0f, "flush %d: parallel_for changed the caller's mode", flush);
+            }
+            kern_ctx_destroy(ctx);
+        }
+#else
+    printf("not run: ctx_flush_denormals (no x86 or AArch64 float mode here)\n");
+#endif
+}
+
 KT_MAIN()
