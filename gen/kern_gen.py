@@ -630,15 +630,11 @@ class Lowering:
             L = ['kern_qlinear_params qp;', 'memset(&qp, 0, sizeof qp);']
             if act != 'none':
                 L.append('qp.epilogue.act = %s;' % ACTS[act])
-            L += G.tview('tx', x) + G.tview('ty', y)
-            L += epi_views(G, 'qp.epilogue', b, r, y)
-            return ['if (m->qit[%d]) {' % ip] + ['    ' + l for l in L + G.call(
-                'qp', 'kern_qlinear(ctx, &tx, m->qit[%d], &ty, &qp' % ip, 'kern_qlinear')] + ['} else {']
+            L += G.tview('tx', x) + G.tview('ty', y) + epi_views(G, 'qp.epilogue', b, r, y)
+            return L + G.call('qp', 'kern_qlinear(ctx, &tx, m->qit[%d], &ty, &qp' % ip, 'kern_qlinear')
 
         def emit(G):
-            if G.query:  # only the kern_qlinear form takes a workspace
-                return tiles(G)[:-1] + ['}']
-            return tiles(G) + ['    ' + l for l in emit_instance(G)] + ['}']
+            return library_or_instance(G, 'm->qit[%d]' % ip, tiles, emit_instance)
 
         def emit_instance(G):
             L = ['float *py = %s;' % G.ptr(y, True), 'kern_epilogue ep;', 'memset(&ep, 0, sizeof ep);']
@@ -810,17 +806,13 @@ class Lowering:
             # a bf16 instance on an AMX context: kern_gemm with the weight
             # packed for it at prepare (m->ipt), the executor's call
             L = gemm_params(alpha_set, alpha, act, out_scale) + G.tview('ta', x) + G.tview('ty', y)
-            L += epi_views(G, 'gp.epilogue', b, r, y)
-            L += ['gp.packed_b = m->ipt[%d];' % ip]
-            return ['if (m->ipt[%d]) {' % ip] + ['    ' + l for l in L + G.call(
-                'gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')] + ['} else {']
+            L += epi_views(G, 'gp.epilogue', b, r, y) + ['gp.packed_b = m->ipt[%d];' % ip]
+            return L + G.call('gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')
 
         def emit(G):
-            if G.query:  # only the kern_gemm form takes a workspace
-                return tiles(G)[:-1] + ['}'] if dt == 'bf16' else []
             if dt == 'bf16':
-                return tiles(G) + ['    ' + l for l in emit_instance(G)] + ['}']
-            return emit_instance(G)
+                return library_or_instance(G, 'm->ipt[%d]' % ip, tiles, emit_instance)
+            return [] if G.query else emit_instance(G)
 
         def emit_instance(G):
             xb = ', (float *)(void *)%s' % G.ptr(xw, True) if xw is not None else ''
@@ -1428,6 +1420,21 @@ class Lowering:
             else:
                 self.add_step(None, [v], [o], lambda G, o=o, v=v: G.copy_loop(o, v))
             self.outputs.append(o)
+
+
+# prepare's test for the library's tile paths (kern_gemm bf16, kern_qlinear
+# int8) in place of a generated instance
+AMX_CTX = 'kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON'
+
+
+def library_or_instance(G, handle, lib, instance):
+    """A step that calls the library (lib(G)) when prepare packed `handle`
+    for it (an AMX context), else the generated instance (instance(G)); the
+    workspace query sizes the library call only."""
+    L = ['if (%s) {' % handle] + ['    ' + l for l in lib(G)]
+    if G.query:
+        return L + ['}']
+    return L + ['} else {'] + ['    ' + l for l in instance(G)] + ['}']
 
 
 def gemm_params(alpha_set, alpha, act, out_scale):
@@ -2126,7 +2133,7 @@ def emit_model(low, name, banner):
         qn = '%s__qi%d' % (N, qi)
         w('    /* %s: for the qlinear instance M=%d N=%d K=%d */' % (wv.name.replace('*/', '* /'), Mi, Ni, Ki))
         # AMX: kern_qlinear's int8 tiles instead (the same integer sums)
-        w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+        w('    if (%s) {' % AMX_CTX)
         emit_pack_qweight(w, N, E, wv, sc, Ni, Ki, 'm->qit[%d]' % j, '        ')
         w('    } else {')
         emit_prepare_alloc(w, N, 'm->qp[%d]' % j, qlinear_packed_bytes(Ni, Ki), '        ')
@@ -2147,7 +2154,7 @@ def emit_model(low, name, banner):
         ind = '    '
         if dti == 'bf16':
             # AMX: kern_gemm's bf16 tiles instead (docs/gen_models.md)
-            w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AMX && kern_ctx_isa(ctx) < KERN_ISA_NEON) {')
+            w('    if (%s) {' % AMX_CTX)
             emit_pack_gemm(w, N, E, wv, Ni, Ki, 'm->ipt[%d]' % j, 'KERN_BF16', '        ')
             w('    } else {')
             ind = '        '
@@ -5244,7 +5251,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('} %s__args;' % name)
     w('')
     w('/* 2: AVX-512 VNNI, 1: AVX2, 0: the scalar twin */')
-    w('static int %s__avx2(kern_ctx *ctx) {' % name)
+    w('static int %s__level(kern_ctx *ctx) {' % name)
     w('#ifdef KERN_X86')
     w('    if (kern_ctx_isa(ctx) >= KERN_ISA_AVX512_VNNI && kern_ctx_isa(ctx) < KERN_ISA_NEON) return 2;')
     w('    return kern_ctx_isa(ctx) >= KERN_ISA_AVX2 && kern_ctx_isa(ctx) < KERN_ISA_NEON;')
@@ -5260,9 +5267,9 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    int64_t p0 = t * a->per, p1 = p0 + a->per < %d ? p0 + a->per : %d;' % (NP, NP))
     w('    (void)thread;')
     w('#ifdef KERN_X86')
-    w('    if (%s__avx2(a->ctx) == 2)' % name)
+    w('    if (%s__level(a->ctx) == 2)' % name)
     w('        %s__panels_vnni(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
-    w('    else if (%s__avx2(a->ctx))' % name)
+    w('    else if (%s__level(a->ctx))' % name)
     w('        %s__panels_avx2(a->xq, a->xu, a->xm, a->neg, a->sx, a->packed, a->y, p0, p1);' % name)
     w('    else')
     w('#endif')
@@ -5280,17 +5287,17 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('    int32_t *neg = (int32_t *)(void *)(xq + %d);' % (3 * M * KP))
     w('    float *sx = (float *)(void *)(xq + %d);' % (3 * M * KP + 4 * M))
     w('    kern_status st = KERN_OK;')
-    w('    int avx2 = %s__avx2(ctx);' % name)
+    w('    int level = %s__level(ctx);' % name)
     w('    for (int64_t m = 0; m < %d; m++) {' % M)
     w('#ifdef KERN_X86')
-    w('        if (avx2 == 2) { /* VNNI: the codes, and -128 times their sum */')
+    w('        if (level == 2) { /* VNNI: the codes, and -128 times their sum */')
     w('            int32_t qs = 0;')
     w('            sx[m] = %s__quant_avx2(x + m * %d, xq + m * %d);' % (name, K, KP))
     w('            for (int64_t k = 0; k < %d; k++) qs += xq[m * %d + k];' % (KP, KP))
     w('            neg[m] = (int32_t)((uint32_t)qs * 4294967168u); /* -128 qs, wrapping */')
     w('            continue;')
     w('        }')
-    w('        if (avx2) {')
+    w('        if (level) {')
     w('            sx[m] = %s__quant_avx2(x + m * %d, xq + m * %d);' % (name, K, KP))
     w('            neg[m] = %s__sm_avx2(xq + m * %d, xu + m * %d, xm + m * %d);' % (name, KP, KP, KP))
     w('            continue;')
@@ -5299,7 +5306,7 @@ def emit_qlinear_body(w, name, M, N, K, NP, K4, KP, WB, rows, cfg):
     w('        sx[m] = %s__quant_scalar(x + m * %d, xq + m * %d);' % (name, K, KP))
     w('        neg[m] = 0; /* the scalar kernel multiplies the codes themselves */')
     w('    }')
-    w('    (void)avx2;')
+    w('    (void)level;')
     w('    a.ctx = ctx;')
     w('    a.xq = xq;')
     w('    a.xu = xu;')

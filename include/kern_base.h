@@ -1787,10 +1787,6 @@ static inline void kern__fp_set(unsigned m) {
     (void)m;
 #endif
 }
-/* Enters ctx's float mode in frame f (saving the thread's), or leaves it. */
-static inline void kern__fp_enter(const struct kern_ctx *ctx, kern__frame *f);
-static inline void kern__fp_leave(const kern__frame *f);
-
 typedef struct kern__job {
     kern_task_fn fn;
     void *arg;
@@ -1832,7 +1828,9 @@ struct kern_ctx {
 
 static KERN__TLS const kern__frame *kern__tls_frame;
 
+/* Enters ctx's float mode in frame f (saving the thread's), or leaves it. */
 static inline void kern__fp_enter(const struct kern_ctx *ctx, kern__frame *f) {
+    f->fpmode = 0;
     f->fpset = 0;
     if (!ctx || !ctx->params.flush_denormals) return;
     f->fpmode = kern__fp_get();

@@ -5394,8 +5394,7 @@ static int kern__g_da_sdpa(kern_ctx *ctx, const kern_tensor *q, const kern_tenso
     kern_dtype dt = q->dtype;
     /* bf16 on the tiles; f32 on every AVX-512 level */
     int ok = dt == KERN_BF16 ? isa == KERN_ISA_AMX
-             : dt == KERN_F32 ? (isa == KERN_ISA_AVX512 || isa == KERN_ISA_AVX512_VNNI ||
-                                 isa == KERN_ISA_AVX512_BF16 || isa == KERN_ISA_AMX)
+             : dt == KERN_F32 ? isa >= KERN_ISA_AVX512 && isa < KERN_ISA_NEON
                               : 0;
     if (!ok || ksc || !kl || q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || y->ndim != 4 ||
         k->dtype != dt || v->dtype != dt || y->dtype != dt || q->shape[1] < KERN__G_DA_SDPA_LQ ||
@@ -5655,8 +5654,10 @@ static kern_status kern__gfam_run(kern_graph_plan *p, const kern__gstep *st, con
             /* the longest sequence after the append (a bad length is the
              * family call's error, with its message) */
             lmax = 0;
-            for (b = 0; b < kl->shape[0]; b++)
-                if (kern__llm_ix(kl, b) > lmax) lmax = kern__llm_ix(kl, b);
+            for (b = 0; b < kl->shape[0]; b++) {
+                int64_t len = kern__llm_ix(kl, b);
+                if (len > lmax) lmax = len;
+            }
         }
         if (lmax <= KERN__GT(1)->shape[1] &&
             kern__g_da_sdpa(ctx, KERN__GT(0), KERN__GT(1), KERN__GT(2), kl, KERN__GT(4), y, lmax, &q2,
@@ -6877,7 +6878,6 @@ KERN_API kern_status kern_graph_run(kern_graph_plan *p, const kern_tensor *input
     }
     {   /* the context's float mode (flush_denormals) for the nodes run here */
         kern__frame fm;
-        memset(&fm, 0, sizeof fm);
         kern__fp_enter(p->ctx, &fm);
         st = kern__gp_exec(p, I);
         kern__fp_leave(&fm);

@@ -1120,7 +1120,7 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pf__avx512, 8, KERN__GEMM_R8, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
-/* the same for prepacked panels (kern__gemm_small_ukr) */
+/* the same for prepacked panels (kern__gemm_small.ukr_pb) */
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pp__avx512, 8, KERN__GEMM_R8, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pp__avx512, 4, KERN__GEMM_R4, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pp__avx512, 2, KERN__GEMM_R2, KERN__GEMM_PF_PANEL)
@@ -1393,6 +1393,8 @@ static void kern__gemm_f32_4x16__neon(int64_t ks, const void *ap, const void *bp
 typedef struct kern__gemm_small {
     int mr, nr;
     kern__gemm_ukr ukr;
+    kern__gemm_ukr ukr_pb; /* the same sums for a prepacked B, with its own
+                              hints (KERN__GEMM_PF_PANEL); NULL: ukr */
 } kern__gemm_small;
 
 typedef struct kern__gemm_fns {
@@ -1429,43 +1431,45 @@ typedef struct kern__gemm_fns {
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
-    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL};
 #ifdef KERN_X86
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
-    {{1, 32, kern__gemm_f32_1x32__avx2},
-     {2, 32, kern__gemm_f32_2x32__avx2},
-     {4, 16, kern__gemm_f32_4x16__avx2}}, NULL, NULL, NULL};
+    {{1, 32, kern__gemm_f32_1x32__avx2, NULL},
+     {2, 32, kern__gemm_f32_2x32__avx2, NULL},
+     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
- * kernels (SFX _pf: the Xeon class's, prefetching B rows) */
-#define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX)                                 \
+ * kernels (SFX _pf: the Xeon class's, prefetching B rows; PSFX _pp: its
+ * small kernels for prepacked panels) */
+#define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX, PSFX)                           \
     {NAME, &kern__gemm_cfgs[CFG], KERN__GEMM_FMT_F32,                         \
      kern__gemm_f32_12x32##SFX##__avx512, kern__gemm_f32_12x32_ua__avx512,    \
      kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
-     {{1, 32, kern__gemm_f32_1x32##SFX##__avx512},                            \
-      {2, 32, kern__gemm_f32_2x32##SFX##__avx512},                            \
-      {4, 32, kern__gemm_f32_4x32##SFX##__avx512},                            \
-      {8, 32, kern__gemm_f32_8x32##SFX##__avx512}}, NULL, NULL, NULL}
+     {{1, 32, kern__gemm_f32_1x32##SFX##__avx512, kern__gemm_f32_1x32##PSFX##__avx512}, \
+      {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
+      {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
+      {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
+     NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
-    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, );
+    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
-    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf);
+    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pp);
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
     "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
     kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16, kern__gemm_store__avx512,
     kern__gemm_pack__avx512, 4,
-    {{1, 32, kern__gemm_bf16_1x32__avx512bf16},
-     {2, 32, kern__gemm_bf16_2x32__avx512bf16},
-     {4, 32, kern__gemm_bf16_4x32__avx512bf16},
-     {8, 32, kern__gemm_bf16_8x32__avx512bf16}}, NULL, NULL, NULL};
+    {{1, 32, kern__gemm_bf16_1x32__avx512bf16, NULL},
+     {2, 32, kern__gemm_bf16_2x32__avx512bf16, NULL},
+     {4, 32, kern__gemm_bf16_4x32__avx512bf16, NULL},
+     {8, 32, kern__gemm_bf16_8x32__avx512bf16, NULL}}, NULL, NULL, NULL};
 #endif
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
     {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AMX], KERN__GEMM_FMT_PAIR,          \
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
      kern__gemm_store__avx512,                                                \
-     kern__gemm_pack__amx, 0, {{0, 0, NULL}}, kern__gemm_tiles_on__amx,        \
+     kern__gemm_pack__amx, 0, {{0, 0, NULL, NULL}}, kern__gemm_tiles_on__amx,        \
      kern__gemm_tiles_off__amx, ALT}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
 static const kern__gemm_fns kern__gemm_fns_amx_xeon =
@@ -1474,7 +1478,7 @@ static const kern__gemm_fns kern__gemm_fns_amx_xeon =
 #ifdef KERN_NEON
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
-    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL}}, NULL, NULL, NULL};
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -1783,27 +1787,11 @@ static const char *kern__gemm_sgroup(const kern__gemm_sjob *s, int64_t g, int64_
     return j->b + col * j->es;
 }
 
-/* The small-M kernel u of a table, or its twin for prepacked panels
- * (KERN__GEMM_PF_PANEL) when B is prepacked: the same sums, other hints. */
-static kern__gemm_ukr kern__gemm_small_ukr(kern__gemm_ukr u, const kern__gemm_job *j) {
-#ifdef KERN_X86
-    if (j->pb) {
-        if (u == kern__gemm_f32_8x32_pf__avx512) return kern__gemm_f32_8x32_pp__avx512;
-        if (u == kern__gemm_f32_4x32_pf__avx512) return kern__gemm_f32_4x32_pp__avx512;
-        if (u == kern__gemm_f32_2x32_pf__avx512) return kern__gemm_f32_2x32_pp__avx512;
-        if (u == kern__gemm_f32_1x32_pf__avx512) return kern__gemm_f32_1x32_pp__avx512;
-    }
-#else
-    (void)j;
-#endif
-    return u;
-}
-
 static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     kern__gemm_sjob *s = (kern__gemm_sjob *)arg;
     kern__gemm_job *j = s->j;
     const kern__gemm_small *sk = &s->sk;
-    const kern__gemm_ukr ukr = kern__gemm_small_ukr(sk->ukr, j);
+    const kern__gemm_ukr ukr = j->pb && sk->ukr_pb ? sk->ukr_pb : sk->ukr;
     int64_t g0 = task * s->grp, ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW);
     int64_t ng = kern__gemm_min(s->grp, ngr - g0), col0 = g0 * KERN__GEMM_PW;
     int64_t ncol = kern__gemm_min(ng * KERN__GEMM_PW, j->N - col0), ldt = ng * KERN__GEMM_PW;
@@ -1902,12 +1890,12 @@ static int kern__gemm_bform(const kern__gemm_job *j) {
  * them better once a second level has such kernels.) */
 static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int bform) {
 #ifdef KERN_X86
-    static const kern__gemm_small h[3] = {{1, 32, kern__gemm_h_1x32__avx2},
-                                          {2, 32, kern__gemm_h_2x32__avx2},
-                                          {4, 16, kern__gemm_h_4x16__avx2}};
-    static const kern__gemm_small pr[3] = {{1, 32, kern__gemm_p_1x32__avx2},
-                                           {2, 32, kern__gemm_p_2x32__avx2},
-                                           {4, 16, kern__gemm_p_4x16__avx2}};
+    static const kern__gemm_small h[3] = {{1, 32, kern__gemm_h_1x32__avx2, NULL},
+                                          {2, 32, kern__gemm_h_2x32__avx2, NULL},
+                                          {4, 16, kern__gemm_h_4x16__avx2, NULL}};
+    static const kern__gemm_small pr[3] = {{1, 32, kern__gemm_p_1x32__avx2, NULL},
+                                           {2, 32, kern__gemm_p_2x32__avx2, NULL},
+                                           {4, 16, kern__gemm_p_4x16__avx2, NULL}};
     if (ks == &kern__gemm_fns_avx2 && bform) return bform == 1 ? h : pr;
 #endif
     return bform ? NULL : ks->small;
@@ -1945,6 +1933,7 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
     r.mr = ks->cfg->mr;
     r.nr = ks->cfg->nr;
     r.ukr = ks->ukr;
+    r.ukr_pb = NULL;
     return r;
 }
 
