@@ -2935,6 +2935,34 @@ GEMM_KC_MIN = 256       # no K block shorter than this (each costs a y reload an
 GEMM_PANEL_L1 = 16 * 1024
 GEMM_PANEL_L1_TILES = 6
 
+# The next block's lines are hinted into L2 while a block runs: each
+# unrolled step of a micro-kernel hints one line of each of its parts of
+# the next block (a block's lines in U4 parts for f32, U4 / 2 for bf16: a
+# line is two bf16 k-rows). The whole next block, in this order: the
+# first row tile hints the parts the other tiles do not take, each other
+# tile one (past the parts: none). Before, one part a tile, so three
+# tiles left a quarter of every f32 block to the prefetchers. Xeon
+# (family 6 model 0xa7), 16 x 3072 x 768 (M 16: tiles of 6, 5, 5), the
+# weights cycled through 24 copies, min of 4 alternated runs, us, 1 / 2
+# threads: parts (0), (1), (2) 750 / 374; (0, 1), (2), (3) 705 / 344;
+# (0, 3), (1), (2) 719 / 350; (0, 1, 2), (3), () 777 / 377; (0, 1), (2,
+# 3), () 808 / 369; (0, 1), (2), (3) two panels ahead 717 / 356; every
+# tile hinting two lines a step at 1 / 2 the rate (all parts by the
+# second tile) 824 / (not run).
+def gemm_pf_parts(ntiles, nparts):
+    """Each row tile's (first part, number of parts) of the next block's
+    hints (see above)."""
+    if ntiles >= nparts:
+        return [(i, 1) if i < nparts else (0, 0) for i in range(ntiles)]
+    c0 = nparts - ntiles + 1
+    return [(0, c0)] + [(c0 + i - 1, 1) for i in range(1, ntiles)]
+
+
+def gemm_pf_sfx(npf, isa='avx2'):
+    """A micro-kernel's name suffix for npf parts of hints (none for one,
+    and for the scalar twin, which hints nothing)."""
+    return '' if npf == 1 or isa == 'scalar' else '_pf%d' % npf
+
 
 def gemm_kblock(M, K, ntiles=1):
     """The K block of an instance: K itself (one block) while x's M x K
@@ -2970,15 +2998,23 @@ def emit_gemm_xpack(w, M, K, rows, src, conv, dst):
         w('    }')
 
 
-def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
+def emit_gemm_pf(w, base, npf, part, step):
+    """An unrolled step's hints: one line of each of npf parts (part
+    elements apart) from base, step elements a step of k."""
+    for j in range(npf):
+        w('        _mm_prefetch((const char *)(%s + %sk * %d), _MM_HINT_T1);' % (base, '%d + ' % (j * part) if j else '', step))
+
+
+def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload, npf=1):
     """The r-row micro-kernel of an f32 instance on one ISA over one K
     block of kn steps: x the tile's block in the tiles' layout, set 0 of
     the accumulators starting from y unless first (only when reload: K in
     more than one block; set 1 from zero), y = acc (+ bias, passed on the
-    last block only), and one line of pf (the next panel's block)
-    prefetched per unrolled step."""
+    last block only), and one line of each of npf parts of pf (the next
+    panel's block, gemm_pf_parts) hinted per unrolled step."""
     isa_begin(w, isa)
-    w('static void %s__mk%d_k%d_%s(const float *x, const float *bp, const float *bias, float *y,' % (name, r, kn, isa))
+    w('static void %s__mk%d_k%d_%s%s(const float *x, const float *bp, const float *bias, float *y,'
+      % (name, r, kn, isa, gemm_pf_sfx(npf, isa)))
     w('                         int64_t ncols, int first, const float *pf) {')
     if isa != 'scalar':
         # the accumulator vectors of a panel row: AVX2 two (c{s}_{i}_0 and
@@ -3044,12 +3080,12 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     if full:
         w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
         if isa != 'scalar':
-            w('        _mm_prefetch((const char *)(pf + k * %d), _MM_HINT_T1);' % (GEMM_NR // U4))
+            emit_gemm_pf(w, 'pf', npf, full * GEMM_NR, GEMM_NR // U4)
         for u in range(U4):
             for line in kstep('k + %d' % u, (u % sets)):
                 w('        ' + line)
         w('    }')
-    elif isa != 'scalar':
+    if isa != 'scalar' and (not full or not npf):
         w('    (void)pf;')
     for k in range(full * U4, KN):
         for line in kstep('%d' % k, (k % sets)):
@@ -3091,15 +3127,16 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload):
     isa_end(w, isa)
 
 
-def emit_gemm_mk2(w, name, N, K, r, sets, U4, kn, reload):
+def emit_gemm_mk2(w, name, N, K, r, sets, U4, kn, reload, npf=1):
     """The AVX-512 r-row micro-kernel over two full panels side by side
     (bp and bp + K 16 floats; one K block of kn steps): 2 r accumulator
     chains per set instead of r, and two weight streams, each output's sum
     in the k order of emit_gemm_mk (set u % sets at unrolled step u), so
-    the same bits. Prefetches one line of each of the next two panels'
-    blocks (pf, pf + K 16) per unrolled step."""
+    the same bits. Hints one line of each of npf parts of the next two
+    panels' blocks (pf, pf + K 16) per unrolled step."""
     isa_begin(w, 'avx512')
-    w('static void %s__mk%d_k%d_avx512x2(const float *x, const float *bp, const float *bias, float *y,' % (name, r, kn))
+    w('static void %s__mk%d_k%d_avx512x2%s(const float *x, const float *bp, const float *bias, float *y,'
+      % (name, r, kn, gemm_pf_sfx(npf)))
     w('                         int first, const float *pf) {')
     for s_ in range(sets):
         for i in range(r):
@@ -3125,13 +3162,13 @@ def emit_gemm_mk2(w, name, N, K, r, sets, U4, kn, reload):
     full = kn // U4
     if full:
         w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
-        w('        _mm_prefetch((const char *)(pf + k * %d), _MM_HINT_T1);' % (GEMM_NR // U4))
-        w('        _mm_prefetch((const char *)(pf + %d + k * %d), _MM_HINT_T1);' % (K * GEMM_NR, GEMM_NR // U4))
+        emit_gemm_pf(w, 'pf', npf, full * GEMM_NR, GEMM_NR // U4)
+        emit_gemm_pf(w, 'pf + %d' % (K * GEMM_NR), npf, full * GEMM_NR, GEMM_NR // U4)
         for u in range(U4):
             for line in kstep('k + %d' % u, u % sets):
                 w('        ' + line)
         w('    }')
-    else:
+    if not full or not npf:
         w('    (void)pf;')
     for k in range(full * U4, kn):
         for line in kstep('%d' % k, k % sets):
@@ -3320,7 +3357,8 @@ def emit_gemm_kloops(w, K, KC, rows, U4, mk_call, pre=()):
     of every panel (each row tile's micro-kernel, prefetching its share of
     the next block, bn: the next panel's, after the last panel the first
     panel's next full block), then block kb + 1. mk_call(m0, r, kn, xo,
-    last, pfo) gives one micro-kernel call; the lines pre open each panel's
+    last, pfo, npf) gives one micro-kernel call (its hints from bn + pfo,
+    npf parts: gemm_pf_parts); the lines pre open each panel's
     turn (the multi-panel walk of gemm_pwalk)."""
     nfull, ktail = K // KC, K % KC
     for kn, kb0, kb1 in [(KC, 0, nfull)] + ([(ktail, nfull, nfull + 1)] if ktail else []):
@@ -3329,12 +3367,11 @@ def emit_gemm_kloops(w, K, KC, rows, U4, mk_call, pre=()):
         w('        for (int64_t p = p0; p < p1; p++) {')
         for line in (pre(kn, last) if callable(pre) else pre):
             w('            ' + line)
-        for line in mk_call(None, None, kn, None, last, None):
+        for line in mk_call(None, None, kn, None, last, None, None):
             w('            ' + line)
         nit = kn // U4
-        for ti, (m0, r) in enumerate(rows):
-            pfo = min(ti * nit, kn - nit) * GEMM_NR
-            for line in mk_call(m0, r, kn, 'kb * %d' % (KC * r), last, pfo):
+        for (m0, r), (q0, nq) in zip(rows, gemm_pf_parts(len(rows), U4)):
+            for line in mk_call(m0, r, kn, 'kb * %d' % (KC * r), last, q0 * nit * GEMM_NR, nq):
                 w('            ' + line)
         w('        }')
 
@@ -3352,14 +3389,18 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     KC = gemm_kblock(M, K, len(rows))
     lens = [KC] + ([K % KC] if K % KC else [])
     PW = gemm_pwalk(M, K, rows)
+    pfp = gemm_pf_parts(len(rows), cfg['unroll'])
     for r in sorted(set(r for _, r in rows)):
         split = r <= cfg['split'] and K >= 2 and PW == 1
         sets = 2 if split else 1
+        npfs = sorted(set(nq for (_, rr), (_, nq) in zip(rows, pfp) if rr == r))
         for kn in lens:
             for isa in GEMM_ISAS:
-                emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K)
+                for npf in (npfs if isa != 'scalar' else [1]):
+                    emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K, npf)
             if PW == 1 and N >= 2 * GEMM_NR:
-                emit_gemm_mk2(w, name, N, K, r, sets, cfg['unroll'], kn, KC < K)
+                for npf in npfs:
+                    emit_gemm_mk2(w, name, N, K, r, sets, cfg['unroll'], kn, KC < K, npf)
     if PW > 1:
         for isa in GEMM_ISAS:
             emit_gemm_mkp(w, name, N, K, rows[0][1], PW, isa, cfg['unroll'])
@@ -3368,7 +3409,7 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
         w('static void %s__panels_%s(const float *x, const float *packed, const float *bias, float *y,' % (name, isa))
         w('                         int64_t p0, int64_t p1) {')
 
-        def mk_call(m0, r, kn, xo, last, pfo, isa=isa):
+        def mk_call(m0, r, kn, xo, last, pfo, npf, isa=isa):
             if m0 is None:
                 return ['const float *bp = packed + p * %d + kb * %d;' % (K * GEMM_NR, KC * GEMM_NR),
                         'const float *bn = p + 1 < p1 ? bp + %d : kb + 1 < %d ? packed + p0 * %d + (kb + 1) * %d : bp;'
@@ -3376,8 +3417,9 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
                         'const float *bi = bias && kb == %d ? bias + p * %d : NULL;' % (last, GEMM_NR),
                         'int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (
                             N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR)]
-            return ['%s__mk%d_k%d_%s(x + %s, bp, bi, y + %d + p * %d, nc, kb == 0, bn + %d);'
-                    % (name, r, kn, isa, '%d + %s' % (m0 * K, xo) if m0 else xo, m0 * N, GEMM_NR, pfo)]
+            return ['%s__mk%d_k%d_%s%s(x + %s, bp, bi, y + %d + p * %d, nc, kb == 0, bn + %d);'
+                    % (name, r, kn, isa, gemm_pf_sfx(npf, isa), '%d + %s' % (m0 * K, xo) if m0 else xo,
+                       m0 * N, GEMM_NR, pfo)]
         pre = ()
         if PW > 1:
             pre = ['if (p + %d <= p1 && p + %d <= %d) { /* %d full panels at once */' % (PW, PW, N // GEMM_NR, PW),
@@ -3395,11 +3437,10 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
                      % (2 * K * GEMM_NR, K // KC, K * GEMM_NR, KC * GEMM_NR),
                      '    const float *bi = bias && kb == %d ? bias + p * %d : NULL;' % (last, GEMM_NR)]
                 nit = kn // cfg['unroll']
-                for ti, (m0, r) in enumerate(rows):
-                    pfo = min(ti * nit, kn - nit) * GEMM_NR
-                    L.append('    %s__mk%d_k%d_avx512x2(x + %s, bp, bi, y + %d + p * %d, kb == 0, bn + %d);'
-                             % (name, r, kn, '%d + kb * %d' % (m0 * K, KC * r) if m0 else 'kb * %d' % (KC * r),
-                                m0 * N, GEMM_NR, pfo))
+                for (m0, r), (q0, nq) in zip(rows, pfp):
+                    L.append('    %s__mk%d_k%d_avx512x2%s(x + %s, bp, bi, y + %d + p * %d, kb == 0, bn + %d);'
+                             % (name, r, kn, gemm_pf_sfx(nq), '%d + kb * %d' % (m0 * K, KC * r) if m0 else 'kb * %d' % (KC * r),
+                                m0 * N, GEMM_NR, q0 * nit * GEMM_NR))
                 L += ['    p++;', '    continue;', '}']
                 return L
         emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call, pre)
@@ -3537,13 +3578,15 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
     w('            }')
     w('}')
     PW = gemm_pwalk(M, K, rows)
+    pfp = gemm_pf_parts(len(rows), max(1, cfg['unroll'] // 2))
     for r in sorted(set(r for _, r in rows)):
         split = r <= cfg['split'] and K >= 2 and PW == 1
         sets = 2 if split else 1
-        for isa in GEMM_ISAS:
+        npfs = sorted(set(nq for (_, rr), (_, nq) in zip(rows, pfp) if rr == r))
+        for isa, npf in [(isa, npf) for isa in GEMM_ISAS for npf in (npfs if isa != 'scalar' else [1])]:
             isa_begin(w, isa)
-            w('static void %s__mk%d_%s(const float *x, const uint16_t *bp, float *t, const uint16_t *pf) {' % (
-                name, r, isa))
+            w('static void %s__mk%d_%s%s(const float *x, const uint16_t *bp, float *t, const uint16_t *pf) {' % (
+                name, r, isa, gemm_pf_sfx(npf, isa)))
             if isa == 'scalar':
                 w('    (void)pf;')
             if isa == 'avx2':
@@ -3585,11 +3628,13 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
             if full:
                 w('    for (int64_t k = 0; k < %d; k += %d) {' % (full * U4, U4))
                 if isa != 'scalar':  # a 64-byte line is two k-rows of a bf16 panel
-                    w('        _mm_prefetch((const char *)(pf + k * %d), _MM_HINT_T1);' % (2 * GEMM_NR // U4))
+                    emit_gemm_pf(w, 'pf', npf, full * 2 * GEMM_NR, 2 * GEMM_NR // U4)
                 for u in range(U4):
                     for line in kstep('k + %d' % u, u % sets):
                         w('        ' + line)
                 w('    }')
+            if isa != 'scalar' and (not full or not npf):
+                w('    (void)pf;')
             for k in range(full * U4, K):
                 for line in kstep('%d' % k, k % sets):
                     w('    ' + line)
@@ -3691,9 +3736,9 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
         w('        int64_t nc = %d - p * %d < %d ? %d - p * %d : %d;' % (N, GEMM_NR, GEMM_NR, N, GEMM_NR, GEMM_NR))
         w('        const uint16_t *bn = p + 1 < p1 ? bp + %d : bp;' % (K * GEMM_NR))
         nit = K // cfg['unroll']
-        for ti, (m0, r) in enumerate(rows):
-            pfo = min(ti * nit, max(K // 2 - nit, 0)) * 2 * GEMM_NR
-            w('        %s__mk%d_%s(a->x + %d, bp, t, bn + %d);' % (name, r, isa, m0 * K, pfo))
+        for (m0, r), (q0, nq) in zip(rows, pfp):
+            w('        %s__mk%d_%s%s(a->x + %d, bp, t, bn + %d);' % (name, r, isa, gemm_pf_sfx(nq, isa), m0 * K,
+                                                                 q0 * nit * 2 * GEMM_NR))
             w('        if (a->epi)')
             w('            kern__epilogue_apply_tile(a->ctx, t, %d, a->y, KERN_BF16, %d, %d, %d, p * %d, nc, a->alpha, a->epi);'
               % (GEMM_NR, N, m0, r, GEMM_NR))
