@@ -3127,16 +3127,55 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload, npf=1):
     isa_end(w, isa)
 
 
-def emit_gemm_mk2(w, name, N, K, r, sets, U4, kn, reload, npf=1):
-    """The AVX-512 r-row micro-kernel over two full panels side by side
-    (bp and bp + K 16 floats; one K block of kn steps): 2 r accumulator
-    chains per set instead of r, and two weight streams, each output's sum
-    in the k order of emit_gemm_mk (set u % sets at unrolled step u), so
-    the same bits. Hints one line of each of npf parts of the next two
-    panels' blocks (pf, pf + K 16) per unrolled step."""
+# Two row tiles a call on AVX-512 (gemm_mk2_calls): with 32 vector
+# registers two tiles of up to 6 rows fit over the two panels (24
+# accumulators), so a panel block is read from L1 once for 10-12 rows
+# instead of 5-6, and one call streams it. Only tiles of one accumulator
+# set each (r > split): each output's sum keeps its k order, the same bits.
+# Xeon (family 6 model 0xa7), the FFN-up instance alone, weights cycled
+# through 24 copies, min of 2-3 alternated runs, us, 1 / 2 threads: 32 x
+# 3072 x 768 (tiles 6, 6, 5, 5, 5, 5 -> three pairs) 1012-1078 / 526-549
+# -> 896-977 / 442-472 (in L2: 195 -> 203 GFLOP/s); 16 x 3072 x 768 (6,
+# 5, 5 -> a pair and one) 663-701 / 330-342 -> 634-694 / 291-316.
+GEMM_PAIR_ROWS = 12
+
+
+def gemm_mk2_calls(rows, split):
+    """The AVX-512 two-panel calls of an instance's row tiles: consecutive
+    tiles in pairs while both have one accumulator set and together at
+    most GEMM_PAIR_ROWS rows, else one tile a call; a list of tuples of
+    tile indices."""
+    calls, t = [], 0
+    while t < len(rows):
+        if (t + 1 < len(rows) and rows[t][1] > split and rows[t + 1][1] > split
+                and rows[t][1] + rows[t + 1][1] <= GEMM_PAIR_ROWS):
+            calls.append((t, t + 1))
+            t += 2
+        else:
+            calls.append((t,))
+            t += 1
+    return calls
+
+
+def gemm_mk2_name(name, rs, kn, npf):
+    return '%s__mk%s_k%d_avx512x2%s' % (name, '_'.join('%d' % r for r in rs), kn, gemm_pf_sfx(npf))
+
+
+def emit_gemm_mk2(w, name, N, K, rs, sets, U4, kn, reload, npf=1):
+    """The AVX-512 micro-kernel of one or two row tiles (rs: their rows;
+    the second tile's x at xb, its y rows after the first's) over two full
+    panels side by side (bp and bp + K 16 floats; one K block of kn
+    steps): 2 r accumulator chains per set instead of r, and two weight
+    streams, each output's sum in the k order of emit_gemm_mk (set u %
+    sets at unrolled step u), so the same bits. Hints one line of each of
+    npf parts of the next two panels' blocks (pf, pf + K 16) per unrolled
+    step."""
+    assert len(rs) == 1 or sets == 1
+    r = sum(rs)
+    xs = [('x', i, rs[0]) for i in range(rs[0])] + ([('xb', i, rs[1]) for i in range(rs[1])] if len(rs) > 1 else [])
     isa_begin(w, 'avx512')
-    w('static void %s__mk%d_k%d_avx512x2%s(const float *x, const float *bp, const float *bias, float *y,'
-      % (name, r, kn, gemm_pf_sfx(npf)))
+    w('static void %s(const float *x,%s const float *bp, const float *bias, float *y,'
+      % (gemm_mk2_name(name, rs, kn, npf), ' const float *xb,' if len(rs) > 1 else ''))
     w('                         int first, const float *pf) {')
     for s_ in range(sets):
         for i in range(r):
@@ -3154,9 +3193,9 @@ def emit_gemm_mk2(w, name, N, K, r, sets, U4, kn, reload, npf=1):
         L = ['{']
         L.append('    const __m512 b0 = _mm512_loadu_ps(bp + (%s) * %d), b1 = _mm512_loadu_ps(bp + %d + (%s) * %d);'
                  % (kexpr, GEMM_NR, K * GEMM_NR, kexpr, GEMM_NR))
-        for i in range(r):
-            L.append('    { const __m512 a = _mm512_set1_ps(x[(%s) * %d + %d]); c%d_%d_0 = _mm512_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm512_fmadd_ps(a, b1, c%d_%d_1); }'
-                     % (kexpr, r, i, s_, i, s_, i, s_, i, s_, i))
+        for g, (xv, i, rt) in enumerate(xs):
+            L.append('    { const __m512 a = _mm512_set1_ps(%s[(%s) * %d + %d]); c%d_%d_0 = _mm512_fmadd_ps(a, b0, c%d_%d_0); c%d_%d_1 = _mm512_fmadd_ps(a, b1, c%d_%d_1); }'
+                     % (xv, kexpr, rt, i, s_, g, s_, g, s_, g, s_, g))
         L.append('}')
         return L
     full = kn // U4
@@ -3390,6 +3429,9 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
     lens = [KC] + ([K % KC] if K % KC else [])
     PW = gemm_pwalk(M, K, rows)
     pfp = gemm_pf_parts(len(rows), cfg['unroll'])
+    mk2 = PW == 1 and N >= 2 * GEMM_NR
+    calls2 = gemm_mk2_calls(rows, cfg['split'] if K >= 2 else -1) if mk2 else []
+    pfp2 = gemm_pf_parts(len(calls2), cfg['unroll'])
     for r in sorted(set(r for _, r in rows)):
         split = r <= cfg['split'] and K >= 2 and PW == 1
         sets = 2 if split else 1
@@ -3398,9 +3440,10 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
             for isa in GEMM_ISAS:
                 for npf in (npfs if isa != 'scalar' else [1]):
                     emit_gemm_mk(w, name, N, r, sets, isa, cfg['unroll'], kn, KC < K, npf)
-            if PW == 1 and N >= 2 * GEMM_NR:
-                for npf in npfs:
-                    emit_gemm_mk2(w, name, N, K, r, sets, cfg['unroll'], kn, KC < K, npf)
+    for rs, npf in sorted(set((tuple(rows[t][1] for t in c), nq) for c, (_, nq) in zip(calls2, pfp2))):
+        sets = 2 if len(rs) == 1 and rs[0] <= cfg['split'] and K >= 2 else 1
+        for kn in lens:
+            emit_gemm_mk2(w, name, N, K, rs, sets, cfg['unroll'], kn, KC < K, npf)
     if PW > 1:
         for isa in GEMM_ISAS:
             emit_gemm_mkp(w, name, N, K, rows[0][1], PW, isa, cfg['unroll'])
@@ -3437,10 +3480,14 @@ def emit_gemm_impl(w, name, U, M, N, K, NP, rows, sto, cfg):
                      % (2 * K * GEMM_NR, K // KC, K * GEMM_NR, KC * GEMM_NR),
                      '    const float *bi = bias && kb == %d ? bias + p * %d : NULL;' % (last, GEMM_NR)]
                 nit = kn // cfg['unroll']
-                for (m0, r), (q0, nq) in zip(rows, pfp):
-                    L.append('    %s__mk%d_k%d_avx512x2%s(x + %s, bp, bi, y + %d + p * %d, kb == 0, bn + %d);'
-                             % (name, r, kn, gemm_pf_sfx(nq), '%d + kb * %d' % (m0 * K, KC * r) if m0 else 'kb * %d' % (KC * r),
-                                m0 * N, GEMM_NR, q0 * nit * GEMM_NR))
+
+                def xo(t):
+                    m0, r = rows[t]
+                    return 'x + %s' % ('%d + kb * %d' % (m0 * K, KC * r) if m0 else 'kb * %d' % (KC * r))
+                for c, (q0, nq) in zip(calls2, pfp2):
+                    L.append('    %s(%s, bp, bi, y + %d + p * %d, kb == 0, bn + %d);'
+                             % (gemm_mk2_name(name, [rows[t][1] for t in c], kn, nq), ', '.join(xo(t) for t in c),
+                                rows[c[0]][0] * N, GEMM_NR, q0 * nit * GEMM_NR))
                 L += ['    p++;', '    continue;', '}']
                 return L
         emit_gemm_kloops(w, K, KC, rows, cfg['unroll'], mk_call, pre)
