@@ -1211,6 +1211,26 @@ KT_TEST(allocator_hook) {
     KT_CHECK(ca.bad_align == 0);
 }
 
+/* Blocks of 2 MiB and more from the default allocator start on a 2 MiB
+ * boundary (their whole pages advised as huge pages on Linux); smaller
+ * ones and a context's own allocator are untouched. */
+KT_TEST(large_blocks_huge_page_aligned) {
+    size_t sizes[3] = {(size_t)2 << 20, ((size_t)5 << 20) + 4096 + 3, ((size_t)2 << 20) - 64};
+    int i;
+    for (i = 0; i < 3; i++) {
+        unsigned char *x = (unsigned char *)kern__alloc(NULL, sizes[i]);
+        KT_REQUIRE(x != NULL, "%zu bytes", sizes[i]);
+        KT_CHECK((uintptr_t)x % 64 == 0);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (sizes[i] >= ((size_t)2 << 20))
+            KT_CHECK((uintptr_t)x % ((size_t)2 << 20) == 0, "%zu bytes at %p", sizes[i], (void *)x);
+#endif
+        memset(x, 0x5a, sizes[i]);   /* every byte ours, the tail too */
+        KT_CHECK(x[sizes[i] - 1] == 0x5a && x[0] == 0x5a);
+        kern__free(NULL, x);
+    }
+}
+
 /* ============================================================ tensors */
 
 KT_TEST(tensor_init_and_queries) {
