@@ -338,6 +338,18 @@ enum {
 #ifndef KERN__GEMM_AMX_CO
 #define KERN__GEMM_AMX_CO 0
 #endif
+#ifndef KERN__GEMM_XEON_KC
+#define KERN__GEMM_XEON_KC 512
+#endif
+#ifndef KERN__GEMM_XEON_NB
+#define KERN__GEMM_XEON_NB 384
+#endif
+#ifndef KERN__GEMM_XEON_MB
+#define KERN__GEMM_XEON_MB 192
+#endif
+#ifndef KERN__GEMM_XEON_CO
+#define KERN__GEMM_XEON_CO 0
+#endif
 static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
     /* name          mr  nr    kc    nb    nc   mb    mc stream_m col_outer */
     {"scalar",        4, 16,  256,  256, 2048,  64, 1024,  512, 0},
@@ -355,8 +367,12 @@ static const kern__gemm_cfg kern__gemm_cfgs[KERN__GEMM_CFG_COUNT] = {
      * peak; kc 256-384 with nb 384-1024: 0.85; kc 512 / nb 384 / mb 192:
      * 0.86; columns outer, kc 256 (B micro-panel in L1, A from L2): 0.80;
      * nc 4096: level. The streaming path stops at M = 128: 512^3 takes
-     * 1.47 ms on it, 1.35 ms on this blocking. */
-    {"avx512_xeon",  12, 32,  512,  384, 2048, 192, 2048,  128, 0},
+     * 1.47 ms on it, 1.35 ms on this blocking. Overridable with
+     * KERN__GEMM_XEON_*. BERT-base B8 L128 f32 (M 1024, K 768 and 3072),
+     * 1 thread, min of 2 alternated runs: kc 512 1.050 s, 384 1.064, 768
+     * 1.085; mb 96 1.051. */
+    {"avx512_xeon",  12, 32, KERN__GEMM_XEON_KC, KERN__GEMM_XEON_NB, 2048, KERN__GEMM_XEON_MB, 2048,  128,
+                                                                    KERN__GEMM_XEON_CO},
     /* AMX tiles (KERN_ISA_AMX, bf16 inputs): a 32 x 32 C block in four
      * tiles, 16 FLOP per byte of A and B tile loads, so at 1024 FLOP a
      * cycle the kernel needs 64 bytes a cycle: more than L2 gives (46
