@@ -3005,6 +3005,13 @@ def emit_gemm_pf(w, base, npf, part, step):
         w('        _mm_prefetch((const char *)(%s + %sk * %d), _MM_HINT_T1);' % (base, '%d + ' % (j * part) if j else '', step))
 
 
+def emit_gemm_pf_void(w, full, npf):
+    """Mark pf used where no hint reads it: no unrolled loop (full == 0)
+    or no parts (npf == 0: a row tile past the parts)."""
+    if not full or not npf:
+        w('    (void)pf;')
+
+
 def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload, npf=1):
     """The r-row micro-kernel of an f32 instance on one ISA over one K
     block of kn steps: x the tile's block in the tiles' layout, set 0 of
@@ -3085,8 +3092,8 @@ def emit_gemm_mk(w, name, N, r, sets, isa, U4, kn, reload, npf=1):
             for line in kstep('k + %d' % u, (u % sets)):
                 w('        ' + line)
         w('    }')
-    if isa != 'scalar' and (not full or not npf):
-        w('    (void)pf;')
+    if isa != 'scalar':
+        emit_gemm_pf_void(w, full, npf)
     for k in range(full * U4, KN):
         for line in kstep('%d' % k, (k % sets)):
             w('    ' + line)
@@ -3158,6 +3165,8 @@ def gemm_mk2_calls(rows, split):
 
 
 def gemm_mk2_name(name, rs, kn, npf):
+    """The AVX-512 two-tile micro-kernel's name: the rows of each tile it
+    takes (rs), its K block's steps (kn) and its hint parts (npf)."""
     return '%s__mk%s_k%d_avx512x2%s' % (name, '_'.join('%d' % r for r in rs), kn, gemm_pf_sfx(npf))
 
 
@@ -3207,8 +3216,7 @@ def emit_gemm_mk2(w, name, N, K, rs, sets, U4, kn, reload, npf=1):
             for line in kstep('k + %d' % u, u % sets):
                 w('        ' + line)
         w('    }')
-    if not full or not npf:
-        w('    (void)pf;')
+    emit_gemm_pf_void(w, full, npf)
     for k in range(full * U4, kn):
         for line in kstep('%d' % k, k % sets):
             w('    ' + line)
@@ -3680,8 +3688,8 @@ def emit_gemm_bf16(w, name, U, M, N, K, NP, rows, sto, cfg, head, banner):
                     for line in kstep('k + %d' % u, u % sets):
                         w('        ' + line)
                 w('    }')
-            if isa != 'scalar' and (not full or not npf):
-                w('    (void)pf;')
+            if isa != 'scalar':
+                emit_gemm_pf_void(w, full, npf)
             for k in range(full * U4, K):
                 for line in kstep('%d' % k, k % sets):
                     w('    ' + line)
