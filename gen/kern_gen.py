@@ -59,6 +59,8 @@ OPS = {
     'spmm_reduce': 'rowptr,col,values?,dense',
     'kv_append': 'k_new,v_new,k_cache,v_cache,k_lens,k_scale?,v_scale?',
     'decode_attention': 'q,k_cache,v_cache,k_lens,k_scale?,v_scale?',
+    'sparse24_linear': 'x,weight,bias?,residual?',
+    'sdpa_relpos': 'q,k,v,rel_pos_h,rel_pos_w',
 }
 REDUCES = {'sum': 'KERN_REDUCE_SUM', 'prod': 'KERN_REDUCE_PROD', 'mean': 'KERN_REDUCE_MEAN',
            'amax': 'KERN_REDUCE_AMAX', 'amin': 'KERN_REDUCE_AMIN'}
@@ -66,8 +68,9 @@ UNARY = ['gelu', 'gelu_tanh', 'silu', 'relu', 'sigmoid', 'sqrt', 'rsqrt', 'exp',
          'erf', 'neg', 'reciprocal', 'scale', 'pow']
 for _u in UNARY:
     OPS[_u] = 'x'
-# ops the executor knows that have no generated form yet
-KNOWN_UNSUPPORTED = {'sparse24_linear', 'sdpa_relpos'}
+# ops the executor knows that have no generated form yet (none today;
+# the reader's message stays for the next op the executor gains)
+KNOWN_UNSUPPORTED = set()
 ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis2', 'perm',
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
@@ -376,6 +379,8 @@ class Lowering:
         self.qinstances = []    # (M, N, K): qlinear instances
         self.qipacks = []       # (weight Val, scales Val or None, instance index)
         self.qipack_of = {}
+        self.spacks = []        # (weight Val, prune): kern_sparse24 handles
+        self.spack_of = {}
         for s in g.syms:
             g.syms[s] = bind.get(s)
         for s in bind:
@@ -651,6 +656,99 @@ class Lowering:
                 else 'NULL', G.ptr(work, True)))
             return L
         self.add_step(n, [x, w, sc, b, r], [y, work], emit, ws=True)
+
+    def op_sparse24_linear(self, n, ins):
+        """2:4 sparse linear (kern_sparse24_linear): the weight compressed
+        once at prepare (pruned first with prune=1), the handle in m->sw[];
+        on an AMX context a bf16 weight is expanded and prepacked dense for
+        kern_gemm's tiles instead (m->swd[]), as the executor does. Its
+        checks (kern__ginfer_sparse24)."""
+        x, w, b, r = ins
+        self.need_float(n, x, w)
+        if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+            raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
+        if x.dtype != w.dtype:
+            raise self.err(n, 'x and weight must have the same dtype')
+        if w.shape[1] % 4:
+            raise self.err(n, 'K=%d is not a multiple of 4' % w.shape[1])
+        if w.kind != 'weight':
+            raise self.err(n, 'the weight of a sparse24_linear must be a graph weight')
+        if w.stride != [w.shape[1], 1]:
+            raise self.err(n, 'the weight of a sparse24_linear must be contiguous [N,K]')
+        act = n.attrs.get('act', 'none')
+        if act not in ('none', 'gelu', 'gelu_tanh'):
+            raise self.err(n, 'act=%s: a sparse24_linear takes none, gelu or gelu_tanh' % act)
+        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
+                              b.shape[0] != w.shape[0]):
+            raise self.err(n, 'bias must be a float [N] vector')
+        y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0]])
+        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
+            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
+        xv, yv, rv = rows_view(x, y, r)
+        if len(xv.shape) != 2:
+            raise self.err(n, 'x does not flatten to 2-D')
+        self.set_out(n, 0, y)
+        key = (w.base, self.iattr(n, 'prune'))
+        if key not in self.spack_of:
+            self.spack_of[key] = len(self.spacks)
+            self.spacks.append((w, key[1]))
+        j = self.spack_of[key]
+
+        def emit(G):
+            dense = gemm_params(False, 0.0, act, 0.0) + ['gp.trans_b = 1;']
+            dense += G.tview('ta', xv) + G.tview('ty', yv) + epi_views(G, 'gp.epilogue', b, rv, yv)
+            dense += ['gp.packed_b = m->swd[%d];' % j]
+            dense += G.call('gp', 'kern_gemm(ctx, &ta, NULL, &ty, &gp', 'kern_gemm')
+            sp = ['kern_sparse24_linear_params sp;', 'memset(&sp, 0, sizeof sp);']
+            if act != 'none':
+                sp.append('sp.epilogue.act = %s;' % ACTS[act])
+            sp += G.tview('tx', xv) + G.tview('ty', yv) + epi_views(G, 'sp.epilogue', b, rv, yv)
+            sp += G.call('sp', 'kern_sparse24_linear(ctx, &tx, m->sw[%d], &ty, &sp' % j,
+                         'kern_sparse24_linear')
+            return (['if (m->swd[%d]) { /* bf16 on AMX: expanded at prepare */' % j] +
+                    ['    ' + l for l in dense] + ['} else {'] + ['    ' + l for l in sp] + ['}'])
+        self.add_step(n, [x, w, b, r], [y], emit, ws=True)
+
+    def op_sdpa_relpos(self, n, ins):
+        """SAM's attention with the decomposed relative-position bias fused
+        (kern_sdpa's rel_pos options; the grid from the tables' lengths).
+        The executor's checks (kern__ginfer_sdpa_relpos)."""
+        q, k, v, rh, rw = ins
+        self.need_float(n, q)
+        if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+            raise self.err(n, 'q, k, v must be 4-D [B,H,L,D]')
+        if k.dtype != q.dtype or v.dtype != q.dtype:
+            raise self.err(n, 'q, k, v must have the same dtype')
+        for d in range(3):
+            if q.shape[d] != k.shape[d] or q.shape[d] != v.shape[d]:
+                raise self.err(n, 'q, k, v differ in dim %d' % d)
+        if q.shape[3] != k.shape[3]:
+            raise self.err(n, 'q.shape[3]=%d != k.shape[3]=%d' % (q.shape[3], k.shape[3]))
+        if not is_float(rh.dtype) or not is_float(rw.dtype):
+            raise self.err(n, 'rel_pos_h and rel_pos_w must be float')
+        if len(rh.shape) != 2 or len(rw.shape) != 2 or rh.shape[1] != q.shape[3] or \
+                rw.shape[1] != q.shape[3]:
+            raise self.err(n, 'rel_pos_h and rel_pos_w must be [2*g-1, D]')
+        if rh.shape[0] % 2 == 0 or rw.shape[0] % 2 == 0:
+            raise self.err(n, 'rel_pos_h has %d rows, rel_pos_w %d: each must be 2*g-1' % (
+                rh.shape[0], rw.shape[0]))
+        gh, gw = (rh.shape[0] + 1) // 2, (rw.shape[0] + 1) // 2
+        if q.shape[2] != gh * gw:
+            raise self.err(n, 'L=%d but the tables give a %d x %d grid' % (q.shape[2], gh, gw))
+        scale = self.fattr(n, 'scale')
+        y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [v.shape[3]])
+        self.set_out(n, 0, y)
+
+        def emit(G):
+            L = ['kern_sdpa_params sp;', 'memset(&sp, 0, sizeof sp);']
+            L += G.tview('tq', q) + G.tview('tk', k) + G.tview('tv', v) + G.tview('ty', y)
+            L += G.tview('trh', rh) + G.tview('trw', rw)
+            if scale:
+                L.append('sp.scale = %s;' % c_float(scale))
+            L += ['sp.rel_pos_h = &trh;', 'sp.rel_pos_w = &trw;',
+                  'sp.rel_q_h = sp.rel_k_h = %d;' % gh, 'sp.rel_q_w = sp.rel_k_w = %d;' % gw]
+            return L + G.call('sp', 'kern_sdpa(ctx, &tq, &tk, &tv, &ty, &sp', 'kern_sdpa')
+        self.add_step(n, [q, k, v, rh, rw], [y], emit, ws=True)
 
     def op_quantize_per_token(self, n, ins):
         x = ins[0]
@@ -1850,6 +1948,54 @@ def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    '):
     emit_prepare_check(w, N, ind)
 
 
+def emit_pack_sparse24(w, N, E, v, prune, dst, dense, ind):
+    """prepare's kern_sparse24_compress of weight v [N, K] into dst, after
+    kern_sparse24_prune into a scratch copy with prune; a bf16 weight on an
+    AMX context then goes dense: decompressed and packed for kern_gemm's
+    tiles into dense, dst freed (the executor's plan, same bits)."""
+    rows, cols = v.shape
+    w(ind + 'kern_tensor t;')
+    w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
+    w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
+    if prune:
+        w(ind + '{')
+        w(ind + '    kern_tensor pr = t;')
+        w(ind + '    void *tmp = kern__alloc(ctx, (size_t)%d);' % (rows * cols * v.esize()))
+        w(ind + '    if (!tmp) {')
+        w(ind + '        %s_release(ctx, m);' % N)
+        w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory pruning a weight");' % N)
+        w(ind + '    }')
+        w(ind + '    pr.data = tmp;')
+        w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
+        w(ind + '    if (!st) st = kern_sparse24_compress(ctx, &pr, &%s, NULL);' % dst)
+        w(ind + '    kern__free(ctx, tmp);')
+        w(ind + '}')
+    else:
+        w(ind + 'st = kern_sparse24_compress(ctx, &t, &%s, NULL);' % dst)
+    emit_prepare_check(w, N, ind)
+    if v.dtype != 'bf16':
+        return
+    w(ind + 'if (kern_ctx_isa(ctx) == KERN_ISA_AMX) { /* no sparse tile product: dense tiles */')
+    w(ind + '    kern_tensor dw;')
+    w(ind + '    kern_gemm_pack_params pp;')
+    w(ind + '    static const int64_t dsh[] = {%d, %d};' % (rows, cols))
+    w(ind + '    void *tmp = kern__alloc(ctx, (size_t)%d);' % (rows * cols * 2))
+    w(ind + '    if (!tmp) {')
+    w(ind + '        %s_release(ctx, m);' % N)
+    w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory expanding a 2:4 weight");' % N)
+    w(ind + '    }')
+    w(ind + '    st = kern_tensor_init(&dw, tmp, KERN_BF16, 2, dsh);')
+    w(ind + '    if (!st) st = kern_sparse24_decompress(ctx, %s, &dw);' % dst)
+    w(ind + '    memset(&pp, 0, sizeof pp);')
+    w(ind + '    pp.trans_b = 1;')
+    w(ind + '    if (!st) st = kern_gemm_pack_b(ctx, &dw, &%s, &pp);' % dense)
+    w(ind + '    kern__free(ctx, tmp);')
+    emit_prepare_check(w, N, ind + '    ')
+    w(ind + '    kern_sparse24_free(ctx, %s);' % dst)
+    w(ind + '    %s = NULL;' % dst)
+    w(ind + '}')
+
+
 def emit_prepare_check(w, N, ind):
     w(ind + 'if (st) {')
     w(ind + '    %s_release(ctx, m);' % N)
@@ -1900,7 +2046,8 @@ def emit_model(low, name, banner):
                                                       'rms_norm', 'qlinear', 'quantize_per_token',
                                                       'silu_mul', 'rope', 'argmax', 'topk',
                                                       'scatter_reduce', 'spmm_reduce', 'kv_append',
-                                                      'decode_attention')
+                                                      'decode_attention', 'sparse24_linear',
+                                                      'sdpa_relpos')
         n_family += family
         body.append('    {')
         body += ['        ' + l for l in lines]
@@ -1963,6 +2110,7 @@ def emit_model(low, name, banner):
     w('#define %s_N_WEIGHTS %d' % (U, len(low.weights)))
     w('#define %s_N_PACKED %d' % (U, len(low.packs)))
     w('#define %s_N_QWEIGHTS %d' % (U, len(low.qpacks)))
+    w('#define %s_N_SPARSE24 %d' % (U, len(low.spacks)))
     w('/* 1: scatter_reduce / spmm_reduce size their scratch from the index data at')
     w(' * run time and take it from the context (grown on a first run, as in the')
     w(' * executor); 0: %s_run allocates nothing */' % N)
@@ -1972,6 +2120,8 @@ def emit_model(low, name, banner):
     w('    const void *w[%s_N_WEIGHTS + 1];          /* the caller\'s weights */' % U)
     w('    kern_gemm_packed_b *pb[%s_N_PACKED + 1];  /* linear weights, packed once */' % U)
     w('    kern_qweight *qw[%s_N_QWEIGHTS + 1];      /* qlinear weights, int8, packed once */' % U)
+    w('    kern_sparse24 *sw[%s_N_SPARSE24 + 1];     /* sparse24_linear weights, compressed once */' % U)
+    w('    kern_gemm_packed_b *swd[%s_N_SPARSE24 + 1]; /* the same expanded dense (bf16 on AMX) */' % U)
     w('    float *ip[%d];  /* weights packed for the GEMM instances */' % (len(low.ipacks) + 1))
     w('    kern_gemm_packed_b *ipt[%d]; /* bf16 instance weights packed for kern_gemm\'s tiles instead */'
       % (len(low.ipacks) + 1))
@@ -2020,7 +2170,7 @@ def emit_model(low, name, banner):
         w('static const %s %s__c%d[%d] = {%s}; /* %s */' % (
             CTYPE[v.dtype], N, i, max(len(vals), 1),
             ', '.join(const_values(v.dtype, vals)) or '0', v.name.replace('*/', '* /')))
-    if ('view' in E.helpers or low.packs or low.qpacks or low.qipacks or
+    if ('view' in E.helpers or low.packs or low.qpacks or low.qipacks or low.spacks or
             any(low.instances[gi][3] == 'bf16' for _, gi in low.ipacks)):
         w('')
         w('static void %s__view(kern_tensor *t, const void *p, kern_dtype dt, int nd,' % N)
@@ -2087,6 +2237,10 @@ def emit_model(low, name, banner):
     w('    if (!m) return;')
     w('    for (i = 0; i < %s_N_PACKED; i++) kern_gemm_packed_b_free(ctx, m->pb[i]);' % U)
     w('    for (i = 0; i < %s_N_QWEIGHTS; i++) kern_qweight_free(ctx, m->qw[i]);' % U)
+    w('    for (i = 0; i < %s_N_SPARSE24; i++) {' % U)
+    w('        kern_sparse24_free(ctx, m->sw[i]);')
+    w('        kern_gemm_packed_b_free(ctx, m->swd[i]);')
+    w('    }')
     for j in range(len(low.ipacks)):
         w('    kern__free(ctx, m->ip[%d]);' % j)
         w('    kern_gemm_packed_b_free(ctx, m->ipt[%d]);' % j)
@@ -2127,6 +2281,10 @@ def emit_model(low, name, banner):
     for j, (v, sc) in enumerate(low.qpacks):
         w('    { /* %s: int8 per output channel */' % v.name.replace('*/', '* /'))
         emit_pack_qweight(w, N, E, v, sc, v.shape[0], v.shape[1], 'm->qw[%d]' % j, '        ')
+        w('    }')
+    for j, (v, prune) in enumerate(low.spacks):
+        w('    { /* %s: 2:4 sparse%s */' % (v.name.replace('*/', '* /'), ', pruned here' if prune else ''))
+        emit_pack_sparse24(w, N, E, v, prune, 'm->sw[%d]' % j, 'm->swd[%d]' % j, '        ')
         w('    }')
     for j, (wv, sc, qi) in enumerate(low.qipacks):
         Mi, Ni, Ki = low.qinstances[qi]

@@ -13,13 +13,20 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny relsynth relsynth_bf16
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
 GEN_BIND_decomposed_ln := B=3,L=4
 GEN_BIND_qsynth := B=2,L=5
 GEN_BIND_dsynth := B=2,L=5
+# SAM's pieces: attention with the decomposed relative-position bias
+# (sdpa_relpos; a 3 x 4 grid, with and without a scale) and 2:4 sparse
+# linears pruned at prepare (every epilogue sparse24_linear takes; one
+# weight shared by two nodes); the bf16 twin runs dense tiles on AMX, as
+# the executor does
+GEN_BIND_relsynth := B=2
+GEN_BIND_relsynth_bf16 := B=2
 # a decoder through the caller's KV caches (f32, i8, bf16): 3 new rows per
 # sequence after k_lens in [0, 12) cached ones (GEN_IDMAX: ids and lengths),
 # and llama_tiny_dec, one row (decode)
@@ -258,7 +265,7 @@ TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
 GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
-                gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a
+                gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a relsynth_bf16
 gen-compile-check: $(patsubst %,build/gen/%.h,$(GEN_CC_CHECK))
 	@tests/gen_compile_check.sh $(GEN_CC_CHECK)
 compile-check: gen-compile-check

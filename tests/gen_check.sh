@@ -36,8 +36,20 @@ printf 'kern-graph 1\ninput x f32 [4]\ny = relu(q)\noutput y\n' > "$dir/undef.kg
 expect_error "undefined name" "'q' is not defined" $gen model "$dir/undef.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
-printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/uns.kg"
-expect_error "unsupported op" "'sparse24_linear' has no generated form" $gen model "$dir/uns.kg" -o "$dir/out.h"
+# sparse24_linear and sdpa_relpos: the executor's checks, named
+printf 'kern-graph 1\ninput x f32 [4,6]\nweight w f32 [4,6]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/s24.kg"
+expect_error "2:4 K" "K=6 is not a multiple of 4" $gen model "$dir/s24.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear(x, w) act=silu\noutput y\n' > "$dir/s24a.kg"
+expect_error "2:4 act" "takes none, gelu or gelu_tanh" $gen model "$dir/s24a.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [4,4]\ninput w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/s24w.kg"
+expect_error "2:4 weight input" "must be a graph weight" $gen model "$dir/s24w.kg" -o "$dir/out.h"
+rp='kern-graph 1\ninput q f32 [1,2,12,8]\nweight rw f32 [7,8]\n'
+printf "${rp}weight rh f32 [5,8]\ny = sdpa_relpos(q, q, q, rh, rh)\noutput y\n" > "$dir/rp1.kg"
+expect_error "relpos grid" "L=12 but the tables give a 3 x 3 grid" $gen model "$dir/rp1.kg" -o "$dir/out.h"
+printf "${rp}weight rh f32 [4,8]\ny = sdpa_relpos(q, q, q, rh, rw)\noutput y\n" > "$dir/rp2.kg"
+expect_error "relpos even table" "must be 2*g-1" $gen model "$dir/rp2.kg" -o "$dir/out.h"
+printf "${rp}weight rh f32 [5,4]\ny = sdpa_relpos(q, q, q, rh, rw)\noutput y\n" > "$dir/rp3.kg"
+expect_error "relpos table D" "must be [2*g-1, D]" $gen model "$dir/rp3.kg" -o "$dir/out.h"
 # tests/gen/llama_tiny.kg is gen/llama_ir.py's output for the command in
 # its first line
 lt_cmd=$(sed -n '2s/^# gen\/llama_ir.py //p' tests/gen/llama_tiny.kg)
