@@ -2408,7 +2408,7 @@ def cmd_model(args, argv):
         if args.specialize_max_m:
             tlog = []
             decide = qkv_tuner(cache, tlog, args.specialize_max_m)
-    log = run_passes(g, bind, name, passes, args.quantize, decide)
+    log = run_passes(g, bind, name, passes, args.quantize, decide, args.sparsify)
     if decide:
         log += tlog
     low = Lowering(g, bind, name, args.specialize_max_m)
@@ -2427,7 +2427,9 @@ def cmd_model(args, argv):
                   os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
               'passes:  %s' % (', '.join(passes) or 'none')] + (
               ["quantize: '%s' (linears -> int8 dynamic qlinear)" % args.quantize]
-              if args.quantize else []) + log + [
+              if args.quantize else []) + (
+              ["sparsify: '%s' (linears -> 2:4 sparse24_linear, pruned at prepare)" % args.sparsify]
+              if args.sparsify else []) + log + [
               'GEMM instances: %s' % (', '.join('%sM=%d N=%d K=%d' % (
                   'bf16 ' if k[3] == 'bf16' else '', k[0], k[1], k[2]) for k in low.instances) or 'none'),
               'qlinear instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.qinstances)
@@ -2462,6 +2464,10 @@ def main(argv=None):
                     help="linears whose node name matches (comma-separated globs with * and ?, "
                          "'*' = all) become int8 dynamic qlinears, as the executor's "
                          "params.quantize")
+    pm.add_argument('--sparsify', default='', metavar='GLOBS',
+                    help="linears whose node name matches (and no --quantize glob) become "
+                         "sparse24_linears, their weights pruned to 2:4 at prepare, as the "
+                         "executor's params.sparsify")
     pm.add_argument('--safetensors', default='', metavar='FILE',
                     help='check the weights against this file and emit NAME_prepare_safetensors '
                          '(the weights at their offsets in it)')
@@ -2545,6 +2551,7 @@ def main(argv=None):
 # equal (L and P both 5) can fuse here where the executor does not.
 PASSES = ('dce', 'epilogue', 'qkv', 'residual_norm', 'norm_act')
 GEMM_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh', 'silu': 'silu', 'relu': 'relu'}
+GELU_ACTS = {'gelu': 'gelu', 'gelu_tanh': 'gelu_tanh'}  # sparse24_linear's
 
 
 def _pad(n):
@@ -2590,11 +2597,12 @@ def pass_epilogue(g, vals, consts, log):
     outs = set(o for o, _ in g.outputs)
     uses = _uses(g)
     for n in list(g.nodes):
-        if n.op not in ('linear', 'matmul', 'qlinear') or n not in g.nodes:
+        if n.op not in ('linear', 'matmul', 'qlinear', 'sparse24_linear') or n not in g.nodes:
             continue
         _pad(n)
         bs = 3 if n.op == 'qlinear' else 2  # bias slot; the residual's is next
-        gemm = n.op != 'qlinear'            # alpha and out_scale: the gemm family only
+        gemm = n.op in ('linear', 'matmul')  # alpha and out_scale: the gemm family only
+        acts = GELU_ACTS if n.op == 'sparse24_linear' else GEMM_ACTS
         stage = 0
         if n.ins[bs] != '-':
             stage = 1
@@ -2626,7 +2634,7 @@ def pass_epilogue(g, vals, consts, log):
                     what, stage = 'residual', 3
                 else:
                     break
-            elif c.op in GEMM_ACTS and stage < 2:
+            elif c.op in acts and stage < 2:
                 n.attrs['act'] = c.op
                 what, stage = c.op, 2
             elif gemm and stage < 4 and c.op in ('mul', 'div', 'scale'):
@@ -2805,22 +2813,43 @@ def glob_match(pats, s):
     return False
 
 
-def pass_quantize(g, vals, pats, log):
-    """The executor's quantize transform (kern__gpx_transforms with
-    params.quantize): a linear whose name matches, whose weight is a graph
-    weight and whose epilogue int8 has (no alpha, no out_scale) and whose x
-    is f32/bf16 becomes a qlinear (int8 dynamic); the rest are reported."""
+def pass_quantize(g, vals, pats, log, spats=''):
+    """The executor's transforms (kern__gpx_transforms with
+    params.quantize and params.sparsify): a linear whose name matches
+    pats, whose weight is a graph weight and whose epilogue int8 has (no
+    alpha, no out_scale) and whose x is f32/bf16 becomes a qlinear (int8
+    dynamic); else one whose name matches spats, with a graph weight, no
+    alpha, out_scale or glu, act none / gelu / gelu_tanh and K a multiple
+    of 4 becomes a sparse24_linear pruned at prepare; the rest are
+    reported."""
     for n in g.nodes:
-        if n.op != 'linear' or not glob_match(pats, n.outs[0]):
+        if n.op != 'linear':
+            continue
+        q = bool(pats) and glob_match(pats, n.outs[0])
+        sp = not q and bool(spats) and glob_match(spats, n.outs[0])
+        if not q and not sp:
             continue
         _pad(n)
         nm = n.outs[0]
         wv, xv = vals[n.ins[1]], vals[n.ins[0]]
+        what = 'quantize' if q else 'sparsify'
         if wv.kind != 'weight':
-            log.append("no quantize: '%s': the weight is computed, not a graph weight" % nm)
+            log.append("no %s: '%s': the weight is computed, not a graph weight" % (what, nm))
             continue
-        if 'alpha' in n.attrs or float(n.attrs.get('out_scale', 0) or 0) != 0:
-            log.append("no quantize: '%s': alpha / out_scale have no int8 epilogue" % nm)
+        act = n.attrs.get('act', 'none')
+        glu = int(n.attrs.get('glu', 0) or 0)
+        if 'alpha' in n.attrs or float(n.attrs.get('out_scale', 0) or 0) != 0 or \
+                (sp and (glu or act not in ('none', 'gelu', 'gelu_tanh'))):
+            log.append("no %s: '%s': %s%s / alpha / out_scale have no %s epilogue" % (
+                what, nm, 'glu, act ' if glu else 'act ', act, 'int8' if q else '2:4'))
+            continue
+        if sp:
+            if len(wv.shape) != 2 or wv.shape[1] % 4:
+                log.append("no sparsify: '%s': K=%d is not a multiple of 4" % (nm, wv.shape[-1]))
+                continue
+            n.op = 'sparse24_linear'
+            n.attrs = {'act': act, 'prune': '1'} if act != 'none' else {'prune': '1'}
+            log.append("sparsify: '%s' -> sparse24_linear" % nm)
             continue
         if xv.dtype not in ('f32', 'bf16'):
             log.append("no quantize: '%s': x is %s" % (nm, xv.dtype))
@@ -2834,7 +2863,7 @@ def pass_quantize(g, vals, pats, log):
         log.append("quantize: '%s' -> qlinear" % nm)
 
 
-def run_passes(g, bind, name, passes, quantize='', qkv_decide=None):
+def run_passes(g, bind, name, passes, quantize='', qkv_decide=None, sparsify=''):
     log = []
     if 'dce' in passes:
         r = pass_dce(g)
@@ -2844,9 +2873,9 @@ def run_passes(g, bind, name, passes, quantize='', qkv_decide=None):
     def shapes():
         low = Lowering(g, bind, name)
         return low.vals, {v.name: vals[0] for v, vals in low.consts if len(vals) == 1}
-    if quantize:
+    if quantize or sparsify:
         vals, _ = shapes()
-        pass_quantize(g, vals, quantize, log)
+        pass_quantize(g, vals, quantize, log, sparsify)
     if 'epilogue' in passes:
         vals, consts = shapes()
         pass_epilogue(g, vals, consts, log)

@@ -13,7 +13,7 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny relsynth relsynth_bf16
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny relsynth relsynth_bf16 sam_tiny sam_tiny_bf16
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
@@ -27,6 +27,10 @@ GEN_BIND_dsynth := B=2,L=5
 # the executor does
 GEN_BIND_relsynth := B=2
 GEN_BIND_relsynth_bf16 := B=2
+# SAM's image encoder as models/sam.py exports it (the command in each
+# file's second line; no symbolic dims): window partition with padding,
+# sdpa_relpos, the neck's convolutions as im2col + linear; f32 and as
+# torch.autocast(bfloat16) runs it
 # a decoder through the caller's KV caches (f32, i8, bf16): 3 new rows per
 # sequence after k_lens in [0, 12) cached ones (GEN_IDMAX: ids and lengths),
 # and llama_tiny_dec, one row (decode)
@@ -52,7 +56,7 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude (GEN_TOL_NAME for the bf16 graphs, below).
-GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16 llama_tiny
+GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16 llama_tiny sam_tiny
 # In a bf16 graph a linear's f32 sum that differs from kern_gemm's in its
 # last bits can round to the neighbouring bf16 value (one ulp, 2^-7 of
 # it), and a norm instance's statistics differ from kern_norm's shifted
@@ -66,11 +70,16 @@ GEN_TOL_wide_bf16 := 1.6e-2
 # executor's params.quantize) against the executor quantizing the same
 # linears: the same kern_qlinear calls on the same packed weights, bit for
 # bit.
-GEN_Q8_MODELS := bert1 bert2 qsynth llama_tiny
+GEN_Q8_MODELS := bert1 bert2 qsynth llama_tiny sam_tiny
 # NAME_q8spec.h (--quantize '*' --specialize-max-m 64): the qlinears through
 # qlinear instances (kern_qlinear's bits) and the rest as NAME_spec.h:
 # within 1e-4 of each output's largest magnitude.
 GEN_Q8SPEC_MODELS := bert1 qsynth
+# NAME_s24.h (--quantize '*attn*' --sparsify '*mlp*': SAM's last step,
+# attention linears int8 and MLP linears 2:4, pruned at prepare; the bf16
+# graph's on AMX as dense tiles) against the executor with the same
+# params.quantize and params.sparsify: bit for bit.
+GEN_S24_MODELS := sam_tiny sam_tiny_bf16
 # BERT-base itself (gen/bert_ir.py's defaults: 12 layers, hidden 768, vocab
 # 30522) at B=1, L=9, default passes, bit for bit (GEN_BIG: uniform
 # weights, the scalar level once); and bert2 at B=1, L=6, where every
@@ -81,7 +90,8 @@ GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) $(GEN_CHECKS_EXTRA) 
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
               $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS)) \
-              $(patsubst %,build/gen/check_%_q8spec,$(GEN_Q8SPEC_MODELS))
+              $(patsubst %,build/gen/check_%_q8spec,$(GEN_Q8SPEC_MODELS)) \
+              $(patsubst %,build/gen/check_%_s24,$(GEN_S24_MODELS))
 
 build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -90,10 +100,10 @@ build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 .PRECIOUS: build/gen/%.h
 build/gen/%_unfused.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --no-fuse all --name $*_unfused -o $@
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --no-fuse all --name $*_unfused -o $@
 build/gen/%_spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --specialize-max-m 64 --name $*_spec -o $@
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --specialize-max-m 64 --name $*_spec -o $@
 build/gen/bert_base.kg: gen/bert_ir.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/bert_ir.py -o $@
@@ -107,13 +117,16 @@ build/gen/llama_tiny_dec.h: tests/gen/llama_tiny.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --bind B=2,L=1 --name llama_tiny_dec -o $@
 build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
+build/gen/%_s24.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*attn*' --sparsify '*mlp*' --name $*_s24 -o $@
 build/gen/%_q8.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --quantize '*' --name $*_q8 -o $@
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*' --name $*_q8 -o $@
 build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
-	$(PYTHON) gen/kern_gen.py model $< --bind $(GEN_BIND_$*) --name $* -o $@
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --name $* -o $@
 
 # check_NAME[_unfused|_spec]: $(1) the model, $(2) the header's name, $(3)
 # the executor's disabled passes, $(4) extra flags
@@ -132,6 +145,7 @@ $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED),$(
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED),$(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4) $(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' $(GEN_FLAGS_$(m)))))
+$(foreach m,$(GEN_S24_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_s24,$(GEN_FUSED),-DGEN_QUANTIZE='"*attn*"' -DGEN_SPARSIFY='"*mlp*"')))
 $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the

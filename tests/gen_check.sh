@@ -43,6 +43,12 @@ printf 'kern-graph 1\ninput x f32 [4,4]\nweight w f32 [4,4]\ny = sparse24_linear
 expect_error "2:4 act" "takes none, gelu or gelu_tanh" $gen model "$dir/s24a.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4,4]\ninput w f32 [4,4]\ny = sparse24_linear(x, w)\noutput y\n' > "$dir/s24w.kg"
 expect_error "2:4 weight input" "must be a graph weight" $gen model "$dir/s24w.kg" -o "$dir/out.h"
+# --sparsify: a linear whose epilogue 2:4 lacks (SiLU) or whose K is not a
+# multiple of 4 stays a linear, and the banner says why, as the plan report
+printf 'kern-graph 1\ninput x f32 [4,8]\nweight w f32 [4,8]\nweight v f32 [4,6]\ninput z f32 [4,6]\na = linear(x, w) act=silu\nb = linear(x, w) act=gelu\nc = linear(z, v)\noutput a\noutput b\noutput c\n' > "$dir/sp.kg"
+$gen model "$dir/sp.kg" --sparsify '*' -o "$dir/sp.h" && grep -q "no sparsify: 'a': act silu" "$dir/sp.h" \
+  && grep -q "sparsify: 'b' -> sparse24_linear" "$dir/sp.h" && grep -q "no sparsify: 'c': K=6" "$dir/sp.h" \
+  && pass || fail "--sparsify report"
 rp='kern-graph 1\ninput q f32 [1,2,12,8]\nweight rw f32 [7,8]\n'
 printf "${rp}weight rh f32 [5,8]\ny = sdpa_relpos(q, q, q, rh, rh)\noutput y\n" > "$dir/rp1.kg"
 expect_error "relpos grid" "L=12 but the tables give a 3 x 3 grid" $gen model "$dir/rp1.kg" -o "$dir/out.h"

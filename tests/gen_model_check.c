@@ -4,7 +4,8 @@
  * Compiled with -DGEN_HEADER="NAME.h" -DGEN_NAME=NAME -DGEN_UNAME=NAME (upper
  * case) -DGEN_IR="model.kg" and GEN_DISABLE, the executor's passes to switch
  * off so its arithmetic order is the one the generated code uses, and
- * GEN_QUANTIZE, the executor's params.quantize (the header's --quantize). Random
+ * GEN_QUANTIZE and GEN_SPARSIFY, the executor's params.quantize and
+ * params.sparsify (the header's --quantize and --sparsify). Random
  * weights (i8 ones over the whole s8 range, weights named *scale* in
  * [1e-3, 2e-2]) and inputs (ids in [0, GEN_IDMAX), inputs named *mask* 0 or
  * -10000); the generated model's outputs must equal kern_graph_run's bit
@@ -24,6 +25,9 @@
 #endif
 #ifndef GEN_QUANTIZE
 #define GEN_QUANTIZE NULL /* the executor's params.quantize (kern_gen.py --quantize) */
+#endif
+#ifndef GEN_SPARSIFY
+#define GEN_SPARSIFY NULL /* the executor's params.sparsify (kern_gen.py --sparsify) */
 #endif
 #ifndef GEN_BIG
 #define GEN_BIG 0 /* 1: a full-size model (BERT-base): uniform weights, the
@@ -161,6 +165,7 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     pp.bind = GU(_BIND);
     pp.disable = GEN_DISABLE;
     pp.quantize = GEN_QUANTIZE;
+    pp.sparsify = GEN_SPARSIFY;
     KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
     KT_OK(kern_graph_run(p, in, GU(_N_INPUTS), out, GU(_N_OUTPUTS)));
     for (i = 0; i < GU(_N_INPUTS); i++) {
