@@ -1738,13 +1738,32 @@ class Emitter:
                 merged.append((n, st))
         L, ind = [], ''
         offs = ['0'] * len(strides)
-        for d, (n, st) in enumerate(merged):
+        # a transpose (an operand read along the second-last dim, stride 1
+        # there, and far apart along the last): the last two dims in
+        # TILE x TILE blocks, so each block's source lines stay in L1
+        # while the output is written in rows (the SAM encoder's NHWC ->
+        # NCHW output walked the source 1 KiB apart: 4 MB through L2)
+        TILE = 16
+        tiled = len(merged) >= 2 and merged[-2][0] >= 2 * TILE and merged[-1][0] >= 2 * TILE and \
+            any(a == 1 and abs(b) >= TILE for a, b in zip(merged[-2][1], merged[-1][1]))
+        nblk = len(merged) - 2 if tiled else len(merged)
+        for d, (n, st) in enumerate(merged[:nblk]):
             L.append('%sfor (int64_t i%d = 0; i%d < %d; i%d++) {' % (ind, d, d, n, d))
             ind += '    '
+        if tiled:
+            for d in (nblk, nblk + 1):
+                L.append('%sfor (int64_t b%d = 0; b%d < %d; b%d += %d) {' % (ind, d, d, merged[d][0], d, TILE))
+                ind += '    '
+            for d in (nblk, nblk + 1):
+                n = merged[d][0]
+                L.append('%sfor (int64_t i%d = b%d; i%d < (b%d + %d < %d ? b%d + %d : %d); i%d++) {' % (
+                    ind, d, d, d, d, TILE, n, d, TILE, n, d))
+                ind += '    '
+        for d, (n, st) in enumerate(merged):
             offs = [o if s == 0 else ('i%d' % d if s == 1 else 'i%d * %d' % (d, s)) + (
                 '' if o == '0' else ' + ' + o) for o, s in zip(offs, st)]
         L += [ind + s for s in body(offs)]
-        for d in range(len(merged)):
+        for d in range(len(merged) + (2 if tiled else 0)):
             ind = ind[:-4]
             L.append(ind + '}')
         return L
