@@ -1068,7 +1068,16 @@ class Lowering:
         y = self.new_buf(n.outs[0], dt, x.shape)
         self.set_out(n, 0, y)
         if is_float(x.dtype) and is_float(dt):
-            self.add_step(n, [x], [y], lambda G: G.map_loop(y, [x], 'v0'))
+            def emit(G):
+                # f32 <-> bf16/f16 of whole buffers: kern_convert (vectorized,
+                # over the context's threads, the scalar conversions' bits)
+                if x.dtype != dt and 'f32' in (x.dtype, dt) and x.contiguous() and \
+                        y.contiguous() and x.numel() and not G.may_overlap(x, y):
+                    return ['st = kern_convert(ctx, %s, %s, %s, %s, %d);' % (
+                        DTYPES[x.dtype][0], G.ptr(x), DTYPES[dt][0], G.ptr(y, True), x.numel()),
+                        'if (st) return st;']
+                return G.map_loop(y, [x], 'v0')
+            self.add_step(n, [x], [y], emit)
         else:
             self.add_step(n, [x], [y], lambda G: G.cast_loop(y, x))
 
@@ -1699,6 +1708,24 @@ class Emitter:
         if loc[0] == 'out':
             return '(char *)outputs[%d]' % loc[1], False
         return 'A + %d' % loc[1], False
+
+    def may_overlap(self, a, b):
+        """Whether views a and b can share bytes: the same base, or two
+        ranges of the arena that intersect."""
+        def region(v):
+            kind, i = v.base
+            if kind == 'buf':
+                loc = self.low.buf_loc[i]
+                if loc[0] == 'arena':
+                    lo = loc[1] + v.off * v.esize()
+                    hi = lo + sum((d - 1) * st for d, st in zip(v.shape, v.stride)) * v.esize() + v.esize()
+                    return ('arena', lo, hi)
+                return ('out', loc[1])
+            return (kind, i)
+        ra, rb = region(a), region(b)
+        if ra[0] == 'arena' and rb[0] == 'arena':
+            return ra[1] < rb[2] and rb[1] < ra[2]
+        return ra == rb
 
     def ptr(self, v, write=False):
         b, ro = self.base_expr(v)
