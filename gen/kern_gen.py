@@ -2453,7 +2453,7 @@ def cmd_model(args, argv):
         cache = load_cache(tpath, cpu_key())
         if args.specialize_max_m:
             tlog = []
-            decide = qkv_tuner(cache, tlog, args.specialize_max_m)
+            decide = qkv_tuner(cache, tlog, args.specialize_max_m, threads)
     log = run_passes(g, bind, name, passes, args.quantize, decide, args.sparsify)
     if decide:
         log += tlog
@@ -4139,7 +4139,9 @@ def cmd_gemm(args, argv):
 # accumulator sets for tiles of at most that many rows) changes the
 # summation order; `mr` (rows per tile) and `unroll` do not.
 CACHE_FORMAT = 'kern-gen-autotune'
-CACHE_VERSION = 2  # 2: the thread split ('tpt' per thread count) and fusion entries
+CACHE_VERSION = 3  # 2: the thread split ('tpt' per thread count) and fusion entries; 3: timed on
+#                     the body a run takes (AVX-512 where the CPU has it), weights from memory,
+#                     the Q/K/V choice per thread count
 TPT_DEFAULT = 4    # column-panel tasks per thread when nothing is tuned
 TPT_CANDIDATES = (1, 2, 4, 8, 16)
 QKV_APART_MARGIN = 0.97  # linears stay apart only when that is 3 % faster than merged
@@ -4220,6 +4222,20 @@ def save_cache(path, c):
     write_atomic(path, json.dumps(keep, indent=1, sort_keys=True) + '\n')
 
 
+TUNE_FLUSH = [
+    '/* the packed weight out of every cache before a timed run: in a model',
+    ' * each weight is read once a forward, from memory */',
+    'static void flush(const void *p, size_t n) {',
+    '#ifdef KERN_X86',
+    '    for (size_t i = 0; i < n; i += 64) _mm_clflush((const char *)p + i);',
+    '    _mm_mfence();',
+    '#else',
+    '    (void)p;',
+    '    (void)n;',
+    '#endif',
+    '}']
+
+
 def time_gemm_candidates(M, N, K, cands, dt='f32'):
     """Compiles every candidate in one program and times each (best of up
     to 5 runs); returns microseconds per candidate. bf16: the panels from
@@ -4243,6 +4259,7 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
             src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True, cfg=c, dt=dt))
         src.append('static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
                    'return t.tv_sec + t.tv_nsec * 1e-9; }')
+        src += TUNE_FLUSH
         src.append('int main(void) {')
         src.append('    float *x = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K))
         src.append('    float *w = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (N * K))
@@ -4262,9 +4279,13 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
             src.append('    t0_pack(wb, pb);')
         else:
             src.append('    t0_pack(w, pk);')
-        src.append('    int avx2 = 0;')
+        # the body a run takes on this CPU (the context's level: AVX-512
+        # from F/BW/VL/DQ, else AVX2 + FMA, else the scalar twin)
+        src.append('    int avx2 = 0, avx512 = 0;')
         src.append('#ifdef KERN_X86')
         src.append('    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");')
+        src.append('    avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&')
+        src.append('             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");')
         src.append('#endif')
         for i in range(len(cands)):
             src.append('    {')
@@ -4276,9 +4297,13 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
                 src.append('        a.y = yb;')
             src.append('        double best = 1e30, spent = 0;')
             src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
+            src.append('            flush(%s, (size_t)%d);' % ('pb' if dt == 'bf16' else 'pk', (
+                (N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR * (2 if dt == 'bf16' else 4)))
             src.append('            double t = now();')
             src.append('#ifdef KERN_X86')
             pargs = '&a' if dt == 'bf16' else 'x, pk, NULL, y'
+            src.append('            if (avx512) t%d__panels_avx512(%s, 0, %d); else' % (
+                i, pargs, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('            if (avx2) t%d__panels_avx2(%s, 0, %d); else' % (
                 i, pargs, (N + GEMM_NR - 1) // GEMM_NR))
             src.append('#endif')
@@ -4383,7 +4408,7 @@ def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
             src.append(emit_gemm('t%d' % i, M, N, K, [], impl_only=True,
                                  cfg=dict(cfg, tpt=t, tpt_threads=threads), dt=dt))
         src += ['static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
-                'return t.tv_sec + t.tv_nsec * 1e-9; }',
+                'return t.tv_sec + t.tv_nsec * 1e-9; }'] + TUNE_FLUSH + [
                 'int main(void) {',
                 '    kern_ctx_params p;',
                 '    kern_ctx *ctx = NULL;',
@@ -4407,6 +4432,7 @@ def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
                     '        double best = 1e30, spent = 0;',
                     '        %s;' % call,
                     '        for (int r = 0; r < 8 && (r < 3 || spent < 0.25); r++) {',
+                    '            flush(pk, (size_t)%d);' % (NPK * (2 if dt == 'bf16' else 4)),
                     '            double t = now();',
                     '            %s;' % call,
                     '            t = now() - t;',
@@ -4447,13 +4473,17 @@ def tune_gemm(M, N, K, cache, log, dt='f32', threads=1):
     return dict(c, tpt=TPT_CANDIDATES[best], tpt_threads=threads)
 
 
-def qkv_tuner(cache, log, spec_max_m):
+def qkv_tuner(cache, log, spec_max_m, threads=1):
     """--autotune's fusion choice for the Q/K/V merge of linears that run
     as GEMM instances (at most spec_max_m rows, f32 or bf16): one instance
     over the concatenated weights against the parts' instances one after
-    the other, each with the default blocking on one thread; the faster
-    form is kept (cache entry fuse/qkv/...). Linears past spec_max_m run
-    on kern_gemm and merge as the executor merges them."""
+    the other, each run whole (x packed, the panels over a kern context of
+    `threads` threads, the weights from memory) with the default blocking
+    and split; the faster form is kept (cache entry fuse/qkv/...). Timing
+    the panels alone on one thread chose 'apart' for BERT-base's Q/K/V at
+    M 16, which ran slower in the model at two threads (three dispatches,
+    three x packs). Linears past spec_max_m run on kern_gemm and merge as
+    the executor merges them."""
     import time
 
     seen = set()
@@ -4461,7 +4491,7 @@ def qkv_tuner(cache, log, spec_max_m):
     def decide(M, K, Ns, dt):
         if not (1 <= M <= spec_max_m) or dt not in ('f32', 'bf16'):
             return True
-        key = 'fuse/qkv/%s/M%d/K%d/N%s' % (dt, M, K, '+'.join(str(n) for n in Ns))
+        key = 'fuse/qkv/%s/M%d/K%d/N%s/t%d' % (dt, M, K, '+'.join(str(n) for n in Ns), threads)
         hit = cache['entries'].get(key)
         if hit:
             if key not in seen:
@@ -4469,8 +4499,12 @@ def qkv_tuner(cache, log, spec_max_m):
             seen.add(key)
             return hit['merge']
         t0 = time.time()
-        merged = time_gemm_candidates(M, sum(Ns), K, [GEMM_DEFAULT], dt)[0]
-        part = {n: time_gemm_candidates(M, n, K, [GEMM_DEFAULT], dt)[0] for n in sorted(set(Ns))}
+        obj = kern_impl_object(cache['_dir'])
+
+        def whole(n):
+            return time_gemm_threads(M, n, K, dt, GEMM_DEFAULT, threads, (TPT_DEFAULT,), obj)[0]
+        merged = whole(sum(Ns))
+        part = {n: whole(n) for n in sorted(set(Ns))}
         apart = sum(part[n] for n in Ns)
         # apart must win by more than the timing's noise: merging is the
         # executor's choice, and one GEMM is one call and one thread split

@@ -135,8 +135,8 @@ printf '{"format": "kern-gen-autotune", "version": 1, "cpu"' > "$dir/bad.json"
 expect_error "corrupt cache" "is corrupt" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/bad.json" -o "$dir/out.h"
 sed 's/"cpu": "[^"]*"/"cpu": "Other CPU | avx512f"/' "$tc" > "$dir/foreign.json"
 expect_error "foreign cache" "another CPU" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/foreign.json" -o "$dir/out.h"
-sed 's/"version": 2/"version": 1/' "$tc" > "$dir/old.json"
-expect_error "old cache" "format version 1" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
+sed 's/"version": 3/"version": 2/' "$tc" > "$dir/old.json"
+expect_error "old cache" "format version 2" $gen gemm --m 2 --n 16 --k 8 --autotune --tune-cache "$dir/old.json" -o "$dir/out.h"
 # the thread split: timed on kern's pool at --threads 2, then replayed
 $gen gemm --m 2 --n 40 --k 8 --autotune --threads 2 --tune-cache "$tc" -o "$dir/t4.h" \
   && grep -q "autotune: gemm/f32/M2/N40/K8: [0-9]* tasks per thread at 2 threads, .* us (1: " "$dir/t4.h" \
@@ -149,10 +149,10 @@ expect_error "cache tpt" "is corrupt" $gen gemm --m 2 --n 40 --k 8 --autotune --
 # the Q/K/V merge as a timed fusion choice (instances at --specialize-max-m)
 printf 'kern-graph 1\ndim L\ninput x f32 [L,8]\nweight wq f32 [8,8]\nweight wk f32 [8,8]\nweight wv f32 [8,8]\nq = linear(x, wq)\nk = linear(x, wk)\nv = linear(x, wv)\ny = concat(q, k, v) axis=-1\noutput y\n' > "$dir/qkv.kg"
 $gen model "$dir/qkv.kg" --bind L=3 --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/m1.h" \
-  && grep -q "autotune: fuse/qkv/f32/M3/K8/N8+8+8: \(merged\|apart\) (one GEMM" "$dir/m1.h" \
-  && grep -q '"fuse/qkv/f32/M3/K8/N8+8+8"' "$tc" && pass || fail "autotune fusion choice"
+  && grep -q "autotune: fuse/qkv/f32/M3/K8/N8+8+8/t1: \(merged\|apart\) (one GEMM" "$dir/m1.h" \
+  && grep -q '"fuse/qkv/f32/M3/K8/N8+8+8/t1"' "$tc" && pass || fail "autotune fusion choice"
 $gen model "$dir/qkv.kg" --bind L=3 --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/m2.h" \
-  && grep -q "autotune: fuse/qkv/f32/M3/K8/N8+8+8: .* (cache)" "$dir/m2.h" && pass || fail "autotune fusion replay"
+  && grep -q "autotune: fuse/qkv/f32/M3/K8/N8+8+8/t1: .* (cache)" "$dir/m2.h" && pass || fail "autotune fusion replay"
 
 # --safetensors: the file's tensors must be the graph's weights (name,
 # dtype, shape); a file that is not safetensors is refused
