@@ -289,6 +289,56 @@ KT_TEST(gen_model_run_allocates_nothing) {
     }
 }
 
+/* NAME_prepare under allocation failure: refusing each of its allocations
+ * in turn gives KERN_ERR_NOMEM (every packing path of the model: kern_gemm
+ * and kern_qweight packs, 2:4 compression and its pruning copy, the dense
+ * expansion on AMX, instance weights, merged Q/K/V), a zeroed model, and
+ * nothing left allocated once the context is gone; past the last one it
+ * succeeds. */
+KT_TEST(gen_model_prepare_out_of_memory) {
+    void *wdata[GU(_N_WEIGHTS) + 1];
+    int64_t k;
+    int i, done = 0;
+    if (GEN_BIG) return;
+    for (i = 0; i < GU(_N_WEIGHTS); i++) {
+        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]), j;
+        kern_dtype dt = G(_weight_dtypes)[i];
+        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "w");
+        for (j = 0; j < n; j++)
+            kt_set(wdata[i], dt, j, dt == KERN_I8 ? (double)(j % 255 - 127)
+                                    : strstr(G(_weight_names)[i], "scale") ? 0.01 : (double)(j % 13) / 26.0 - 0.25);
+    }
+    for (k = 1; k < 10000 && !done; k++) {
+        kt_falloc fa;
+        kern_ctx *ctx;
+        G(_model) m;
+        kern_status st;
+        memset(&fa, 0, sizeof fa);
+        ctx = kt_ctx_falloc(2, KERN_ISA_AUTO, 0, &fa);
+        KT_REQUIRE(ctx, "context");
+        fa.fail_at = fa.calls + k;
+        st = G(_prepare)(ctx, (const void *const *)wdata, &m);
+        if (st == KERN_OK) {
+            KT_CHECK(fa.refused == 0, "prepare succeeded past a refused allocation (%lld)", (long long)k);
+            G(_release)(ctx, &m);
+            done = 1;
+        } else {
+            size_t b;
+            int zero = 1;
+            KT_CHECK(st == KERN_ERR_NOMEM, "allocation %lld refused: %s, want KERN_ERR_NOMEM (%s)",
+                     (long long)k, kern_status_name(st), kern_last_error());
+            for (b = 0; b < sizeof m; b++) zero &= ((const unsigned char *)&m)[b] == 0;
+            KT_CHECK(zero, "allocation %lld refused: the model is not zeroed", (long long)k);
+        }
+        kern_ctx_destroy(ctx);
+        KT_CHECK(fa.live == 0, "allocation %lld refused: %lld allocations live", (long long)k,
+                 (long long)fa.live);
+        KT_CHECK(fa.bad_free == 0, "allocation %lld refused: bad frees", (long long)k);
+    }
+    KT_CHECK(done, "prepare never succeeded");
+    for (i = 0; i < GU(_N_WEIGHTS); i++) kt_free(wdata[i]);
+}
+
 KT_TEST(gen_model_bad_arguments) {
     G(_model) m;
     kern_ctx *ctx = kt_ctx(1, KERN_ISA_SCALAR);
