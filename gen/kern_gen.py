@@ -1632,7 +1632,7 @@ def transposed(v):
 def unary_expr(op, f0):
     c = c_float(f0)
     return {
-        'gelu': '@gelu(v0)', 'gelu_tanh': '@gelu_tanh(v0)', 'silu': 'v0 / (1.0f + expf(-v0))',
+        'gelu': '@gelu(v0)', 'gelu_tanh': '@gelu_tanh(v0)', 'silu': '@silu(v0)',
         'relu': 'v0 > 0 ? v0 : (v0 != v0 ? v0 : 0.0f)', 'sigmoid': '1.0f / (1.0f + expf(-v0))',
         'sqrt': 'sqrtf(v0)', 'rsqrt': '1.0f / sqrtf(v0)', 'exp': 'expf(v0)', 'tanh': 'tanhf(v0)',
         'erf': 'erff(v0)', 'neg': '-v0', 'reciprocal': '1.0f / v0', 'scale': c + ' * v0',
@@ -1823,6 +1823,8 @@ class Emitter:
             self.helpers.add('gelu_tanh')
         elif '@gelu' in expr:
             self.helpers.add('gelu')
+        elif '@silu' in expr:
+            self.helpers.add('silu')
         expr = expr.replace('@', self.name + '__')
         L = ['%s *py = %s;' % (CTYPE[y.dtype], self.ptr(y, True))]
         for k, x in enumerate(xs):
@@ -2231,19 +2233,10 @@ def emit_model(low, name, banner):
         w('        t->stride[i] = ss[nd + i];')
         w('    }')
         w('}')
-    if 'gelu' in E.helpers:
-        w('')
-        w('/* the graph executor\'s gelu (erfc form for x < 0), so the bits agree */')
-        w('static float %s__gelu(float x) {' % N)
-        w('    if (x < 0) return 0.5f * x * erfcf(-x * 0.70710678118654752f);')
-        w('    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));')
-        w('}')
-    if 'gelu_tanh' in E.helpers:
-        w('')
-        w('static float %s__gelu_tanh(float x) {' % N)
-        w('    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);')
-        w('    return x / (1.0f + expf(-2.0f * u));')
-        w('}')
+    for act in ('gelu', 'gelu_tanh', 'silu'):
+        if act in E.helpers:  # kern's activations: the executor's and the epilogues' bits
+            w('')
+            w('static float %s__%s(float x) { return kern_act_f32(%s, x); }' % (N, act, ACTS[act]))
     for gi, key in enumerate(low.instances):
         o.append(emit_gemm('%s__gi%d' % (N, gi), key[0], key[1], key[2], [], impl_only=True,
                            cfg=low.inst_cfg.get(key), dt=key[3]).rstrip('\n'))

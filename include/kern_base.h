@@ -152,6 +152,11 @@ typedef enum kern_act {
 } kern_act;
 /* "none", "gelu", "gelu_tanh", "relu", "silu" ("invalid" otherwise). */
 KERN_API const char *kern_act_name(kern_act act);
+/* act(x) for one float, with the bits every kern kernel and fused epilogue
+ * gives (the shared math layer; the vector paths agree with it): for code
+ * outside kern that must match them, e.g. gen/kern_gen.py's element-wise
+ * loops. KERN_ACT_NONE and values outside kern_act: x. */
+KERN_API float kern_act_f32(kern_act act, float x);
 
 /* ------------------------------------------------------------------ tensors */
 
@@ -4531,6 +4536,9 @@ static inline void kern__v_act_row__neon(const float *x, float *y, int64_t n, ke
 }
 #endif /* KERN_NEON */
 /* END GENERATED */
+
+/* kern_act_f32: the shared layer's scalar activation (declared with kern_act) */
+KERN_API float kern_act_f32(kern_act act, float x) { return kern__s_act(x, act); }
 
 /* Hoists the activation switch out of a hot loop: CALL(A) is expanded once
  * per activation with A a constant, e.g.

@@ -4864,17 +4864,6 @@ static void kern__gx_store(kern_dtype dt, char *p, int64_t s, int64_t n, const f
     }
 }
 
-static float kern__gx_gelu(float x) {
-    /* erfc form for x < 0: no cancellation far in the tail */
-    if (x < 0) return 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-static float kern__gx_gelu_tanh(float x) {
-    /* 0.5 x (1 + tanh u) = x sigmoid(2u) */
-    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-}
-
 static void kern__gx_apply(kern_graph_op op, float f0, const float *a, const float *b, float *y,
                            int64_t n) {
     int64_t i;
@@ -4883,9 +4872,12 @@ static void kern__gx_apply(kern_graph_op op, float f0, const float *a, const flo
     case KERN_GRAPH_OP_SUB: for (i = 0; i < n; i++) y[i] = a[i] - b[i]; break;
     case KERN_GRAPH_OP_MUL: for (i = 0; i < n; i++) y[i] = a[i] * b[i]; break;
     case KERN_GRAPH_OP_DIV: for (i = 0; i < n; i++) y[i] = a[i] / b[i]; break;
-    case KERN_GRAPH_OP_GELU: for (i = 0; i < n; i++) y[i] = kern__gx_gelu(a[i]); break;
-    case KERN_GRAPH_OP_GELU_TANH: for (i = 0; i < n; i++) y[i] = kern__gx_gelu_tanh(a[i]); break;
-    case KERN_GRAPH_OP_SILU: for (i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])); break;
+    /* the activations of the fused epilogues, with their bits (the shared
+     * math layer): a node the epilogue pass could not fold computes what
+     * the fused form would */
+    case KERN_GRAPH_OP_GELU: for (i = 0; i < n; i++) y[i] = kern__s_gelu(a[i]); break;
+    case KERN_GRAPH_OP_GELU_TANH: for (i = 0; i < n; i++) y[i] = kern__s_gelu_tanh(a[i]); break;
+    case KERN_GRAPH_OP_SILU: for (i = 0; i < n; i++) y[i] = kern__s_silu(a[i]); break;
     case KERN_GRAPH_OP_RELU:
         for (i = 0; i < n; i++) y[i] = a[i] > 0 ? a[i] : (a[i] != a[i] ? a[i] : 0.0f);
         break;

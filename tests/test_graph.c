@@ -813,6 +813,68 @@ static void tg_bert_inputs_free(tg_bert_in *in) {
 
 static const tg_bert TG_BERT = {2, 64, 4, 256, 100, 64};
 
+/* A GELU / GELU-tanh / SiLU / ReLU node the epilogue pass leaves alone
+ * computes what the fused epilogue does (the shared math layer): linear +
+ * act planned with and without the pass give the same bits, on every ISA
+ * level; and kern_act_f32 is that function. */
+KT_TEST(graph_unfused_act_matches_fused) {
+    static const char *acts[] = {"gelu", "gelu_tanh", "silu", "relu"};
+    static const kern_act kacts[] = {KERN_ACT_GELU, KERN_ACT_GELU_TANH, KERN_ACT_SILU, KERN_ACT_RELU};
+    float xd[7 * 40], wd[33 * 40], y0[7 * 33], y1[7 * 33];
+    kt_rng r = kt_rng_make(7);
+    int a, i;
+    kt_fill_normal(&r, xd, KERN_F32, 7 * 40, 2.0);
+    kt_fill_normal(&r, wd, KERN_F32, 33 * 40, 0.5);
+    for (a = 0; a < 4; a++) {
+        char text[256];
+        kern_graph *g = NULL;
+        kern_tensor x, w, y;
+        int64_t xs[2] = {7, 40}, ws[2] = {33, 40}, ys[2] = {7, 33};
+        snprintf(text, sizeof text, "kern-graph 1\ninput x f32 [7,40]\nweight w f32 [33,40]\n"
+                 "h = linear(x, w)\ny = %s(h)\noutput y\n", acts[a]);
+        KT_OK(kern_graph_read_ir(NULL, text, strlen(text), &g));
+        KT_OK(kern_tensor_init(&x, xd, KERN_F32, 2, xs));
+        KT_OK(kern_tensor_init(&w, wd, KERN_F32, 2, ws));
+        KT_OK(kern_graph_bind_weight(g, "w", &w, KERN_GRAPH_BORROW));
+        KT_FOR_EACH_ISA(isa, ctx, 1) {
+            kern_graph_plan *p0 = NULL, *p1 = NULL;
+            kern_graph_plan_params pp;
+            memset(&pp, 0, sizeof pp);
+            KT_OK(kern_graph_plan_create(g, ctx, &pp, &p0));
+            pp.disable = KERN_GRAPH_PASS_EPILOGUE;
+            KT_OK(kern_graph_plan_create(g, ctx, &pp, &p1));
+            KT_OK(kern_tensor_init(&y, y0, KERN_F32, 2, ys));
+            KT_OK(kern_graph_run(p0, &x, 1, &y, 1));
+            KT_OK(kern_tensor_init(&y, y1, KERN_F32, 2, ys));
+            KT_OK(kern_graph_run(p1, &x, 1, &y, 1));
+            KT_CHECK(memcmp(y0, y1, sizeof y0) == 0, "%s: the unfused node differs from the fused epilogue",
+                     acts[a]);
+            kern_graph_plan_free(p0);
+            kern_graph_plan_free(p1);
+        }
+        { /* kern_act_f32 on the linear's own output */
+            kern_graph_plan *p = NULL;
+            kern_graph_plan_params pp;
+            float h[7 * 33];
+            const char *t2 = "kern-graph 1\ninput x f32 [7,40]\nweight w f32 [33,40]\nh = linear(x, w)\noutput h\n";
+            kern_graph *g2 = NULL;
+            memset(&pp, 0, sizeof pp);
+            KT_OK(kern_graph_read_ir(NULL, t2, strlen(t2), &g2));
+            KT_OK(kern_graph_bind_weight(g2, "w", &w, KERN_GRAPH_BORROW));
+            KT_OK(kern_graph_plan_create(g2, NULL, &pp, &p));
+            KT_OK(kern_tensor_init(&y, h, KERN_F32, 2, ys));
+            KT_OK(kern_graph_run(p, &x, 1, &y, 1));
+            for (i = 0; i < 7 * 33; i++) h[i] = kern_act_f32(kacts[a], h[i]);
+            KT_CHECK(memcmp(h, y0, sizeof h) == 0, "%s: kern_act_f32 differs from the fused epilogue",
+                     acts[a]);
+            kern_graph_plan_free(p);
+            kern_graph_destroy(g2);
+        }
+        kern_graph_destroy(g);
+    }
+    KT_CHECK(kern_act_f32(KERN_ACT_NONE, 1.5f) == 1.5f && kern_act_f32((kern_act)99, -2.0f) == -2.0f);
+}
+
 KT_TEST(graph_bert_f32_matches_direct_calls) {
     kern_graph *g = tg_bert_build(&TG_BERT, 11), *g2 = NULL;
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
