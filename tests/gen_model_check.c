@@ -225,6 +225,20 @@ KT_TEST(gen_model_matches_executor) {
     }
 }
 
+/* Weights with fixed patterns (i8 codes over the s8 range, scales 0.01,
+ * floats in [-0.25, 0.25)) into wdata[], one kt_alloc each. */
+static void gen_fixed_weights(void **wdata) {
+    int i;
+    for (i = 0; i < GU(_N_WEIGHTS); i++) {
+        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]), j;
+        kern_dtype dt = G(_weight_dtypes)[i];
+        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "w");
+        for (j = 0; j < n; j++)
+            kt_set(wdata[i], dt, j, dt == KERN_I8 ? (double)(j % 255 - 127)
+                                    : strstr(G(_weight_names)[i], "scale") ? 0.01 : (double)(j % 13) / 26.0 - 0.25);
+    }
+}
+
 /* NAME_run allocates nothing, from its first call on (from its second
  * with NAME_DATA_SCRATCH: scatter_reduce and spmm_reduce size their
  * scratch from the index data): the kernels' scratch is the arena's
@@ -245,14 +259,7 @@ KT_TEST(gen_model_run_allocates_nothing) {
     memset(&fa, 0, sizeof fa);
     ctx = kt_ctx_falloc(2, KERN_ISA_AUTO, 0, &fa);
     KT_REQUIRE(ctx, "context");
-    for (i = 0; i < GU(_N_WEIGHTS); i++) {
-        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]), j;
-        kern_dtype dt = G(_weight_dtypes)[i];
-        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "w");
-        for (j = 0; j < n; j++)
-            kt_set(wdata[i], dt, j, dt == KERN_I8 ? (double)(j % 255 - 127)
-                                    : strstr(G(_weight_names)[i], "scale") ? 0.01 : (double)(j % 13) / 26.0 - 0.25);
-    }
+    gen_fixed_weights(wdata);
     for (i = 0; i < GU(_N_INPUTS); i++) {
         int64_t n = gen_numel(G(_input_shapes)[i], G(_input_ndim)[i]), j;
         kern_dtype dt = G(_input_dtypes)[i];
@@ -300,14 +307,7 @@ KT_TEST(gen_model_prepare_out_of_memory) {
     int64_t k;
     int i, done = 0;
     if (GEN_BIG) return;
-    for (i = 0; i < GU(_N_WEIGHTS); i++) {
-        int64_t n = gen_numel(G(_weight_shapes)[i], G(_weight_ndim)[i]), j;
-        kern_dtype dt = G(_weight_dtypes)[i];
-        wdata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "w");
-        for (j = 0; j < n; j++)
-            kt_set(wdata[i], dt, j, dt == KERN_I8 ? (double)(j % 255 - 127)
-                                    : strstr(G(_weight_names)[i], "scale") ? 0.01 : (double)(j % 13) / 26.0 - 0.25);
-    }
+    gen_fixed_weights(wdata);
     for (k = 1; k < 10000 && !done; k++) {
         kt_falloc fa;
         kern_ctx *ctx;
