@@ -571,12 +571,8 @@ class Lowering:
         glu = self.iattr(n, 'glu')
         if glu and w.shape[0] % 2:
             raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
-        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
-                              b.shape[0] != w.shape[0]):
-            raise self.err(n, 'bias must be a float [N] vector')
         y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
-        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
-            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
+        self.check_bias_residual(n, w, b, r, y)
         xv, yv, rv = x, y, r
         if len(x.shape) > 2:
             x2, y2 = flatten2(x), flatten2(y)
@@ -657,6 +653,16 @@ class Lowering:
             return L
         self.add_step(n, [x, w, sc, b, r], [y, work], emit, ws=True)
 
+    def check_bias_residual(self, n, w, b, r, y):
+        """The epilogue operands of qlinear and sparse24_linear: bias a
+        float [N] vector (N = weight.shape[0]), residual a float tensor
+        that broadcasts to the output y."""
+        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
+                              b.shape[0] != w.shape[0]):
+            raise self.err(n, 'bias must be a float [N] vector')
+        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
+            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
+
     def op_sparse24_linear(self, n, ins):
         """2:4 sparse linear (kern_sparse24_linear): the weight compressed
         once at prepare (pruned first with prune=1), the handle in m->sw[];
@@ -678,12 +684,8 @@ class Lowering:
         act = n.attrs.get('act', 'none')
         if act not in ('none', 'gelu', 'gelu_tanh'):
             raise self.err(n, 'act=%s: a sparse24_linear takes none, gelu or gelu_tanh' % act)
-        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
-                              b.shape[0] != w.shape[0]):
-            raise self.err(n, 'bias must be a float [N] vector')
         y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0]])
-        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
-            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
+        self.check_bias_residual(n, w, b, r, y)
         xv, yv, rv = rows_view(x, y, r)
         if len(xv.shape) != 2:
             raise self.err(n, 'x does not flatten to 2-D')
@@ -2008,11 +2010,8 @@ def emit_pack_sparse24(w, N, E, v, prune, dst, dense, ind):
     if prune:
         w(ind + '{')
         w(ind + '    kern_tensor pr = t;')
-        w(ind + '    void *tmp = kern__alloc(ctx, (size_t)%d);' % (rows * cols * v.esize()))
-        w(ind + '    if (!tmp) {')
-        w(ind + '        %s_release(ctx, m);' % N)
-        w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory pruning a weight");' % N)
-        w(ind + '    }')
+        w(ind + '    void *tmp;')
+        emit_prepare_alloc(w, N, 'tmp', rows * cols * v.esize(), ind + '    ', what=' pruning a weight')
         w(ind + '    pr.data = tmp;')
         w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
         w(ind + '    if (!st) st = kern_sparse24_compress(ctx, &pr, &%s, NULL);' % dst)
@@ -2027,11 +2026,8 @@ def emit_pack_sparse24(w, N, E, v, prune, dst, dense, ind):
     w(ind + '    kern_tensor dw;')
     w(ind + '    kern_gemm_pack_params pp;')
     w(ind + '    static const int64_t dsh[] = {%d, %d};' % (rows, cols))
-    w(ind + '    void *tmp = kern__alloc(ctx, (size_t)%d);' % (rows * cols * 2))
-    w(ind + '    if (!tmp) {')
-    w(ind + '        %s_release(ctx, m);' % N)
-    w(ind + '        return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory expanding a 2:4 weight");' % N)
-    w(ind + '    }')
+    w(ind + '    void *tmp;')
+    emit_prepare_alloc(w, N, 'tmp', rows * cols * 2, ind + '    ', what=' expanding a 2:4 weight')
     w(ind + '    st = kern_tensor_init(&dw, tmp, KERN_BF16, 2, dsh);')
     w(ind + '    if (!st) st = kern_sparse24_decompress(ctx, %s, &dw);' % dst)
     w(ind + '    memset(&pp, 0, sizeof pp);')
@@ -2051,13 +2047,14 @@ def emit_prepare_check(w, N, ind):
     w(ind + '}')
 
 
-def emit_prepare_alloc(w, N, dst, nbytes, ind='    ', cast=''):
+def emit_prepare_alloc(w, N, dst, nbytes, ind='    ', cast='', what=''):
     """prepare's kern__alloc of nbytes into dst (cast: the C cast the
-    pointer needs, for C++); releases the model and returns on failure."""
+    pointer needs, for C++); releases the model and returns on failure
+    (the message ends in what, e.g. ' pruning a weight')."""
     w(ind + '%s = %skern__alloc(ctx, (size_t)%s);' % (dst, cast, nbytes))
     w(ind + 'if (!%s) {' % dst)
     w(ind + '    %s_release(ctx, m);' % N)
-    w(ind + '    return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory");' % N)
+    w(ind + '    return kern__err(KERN_ERR_NOMEM, "%s_prepare: out of memory%s");' % (N, what))
     w(ind + '}')
 
 
@@ -4240,6 +4237,7 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
     cc = os.environ.get('CC') or 'cc'
     d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    NPK = ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR  # the packed weight's elements
     try:
         src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
                '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
@@ -4258,16 +4256,14 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
         src.append('    float *x = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K))
         src.append('    float *w = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (N * K))
         src.append('    float *y = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * N))
-        src.append('    float *pk = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
-            ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR))
+        src.append('    float *pk = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % NPK)
         src.append('    if (!x || !w || !y || !pk) return 1;')
         src.append('    for (int64_t i = 0; i < %d; i++) x[i] = (float)(i %% 17) * 0.01f;' % (M * K))
         src.append('    for (int64_t i = 0; i < %d; i++) w[i] = (float)(i %% 13) * 0.01f;' % (N * K))
         if dt == 'bf16':
             src.append('    uint16_t *wb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (N * K))
             src.append('    uint16_t *yb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (M * N))
-            src.append('    uint16_t *pb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % (
-                ((N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR))
+            src.append('    uint16_t *pb = (uint16_t *)aligned_alloc(64, (size_t)%d * 2 + 64);' % NPK)
             src.append('    if (!wb || !yb || !pb) return 1;')
             src.append('    for (int64_t i = 0; i < %d; i++) wb[i] = kern_f32_to_bf16(w[i]);' % (N * K))
             src.append('    t0_pack(wb, pb);')
@@ -4291,8 +4287,8 @@ def time_gemm_candidates(M, N, K, cands, dt='f32'):
                 src.append('        a.y = yb;')
             src.append('        double best = 1e30, spent = 0;')
             src.append('        for (int r = 0; r < 6 && (r < 2 || spent < 0.25); r++) {')
-            src.append('            flush(%s, (size_t)%d);' % ('pb' if dt == 'bf16' else 'pk', (
-                (N + GEMM_NR - 1) // GEMM_NR) * K * GEMM_NR * (2 if dt == 'bf16' else 4)))
+            src.append('            flush(%s, (size_t)%d);' % ('pb' if dt == 'bf16' else 'pk',
+                                                         NPK * (2 if dt == 'bf16' else 4)))
             src.append('            double t = now();')
             src.append('#ifdef KERN_X86')
             pargs = '&a' if dt == 'bf16' else 'x, pk, NULL, y'
