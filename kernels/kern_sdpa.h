@@ -1348,13 +1348,17 @@ KERN_TARGET_AVX2 KERN__AINLINE void kern__sdpa_mk_6x16_body__avx2(
     int64_t b_ks, float *c, int64_t c_rs, int mr, int64_t nn, int acc, int full, int RC, int AK1,
     int B16) {
     /* rows past mr read row 0 (in bounds) and are not stored; for rows
-     * adjacent in memory (!AK1, a_rs = 1) too: q_r = a_r - a0, the offset
-     * of row r at p (the fuzzer found row 1 read one float past a one-row
-     * V^T) */
+     * adjacent in memory (!AK1, a_rs = 1 by contract) too: q_r, the offset
+     * of row r at p, is r or 0 (the fuzzer found row 1 read one float past
+     * a one-row V^T). Written from the constant 1, not a_rs, so that a
+     * whole tile (mr the literal 6) folds them into the broadcasts'
+     * displacements: held in registers they cost the backward pass up to
+     * a tenth of its time. */
     const float *a0 = a, *a1 = mr > 1 ? a + a_rs : a, *a2 = mr > 2 ? a + 2 * a_rs : a;
     const float *a3 = mr > 3 ? a + 3 * a_rs : a, *a4 = mr > 4 ? a + 4 * a_rs : a;
     const float *a5 = mr > 5 ? a + 5 * a_rs : a, *p = a;
-    const int64_t q1 = a1 - a0, q2 = a2 - a0, q3 = a3 - a0, q4 = a4 - a0, q5 = a5 - a0;
+    const int64_t q1 = mr > 1 ? 1 : 0, q2 = mr > 2 ? 2 : 0, q3 = mr > 3 ? 3 : 0;
+    const int64_t q4 = mr > 4 ? 4 : 0, q5 = mr > 5 ? 5 : 0;
     __m256i k0 = _mm256_setzero_si256(), k1 = k0;
     /* EO: whole bf16 B rows split into even and odd lanes (one 256-bit load,
      * a shift and an AND, where widening two halves takes two loads, two
