@@ -41,6 +41,12 @@
  *       B=1, L=1: the linears through kern_linear_gemv); gen (kern_gen.py
  *       model at B=1, L=1: the same kernel calls). Bytes: the weights (one
  *       embedding row) and the K and V rows read; peak DRAM.
+ *   decode_attention/<f32|bf16|i8>/H16-Hkv4-D128/C4096   one decode
+ *       step's attention alone at the Llama's size (16 query heads of 128
+ *       on 4 KV heads, caches of 4160 rows, 4097 read; i8 with per-row
+ *       scales). impls: kern_decode_attention (a generated header that
+ *       calls it); gen_spec (--specialize-max-m: the generated instance).
+ *       Bytes: the K and V rows read (and their scales); peak DRAM.
  * FLOPs: 2.M.N.K for the GEMMs; for BERT 2 x (weights of the linears) x
  * tokens plus the attention products.
  */
@@ -89,6 +95,18 @@
 #include "../build/gen/bench/qlinear_m64.h"
 #define LLAMA_DEC_IMPLEMENTATION
 #include "../build/gen/bench/llama_dec.h"
+#define DATTN_F32_LIB_IMPLEMENTATION
+#include "../build/gen/bench/dattn_f32_lib.h"
+#define DATTN_F32_INST_IMPLEMENTATION
+#include "../build/gen/bench/dattn_f32_inst.h"
+#define DATTN_BF16_LIB_IMPLEMENTATION
+#include "../build/gen/bench/dattn_bf16_lib.h"
+#define DATTN_BF16_INST_IMPLEMENTATION
+#include "../build/gen/bench/dattn_bf16_inst.h"
+#define DATTN_I8_LIB_IMPLEMENTATION
+#include "../build/gen/bench/dattn_i8_lib.h"
+#define DATTN_I8_INST_IMPLEMENTATION
+#include "../build/gen/bench/dattn_i8_inst.h"
 
 /* ---------------------------------------------------------------- BERT */
 
@@ -584,6 +602,89 @@ static void run_llama(kbench_state *st, void *user) {
     kbench_set_bytes(st, ll_bytes());
 }
 
+/* ------------------------------------------------- decode attention alone
+ * One generated header per (cache dtype, impl): its inputs filled once
+ * (k_lens = LL_CTX + 1, the step after kv_append), prepare once, then
+ * runs. */
+typedef struct da_impl {
+    const char *dt, *impl;
+    int n_in;
+    const kern_dtype *dts;
+    const int *nd;
+    const int64_t (*shapes)[8];
+    const char *const *names;
+    size_t model_bytes;
+    kern_status (*prepare)(kern_ctx *, const void *const *, void *);
+    size_t (*arena)(const void *);
+    kern_status (*run)(kern_ctx *, const void *, const void *const *, void *const *, void *);
+} da_impl;
+#define DA_IMPL(P, DT, IMPL)                                                               \
+    static kern_status P##_prep_(kern_ctx *c, const void *const *w, void *m) {           \
+        return P##_prepare(c, w, (P##_model *)m);                                         \
+    }                                                                                     \
+    static size_t P##_arena_(const void *m) { return P##_arena_bytes((const P##_model *)m); } \
+    static kern_status P##_run_(kern_ctx *c, const void *m, const void *const *i, void *const *o, \
+                                void *a) {                                                \
+        return P##_run(c, (const P##_model *)m, i, o, a);                                 \
+    }
+DA_IMPL(dattn_f32_lib, "f32", "kern_decode_attention")
+DA_IMPL(dattn_f32_inst, "f32", "gen_spec")
+DA_IMPL(dattn_bf16_lib, "bf16", "kern_decode_attention")
+DA_IMPL(dattn_bf16_inst, "bf16", "gen_spec")
+DA_IMPL(dattn_i8_lib, "i8", "kern_decode_attention")
+DA_IMPL(dattn_i8_inst, "i8", "gen_spec")
+#define DA_ROW(P, DT, IMPL)                                                                 \
+    {DT, IMPL, (int)(sizeof P##_input_ndim / sizeof P##_input_ndim[0]) - 1, P##_input_dtypes, \
+     P##_input_ndim, P##_input_shapes, P##_input_names, sizeof(P##_model), P##_prep_, P##_arena_, \
+     P##_run_}
+static const da_impl da_impls[6] = {
+    DA_ROW(dattn_f32_lib, "f32", "kern_decode_attention"), DA_ROW(dattn_f32_inst, "f32", "gen_spec"),
+    DA_ROW(dattn_bf16_lib, "bf16", "kern_decode_attention"), DA_ROW(dattn_bf16_inst, "bf16", "gen_spec"),
+    DA_ROW(dattn_i8_lib, "i8", "kern_decode_attention"), DA_ROW(dattn_i8_inst, "i8", "gen_spec")};
+
+static void run_dattn(kbench_state *st, void *user) {
+    const da_impl *d = (const da_impl *)user;
+    const int k = (int)(d - da_impls);
+    kern_ctx *ctx = kbench_ctx(kbench_threads(st));
+    static void *in[6][8], *model[6], *arena[6];
+    static double bytes[6];
+    static float y[16 * 128];
+    void *out[1];
+    int i;
+    if (!model[k]) { /* inputs, prepare and arena once per impl */
+        for (i = 0; i < d->n_in; i++) {
+            int64_t n = ll_numel(d->shapes[i], d->nd[i]);
+            in[k][i] = kbench_alloc((size_t)n * kern_dtype_size(d->dts[i]));
+            if (!in[k][i]) {
+                kbench_skip(st, "out of memory");
+                return;
+            }
+            if (d->dts[i] == KERN_I64)
+                ((int64_t *)in[k][i])[0] = LL_CTX + 1;
+            else
+                kbench_fill(in[k][i], d->dts[i], n, 700 + (uint64_t)i);
+            if (d->nd[i] >= 3 && strcmp(d->names[i], "q") != 0) /* caches, scales: the rows read */
+                bytes[k] += (double)(LL_CTX + 1) * (double)(n / d->shapes[i][1]) *
+                            (double)kern_dtype_size(d->dts[i]);
+        }
+        model[k] = kbench_alloc(d->model_bytes);
+        if (!model[k] || d->prepare(kbench_ctx(1), NULL, model[k])) {
+            kbench_skip(st, model[k] ? kern_last_error() : "out of memory");
+            model[k] = NULL;
+            return;
+        }
+        arena[k] = kbench_alloc(d->arena(model[k]) + 64);
+    }
+    out[0] = y;
+    while (kbench_next(st))
+        if (d->run(ctx, model[k], (const void *const *)in[k], out, arena[k])) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+    kbench_use(y);
+    kbench_set_bytes(st, bytes[k]);
+}
+
 KBENCH_INIT(gen) {
     static const bcase b[8] = {{1, 16, 0}, {1, 16, 1}, {1, 16, 2}, {1, 32, 0},
                                {1, 32, 1}, {1, 32, 2}, {8, 128, 0}, {8, 128, 1}};
@@ -624,6 +725,11 @@ KBENCH_INIT(gen) {
                 kbench_add("gen", "llama/f32/decode/C4096", ll_impl[i] ? "gen" : "kern_graph", t,
                            KBENCH_PEAK_DRAM, run_llama, (void *)&ll_impl[i]);
     }
+    for (i = 0; i < 6; i++)
+        for (t = 1; t <= 2; t++) {
+            snprintf(nm, sizeof nm, "decode_attention/%s/H16-Hkv4-D128/C4096", da_impls[i].dt);
+            kbench_add("gen", nm, da_impls[i].impl, t, KBENCH_PEAK_DRAM, run_dattn, (void *)&da_impls[i]);
+        }
     kbench_headline("gen", "bert-base/B1-L16");
     kbench_headline("gen", "gemm/f32/M16/N4096/K4096");
 }

@@ -370,6 +370,7 @@ class Lowering:
         self.spec_max_m = specialize_max_m
         self.instances = []     # (M, N, K)
         self.norm_instances = []  # (kind, rows, H, eps)
+        self.da_instances = []  # decode_attention instances (emit_decode_attn's keys)
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
         self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
@@ -1304,6 +1305,31 @@ class Lowering:
             raise self.err(n, 'scale must be finite')
         y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [vc.shape[3]])
         self.set_out(n, 0, y)
+        B, LQ, H, D = q.shape
+        HKV, DV, LMAX = kc.shape[2], vc.shape[3], kc.shape[1]
+        if (self.spec_max_m and B * LQ and da_fits(B, LQ, H, HKV, D, DV) and
+                all(t.stride[3] == 1 for t in (q, kc, vc, y))):
+            # a generated instance (kern_gen.py's decode-attention instances)
+            s1 = f32(scale) if scale else f32(1.0 / math.sqrt(D))
+            key = (B, LQ, H, HKV, D, DV, LMAX, q.dtype, kc.dtype, vc.dtype, kl.dtype,
+                   (tuple(q.stride), tuple(kc.stride), tuple(vc.stride), tuple(y.stride),
+                    tuple(kl.stride), tuple(ks.stride) if ks is not None else (0, 0, 0),
+                    tuple(vs.stride) if vs is not None else (0, 0, 0)),
+                   f32(s1 * 1.4426950408889634), ks is not None, vs is not None)
+            if key not in self.da_instances:
+                self.da_instances.append(key)
+            di = self.da_instances.index(key)
+            NS = max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT)
+            part = self.new_buf(n.outs[0] + '.part', 'f32', [B * NS * H * LQ * (DV + 2)])
+            nm = self.name
+
+            def emit_i(G):
+                return ['st = %s__da%d_run(ctx, %s, %s, %s, %s, %s, %s, %s, %s);' % (
+                    nm, di, G.ptr(q), G.ptr(kc), G.ptr(vc), G.ptr(kl),
+                    'NULL' if ks is None else G.ptr(ks), 'NULL' if vs is None else G.ptr(vs),
+                    G.ptr(y, True), G.ptr(part, True))]
+            self.add_step(n, [q, kc, vc, kl, ks, vs], [y, part], emit_i)
+            return
 
         def emit(G):
             L = ['kern_decode_attention_params dp;', 'memset(&dp, 0, sizeof dp);']
@@ -1964,7 +1990,7 @@ def dims_list(vs):
     for v in vs:
         d = list(v.shape) + [0] * (8 - len(v.shape))
         rows.append('{%s}' % ', '.join(str(x) for x in d))
-    return rows or ['{0}']
+    return rows
 
 
 def emit_pack_gemm(w, N, E, v, rows, cols, dst, dtype, ind='    '):
@@ -2197,7 +2223,8 @@ def emit_model(low, name, banner):
     emit_st_decl(w, low, N, U)
     w('kern_status %s_run(kern_ctx *ctx, const %s_model *m, const void *const *inputs,' % (N, N))
     w('                   void *const *outputs, void *arena);')
-    emit_impl_open(w, U, bool(low.instances or low.norm_instances or low.qinstances))
+    emit_impl_open(w, U, bool(low.instances or low.norm_instances or low.qinstances or
+                              low.da_instances))
     w('')
     for kind, vs in (('input', low.inputs), ('output', low.outputs), ('weight', low.weights)):
         K = kind.upper()
@@ -2241,6 +2268,8 @@ def emit_model(low, name, banner):
         o.append(emit_qlinear('%s__qi%d' % (N, qi), Mi, Ni, Ki, [], impl_only=True,
                               pack_t=any(sc is None and q == qi for _, sc, q in low.qipacks)
                               ).rstrip('\n'))
+    for di, key in enumerate(low.da_instances):
+        o.append(emit_decode_attn('%s__da%d' % (N, di), key).rstrip('\n'))
     for ni, (kind, Ri, Hi, epsi, dti, wdti) in enumerate(low.norm_instances):
         if dti == 'bf16':
             o.append(emit_norm_bf16('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, wdti, [],
@@ -2473,6 +2502,9 @@ def cmd_model(args, argv):
               'norm instances: %s' % (', '.join('%s%s rows=%d H=%d eps=%.9g' % (
                   k[0], ' bf16 (weight %s)' % k[5] if k[4] == 'bf16' else '', k[1], k[2], k[3])
                   for k in low.norm_instances) or 'none'),
+              'decode-attention instances: %s' % (', '.join(
+                  'B=%d Lq=%d H=%d Hkv=%d D=%d Dv=%d Lmax=%d %s/%s' % (k[:7] + (k[8], k[9]))
+                  for k in low.da_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
 
@@ -2487,8 +2519,9 @@ def main(argv=None):
     pm.add_argument('--name', default='')
     pm.add_argument('--no-fuse', default='', help="'all' or passes to skip: " + ','.join(PASSES))
     pm.add_argument('--specialize-max-m', type=int, default=0, metavar='M',
-                    help='f32 and bf16 linears with at most M rows (and contiguous norms) '
-                         'through generated instances (another summation order: within '
+                    help='f32 and bf16 linears with at most M rows (and contiguous norms, '
+                         'and decode_attention) through generated instances (another '
+                         'summation order: within '
                          'tolerance of the executor, not bit for bit); 0 = off')
     pm.add_argument('--autotune', action='store_true', help='tune the GEMM instances here '
                     '(or replay them from --tune-cache)')
@@ -5191,6 +5224,554 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
     w('    return kern_parallel_for(ctx, %d, %s__task, &a);' % (HKV, name))
     w('}')
     emit_impl_close(w, U)
+    return '\n'.join(o) + '\n'
+
+
+# ------------------------------------------------ decode-attention instances
+# A decoder's decode_attention node (kern_decode_attention: Lq <= 8 new
+# queries per sequence against [B, Lmax, Hkv, D] caches and k_lens) with
+# every size, stride, dtype and the head grouping constant. Split-KV as
+# the library does it: a task per (sequence, DA_SPLIT cache rows) keeps,
+# per query row, its running max m (log2 units), sum l and acc in the
+# arena's part buffer; a second pass merges the splits with the
+# log-sum-exp rule. Within a task, DA_CHUNK rows at a time, per KV head:
+# the group's G * Lq query rows' scores (four rows a K row), the online
+# softmax update, then p.v with the accumulators in registers over the
+# chunk. Its own summation order (dot products in 16 lanes reduced
+# 16 -> 8 -> 4 -> 2 -> 1, sums of 2^x in 8 lanes, a degree-6 polynomial
+# for 2^x), the same in the AVX2 body and the scalar twin, so both give
+# the same bits; against kern_decode_attention, within f32 rounding.
+DA_SPLIT = 128  # cache rows per task
+DA_CHUNK = 64   # cache rows per softmax step (a multiple of 8)
+DA_PF = 8       # K rows ahead that the AVX2 body hints (16-bit and i8 caches)
+# 2^f on [-1/2, 1/2], relative error below 8e-8 (least squares in f32)
+DA_EXP2 = (1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
+           0.009618519805371761, 0.0013399859890341759, 0.00015337577497120947)
+
+
+def da_exp2_poly(w, fma, const):
+    """p = 2^f by Horner's rule over DA_EXP2, one FMA a step (fma and
+    const: the ISA's forms as format strings)."""
+    w('    p = %s;' % (const % c_float(DA_EXP2[6])))
+    for c in reversed(DA_EXP2[:6]):
+        w('    p = %s;' % (fma % (const % c_float(c))))
+
+
+def da_pv_block(w, rb, nreg, V, o0, vrow, CH, DV2):
+    """One p.v register block of a decode-attention instance: rb query
+    rows x nreg vectors at o0 (rows DV2 floats apart) += the chunk's n
+    weights (rows of Sh, CH apart) times the V rows at vrow. V: the ISA's
+    (type, load, broadcast, fma, store formats, lanes, V-row load)."""
+    T, ld, bc, fma, st, VL, vload = V
+    hs = range(nreg)
+    w('                    float *o0 = %s;' % o0)
+    w('                    %s %s;' % (T, ', '.join('c%d%d = %s' % (i, h, ld % ('o0 + %d' % (i * DV2 + VL * h)))
+                                            for i in range(rb) for h in hs)))
+    w('                    for (j = 0; j < n; j++) {')
+    w('                        const %s %s;' % (T, ', '.join('v%d = %s' % (h, vload('%s + %d' % (vrow, VL * h)))
+                                                  for h in hs)))
+    for i in range(rb):
+        w('                        {')
+        w('                            const %s p = %s;' % (T, bc % ('Sh + (r0 + %d) * %d + j' % (i, CH))))
+        for h in hs:
+            w('                            c%d%d = %s;' % (i, h, fma % ('p', 'v%d' % h, 'c%d%d' % (i, h))))
+        w('                        }')
+    w('                    }')
+    for i in range(rb):
+        for h in hs:
+            w('                    %s;' % (st % ('o0 + %d' % (i * DV2 + VL * h), 'c%d%d' % (i, h))))
+
+
+def da_fits(B, LQ, H, HKV, D, DV):
+    """Whether a decode_attention shape takes an instance: D and Dv
+    multiples of 8, at most 8 new rows, the q rows (R x D floats), the
+    scores (R x DA_CHUNK) and the merge's row within the task's stack."""
+    return (D % 8 == 0 and DV % 8 == 0 and 1 <= LQ <= 8 and D >= 8 and DV >= 8 and
+            H * LQ * D <= 16384 and H * LQ <= 256 and DV <= 4096 and H % HKV == 0)
+
+
+def emit_decode_attn(name, key):
+    """The instance for key = (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt,
+    ldt, strides, scale2, has_ks, has_vs); strides: q, k, v, y, k_lens,
+    k_scale, v_scale element strides (the last dim's is 1)."""
+    (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt, ldt, strides, scale2, hks, hvs) = key
+    qst, kst, vst, yst, lst, ksst, vsst = strides
+    G = H // HKV
+    R, RW = H * LQ, G * LQ
+    NS = max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT)
+    CH = DA_CHUNK
+    N = name
+    CT = {'f32': 'float', 'bf16': 'uint16_t', 'f16': 'uint16_t', 'i8': 'int8_t',
+          'i32': 'int32_t', 'i64': 'int64_t'}
+    o = []
+    w = o.append
+
+    def sld(dt, e):  # one element as f32 (the scalar twin)
+        return {'f32': e, 'bf16': '%s__bf(%s)' % (N, e), 'f16': 'kern_f16_to_f32(%s)' % e,
+                'i8': '(float)%s' % e}[dt]
+
+    def vld(dt, p):  # eight elements at p as f32 (AVX2)
+        return {'f32': '_mm256_loadu_ps(%s)' % p,
+                'bf16': '_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32('
+                        '_mm_loadu_si128((const __m128i *)(const void *)(%s))), 16))' % p,
+                'f16': '_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(%s)))' % p,
+                'i8': '_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64('
+                      '(const __m128i *)(const void *)(%s))))' % p}[dt]
+
+    def zld(dt, p):  # sixteen elements at p as f32 (AVX-512)
+        return {'f32': '_mm512_loadu_ps(%s)' % p,
+                'bf16': '_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32('
+                        '_mm256_loadu_si256((const __m256i *)(const void *)(%s))), 16))' % p,
+                'f16': '_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(%s)))' % p,
+                'i8': '_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128('
+                      '(const __m128i *)(const void *)(%s))))' % p}[dt]
+
+    def sst(dt, e, v):  # store f32 v as the output's dtype
+        return {'f32': '%s = %s;' % (e, v), 'bf16': '%s = kern_f32_to_bf16(%s);' % (e, v),
+                'f16': '%s = kern_f32_to_f16(%s);' % (e, v)}[dt]
+
+    w('')
+    w('/* decode-attention instance: B=%d Lq=%d H=%d Hkv=%d (groups of %d) D=%d Dv=%d' % (
+        B, LQ, H, HKV, G, D, DV))
+    w(' * Lmax=%d, q %s, caches %s / %s%s, %d splits of %d rows */' % (
+        LMAX, qdt, kdt, vdt, ', i8 row scales' if hks or hvs else '', NS, DA_SPLIT))
+    w('typedef struct %s__args {' % N)
+    w('    const %s *q;' % CT[qdt])
+    w('    const %s *k;' % CT[kdt])
+    w('    const %s *v;' % CT[vdt])
+    w('    const float *ks, *vs;')
+    w('    %s *y;' % CT[qdt])
+    w('    float *part;')
+    w('    int64_t len[%d];' % B)
+    w('    int64_t nsrun;')
+    w('    int isa;')
+    w('} %s__args;' % N)
+    w('#if defined(__GNUC__) && defined(KERN_X86)')
+    w('#define %s__KEEP(v) __asm__("" : "+x"(v)) /* no contraction across it */' % N)
+    w('#elif defined(__GNUC__) && defined(__aarch64__)')
+    w('#define %s__KEEP(v) __asm__("" : "+w"(v))' % N)
+    w('#else')
+    w('#define %s__KEEP(v) (void)0' % N)
+    w('#endif')
+    if 'bf16' in (qdt, kdt, vdt):
+        w('static float %s__bf(uint16_t h) {' % N)
+        w('    uint32_t u = (uint32_t)h << 16;')
+        w('    float f;')
+        w('    memcpy(&f, &u, 4);')
+        w('    return f;')
+        w('}')
+    # 2^x for x <= 0: rne(x) = n, 2^(x - n) by the polynomial, times 2^n;
+    # 0 below 2^-100 (and for NaN): such a weight is below 2^-76 of the
+    # sum (which is at least 1), and tinier ones, times an i8 row scale,
+    # made subnormal operands in p.v, a microcode assist per FMA on Intel
+    w('static float %s__exp2(float x) {' % N)
+    w('    float n, f, p, r, s;')
+    w('    int32_t e;')
+    w('    if (!(x >= -100.0f)) return 0.0f;')
+    w('    n = rintf(x);')
+    w('    f = x - n;')
+    da_exp2_poly(w, 'fmaf(p, f, %s)', '%s')
+    w('    e = ((int32_t)n + 127) << 23;')
+    w('    memcpy(&s, &e, 4);')
+    w('    r = p * s;')
+    w('    %s__KEEP(r);' % N)
+    w('    return r;')
+    w('}')
+    w('#ifdef KERN_X86')
+    w('KERN_TARGET_AVX2 static __m256 %s__exp2_avx2(__m256 x) {' % N)
+    w('    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-100.0f), _CMP_GE_OQ);')
+    w('    __m256 n, f, p, r;')
+    w('    x = _mm256_max_ps(x, _mm256_set1_ps(-100.0f));')
+    w('    n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);')
+    w('    f = _mm256_sub_ps(x, n);')
+    da_exp2_poly(w, '_mm256_fmadd_ps(p, f, %s)', '_mm256_set1_ps(%s)')
+    w('    r = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(')
+    w('        _mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)));')
+    w('    r = _mm256_and_ps(r, keep);')
+    w('    %s__KEEP(r);' % N)
+    w('    return r;')
+    w('}')
+    w('KERN_TARGET_AVX2 static float %s__hsum16_avx2(__m256 a0, __m256 a1) {' % N)
+    w('    __m256 t8 = _mm256_add_ps(a0, a1);')
+    w('    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));')
+    w('    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));')
+    w('    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));')
+    w('}')
+    w('#endif')
+    # ---- one split, per ISA
+    for isa in ('scalar', 'avx2', 'avx512'):
+        av, z = isa != 'scalar', isa == 'avx512'
+        # the AVX2 body hints the rows of 16-bit and i8 caches (1.04-1.11x
+        # on the Xeon with the AVX2 level forced; f32 rows measured 1.1x
+        # slower with them, and the AVX-512 body slower with any)
+        PF = isa == 'avx2' and (DTYPES[kdt][1] < 4 or DTYPES[vdt][1] < 4)
+        if av:
+            w('#ifdef KERN_X86')
+            w('KERN_TARGET_AVX512' if z else 'KERN_TARGET_AVX2')
+        w('static void %s__split_%s(const %s__args *a, int64_t b, int64_t s) {' % (N, isa, N))
+        w('    float qf[%d]; /* the query rows, times scale * log2(e) */' % (R * D))
+        w('    float S[%d]; /* the rows\' scores, then weights */' % (R * CH))
+        w('    float sc[%d];' % CH)
+        w('    const int64_t len = a->len[b];')
+        w('    int64_t j1 = (s + 1) * %d, c0, j, r, hk, d;' % DA_SPLIT)
+        w('    float *part = a->part + (b * %d + s) * %d;' % (NS, R * (DV + 2)))
+        w('    if (j1 > len) j1 = len;')
+        w('    memset(S, 0, sizeof S);')
+        w('    for (r = 0; r < %d; r++) {' % R)
+        w('        float *o = part + r * %d;' % (DV + 2))
+        w('        const %s *qp = a->q + b * %d + (r %% %d) * %d + (r / %d) * %d;' % (
+            CT[qdt], qst[0], LQ, qst[1], LQ, qst[2]))
+        w('        o[0] = -INFINITY;')
+        w('        o[1] = 0.0f;')
+        w('        memset(o + 2, 0, %d * sizeof(float));' % DV)
+        w('        for (d = 0; d < %d; d++) qf[r * %d + d] = %s * %s;' % (
+            D, D, sld(qdt, 'qp[d]'), c_float(scale2)))
+        w('    }')
+        w('    for (c0 = s * %d; c0 < j1; c0 += %d) {' % (DA_SPLIT, CH))
+        w('        const int64_t n = j1 - c0 < %d ? j1 - c0 : %d, n8 = (n + 7) / 8 * 8;' % (CH, CH))
+        w('        const %s *kb0 = a->k + b * %d + c0 * %d;' % (CT[kdt], kst[0], kst[1]))
+        w('        const %s *vb0 = a->v + b * %d + c0 * %d;' % (CT[vdt], vst[0], vst[1]))
+        # scores: cache row by cache row, every KV head of the row (in
+        # address order: [Lmax, Hkv, D] keeps a row's heads together)
+        if z:  # one 16-lane accumulator a row (lanes d % 16, as the AVX2
+            # pair); 4 cache rows x 4 q rows a block (each load feeds 4 FMAs),
+            # then the rows left one at a time
+            w('        for (j = 0; j < n; ) {')
+            w('            const int64_t nk = n - j >= 4 ? 4 : 1;')
+            w('            for (hk = 0; hk < %d; hk++) {' % HKV)
+            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CT[kdt], kst[1], kst[2]))
+            w('                const float *qh = qf + hk * %d;' % (RW * D))
+            w('                float *Sh = S + hk * %d;' % (RW * CH))
+            w('                int64_t r0;')
+            for four in (1, 0):
+                kk = range(4) if four else (0,)
+                w('                %s {' % ('if (nk == 4)' if four else 'else'))
+                for rb in (4, 1):
+                    w('                    for (r0 = 0; r0 + 4 <= %d; r0 += 4) {' % RW if rb == 4 else
+                      '                    for (; r0 < %d; r0++) {' % RW)
+                    w('                        const float *q0 = qh + r0 * %d;' % D)
+                    w('                        __m512 %s;' % ', '.join('a%d%d = _mm512_setzero_ps()' % (i, k) for i in range(rb) for k in kk))
+                    w('                        for (d = 0; d + 16 <= %d; d += 16) {' % D)
+                    w('                            const __m512 %s;' % ', '.join('k%d = %s' % (k, zld(kdt, 'kr + %d + d' % (k * kst[1]))) for k in kk))
+                    for i in range(rb):
+                        w('                            {')
+                        w('                                const __m512 q = _mm512_loadu_ps(q0 + %d + d);' % (i * D))
+                        for k in kk:
+                            w('                                a%d%d = _mm512_fmadd_ps(q, k%d, a%d%d);' % (i, k, k, i, k))
+                        w('                            }')
+                    w('                        }')
+                    if D % 16:  # the last 8 into lanes 0..7
+                        w('                        {')
+                        w('                            const __m256 %s;' % ', '.join('k%d = %s' % (k, vld(kdt, 'kr + %d' % (k * kst[1] + D - 8))) for k in kk))
+                        for i in range(rb):
+                            for k in kk:
+                                w('                            a%d%d = _mm512_insertf32x8(a%d%d, _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d), k%d, _mm512_castps512_ps256(a%d%d)), 0);' % (
+                                    i, k, i, k, i * D + D - 8, k, i, k))
+                        w('                        }')
+                    for i in range(rb):
+                        for k in kk:
+                            w('                        Sh[(r0 + %d) * %d + j + %d] = %s__hsum16_avx2(_mm512_castps512_ps256(a%d%d), _mm512_extractf32x8_ps(a%d%d, 1));' % (
+                                i, CH, k, N, i, k, i, k))
+                    w('                    }')
+                w('                }')
+            w('            }')
+            w('            j += nk;')
+            w('        }')
+        else:
+            w('        for (j = 0; j < n; j++) {')
+            if av and PF:
+                # hints: the K row DA_PF rows ahead (into the next chunk at the
+                # end; never past the cache) and this row's V, read by the p.v
+                # below, so the misses overlap the dot products
+                kb_, vb_ = D * DTYPES[kdt][1], DV * DTYPES[vdt][1]
+                w('            if (c0 + j + %d < %d) {' % (DA_PF, LMAX))
+                for hk in range(HKV):
+                    w('                %s' % ' '.join('_mm_prefetch((const char *)(const void *)(kb0 + (j + %d) * %d + %d) + %d, _MM_HINT_T0);' % (
+                        DA_PF, kst[1], hk * kst[2], x) for x in range(0, kb_, 64)))
+                w('            }')
+                for hk in range(HKV):
+                    w('            %s' % ' '.join('_mm_prefetch((const char *)(const void *)(vb0 + j * %d + %d) + %d, _MM_HINT_T0);' % (
+                        vst[1], hk * vst[2], x) for x in range(0, vb_, 64)))
+            w('            for (hk = 0; hk < %d; hk++) {' % HKV)
+            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CT[kdt], kst[1], kst[2]))
+            w('                const float *qh = qf + hk * %d;' % (RW * D))
+            w('                float *Sh = S + hk * %d;' % (RW * CH))
+            w('                int64_t r0;')
+        if z:
+            pass  # the 4 x 4 blocks above
+        elif av:
+            for rb in (4, 1):
+                w('                for (r0 = 0; r0 + 4 <= %d; r0 += 4) {' % RW if rb == 4 else
+                  '                for (; r0 < %d; r0++) {' % RW)
+                w('                        const float *q0 = qh + r0 * %d;' % D)
+                acc = ['a%d%d' % (i, h) for i in range(rb) for h in (0, 1)]
+                w('                        __m256 %s;' % ', '.join(x + ' = _mm256_setzero_ps()' for x in acc))
+                w('                        for (d = 0; d + 16 <= %d; d += 16) {' % D)
+                w('                            const __m256 k0 = %s, k1 = %s;' % (vld(kdt, 'kr + d'), vld(kdt, 'kr + d + 8')))
+                for i in range(rb):
+                    w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d), k0, a%d0);' % (i, i * D, i))
+                    w('                            a%d1 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d + 8), k1, a%d1);' % (i, i * D, i))
+                w('                        }')
+                if D % 16:
+                    w('                        {')
+                    w('                            const __m256 k0 = %s;' % vld(kdt, 'kr + %d' % (D - 8)))
+                    for i in range(rb):
+                        w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d), k0, a%d0);' % (i, i * D + D - 8, i))
+                    w('                        }')
+                for i in range(rb):
+                    w('                        Sh[(r0 + %d) * %d + j] = %s__hsum16_avx2(a%d0, a%d1);' % (i, CH, N, i, i))
+                w('                    }')
+        else:
+            w('                    for (r0 = 0; r0 < %d; r0++) {' % RW)
+            w('                        const float *q0 = qh + r0 * %d;' % D)
+            w('                        float a16[16], t8[8], t4[4], t2[2];')
+            w('                        int l;')
+            w('                        memset(a16, 0, sizeof a16);')
+            w('                        for (d = 0; d < %d; d++) a16[d & 15] = fmaf(q0[d], %s, a16[d & 15]);' % (D, sld(kdt, 'kr[d]')))
+            w('                        for (l = 0; l < 8; l++) t8[l] = a16[l] + a16[l + 8];')
+            w('                        for (l = 0; l < 4; l++) t4[l] = t8[l] + t8[l + 4];')
+            w('                        for (l = 0; l < 2; l++) t2[l] = t4[l] + t4[l + 2];')
+            w('                        Sh[r0 * %d + j] = t2[0] + t2[1];' % CH)
+            w('                    }')
+        if not z:
+            w('            }')
+            w('        }')
+        if hks:  # an i8 K: the score times its row's scale
+            w('        for (hk = 0; hk < %d; hk++) {' % HKV)
+            w('            int64_t r0;')
+            w('            for (j = 0; j < n; j++) sc[j] = a->ks[b * %d + (c0 + j) * %d + hk * %d];' % ksst)
+            w('            for (r0 = hk * %d; r0 < (hk + 1) * %d; r0++)' % (RW, RW))
+            w('                for (j = 0; j < n; j++) {')
+            w('                    float x = S[r0 * %d + j] * sc[j];' % CH)
+            w('                    %s__KEEP(x);' % N)
+            w('                    S[r0 * %d + j] = x;' % CH)
+            w('                }')
+            w('        }')
+        # the online softmax, per row (r %% LQ: the query's position)
+        w('        for (r = 0; r < %d; r++) {' % R)
+        w('            float *sr = S + r * %d, *o = part + r * %d;' % (CH, DV + 2))
+        w('            int64_t nr = len - (%d - r %% %d) - c0, e;' % (LQ - 1, LQ))
+        w('            if (nr > n) nr = n;')
+        w('            if (nr > 0) {')
+        w('                float m = -INFINITY, ls;')
+        if av:  # the max in 8 lanes (exact in any order; a NaN is skipped as below)
+            w('                {')
+            w('                    __m256 m8 = _mm256_set1_ps(-INFINITY);')
+            w('                    __m128 m4;')
+            w('                    for (j = 0; j + 8 <= nr; j += 8) m8 = _mm256_max_ps(_mm256_loadu_ps(sr + j), m8);')
+            w('                    m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));')
+            w('                    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));')
+            w('                    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));')
+            w('                    m = _mm_cvtss_f32(m4);')
+            w('                }')
+            w('                for (; j < nr; j++) m = sr[j] > m ? sr[j] : m;')
+        else:
+            w('                for (j = 0; j < nr; j++) m = sr[j] > m ? sr[j] : m;')
+        w('                if (m <= o[0]) {')
+        w('                    m = o[0];')
+        w('                } else if (o[0] != -INFINITY) {')
+        w('                    float wr = %s__exp2(o[0] - m), l1;' % N)
+        w('                    for (e = 0; e < %d; e++) o[2 + e] *= wr;' % DV)
+        w('                    l1 = o[1] * wr;')
+        w('                    %s__KEEP(l1);' % N)
+        w('                    o[1] = l1;')
+        w('                }')
+        w('                o[0] = m;')
+        if av:
+            w('                {')
+            w('                    const __m256 vm = _mm256_set1_ps(m), vn = _mm256_set1_ps((float)nr);')
+            w('                    const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);')
+            w('                    __m256 s8 = _mm256_setzero_ps();')
+            w('                    __m128 t4, t2;')
+            w('                    for (j = 0; j < n8; j += 8) {')
+            w('                        __m256 t = %s__exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(sr + j), vm));' % N)
+            w('                        t = _mm256_and_ps(t, _mm256_cmp_ps(_mm256_add_ps(iota, _mm256_set1_ps((float)j)), vn, _CMP_LT_OQ));')
+            w('                        _mm256_storeu_ps(sr + j, t);')
+            w('                        s8 = _mm256_add_ps(s8, t);')
+            w('                    }')
+            w('                    t4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));')
+            w('                    t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));')
+            w('                    ls = _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));')
+            w('                }')
+        else:
+            w('                {')
+            w('                    float s8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t4[4], t2[2];')
+            w('                    int l;')
+            w('                    for (j = 0; j < n8; j++) {')
+            w('                        float t = j < nr ? %s__exp2(sr[j] - m) : 0.0f;' % N)
+            w('                        sr[j] = t;')
+            w('                        s8[j & 7] += t;')
+            w('                    }')
+            w('                    for (l = 0; l < 4; l++) t4[l] = s8[l] + s8[l + 4];')
+            w('                    for (l = 0; l < 2; l++) t2[l] = t4[l] + t4[l + 2];')
+            w('                    ls = t2[0] + t2[1];')
+            w('                }')
+        w('                o[1] += ls;')
+        w('            } else {')
+        w('                for (j = 0; j < n8; j++) sr[j] = 0.0f;')
+        w('            }')
+        w('        }')
+        w('        for (hk = 0; hk < %d; hk++) {' % HKV)
+        w('            const float *Sh = S + hk * %d;' % (RW * CH))
+        w('            float *oh = part + hk * %d;' % (RW * (DV + 2)))
+        w('            const %s *vb = vb0 + hk * %d;' % (CT[vdt], vst[2]))
+        w('            int64_t r0, e;')
+        if hvs:  # an i8 V: each row's scale into its weight (the sums are taken)
+            w('            for (j = 0; j < n; j++) sc[j] = a->vs[b * %d + (c0 + j) * %d + hk * %d];' % vsst)
+            w('            for (r0 = 0; r0 < %d; r0++)' % RW)
+            w('                for (j = 0; j < n; j++) S[(hk * %d + r0) * %d + j] *= sc[j];' % (RW, CH))
+        # p.v
+        Z = ('__m512', '_mm512_loadu_ps(%s)', '_mm512_set1_ps(*(%s))', '_mm512_fmadd_ps(%s, %s, %s)',
+             '_mm512_storeu_ps(%s, %s)', 16, lambda p_: zld(vdt, p_))
+        Y = ('__m256', '_mm256_loadu_ps(%s)', '_mm256_broadcast_ss(%s)', '_mm256_fmadd_ps(%s, %s, %s)',
+             '_mm256_storeu_ps(%s, %s)', 8, lambda p_: vld(vdt, p_))
+        vrow = 'vb + j * %d + e' % vst[1]
+        if av:  # AVX-512: 64 lanes of Dv a row (four registers), then 32 and 16;
+            # AVX2: 16 (two); the 8-lane tail in one AVX2 register
+            for rb in (4, 1):
+                w('            for (r0 = %s; r0 + %d <= %d; r0 += %d) {' % ('0' if rb == 4 else 'r0', rb, RW, rb)
+                  if rb == 4 else '            for (; r0 < %d; r0++) {' % RW)
+                w('                e = 0;')
+                for nreg in ((4, 2, 1) if z else (2,)):
+                    V = Z if z else Y
+                    wd = nreg * V[5]
+                    w('                for (; e + %d <= %d; e += %d) {' % (wd, DV, wd))
+                    da_pv_block(w, rb, nreg, V, 'oh + r0 * %d + 2 + e' % (DV + 2), vrow, CH, DV + 2)
+                    w('                }')
+                if DV % 16:
+                    w('                {')
+                    da_pv_block(w, rb, 1, Y, 'oh + r0 * %d + 2 + e' % (DV + 2), vrow, CH, DV + 2)
+                    w('                }')
+                w('            }')
+        else:
+            w('            for (r0 = 0; r0 < %d; r0++) {' % RW)
+            w('                float *o0 = oh + r0 * %d + 2;' % (DV + 2))
+            w('                for (e = 0; e < %d; e++) {' % DV)
+            w('                    float c = o0[e];')
+            w('                    for (j = 0; j < n; j++) c = fmaf(Sh[r0 * %d + j], %s, c);' % (
+                CH, sld(vdt, 'vb[j * %d + e]' % vst[1])))
+            w('                    o0[e] = c;')
+            w('                }')
+            w('            }')
+        w('        }')
+        w('    }')
+        w('    (void)sc;')
+        w('}')
+        # the merge of one (sequence, query row): the AVX2 one at AVX-512
+        if z:
+            w('#endif')
+            continue
+        if av:
+            w('KERN_TARGET_AVX2')
+        w('static void %s__merge_%s(const %s__args *a, int64_t b, int64_t r) {' % (N, isa, N))
+        w('    const int64_t seen = a->len[b] - (%d - r %% %d);' % (LQ - 1, LQ))
+        w('    const int64_t nsp = seen > 0 ? (seen + %d) / %d : 0;' % (DA_SPLIT - 1, DA_SPLIT))
+        w('    const float *p0 = a->part + b * %d + r * %d;' % (NS * R * (DV + 2), DV + 2))
+        w('    %s *yr = a->y + b * %d + (r %% %d) * %d + (r / %d) * %d;' % (
+            CT[qdt], yst[0], LQ, yst[1], LQ, yst[2]))
+        w('    float acc[%d], M = -INFINITY, den = 0.0f, inv;' % DV)
+        w('    int64_t s, e;')
+        w('    memset(acc, 0, sizeof acc);')
+        w('    for (s = 0; s < nsp; s++) M = p0[s * %d] > M ? p0[s * %d] : M;' % (R * (DV + 2), R * (DV + 2)))
+        w('    for (s = 0; s < nsp; s++) {')
+        w('        const float *p = p0 + s * %d;' % (R * (DV + 2)))
+        w('        const float wt = %s__exp2(p[0] - M);' % N)
+        w('        den = fmaf(wt, p[1], den);')
+        if av:
+            w('        for (e = 0; e < %d; e += 8)' % DV)
+            w('            _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(_mm256_set1_ps(wt), _mm256_loadu_ps(p + 2 + e), _mm256_loadu_ps(acc + e)));')
+        else:
+            w('        for (e = 0; e < %d; e++) acc[e] = fmaf(wt, p[2 + e], acc[e]);' % DV)
+        w('    }')
+        w('    inv = nsp > 0 ? 1.0f / den : 0.0f;')
+        w('    for (e = 0; e < %d; e++) {' % DV)
+        w('        const float x = acc[e] * inv;')
+        w('        %s' % sst(qdt, 'yr[e]', 'x'))
+        w('    }')
+        w('}')
+        if av:
+            w('#endif')
+    w('static void %s__task(void *arg, int64_t t, int thread) {' % N)
+    w('    const %s__args *a = (const %s__args *)arg;' % (N, N))
+    w('    const int64_t b = t / a->nsrun, s = t % a->nsrun;')
+    w('    (void)thread;')
+    w('    if (s * %d >= a->len[b]) return; /* the merge reads none of it */' % DA_SPLIT)
+    w('#ifdef KERN_X86')
+    w('    if (a->isa == 2) {')
+    w('        %s__split_avx512(a, b, s);' % N)
+    w('        return;')
+    w('    }')
+    w('    if (a->isa) {')
+    w('        %s__split_avx2(a, b, s);' % N)
+    w('        return;')
+    w('    }')
+    w('#endif')
+    w('    %s__split_scalar(a, b, s);' % N)
+    w('}')
+    w('static void %s__merge_task(void *arg, int64_t t, int thread) {' % N)
+    w('    const %s__args *a = (const %s__args *)arg;' % (N, N))
+    w('    (void)thread;')
+    w('#ifdef KERN_X86')
+    w('    if (a->isa) {')
+    w('        %s__merge_avx2(a, t / %d, t %% %d);' % (N, R, R))
+    w('        return;')
+    w('    }')
+    w('#endif')
+    w('    %s__merge_scalar(a, t / %d, t %% %d);' % (N, R, R))
+    w('}')
+    w('static kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k, const %s *v,' % (
+        N, CT[qdt], CT[kdt], CT[vdt]))
+    w('                          const %s *lens, const float *ks, const float *vs, %s *y,' % (CT[ldt], CT[qdt]))
+    w('                          float *part) {')
+    w('    %s__args a;' % N)
+    w('    int64_t b;')
+    w('    kern_status st = KERN_OK;')
+    w('    a.q = q;')
+    w('    a.k = k;')
+    w('    a.v = v;')
+    w('    a.ks = ks;')
+    w('    a.vs = vs;')
+    w('    a.y = y;')
+    w('    a.part = part;')
+    w('    a.nsrun = 0;')
+    w('    a.isa = 0;')
+    w('#ifdef KERN_X86')
+    w('    if (kern_ctx_isa(ctx) < KERN_ISA_NEON)')
+    w('        a.isa = kern_ctx_isa(ctx) >= KERN_ISA_AVX512 ? 2 : kern_ctx_isa(ctx) >= KERN_ISA_AVX2;')
+    w('#endif')
+    w('    for (b = 0; b < %d; b++) {' % B)
+    w('        const int64_t n = (int64_t)lens[b * %d];' % lst[0])
+    w('        if (n < 0)')
+    w('            return kern__err(KERN_ERR_INDEX, "kern_decode_attention: k_lens[%lld]=%lld is negative",')
+    w('                             (long long)b, (long long)n);')
+    w('        if (n > %d)' % LMAX)
+    w('            return kern__err(KERN_ERR_SHAPE, "kern_decode_attention: k_lens[%%lld]=%%lld is past the '
+      'cache\'s %d rows",' % LMAX)
+    w('                             (long long)b, (long long)n);')
+    w('        a.len[b] = n;')
+    w('        if ((n + %d) / %d > a.nsrun) a.nsrun = (n + %d) / %d;' % (
+        DA_SPLIT - 1, DA_SPLIT, DA_SPLIT - 1, DA_SPLIT))
+    w('    }')
+    w('    (void)ks;')
+    w('    (void)vs;')
+    w('    if (a.nsrun) {')
+    w('        if (kern_ctx_threads(ctx) <= 1 || %d * a.nsrun == 1) {' % B)
+    w('            int64_t t;')
+    w('            for (t = 0; t < %d * a.nsrun; t++) %s__task(&a, t, 0);' % (B, N))
+    w('        } else {')
+    w('            st = kern_parallel_for(ctx, %d * a.nsrun, %s__task, &a);' % (B, N))
+    w('        }')
+    w('    }')
+    w('    if (!st) {')
+    w('        if (kern_ctx_threads(ctx) <= 1 || %d == 1) {' % (B * R))
+    w('            int64_t t;')
+    w('            for (t = 0; t < %d; t++) %s__merge_task(&a, t, 0);' % (B * R, N))
+    w('        } else {')
+    w('            st = kern_parallel_for(ctx, %d, %s__merge_task, &a);' % (B * R, N))
+    w('        }')
+    w('    }')
+    w('    return st;')
+    w('}')
     return '\n'.join(o) + '\n'
 
 

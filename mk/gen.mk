@@ -13,7 +13,7 @@
 #             declarations only and with its implementation; part of
 #             make compile-check.
 
-GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny relsynth relsynth_bf16 sam_tiny sam_tiny_bf16
+GEN_MODELS := bert1 bert2 synth decomposed_ln qsynth bert2_bf16 synth_bf16 dsynth wide wide_bf16 llama_tiny llama_wide dattn relsynth relsynth_bf16 sam_tiny sam_tiny_bf16
 GEN_BIND_bert1 := B=2,L=7
 GEN_BIND_bert2 := B=2,L=9
 GEN_BIND_synth := B=2,L=5
@@ -36,6 +36,18 @@ GEN_BIND_relsynth_bf16 := B=2
 # and llama_tiny_dec, one row (decode)
 GEN_BIND_llama_tiny := B=2,L=3
 GEN_FLAGS_llama_tiny := -DGEN_IDMAX=12
+# the same with D = Dv = 24 (16-lane steps and an 8-lane tail), four query
+# heads on one KV head, all four cache dtypes and up to 280 cached rows (3
+# splits of the decode-attention instances, several softmax chunks each)
+GEN_BIND_llama_wide := B=2,L=3
+GEN_FLAGS_llama_wide := -DGEN_IDMAX=280
+# decode_attention alone (tests/gen/dattn.kg: every cache dtype, GQA, D
+# with and without an 8-lane tail, i8 row scales), the instances against
+# kern_decode_attention output by output: 3 new rows, and one (dattn_dec)
+GEN_BIND_dattn := B=3,L=3
+GEN_FLAGS_dattn := -DGEN_IDMAX=298
+# (measured: within 1e-6 of each output's largest magnitude)
+GEN_TOL_dattn := 2e-6
 # bf16 graphs: bert2 as torch.autocast(bfloat16) runs it (gen/bert_ir.py
 # --dtype bf16: linears and attention bf16, LayerNorms f32), and a synthetic
 # graph with bf16 linears (every epilogue) and bf16 norms
@@ -56,7 +68,7 @@ GEN_UNFUSED := (KERN_GRAPH_PASS_ALL & ~(KERN_GRAPH_PASS_PREPACK | KERN_GRAPH_PAS
 # NAME_spec.h (--specialize-max-m 64: small-M linears through generated
 # GEMM instances) is another summation order: within 1e-4 of each output's
 # largest magnitude (GEN_TOL_NAME for the bf16 graphs, below).
-GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16 llama_tiny sam_tiny
+GEN_SPEC_MODELS := bert1 bert2 synth bert2_bf16 synth_bf16 wide wide_bf16 llama_tiny llama_wide dattn sam_tiny
 # In a bf16 graph a linear's f32 sum that differs from kern_gemm's in its
 # last bits can round to the neighbouring bf16 value (one ulp, 2^-7 of
 # it), and a norm instance's statistics differ from kern_norm's shifted
@@ -85,7 +97,9 @@ GEN_S24_MODELS := sam_tiny sam_tiny_bf16
 # weights, the scalar level once); and bert2 at B=1, L=6, where every
 # linear has at most 8 rows and the executor (and the generated code)
 # stream the unpacked weights through kern_linear_gemv.
-GEN_CHECKS_EXTRA := build/gen/check_bert_base build/gen/check_bert2_gemv build/gen/check_llama_tiny_dec
+GEN_CHECKS_EXTRA := build/gen/check_bert_base build/gen/check_bert2_gemv build/gen/check_llama_tiny_dec \
+                    build/gen/check_llama_tiny_dec_spec build/gen/check_llama_wide_dec_spec \
+                    build/gen/check_dattn_dec_spec
 GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) $(GEN_CHECKS_EXTRA) \
               $(patsubst %,build/gen/check_%_unfused,$(GEN_MODELS)) \
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
@@ -115,6 +129,11 @@ build/gen/bert2_gemv.h: tests/gen/bert2.kg gen/kern_gen.py
 build/gen/llama_tiny_dec.h: tests/gen/llama_tiny.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< --bind B=2,L=1 --name llama_tiny_dec -o $@
+# one decode step through the decode-attention instances (with the GEMM
+# and norm instances: within GEN_TOL)
+build/gen/llama_%_dec_spec.h: tests/gen/llama_%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind B=2,L=1 --specialize-max-m 64 --name llama_$*_dec_spec -o $@
 build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*' --specialize-max-m 64 --name $*_q8spec -o $@
@@ -141,6 +160,12 @@ $(eval $(call GEN_CHECK_RULE,bert_base,bert_base,$(GEN_FUSED),-DGEN_BIG=1,build/
 build/gen/check_bert_base: build/gen/bert_base.kg
 $(eval $(call GEN_CHECK_RULE,bert2,bert2_gemv,$(GEN_FUSED)))
 $(eval $(call GEN_CHECK_RULE,llama_tiny,llama_tiny_dec,$(GEN_FUSED),-DGEN_IDMAX=12))
+$(eval $(call GEN_CHECK_RULE,llama_tiny,llama_tiny_dec_spec,$(GEN_FUSED),-DGEN_TOL=1e-4 -DGEN_IDMAX=12))
+$(eval $(call GEN_CHECK_RULE,llama_wide,llama_wide_dec_spec,$(GEN_FUSED),-DGEN_TOL=1e-4 -DGEN_IDMAX=280))
+$(eval $(call GEN_CHECK_RULE,dattn,dattn_dec_spec,$(GEN_FUSED),-DGEN_TOL=2e-6 -DGEN_IDMAX=301))
+build/gen/dattn_dec_spec.h: tests/gen/dattn.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< --bind B=2,L=1 --specialize-max-m 64 --name dattn_dec_spec -o $@
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m),$(GEN_FUSED),$(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_UNFUSED),$(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4) $(GEN_FLAGS_$(m)))))
@@ -278,7 +303,7 @@ test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
-GEN_CC_CHECK := llama_tiny_dec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
+GEN_CC_CHECK := llama_tiny_dec dattn_dec_spec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
                 gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a relsynth_bf16
 gen-compile-check: $(patsubst %,build/gen/%.h,$(GEN_CC_CHECK))
 	@tests/gen_compile_check.sh $(GEN_CC_CHECK)
@@ -319,12 +344,28 @@ build/gen/bench/llama.kg: gen/llama_ir.py
 	$(PYTHON) gen/llama_ir.py -o $@
 build/gen/bench/llama_dec.h: build/gen/bench/llama.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=1 --name llama_dec -o $@
+# decode attention alone at the issue size (16 query heads of 128 on 4 KV
+# heads, 4160 cache rows), one IR per cache dtype: the library call (plain
+# header) and the generated instance (--specialize-max-m)
+build/gen/bench/dattn_%.kg:
+	@mkdir -p $(@D)
+	{ echo 'kern-graph 1'; echo 'input k_lens i64 [1]'; echo 'input q f32 [1,1,16,128]'; \
+	  echo 'input k $* [1,4160,4,128]'; echo 'input v $* [1,4160,4,128]'; \
+	  if [ $* = i8 ]; then echo 'input ks f32 [1,4160,4]'; echo 'input vs f32 [1,4160,4]'; \
+	    echo 'y = decode_attention(q, k, v, k_lens, ks, vs)'; \
+	  else echo 'y = decode_attention(q, k, v, k_lens)'; fi; echo 'output y'; } > $@
+build/gen/bench/dattn_%_lib.h: build/gen/bench/dattn_%.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --name dattn_$*_lib -o $@
+build/gen/bench/dattn_%_inst.h: build/gen/bench/dattn_%.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --specialize-max-m 64 --name dattn_$*_inst -o $@
 GEN_BENCH_HEADERS := build/gen/bench/llama_dec.h \
+                     $(foreach d,f32 bf16 i8,build/gen/bench/dattn_$(d)_lib.h build/gen/bench/dattn_$(d)_inst.h) \
                      $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
                      $(patsubst %,build/gen/bench/gemm_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/gemm_bf16_m%.h,1 4 16 64) \
                      $(patsubst %,build/gen/bench/qlinear_m%.h,1 4 16 64) \
                      build/gen/bench/chain.h
-.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg build/gen/bench/chain.kg build/gen/bench/llama.kg
+.PRECIOUS: $(GEN_BENCH_HEADERS) build/gen/bench/bert_base.kg build/gen/bench/chain.kg build/gen/bench/llama.kg \
+           build/gen/bench/dattn_%.kg
 build/bench/bench_gen.o: $(GEN_BENCH_HEADERS)

@@ -7,7 +7,8 @@
  * GEN_QUANTIZE and GEN_SPARSIFY, the executor's params.quantize and
  * params.sparsify (the header's --quantize and --sparsify). Random
  * weights (i8 ones over the whole s8 range, weights named *scale* in
- * [1e-3, 2e-2]) and inputs (ids in [0, GEN_IDMAX), inputs named *mask* 0 or
+ * [1e-3, 2e-2]) and inputs (i8 codes over the whole s8 range, other integers
+ * in [0, GEN_IDMAX), inputs named *mask* 0 or
  * -10000); the generated model's outputs must equal kern_graph_run's bit
  * for bit (within GEN_TOL of each output's largest magnitude when it is
  * defined: GEMM instances), on every ISA level this CPU runs, at 1 and 2 threads, and again
@@ -108,7 +109,7 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     void *want[GU(_N_OUTPUTS) + 1], *got[GU(_N_OUTPUTS) + 1];
     kern_tensor in[GU(_N_INPUTS) + 1], out[GU(_N_OUTPUTS) + 1];
     unsigned char *arena;
-    size_t abytes;
+    size_t abytes, asize;
     kt_rng r = kt_rng_make(7);
     int i, pass;
     memset(&m, 0, sizeof m);
@@ -137,7 +138,9 @@ static void gen_compare(kern_ctx *ctx, int threads) {
         KT_REQUIRE(kern_graph_find(g, G(_input_names)[i]) == kern_graph_input_at(g, i),
                    "input %d is '%s' in both", i, G(_input_names)[i]);
         idata[i] = kt_alloc((size_t)(n ? n : 1) * kern_dtype_size(dt), "in");
-        if (!kern_dtype_is_float(dt)) {
+        if (dt == KERN_I8) { /* int8 codes (an i8 KV cache): the whole s8 range */
+            for (j = 0; j < n; j++) kt_set(idata[i], dt, j, (double)kt_randint(&r, -128, 128));
+        } else if (!kern_dtype_is_float(dt)) {
             for (j = 0; j < n; j++) kt_set(idata[i], dt, j, (double)kt_randint(&r, 0, GEN_IDMAX));
         } else if (strstr(G(_input_names)[i], "mask")) {
             for (j = 0; j < n; j++) kt_set(idata[i], dt, j, j % 7 == 3 ? -10000.0 : 0.0);
@@ -178,7 +181,8 @@ static void gen_compare(kern_ctx *ctx, int threads) {
     }
     KT_OK(G(_prepare)(ctx, (const void *const *)wdata, &m));
     abytes = G(_arena_bytes)(&m);
-    KT_CHECK(abytes >= GU(_ARENA_SIZE), "arena_bytes %zu < ARENA_SIZE", abytes);
+    asize = GU(_ARENA_SIZE); /* a variable: 0 for a graph without intermediates */
+    KT_CHECK(abytes >= asize, "arena_bytes %zu < ARENA_SIZE", abytes);
     arena = (unsigned char *)kt_alloc(abytes ? abytes : 1, "arena");
     for (pass = 0; pass < (GEN_BIG && kern_ctx_isa(ctx) == KERN_ISA_SCALAR ? 1 : 2); pass++) {
         if (pass) memset(arena, 0xFF, abytes); /* NaN garbage */
