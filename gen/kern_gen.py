@@ -365,9 +365,10 @@ class Step:
 
 
 class Lowering:
-    def __init__(self, g, bind, name, specialize_max_m=0):
+    def __init__(self, g, bind, name, specialize_max_m=0, da_decide=None):
         self.g, self.name = g, name
         self.spec_max_m = specialize_max_m
+        self.da_decide = da_decide  # --autotune: instance (True) or library call per decode_attention
         self.instances = []     # (M, N, K)
         self.norm_instances = []  # (kind, rows, H, eps)
         self.da_instances = []  # decode_attention instances (emit_decode_attn's keys)
@@ -1307,6 +1308,7 @@ class Lowering:
         self.set_out(n, 0, y)
         B, LQ, H, D = q.shape
         HKV, DV, LMAX = kc.shape[2], vc.shape[3], kc.shape[1]
+        key = None
         if (self.spec_max_m and B * LQ and da_fits(B, LQ, H, HKV, D, DV) and
                 all(t.stride[3] == 1 for t in (q, kc, vc, y))):
             # a generated instance (kern_gen.py's decode-attention instances)
@@ -1316,6 +1318,9 @@ class Lowering:
                     tuple(kl.stride), tuple(ks.stride) if ks is not None else (0, 0, 0),
                     tuple(vs.stride) if vs is not None else (0, 0, 0)),
                    f32(s1 * 1.4426950408889634), ks is not None, vs is not None)
+        if key is not None and self.da_decide and not self.da_decide(key):
+            key = None  # --autotune measured kern_decode_attention faster
+        if key is not None:
             if key not in self.da_instances:
                 self.da_instances.append(key)
             di = self.da_instances.index(key)
@@ -2476,7 +2481,8 @@ def cmd_model(args, argv):
     log = run_passes(g, bind, name, passes, args.quantize, decide, args.sparsify)
     if decide:
         log += tlog
-    low = Lowering(g, bind, name, args.specialize_max_m)
+    low = Lowering(g, bind, name, args.specialize_max_m,
+                   da_tuner(cache, log, threads) if args.autotune and args.specialize_max_m else None)
     low.inst_cfg = {}
     if args.safetensors:
         bind_safetensors(low, args.safetensors)
@@ -4226,6 +4232,8 @@ def load_cache(path, cpu):
     for k, v in ent.items():
         if k.startswith('fuse/'):
             ok = isinstance(v, dict) and isinstance(v.get('merge'), bool)
+        elif k.startswith('dattn/'):
+            ok = isinstance(v, dict) and isinstance(v.get('instance'), bool)
         else:
             tp = v.get('tpt', {}) if isinstance(v, dict) else None
             ok = (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
@@ -4415,6 +4423,18 @@ def kern_impl_object(cache_dir):
     return obj
 
 
+def tune_timed(i, warm, before, call):
+    """A timing program's block for candidate i: `warm` once, then up to 8
+    runs (at least 3, until a quarter second is spent) of `call`, each
+    after the statements `before` (the flushes); prints 'i best-us'."""
+    return (['    {', '        double best = 1e30, spent = 0;', '        %s' % warm,
+             '        for (int r = 0; r < 8 && (r < 3 || spent < 0.25); r++) {'] +
+            ['            %s' % b for b in before] +
+            ['            double t = now();', '            %s;' % call, '            t = now() - t;',
+             '            spent += t;', '            if (t < best) best = t;', '        }',
+             '        printf("%%d %%.3f\\n", %d, best * 1e6);' % i, '    }'])
+
+
 def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
     """The instance with blocking cfg and each thread split in tpts, run
     whole (NAME__run_epi) on a kern context of `threads` threads; best of up
@@ -4451,19 +4471,8 @@ def time_gemm_threads(M, N, K, dt, cfg, threads, tpts, kern_obj):
                 '    t0_pack(w, pk);']
         for i in range(len(tpts)):
             call = 't%d__run_epi(ctx, x, pk, NULL, y, NULL, 1.0f, xb)' % i
-            src += ['    {',
-                    '        double best = 1e30, spent = 0;',
-                    '        %s;' % call,
-                    '        for (int r = 0; r < 8 && (r < 3 || spent < 0.25); r++) {',
-                    '            flush(pk, (size_t)%d);' % (NPK * (2 if dt == 'bf16' else 4)),
-                    '            double t = now();',
-                    '            %s;' % call,
-                    '            t = now() - t;',
-                    '            spent += t;',
-                    '            if (t < best) best = t;',
-                    '        }',
-                    '        printf("%%d %%.3f\\n", %d, best * 1e6);' % i,
-                    '    }']
+            src += tune_timed(i, call + ';', ['flush(pk, (size_t)%d);' % (NPK * (2 if dt == 'bf16' else 4))],
+                              call)
         src += ['    kern_ctx_destroy(ctx);', '    return (int)y[0] == 12345;', '}']
         return run_tune_program(d, src, len(tpts), kern_obj)
     finally:
@@ -4550,6 +4559,112 @@ def qkv_tuner(cache, log, spec_max_m, threads=1):
         log.append('autotune: %s: %s (one GEMM %.1f us, apart %.1f us; %.1f s)' % (
             key, 'merged' if merge else 'apart', merged, apart, time.time() - t0))
         return merge
+    return decide
+
+
+def time_decode_attn(key, threads, kern_obj):
+    """The decode-attention instance for key against kern_decode_attention
+    on the same tensors (every sequence at Lmax cached rows, the caches
+    flushed before each run: a decoder reads each layer's cache from
+    memory), on a kern context of `threads` threads; best of up to 8 runs
+    each, microseconds [instance, library]."""
+    import shutil
+    (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt, ldt, strides, scale2, hks, hvs) = key
+    d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    try:
+        shapes = ([B, LQ, H, D], [B, LMAX, HKV, D], [B, LMAX, HKV, DV], [B, LQ, H, DV], [B],
+                  [B, LMAX, HKV], [B, LMAX, HKV])
+        dts = (qdt, kdt, vdt, qdt, ldt, 'f32', 'f32')
+        names = ('q', 'k', 'v', 'y', 'l', 'ks', 'vs')
+        src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
+               '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
+               '#include <immintrin.h>', '#endif']
+        src.append(emit_decode_attn('t0', key))
+        src += ['static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
+                'return t.tv_sec + t.tv_nsec * 1e-9; }'] + TUNE_FLUSH + [
+                'static void view(kern_tensor *t, void *p, kern_dtype dt, int nd, const int64_t *sh, '
+                'const int64_t *st) {',
+                '    memset(t, 0, sizeof *t);',
+                '    t->data = p;',
+                '    t->dtype = dt;',
+                '    t->ndim = nd;',
+                '    for (int i = 0; i < nd; i++) { t->shape[i] = sh[i]; t->stride[i] = st[i]; }',
+                '}',
+                'int main(void) {',
+                '    kern_ctx_params p;',
+                '    kern_ctx *ctx = NULL;',
+                '    kern_tensor tv[7];',
+                '    kern_decode_attention_params dp;',
+                '    memset(&p, 0, sizeof p);',
+                '    memset(&dp, 0, sizeof dp);',
+                '    p.n_threads = %d;' % threads,
+                '    if (kern_ctx_create(&p, &ctx)) return 1;',
+                '    float *part = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
+                    B * max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT) * H * LQ * (DV + 2))]
+        for i, (nm, sh, dt, st) in enumerate(zip(names, shapes, dts, strides)):
+            ext = 1 + sum((a - 1) * b for a, b in zip(sh, st))
+            es = DTYPES[dt][1]
+            src += ['    static const int64_t sh_%s[] = {%s}, st_%s[] = {%s};' % (
+                        nm, ', '.join(map(str, sh)), nm, ', '.join(map(str, st))),
+                    '    unsigned char *%s = (unsigned char *)aligned_alloc(64, (size_t)%d + 64);' % (nm, ext * es),
+                    '    if (!%s) return 1;' % nm,
+                    '    for (int64_t i = 0; i < %d; i++) %s[i] = (unsigned char)(i * 7 %% 61);' % (ext * es, nm),
+                    '    view(&tv[%d], %s, %s, %d, sh_%s, st_%s);' % (i, nm, DTYPES[dt][0], len(sh), nm, nm)]
+            if dt == 'f32' and nm != 'y':
+                src.append('    for (int64_t i = 0; i < %d; i++) ((float *)%s)[i] = (float)(i %% 29) * 0.01f;' % (ext, nm))
+            if dt in ('bf16', 'f16'):
+                src.append('    for (int64_t i = 0; i < %d; i++) ((uint16_t *)%s)[i] = %s((float)(i %% 29) * 0.01f);' % (
+                    ext, nm, 'kern_f32_to_bf16' if dt == 'bf16' else 'kern_f32_to_f16'))
+            if nm == 'l':
+                src.append('    for (int64_t i = 0; i < %d; i++) ((%s *)l)[i * %d] = %d;' % (
+                    B, 'int64_t' if ldt == 'i64' else 'int32_t', st[0], LMAX))
+        if hks:
+            src.append('    dp.k_scale = &tv[5];')
+        if hvs:
+            src.append('    dp.v_scale = &tv[6];')
+        src.append('    dp.scale = %s;' % c_float(scale2 / 1.4426950408889634))
+        CT = {'f32': 'float', 'bf16': 'uint16_t', 'f16': 'uint16_t', 'i8': 'int8_t',
+              'i32': 'int32_t', 'i64': 'int64_t'}
+        calls = ['t0_run(ctx, (const %s *)q, (const %s *)k, (const %s *)v, (const %s *)l, %s, %s, '
+                 '(%s *)y, part)' % (CT[qdt], CT[kdt], CT[vdt], CT[ldt],
+                                     '(const float *)ks' if hks else 'NULL',
+                                     '(const float *)vs' if hvs else 'NULL', CT[qdt]),
+                 'kern_decode_attention(ctx, &tv[0], &tv[1], &tv[2], &tv[4], &tv[3], &dp)']
+        kbytes = (1 + sum((a - 1) * b for a, b in zip(shapes[1], strides[1]))) * DTYPES[kdt][1]
+        vbytes = (1 + sum((a - 1) * b for a, b in zip(shapes[2], strides[2]))) * DTYPES[vdt][1]
+        for i, call in enumerate(calls):
+            src += tune_timed(i, 'if (%s) return 2;' % call,
+                              ['flush(k, (size_t)%d);' % kbytes, 'flush(v, (size_t)%d);' % vbytes], call)
+        src += ['    kern_ctx_destroy(ctx);', '    return y[0] == 255 && part[0] == 12345.0f;', '}']
+        return run_tune_program(d, src, 2, kern_obj)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def da_tuner(cache, log, threads=1):
+    """--autotune's choice for each decode_attention that fits an instance:
+    the instance or kern_decode_attention, whichever ran faster here
+    (time_decode_attn; the instance, the default, unless the library is
+    TUNE_MARGIN faster). Cache entry dattn/...: both times and the choice."""
+    import time
+
+    def decide(key):
+        (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt, ldt, strides, scale2, hks, hvs) = key
+        ck = 'dattn/%s/%s/%s/B%d/Lq%d/H%d/Hkv%d/D%d/Dv%d/L%d/t%d' % (
+            qdt, kdt, vdt, B, LQ, H, HKV, D, DV, LMAX, threads)
+        hit = cache['entries'].get(ck)  # (load_cache checked its form)
+        if hit is not None:
+            log.append('autotune: %s: %s (cache)' % (ck, 'instance' if hit['instance'] else 'library'))
+            return hit['instance']
+        t0 = time.time()
+        us = time_decode_attn(key, threads, kern_impl_object(cache['_dir']))
+        inst = tune_pick(us, 0) == 0
+        cache['entries'][ck] = {'instance': inst, 'us_instance': round(us[0], 3),
+                                'us_library': round(us[1], 3)}
+        cache['dirty'] = True
+        log.append('autotune: %s: %s (instance %.1f us, kern_decode_attention %.1f us; %.1f s)' % (
+            ck, 'instance' if inst else 'library', us[0], us[1], time.time() - t0))
+        return inst
     return decide
 
 
@@ -5243,7 +5358,10 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
 # the same bits; against kern_decode_attention, within f32 rounding.
 DA_SPLIT = 128  # cache rows per task
 DA_CHUNK = 64   # cache rows per softmax step (a multiple of 8)
-DA_PF = 8       # K rows ahead that the AVX2 body hints (16-bit and i8 caches)
+DA_PF = 8       # K rows ahead that the bodies hint (a decoder's caches come
+                # from memory: without hints the AVX-512 body ran 1.4-1.9x
+                # slower, with them 16 or 32 rows ahead 2-5 % slower than 8;
+                # the AVX2 body's f32 case 1.6x slower without)
 # 2^f on [-1/2, 1/2], relative error below 8e-8 (least squares in f32)
 DA_EXP2 = (1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
            0.009618519805371761, 0.0013399859890341759, 0.00015337577497120947)
@@ -5401,10 +5519,6 @@ def emit_decode_attn(name, key):
     # ---- one split, per ISA
     for isa in ('scalar', 'avx2', 'avx512'):
         av, z = isa != 'scalar', isa == 'avx512'
-        # the AVX2 body hints the rows of 16-bit and i8 caches (1.04-1.11x
-        # on the Xeon with the AVX2 level forced; f32 rows measured 1.1x
-        # slower with them, and the AVX-512 body slower with any)
-        PF = isa == 'avx2' and (DTYPES[kdt][1] < 4 or DTYPES[vdt][1] < 4)
         if av:
             w('#ifdef KERN_X86')
             w('KERN_TARGET_AVX512' if z else 'KERN_TARGET_AVX2')
@@ -5443,6 +5557,22 @@ def emit_decode_attn(name, key):
             w('                const float *qh = qf + hk * %d;' % (RW * D))
             w('                float *Sh = S + hk * %d;' % (RW * CH))
             w('                int64_t r0;')
+            # hints, spread over the head blocks: this head's K rows DA_PF
+            # ahead (inside the cache) and its V rows of this step, read
+            # by the p.v below, so the misses overlap the dot products
+            # (a decoder's caches come from memory)
+            w('                if (nk == 4) {')
+            w('                    const char *pk = (const char *)(const void *)(kr + %d);' % (DA_PF * kst[1]))
+            w('                    const char *pv = (const char *)(const void *)(vb0 + j * %d + hk * %d);' % (vst[1], vst[2]))
+            w('                    int pr, px;')
+            w('                    if (c0 + j + %d < %d)' % (DA_PF + 3, LMAX))
+            w('                        for (pr = 0; pr < 4; pr++)')
+            w('                            for (px = 0; px < %d; px += 64) _mm_prefetch(pk + pr * %d + px, _MM_HINT_T0);' % (
+                D * DTYPES[kdt][1], kst[1] * DTYPES[kdt][1]))
+            w('                    for (pr = 0; pr < 4; pr++)')
+            w('                        for (px = 0; px < %d; px += 64) _mm_prefetch(pv + pr * %d + px, _MM_HINT_T0);' % (
+                DV * DTYPES[vdt][1], vst[1] * DTYPES[vdt][1]))
+            w('                }')
             for four in (1, 0):
                 kk = range(4) if four else (0,)
                 w('                %s {' % ('if (nk == 4)' if four else 'else'))
@@ -5479,7 +5609,7 @@ def emit_decode_attn(name, key):
             w('        }')
         else:
             w('        for (j = 0; j < n; j++) {')
-            if av and PF:
+            if isa == 'avx2':
                 # hints: the K row DA_PF rows ahead (into the next chunk at the
                 # end; never past the cache) and this row's V, read by the p.v
                 # below, so the misses overlap the dot products

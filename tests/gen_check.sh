@@ -153,6 +153,17 @@ $gen model "$dir/qkv.kg" --bind L=3 --specialize-max-m 8 --autotune --threads 1 
   && grep -q '"fuse/qkv/f32/M3/K8/N8+8+8/t1"' "$tc" && pass || fail "autotune fusion choice"
 $gen model "$dir/qkv.kg" --bind L=3 --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/m2.h" \
   && grep -q "autotune: fuse/qkv/f32/M3/K8/N8+8+8/t1: .* (cache)" "$dir/m2.h" && pass || fail "autotune fusion replay"
+# decode_attention: the instance or kern_decode_attention, timed (both run
+# whole on the same tensors), then replayed; a corrupt entry is refused
+printf 'kern-graph 1\ninput l i64 [1]\ninput q f32 [1,1,4,16]\ninput k i8 [1,40,2,16]\ninput v i8 [1,40,2,16]\ninput ks f32 [1,40,2]\ninput vs f32 [1,40,2]\ny = decode_attention(q, k, v, l, ks, vs)\noutput y\n' > "$dir/da.kg"
+$gen model "$dir/da.kg" --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/d1.h" \
+  && grep -q "autotune: dattn/f32/i8/i8/B1/Lq1/H4/Hkv2/D16/Dv16/L40/t1: \(instance\|library\) (instance .* us, kern_decode_attention" "$dir/d1.h" \
+  && grep -q '"us_library"' "$tc" && pass || fail "autotune decode attention"
+$gen model "$dir/da.kg" --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/d2.h" \
+  && grep -q "autotune: dattn/f32/i8/i8/B1/Lq1/H4/Hkv2/D16/Dv16/L40/t1: .* (cache)" "$dir/d2.h" \
+  && pass || fail "autotune decode attention replay"
+sed 's/"instance": \(true\|false\)/"instance": 1/' "$tc" > "$dir/badda.json"
+expect_error "cache dattn" "is corrupt" $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --tune-cache "$dir/badda.json" -o "$dir/out.h"
 
 # --safetensors: the file's tensors must be the graph's weights (name,
 # dtype, shape); a file that is not safetensors is refused
