@@ -4562,6 +4562,11 @@ def qkv_tuner(cache, log, spec_max_m, threads=1):
     return decide
 
 
+def extent(shape, stride):
+    """Elements from a view's first to its last (non-negative strides)."""
+    return 1 + sum((a - 1) * b for a, b in zip(shape, stride))
+
+
 def time_decode_attn(key, threads, kern_obj):
     """The decode-attention instance for key against kern_decode_attention
     on the same tensors (every sequence at Lmax cached rows, the caches
@@ -4602,7 +4607,7 @@ def time_decode_attn(key, threads, kern_obj):
                 '    float *part = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
                     B * max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT) * H * LQ * (DV + 2))]
         for i, (nm, sh, dt, st) in enumerate(zip(names, shapes, dts, strides)):
-            ext = 1 + sum((a - 1) * b for a, b in zip(sh, st))
+            ext = extent(sh, st)
             es = DTYPES[dt][1]
             src += ['    static const int64_t sh_%s[] = {%s}, st_%s[] = {%s};' % (
                         nm, ', '.join(map(str, sh)), nm, ', '.join(map(str, st))),
@@ -4623,15 +4628,13 @@ def time_decode_attn(key, threads, kern_obj):
         if hvs:
             src.append('    dp.v_scale = &tv[6];')
         src.append('    dp.scale = %s;' % c_float(scale2 / 1.4426950408889634))
-        CT = {'f32': 'float', 'bf16': 'uint16_t', 'f16': 'uint16_t', 'i8': 'int8_t',
-              'i32': 'int32_t', 'i64': 'int64_t'}
         calls = ['t0_run(ctx, (const %s *)q, (const %s *)k, (const %s *)v, (const %s *)l, %s, %s, '
-                 '(%s *)y, part)' % (CT[qdt], CT[kdt], CT[vdt], CT[ldt],
+                 '(%s *)y, part)' % (CTYPE[qdt], CTYPE[kdt], CTYPE[vdt], CTYPE[ldt],
                                      '(const float *)ks' if hks else 'NULL',
-                                     '(const float *)vs' if hvs else 'NULL', CT[qdt]),
+                                     '(const float *)vs' if hvs else 'NULL', CTYPE[qdt]),
                  'kern_decode_attention(ctx, &tv[0], &tv[1], &tv[2], &tv[4], &tv[3], &dp)']
-        kbytes = (1 + sum((a - 1) * b for a, b in zip(shapes[1], strides[1]))) * DTYPES[kdt][1]
-        vbytes = (1 + sum((a - 1) * b for a, b in zip(shapes[2], strides[2]))) * DTYPES[vdt][1]
+        kbytes = extent(shapes[1], strides[1]) * DTYPES[kdt][1]
+        vbytes = extent(shapes[2], strides[2]) * DTYPES[vdt][1]
         for i, call in enumerate(calls):
             src += tune_timed(i, 'if (%s) return 2;' % call,
                               ['flush(k, (size_t)%d);' % kbytes, 'flush(v, (size_t)%d);' % vbytes], call)
@@ -5419,8 +5422,6 @@ def emit_decode_attn(name, key):
     NS = max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT)
     CH = DA_CHUNK
     N = name
-    CT = {'f32': 'float', 'bf16': 'uint16_t', 'f16': 'uint16_t', 'i8': 'int8_t',
-          'i32': 'int32_t', 'i64': 'int64_t'}
     o = []
     w = o.append
 
@@ -5454,11 +5455,11 @@ def emit_decode_attn(name, key):
     w(' * Lmax=%d, q %s, caches %s / %s%s, %d splits of %d rows */' % (
         LMAX, qdt, kdt, vdt, ', i8 row scales' if hks or hvs else '', NS, DA_SPLIT))
     w('typedef struct %s__args {' % N)
-    w('    const %s *q;' % CT[qdt])
-    w('    const %s *k;' % CT[kdt])
-    w('    const %s *v;' % CT[vdt])
+    w('    const %s *q;' % CTYPE[qdt])
+    w('    const %s *k;' % CTYPE[kdt])
+    w('    const %s *v;' % CTYPE[vdt])
     w('    const float *ks, *vs;')
-    w('    %s *y;' % CT[qdt])
+    w('    %s *y;' % CTYPE[qdt])
     w('    float *part;')
     w('    int64_t len[%d];' % B)
     w('    int64_t nsrun;')
@@ -5534,7 +5535,7 @@ def emit_decode_attn(name, key):
         w('    for (r = 0; r < %d; r++) {' % R)
         w('        float *o = part + r * %d;' % (DV + 2))
         w('        const %s *qp = a->q + b * %d + (r %% %d) * %d + (r / %d) * %d;' % (
-            CT[qdt], qst[0], LQ, qst[1], LQ, qst[2]))
+            CTYPE[qdt], qst[0], LQ, qst[1], LQ, qst[2]))
         w('        o[0] = -INFINITY;')
         w('        o[1] = 0.0f;')
         w('        memset(o + 2, 0, %d * sizeof(float));' % DV)
@@ -5543,8 +5544,8 @@ def emit_decode_attn(name, key):
         w('    }')
         w('    for (c0 = s * %d; c0 < j1; c0 += %d) {' % (DA_SPLIT, CH))
         w('        const int64_t n = j1 - c0 < %d ? j1 - c0 : %d, n8 = (n + 7) / 8 * 8;' % (CH, CH))
-        w('        const %s *kb0 = a->k + b * %d + c0 * %d;' % (CT[kdt], kst[0], kst[1]))
-        w('        const %s *vb0 = a->v + b * %d + c0 * %d;' % (CT[vdt], vst[0], vst[1]))
+        w('        const %s *kb0 = a->k + b * %d + c0 * %d;' % (CTYPE[kdt], kst[0], kst[1]))
+        w('        const %s *vb0 = a->v + b * %d + c0 * %d;' % (CTYPE[vdt], vst[0], vst[1]))
         # scores: cache row by cache row, every KV head of the row (in
         # address order: [Lmax, Hkv, D] keeps a row's heads together)
         if z:  # one 16-lane accumulator a row (lanes d % 16, as the AVX2
@@ -5553,7 +5554,7 @@ def emit_decode_attn(name, key):
             w('        for (j = 0; j < n; ) {')
             w('            const int64_t nk = n - j >= 4 ? 4 : 1;')
             w('            for (hk = 0; hk < %d; hk++) {' % HKV)
-            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CT[kdt], kst[1], kst[2]))
+            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CTYPE[kdt], kst[1], kst[2]))
             w('                const float *qh = qf + hk * %d;' % (RW * D))
             w('                float *Sh = S + hk * %d;' % (RW * CH))
             w('                int64_t r0;')
@@ -5623,47 +5624,44 @@ def emit_decode_attn(name, key):
                     w('            %s' % ' '.join('_mm_prefetch((const char *)(const void *)(vb0 + j * %d + %d) + %d, _MM_HINT_T0);' % (
                         vst[1], hk * vst[2], x) for x in range(0, vb_, 64)))
             w('            for (hk = 0; hk < %d; hk++) {' % HKV)
-            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CT[kdt], kst[1], kst[2]))
+            w('                const %s *kr = kb0 + j * %d + hk * %d;' % (CTYPE[kdt], kst[1], kst[2]))
             w('                const float *qh = qf + hk * %d;' % (RW * D))
             w('                float *Sh = S + hk * %d;' % (RW * CH))
             w('                int64_t r0;')
-        if z:
-            pass  # the 4 x 4 blocks above
-        elif av:
-            for rb in (4, 1):
-                w('                for (r0 = 0; r0 + 4 <= %d; r0 += 4) {' % RW if rb == 4 else
-                  '                for (; r0 < %d; r0++) {' % RW)
-                w('                        const float *q0 = qh + r0 * %d;' % D)
-                acc = ['a%d%d' % (i, h) for i in range(rb) for h in (0, 1)]
-                w('                        __m256 %s;' % ', '.join(x + ' = _mm256_setzero_ps()' for x in acc))
-                w('                        for (d = 0; d + 16 <= %d; d += 16) {' % D)
-                w('                            const __m256 k0 = %s, k1 = %s;' % (vld(kdt, 'kr + d'), vld(kdt, 'kr + d + 8')))
-                for i in range(rb):
-                    w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d), k0, a%d0);' % (i, i * D, i))
-                    w('                            a%d1 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d + 8), k1, a%d1);' % (i, i * D, i))
-                w('                        }')
-                if D % 16:
-                    w('                        {')
-                    w('                            const __m256 k0 = %s;' % vld(kdt, 'kr + %d' % (D - 8)))
+            if av:
+                for rb in (4, 1):
+                    w('                for (r0 = 0; r0 + 4 <= %d; r0 += 4) {' % RW if rb == 4 else
+                      '                for (; r0 < %d; r0++) {' % RW)
+                    w('                        const float *q0 = qh + r0 * %d;' % D)
+                    acc = ['a%d%d' % (i, h) for i in range(rb) for h in (0, 1)]
+                    w('                        __m256 %s;' % ', '.join(x + ' = _mm256_setzero_ps()' for x in acc))
+                    w('                        for (d = 0; d + 16 <= %d; d += 16) {' % D)
+                    w('                            const __m256 k0 = %s, k1 = %s;' % (vld(kdt, 'kr + d'), vld(kdt, 'kr + d + 8')))
                     for i in range(rb):
-                        w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d), k0, a%d0);' % (i, i * D + D - 8, i))
+                        w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d), k0, a%d0);' % (i, i * D, i))
+                        w('                            a%d1 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d + d + 8), k1, a%d1);' % (i, i * D, i))
                     w('                        }')
-                for i in range(rb):
-                    w('                        Sh[(r0 + %d) * %d + j] = %s__hsum16_avx2(a%d0, a%d1);' % (i, CH, N, i, i))
+                    if D % 16:
+                        w('                        {')
+                        w('                            const __m256 k0 = %s;' % vld(kdt, 'kr + %d' % (D - 8)))
+                        for i in range(rb):
+                            w('                            a%d0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + %d), k0, a%d0);' % (i, i * D + D - 8, i))
+                        w('                        }')
+                    for i in range(rb):
+                        w('                        Sh[(r0 + %d) * %d + j] = %s__hsum16_avx2(a%d0, a%d1);' % (i, CH, N, i, i))
+                    w('                    }')
+            else:
+                w('                    for (r0 = 0; r0 < %d; r0++) {' % RW)
+                w('                        const float *q0 = qh + r0 * %d;' % D)
+                w('                        float a16[16], t8[8], t4[4], t2[2];')
+                w('                        int l;')
+                w('                        memset(a16, 0, sizeof a16);')
+                w('                        for (d = 0; d < %d; d++) a16[d & 15] = fmaf(q0[d], %s, a16[d & 15]);' % (D, sld(kdt, 'kr[d]')))
+                w('                        for (l = 0; l < 8; l++) t8[l] = a16[l] + a16[l + 8];')
+                w('                        for (l = 0; l < 4; l++) t4[l] = t8[l] + t8[l + 4];')
+                w('                        for (l = 0; l < 2; l++) t2[l] = t4[l] + t4[l + 2];')
+                w('                        Sh[r0 * %d + j] = t2[0] + t2[1];' % CH)
                 w('                    }')
-        else:
-            w('                    for (r0 = 0; r0 < %d; r0++) {' % RW)
-            w('                        const float *q0 = qh + r0 * %d;' % D)
-            w('                        float a16[16], t8[8], t4[4], t2[2];')
-            w('                        int l;')
-            w('                        memset(a16, 0, sizeof a16);')
-            w('                        for (d = 0; d < %d; d++) a16[d & 15] = fmaf(q0[d], %s, a16[d & 15]);' % (D, sld(kdt, 'kr[d]')))
-            w('                        for (l = 0; l < 8; l++) t8[l] = a16[l] + a16[l + 8];')
-            w('                        for (l = 0; l < 4; l++) t4[l] = t8[l] + t8[l + 4];')
-            w('                        for (l = 0; l < 2; l++) t2[l] = t4[l] + t4[l + 2];')
-            w('                        Sh[r0 * %d + j] = t2[0] + t2[1];' % CH)
-            w('                    }')
-        if not z:
             w('            }')
             w('        }')
         if hks:  # an i8 K: the score times its row's scale
@@ -5744,7 +5742,7 @@ def emit_decode_attn(name, key):
         w('        for (hk = 0; hk < %d; hk++) {' % HKV)
         w('            const float *Sh = S + hk * %d;' % (RW * CH))
         w('            float *oh = part + hk * %d;' % (RW * (DV + 2)))
-        w('            const %s *vb = vb0 + hk * %d;' % (CT[vdt], vst[2]))
+        w('            const %s *vb = vb0 + hk * %d;' % (CTYPE[vdt], vst[2]))
         w('            int64_t r0, e;')
         if hvs:  # an i8 V: each row's scale into its weight (the sums are taken)
             w('            for (j = 0; j < n; j++) sc[j] = a->vs[b * %d + (c0 + j) * %d + hk * %d];' % vsst)
@@ -5798,7 +5796,7 @@ def emit_decode_attn(name, key):
         w('    const int64_t nsp = seen > 0 ? (seen + %d) / %d : 0;' % (DA_SPLIT - 1, DA_SPLIT))
         w('    const float *p0 = a->part + b * %d + r * %d;' % (NS * R * (DV + 2), DV + 2))
         w('    %s *yr = a->y + b * %d + (r %% %d) * %d + (r / %d) * %d;' % (
-            CT[qdt], yst[0], LQ, yst[1], LQ, yst[2]))
+            CTYPE[qdt], yst[0], LQ, yst[1], LQ, yst[2]))
         w('    float acc[%d], M = -INFINITY, den = 0.0f, inv;' % DV)
         w('    int64_t s, e;')
         w('    memset(acc, 0, sizeof acc);')
@@ -5850,8 +5848,8 @@ def emit_decode_attn(name, key):
     w('    %s__merge_scalar(a, t / %d, t %% %d);' % (N, R, R))
     w('}')
     w('static kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k, const %s *v,' % (
-        N, CT[qdt], CT[kdt], CT[vdt]))
-    w('                          const %s *lens, const float *ks, const float *vs, %s *y,' % (CT[ldt], CT[qdt]))
+        N, CTYPE[qdt], CTYPE[kdt], CTYPE[vdt]))
+    w('                          const %s *lens, const float *ks, const float *vs, %s *y,' % (CTYPE[ldt], CTYPE[qdt]))
     w('                          float *part) {')
     w('    %s__args a;' % N)
     w('    int64_t b;')
