@@ -368,10 +368,11 @@ class Lowering:
     def __init__(self, g, bind, name, specialize_max_m=0, da_decide=None):
         self.g, self.name = g, name
         self.spec_max_m = specialize_max_m
-        self.da_decide = da_decide  # --autotune: instance (True) or library call per decode_attention
+        self.da_decide = da_decide  # --autotune: per decode_attention, the instance's split or 0 (the library)
         self.instances = []     # (M, N, K)
         self.norm_instances = []  # (kind, rows, H, eps)
         self.da_instances = []  # decode_attention instances (emit_decode_attn's keys)
+        self.da_split = {}  # their cache rows per task
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
         self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
@@ -1318,13 +1319,17 @@ class Lowering:
                     tuple(kl.stride), tuple(ks.stride) if ks is not None else (0, 0, 0),
                     tuple(vs.stride) if vs is not None else (0, 0, 0)),
                    f32(s1 * 1.4426950408889634), ks is not None, vs is not None)
-        if key is not None and self.da_decide and not self.da_decide(key):
-            key = None  # --autotune measured kern_decode_attention faster
+        sp = DA_SPLIT
+        if key is not None and self.da_decide:
+            sp = self.da_decide(key)  # --autotune: the split, or 0: the library was faster
+            if not sp:
+                key = None
         if key is not None:
             if key not in self.da_instances:
                 self.da_instances.append(key)
+                self.da_split[key] = sp
             di = self.da_instances.index(key)
-            NS = max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT)
+            NS = max(1, (LMAX + sp - 1) // sp)
             part = self.new_buf(n.outs[0] + '.part', 'f32', [B * NS * H * LQ * (DV + 2)])
             nm = self.name
 
@@ -2274,7 +2279,7 @@ def emit_model(low, name, banner):
                               pack_t=any(sc is None and q == qi for _, sc, q in low.qipacks)
                               ).rstrip('\n'))
     for di, key in enumerate(low.da_instances):
-        o.append(emit_decode_attn('%s__da%d' % (N, di), key).rstrip('\n'))
+        o.append(emit_decode_attn('%s__da%d' % (N, di), key, low.da_split[key]).rstrip('\n'))
     for ni, (kind, Ri, Hi, epsi, dti, wdti) in enumerate(low.norm_instances):
         if dti == 'bf16':
             o.append(emit_norm_bf16('%s__ni%d' % (N, ni), Ri, Hi, kind, epsi, wdti, [],
@@ -2509,7 +2514,8 @@ def cmd_model(args, argv):
                   k[0], ' bf16 (weight %s)' % k[5] if k[4] == 'bf16' else '', k[1], k[2], k[3])
                   for k in low.norm_instances) or 'none'),
               'decode-attention instances: %s' % (', '.join(
-                  'B=%d Lq=%d H=%d Hkv=%d D=%d Dv=%d Lmax=%d %s/%s' % (k[:7] + (k[8], k[9]))
+                  'B=%d Lq=%d H=%d Hkv=%d D=%d Dv=%d Lmax=%d %s/%s split=%d' % (
+                      k[:7] + (k[8], k[9], low.da_split[k]))
                   for k in low.da_instances) or 'none'),
               'nodes:   %d after the passes, %d steps' % (len(g.nodes), len(low.steps))]
     write_atomic(args.out, emit_model(low, name, banner))
@@ -2584,6 +2590,31 @@ def main(argv=None):
     ps.add_argument('--dtype', default='f32')
     ps.add_argument('--name', default='')
     ps.add_argument('-o', '--out', required=True)
+    pd = sub.add_parser('decode_attention', help='one decode-attention instance over a KV cache '
+                        '(kern_decode_attention\'s rule)')
+    pd.add_argument('--batch', type=int, default=1, help='sequences (default 1)')
+    pd.add_argument('--lq', type=int, default=1, help='new query rows per sequence, 1..8 (default 1)')
+    pd.add_argument('--h', type=int, required=True, help='query heads')
+    pd.add_argument('--hkv', type=int, default=0, help='K/V heads (default: --h)')
+    pd.add_argument('--d', type=int, required=True, help='head dim of q and k (a multiple of 8)')
+    pd.add_argument('--dv', type=int, default=0, help='head dim of v (default: --d)')
+    pd.add_argument('--lmax', type=int, required=True, help='the caches\' rows per sequence')
+    pd.add_argument('--dtype', default='f32', help='q and y: f32 or bf16')
+    pd.add_argument('--cache', default='', help='the caches: f32, bf16, f16 or i8 with row scales '
+                    '(default: --dtype)')
+    pd.add_argument('--lens', default='i32', help='k_lens: i32 or i64')
+    pd.add_argument('--layout', default='bshd', help="the caches: 'bshd' [B, Lmax, Hkv, D] (kern's) "
+                    "or 'bhsd' [B, Hkv, Lmax, D]")
+    pd.add_argument('--scale', type=float, default=None, help='default 1/sqrt(D)')
+    pd.add_argument('--split', type=int, default=0, help='cache rows per task: %s (default %d)' % (
+        ', '.join(map(str, DA_SPLITS)), DA_SPLIT))
+    pd.add_argument('--autotune', action='store_true', help='time the splits here (or replay '
+                    'them from --tune-cache)')
+    pd.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pd.add_argument('--threads', type=int, default=0, metavar='T',
+                    help='--autotune: the thread count to tune for (default: this machine\'s CPUs)')
+    pd.add_argument('--name', default='')
+    pd.add_argument('-o', '--out', required=True)
     pq = sub.add_parser('qlinear', help='one int8 dynamic linear instance (kern_qlinear\'s bits)')
     pq.add_argument('--m', type=int, required=True)
     pq.add_argument('--n', type=int, required=True)
@@ -2602,6 +2633,10 @@ def main(argv=None):
             cmd_norm(args, argv)
         elif args.cmd == 'sdpa':
             cmd_sdpa(args, argv)
+        elif args.cmd == 'decode_attention':
+            if not args.cache:
+                args.cache = args.dtype
+            cmd_decode_attention(args, argv)
         elif args.cmd == 'qlinear':
             cmd_qlinear(args, argv)
         else:
@@ -4233,7 +4268,8 @@ def load_cache(path, cpu):
         if k.startswith('fuse/'):
             ok = isinstance(v, dict) and isinstance(v.get('merge'), bool)
         elif k.startswith('dattn/'):
-            ok = isinstance(v, dict) and isinstance(v.get('instance'), bool)
+            ok = (isinstance(v, dict) and isinstance(v.get('instance'), bool) and
+                  v.get('split', DA_SPLIT) in DA_SPLITS)
         else:
             tp = v.get('tpt', {}) if isinstance(v, dict) else None
             ok = (isinstance(v, dict) and all(isinstance(v.get(x), int) for x in ('mr', 'split', 'unroll'))
@@ -4567,14 +4603,16 @@ def extent(shape, stride):
     return 1 + sum((a - 1) * b for a, b in zip(shape, stride))
 
 
-def time_decode_attn(key, threads, kern_obj):
-    """The decode-attention instance for key against kern_decode_attention
-    on the same tensors (every sequence at Lmax cached rows, the caches
-    flushed before each run: a decoder reads each layer's cache from
-    memory), on a kern context of `threads` threads; best of up to 8 runs
-    each, microseconds [instance, library]."""
+def time_decode_attn(key, threads, kern_obj, splits=None):
+    """The decode-attention instance for key, one per split in splits,
+    against kern_decode_attention on the same tensors (every sequence at
+    Lmax cached rows, the caches flushed before each run: a decoder reads
+    each layer's cache from memory), on a kern context of `threads`
+    threads; best of up to 8 runs each, microseconds [the instances in
+    splits' order..., library]."""
     import shutil
     (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt, ldt, strides, scale2, hks, hvs) = key
+    splits = splits or (DA_SPLIT,)
     d = tempfile.mkdtemp(prefix='kern_gen_tune.')
     try:
         shapes = ([B, LQ, H, D], [B, LMAX, HKV, D], [B, LMAX, HKV, DV], [B, LQ, H, DV], [B],
@@ -4584,7 +4622,8 @@ def time_decode_attn(key, threads, kern_obj):
         src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
                '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
                '#include <immintrin.h>', '#endif']
-        src.append(emit_decode_attn('t0', key))
+        for i, sp in enumerate(splits):
+            src.append(emit_decode_attn('t%d' % i, key, sp))
         src += ['static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
                 'return t.tv_sec + t.tv_nsec * 1e-9; }'] + TUNE_FLUSH + [
                 'static void view(kern_tensor *t, void *p, kern_dtype dt, int nd, const int64_t *sh, '
@@ -4605,7 +4644,7 @@ def time_decode_attn(key, threads, kern_obj):
                 '    p.n_threads = %d;' % threads,
                 '    if (kern_ctx_create(&p, &ctx)) return 1;',
                 '    float *part = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (
-                    B * max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT) * H * LQ * (DV + 2))]
+                    B * max(1, (LMAX + min(splits) - 1) // min(splits)) * H * LQ * (DV + 2))]
         for i, (nm, sh, dt, st) in enumerate(zip(names, shapes, dts, strides)):
             ext = extent(sh, st)
             es = DTYPES[dt][1]
@@ -4628,27 +4667,43 @@ def time_decode_attn(key, threads, kern_obj):
         if hvs:
             src.append('    dp.v_scale = &tv[6];')
         src.append('    dp.scale = %s;' % c_float(scale2 / 1.4426950408889634))
-        calls = ['t0_run(ctx, (const %s *)q, (const %s *)k, (const %s *)v, (const %s *)l, %s, %s, '
-                 '(%s *)y, part)' % (CTYPE[qdt], CTYPE[kdt], CTYPE[vdt], CTYPE[ldt],
+        calls = ['t%d_run(ctx, (const %s *)q, (const %s *)k, (const %s *)v, (const %s *)l, %s, %s, '
+                 '(%s *)y, part)' % (i, CTYPE[qdt], CTYPE[kdt], CTYPE[vdt], CTYPE[ldt],
                                      '(const float *)ks' if hks else 'NULL',
-                                     '(const float *)vs' if hvs else 'NULL', CTYPE[qdt]),
-                 'kern_decode_attention(ctx, &tv[0], &tv[1], &tv[2], &tv[4], &tv[3], &dp)']
+                                     '(const float *)vs' if hvs else 'NULL', CTYPE[qdt])
+                 for i in range(len(splits))]
+        calls.append('kern_decode_attention(ctx, &tv[0], &tv[1], &tv[2], &tv[4], &tv[3], &dp)')
         kbytes = extent(shapes[1], strides[1]) * DTYPES[kdt][1]
         vbytes = extent(shapes[2], strides[2]) * DTYPES[vdt][1]
         for i, call in enumerate(calls):
             src += tune_timed(i, 'if (%s) return 2;' % call,
                               ['flush(k, (size_t)%d);' % kbytes, 'flush(v, (size_t)%d);' % vbytes], call)
         src += ['    kern_ctx_destroy(ctx);', '    return y[0] == 255 && part[0] == 12345.0f;', '}']
-        return run_tune_program(d, src, 2, kern_obj)
+        return run_tune_program(d, src, len(calls), kern_obj)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def da_tuner(cache, log, threads=1):
+def da_splits(LMAX):
+    """The splits --autotune times for a cache of LMAX rows: DA_SPLITS, each
+    that makes a different number of tasks (DA_SPLIT always)."""
+    out, seen = [], set()
+    for sp in (DA_SPLIT,) + tuple(x for x in DA_SPLITS if x != DA_SPLIT):
+        ns = max(1, (LMAX + sp - 1) // sp)
+        if ns not in seen:
+            seen.add(ns)
+            out.append(sp)
+    return out
+
+
+def da_tuner(cache, log, threads=1, library=True):
     """--autotune's choice for each decode_attention that fits an instance:
-    the instance or kern_decode_attention, whichever ran faster here
-    (time_decode_attn; the instance, the default, unless the library is
-    TUNE_MARGIN faster). Cache entry dattn/...: both times and the choice."""
+    the split (cache rows per task: da_splits, DA_SPLIT unless another is
+    TUNE_MARGIN faster), and instance or kern_decode_attention (the
+    instance unless the library is TUNE_MARGIN faster than it; library
+    False: always the instance, for the standalone command), each timed
+    here by time_decode_attn. The decision returned: the split, or 0 for
+    the library. Cache entry dattn/...: the times and both choices."""
     import time
 
     def decide(key):
@@ -4656,18 +4711,26 @@ def da_tuner(cache, log, threads=1):
         ck = 'dattn/%s/%s/%s/B%d/Lq%d/H%d/Hkv%d/D%d/Dv%d/L%d/t%d' % (
             qdt, kdt, vdt, B, LQ, H, HKV, D, DV, LMAX, threads)
         hit = cache['entries'].get(ck)  # (load_cache checked its form)
-        if hit is not None:
-            log.append('autotune: %s: %s (cache)' % (ck, 'instance' if hit['instance'] else 'library'))
-            return hit['instance']
+        if hit is not None and 'split' in hit:
+            inst = hit['instance'] or not library
+            log.append('autotune: %s: %s (cache)' % (
+                ck, 'instance, split %d' % hit['split'] if inst else 'library'))
+            return hit['split'] if inst else 0
         t0 = time.time()
-        us = time_decode_attn(key, threads, kern_impl_object(cache['_dir']))
-        inst = tune_pick(us, 0) == 0
-        cache['entries'][ck] = {'instance': inst, 'us_instance': round(us[0], 3),
-                                'us_library': round(us[1], 3)}
+        sps = da_splits(LMAX)
+        us = time_decode_attn(key, threads, kern_impl_object(cache['_dir']), sps)
+        bi = tune_pick(us[:-1], 0)
+        inst = tune_pick([us[bi], us[-1]], 0) == 0
+        cache['entries'][ck] = {'instance': inst, 'split': sps[bi], 'us_instance': round(us[bi], 3),
+                                'us_library': round(us[-1], 3),
+                                'us_splits': dict(('%d' % sp, round(t, 3)) for sp, t in zip(sps, us))}
         cache['dirty'] = True
-        log.append('autotune: %s: %s (instance %.1f us, kern_decode_attention %.1f us; %.1f s)' % (
-            ck, 'instance' if inst else 'library', us[0], us[1], time.time() - t0))
-        return inst
+        inst = inst or not library
+        log.append('autotune: %s: %s (%s; kern_decode_attention %.1f us; %.1f s)' % (
+            ck, 'instance, split %d' % sps[bi] if inst else 'library',
+            ', '.join('split %d %.1f us' % (sp, t) for sp, t in zip(sps, us)), us[-1],
+            time.time() - t0))
+        return sps[bi] if inst else 0
     return decide
 
 
@@ -5360,6 +5423,7 @@ def emit_sdpa(name, HQ, HKV, LQ, LK, D, causal, scale, banner, dt='f32'):
 # for 2^x), the same in the AVX2 body and the scalar twin, so both give
 # the same bits; against kern_decode_attention, within f32 rounding.
 DA_SPLIT = 128  # cache rows per task
+DA_SPLITS = (64, 128, 256, 512)  # what --autotune times
 DA_CHUNK = 64   # cache rows per softmax step (a multiple of 8)
 DA_PF = 8       # K rows ahead that the bodies hint (a decoder's caches come
                 # from memory: without hints the AVX-512 body ran 1.4-1.9x
@@ -5411,15 +5475,17 @@ def da_fits(B, LQ, H, HKV, D, DV):
             H * LQ * D <= 16384 and H * LQ <= 256 and DV <= 4096 and H % HKV == 0)
 
 
-def emit_decode_attn(name, key):
+def emit_decode_attn(name, key, split=DA_SPLIT):
     """The instance for key = (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt,
     ldt, strides, scale2, has_ks, has_vs); strides: q, k, v, y, k_lens,
-    k_scale, v_scale element strides (the last dim's is 1)."""
+    k_scale, v_scale element strides (the last dim's is 1); split: cache
+    rows per task (a multiple of DA_CHUNK)."""
+    SP = split
     (B, LQ, H, HKV, D, DV, LMAX, qdt, kdt, vdt, ldt, strides, scale2, hks, hvs) = key
     qst, kst, vst, yst, lst, ksst, vsst = strides
     G = H // HKV
     R, RW = H * LQ, G * LQ
-    NS = max(1, (LMAX + DA_SPLIT - 1) // DA_SPLIT)
+    NS = max(1, (LMAX + SP - 1) // SP)
     CH = DA_CHUNK
     N = name
     o = []
@@ -5453,7 +5519,7 @@ def emit_decode_attn(name, key):
     w('/* decode-attention instance: B=%d Lq=%d H=%d Hkv=%d (groups of %d) D=%d Dv=%d' % (
         B, LQ, H, HKV, G, D, DV))
     w(' * Lmax=%d, q %s, caches %s / %s%s, %d splits of %d rows */' % (
-        LMAX, qdt, kdt, vdt, ', i8 row scales' if hks or hvs else '', NS, DA_SPLIT))
+        LMAX, qdt, kdt, vdt, ', i8 row scales' if hks or hvs else '', NS, SP))
     w('typedef struct %s__args {' % N)
     w('    const %s *q;' % CTYPE[qdt])
     w('    const %s *k;' % CTYPE[kdt])
@@ -5528,7 +5594,7 @@ def emit_decode_attn(name, key):
         w('    float S[%d]; /* the rows\' scores, then weights */' % (R * CH))
         w('    float sc[%d];' % CH)
         w('    const int64_t len = a->len[b];')
-        w('    int64_t j1 = (s + 1) * %d, c0, j, r, hk, d;' % DA_SPLIT)
+        w('    int64_t j1 = (s + 1) * %d, c0, j, r, hk, d;' % SP)
         w('    float *part = a->part + (b * %d + s) * %d;' % (NS, R * (DV + 2)))
         w('    if (j1 > len) j1 = len;')
         w('    memset(S, 0, sizeof S);')
@@ -5542,7 +5608,7 @@ def emit_decode_attn(name, key):
         w('        for (d = 0; d < %d; d++) qf[r * %d + d] = %s * %s;' % (
             D, D, sld(qdt, 'qp[d]'), c_float(scale2)))
         w('    }')
-        w('    for (c0 = s * %d; c0 < j1; c0 += %d) {' % (DA_SPLIT, CH))
+        w('    for (c0 = s * %d; c0 < j1; c0 += %d) {' % (SP, CH))
         w('        const int64_t n = j1 - c0 < %d ? j1 - c0 : %d, n8 = (n + 7) / 8 * 8;' % (CH, CH))
         w('        const %s *kb0 = a->k + b * %d + c0 * %d;' % (CTYPE[kdt], kst[0], kst[1]))
         w('        const %s *vb0 = a->v + b * %d + c0 * %d;' % (CTYPE[vdt], vst[0], vst[1]))
@@ -5793,7 +5859,7 @@ def emit_decode_attn(name, key):
             w('KERN_TARGET_AVX2')
         w('static void %s__merge_%s(const %s__args *a, int64_t b, int64_t r) {' % (N, isa, N))
         w('    const int64_t seen = a->len[b] - (%d - r %% %d);' % (LQ - 1, LQ))
-        w('    const int64_t nsp = seen > 0 ? (seen + %d) / %d : 0;' % (DA_SPLIT - 1, DA_SPLIT))
+        w('    const int64_t nsp = seen > 0 ? (seen + %d) / %d : 0;' % (SP - 1, SP))
         w('    const float *p0 = a->part + b * %d + r * %d;' % (NS * R * (DV + 2), DV + 2))
         w('    %s *yr = a->y + b * %d + (r %% %d) * %d + (r / %d) * %d;' % (
             CTYPE[qdt], yst[0], LQ, yst[1], LQ, yst[2]))
@@ -5823,7 +5889,7 @@ def emit_decode_attn(name, key):
     w('    const %s__args *a = (const %s__args *)arg;' % (N, N))
     w('    const int64_t b = t / a->nsrun, s = t % a->nsrun;')
     w('    (void)thread;')
-    w('    if (s * %d >= a->len[b]) return; /* the merge reads none of it */' % DA_SPLIT)
+    w('    if (s * %d >= a->len[b]) return; /* the merge reads none of it */' % SP)
     w('#ifdef KERN_X86')
     w('    if (a->isa == 2) {')
     w('        %s__split_avx512(a, b, s);' % N)
@@ -5878,7 +5944,7 @@ def emit_decode_attn(name, key):
     w('                             (long long)b, (long long)n);')
     w('        a.len[b] = n;')
     w('        if ((n + %d) / %d > a.nsrun) a.nsrun = (n + %d) / %d;' % (
-        DA_SPLIT - 1, DA_SPLIT, DA_SPLIT - 1, DA_SPLIT))
+        SP - 1, SP, SP - 1, SP))
     w('    }')
     w('    (void)ks;')
     w('    (void)vs;')
@@ -5901,6 +5967,135 @@ def emit_decode_attn(name, key):
     w('    return st;')
     w('}')
     return '\n'.join(o) + '\n'
+
+
+def da_standalone_key(B, LQ, H, HKV, D, DV, LMAX, qdt, cdt, ldt, layout, scale):
+    """The instance key of `kern_gen.py decode_attention`: contiguous q, y
+    and k_lens; caches [B, Lmax, Hkv, D] (layout 'bshd', kern's) or [B, Hkv,
+    Lmax, D] ('bhsd'), the i8 row scales [B, Lmax, Hkv] or [B, Hkv, Lmax]
+    likewise."""
+    if layout == 'bshd':
+        kst, vst = (LMAX * HKV * D, HKV * D, D, 1), (LMAX * HKV * DV, HKV * DV, DV, 1)
+        sst = (LMAX * HKV, HKV, 1)
+    else:
+        kst, vst = (HKV * LMAX * D, D, LMAX * D, 1), (HKV * LMAX * DV, DV, LMAX * DV, 1)
+        sst = (HKV * LMAX, 1, LMAX)
+    i8 = cdt == 'i8'
+    return (B, LQ, H, HKV, D, DV, LMAX, qdt, cdt, cdt, ldt,
+            ((LQ * H * D, H * D, D, 1), kst, vst, (LQ * H * DV, H * DV, DV, 1), (1,),
+             sst if i8 else (0, 0, 0), sst if i8 else (0, 0, 0)),
+            f32(scale * 1.4426950408889634), i8, i8)
+
+
+def emit_decode_attn_standalone(name, key, split, layout, scale, banner):
+    """`kern_gen.py decode_attention`'s header: the instance (emit_decode_attn)
+    behind NAME_run, which checks its pointers first."""
+    (B, LQ, H, HKV, D, DV, LMAX, qdt, cdt, _, ldt, _, _, i8, _) = key
+    U = name.upper()
+    NS = max(1, (LMAX + split - 1) // split)
+    cl = '[B, Lmax, Hkv, %s]' if layout == 'bshd' else '[B, Hkv, Lmax, %s]'
+    o = []
+    w = o.append
+    w('/* %s.h -- generated by gen/kern_gen.py; do not edit.' % name)
+    for b in banner:
+        w(' *   %s' % b)
+    w(' *')
+    w(' * y[b, l, h] = softmax(q[b, l, h] . k^T * %.9g) v over cache rows 0 ..' % scale)
+    w(' * k_lens[b] - Lq + l of sequence b (the new rows already appended:')
+    w(' * kern_decode_attention\'s rule), kv head h / %d; 0 where no row is' % (H // HKV))
+    w(' * visible. Contiguous: q [%d, %d, %d, %d] %s, y [%d, %d, %d, %d] %s, k_lens [%d] %s,' % (
+        B, LQ, H, D, qdt, B, LQ, H, DV, qdt, B, ldt))
+    w(' * k_cache %s and v_cache %s %s (Lmax %d, Hkv %d)%s.' % (
+        cl % D, cl % DV, cdt, LMAX, HKV,
+        '; k_scale and v_scale %s f32, the row scales of the codes' % (
+            '[B, Lmax, Hkv]' if layout == 'bshd' else '[B, Hkv, Lmax]') if i8 else ''))
+    w(' * scratch: %s_SCRATCH_FLOATS floats (64-byte aligned is best), the' % U)
+    w(' * split-KV partial results (%d tasks of %d cache rows a sequence,' % (NS, split))
+    w(' * merged by log-sum-exp). Threads: the context\'s pool; the same bits at')
+    w(' * any thread count and ISA (AVX-512, AVX2, the scalar twin). */')
+    w('#ifndef %s_H' % U)
+    w('#define %s_H' % U)
+    w('#include "kern.h"')
+    for k, v in (('BATCH', B), ('LQ', LQ), ('HEADS', H), ('KV_HEADS', HKV), ('D', D), ('DV', DV),
+                 ('LMAX', LMAX), ('SPLIT', split)):
+        w('#define %s_%s %d' % (U, k, v))
+    w('#define %s_SCRATCH_FLOATS %d' % (U, B * NS * H * LQ * (DV + 2)))
+    w('kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k_cache, const %s *v_cache,' % (
+        name, CTYPE[qdt], CTYPE[cdt], CTYPE[cdt]))
+    w('                   const %s *k_lens, const float *k_scale, const float *v_scale, %s *y,' % (
+        CTYPE[ldt], CTYPE[qdt]))
+    w('                   float *scratch);')
+    emit_impl_open(w, U)
+    o.append(emit_decode_attn('%s__i' % name, key, split).rstrip('\n'))
+    w('')
+    w('kern_status %s_run(kern_ctx *ctx, const %s *q, const %s *k_cache, const %s *v_cache,' % (
+        name, CTYPE[qdt], CTYPE[cdt], CTYPE[cdt]))
+    w('                   const %s *k_lens, const float *k_scale, const float *v_scale, %s *y,' % (
+        CTYPE[ldt], CTYPE[qdt]))
+    w('                   float *scratch) {')
+    w('    if (!ctx || !q || !k_cache || !v_cache || !k_lens || !y || !scratch)')
+    w('        return kern__err(KERN_ERR_ARG, "%s_run: ctx, q, k_cache, v_cache, k_lens, y or scratch is NULL");' % name)
+    if i8:
+        w('    if (!k_scale || !v_scale)')
+        w('        return kern__err(KERN_ERR_ARG, "%s_run: an i8 cache needs k_scale and v_scale");' % name)
+    w('    return %s__i_run(ctx, q, k_cache, v_cache, k_lens, k_scale, v_scale, y, scratch);' % name)
+    w('}')
+    emit_impl_close(w, U)
+    return '\n'.join(o) + '\n'
+
+
+def cmd_decode_attention(args, argv):
+    import math
+    hkv = args.hkv or args.h
+    dv = args.dv or args.d
+    if args.dtype not in ('f32', 'bf16'):
+        raise GenError("decode_attention: --dtype must be 'f32' or 'bf16', not %r" % args.dtype)
+    if args.cache not in ('f32', 'bf16', 'f16', 'i8'):
+        raise GenError("decode_attention: --cache must be 'f32', 'bf16', 'f16' or 'i8', not %r" % args.cache)
+    if args.lens not in ('i32', 'i64'):
+        raise GenError("decode_attention: --lens must be 'i32' or 'i64', not %r" % args.lens)
+    if args.layout not in ('bshd', 'bhsd'):
+        raise GenError("decode_attention: --layout must be 'bshd' or 'bhsd', not %r" % args.layout)
+    for k, v, hi in (('batch', args.batch, 4096), ('lq', args.lq, 8), ('h', args.h, 256),
+                     ('hkv', hkv, 256), ('d', args.d, 4096), ('dv', dv, 4096),
+                     ('lmax', args.lmax, 1 << 24)):
+        if v < 1 or v > hi:
+            raise GenError('decode_attention: --%s %d is outside [1, %d]' % (k, v, hi))
+    if args.h % hkv:
+        raise GenError('decode_attention: --h %d is not a multiple of --hkv %d' % (args.h, hkv))
+    if args.d % 8 or dv % 8:
+        raise GenError('decode_attention: --d %d and --dv %d must be multiples of 8' % (args.d, dv))
+    if not da_fits(args.batch, args.lq, args.h, hkv, args.d, dv):
+        raise GenError('decode_attention: %d query rows x D %d do not fit the instance\'s stack '
+                       'state (H x Lq at most 256, H x Lq x D at most 16384 floats)' % (
+                           args.h * args.lq, args.d))
+    if args.split and args.split not in DA_SPLITS:
+        raise GenError('decode_attention: --split must be one of %s, not %d' % (
+            ', '.join(map(str, DA_SPLITS)), args.split))
+    if args.split and args.autotune:
+        raise GenError('decode_attention: --split and --autotune both choose the split')
+    name = args.name or c_ident(os.path.splitext(os.path.basename(args.out))[0])
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+        raise GenError('--name %r is not a C identifier' % name)
+    scale = f32(args.scale if args.scale is not None else 1.0 / math.sqrt(args.d))
+    if not math.isfinite(scale):
+        raise GenError('decode_attention: --scale must be finite')
+    key = da_standalone_key(args.batch, args.lq, args.h, hkv, args.d, dv, args.lmax, args.dtype,
+                            args.cache, args.lens, args.layout, scale)
+    log, split = [], args.split or DA_SPLIT
+    if args.autotune:
+        tpath = args.tune_cache or default_cache_path()
+        cache = load_cache(tpath, cpu_key())
+        threads = args.threads or os.cpu_count() or 1
+        split = da_tuner(cache, log, threads, library=False)(key)
+        if cache.pop('dirty', False):
+            save_cache(tpath, cache)
+    banner = ['command: kern_gen.py ' + ' '.join(argv),
+              'instance: decode_attention q %s, caches %s (%s), k_lens %s: B=%d Lq=%d H=%d Hkv=%d '
+              'D=%d Dv=%d Lmax=%d scale=%.9g split=%d' % (
+                  args.dtype, args.cache, args.layout, args.lens, args.batch, args.lq, args.h, hkv,
+                  args.d, dv, args.lmax, scale, split)] + log
+    write_atomic(args.out, emit_decode_attn_standalone(name, key, split, args.layout, scale, banner))
 
 
 def cmd_sdpa(args, argv):

@@ -7,7 +7,8 @@
 #             for bit. tests/gen_check.sh checks the command line (bad
 #             input: message, exit 2, no file left; standalone kernels).
 # make gen-compile-check   generated samples (plain; with GEMM and norm
-#             instances and safetensors; standalone gemm, norm, sdpa, f32
+#             instances and safetensors; standalone gemm, norm, sdpa,
+#             decode_attention, f32
 #             and bf16) as C99, C11 (gcc, clang)
 #             and C++17 (g++, clang++), -Wall -Wextra -Werror -pedantic,
 #             declarations only and with its implementation; part of
@@ -287,6 +288,30 @@ build/gen/check_sdpa: tests/gen_sdpa_check.c $(patsubst %,build/gen/sdpa_%.h,a b
 	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
 GEN_CHECKS += build/gen/check_sdpa
 
+# standalone decode-attention instances (kern_gen.py decode_attention):
+# f32 with GQA, 3 new rows, 64-row splits; bf16 q over an i8 cache (row
+# scales), Dv != D, the [B, Hkv, Lmax, D] layout, i64 lengths; f32 q over
+# an f16 cache in that layout, 256-row splits; bf16 q and cache, 512-row
+# splits
+build/gen/da_a.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py decode_attention --batch 2 --lq 3 --h 8 --hkv 2 --d 24 --lmax 300 --split 64 -o $@
+build/gen/da_b.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py decode_attention --dtype bf16 --cache i8 --h 4 --d 32 --dv 16 --lmax 200 \
+	  --layout bhsd --lens i64 --scale 0.3 -o $@
+build/gen/da_c.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py decode_attention --cache f16 --batch 3 --lq 2 --h 6 --hkv 3 --d 40 --lmax 150 \
+	  --layout bhsd --split 256 -o $@
+build/gen/da_d.h: gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py decode_attention --dtype bf16 --batch 2 --h 16 --hkv 2 --d 64 --lmax 520 \
+	  --split 512 -o $@
+build/gen/check_da: tests/gen_da_check.c $(patsubst %,build/gen/da_%.h,a b c d) build/gen/kern_impl.o tests/kt.h
+	$(CC) $(O) $(CFLAGS) $(WARN) -Werror -std=c11 -D_GNU_SOURCE $(INC) -Ibuild/gen $< build/gen/kern_impl.o -o $@ $(LIBS)
+GEN_CHECKS += build/gen/check_da
+
 # kern_gen.py model --safetensors: bert1's weights in a safetensors file
 # (tests/gen/write_st.py), NAME_prepare_safetensors against NAME_prepare
 build/gen/bert1.safetensors: tests/gen/bert1.kg tests/gen/write_st.py gen/kern_gen.py
@@ -304,7 +329,7 @@ TESTS += $(GEN_CHECKS) tests/gen_check.sh
 
 .PHONY: gen-compile-check
 GEN_CC_CHECK := llama_tiny_dec dattn_dec_spec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
-                gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a relsynth_bf16
+                gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a da_b relsynth_bf16
 gen-compile-check: $(patsubst %,build/gen/%.h,$(GEN_CC_CHECK))
 	@tests/gen_compile_check.sh $(GEN_CC_CHECK)
 compile-check: gen-compile-check

@@ -157,13 +157,34 @@ $gen model "$dir/qkv.kg" --bind L=3 --specialize-max-m 8 --autotune --threads 1 
 # whole on the same tensors), then replayed; a corrupt entry is refused
 printf 'kern-graph 1\ninput l i64 [1]\ninput q f32 [1,1,4,16]\ninput k i8 [1,40,2,16]\ninput v i8 [1,40,2,16]\ninput ks f32 [1,40,2]\ninput vs f32 [1,40,2]\ny = decode_attention(q, k, v, l, ks, vs)\noutput y\n' > "$dir/da.kg"
 $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/d1.h" \
-  && grep -q "autotune: dattn/f32/i8/i8/B1/Lq1/H4/Hkv2/D16/Dv16/L40/t1: \(instance\|library\) (instance .* us, kern_decode_attention" "$dir/d1.h" \
+  && grep -q "autotune: dattn/f32/i8/i8/B1/Lq1/H4/Hkv2/D16/Dv16/L40/t1: \(instance, split 128\|library\) (split 128 .* us; kern_decode_attention" "$dir/d1.h" \
   && grep -q '"us_library"' "$tc" && pass || fail "autotune decode attention"
 $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/d2.h" \
   && grep -q "autotune: dattn/f32/i8/i8/B1/Lq1/H4/Hkv2/D16/Dv16/L40/t1: .* (cache)" "$dir/d2.h" \
   && pass || fail "autotune decode attention replay"
 sed 's/"instance": \(true\|false\)/"instance": 1/' "$tc" > "$dir/badda.json"
 expect_error "cache dattn" "is corrupt" $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --tune-cache "$dir/badda.json" -o "$dir/out.h"
+sed 's/"split": 128/"split": 100/' "$tc" > "$dir/badsp.json"
+expect_error "cache dattn split" "is corrupt" $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --tune-cache "$dir/badsp.json" -o "$dir/out.h"
+# the standalone command: the splits timed (300 rows: 64, 128, 256, 512
+# make 5, 3, 2, 1 tasks), the fastest kept, then replayed
+$gen decode_attention --h 4 --hkv 2 --d 16 --lmax 300 --autotune --threads 1 --tune-cache "$tc" -o "$dir/da1.h" \
+  && grep -q "autotune: dattn/f32/f32/f32/B1/Lq1/H4/Hkv2/D16/Dv16/L300/t1: instance, split [0-9]* (split 128 .* us, split 64 .* us, split 256 .* us, split 512 .* us; kern_decode_attention" "$dir/da1.h" \
+  && grep -q "#define DA1_SPLIT" "$dir/da1.h" && pass || fail "autotune standalone decode attention"
+$gen decode_attention --h 4 --hkv 2 --d 16 --lmax 300 --autotune --threads 1 --tune-cache "$tc" -o "$dir/da2.h" \
+  && grep -q "autotune: dattn/f32/f32/f32/B1/Lq1/H4/Hkv2/D16/Dv16/L300/t1: instance, split [0-9]* (cache)" "$dir/da2.h" \
+  && pass || fail "autotune standalone decode attention replay"
+$gen decode_attention --dtype bf16 --cache i8 --batch 2 --lq 2 --h 8 --hkv 2 --d 24 --dv 16 --lmax 77 --layout bhsd --lens i64 -o "$dir/da3.h" \
+  && grep -q "instance: decode_attention q bf16, caches i8 (bhsd), k_lens i64: B=2 Lq=2 H=8 Hkv=2 D=24 Dv=16 Lmax=77 scale=.* split=128" "$dir/da3.h" \
+  && grep -q "const int64_t \*k_lens, const float \*k_scale" "$dir/da3.h" && pass || fail "decode attention instance"
+expect_error "decode attention groups" "not a multiple of --hkv" $gen decode_attention --h 6 --hkv 4 --d 16 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention d" "multiples of 8" $gen decode_attention --h 2 --d 16 --dv 12 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention lq" "--lq 9 is outside" $gen decode_attention --h 2 --lq 9 --d 16 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention rows" "do not fit" $gen decode_attention --h 64 --lq 4 --d 128 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention cache" "--cache must be" $gen decode_attention --cache u8 --h 2 --d 16 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention layout" "--layout must be" $gen decode_attention --layout bsdh --h 2 --d 16 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention split" "--split must be one of" $gen decode_attention --split 100 --h 2 --d 16 --lmax 8 -o "$dir/out.h"
+expect_error "decode attention split tune" "both choose" $gen decode_attention --split 64 --autotune --h 2 --d 16 --lmax 8 -o "$dir/out.h"
 
 # --safetensors: the file's tensors must be the graph's weights (name,
 # dtype, shape); a file that is not safetensors is refused
