@@ -7954,11 +7954,17 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
     kern_status st;
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *n = &w->nodes[i];
-        const char *nm;
+        char nm[KERN__G_NAME_MAX + 1]; /* a copy: the rewrite's note may move the names */
         int q, s;
         kern_graph_val wt, in[5];
         if (n->dead || n->op != KERN_GRAPH_OP_LINEAR) continue;
-        nm = kern__gpx_name(x, n);
+        {
+            const char *nv = kern__gpx_name(x, n);
+            size_t l = strlen(nv);
+            if (l >= sizeof nm) l = sizeof nm - 1;
+            memcpy(nm, nv, l);
+            nm[l] = 0;
+        }
         q = prm->quantize && kern__g_glob(prm->quantize, nm);
         s = !q && prm->sparsify && kern__g_glob(prm->sparsify, nm);
         if (!q && !s) continue;

@@ -156,6 +156,9 @@ build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_im
 	  -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
 	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"$(if $(5),$(5),tests/gen/$(1).kg)"' \
 	  -DGEN_DISABLE='$(3)' $(4) $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
+GEN_DEFS_$(2) := -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
+  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"$(if $(5),$(5),tests/gen/$(1).kg)"' \
+  -DGEN_DISABLE='$(3)' $(4)
 endef
 $(eval $(call GEN_CHECK_RULE,bert_base,bert_base,$(GEN_FUSED),-DGEN_BIG=1,build/gen/bert_base.kg))
 build/gen/check_bert_base: build/gen/bert_base.kg
@@ -326,6 +329,34 @@ GEN_CHECKS += build/gen/check_st
 
 test: $(GEN_CHECKS)
 TESTS += $(GEN_CHECKS) tests/gen_check.sh
+
+# make sanitize (ASan + UBSan) and make tsan run generated code too: the
+# standalone instances (gemm, qlinear, norm, sdpa, decode_attention, the
+# safetensors entry) and models that use every kind of instance (GEMM f32
+# and bf16, qlinear, norm, decode attention) or none, each against the
+# flavour's implementation (build/FLAVOUR/kern_impl.o); ThreadSanitizer
+# the ones whose instances split work over the pool
+GEN_SAN_NAMES := gemm qlinear norm sdpa da st bert1 bert1_spec synth_bf16_spec qsynth_q8spec llama_wide_dec_spec \
+                 dattn_dec_spec sam_tiny_s24
+GEN_TSAN_NAMES := gemm qlinear da bert1_spec llama_wide_dec_spec
+# $(call GEN_FLAVOUR_RULES,DIR,COMPILE): a model's check (GEN_DEFS_NAME,
+# from GEN_CHECK_RULE) and a standalone one (tests/gen_NAME_check.c)
+define GEN_FLAVOUR_RULES
+$(1)/gen/check_%: tests/gen_model_check.c build/gen/%.h $(1)/kern_impl.o tests/kt.h
+	@mkdir -p $$(@D)
+	$(2) -Ibuild/gen $$(GEN_DEFS_$$*) $$< $(1)/kern_impl.o -o $$@ $$(LIBS)
+$(1)/gen/check_%: tests/gen_%_check.c build/gen/check_% $(1)/kern_impl.o tests/kt.h
+	@mkdir -p $$(@D)
+	$(2) -Ibuild/gen $$< $(1)/kern_impl.o -o $$@ $$(LIBS)
+endef
+$(eval $(call GEN_FLAVOUR_RULES,build/san,$$(SAN_COMPILE)))
+$(eval $(call GEN_FLAVOUR_RULES,build/tsan,$$(TSAN_COMPILE)))
+GEN_SAN_CHECKS := $(patsubst %,build/san/gen/check_%,$(GEN_SAN_NAMES))
+GEN_TSAN_CHECKS := $(patsubst %,build/tsan/gen/check_%,$(GEN_TSAN_NAMES))
+SAN_TESTS += $(GEN_SAN_CHECKS)
+TSAN_TESTS += $(GEN_TSAN_CHECKS)
+sanitize: $(GEN_SAN_CHECKS)
+tsan: $(GEN_TSAN_CHECKS)
 
 .PHONY: gen-compile-check
 GEN_CC_CHECK := llama_tiny_dec dattn_dec_spec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \

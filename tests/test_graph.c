@@ -941,6 +941,46 @@ KT_TEST(graph_bert_f32_matches_direct_calls) {
     kern_graph_destroy(g);
 }
 
+/* params.quantize over many linears: each rewrite appends its note ("int8
+ * dynamic") to the plan's copy of the name table, which has room for a
+ * quarter more and then moves, while the transform pass still logs the
+ * node's name (short names: the table moves within the first 20 nodes).
+ * Every line of the report names its node (under ASan: no read of the
+ * moved table). */
+KT_TEST(graph_quantize_many_names) {
+    kern_graph *g = NULL;
+    kern_ctx *ctx = kt_ctx(1, KERN_ISA_AUTO);
+    kern_graph_plan *p = NULL;
+    kern_graph_plan_params pp;
+    kt_rng r = kt_rng_make(17);
+    kern_graph_val x, y;
+    char name[32];
+    int i;
+    KT_OK(kern_graph_create(NULL, &g));
+    kern_graph_input_s(g, "x", KERN_F32, "[L,16]", &x);
+    y = x;
+    for (i = 0; i < 60; i++) {
+        kern_graph_val w;
+        snprintf(name, sizeof name, "w%02d", i);
+        w = tg_w2(g, &r, name, 16, 16, 0.2);
+        snprintf(name, sizeof name, "l%02d", i);
+        y = tg_node(g, KERN_GRAPH_OP_LINEAR, name, y, w, 0, NULL);
+    }
+    KT_OK(kern_graph_output(g, y));
+    memset(&pp, 0, sizeof pp);
+    pp.bind = "L=3";
+    pp.quantize = "*";
+    KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+    for (i = 0; i < 60; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "quantize: 'l%02d' -> qlinear\n", i);
+        KT_CHECK(strstr(kern_graph_plan_report(p), line) != NULL, "no '%s' in\n%s", line,
+                 kern_graph_plan_report(p));
+    }
+    kern_graph_plan_free(p);
+    kern_graph_destroy(g);
+}
+
 KT_TEST(graph_bert_int8_dynamic_sqnr) {
     kern_graph *g = tg_bert_build(&TG_BERT, 11);
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
