@@ -2276,6 +2276,7 @@ def emit_model(low, name, banner):
                            cfg=low.inst_cfg.get(key), dt=key[3]).rstrip('\n'))
     for qi, (Mi, Ni, Ki) in enumerate(low.qinstances):
         o.append(emit_qlinear('%s__qi%d' % (N, qi), Mi, Ni, Ki, [], impl_only=True,
+                              cfg=low.qinst_cfg.get((Mi, Ni, Ki)),
                               pack_t=any(sc is None and q == qi for _, sc, q in low.qipacks)
                               ).rstrip('\n'))
     for di, key in enumerate(low.da_instances):
@@ -2489,11 +2490,14 @@ def cmd_model(args, argv):
     low = Lowering(g, bind, name, args.specialize_max_m,
                    da_tuner(cache, log, threads) if args.autotune and args.specialize_max_m else None)
     low.inst_cfg = {}
+    low.qinst_cfg = {}
     if args.safetensors:
         bind_safetensors(low, args.safetensors)
     if args.autotune:
         for key in low.instances:
             low.inst_cfg[key] = tune_gemm(key[0], key[1], key[2], cache, log, key[3], threads)
+        for key in low.qinstances:
+            low.qinst_cfg[key] = tune_qlinear(key[0], key[1], key[2], cache, log, threads)
         if cache.pop('dirty', False):
             save_cache(tpath, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
@@ -2508,8 +2512,9 @@ def cmd_model(args, argv):
               if args.sparsify else []) + log + [
               'GEMM instances: %s' % (', '.join('%sM=%d N=%d K=%d' % (
                   'bf16 ' if k[3] == 'bf16' else '', k[0], k[1], k[2]) for k in low.instances) or 'none'),
-              'qlinear instances: %s' % (', '.join('M=%d N=%d K=%d' % k for k in low.qinstances)
-                                         or 'none'),
+              'qlinear instances: %s' % (', '.join('M=%d N=%d K=%d (mr=%d unroll=%d)' % (
+                  k + tuple(low.qinst_cfg.get(k, QL_DEFAULT)[x] for x in ('mr', 'unroll')))
+                  for k in low.qinstances) or 'none'),
               'norm instances: %s' % (', '.join('%s%s rows=%d H=%d eps=%.9g' % (
                   k[0], ' bf16 (weight %s)' % k[5] if k[4] == 'bf16' else '', k[1], k[2], k[3])
                   for k in low.norm_instances) or 'none'),
@@ -2622,6 +2627,11 @@ def main(argv=None):
     pq.add_argument('--name', default='')
     pq.add_argument('--blocking', default='', metavar='MR,UNROLL',
                     help='rows per tile (1..3) and the K unroll in 4-byte steps (1, 2, 4, 8)')
+    pq.add_argument('--autotune', action='store_true', help='time the blockings here (or replay '
+                    'them from --tune-cache)')
+    pq.add_argument('--tune-cache', default='', help='default: ' + default_cache_path())
+    pq.add_argument('--threads', type=int, default=0, metavar='T',
+                    help='--autotune: the thread count to tune for (default: this machine\'s CPUs)')
     pq.add_argument('-o', '--out', required=True)
     args = ap.parse_args(argv)
     try:
@@ -4267,6 +4277,9 @@ def load_cache(path, cpu):
     for k, v in ent.items():
         if k.startswith('fuse/'):
             ok = isinstance(v, dict) and isinstance(v.get('merge'), bool)
+        elif k.startswith('qlinear/'):
+            ok = (isinstance(v, dict) and isinstance(v.get('mr'), int) and 1 <= v['mr'] <= 3 and
+                  v.get('unroll') in (1, 2, 4, 8))
         elif k.startswith('dattn/'):
             ok = (isinstance(v, dict) and isinstance(v.get('instance'), bool) and
                   v.get('split', DA_SPLIT) in DA_SPLITS)
@@ -4550,6 +4563,77 @@ def tune_gemm(M, N, K, cache, log, dt='f32', threads=1):
         key, TPT_CANDIDATES[best], threads, us[best],
         ', '.join('%d: %.0f' % (t, u) for t, u in zip(TPT_CANDIDATES, us)), time.time() - t0))
     return dict(c, tpt=TPT_CANDIDATES[best], tpt_threads=threads)
+
+
+def time_qlinear_candidates(M, N, K, cands, threads, kern_obj):
+    """Each qlinear blocking in cands run whole (x quantized, the panels over
+    a kern context of `threads` threads, the packed weight flushed before
+    each run: a model reads each weight once a forward); best of up to 8
+    runs each, microseconds."""
+    import shutil
+    d = tempfile.mkdtemp(prefix='kern_gen_tune.')
+    try:
+        PB = qlinear_packed_bytes(N, K)
+        WB = 3 * M * ((K + 3) // 4 * 4) + M * 8
+        src = ['#include "kern.h"', '#include <stdio.h>', '#include <stdlib.h>', '#include <time.h>',
+               '#include <math.h>', '#include <string.h>', '#ifdef KERN_X86',
+               '#include <immintrin.h>', '#endif']
+        for i, c in enumerate(cands):
+            src.append(emit_qlinear('t%d' % i, M, N, K, [], impl_only=True, cfg=c, pack_t=False))
+        src += ['static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); '
+                'return t.tv_sec + t.tv_nsec * 1e-9; }'] + TUNE_FLUSH + [
+                'int main(void) {',
+                '    kern_ctx_params p;',
+                '    kern_ctx *ctx = NULL;',
+                '    memset(&p, 0, sizeof p);',
+                '    p.n_threads = %d;' % threads,
+                '    if (kern_ctx_create(&p, &ctx)) return 1;',
+                '    float *x = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * K),
+                '    float *y = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % (M * N),
+                '    float *sc = (float *)aligned_alloc(64, (size_t)%d * 4 + 64);' % N,
+                '    int8_t *wq = (int8_t *)aligned_alloc(64, (size_t)%d + 64);' % (N * K),
+                '    int8_t *pk = (int8_t *)aligned_alloc(64, (size_t)%d + 64);' % PB,
+                '    void *work = aligned_alloc(64, (size_t)%d + 64);' % WB,
+                '    if (!x || !y || !sc || !wq || !pk || !work) return 1;',
+                '    for (int64_t i = 0; i < %d; i++) x[i] = (float)(i %% 17) * 0.01f - 0.08f;' % (M * K),
+                '    for (int64_t i = 0; i < %d; i++) wq[i] = (int8_t)(i %% 251 - 125);' % (N * K),
+                '    for (int64_t i = 0; i < %d; i++) sc[i] = 0.01f;' % N,
+                '    t0_pack_int8(wq, sc, pk);']
+        for i in range(len(cands)):
+            call = 't%d__run_epi(ctx, x, pk, y, NULL, work)' % i
+            src += tune_timed(i, 'if (%s) return 2;' % call, ['flush(pk, (size_t)%d);' % PB], call)
+        src += ['    kern_ctx_destroy(ctx);', '    return (int)y[0] == 12345;', '}']
+        return run_tune_program(d, src, len(cands), kern_obj)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tune_qlinear(M, N, K, cache, log, threads=1):
+    """The fastest blocking (rows per tile, K unroll) of a qlinear instance
+    at `threads` threads: from the cache (entry qlinear/M/N/K/tT), else
+    timed (QL_DEFAULT unless another is TUNE_MARGIN faster)."""
+    import time
+    key = 'qlinear/M%d/N%d/K%d/t%d' % (M, N, K, threads)
+    hit = cache['entries'].get(key)
+    if hit:
+        log.append('autotune: %s: mr=%d unroll=%d (cache)' % (key, hit['mr'], hit['unroll']))
+        return {'mr': hit['mr'], 'unroll': hit['unroll']}
+    K4 = (K + 3) // 4
+    cands, seen = [], set()
+    for c in [dict(QL_DEFAULT)] + [{'mr': mr, 'unroll': u} for mr in (1, 2, 3) for u in (1, 2, 4, 8)]:
+        sig = (tuple(gemm_rows(M, c['mr'])), min(c['unroll'], K4))
+        if sig not in seen:
+            seen.add(sig)
+            cands.append(c)
+    t0 = time.time()
+    us = time_qlinear_candidates(M, N, K, cands, threads, kern_impl_object(cache['_dir']))
+    best = tune_pick(us, 0)  # cands[0] is QL_DEFAULT
+    c = cands[best]
+    cache['entries'][key] = dict(c, us=round(us[best], 3), candidates=len(cands))
+    cache['dirty'] = True
+    log.append('autotune: %s: mr=%d unroll=%d, %.1f us (the default %.1f us; %d candidates, %.1f s)' % (
+        key, c['mr'], c['unroll'], us[best], us[0], len(cands), time.time() - t0))
+    return dict(c)
 
 
 def qkv_tuner(cache, log, spec_max_m, threads=1):
@@ -6606,6 +6690,8 @@ def cmd_qlinear(args, argv):
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
         raise GenError('--name %r is not a C identifier' % name)
     cfg = dict(QL_DEFAULT)
+    if args.blocking and args.autotune:
+        raise GenError('qlinear: --blocking and --autotune both choose the blocking')
     if args.blocking:
         try:
             mr, unroll = (int(v) for v in args.blocking.split(','))
@@ -6614,9 +6700,16 @@ def cmd_qlinear(args, argv):
         if not (1 <= mr <= 3 and unroll in (1, 2, 4, 8)):
             raise GenError('--blocking: MR in 1..3, UNROLL 1, 2, 4 or 8')
         cfg = {'mr': mr, 'unroll': unroll}
+    log = []
+    if args.autotune:
+        tpath = args.tune_cache or default_cache_path()
+        cache = load_cache(tpath, cpu_key())
+        cfg = tune_qlinear(args.m, args.n, args.k, cache, log, args.threads or os.cpu_count() or 1)
+        if cache.pop('dirty', False):
+            save_cache(tpath, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'instance: qlinear int8 dynamic M=%d N=%d K=%d (x f32, y f32)' % (args.m, args.n, args.k),
-              'blocking: mr=%d unroll=%d' % (cfg['mr'], cfg['unroll'])]
+              'blocking: mr=%d unroll=%d' % (cfg['mr'], cfg['unroll'])] + log
     write_atomic(args.out, emit_qlinear(name, args.m, args.n, args.k, banner, cfg=cfg))
 
 

@@ -166,6 +166,20 @@ sed 's/"instance": \(true\|false\)/"instance": 1/' "$tc" > "$dir/badda.json"
 expect_error "cache dattn" "is corrupt" $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --tune-cache "$dir/badda.json" -o "$dir/out.h"
 sed 's/"split": 128/"split": 100/' "$tc" > "$dir/badsp.json"
 expect_error "cache dattn split" "is corrupt" $gen model "$dir/da.kg" --specialize-max-m 8 --autotune --tune-cache "$dir/badsp.json" -o "$dir/out.h"
+# qlinear instances: the blockings timed (standalone, and a model's
+# instances under --quantize), replayed; a corrupt entry is refused
+$gen qlinear --m 3 --n 40 --k 24 --autotune --threads 1 --tune-cache "$tc" -o "$dir/ql1.h" \
+  && grep -q "autotune: qlinear/M3/N40/K24/t1: mr=[123] unroll=[1248], .* us (the default .* us; [0-9]* candidates" "$dir/ql1.h" \
+  && grep -q '"qlinear/M3/N40/K24/t1"' "$tc" && pass || fail "autotune qlinear"
+$gen qlinear --m 3 --n 40 --k 24 --autotune --threads 1 --tune-cache "$tc" -o "$dir/ql2.h" \
+  && grep -q "autotune: qlinear/M3/N40/K24/t1: mr=[123] unroll=[1248] (cache)" "$dir/ql2.h" && pass || fail "autotune qlinear replay"
+printf 'kern-graph 1\ninput x f32 [3,24]\nweight w f32 [40,24]\ny = linear(x, w)\noutput y\n' > "$dir/ql.kg"
+$gen model "$dir/ql.kg" --quantize '*' --specialize-max-m 8 --autotune --threads 1 --tune-cache "$tc" -o "$dir/ql3.h" \
+  && grep -q "autotune: qlinear/M3/N40/K24/t1: .* (cache)" "$dir/ql3.h" \
+  && grep -q "qlinear instances: M=3 N=40 K=24 (mr=[123] unroll=[1248])" "$dir/ql3.h" && pass || fail "autotune model qlinear"
+$py -c 'import json, sys; c = json.load(open(sys.argv[1])); c["entries"]["qlinear/M3/N40/K24/t1"]["unroll"] = 3; json.dump(c, open(sys.argv[2], "w"))' "$tc" "$dir/badql.json"
+expect_error "cache qlinear" "is corrupt" $gen qlinear --m 3 --n 40 --k 24 --autotune --tune-cache "$dir/badql.json" -o "$dir/out.h"
+expect_error "qlinear blocking tune" "both choose" $gen qlinear --m 1 --n 8 --k 8 --blocking 2,4 --autotune -o "$dir/out.h"
 # the standalone command: the splits timed (300 rows: 64, 128, 256, 512
 # make 5, 3, 2, 1 tasks), the fastest kept, then replayed
 $gen decode_attention --h 4 --hkv 2 --d 16 --lmax 300 --autotune --threads 1 --tune-cache "$tc" -o "$dir/da1.h" \
