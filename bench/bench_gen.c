@@ -39,7 +39,9 @@
  *       of 4160 rows) with 4096 tokens cached: kv_append writes row 4096,
  *       decode attention reads 4097 rows. impls: kern_graph (plan bound at
  *       B=1, L=1: the linears through kern_linear_gemv); gen (kern_gen.py
- *       model at B=1, L=1: the same kernel calls). Bytes: the weights (one
+ *       model at B=1, L=1: the same kernel calls); gen_spec (--specialize-
+ *       max-m 8: GEMM instances for the M = 1 linears, over weights they
+ *       pack at prepare, the norm and decode-attention instances). Bytes: the weights (one
  *       embedding row) and the K and V rows read; peak DRAM.
  *   decode_attention/<f32|bf16|i8>/H16-Hkv4-D128/C4096   one decode
  *       step's attention alone at the Llama's size (16 query heads of 128
@@ -99,6 +101,8 @@
 #include "../build/gen/bench/qlinear_m64.h"
 #define LLAMA_DEC_IMPLEMENTATION
 #include "../build/gen/bench/llama_dec.h"
+#define LLAMA_DEC_SPEC_IMPLEMENTATION
+#include "../build/gen/bench/llama_dec_spec.h"
 #define DATTN_F32_LIB_IMPLEMENTATION
 #include "../build/gen/bench/dattn_f32_lib.h"
 #define DATTN_F32_INST_IMPLEMENTATION
@@ -586,7 +590,7 @@ static void run_llama(kbench_state *st, void *user) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
-    } else {
+    } else if (gen == 1) {
         static llama_dec_model m;
         static int ready;
         void *arena;
@@ -598,6 +602,24 @@ static void run_llama(kbench_state *st, void *user) {
         arena = kbench_alloc(llama_dec_arena_bytes(&m) + 64);
         while (kbench_next(st))
             if (llama_dec_run(ctx, &m, (const void *const *)ll_in, outs, arena)) {
+                kbench_skip(st, kern_last_error());
+                return;
+            }
+    } else {
+        /* the instances pack their own copies of the weights (another
+         * 1.8 GB); the prepare runs on the context of the first thread
+         * count timed, as the executor's plan does */
+        static llama_dec_spec_model m;
+        static int ready;
+        void *arena;
+        if (!ready && llama_dec_spec_prepare(ctx, (const void *const *)ll_w, &m)) {
+            kbench_skip(st, kern_last_error());
+            return;
+        }
+        ready = 1;
+        arena = kbench_alloc(llama_dec_spec_arena_bytes(&m) + 64);
+        while (kbench_next(st))
+            if (llama_dec_spec_run(ctx, &m, (const void *const *)ll_in, outs, arena)) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
@@ -755,11 +777,12 @@ KBENCH_INIT(gen) {
                        run_chain, (void *)&chain_impl[i]);
     }
     {
-        static const int ll_impl[2] = {0, 1};
-        for (i = 0; i < 2; i++)
+        static const int ll_impl[3] = {0, 1, 2};
+        static const char *const lname[3] = {"kern_graph", "gen", "gen_spec"};
+        for (i = 0; i < 3; i++)
             for (t = 1; t <= 2; t++)
-                kbench_add("gen", "llama/f32/decode/C4096", ll_impl[i] ? "gen" : "kern_graph", t,
-                           KBENCH_PEAK_DRAM, run_llama, (void *)&ll_impl[i]);
+                kbench_add("gen", "llama/f32/decode/C4096", lname[i], t, KBENCH_PEAK_DRAM, run_llama,
+                           (void *)&ll_impl[i]);
     }
     for (i = 0; i < 6; i++)
         for (t = 1; t <= 2; t++) {

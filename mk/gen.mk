@@ -400,6 +400,8 @@ build/gen/bench/llama.kg: gen/llama_ir.py
 	$(PYTHON) gen/llama_ir.py -o $@
 build/gen/bench/llama_dec.h: build/gen/bench/llama.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=1 --name llama_dec -o $@
+build/gen/bench/llama_dec_spec.h: build/gen/bench/llama.kg gen/kern_gen.py
+	$(PYTHON) gen/kern_gen.py model $< --bind B=1,L=1 --specialize-max-m 8 --name llama_dec_spec -o $@
 # decode attention alone at the issue size (16 query heads of 128 on 4 KV
 # heads, 4160 cache rows), one IR per cache dtype: the library call (plain
 # header) and the generated instance (--specialize-max-m)
@@ -414,7 +416,7 @@ build/gen/bench/dattn_%_lib.h: build/gen/bench/dattn_%.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --name dattn_$*_lib -o $@
 build/gen/bench/dattn_%_inst.h: build/gen/bench/dattn_%.kg gen/kern_gen.py
 	$(PYTHON) gen/kern_gen.py model $< --specialize-max-m 64 --name dattn_$*_inst -o $@
-GEN_BENCH_HEADERS := build/gen/bench/llama_dec.h \
+GEN_BENCH_HEADERS := build/gen/bench/llama_dec.h build/gen/bench/llama_dec_spec.h \
                      $(foreach d,f32 bf16 i8,build/gen/bench/dattn_$(d)_lib.h build/gen/bench/dattn_$(d)_inst.h) \
                      $(patsubst %,build/gen/bench/bert_l%.h,16 32 16_spec 32_spec) \
                      build/gen/bench/bert_b8_l128.h \
