@@ -79,8 +79,12 @@ NAME_RE = re.compile(r'^[A-Za-z0-9_.:/\-]{1,127}$')
 
 
 def f32(x):
-    """x rounded to the nearest float (as the C reader's strtof does)."""
-    return struct.unpack('<f', struct.pack('<f', x))[0]
+    """x rounded to the nearest float (as the C reader's strtof does: past
+    the largest float, an infinity)."""
+    try:
+        return struct.unpack('<f', struct.pack('<f', x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def c_float(x):
@@ -485,14 +489,32 @@ class Lowering:
         except ValueError:
             raise GenError("line %d: attribute %s=%s is not an integer" % (n.line, k, v))
 
+    def ilist(self, n, k, count=None):
+        """Attribute k as comma-separated integers (count of them when
+        given), or None when absent."""
+        v = n.attrs.get(k)
+        if v is None:
+            return None
+        try:
+            out = [int(p) for p in v.split(',') if p]
+        except ValueError:
+            out = None
+        if out is None or (count is not None and len(out) != count):
+            raise GenError("line %d: attribute %s=%s is not %s" % (
+                n.line, k, v, 'a list of integers' if count is None else '%d integers' % count))
+        return out
+
     def fattr(self, n, k, default=0.0):
         v = n.attrs.get(k)
         if v is None:
             return default
         try:
-            return f32(float(v))
+            x = f32(float(v))
         except ValueError:
-            raise GenError("line %d: attribute %s=%s is not a number" % (n.line, k, v))
+            x = math.nan
+        if not math.isfinite(x):  # (the executor: "... must be finite")
+            raise GenError("line %d: attribute %s=%s is not a finite number" % (n.line, k, v))
+        return x
 
     def dattr(self, n, k):
         v = n.attrs.get(k)
@@ -948,24 +970,24 @@ class Lowering:
             raise self.err(n, 'q, k, v must be 4-D [B,H,L,D]')
         y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [v.shape[3]])
         self.set_out(n, 0, y)
-        a = {key: n.attrs.get(key) for key in ('is_causal', 'causal_bottom_right', 'enable_gqa')}
+        a = {key: self.iattr(n, key) for key in ('is_causal', 'causal_bottom_right', 'enable_gqa')}
         scale, softcap = self.fattr(n, 'scale'), self.fattr(n, 'softcap')
-        window = n.attrs.get('window')
+        window = self.ilist(n, 'window', 2)
 
         def emit(G):
             L = ['kern_sdpa_params sp;', 'memset(&sp, 0, sizeof sp);']
             L += G.tview('tq', q) + G.tview('tk', k) + G.tview('tv', v) + G.tview('ty', y)
             for key, val in a.items():
-                if val is not None and int(val):
-                    L.append('sp.%s = %d;' % (key, int(val)))
+                if val:
+                    L.append('sp.%s = %d;' % (key, val))
             if scale:
                 L.append('sp.scale = %s;' % c_float(scale))
             if softcap:
                 L.append('sp.softcap = %s;' % c_float(softcap))
             if window is not None:
-                lo, hi = window.split(',')
-                L += ['sp.window_set = 1;', 'sp.window_left = %d;' % int(lo),
-                      'sp.window_right = %d;' % int(hi)]
+                lo, hi = window
+                L += ['sp.window_set = 1;', 'sp.window_left = %d;' % lo,
+                      'sp.window_right = %d;' % hi]
             if mask is not None:
                 L += G.tview('tm', mask) + ['sp.attn_mask = &tm;']
             if klens is not None:
@@ -1488,7 +1510,7 @@ class Lowering:
             perm = list(range(nd))
             perm[a0], perm[a1] = perm[a1], perm[a0]
         else:
-            perm = [self.axis(n, int(p), nd) for p in n.attrs.get('perm', '').split(',') if p]
+            perm = [self.axis(n, p, nd) for p in self.ilist(n, 'perm') or []]
             if sorted(perm) != list(range(nd)):
                 raise self.err(n, 'perm %s is not a permutation of %d dims' % (perm, nd))
         self.set_out(n, 0, self.view(x, n.outs[0], [x.shape[p] for p in perm],

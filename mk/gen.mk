@@ -358,6 +358,13 @@ TSAN_TESTS += $(GEN_TSAN_CHECKS)
 sanitize: $(GEN_SAN_CHECKS)
 tsan: $(GEN_TSAN_CHECKS)
 
+# make fuzz also runs tests/gen/fuzz_gen.py for FUZZ_SECONDS: the generator
+# on mutated IR and safetensors inputs, every run a header or a message
+.PHONY: fuzz-gen
+fuzz-gen:
+	$(PYTHON) tests/gen/fuzz_gen.py --seconds $(FUZZ_SECONDS)
+fuzz: fuzz-gen
+
 .PHONY: gen-compile-check
 GEN_CC_CHECK := llama_tiny_dec dattn_dec_spec bert1 bert1_spec synth_bf16_spec bert1_st qsynth_q8 qsynth_q8spec dsynth gemm_a gemm_bf_a gemm_c gemm_bf_c \
                 gemm_e gemm_bf_e qlinear_a norm_a norm_bf_a sdpa_b sdpa_bf_a da_b relsynth_bf16

@@ -34,6 +34,15 @@ printf 'kern-graph 2\n' > "$dir/v2.kg"
 expect_error "version" "version 2" $gen model "$dir/v2.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4]\ny = relu(q)\noutput y\n' > "$dir/undef.kg"
 expect_error "undefined name" "'q' is not defined" $gen model "$dir/undef.kg" -o "$dir/out.h"
+# attributes tests/gen/fuzz_gen.py found raising out of the generator (a
+# traceback, not a message): a non-integer perm, an alpha past the largest
+# float, a window that is not two integers
+printf 'kern-graph 1\ninput x f32 [2,3,4]\ny = permute(x) perm=0,2,softmax\noutput y\n' > "$dir/perm.kg"
+expect_error "perm attribute" "attribute perm=0,2,softmax is not a list of integers" $gen model "$dir/perm.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,4]\nweight w f32 [3,4]\ny = linear(x, w) alpha=1e308\noutput y\n' > "$dir/alpha.kg"
+expect_error "alpha attribute" "attribute alpha=1e308 is not a finite number" $gen model "$dir/alpha.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput q f32 [1,2,3,8]\ny = sdpa(q, q, q) window=3\noutput y\n' > "$dir/win.kg"
+expect_error "window attribute" "attribute window=3 is not 2 integers" $gen model "$dir/win.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
 # sparse24_linear and sdpa_relpos: the executor's checks, named

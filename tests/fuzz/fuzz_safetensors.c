@@ -22,13 +22,11 @@
 
 static void fz_check_file(kern_safetensors *st) {
     int64_t i, n = kern_safetensors_count(st), k = 0;
-    uint64_t total = 0;
     kern_safetensors_item *items = (kern_safetensors_item *)calloc((size_t)n + 1, sizeof *items);
     kern_tensor *ts = (kern_tensor *)calloc((size_t)n + 1, sizeof *ts);
     for (i = 0; i < n; i++) {
         kern_safetensors_entry e;
         FZ_CHECK(kern_safetensors_entry_at(st, i, &e) == KERN_OK);
-        total += e.nbytes;
         if (e.nbytes) {
             volatile unsigned char a = ((const unsigned char *)e.data)[0];
             volatile unsigned char b = ((const unsigned char *)e.data)[e.nbytes - 1];
