@@ -103,15 +103,19 @@ def c_float(x):
 def eval_dim(text, syms, where):
     """Evaluates a canonical dim expression (sum of products of symbols and
     integers: B*L, L+P, 2*L-1) with the bound symbols."""
-    t = text.replace(' ', '')
+    t = text.strip(' \t')
     if not t:
         raise GenError('%s: empty dim' % where)
+    if ' ' in t or '\t' in t:  # (the executor's reader: spaces around a dim only)
+        raise GenError("%s: bad dim expression '%s' (a space inside it)" % (where, text))
     total = 0
     for m in re.finditer(r'([+-]?)([^+-]+)', t):
         sign, term = m.group(1), m.group(2)
         v = 1
         for f in term.split('*'):
             if re.fullmatch(r'\d+', f):
+                if int(f) > (1 << 63) - 1:
+                    raise GenError("%s: dim value too large in '%s'" % (where, text))
                 v *= int(f)
             elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', f):
                 if f not in syms:
@@ -152,6 +156,11 @@ class Val:
 
     def __init__(self, name, dtype, shape):
         self.name, self.dtype, self.shape = name, dtype, list(shape)
+        n = 1
+        for d in self.shape:
+            n *= d
+        if n * DTYPES[dtype][1] >= 1 << 62:  # (the executor: its sizes overflow)
+            raise GenError("'%s' %s %s: %d elements, too large" % (name, dtype, self.shape, n))
         self.stride = contiguous(self.shape)
         self.base, self.off = None, 0
         self.kind = None  # input weight const node
@@ -968,11 +977,38 @@ class Lowering:
         self.need_float(n, q, k, v)
         if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
             raise self.err(n, 'q, k, v must be 4-D [B,H,L,D]')
-        y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [v.shape[3]])
-        self.set_out(n, 0, y)
         a = {key: self.iattr(n, key) for key in ('is_causal', 'causal_bottom_right', 'enable_gqa')}
         scale, softcap = self.fattr(n, 'scale'), self.fattr(n, 'softcap')
         window = self.ilist(n, 'window', 2)
+        # the executor's checks (kern__ginfer_sdpa), so a graph it refuses
+        # is refused here too, not at run time
+        if k.dtype != q.dtype or v.dtype != q.dtype:
+            raise self.err(n, 'q, k, v must have the same dtype')
+        if q.shape[0] != k.shape[0] or q.shape[0] != v.shape[0]:
+            raise self.err(n, 'batch dims differ')
+        if q.shape[3] != k.shape[3]:
+            raise self.err(n, 'q.shape[3]=%d != k.shape[3]=%d' % (q.shape[3], k.shape[3]))
+        if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
+            raise self.err(n, 'k and v differ in heads or length')
+        if q.shape[1] != k.shape[1]:
+            if not a['enable_gqa']:
+                raise self.err(n, 'q has %d heads, k %d (enable_gqa not set)' % (q.shape[1], k.shape[1]))
+            if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+                raise self.err(n, 'q heads %d are not a multiple of k heads %d' % (q.shape[1], k.shape[1]))
+        full = [q.shape[0], q.shape[1], q.shape[2], k.shape[2]]
+        if mask is not None:
+            if mask.dtype != 'bool' and not is_float(mask.dtype):
+                raise self.err(n, 'mask must be bool or float')
+            if len(mask.shape) > 4 or bcast_shape(mask.shape, full) != full:
+                raise self.err(n, 'mask does not broadcast to %s' % full)
+        if klens is not None and (klens.dtype not in ('i32', 'i64') or klens.shape != [q.shape[0]]):
+            raise self.err(n, 'k_lens must be i32 or i64 [B]')
+        if softcap < 0:
+            raise self.err(n, 'scale must be finite, softcap finite and >= 0')
+        if window is not None and (window[0] < -1 or window[1] < -1):
+            raise self.err(n, 'window sides must be >= -1')
+        y = self.new_buf(n.outs[0], q.dtype, q.shape[:3] + [v.shape[3]])
+        self.set_out(n, 0, y)
 
         def emit(G):
             L = ['kern_sdpa_params sp;', 'memset(&sp, 0, sizeof sp);']

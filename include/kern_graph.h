@@ -1583,17 +1583,24 @@ static kern_status kern__g_parse_shape(kern_graph *g, const char *s, size_t l, i
     *errpos = 0;
     if (l < 2 || s[0] != '[' || s[l - 1] != ']')
         return kern__err(KERN_ERR_ARG, "kern_graph: a shape is written [d0,d1,...]");
+    /* spaces and tabs around each dim are allowed ("[B, L]", "[ ]") */
+    for (i = 1; i < l - 1 && (s[i] == ' ' || s[i] == '\t'); i++) {
+    }
+    if (i == l - 1) { *ndim = 0; return KERN_OK; }
     i = 1;
-    if (l == 2) { *ndim = 0; return KERN_OK; }
     while (i < l - 1) {
-        size_t b = i, e;
+        size_t b, e, end;
         kern_status st;
+        while (i < l - 1 && (s[i] == ' ' || s[i] == '\t')) i++;
+        b = i;
         while (i < l - 1 && s[i] != ',') i++;
+        for (end = i; end > b && (s[end - 1] == ' ' || s[end - 1] == '\t'); end--) {
+        }
         if (n >= KERN_MAX_DIMS) {
             *errpos = b;
             return kern__err(KERN_ERR_ARG, "kern_graph: more than %d dims", KERN_MAX_DIMS);
         }
-        st = kern__g_parse_dim(g, s + b, i - b, declare, &dims[n], &e);
+        st = kern__g_parse_dim(g, s + b, end - b, declare, &dims[n], &e);
         if (st) { *errpos = b + e; return st; }
         if (!kern__gx_valid(g, dims[n])) {
             *errpos = b;
@@ -3533,8 +3540,20 @@ static kern_status kern__ir_lex(kern__irst *s) {
         s->n_out = 1;
         if (!kern__ir_word(s, &i, &s->dtype, 0))
             return kern__ir_err(s, i, KERN_ERR_ARG, "expected a dtype (f32, bf16, i64, ...)");
-        if (!kern__ir_word(s, &i, &s->shape, 0))
+        while (i < s->len && kern__ir_ws(s->text[i])) i++;
+        if (i < s->len && s->text[i] == '[') { /* the shape, spaces inside it included */
+            int e = i;
+            while (e < s->len && s->text[e] != ']') e++;
+            if (e < s->len) {
+                s->shape.off = i;
+                s->shape.len = e + 1 - i;
+                i = e + 1;
+            } else {
+                kern__ir_word(s, &i, &s->shape, 0);
+            }
+        } else if (!kern__ir_word(s, &i, &s->shape, 0)) {
             return kern__ir_err(s, i, KERN_ERR_ARG, "expected a shape [d0,d1,...]");
+        }
         if ((st = kern__ir_symrefs(s, s->shape)) != KERN_OK) return st;
         if (s->kind == KERN__IR_CONST) kern__ir_word(s, &i, &s->values, 0);
     } else {
@@ -3674,20 +3693,23 @@ static kern_status kern__ir_split_lines(kern__irp *p, const char *text, size_t l
                                      line, (int)(z - b) + 1);
         }
         if (!header) {
-            const char *h = "kern-graph 1";
-            size_t hl = strlen(h), q = (size_t)k;
-            if (e - q < hl || memcmp(text + q, h, hl) != 0) {
-                if (e - q >= 11 && memcmp(text + q, "kern-graph ", 11) == 0)
-                    return kern__err(KERN_ERR_UNSUPPORTED,
-                                     "kern_graph_read_ir: line %d: IR version '%.*s' (this "
-                                     "reader knows 1)",
-                                     line, (int)(e - q - 11 > 20 ? 20 : e - q - 11), text + q + 11);
+            /* "kern-graph", spaces, the version, nothing else but spaces */
+            size_t q = (size_t)k, v0, v1;
+            if (e - q < 11 || memcmp(text + q, "kern-graph", 10) != 0 || !kern__ir_ws(text[q + 10]))
                 return kern__err(KERN_ERR_ARG,
                                  "kern_graph_read_ir: line %d, column %d: expected the header "
                                  "'kern-graph 1'",
                                  line, k - (int)b + 1);
+            for (v0 = q + 10; v0 < e && kern__ir_ws(text[v0]); v0++) {
             }
-            for (q += hl; q < e; q++)
+            for (v1 = v0; v1 < e && !kern__ir_ws(text[v1]); v1++) {
+            }
+            if (v1 - v0 != 1 || text[v0] != '1')
+                return kern__err(KERN_ERR_UNSUPPORTED,
+                                 "kern_graph_read_ir: line %d: IR version '%.*s' (this "
+                                 "reader knows 1)",
+                                 line, (int)(v1 - v0 > 20 ? 20 : v1 - v0), text + v0);
+            for (q = v1; q < e; q++)
                 if (!kern__ir_ws(text[q]))
                     return kern__err(KERN_ERR_ARG,
                                      "kern_graph_read_ir: line %d, column %d: unexpected text "

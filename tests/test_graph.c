@@ -526,7 +526,23 @@ KT_TEST(graph_ir_errors) {
         t = "# a model\r\nkern-graph 1\r\n\r\ndim B\ninput  x  f32  [B,4]\n  y = gelu( x )\noutput y\n";
         KT_OK(kern_graph_read_ir(NULL, t, strlen(t), &g));
         kern_graph_destroy(g);
+        /* and spaces in the header and around the dims of a shape (what
+         * gen/kern_gen.py reads too), not inside a dim expression */
+        t = "kern-graph \t 1 \ndim B\ninput x f32 [ B , 2*2 ]\nweight w f32 [ ]\ny = gelu(x)\noutput y\n";
+        g = NULL;
+        KT_OK(kern_graph_read_ir(NULL, t, strlen(t), &g));
+        {
+            char *ir = tg_ir(g);
+            KT_CHECK(strstr(ir, "input x f32 [B,4]\n") != NULL && strstr(ir, "weight w f32 []\n") != NULL,
+                     "%s", ir);
+            free(ir);
+        }
+        kern_graph_destroy(g);
     }
+    tg_bad_ir("kern-graph 1\ninput x f32 [2 * 3]\n", KERN_ERR_ARG, "expected '+', '-' or '*'");
+    tg_bad_ir("kern-graph 1\ninput x f32 [2, ,3]\n", KERN_ERR_ARG, "empty dim");
+    tg_bad_ir("kern-graph  2\n", KERN_ERR_UNSUPPORTED, "IR version '2'");
+    tg_bad_ir("kern-graph 1 x\n", KERN_ERR_ARG, "unexpected text after the header");
 }
 
 /* ------------------------------------------------ BERT-style encoder */
