@@ -75,6 +75,9 @@ ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
          'prune', 'interleaved', 'k', 'glu'}
+# the flags (the executor's reader takes exactly 0 or 1)
+BOOL_ATTRS = {'trans_a', 'trans_b', 'is_causal', 'causal_bottom_right', 'enable_gqa', 'include_self',
+              'prune', 'interleaved', 'glu'}
 NAME_RE = re.compile(r'^[A-Za-z0-9_.:/\-]{1,127}$')
 
 
@@ -218,10 +221,15 @@ def parse_ir(text, path):
     defined = set()
     pending = []
     for no, raw in enumerate(lines, 1):
-        line = raw.strip()
+        # whitespace is ' ' and '\t' only, and a line that is not a comment
+        # is printable ASCII (the executor's reader, byte for byte)
+        line = raw.strip(' \t')
         where = '%s:%d' % (path, no)
         if not line or line.startswith('#'):
             continue
+        for col, ch in enumerate(raw, 1):
+            if not (' ' <= ch <= '~' or ch == '\t'):
+                raise GenError('%s, column %d: unexpected character %r' % (where, col, ch))
         if header is None:
             m = re.fullmatch(r'kern-graph\s+(\S+)', line)
             if not m:
@@ -243,13 +251,17 @@ def parse_ir(text, path):
             if len(parts) != 3 or parts[1] not in DTYPES:
                 raise GenError('%s: expected "%s NAME DTYPE [dims]"' % (where, word))
             name = check_name(parts[0], where, defined)
-            (g.inputs if word == 'input' else g.weights).append(
-                (name, parts[1], parse_shape(parts[2], where), no))
+            shape = parse_shape(parts[2], where)
+            if word == 'weight' and any(re.search(r'[A-Za-z_]', d) for d in shape):
+                raise GenError('%s: weight shapes are concrete (no symbols): %s' % (where, parts[2]))
+            (g.inputs if word == 'input' else g.weights).append((name, parts[1], shape, no))
         elif word == 'const':
             m = re.fullmatch(r'(\S+)\s+(\S+)\s+(\[[^\]]*\])\s*(.*)', rest)
             if not m or m.group(2) not in DTYPES:
                 raise GenError('%s: expected "const NAME DTYPE [dims] v0,v1,..."' % where)
             name = check_name(m.group(1), where, defined)
+            if re.search(r'[A-Za-z_]', m.group(3)):
+                raise GenError('%s: constant shapes are concrete (no symbols): %s' % (where, m.group(3)))
             try:
                 vals = [float(v) for v in m.group(4).split(',')] if m.group(4).strip() else []
             except ValueError:
@@ -276,6 +288,8 @@ def parse_ir(text, path):
                 k, v = kv.split('=', 1)
                 if k not in ATTRS:
                     raise GenError("%s: unknown attribute '%s'" % (where, k))
+                if k in BOOL_ATTRS and v not in ('0', '1'):
+                    raise GenError('%s: attribute %s=%s: expected 0 or 1' % (where, k, v))
                 attrs[k] = v
             for o in outs:
                 check_name(o, where, defined)

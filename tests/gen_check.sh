@@ -43,6 +43,15 @@ printf 'kern-graph 1\ninput x f32 [2,4]\nweight w f32 [3,4]\ny = linear(x, w) al
 expect_error "alpha attribute" "attribute alpha=1e308 is not a finite number" $gen model "$dir/alpha.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput q f32 [1,2,3,8]\ny = sdpa(q, q, q) window=3\noutput y\n' > "$dir/win.kg"
 expect_error "window attribute" "attribute window=3 is not 2 integers" $gen model "$dir/win.kg" -o "$dir/out.h"
+# and where the generator took what the executor's reader refuses (the
+# same mutants through kern-run): a flag other than 0 or 1, a symbol in a
+# weight's shape, whitespace other than ' ' and tab
+printf 'kern-graph 1\ninput q f32 [1,2,3,8]\ny = sdpa(q, q, q) is_causal=7\noutput y\n' > "$dir/flag.kg"
+expect_error "flag attribute" "attribute is_causal=7: expected 0 or 1" $gen model "$dir/flag.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ndim L\ninput x f32 [L,4]\nweight w f32 [L,4]\ny = add(x, w)\noutput y\n' > "$dir/wsym.kg"
+expect_error "symbolic weight" "weight shapes are concrete" $gen model "$dir/wsym.kg" --bind L=4 -o "$dir/out.h"
+printf 'kern-graph\xe2\x80\x871\ninput x f32 [4]\ny = relu(x)\noutput y\n' > "$dir/uws.kg"
+expect_error "unicode space" "column 11: unexpected character" $gen model "$dir/uws.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
 # sparse24_linear and sdpa_relpos: the executor's checks, named
