@@ -75,6 +75,34 @@ ATTRS = {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b', 'eps', 'axis', 'axis
          'shape', 'sizes', 'start', 'length', 'exponent', 'is_causal', 'causal_bottom_right',
          'enable_gqa', 'scale', 'softcap', 'window', 'reduce', 'include_self', 'dtype',
          'prune', 'interleaved', 'k', 'glu'}
+# the attributes each op takes (the executor's kern__gops; the others
+# none): another one on a node is refused, as the executor refuses it
+# (tests/gen/op_table_check.py keeps this equal to the header's table)
+OP_ATTRS = {
+    'cast': {'dtype'},
+    'concat': {'axis'},
+    'decode_attention': {'scale'},
+    'expand': {'shape'},
+    'layer_norm': {'act', 'eps'},
+    'linear': {'act', 'alpha', 'glu', 'out_scale'},
+    'matmul': {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b'},
+    'permute': {'perm'},
+    'pow': {'exponent'},
+    'qlinear': {'act', 'glu'},
+    'reshape': {'shape'},
+    'rms_norm': {'act', 'eps'},
+    'rope': {'interleaved'},
+    'scale': {'alpha'},
+    'scatter_reduce': {'axis', 'include_self', 'reduce'},
+    'sdpa': {'causal_bottom_right', 'enable_gqa', 'is_causal', 'scale', 'softcap', 'window'},
+    'sdpa_relpos': {'scale'},
+    'slice': {'axis', 'length', 'start'},
+    'sparse24_linear': {'act', 'prune'},
+    'split': {'axis', 'sizes'},
+    'spmm_reduce': {'reduce'},
+    'topk': {'k'},
+    'transpose': {'axis', 'axis2'},
+}
 # the flags (the executor's reader takes exactly 0 or 1)
 BOOL_ATTRS = {'trans_a', 'trans_b', 'is_causal', 'causal_bottom_right', 'enable_gqa', 'include_self',
               'prune', 'interleaved', 'glu'}
@@ -262,6 +290,9 @@ def parse_ir(text, path):
             name = check_name(m.group(1), where, defined)
             if re.search(r'[A-Za-z_]', m.group(3)):
                 raise GenError('%s: constant shapes are concrete (no symbols): %s' % (where, m.group(3)))
+            if re.search(r'[ \t]', m.group(4).strip(' \t')):
+                raise GenError("%s: constant values are one word, v0,v1,... with no spaces: %r" % (
+                    where, m.group(4)))
             try:
                 vals = [float(v) for v in m.group(4).split(',')] if m.group(4).strip() else []
             except ValueError:
@@ -270,7 +301,7 @@ def parse_ir(text, path):
         elif word == 'output':
             g.outputs.append((rest, no))
         else:
-            m = re.fullmatch(r'([^=]+?)\s*=\s*([a-z0-9_]+)\s*\(([^)]*)\)\s*(.*)', line)
+            m = re.fullmatch(r'([^=]+?)\s*=\s*([a-z0-9_]+)\(([^)]*)\)\s*(.*)', line)
             if not m:
                 raise GenError('%s, column 1: malformed line %r' % (where, line))
             outs = [o.strip() for o in m.group(1).split(',')]
@@ -288,6 +319,8 @@ def parse_ir(text, path):
                 k, v = kv.split('=', 1)
                 if k not in ATTRS:
                     raise GenError("%s: unknown attribute '%s'" % (where, k))
+                if k not in OP_ATTRS.get(op, ()):
+                    raise GenError("%s: attribute '%s' does not apply to op '%s'" % (where, k, op))
                 if k in BOOL_ATTRS and v not in ('0', '1'):
                     raise GenError('%s: attribute %s=%s: expected 0 or 1' % (where, k, v))
                 attrs[k] = v
@@ -564,6 +597,16 @@ class Lowering:
             if v is not None and v.dtype not in ('f32', 'bf16', 'f16'):
                 raise self.err(n, "'%s' is %s; this op needs a float dtype" % (v.name, v.dtype))
 
+    def epi_check(self, n, b, r, N, yshape):
+        """linear's and matmul's epilogue operands, as the executor checks
+        them (kern__ginf_epilogue): bias float [N], a float residual that
+        broadcasts to the output."""
+        self.need_float(n, b, r)
+        if b is not None and b.shape != [N]:
+            raise self.err(n, 'bias must be [%d]' % N)
+        if r is not None and bcast_shape(r.shape, yshape) != list(yshape):
+            raise self.err(n, 'residual does not broadcast to the output %s' % list(yshape))
+
     def op_linear(self, n, ins):
         x, w, b, r = ins
         if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
@@ -573,6 +616,7 @@ class Lowering:
         glu = self.iattr(n, 'glu')
         if glu and w.shape[0] % 2:
             raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
+        self.epi_check(n, b, r, w.shape[0], x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
         y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
         self.gemm_step(n, x, w, b, r, y, trans_a=0, trans_b=1)
 
@@ -590,6 +634,7 @@ class Lowering:
         batch = bcast_shape(a.shape[:-2], b.shape[:-2])
         if batch is None:
             raise self.err(n, 'batch dims do not broadcast')
+        self.epi_check(n, bias, r, nn, batch + [m, nn])
         y = self.new_buf(n.outs[0], a.dtype, batch + [m, nn])
         self.gemm_step(n, a, b, bias, r, y, trans_a=ta, trans_b=tb)
 
@@ -1047,10 +1092,23 @@ class Lowering:
 
     def op_layer_norm(self, n, ins):
         x, w, b, r = ins
-        self.need_float(n, x)
+        self.need_float(n, x, w, b, r)
         act = n.attrs.get('act', 'none')
         if act not in ACTS:
             raise self.err(n, 'act=%s is not a kern_act' % act)
+        # the executor's checks (kern__ginfer_norm)
+        if not x.shape:
+            raise self.err(n, 'x needs at least 1 dim')
+        if any(t is not None and t.shape != [x.shape[-1]] for t in (w, b)):
+            raise self.err(n, 'weight and bias must be [%d]' % x.shape[-1])
+        if r is not None and r.shape != x.shape:
+            raise self.err(n, "residual must have x's shape")
+        if len(n.outs) > 2 or (len(n.outs) == 2 and r is None):
+            raise self.err(n, 'a norm has 1 output, or 2 with a residual (the sum x + residual)')
+        if act not in ('none', 'gelu', 'gelu_tanh'):
+            raise self.err(n, 'act=%s (norms fuse none/gelu/gelu_tanh)' % act)
+        if 'eps' in n.attrs and self.fattr(n, 'eps') < 0:
+            raise self.err(n, 'eps must be finite and >= 0')
         y = self.new_buf(n.outs[0], x.dtype, x.shape)
         self.set_out(n, 0, y)
         y1 = None
@@ -1142,6 +1200,12 @@ class Lowering:
         dt = n.attrs.get('dtype', x.dtype) if n.op == 'cast' else x.dtype
         if dt not in DTYPES:
             raise self.err(n, 'dtype=%s is not a kern dtype' % dt)
+        if n.op == 'cast':  # (kern__ginfer_copy's rules)
+            dt = n.attrs.get('dtype', 'invalid')
+            if dt not in ('f32', 'bf16', 'f16', 'i32', 'i64'):
+                raise self.err(n, 'cast to %s (f32, bf16, f16, i32, i64)' % dt)
+            if x.dtype in ('i8', 'u8'):
+                raise self.err(n, 'cast from %s' % x.dtype)
         y = self.new_buf(n.outs[0], dt, x.shape)
         self.set_out(n, 0, y)
         if is_float(x.dtype) and is_float(dt):
@@ -1560,7 +1624,7 @@ class Lowering:
             perm = list(range(nd))
             perm[a0], perm[a1] = perm[a1], perm[a0]
         else:
-            perm = [self.axis(n, p, nd) for p in self.ilist(n, 'perm') or []]
+            perm = self.ilist(n, 'perm') or []  # (0..nd-1, as the executor takes it)
             if sorted(perm) != list(range(nd)):
                 raise self.err(n, 'perm %s is not a permutation of %d dims' % (perm, nd))
         self.set_out(n, 0, self.view(x, n.outs[0], [x.shape[p] for p in perm],
@@ -3057,6 +3121,9 @@ def pass_quantize(g, vals, pats, log, spats=''):
 
 def run_passes(g, bind, name, passes, quantize='', qkv_decide=None, sparsify=''):
     log = []
+    # every node checked first, the dead ones too (the executor checks
+    # each node as it is added)
+    Lowering(g, bind, name)
     if 'dce' in passes:
         r = pass_dce(g)
         if r:

@@ -52,6 +52,12 @@ printf 'kern-graph 1\ndim L\ninput x f32 [L,4]\nweight w f32 [L,4]\ny = add(x, w
 expect_error "symbolic weight" "weight shapes are concrete" $gen model "$dir/wsym.kg" --bind L=4 -o "$dir/out.h"
 printf 'kern-graph\xe2\x80\x871\ninput x f32 [4]\ny = relu(x)\noutput y\n' > "$dir/uws.kg"
 expect_error "unicode space" "column 11: unexpected character" $gen model "$dir/uws.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,4]\ny, z = split(x) axis=1 sizes=2,2 perm=1,0\noutput y\n' > "$dir/opattr.kg"
+expect_error "attribute of another op" "attribute 'perm' does not apply to op 'split'" $gen model "$dir/opattr.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,4]\nweight w f32 [3,4]\nweight b f32 [7]\nd = linear(x, w, b)\ny = relu(x)\noutput y\n' > "$dir/deadbias.kg"
+expect_error "dead node checked" "bias must be [3]" $gen model "$dir/deadbias.kg" -o "$dir/out.h"
+# the op table (ops, input slots, attributes) is the executor's
+$py tests/gen/op_table_check.py > "$dir/optab.txt" 2>&1 && pass || fail "op table: $(cat "$dir/optab.txt")"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"
 expect_error "cycle" "cycle" $gen model "$dir/cycle.kg" -o "$dir/out.h"
 # sparse24_linear and sdpa_relpos: the executor's checks, named

@@ -9,7 +9,14 @@ header and sizes mutated. Every run must end in a header written (exit 0)
 or kern_gen.py's message (exit 2, GenError): an uncaught exception is a
 crash, and the input that caused it is kept in DIR (default
 build/gen/fuzz_crash) with the traceback. Standard library only; the
-generator runs in this process. Exit 1 if anything crashed."""
+generator runs in this process. Exit 1 if anything crashed.
+
+--executor build/kern-run: also loads and plans every IR mutant the
+generator accepted with the executor (kern-run --random-weights --runs
+0) and reports, once per kind of message, where it refuses what the
+generator took (a disagreement between the two readers; refusals about
+the random weights' values, or memory, are not counted); the inputs go
+to DIR as diff-*.kg. A developer's tool: not part of make fuzz."""
 import argparse
 import io
 import json
@@ -151,12 +158,48 @@ def st_file(r, tmp):
     return path, blob
 
 
+# executor refusals that come from kern-run's random weights or from the
+# machine, not from the graph
+DATA_ERRORS = ('out of memory', 'is not finite and positive', 'is not 2:4 sparse', 'timed out',
+               'run: kern_graph_run')
+
+
+def compare_executor(a, argv, what, seed, runs, seen):
+    """1 when the executor refuses, for a new kind of reason, an IR the
+    generator accepted (the input kept in a.out), else 0."""
+    import subprocess
+    cmd = [a.executor, argv[1], '--random-weights', '--runs', '0']
+    if '--bind' in argv:
+        cmd += ['--bind', argv[argv.index('--bind') + 1]]
+    try:
+        k = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=20)
+        msg = (k.stderr.strip().split('\n') or [''])[-1] if k.returncode else ''
+    except subprocess.TimeoutExpired:
+        msg = 'timed out'
+    if not msg or any(d in msg for d in DATA_ERRORS):
+        return 0
+    kind = re.sub(r"'[^']*'|\[[^]]*\]|-?\d+", '#', msg.split('kern_graph_read_ir: ')[-1])[:90]
+    if kind in seen:
+        return 0
+    seen.add(kind)
+    os.makedirs(a.out, exist_ok=True)
+    base = os.path.join(a.out, 'diff-%d-%d' % (seed, runs))
+    with open(base + '.kg', 'wb') as f:
+        f.write(what)
+    sys.stdout.write('fuzz_gen: the executor refuses what the generator took (%s.kg, %s): %s\n' % (
+        base, ' '.join(argv[4:]), msg))
+    return 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--seconds', type=float, default=20)
     ap.add_argument('--seed', type=int, default=None)
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'gen', 'fuzz_crash'))
+    ap.add_argument('--executor', default='', metavar='KERN_RUN')
     a = ap.parse_args()
+    seen = set()
     seed = a.seed if a.seed is not None else int(time.time())
     r = random.Random(seed)
     corpus = seeds()
@@ -193,6 +236,8 @@ def main():
                     argv += ['--no-fuse', r.choice(['all', 'epilogue', 'qkv,dce'])]
                 what = text.encode('utf-8', 'surrogatepass')
             rc, tb = run_gen(argv)
+            if a.executor and tb is None and rc == 0 and '--safetensors' not in argv:
+                crashes += compare_executor(a, argv, what, seed, runs, seen)
             if tb is None:
                 ok += rc == 0
                 refused += rc == 2
