@@ -103,6 +103,9 @@ OP_ATTRS = {
     'topk': {'k'},
     'transpose': {'axis', 'axis2'},
 }
+# the values an integer constant may hold
+INT_RANGE = {'i32': (-2.0 ** 31, 2.0 ** 31 - 1), 'i64': (-2.0 ** 63, 2.0 ** 63 - 1), 'i8': (-128.0, 127.0),
+             'u8': (0.0, 255.0), 'bool': (0.0, 1.0)}
 # the flags (the executor's reader takes exactly 0 or 1)
 BOOL_ATTRS = {'trans_a', 'trans_b', 'is_causal', 'causal_bottom_right', 'enable_gqa', 'include_self',
               'prune', 'interleaved', 'glu'}
@@ -297,6 +300,12 @@ def parse_ir(text, path):
                 vals = [float(v) for v in m.group(4).split(',')] if m.group(4).strip() else []
             except ValueError:
                 raise GenError('%s: bad constant value in %r' % (where, m.group(4)))
+            if m.group(2) in INT_RANGE:  # (kern_graph_const: integers the dtype holds)
+                lo, hi = INT_RANGE[m.group(2)]
+                for q, x in enumerate(vals):
+                    if not (lo <= x < hi + 1) or x != math.floor(x):
+                        raise GenError("%s: '%s': value %g (element %d) is not an integer that %s holds" % (
+                            where, name, x, q, m.group(2)))
             g.consts.append((name, m.group(2), parse_shape(m.group(3), where), vals, no))
         elif word == 'output':
             g.outputs.append((rest, no))
@@ -2126,8 +2135,14 @@ def const_values(dt, vals):
             else:
                 out.append('0x%04x' % ((b + 0x7fff + ((b >> 16) & 1)) >> 16))
         return out
-    if dt == 'f16':
-        return ['0x%04x' % struct.unpack('<H', struct.pack('<e', v))[0] for v in vals]
+    if dt == 'f16':  # through f32 (kern_f32_to_f16((float)v)); past the largest half, an infinity
+        out = []
+        for v in vals:
+            try:
+                out.append('0x%04x' % struct.unpack('<H', struct.pack('<e', f32(v)))[0])
+            except OverflowError:
+                out.append('0x7c00' if v > 0 else '0xfc00')
+        return out
     return ['%d' % int(v) for v in vals]
 
 
@@ -2321,7 +2336,8 @@ def emit_model(low, name, banner):
     w('#include "kern.h"')
     w('')
     w('#define %s_ARENA_SIZE ((size_t)%d)' % (U, total))
-    w('#define %s_BIND "%s"' % (U, c_str(','.join('%s=%d' % kv for kv in low.g.syms.items()))))
+    w('#define %s_BIND "%s"' % (U, c_str(','.join('%s=%d' % kv for kv in low.g.syms.items()
+                                                   if kv[1] is not None))))
     w('#define %s_N_INPUTS %d' % (U, len(low.inputs)))
     w('#define %s_N_OUTPUTS %d' % (U, len(low.outputs)))
     w('#define %s_N_WEIGHTS %d' % (U, len(low.weights)))
@@ -2638,7 +2654,8 @@ def cmd_model(args, argv):
             save_cache(tpath, cache)
     banner = ['command: kern_gen.py ' + ' '.join(argv),
               'input:   %s (sha256 %s)' % (os.path.basename(args.ir), hashlib.sha256(raw).hexdigest()),
-              'binding: %s' % (', '.join('%s=%d' % kv for kv in g.syms.items()) or '(none)')] + (
+              'binding: %s' % (', '.join('%s=%s' % (k, 'unbound (unused)' if v is None else v)
+                                        for k, v in g.syms.items()) or '(none)')] + (
               ['weights: %s (safetensors, header fnv1a64 %016x)' % (
                   os.path.basename(args.safetensors), low.st['hash'])] if args.safetensors else []) + [
               'passes:  %s' % (', '.join(passes) or 'none')] + (

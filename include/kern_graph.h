@@ -1727,6 +1727,20 @@ KERN_API kern_status kern_graph_const(kern_graph *g, const char *name, kern_dtyp
                              "%s: '%s': constants hold at most 65536 values (use a weight)", op,
                              name);
     if (n > 0 && !values) return kern__err(KERN_ERR_ARG, "%s: '%s': values is NULL", op, name);
+    if (dt == KERN_I32 || dt == KERN_I64 || dt == KERN_I8 || dt == KERN_U8 || dt == KERN_BOOL) {
+        /* an integer constant holds integers its dtype represents (the
+         * conversion at plan time is a plain C cast) */
+        const double lo = dt == KERN_I32 ? -2147483648.0 : dt == KERN_I64 ? -9223372036854775808.0
+                        : dt == KERN_I8 ? -128.0 : 0.0;
+        const double hi = dt == KERN_I32 ? 2147483647.0 : dt == KERN_I64 ? 9223372036854775807.0
+                        : dt == KERN_I8 ? 127.0 : dt == KERN_U8 ? 255.0 : 1.0;
+        int64_t q;
+        for (q = 0; q < n; q++)
+            if (!(values[q] >= lo && values[q] < hi + 1.0) || values[q] != floor(values[q]))
+                return kern__err(KERN_ERR_ARG,
+                                 "%s: '%s': value %g (element %lld) is not an integer that %s holds", op,
+                                 name, values[q], (long long)q, kern_dtype_name(dt));
+    }
     if ((st = kern__g_reserve_val(g, 1, name)) != KERN_OK) return st;
     if (!kern__g_grow(g->ctx, (void **)&g->k, &g->cap_k, g->n_k + 1, sizeof(kern__gconst)))
         return kern__err(KERN_ERR_NOMEM, "%s: out of memory", op);

@@ -56,6 +56,11 @@ printf 'kern-graph 1\ninput x f32 [2,4]\ny, z = split(x) axis=1 sizes=2,2 perm=1
 expect_error "attribute of another op" "attribute 'perm' does not apply to op 'split'" $gen model "$dir/opattr.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [2,4]\nweight w f32 [3,4]\nweight b f32 [7]\nd = linear(x, w, b)\ny = relu(x)\noutput y\n' > "$dir/deadbias.kg"
 expect_error "dead node checked" "bias must be [3]" $gen model "$dir/deadbias.kg" -o "$dir/out.h"
+printf 'kern-graph 1\nconst c i32 [2] 0,1e30\ny = copy(c)\noutput y\n' > "$dir/cint.kg"
+expect_error "integer constant" "value 1e+30 (element 1) is not an integer that i32 holds" $gen model "$dir/cint.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ndim B\nconst c f16 [2] 1e10,-1e10\ny = copy(c)\noutput y\n' > "$dir/chalf.kg"
+$gen model "$dir/chalf.kg" -o "$dir/chalf.h" && grep -q "0x7c00, 0xfc00" "$dir/chalf.h" \
+  && grep -q "binding: B=unbound (unused)" "$dir/chalf.h" && pass || fail "f16 constant past 65504, unused dim"
 # the op table (ops, input slots, attributes) is the executor's
 $py tests/gen/op_table_check.py > "$dir/optab.txt" 2>&1 && pass || fail "op table: $(cat "$dir/optab.txt")"
 printf 'kern-graph 1\ninput x f32 [4]\na = relu(b)\nb = relu(a)\noutput a\n' > "$dir/cycle.kg"

@@ -542,6 +542,11 @@ KT_TEST(graph_ir_errors) {
     tg_bad_ir("kern-graph 1\ninput x f32 [2 * 3]\n", KERN_ERR_ARG, "expected '+', '-' or '*'");
     tg_bad_ir("kern-graph 1\ninput x f32 [2, ,3]\n", KERN_ERR_ARG, "empty dim");
     tg_bad_ir("kern-graph  2\n", KERN_ERR_UNSUPPORTED, "IR version '2'");
+    /* integer constants hold integers of their dtype (the plan casts) */
+    tg_bad_ir("kern-graph 1\nconst c i32 [3] 0,inf,1\n", KERN_ERR_ARG, "value inf (element 1) is not an integer");
+    tg_bad_ir("kern-graph 1\nconst c i64 [2] 0,2.5\n", KERN_ERR_ARG, "value 2.5 (element 1)");
+    tg_bad_ir("kern-graph 1\nconst c i8 [1] 128\n", KERN_ERR_ARG, "that i8 holds");
+    tg_bad_ir("kern-graph 1\nconst c bool [1] nan\n", KERN_ERR_ARG, "that bool holds");
     tg_bad_ir("kern-graph 1 x\n", KERN_ERR_ARG, "unexpected text after the header");
 }
 

@@ -192,6 +192,47 @@ def compare_executor(a, argv, what, seed, runs, seen):
     return 1
 
 
+SMALL = ['-5', '0', '1', '2', '3', '5', '8', '12', '16', '24', '40', '64', '2097152', '1099511627776', 'x', '']
+
+
+def standalone_argv(r, out_h):
+    """A standalone command (gemm, qlinear, norm, sdpa, decode_attention)
+    with random small or out-of-range arguments."""
+    def v():
+        return r.choice(SMALL)
+    cmd = r.choice(['gemm', 'qlinear', 'norm', 'sdpa', 'decode_attention'])
+    if cmd in ('gemm', 'qlinear'):
+        argv = [cmd, '--m', v(), '--n', v(), '--k', v()]
+        if r.random() < 0.3:
+            argv += ['--blocking', ','.join(r.choice(['0', '1', '2', '3', '4', '6', '8', '9', 'a'])
+                                            for _ in range(r.randint(1, 4)))]
+        if cmd == 'gemm' and r.random() < 0.5:
+            argv += ['--dtype', r.choice(['f32', 'bf16', 'f16', 'i8'])]
+    elif cmd == 'norm':
+        argv = [cmd, '--rows', v(), '--h', v(), '--kind', r.choice(['layer', 'rms', 'batch']),
+                '--dtype', r.choice(['f32', 'bf16', 'f16']), '--weight-dtype', r.choice(['', 'f32', 'bf16', 'i8'])]
+        if r.random() < 0.3:
+            argv += ['--eps', r.choice(['0', '-1', '1e-5', 'nan', 'inf', '1e40'])]
+    elif cmd == 'sdpa':
+        argv = [cmd, '--hq', v(), '--hkv', v(), '--lq', v(), '--lk', v(), '--d', v(),
+                '--dtype', r.choice(['f32', 'bf16', 'f16'])]
+        if r.random() < 0.3:
+            argv.append('--causal')
+        if r.random() < 0.3:
+            argv += ['--scale', r.choice(['0', '-1', '0.125', 'nan', 'inf', '1e40'])]
+    else:
+        argv = [cmd, '--batch', v(), '--lq', v(), '--h', v(), '--hkv', v(), '--d', v(), '--lmax', v(),
+                '--dtype', r.choice(['f32', 'bf16', 'f16']), '--cache', r.choice(['', 'f32', 'bf16', 'f16', 'i8', 'u8']),
+                '--lens', r.choice(['i32', 'i64', 'f32']), '--layout', r.choice(['bshd', 'bhsd', 'x'])]
+        if r.random() < 0.3:
+            argv += ['--dv', v()]
+        if r.random() < 0.3:
+            argv += ['--split', r.choice(['0', '64', '100', '512', '-1'])]
+        if r.random() < 0.3:
+            argv += ['--scale', r.choice(['0', '-1', '0.125', 'nan', 'inf', '1e40'])]
+    return argv + ['-o', out_h]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--seconds', type=float, default=20)
@@ -211,7 +252,10 @@ def main():
         out_h = os.path.join(tmp, 'out.h')
         while time.time() < t_end:
             runs += 1
-            if r.random() < 0.15:
+            if r.random() < 0.1:
+                argv = standalone_argv(r, out_h)
+                what = ' '.join(argv).encode()
+            elif r.random() < 0.15:
                 path, data = st_file(r, tmp)
                 argv = ['model', os.path.join(ROOT, 'tests', 'gen', 'bert1.kg'), '--bind', 'B=2,L=7',
                         '--safetensors', path, '-o', out_h]
