@@ -493,6 +493,20 @@ static void run_chain(kbench_state *st, void *user) {
 
 /* --------------------------------------------------------------- Llama */
 
+/* A generated header's prepare, arena size and run behind one signature
+ * (the model as void *): P##_prep_, P##_arena_, P##_run_. */
+#define GEN_IMPL(P)                                                                       \
+    static kern_status P##_prep_(kern_ctx *c, const void *const *w, void *m) {           \
+        return P##_prepare(c, w, (P##_model *)m);                                         \
+    }                                                                                     \
+    static size_t P##_arena_(const void *m) { return P##_arena_bytes((const P##_model *)m); } \
+    static kern_status P##_run_(kern_ctx *c, const void *m, const void *const *i, void *const *o, \
+                                void *a) {                                                \
+        return P##_run(c, (const P##_model *)m, i, o, a);                                 \
+    }
+GEN_IMPL(llama_dec)
+GEN_IMPL(llama_dec_spec)
+
 #define LL_CTX 4096 /* tokens already cached */
 static void *ll_in[LLAMA_DEC_N_INPUTS + 1];
 static void *ll_w[LLAMA_DEC_N_WEIGHTS + 1];
@@ -590,36 +604,26 @@ static void run_llama(kbench_state *st, void *user) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
-    } else if (gen == 1) {
-        static llama_dec_model m;
-        static int ready;
-        void *arena;
-        if (!ready && llama_dec_prepare(kbench_ctx(1), (const void *const *)ll_w, &m)) {
-            kbench_skip(st, kern_last_error());
-            return;
-        }
-        ready = 1;
-        arena = kbench_alloc(llama_dec_arena_bytes(&m) + 64);
-        while (kbench_next(st))
-            if (llama_dec_run(ctx, &m, (const void *const *)ll_in, outs, arena)) {
-                kbench_skip(st, kern_last_error());
+    } else {
+        /* gen: the plain header; gen_spec: the one with instances, which
+         * pack their own copies of the weights (another 1.8 GB) */
+        static void *m[3], *arena[3];
+        kern_status (*const prep)(kern_ctx *, const void *const *, void *) =
+            gen == 1 ? llama_dec_prep_ : llama_dec_spec_prep_;
+        size_t (*const arena_bytes)(const void *) = gen == 1 ? llama_dec_arena_ : llama_dec_spec_arena_;
+        kern_status (*const run)(kern_ctx *, const void *, const void *const *, void *const *, void *) =
+            gen == 1 ? llama_dec_run_ : llama_dec_spec_run_;
+        if (!m[gen]) {
+            void *mm = kbench_alloc(gen == 1 ? sizeof(llama_dec_model) : sizeof(llama_dec_spec_model));
+            if (!mm || prep(kbench_ctx(1), (const void *const *)ll_w, mm)) {
+                kbench_skip(st, mm ? kern_last_error() : "out of memory");
                 return;
             }
-    } else {
-        /* the instances pack their own copies of the weights (another
-         * 1.8 GB); the prepare runs on the context of the first thread
-         * count timed, as the executor's plan does */
-        static llama_dec_spec_model m;
-        static int ready;
-        void *arena;
-        if (!ready && llama_dec_spec_prepare(ctx, (const void *const *)ll_w, &m)) {
-            kbench_skip(st, kern_last_error());
-            return;
+            m[gen] = mm;
+            arena[gen] = kbench_alloc(arena_bytes(mm) + 64);
         }
-        ready = 1;
-        arena = kbench_alloc(llama_dec_spec_arena_bytes(&m) + 64);
         while (kbench_next(st))
-            if (llama_dec_spec_run(ctx, &m, (const void *const *)ll_in, outs, arena)) {
+            if (run(ctx, m[gen], (const void *const *)ll_in, outs, arena[gen])) {
                 kbench_skip(st, kern_last_error());
                 return;
             }
@@ -644,21 +648,12 @@ typedef struct da_impl {
     size_t (*arena)(const void *);
     kern_status (*run)(kern_ctx *, const void *, const void *const *, void *const *, void *);
 } da_impl;
-#define DA_IMPL(P, DT, IMPL)                                                               \
-    static kern_status P##_prep_(kern_ctx *c, const void *const *w, void *m) {           \
-        return P##_prepare(c, w, (P##_model *)m);                                         \
-    }                                                                                     \
-    static size_t P##_arena_(const void *m) { return P##_arena_bytes((const P##_model *)m); } \
-    static kern_status P##_run_(kern_ctx *c, const void *m, const void *const *i, void *const *o, \
-                                void *a) {                                                \
-        return P##_run(c, (const P##_model *)m, i, o, a);                                 \
-    }
-DA_IMPL(dattn_f32_lib, "f32", "kern_decode_attention")
-DA_IMPL(dattn_f32_inst, "f32", "gen_spec")
-DA_IMPL(dattn_bf16_lib, "bf16", "kern_decode_attention")
-DA_IMPL(dattn_bf16_inst, "bf16", "gen_spec")
-DA_IMPL(dattn_i8_lib, "i8", "kern_decode_attention")
-DA_IMPL(dattn_i8_inst, "i8", "gen_spec")
+GEN_IMPL(dattn_f32_lib)
+GEN_IMPL(dattn_f32_inst)
+GEN_IMPL(dattn_bf16_lib)
+GEN_IMPL(dattn_bf16_inst)
+GEN_IMPL(dattn_i8_lib)
+GEN_IMPL(dattn_i8_inst)
 #define DA_ROW(P, DT, IMPL)                                                                 \
     {DT, IMPL, (int)(sizeof P##_input_ndim / sizeof P##_input_ndim[0]) - 1, P##_input_dtypes, \
      P##_input_ndim, P##_input_shapes, P##_input_names, sizeof(P##_model), P##_prep_, P##_arena_, \

@@ -607,8 +607,9 @@ class Lowering:
                 raise self.err(n, "'%s' is %s; this op needs a float dtype" % (v.name, v.dtype))
 
     def epi_check(self, n, b, r, N, yshape):
-        """linear's and matmul's epilogue operands, as the executor checks
-        them (kern__ginf_epilogue): bias float [N], a float residual that
+        """The epilogue operands of linear, matmul, qlinear and
+        sparse24_linear, as the executor checks them (kern__ginf_epilogue):
+        bias float [N] (N = the weight's rows), a float residual that
         broadcasts to the output."""
         self.need_float(n, b, r)
         if b is not None and b.shape != [N]:
@@ -674,7 +675,7 @@ class Lowering:
         if glu and w.shape[0] % 2:
             raise self.err(n, 'glu needs an even weight.shape[0] (gate and up rows)')
         y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0] // 2 if glu else w.shape[0]])
-        self.check_bias_residual(n, w, b, r, y)
+        self.epi_check(n, b, r, w.shape[0], y.shape)
         xv, yv, rv = x, y, r
         if len(x.shape) > 2:
             x2, y2 = flatten2(x), flatten2(y)
@@ -755,16 +756,6 @@ class Lowering:
             return L
         self.add_step(n, [x, w, sc, b, r], [y, work], emit, ws=True)
 
-    def check_bias_residual(self, n, w, b, r, y):
-        """The epilogue operands of qlinear and sparse24_linear: bias a
-        float [N] vector (N = weight.shape[0]), residual a float tensor
-        that broadcasts to the output y."""
-        if b is not None and (not is_float(b.dtype) or len(b.shape) != 1 or
-                              b.shape[0] != w.shape[0]):
-            raise self.err(n, 'bias must be a float [N] vector')
-        if r is not None and (not is_float(r.dtype) or bcast_shape(r.shape, y.shape) != y.shape):
-            raise self.err(n, 'residual must be a float tensor that broadcasts to the output')
-
     def op_sparse24_linear(self, n, ins):
         """2:4 sparse linear (kern_sparse24_linear): the weight compressed
         once at prepare (pruned first with prune=1), the handle in m->sw[];
@@ -787,7 +778,7 @@ class Lowering:
         if act not in ('none', 'gelu', 'gelu_tanh'):
             raise self.err(n, 'act=%s: a sparse24_linear takes none, gelu or gelu_tanh' % act)
         y = self.new_buf(n.outs[0], x.dtype, x.shape[:-1] + [w.shape[0]])
-        self.check_bias_residual(n, w, b, r, y)
+        self.epi_check(n, b, r, w.shape[0], y.shape)
         xv, yv, rv = rows_view(x, y, r)
         if len(xv.shape) != 2:
             raise self.err(n, 'x does not flatten to 2-D')
@@ -1206,9 +1197,7 @@ class Lowering:
 
     def op_copy(self, n, ins):
         x = ins[0]
-        dt = n.attrs.get('dtype', x.dtype) if n.op == 'cast' else x.dtype
-        if dt not in DTYPES:
-            raise self.err(n, 'dtype=%s is not a kern dtype' % dt)
+        dt = x.dtype
         if n.op == 'cast':  # (kern__ginfer_copy's rules)
             dt = n.attrs.get('dtype', 'invalid')
             if dt not in ('f32', 'bf16', 'f16', 'i32', 'i64'):

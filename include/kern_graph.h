@@ -7410,6 +7410,15 @@ static kern_graph_val kern__gpx_other(const kern__gnode *n, kern_graph_val v) {
 static const char *kern__gpx_name(const kern__gpx *x, const kern__gnode *n) {
     return kern__g_vname(x->w, n->out[0]);
 }
+/* The node's name into buf (KERN__G_NAME_MAX + 1 bytes): for a pass that
+ * logs it after a rewrite, whose note may move the name table. */
+static void kern__gpx_name_copy(const kern__gpx *x, const kern__gnode *n, char *buf) {
+    const char *nm = kern__gpx_name(x, n);
+    size_t l = strlen(nm);
+    if (l > KERN__G_NAME_MAX) l = KERN__G_NAME_MAX;
+    memcpy(buf, nm, l);
+    buf[l] = 0;
+}
 
 /* Product factors: flattens a tree of single-use mul / scale / div-by-
  * constant / pow(.,2|3) nodes under v into leaf values and one constant.
@@ -7994,13 +8003,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
         int q, s;
         kern_graph_val wt, in[5];
         if (n->dead || n->op != KERN_GRAPH_OP_LINEAR) continue;
-        {
-            const char *nv = kern__gpx_name(x, n);
-            size_t l = strlen(nv);
-            if (l >= sizeof nm) l = sizeof nm - 1;
-            memcpy(nm, nv, l);
-            nm[l] = 0;
-        }
+        kern__gpx_name_copy(x, n, nm);
         q = prm->quantize && kern__g_glob(prm->quantize, nm);
         s = !q && prm->sparsify && kern__g_glob(prm->sparsify, nm);
         if (!q && !s) continue;
@@ -8090,13 +8093,7 @@ static kern_status kern__gpx_epilogue(kern__gpx *x) {
         if (n->dead || !(bslot = kern__gpx_bias_slot(n->op))) continue;
         rslot = bslot + 1;
         acts = n->op == KERN_GRAPH_OP_SPARSE24_LINEAR ? KERN__GACTS_GELU : KERN__GACTS_GEMM;
-        {
-            const char *nm = kern__gpx_name(x, n);
-            size_t l = strlen(nm);
-            if (l >= sizeof orig) l = sizeof orig - 1;
-            memcpy(orig, nm, l);
-            orig[l] = 0;
-        }
+        kern__gpx_name_copy(x, n, orig);
         had = n->fused;
         if (n->in[bslot]) stage = 1;
         if (n->a.act) stage = 2;

@@ -150,15 +150,14 @@ build/gen/%.h: tests/gen/%.kg gen/kern_gen.py
 
 # check_NAME[_unfused|_spec]: $(1) the model, $(2) the header's name, $(3)
 # the executor's disabled passes, $(4) extra flags
+# (GEN_DEFS_NAME: the check's defines, also for the sanitizer flavours below)
 define GEN_CHECK_RULE
-build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_impl.o tests/kt.h
-	$$(CC) $$(O) $$(CFLAGS) $$(WARN) -Werror -std=c11 -D_GNU_SOURCE $$(INC) -Ibuild/gen \
-	  -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
-	  -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"$(if $(5),$(5),tests/gen/$(1).kg)"' \
-	  -DGEN_DISABLE='$(3)' $(4) $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
 GEN_DEFS_$(2) := -DGEN_HEADER='"$(2).h"' -DGEN_NAME=$(2) -DGEN_UNAME=$(shell echo $(2) | tr a-z A-Z) \
   -D$(shell echo $(2) | tr a-z A-Z)_IMPLEMENTATION -DGEN_IR='"$(if $(5),$(5),tests/gen/$(1).kg)"' \
   -DGEN_DISABLE='$(3)' $(4)
+build/gen/check_$(2): tests/gen_model_check.c build/gen/$(2).h build/gen/kern_impl.o tests/kt.h
+	$$(CC) $$(O) $$(CFLAGS) $$(WARN) -Werror -std=c11 -D_GNU_SOURCE $$(INC) -Ibuild/gen $$(GEN_DEFS_$(2)) \
+	  $$< build/gen/kern_impl.o -o $$@ $$(LIBS)
 endef
 $(eval $(call GEN_CHECK_RULE,bert_base,bert_base,$(GEN_FUSED),-DGEN_BIG=1,build/gen/bert_base.kg))
 build/gen/check_bert_base: build/gen/bert_base.kg
