@@ -436,7 +436,7 @@ def main():
         a.image, a.hidden, a.layers, a.window, a.glob)
     fails = 0
     want_pruned = None
-    for c in a.checks.split(","):
+    for c in [c for c in a.checks.split(",") if c]:  # --checks "" runs none
         try:
             got, _, r = kern_run(a, d, c, a.threads, a.runs)
         except RuntimeError as e:
