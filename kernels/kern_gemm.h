@@ -489,26 +489,6 @@ static void kern__gemm_f32_4x16__ref(int64_t ks, const void *ap, const void *bp,
 
 /* ------------------------------------------------------------ AVX2 packing */
 
-/* In-register transpose of an 8x8 block of floats. */
-KERN_TARGET_AVX2 static inline void kern__gemm_tr8__avx2(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 /* Packs for the AVX2 kernels: unit-stride rows of the panel (w along the
  * source's unit stride) are copied 8 values at a time; a source with k
  * contiguous goes through 8x8 register transposes. */
@@ -545,7 +525,7 @@ KERN_TARGET_AVX2 static void kern__gemm_pack__avx2(void *dst, int W, const char 
                 for (q = 0; q < 8; q++)
                     r[q] = q < rows ? kern__v_load_f32__avx2(src + ((w0 + q) * sw + k0) * es, dt, kk)
                                     : _mm256_setzero_ps();
-                kern__gemm_tr8__avx2(r);
+                kern__v_tr8__avx2(r);
                 for (q = 0; q < kk; q++) {
                     float *o = d + (k0 + q) * W + w0;
                     /* a narrow panel (W < 8) stores 8 lanes and lets the

@@ -1625,9 +1625,10 @@ static void kern__sp24_slab_f32(const kern_sparse24 *sw, int64_t G, int64_t t0, 
  * [m0, m0+mr) transposed into the panel xp[k][mr] (f32, k < Kp), zero past
  * M and K. Done once per call, so the compute tasks read L1/L2-resident
  * panels without repacking (the cost is M*K element moves, 2/N of the
- * multiply-adds). The AVX-512 table transposes in registers
- * (kern__sp24_pack_xt__avx512); this is the portable one. */
-static void kern__sp24_pack_xt__ref(const kern__sp24_job *J, int64_t ms) {
+ * multiply-adds). The vector tables transpose in registers
+ * (kern__sp24_pack_xt__avx512, __avx2); this portable one is the reference
+ * the tests hold them to. */
+static inline void kern__sp24_pack_xt__ref(const kern__sp24_job *J, int64_t ms) {
     float *xt = (float *)J->xp + ms * J->xp_stride;
     int64_t m0 = ms * J->mr, k, kb;
     int mr = J->mr, i, ib;
@@ -1772,9 +1773,9 @@ KERN_TARGET_AVX2 static void kern__sp24_lm_tile_f32__avx2(const void *xt, const 
         kern__sp24_lm_f32__avx2((const float *)xt, (const float *)wt, mt, ng, l, yb + l * ld,
                                 yb + (l + 1) * ld, first, nv);
 }
-/* The large-M epilogue of the levels without an in-register transpose:
- * acc[j * ld + i] (channel j, row i) transposed 16 rows at a time. */
-static void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
+/* The large-M epilogue in plain C: acc[j * ld + i] (channel j, row i)
+ * transposed 16 rows at a time (the reference of the vector ones). */
+static inline void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, int64_t n0, int nc,
                                    const float *acc, int64_t ld) {
     float tb[16 * 16];
     int i0, i, j;
@@ -1786,9 +1787,76 @@ static void kern__sp24_epi_lm__ref(const kern__sp24_job *J, int64_t m0, int mc, 
     }
 }
 
+/* Phase 1 of the large-M path on AVX2 (see kern__sp24_task_pack_xt): 8 x 8
+ * blocks of x (rows past M and columns past K read as zero; bf16 widened
+ * exactly, bf16 << 16) transposed in registers. The same panel as
+ * kern__sp24_pack_xt__ref, which moved one float at a time (Zen 3, 4096 x
+ * 3072 x 768: 3 % of the op). */
+KERN_TARGET_AVX2 static void kern__sp24_pack_xt__avx2(const kern__sp24_job *J, int64_t ms) {
+    float *xt = (float *)J->xp + ms * J->xp_stride;
+    const int64_t m0 = ms * J->mr;
+    const int mr = J->mr;
+    int64_t kb;
+    int ib, i, q;
+    for (ib = 0; ib < mr; ib += 8)
+        for (kb = 0; kb < J->Kp; kb += 8) {
+            __m256 r[8];
+            const int kv = J->K - kb < 8 ? (int)(J->K - kb > 0 ? J->K - kb : 0) : 8;
+            const int kq = J->Kp - kb < 8 ? (int)(J->Kp - kb) : 8;
+            for (i = 0; i < 8; i++) {
+                const int64_t m = m0 + ib + i;
+                if (m >= J->M || kv == 0) {
+                    r[i] = _mm256_setzero_ps();
+                } else if (J->xdt == KERN_F32) {
+                    const float *xr = (const float *)(const void *)J->x + m * J->ldx + kb;
+                    r[i] = kv == 8 ? _mm256_loadu_ps(xr) : kern__loadn__avx2(xr, kv);
+                } else {
+                    const uint16_t *xr = (const uint16_t *)(const void *)J->x + m * J->ldx + kb;
+                    __m128i h;
+                    if (kv == 8) {
+                        h = _mm_loadu_si128((const __m128i *)(const void *)xr);
+                    } else {
+                        uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                        memcpy(tmp, xr, (size_t)kv * 2);
+                        h = _mm_loadu_si128((const __m128i *)(const void *)tmp);
+                    }
+                    r[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+                }
+            }
+            kern__v_tr8__avx2(r);
+            for (q = 0; q < kq; q++) _mm256_storeu_ps(xt + (kb + q) * mr + ib, r[q]);
+        }
+}
+/* The large-M epilogue on AVX2: acc[j * ld + i] (channel j, row i; 16
+ * channel rows and rows up to a multiple of 8 readable) transposed in 8 x
+ * 8 blocks in registers, scaled as kern__sp24_store scales (the scales are
+ * padded to whole tiles), then stored by kern_base.h's epilogue: the bits
+ * of kern__sp24_epi_lm__ref. */
+KERN_TARGET_AVX2 static void kern__sp24_epi_lm__avx2(const kern__sp24_job *J, int64_t m0, int mc,
+                                                    int64_t n0, int nc, const float *acc,
+                                                    int64_t ld) {
+    const float *scales = J->sw->scales;
+    float tb[8 * 16];
+    int i0, i, j, h;
+    for (i0 = 0; i0 < mc; i0 += 8) {
+        const int ie = mc - i0 < 8 ? mc - i0 : 8;
+        for (h = 0; h < 16 && h < nc; h += 8) {
+            __m256 r[8];
+            for (j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(acc + (h + j) * ld + i0);
+            kern__v_tr8__avx2(r);
+            if (scales) {
+                const __m256 sc = _mm256_loadu_ps(scales + n0 + h);
+                for (i = 0; i < ie; i++) r[i] = kern__mul__avx2(r[i], sc);
+            }
+            for (i = 0; i < ie; i++) _mm256_storeu_ps(tb + i * 16 + h, r[i]);
+        }
+        kern__v_epi_tile__avx2(&J->epi, m0 + i0, n0, tb, 16, ie, nc);
+    }
+}
+
 static const kern__sp24_fns kern__sp24_fns_avx2 = {
     "avx2", 8, kern__sp24_sm_f32__avx2, NULL, 32, 8, 0, kern__sp24_lm_tile_f32__avx2, NULL,
-    kern__sp24_pack_xt__ref, NULL, kern__sp24_epi_lm__ref, kern__v_epi_tile__avx2};
+    kern__sp24_pack_xt__avx2, NULL, kern__sp24_epi_lm__avx2, kern__v_epi_tile__avx2};
 static const kern__sp24_fns kern__sp24_fns_avx512 = {
     "avx512", 16, kern__sp24_sm_f32__avx512, NULL, 64, 16, 1, kern__sp24_lm_tile_f32__avx512, NULL,
     kern__sp24_pack_xt__avx512, NULL, kern__sp24_epi_lm__avx512, kern__v_epi_tile__avx512};

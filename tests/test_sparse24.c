@@ -915,6 +915,50 @@ KT_TEST(dispatch_tables) {
     }
 }
 
+/* The vector large-M x packers (transposes in registers) against the
+ * portable one, byte for byte: every sliver of awkward M, K (Kp % 8 == 4,
+ * K past the last whole block), f32 and bf16 x with a padded row stride,
+ * the panel's rows past M and columns past K zero. */
+KT_TEST(large_m_pack_matches_ref) {
+#ifdef KERN_X86
+    static const int64_t Ms[4] = {1, 7, 33, 70};
+    static const int64_t Ks[5] = {3, 12, 60, 64, 133};
+    kt_rng r = kt_rng_make(77);
+    int mi, ki, d;
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        const kern__sp24_fns *F = kern__sp24_fns_for(isa, KERN_F32);
+        (void)ctx;
+        if (!F->lm_mr || F->pack_xt == kern__sp24_pack_xt__ref) continue;
+        for (d = 0; d < 2; d++)
+            for (mi = 0; mi < 4; mi++)
+                for (ki = 0; ki < 5; ki++) {
+                    kern_dtype xdt = d ? KERN_BF16 : KERN_F32;
+                    int64_t M = Ms[mi], K = Ks[ki], Kp = (K + 3) / 4 * 4, ldx = K + 3, ms;
+                    size_t es = kern_dtype_size(xdt), pb = (size_t)(Kp * F->lm_mr) * 4;
+                    void *x = kt_alloc((size_t)(M * ldx) * es, "x");
+                    float *a = (float *)kt_alloc(pb, "panel"), *b = (float *)kt_alloc(pb, "ref");
+                    kern__sp24_job J;
+                    memset(&J, 0, sizeof J);
+                    kt_fill_normal(&r, x, xdt, M * ldx, 1.0);
+                    J.M = M; J.K = K; J.Kp = Kp; J.x = (const char *)x; J.ldx = ldx; J.xdt = xdt;
+                    J.mr = F->lm_mr; J.xp_stride = 0;
+                    kt_context("%s x=%s M=%lld K=%lld", F->name, kern_dtype_name(xdt), (long long)M,
+                               (long long)K);
+                    for (ms = 0; ms * F->lm_mr < M; ms++) {
+                        memset(a, 0xA5, pb);
+                        memset(b, 0x5A, pb);
+                        J.xp = a;
+                        F->pack_xt(&J, ms);
+                        J.xp = b;
+                        kern__sp24_pack_xt__ref(&J, ms);
+                        kt_assert_bytes_equal("panel", a, b, pb);
+                    }
+                    kt_free(x); kt_free(a); kt_free(b);
+                }
+    }
+#endif
+}
+
 KT_TEST(linear_residual_in_place) {
     int64_t M = 20, N = 24, K = 16, i;
     float *w = (float *)kt_alloc((size_t)(N * K) * 4, "w"), *x = (float *)kt_alloc((size_t)(M * K) * 4, "x");
