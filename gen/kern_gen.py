@@ -88,7 +88,7 @@ OP_ATTRS = {
     'matmul': {'act', 'alpha', 'out_scale', 'trans_a', 'trans_b'},
     'permute': {'perm'},
     'pow': {'exponent'},
-    'qlinear': {'act', 'glu'},
+    'qlinear': {'act', 'glu', 'prune'},
     'reshape': {'shape'},
     'rms_norm': {'act', 'eps'},
     'rope': {'interleaved'},
@@ -444,7 +444,7 @@ class Lowering:
         self.da_split = {}  # their cache rows per task
         self.ipacks = []        # (weight index, instance index)
         self.ipack_of = {}
-        self.qpacks = []        # (weight Val, scales Val or None): kern_qweight handles
+        self.qpacks = []        # (weight Val, scales Val or None, prune): kern_qweight handles
         self.qpack_of = {}
         self.keep_merged = set()  # merged weights a GEMV reads unpacked
         self.data_scratch = False  # scatter/spmm: scratch sized by the index data
@@ -664,6 +664,12 @@ class Lowering:
             raise self.err(n, 'weight must be f32, bf16 or i8')
         elif sc is not None:
             raise self.err(n, 'scales only go with an i8 weight')
+        prune = self.iattr(n, 'prune')
+        if prune:
+            if w.dtype == 'i8':
+                raise self.err(n, 'prune=1 needs an f32 or bf16 weight')
+            if len(w.shape) == 2 and w.shape[1] % 4:
+                raise self.err(n, 'prune=1: K=%d is not a multiple of 4' % w.shape[1])
         if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
             raise self.err(n, 'x.shape[-1] must equal weight.shape[1] (weight [N,K])')
         if w.kind != 'weight' or (sc is not None and sc.kind != 'weight'):
@@ -687,15 +693,15 @@ class Lowering:
         if len(xv.shape) != 2:
             raise self.err(n, 'x does not flatten to 2-D')
         self.set_out(n, 0, y)
-        if (self.spec_max_m and not glu and x.dtype == 'f32' and
+        if (self.spec_max_m and not glu and not prune and x.dtype == 'f32' and
                 xv.stride == [xv.shape[1], 1] and yv.stride == [yv.shape[1], 1] and
                 1 <= xv.shape[0] <= self.spec_max_m and xv.shape[1] <= 131071):
             self.qlinear_instance(n, xv, w, sc, b, rv, yv, act)
             return
-        if w.base not in self.qpack_of:
-            self.qpack_of[w.base] = len(self.qpacks)
-            self.qpacks.append((w, sc))
-        qk = self.qpack_of[w.base]
+        if (w.base, prune) not in self.qpack_of:
+            self.qpack_of[(w.base, prune)] = len(self.qpacks)
+            self.qpacks.append((w, sc, prune))
+        qk = self.qpack_of[(w.base, prune)]
 
         def emit(G):
             L = ['kern_qlinear_params qp;', 'memset(&qp, 0, sizeof qp);']
@@ -2156,13 +2162,25 @@ def emit_pack_gemm(w, N, E, v, rows, cols, dst, dtype, ind='    '):
     emit_prepare_check(w, N, ind)
 
 
-def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    '):
-    """prepare's kern_qweight_pack (a float weight) or kern_qweight_pack_int8
-    (i8 codes and the f32 scales sc) of weight v [rows, cols] into dst."""
+def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    ', prune=False):
+    """prepare's kern_qweight_pack (a float weight; with prune, of a copy
+    pruned 2:4 by kern_sparse24_prune first: the executor's qlinear
+    prune=1) or kern_qweight_pack_int8 (i8 codes and the f32 scales sc) of
+    weight v [rows, cols] into dst."""
     w(ind + 'kern_tensor t;')
     w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
     w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
-    if sc is None:
+    if prune:
+        w(ind + '{')
+        w(ind + '    kern_tensor pr = t;')
+        w(ind + '    void *tmp;')
+        emit_prepare_alloc(w, N, 'tmp', rows * cols * v.esize(), ind + '    ', what=' pruning a weight')
+        w(ind + '    pr.data = tmp;')
+        w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
+        w(ind + '    if (!st) st = kern_qweight_pack(ctx, &pr, &%s, NULL);' % dst)
+        w(ind + '    kern__free(ctx, tmp);')
+        w(ind + '}')
+    elif sc is None:
         w(ind + 'st = kern_qweight_pack(ctx, &t, &%s, NULL);' % dst)
     else:
         w(ind + '{')
@@ -2495,9 +2513,9 @@ def emit_model(low, name, banner):
         w('    { /* %s */' % v.name.replace('*/', '* /'))
         emit_pack_gemm(w, N, E, v, v.shape[0], v.shape[1], 'm->pb[%d]' % j, DTYPES[v.dtype][0], '        ')
         w('    }')
-    for j, (v, sc) in enumerate(low.qpacks):
-        w('    { /* %s: int8 per output channel */' % v.name.replace('*/', '* /'))
-        emit_pack_qweight(w, N, E, v, sc, v.shape[0], v.shape[1], 'm->qw[%d]' % j, '        ')
+    for j, (v, sc, prune) in enumerate(low.qpacks):
+        w('    { /* %s: int8 per output channel%s */' % (v.name.replace('*/', '* /'), ', 2:4 pruned here' if prune else ''))
+        emit_pack_qweight(w, N, E, v, sc, v.shape[0], v.shape[1], 'm->qw[%d]' % j, '        ', prune)
         w('    }')
     for j, (v, prune) in enumerate(low.spacks):
         w('    { /* %s: 2:4 sparse%s */' % (v.name.replace('*/', '* /'), ', pruned here' if prune else ''))
@@ -2970,6 +2988,7 @@ def pass_qkv(g, vals, log, decide=None):
                     b.attrs.get('act', 'none') != 'none' or 'alpha' in b.attrs or
                     int(b.attrs.get('glu', 0) or 0) or
                     float(b.attrs.get('out_scale', 0) or 0) != 0 or
+                    int(b.attrs.get('prune', 0) or 0) != int(a.attrs.get('prune', 0) or 0) or
                     (b.ins[bs] != '-') != has_bias):
                 continue
             if has_bias and (vals[b.ins[bs]].kind != 'weight' or
@@ -2998,7 +3017,8 @@ def pass_qkv(g, vals, log, decide=None):
         mname = fresh(g, base + '.merged')
         at = g.nodes.index(grp[0])
         m = Node(grp[0].line, [mname], a.op,
-                 [a.ins[0], wname, '-', bname, '-'] if q8 else [a.ins[0], wname, bname, '-'], {})
+                 [a.ins[0], wname, '-', bname, '-'] if q8 else [a.ins[0], wname, bname, '-'],
+                 {'prune': '1'} if int(a.attrs.get('prune', 0) or 0) else {})
         s = Node(grp[0].line, [b.outs[0] for b in grp], 'split', [mname],
                  {'axis': '-1', 'sizes': ','.join(str(vals[b.ins[1]].shape[0]) for b in grp)})
         for b in grp:
@@ -3080,7 +3100,9 @@ def pass_quantize(g, vals, pats, log, spats=''):
     params.quantize and params.sparsify): a linear whose name matches
     pats, whose weight is a graph weight and whose epilogue int8 has (no
     alpha, no out_scale) and whose x is f32/bf16 becomes a qlinear (int8
-    dynamic); else one whose name matches spats, with a graph weight, no
+    dynamic; matching spats too, with K a multiple of 4: prune=1, the
+    weight pruned 2:4 before it is quantized); else one whose name matches
+    spats, with a graph weight, no
     alpha, out_scale or glu, act none / gelu / gelu_tanh and K a multiple
     of 4 becomes a sparse24_linear pruned at prepare; the rest are
     reported."""
@@ -3088,7 +3110,7 @@ def pass_quantize(g, vals, pats, log, spats=''):
         if n.op != 'linear':
             continue
         q = bool(pats) and glob_match(pats, n.outs[0])
-        sp = not q and bool(spats) and glob_match(spats, n.outs[0])
+        sp = bool(spats) and glob_match(spats, n.outs[0])
         if not q and not sp:
             continue
         _pad(n)
@@ -3098,6 +3120,11 @@ def pass_quantize(g, vals, pats, log, spats=''):
         if wv.kind != 'weight':
             log.append("no %s: '%s': the weight is computed, not a graph weight" % (what, nm))
             continue
+        if q and sp and wv.shape[-1] % 4:
+            log.append("no sparsify: '%s': K=%d is not a multiple of 4 (quantized only)" % (nm, wv.shape[-1]))
+            sp = False
+        both = q and sp
+        sp = sp and not q
         act = n.attrs.get('act', 'none')
         glu = int(n.attrs.get('glu', 0) or 0)
         if 'alpha' in n.attrs or float(n.attrs.get('out_scale', 0) or 0) != 0 or \
@@ -3122,7 +3149,11 @@ def pass_quantize(g, vals, pats, log, spats=''):
         n.op = 'qlinear'
         n.ins = [n.ins[0], n.ins[1], '-', n.ins[2], n.ins[3]]
         n.attrs = {k: v for k, v in n.attrs.items() if k in ('act', 'glu')}
-        log.append("quantize: '%s' -> qlinear" % nm)
+        if both:
+            n.attrs['prune'] = '1'
+            log.append("quantize+sparsify: '%s' -> qlinear (2:4 pruned at plan time)" % nm)
+        else:
+            log.append("quantize: '%s' -> qlinear" % nm)
 
 
 def run_passes(g, bind, name, passes, quantize='', qkv_decide=None, sparsify=''):

@@ -68,7 +68,10 @@
  *   qlinear         x [..,K], weight [N,K] f32/bf16 (packed at plan time)
  *                   or i8 with scales? [N], bias? [N], residual?
  *                   (int8 dynamic per-token; kern_qlinear); act; glu=1
- *                   as linear (weight [2F,K] in kern_glu_pack's order)
+ *                   as linear (weight [2F,K] in kern_glu_pack's order);
+ *                   prune=1 (f32/bf16 weight, K % 4 == 0): pruned 2:4 at
+ *                   plan time, then quantized (int8 + 2:4; runs as dense
+ *                   int8, exact in integers, where no 2:4 form is faster)
  *   quantize_per_token  x [..,K] -> xq i8 [..,K], scales f32 [..]
  *   sparse24_linear x [..,K], weight [N,K] (2:4 along K, or prune=1 to prune
  *                   at plan time), bias? [N], residual? (kern_sparse24_linear)
@@ -280,7 +283,8 @@ typedef struct kern_graph_attrs {
     kern_reduce reduce;  /* scatter_reduce, spmm_reduce */
     int include_self;    /* scatter_reduce */
     kern_dtype dtype;    /* cast: the target */
-    int prune;           /* sparse24_linear: prune the weight at plan time */
+    int prune;           /* sparse24_linear, qlinear: prune the weight 2:4
+                            at plan time */
     int interleaved;     /* rope: GPT-J pairs (2i, 2i+1) instead of halves */
     int64_t k;           /* topk: how many (concrete, >= 1) */
     int glu;             /* linear: the gated epilogue (kern_epilogue.glu):
@@ -2493,6 +2497,13 @@ static kern_status kern__ginfer_qlinear(kern__ginf *c) {
     } else if (sc) {
         return kern__ginf_err(c, KERN_ERR_ARG, "scales only go with an i8 weight");
     }
+    if (c->a->prune) {
+        if (w->dtype == KERN_I8)
+            return kern__ginf_err(c, KERN_ERR_DTYPE, "prune=1 needs an f32 or bf16 weight");
+        if (w->ndim == 2 && w->dims[1] % 4)
+            return kern__ginf_err(c, KERN_ERR_SHAPE, "prune=1: K=%lld is not a multiple of 4",
+                                  (long long)w->dims[1]);
+    }
     return kern__ginfer_linear_like(c, 3, 4, KERN__GACTS_GEMM, 0);
 }
 
@@ -2820,7 +2831,7 @@ static const kern__gopdef kern__gops[KERN_GRAPH_OP_COUNT] = {
     /* COPY */ {"x", 1, 1, KERN__GC_EXEC, 1, 1, 0, kern__ginfer_copy},
     /* CAST */ {"x", 1, 1, KERN__GC_EXEC, 1, 1, KERN__GAF(DTYPE), kern__ginfer_copy},
     /* QLINEAR */ {"x,weight,scales?,bias?,residual?", 5, 2, KERN__GC_FAMILY, 1, 1,
-                   KERN__GAF(ACT) | KERN__GAF(GLU), kern__ginfer_qlinear},
+                   KERN__GAF(ACT) | KERN__GAF(GLU) | KERN__GAF(PRUNE), kern__ginfer_qlinear},
     /* QUANTIZE_PER_TOKEN */ {"x", 1, 1, KERN__GC_FAMILY, 2, 2, 0, kern__ginfer_quant},
     /* SPARSE24_LINEAR */ {"x,weight,bias?,residual?", 4, 2, KERN__GC_FAMILY, 1, 1,
                            KERN__GAF(ACT) | KERN__GAF(PRUNE), kern__ginfer_sparse24},
@@ -7035,6 +7046,22 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 }
                 sc = kern__gp_wview(p, n->in[2]);
                 st = kern_qweight_pack_int8(p->ctx, &wt, &sc, &stp->qw, NULL);
+            } else if (n->a.prune) {
+                /* int8 + 2:4: the weight pruned (kern_sparse24_prune's
+                 * rule), then quantized per channel; it runs as dense int8,
+                 * whose integer sums are those of a 2:4 int8 product (no
+                 * 2:4 form beats the dense int8 kernels on the CPUs kern
+                 * targets: docs/sam.md) */
+                kern_tensor pr = wt;
+                void *tmp = kern__alloc(p->ctx, kern__gp_bytes(&wt));
+                if (!tmp) {
+                    st = kern__err(KERN_ERR_NOMEM, "out of memory pruning the weight");
+                    goto wrap;
+                }
+                pr.data = tmp;
+                st = kern_sparse24_prune(p->ctx, &wt, &pr, NULL);
+                if (!st) st = kern_qweight_pack(p->ctx, &pr, &stp->qw, NULL);
+                kern__free(p->ctx, tmp);
             } else {
                 st = kern_qweight_pack(p->ctx, &wt, &stp->qw, NULL);
             }
@@ -8005,7 +8032,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
         if (n->dead || n->op != KERN_GRAPH_OP_LINEAR) continue;
         kern__gpx_name_copy(x, n, nm);
         q = prm->quantize && kern__g_glob(prm->quantize, nm);
-        s = !q && prm->sparsify && kern__g_glob(prm->sparsify, nm);
+        s = prm->sparsify && kern__g_glob(prm->sparsify, nm);
         if (!q && !s) continue;
         wt = n->in[1];
         if (w->vals[wt].kind != KERN_GRAPH_VAL_WEIGHT) {
@@ -8013,9 +8040,15 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
                          q ? "quantize" : "sparsify", nm);
             continue;
         }
-        /* qlinear takes every act and glu; sparse24_linear gelu or none */
+        if (q && s && w->vals[wt].dims[1] % 4) {
+            kern__gp_log(x->p, "no sparsify: '%s': K=%lld is not a multiple of 4 (quantized only)", nm,
+                         (long long)w->vals[wt].dims[1]);
+            s = 0;
+        }
+        /* qlinear takes every act and glu; sparse24_linear gelu or none
+         * (both patterns: a qlinear with prune=1, qlinear's rules) */
         if (n->a.alpha_set || n->a.out_scale != 0 ||
-            (s && (n->a.glu || (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU &&
+            (s && !q && (n->a.glu || (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU &&
                                 n->a.act != KERN_ACT_GELU_TANH)))) {
             kern__gp_log(x->p, "no %s: '%s': %s%s / alpha / out_scale have no %s epilogue",
                          q ? "quantize" : "sparsify", nm, n->a.glu ? "glu, act " : "act ",
@@ -8026,7 +8059,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
             kern__gp_log(x->p, "no quantize: '%s': x is %s", nm, kern_dtype_name(w->vals[n->in[0]].dtype));
             continue;
         }
-        if (s && w->vals[wt].dims[1] % 4) {
+        if (s && !q && w->vals[wt].dims[1] % 4) {
             kern__gp_log(x->p, "no sparsify: '%s': K=%lld is not a multiple of 4", nm,
                          (long long)w->vals[wt].dims[1]);
             continue;
@@ -8040,6 +8073,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
             in[1] = wt;
             if (q) {
                 a.glu = n->a.glu;
+                a.prune = s;
                 in[3] = n->in[2];
                 in[4] = n->in[3];
             } else {
@@ -8048,7 +8082,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
                 a.prune = 1;
             }
             st = kern__gpx_rewrite(x, n, q ? KERN_GRAPH_OP_QLINEAR : KERN_GRAPH_OP_SPARSE24_LINEAR, in,
-                                   q ? 5 : 4, &a, q ? "int8 dynamic" : "2:4 sparse");
+                                   q ? 5 : 4, &a, q && s ? "int8 dynamic, 2:4 pruned" : q ? "int8 dynamic" : "2:4 sparse");
             if (st == KERN_ERR_NOMEM) return st;
             if (st) {
                 kern__gp_log(x->p, "no %s: '%s': %s", q ? "quantize" : "sparsify", nm, kern_last_error());
@@ -8056,7 +8090,8 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
             }
             x->fused--; /* transforms are not fusions */
             n->xform = (uint8_t)(q ? 1 : 2);
-            kern__gp_log(x->p, "%s: '%s' -> %s", q ? "quantize" : "sparsify", nm, kern_graph_op_name(n->op));
+            kern__gp_log(x->p, "%s: '%s' -> %s%s", q && s ? "quantize+sparsify" : q ? "quantize" : "sparsify", nm,
+                         kern_graph_op_name(n->op), q && s ? " (2:4 pruned at plan time)" : "");
         }
     }
     return KERN_OK;
@@ -8190,6 +8225,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
             wb = &w->vals[b->in[1]];
             if (wb->kind != KERN_GRAPH_VAL_WEIGHT || wb->dtype != wa->dtype || wb->dims[1] != wa->dims[1] ||
                 b->in[rs] || b->a.act || b->a.glu || b->a.alpha_set || b->a.out_scale != 0 ||
+                b->a.prune != a->a.prune ||
                 (b->in[bs] != 0) != has_bias ||
                 (has_bias && (w->vals[b->in[bs]].kind != KERN_GRAPH_VAL_WEIGHT ||
                               w->vals[b->in[bs]].dtype != w->vals[a->in[bs]].dtype)))
@@ -8267,6 +8303,7 @@ static kern_status kern__gpx_qkv(kern__gpx *x) {
             d.inputs[0] = xin;
             d.inputs[1] = wv;
             d.inputs[bs] = bv;
+            d.attrs.prune = a->a.prune; /* int8 + 2:4: every member's, per row */
             if ((st = kern__gw_add(w, &d, minpos, &merged)) != KERN_OK) return st;
             {
                 char nbuf[KERN_GRAPH_MAX_OUTPUTS][KERN__G_NAME_MAX + 1], base[KERN__G_NAME_MAX + 1];

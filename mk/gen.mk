@@ -93,6 +93,10 @@ GEN_Q8SPEC_MODELS := bert1 qsynth
 # graph's on AMX as dense tiles) against the executor with the same
 # params.quantize and params.sparsify: bit for bit.
 GEN_S24_MODELS := sam_tiny sam_tiny_bf16
+# NAME_q24.h (--quantize '*' --sparsify '*mlp*': every linear int8 and the
+# MLP's int8 + 2:4, qlinear prune=1: pruned then quantized at prepare)
+# against the executor with the same params: bit for bit.
+GEN_Q24_MODELS := sam_tiny
 # BERT-base itself (gen/bert_ir.py's defaults: 12 layers, hidden 768, vocab
 # 30522) at B=1, L=9, default passes, bit for bit (GEN_BIG: uniform
 # weights, the scalar level once); and bert2 at B=1, L=6, where every
@@ -106,7 +110,8 @@ GEN_CHECKS := $(patsubst %,build/gen/check_%,$(GEN_MODELS)) $(GEN_CHECKS_EXTRA) 
               $(patsubst %,build/gen/check_%_spec,$(GEN_SPEC_MODELS)) \
               $(patsubst %,build/gen/check_%_q8,$(GEN_Q8_MODELS)) \
               $(patsubst %,build/gen/check_%_q8spec,$(GEN_Q8SPEC_MODELS)) \
-              $(patsubst %,build/gen/check_%_s24,$(GEN_S24_MODELS))
+              $(patsubst %,build/gen/check_%_s24,$(GEN_S24_MODELS)) \
+              $(patsubst %,build/gen/check_%_q24,$(GEN_Q24_MODELS))
 
 build/gen/kern_impl.o: tests/gen_impl.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -141,6 +146,9 @@ build/gen/%_q8spec.h: tests/gen/%.kg gen/kern_gen.py
 build/gen/%_s24.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*attn*' --sparsify '*mlp*' --name $*_s24 -o $@
+build/gen/%_q24.h: tests/gen/%.kg gen/kern_gen.py
+	@mkdir -p $(@D)
+	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*' --sparsify '*mlp*' --name $*_q24 -o $@
 build/gen/%_q8.h: tests/gen/%.kg gen/kern_gen.py
 	@mkdir -p $(@D)
 	$(PYTHON) gen/kern_gen.py model $< $(if $(GEN_BIND_$*),--bind $(GEN_BIND_$*)) --quantize '*' --name $*_q8 -o $@
@@ -174,6 +182,7 @@ $(foreach m,$(GEN_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_unfused,$(GEN_U
 $(foreach m,$(GEN_SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_spec,$(GEN_FUSED),-DGEN_TOL=$(or $(GEN_TOL_$(m)),1e-4) $(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_Q8_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' $(GEN_FLAGS_$(m)))))
 $(foreach m,$(GEN_S24_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_s24,$(GEN_FUSED),-DGEN_QUANTIZE='"*attn*"' -DGEN_SPARSIFY='"*mlp*"')))
+$(foreach m,$(GEN_Q24_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q24,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_SPARSIFY='"*mlp*"')))
 $(foreach m,$(GEN_Q8SPEC_MODELS),$(eval $(call GEN_CHECK_RULE,$(m),$(m)_q8spec,$(GEN_FUSED),-DGEN_QUANTIZE='"*"' -DGEN_TOL=1e-4)))
 
 # standalone GEMM instances (kern_gen.py gemm): tails in M, N and K, the

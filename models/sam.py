@@ -35,6 +35,11 @@ the plan's transforms):
                    weights lose a lot), vs HF with the same pruning >= 60 dB
     int8+sparse24  the post's last step: attention linears int8, MLP 2:4
                    (vs HF with the same pruning >= 30 dB)
+    int8+sparse24-int8
+                   the steps stacked: every block linear int8 and the MLP's
+                   pruned 2:4 first (qlinear prune=1, run by the dense int8
+                   kernels: the integer sums of a 2:4 int8 product), held
+                   as int8+sparse24
     bf16           the graph as torch.autocast(bfloat16) runs it (its own
                    model-bf16.kg and bf16 weights, written next to the f32
                    ones): the block linears, the attention and the
@@ -302,6 +307,10 @@ VARIANTS = {
                       "--sparsify", "vision_encoder.layers.*.mlp.*"],
     # the post's order: int8 and 2:4 on top of the bf16 model (the bf16
     # graph's block linears quantized / sparsified, its attention bf16)
+    # the steps stacked: every block linear int8, the MLP's int8 + 2:4
+    # (qlinear prune=1: pruned, then quantized; dense int8 kernels)
+    "int8+sparse24-int8": ["--quantize", "vision_encoder.layers.*",
+                           "--sparsify", "vision_encoder.layers.*.mlp.*"],
     "bf16+int8": ["--quantize", "vision_encoder.layers.*"],
     "bf16+int8+sparse24": ["--quantize", "vision_encoder.layers.*.attn.*",
                            "--sparsify", "vision_encoder.layers.*.mlp.*"],

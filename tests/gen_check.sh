@@ -78,6 +78,15 @@ printf 'kern-graph 1\ninput x f32 [4,8]\nweight w f32 [4,8]\nweight v f32 [4,6]\
 $gen model "$dir/sp.kg" --sparsify '*' -o "$dir/sp.h" && grep -q "no sparsify: 'a': act silu" "$dir/sp.h" \
   && grep -q "sparsify: 'b' -> sparse24_linear" "$dir/sp.h" && grep -q "no sparsify: 'c': K=6" "$dir/sp.h" \
   && pass || fail "--sparsify report"
+# --quantize and --sparsify on the same linears: qlinear prune=1 (silu
+# too: qlinear's epilogue), K = 6 quantized only, as the plan report
+$gen model "$dir/sp.kg" --quantize '*' --sparsify '*' -o "$dir/spq.h" \
+  && grep -q "quantize+sparsify: 'a' -> qlinear (2:4 pruned at plan time)" "$dir/spq.h" \
+  && grep -q "no sparsify: 'c': K=6 is not a multiple of 4 (quantized only)" "$dir/spq.h" \
+  && grep -q "quantize: 'c' -> qlinear" "$dir/spq.h" && grep -q "kern_sparse24_prune" "$dir/spq.h" \
+  && pass || fail "--quantize with --sparsify report"
+printf 'kern-graph 1\ninput x f32 [4,6]\nweight w f32 [4,6]\ny = qlinear(x, w) prune=1\noutput y\n' > "$dir/q24.kg"
+expect_error "qlinear prune K" "prune=1: K=6 is not a multiple of 4" $gen model "$dir/q24.kg" -o "$dir/out.h"
 rp='kern-graph 1\ninput q f32 [1,2,12,8]\nweight rw f32 [7,8]\n'
 printf "${rp}weight rh f32 [5,8]\ny = sdpa_relpos(q, q, q, rh, rh)\noutput y\n" > "$dir/rp1.kg"
 expect_error "relpos grid" "L=12 but the tables give a 3 x 3 grid" $gen model "$dir/rp1.kg" -o "$dir/out.h"

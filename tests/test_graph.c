@@ -1002,6 +1002,100 @@ KT_TEST(graph_quantize_many_names) {
     kern_graph_destroy(g);
 }
 
+/* params.quantize and params.sparsify on the same linears (int8 + 2:4):
+ * qlinear with prune=1, the weight pruned (kern_sparse24_prune) and then
+ * quantized. Bit for bit the plan of the same graph over weights pruned
+ * beforehand with quantize alone, at every level and through the QKV
+ * merge (d, e: one qlinear, pruned per row); K not a multiple of 4 is
+ * quantized only, and said; the IR of a qlinear with prune=1 round-trips,
+ * and prune=1 on an i8 weight or K % 4 != 0 is refused. */
+KT_TEST(graph_quantize_and_sparsify) {
+    static const char *ir =
+        "kern-graph 1\ninput x f32 [9,40]\ninput z f32 [9,6]\n"
+        "weight wa f32 [33,40]\nweight ba f32 [33]\nweight wd f32 [12,40]\nweight we f32 [8,40]\n"
+        "weight wc f32 [5,6]\n"
+        "a = linear(x, wa, ba) act=gelu\nd = linear(x, wd)\ne = linear(x, we)\nc = linear(z, wc)\n"
+        "output a\noutput d\noutput e\noutput c\n";
+    static const char *names[4] = {"wa", "wd", "we", "wc"};
+    static const int64_t shp[4][2] = {{33, 40}, {12, 40}, {8, 40}, {5, 6}};
+    static const int64_t osh[4][2] = {{9, 33}, {9, 12}, {9, 8}, {9, 5}};
+    float xd[9 * 40], zd[9 * 6], bd[33], wd[4][33 * 40], wp[4][33 * 40];
+    float ya[4][9 * 33], yb[4][9 * 33];
+    kt_rng r = kt_rng_make(29);
+    kern_graph *g = NULL, *g2 = NULL;
+    kern_tensor in[2], t, out[4];
+    int64_t xs[2] = {9, 40}, zs[2] = {9, 6};
+    int i;
+    kt_fill_normal(&r, xd, KERN_F32, 9 * 40, 1.0);
+    kt_fill_normal(&r, zd, KERN_F32, 9 * 6, 1.0);
+    kt_fill_normal(&r, bd, KERN_F32, 33, 0.1);
+    KT_OK(kern_graph_read_ir(NULL, ir, strlen(ir), &g));
+    KT_OK(kern_graph_read_ir(NULL, ir, strlen(ir), &g2));
+    t = kern_tensor_1d(bd, KERN_F32, 33);
+    KT_OK(kern_graph_bind_weight(g, "ba", &t, KERN_GRAPH_BORROW));
+    KT_OK(kern_graph_bind_weight(g2, "ba", &t, KERN_GRAPH_BORROW));
+    for (i = 0; i < 4; i++) {
+        kern_tensor tp;
+        kt_fill_normal(&r, wd[i], KERN_F32, shp[i][0] * shp[i][1], 0.3);
+        KT_OK(kern_tensor_init(&t, wd[i], KERN_F32, 2, shp[i]));
+        KT_OK(kern_tensor_init(&tp, wp[i], KERN_F32, 2, shp[i]));
+        KT_OK(kern_graph_bind_weight(g, names[i], &t, KERN_GRAPH_BORROW));
+        if (i < 3) KT_OK(kern_sparse24_prune(NULL, &t, &tp, NULL));
+        else memcpy(wp[i], wd[i], sizeof(float) * 30);
+        KT_OK(kern_graph_bind_weight(g2, names[i], &tp, KERN_GRAPH_BORROW));
+    }
+    KT_OK(kern_tensor_init(&in[0], xd, KERN_F32, 2, xs));
+    KT_OK(kern_tensor_init(&in[1], zd, KERN_F32, 2, zs));
+    KT_FOR_EACH_ISA(isa, ctx, 1) {
+        kern_graph_plan *p = NULL, *p2 = NULL;
+        kern_graph_plan_params pp;
+        const char *rep;
+        memset(&pp, 0, sizeof pp);
+        pp.quantize = "*";
+        pp.sparsify = "a,d,e,c";
+        KT_OK(kern_graph_plan_create(g, ctx, &pp, &p));
+        rep = kern_graph_plan_report(p);
+        KT_CHECK(strstr(rep, "quantize+sparsify: 'a' -> qlinear (2:4 pruned at plan time)") != NULL, "%s", rep);
+        KT_CHECK(strstr(rep, "no sparsify: 'c': K=6 is not a multiple of 4 (quantized only)") != NULL, "%s", rep);
+        KT_CHECK(strstr(rep, "quantize: 'c' -> qlinear") != NULL, "%s", rep);
+        KT_CHECK(strstr(rep, "2 qlinears reading 'x'") != NULL, "%s", rep);
+        pp.sparsify = NULL;
+        KT_OK(kern_graph_plan_create(g2, ctx, &pp, &p2));
+        for (i = 0; i < 4; i++) {
+            KT_OK(kern_tensor_init(&out[i], ya[i], KERN_F32, 2, osh[i]));
+        }
+        KT_OK(kern_graph_run(p, in, 2, out, 4));
+        for (i = 0; i < 4; i++) KT_OK(kern_tensor_init(&out[i], yb[i], KERN_F32, 2, osh[i]));
+        KT_OK(kern_graph_run(p2, in, 2, out, 4));
+        for (i = 0; i < 4; i++)
+            kt_assert_bytes_equal(names[i], ya[i], yb[i], sizeof(float) * (size_t)(osh[i][0] * osh[i][1]));
+        kern_graph_plan_free(p);
+        kern_graph_plan_free(p2);
+    }
+    kern_graph_destroy(g);
+    kern_graph_destroy(g2);
+    { /* the IR of a qlinear with prune=1; what prune=1 refuses */
+        static const char *q = "kern-graph 1\ninput x f32 [3,8]\nweight w f32 [4,8]\n"
+                               "y = qlinear(x, w) prune=1\noutput y\n";
+        static const char *bad_i8 = "kern-graph 1\ninput x f32 [3,8]\nweight w i8 [4,8]\nweight s f32 [4]\n"
+                                    "y = qlinear(x, w, s) prune=1\noutput y\n";
+        static const char *bad_k = "kern-graph 1\ninput x f32 [3,6]\nweight w f32 [4,6]\n"
+                                   "y = qlinear(x, w) prune=1\noutput y\n";
+        kern_graph *h = NULL;
+        char *back;
+        KT_OK(kern_graph_read_ir(NULL, q, strlen(q), &h));
+        back = tg_ir(h);
+        KT_CHECK(strcmp(back, q) == 0, "IR:\n%s\nback:\n%s", q, back);
+        free(back);
+        kern_graph_destroy(h);
+        h = NULL;
+        KT_ERROR(kern_graph_read_ir(NULL, bad_i8, strlen(bad_i8), &h), KERN_ERR_DTYPE, "prune=1 needs an f32 or bf16 weight");
+        KT_CHECK(h == NULL);
+        KT_ERROR(kern_graph_read_ir(NULL, bad_k, strlen(bad_k), &h), KERN_ERR_SHAPE, "K=6 is not a multiple of 4");
+        KT_CHECK(h == NULL);
+    }
+}
+
 KT_TEST(graph_bert_int8_dynamic_sqnr) {
     kern_graph *g = tg_bert_build(&TG_BERT, 11);
     kern_ctx *ctx = kt_ctx(2, KERN_ISA_AUTO);
