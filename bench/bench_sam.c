@@ -32,6 +32,8 @@
  *                       quantize transform);
  *   sparse24            the MLP linears pruned 2:4 and run sparse;
  *   int8+sparse24       attention linears int8, MLP 2:4;
+ *   int8+sparse24-int8  every block linear int8 and the MLP's pruned 2:4
+ *                       first (qlinear prune=1: the dense int8 kernels);
  *   bf16+int8, bf16+int8+sparse24   the same on top of the bf16 graph.
  * The bf16 steps are skipped on a CPU without a native bf16 dot product
  * (AVX512-BF16 / AMX / NEON bf16): there kern's bf16 kernels convert to
@@ -285,6 +287,7 @@ static ecase ecases[] = {
     {"int8", SAM_BLOCKS, NULL, 0, ""},
     {"sparse24", NULL, SAM_MLP, 0, ""},
     {"int8+sparse24", SAM_ATTN, SAM_MLP, 0, ""},
+    {"int8+sparse24-int8", SAM_BLOCKS, SAM_MLP, 0, ""},
     {"bf16+int8", SAM_BLOCKS, NULL, 1, ""},
     {"bf16+int8+sparse24", SAM_ATTN, SAM_MLP, 1, ""},
 };

@@ -41,7 +41,8 @@ import common  # noqa: E402
 
 FAMILY = "sam"
 IMPLS = ("torch_eager", "torch_sdpa_mask")
-STEPS = ("f32", "bf16", "int8", "sparse24", "int8+sparse24", "bf16+int8", "bf16+int8+sparse24")
+STEPS = ("f32", "bf16", "int8", "sparse24", "int8+sparse24", "int8+sparse24-int8", "bf16+int8",
+         "bf16+int8+sparse24")
 ENC_IMPLS = ("torch", "torch_compile")
 
 
