@@ -169,8 +169,9 @@ def compare_executor(a, argv, what, seed, runs, seen):
     generator accepted (the input kept in a.out), else 0."""
     import subprocess
     cmd = [a.executor, argv[1], '--random-weights', '--runs', '0']
-    if '--bind' in argv:
-        cmd += ['--bind', argv[argv.index('--bind') + 1]]
+    for opt in ('--bind', '--quantize', '--sparsify'):  # the plan's transforms too
+        if opt in argv:
+            cmd += [opt, argv[argv.index(opt) + 1]]
     try:
         k = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                            timeout=20)
@@ -280,7 +281,7 @@ def main():
                     argv += ['--no-fuse', r.choice(['all', 'epilogue', 'qkv,dce'])]
                 what = text.encode('utf-8', 'surrogatepass')
             rc, tb = run_gen(argv)
-            if a.executor and tb is None and rc == 0 and '--safetensors' not in argv:
+            if a.executor and tb is None and rc == 0 and argv[0] == 'model' and '--safetensors' not in argv:
                 crashes += compare_executor(a, argv, what, seed, runs, seen)
             if tb is None:
                 ok += rc == 0
