@@ -560,8 +560,8 @@ class Lowering:
         v = n.attrs.get(k)
         if v is None:
             return None
-        try:
-            out = [int(p) for p in v.split(',') if p]
+        try:  # every element an integer: "0,2,,1" is refused, as the executor's reader does
+            out = [int(p) for p in v.split(',')]
         except ValueError:
             out = None
         if out is None or (count is not None and len(out) != count):

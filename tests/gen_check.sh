@@ -39,6 +39,8 @@ expect_error "undefined name" "'q' is not defined" $gen model "$dir/undef.kg" -o
 # float, a window that is not two integers
 printf 'kern-graph 1\ninput x f32 [2,3,4]\ny = permute(x) perm=0,2,softmax\noutput y\n' > "$dir/perm.kg"
 expect_error "perm attribute" "attribute perm=0,2,softmax is not a list of integers" $gen model "$dir/perm.kg" -o "$dir/out.h"
+printf 'kern-graph 1\ninput x f32 [2,3,4]\ny = permute(x) perm=0,2,,1\noutput y\n' > "$dir/perm2.kg"
+expect_error "perm empty element" "attribute perm=0,2,,1 is not a list of integers" $gen model "$dir/perm2.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput x f32 [2,4]\nweight w f32 [3,4]\ny = linear(x, w) alpha=1e308\noutput y\n' > "$dir/alpha.kg"
 expect_error "alpha attribute" "attribute alpha=1e308 is not a finite number" $gen model "$dir/alpha.kg" -o "$dir/out.h"
 printf 'kern-graph 1\ninput q f32 [1,2,3,8]\ny = sdpa(q, q, q) window=3\noutput y\n' > "$dir/win.kg"
