@@ -2162,6 +2162,20 @@ def emit_pack_gemm(w, N, E, v, rows, cols, dst, dtype, ind='    '):
     emit_prepare_check(w, N, ind)
 
 
+def emit_pruned_call(w, N, v, numel, call, ind):
+    """prepare: weight view t pruned 2:4 (kern_sparse24_prune) into a scratch
+    copy pr, then call (which reads pr), the scratch freed."""
+    w(ind + '{')
+    w(ind + '    kern_tensor pr = t;')
+    w(ind + '    void *tmp;')
+    emit_prepare_alloc(w, N, 'tmp', numel * v.esize(), ind + '    ', what=' pruning a weight')
+    w(ind + '    pr.data = tmp;')
+    w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
+    w(ind + '    if (!st) st = %s;' % call)
+    w(ind + '    kern__free(ctx, tmp);')
+    w(ind + '}')
+
+
 def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    ', prune=False):
     """prepare's kern_qweight_pack (a float weight; with prune, of a copy
     pruned 2:4 by kern_sparse24_prune first: the executor's qlinear
@@ -2171,15 +2185,7 @@ def emit_pack_qweight(w, N, E, v, sc, rows, cols, dst, ind='    ', prune=False):
     w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
     w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
     if prune:
-        w(ind + '{')
-        w(ind + '    kern_tensor pr = t;')
-        w(ind + '    void *tmp;')
-        emit_prepare_alloc(w, N, 'tmp', rows * cols * v.esize(), ind + '    ', what=' pruning a weight')
-        w(ind + '    pr.data = tmp;')
-        w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
-        w(ind + '    if (!st) st = kern_qweight_pack(ctx, &pr, &%s, NULL);' % dst)
-        w(ind + '    kern__free(ctx, tmp);')
-        w(ind + '}')
+        emit_pruned_call(w, N, v, rows * cols, 'kern_qweight_pack(ctx, &pr, &%s, NULL)' % dst, ind)
     elif sc is None:
         w(ind + 'st = kern_qweight_pack(ctx, &t, &%s, NULL);' % dst)
     else:
@@ -2202,15 +2208,7 @@ def emit_pack_sparse24(w, N, E, v, prune, dst, dense, ind):
     w(ind + 'static const int64_t d[] = {%d, %d, %d, 1};' % (rows, cols, cols))
     w(ind + '%s__view(&t, %s, %s, 2, d);' % (N, E.base_expr(v)[0], DTYPES[v.dtype][0]))
     if prune:
-        w(ind + '{')
-        w(ind + '    kern_tensor pr = t;')
-        w(ind + '    void *tmp;')
-        emit_prepare_alloc(w, N, 'tmp', rows * cols * v.esize(), ind + '    ', what=' pruning a weight')
-        w(ind + '    pr.data = tmp;')
-        w(ind + '    st = kern_sparse24_prune(ctx, &t, &pr, NULL);')
-        w(ind + '    if (!st) st = kern_sparse24_compress(ctx, &pr, &%s, NULL);' % dst)
-        w(ind + '    kern__free(ctx, tmp);')
-        w(ind + '}')
+        emit_pruned_call(w, N, v, rows * cols, 'kern_sparse24_compress(ctx, &pr, &%s, NULL)' % dst, ind)
     else:
         w(ind + 'st = kern_sparse24_compress(ctx, &t, &%s, NULL);' % dst)
     emit_prepare_check(w, N, ind)
