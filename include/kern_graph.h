@@ -6977,6 +6977,16 @@ static void kern__gp_drop_merged(kern_graph_plan *p, kern_graph_val v) {
     p->pv[v].ptr = NULL;
 }
 
+/* *pr: a copy of weight *wt pruned 2:4 (kern_sparse24_prune's rule) in
+ * memory of the context's allocator, which the caller frees (pr->data,
+ * NULL when the allocation failed) */
+static kern_status kern__gp_pruned(kern_graph_plan *p, const kern_tensor *wt, kern_tensor *pr) {
+    *pr = *wt;
+    pr->data = kern__alloc(p->ctx, kern__gp_bytes(wt));
+    if (!pr->data) return kern__err(KERN_ERR_NOMEM, "out of memory pruning the weight");
+    return kern_sparse24_prune(p->ctx, wt, pr, NULL);
+}
+
 static kern_status kern__gp_prepack(kern_graph_plan *p) {
     kern_graph *w = &p->w;
     int64_t s;
@@ -7047,21 +7057,14 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
                 sc = kern__gp_wview(p, n->in[2]);
                 st = kern_qweight_pack_int8(p->ctx, &wt, &sc, &stp->qw, NULL);
             } else if (n->a.prune) {
-                /* int8 + 2:4: the weight pruned (kern_sparse24_prune's
-                 * rule), then quantized per channel; it runs as dense int8,
-                 * whose integer sums are those of a 2:4 int8 product (no
-                 * 2:4 form beats the dense int8 kernels on the CPUs kern
-                 * targets: docs/sam.md) */
-                kern_tensor pr = wt;
-                void *tmp = kern__alloc(p->ctx, kern__gp_bytes(&wt));
-                if (!tmp) {
-                    st = kern__err(KERN_ERR_NOMEM, "out of memory pruning the weight");
-                    goto wrap;
-                }
-                pr.data = tmp;
-                st = kern_sparse24_prune(p->ctx, &wt, &pr, NULL);
+                /* int8 + 2:4: the weight pruned, then quantized per
+                 * channel; it runs as dense int8, whose integer sums are
+                 * those of a 2:4 int8 product (no 2:4 form beats the dense
+                 * int8 kernels on the CPUs kern targets: docs/sam.md) */
+                kern_tensor pr;
+                st = kern__gp_pruned(p, &wt, &pr);
                 if (!st) st = kern_qweight_pack(p->ctx, &pr, &stp->qw, NULL);
-                kern__free(p->ctx, tmp);
+                kern__free(p->ctx, pr.data);
             } else {
                 st = kern_qweight_pack(p->ctx, &wt, &stp->qw, NULL);
             }
@@ -7081,16 +7084,9 @@ static kern_status kern__gp_prepack(kern_graph_plan *p) {
             }
             wt = kern__gp_wview(p, wv);
             if (n->a.prune) {
-                tmp = kern__alloc(p->ctx, kern__gp_bytes(&wt));
-                if (!tmp) {
-                    st = kern__err(KERN_ERR_NOMEM, "out of memory pruning the weight");
-                    goto wrap;
-                }
-                pr = wt;
-                pr.data = tmp;
-                st = kern_sparse24_prune(p->ctx, &wt, &pr, NULL);
+                st = kern__gp_pruned(p, &wt, &pr);
                 if (!st) st = kern_sparse24_compress(p->ctx, &pr, &stp->sw, NULL);
-                kern__free(p->ctx, tmp);
+                kern__free(p->ctx, pr.data);
             } else {
                 st = kern_sparse24_compress(p->ctx, &wt, &stp->sw, NULL);
             }
@@ -8027,7 +8023,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
     for (i = 0; i < w->n_nodes; i++) {
         kern__gnode *n = &w->nodes[i];
         char nm[KERN__G_NAME_MAX + 1]; /* a copy: the rewrite's note may move the names */
-        int q, s;
+        int q, s, s24;
         kern_graph_val wt, in[5];
         if (n->dead || n->op != KERN_GRAPH_OP_LINEAR) continue;
         kern__gpx_name_copy(x, n, nm);
@@ -8045,10 +8041,10 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
                          (long long)w->vals[wt].dims[1]);
             s = 0;
         }
-        /* qlinear takes every act and glu; sparse24_linear gelu or none
-         * (both patterns: a qlinear with prune=1, qlinear's rules) */
+        s24 = s && !q; /* both patterns: a qlinear with prune=1, qlinear's rules */
+        /* qlinear takes every act and glu; sparse24_linear gelu or none */
         if (n->a.alpha_set || n->a.out_scale != 0 ||
-            (s && !q && (n->a.glu || (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU &&
+            (s24 && (n->a.glu || (n->a.act != KERN_ACT_NONE && n->a.act != KERN_ACT_GELU &&
                                 n->a.act != KERN_ACT_GELU_TANH)))) {
             kern__gp_log(x->p, "no %s: '%s': %s%s / alpha / out_scale have no %s epilogue",
                          q ? "quantize" : "sparsify", nm, n->a.glu ? "glu, act " : "act ",
@@ -8059,7 +8055,7 @@ static kern_status kern__gpx_transforms(kern__gpx *x) {
             kern__gp_log(x->p, "no quantize: '%s': x is %s", nm, kern_dtype_name(w->vals[n->in[0]].dtype));
             continue;
         }
-        if (s && !q && w->vals[wt].dims[1] % 4) {
+        if (s24 && w->vals[wt].dims[1] % 4) {
             kern__gp_log(x->p, "no sparsify: '%s': K=%lld is not a multiple of 4", nm,
                          (long long)w->vals[wt].dims[1]);
             continue;
