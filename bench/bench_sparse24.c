@@ -12,8 +12,7 @@
  * outside the timed loop):
  *   kern        kern_sparse24_linear on the compressed weight
  *   kern_dense  kern_gemm (trans_b, weight prepacked by kern_gemm_pack_b)
- *               on the dense pruned weight; skipped when kern_gemm.h is
- *               not the implemented header
+ *               on the dense pruned weight
  *   openblas    cblas_sgemm on the dense weight (f32 cases),
  *               openblas_set_num_threads(threads); bf16 cases are skipped:
  *               the installed OpenBLAS 0.3.21 is built without sbgemm
@@ -60,9 +59,7 @@ static struct {
     const scase *c;
     void *x, *w, *y;
     kern_sparse24 *sw;
-#ifdef KERN_GEMM_IMPLEMENTED
     kern_gemm_packed_b *pb;
-#endif
 } cur;
 
 
@@ -71,9 +68,7 @@ static void release_case(void) {
     free(cur.w);
     free(cur.y);
     kern_sparse24_free(NULL, cur.sw);
-#ifdef KERN_GEMM_IMPLEMENTED
     kern_gemm_packed_b_free(NULL, cur.pb);
-#endif
     memset(&cur, 0, sizeof cur);
 }
 
@@ -95,14 +90,12 @@ static int setup_case(const scase *c) {
     /* the same pruned weight for every impl */
     if (kern_sparse24_prune(NULL, &tw, &tw, NULL) != KERN_OK) return 0;
     if (kern_sparse24_compress(NULL, &tw, &cur.sw, NULL) != KERN_OK) return 0;
-#ifdef KERN_GEMM_IMPLEMENTED
     {
         kern_gemm_pack_params pp;
         memset(&pp, 0, sizeof pp);
         pp.trans_b = 1;
         if (kern_gemm_pack_b(NULL, &tw, &cur.pb, &pp) != KERN_OK) cur.pb = NULL;
     }
-#endif
     return 1;
 }
 
@@ -168,7 +161,6 @@ static void run_kern_unfused(kbench_state *st, void *user) {
 }
 
 static void run_kern_dense(kbench_state *st, void *user) {
-#ifdef KERN_GEMM_IMPLEMENTED
     const scase *c = (const scase *)user;
     kern_ctx *ctx = kbench_ctx(kbench_threads(st));
     kern_tensor tx, ty;
@@ -190,10 +182,6 @@ static void run_kern_dense(kbench_state *st, void *user) {
     while (kbench_next(st)) kern_gemm(ctx, &tx, NULL, &ty, &p);
     kbench_use(cur.y);
     set_work(st, c, (double)c->N * (double)c->K * (double)kern_dtype_size(c->dt));
-#else
-    (void)user;
-    kbench_skip(st, "kern_gemm.h is not implemented in this tree");
-#endif
 }
 
 #ifdef KBENCH_HAVE_OPENBLAS
