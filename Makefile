@@ -154,11 +154,11 @@ test-neon: $(NEON_BINS)
 # once per class, forced through KT_UARCH, so every class's tables run on
 # whatever machine runs the tests (a class is a table, not an ISA).
 UARCH_TESTS ?= test_gemm test_sdpa
-UARCH_CLASSES ?= generic zen4 xeon_avx512
+UARCH_CLASSES ?= generic zen4 xeon_avx512 zen5
 test-uarch: $(patsubst %,build/tests/%,$(UARCH_TESTS))
 	@for u in $(UARCH_CLASSES); do KT_UARCH=$$u tests/run $(patsubst %,build/tests/%,$(UARCH_TESTS)) || exit 1; done
 
-build/bench/kbench_shim.o: bench/kbench_shim.cc bench/kbench.h
+build/bench/kbench_shim.o: bench/kbench_shim.cc bench/kbench.h include/kern_base.h
 	@mkdir -p $(@D)
 	$(CXX) $(O) -g -std=c++17 -Wall -Iinclude -Ibench -c $< -o $@
 

@@ -538,6 +538,8 @@ KERN_API char *kern_cpu_features_str(uint32_t features, char *buf, size_t size);
  *   ZEN4         AMD family 19h with AVX-512: zmm FMAs double-pumped over
  *                256-bit pipes (one a cycle), 1 MiB L2
  *   XEON_AVX512  Intel AVX-512 with two zmm FMA ports (measured), 2 MiB L2
+ *   ZEN5         AMD family 1Ah with two zmm FMA ports (measured; the
+ *                full 512-bit datapath), 1 MiB L2, fast vdpbf16ps
  * A class applies only at the ISA levels it was tuned for (the AVX-512
  * levels); at any other level a context reports and uses GENERIC. */
 typedef enum kern_uarch {
@@ -545,9 +547,10 @@ typedef enum kern_uarch {
     KERN_UARCH_GENERIC,
     KERN_UARCH_ZEN4,
     KERN_UARCH_XEON_AVX512,
+    KERN_UARCH_ZEN5,
     KERN_UARCH_COUNT
 } kern_uarch;
-/* "auto", "generic", "zen4", "xeon_avx512"; "invalid" otherwise. */
+/* "auto", "generic", "zen4", "xeon_avx512", "zen5"; "invalid" otherwise. */
 KERN_API const char *kern_uarch_name(kern_uarch u);
 /* The class named s (as kern_uarch_name writes it); KERN_UARCH_COUNT if
  * none. */
@@ -1487,6 +1490,7 @@ KERN_API const char *kern_uarch_name(kern_uarch u) {
     case KERN_UARCH_GENERIC: return "generic";
     case KERN_UARCH_ZEN4: return "zen4";
     case KERN_UARCH_XEON_AVX512: return "xeon_avx512";
+    case KERN_UARCH_ZEN5: return "zen5";
     default: return "invalid";
     }
 }
@@ -1594,10 +1598,16 @@ static void kern__detect_cpu_info(void) {
         if ((kern_cpu_features() & KERN_CPU_AVX512F) && (is_intel || is_amd)) {
             ci->zmm_ymm_ratio = kern__probe_zmm_ymm();
             /* AMD family 19h (Zen 4) runs zmm on 256-bit pipes; an Intel
-             * core with two 512-bit FMA ports runs zmm as fast as ymm.
-             * Anything else (an Intel part with one 512-bit port, Zen 5)
-             * has no table of its own yet: GENERIC. */
+             * core with two 512-bit FMA ports runs zmm as fast as ymm, and
+             * so does a Zen 5 core with the full 512-bit datapath (family
+             * 1Ah: EPYC 9005, Ryzen 9000; the mobile parts double-pump
+             * and measure about 2). Anything else (an Intel part with one
+             * 512-bit port, a double-pumped Zen 5) has no table of its
+             * own: GENERIC. */
             if (is_amd && ci->family == 0x19) ci->uarch = KERN_UARCH_ZEN4;
+            else if (is_amd && ci->family == 0x1a && ci->zmm_ymm_ratio > 0.0 &&
+                     ci->zmm_ymm_ratio < 1.5)
+                ci->uarch = KERN_UARCH_ZEN5;
             else if (is_intel && ci->zmm_ymm_ratio > 0.0 && ci->zmm_ymm_ratio < 1.5)
                 ci->uarch = KERN_UARCH_XEON_AVX512;
         }

@@ -1117,6 +1117,7 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
 /* the same for prepacked panels (kern__gemm_small.ukr_pb) */
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32_pp__avx512, 12, KERN__GEMM_R12, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pp__avx512, 8, KERN__GEMM_R8, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pp__avx512, 4, KERN__GEMM_R4, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pp__avx512, 2, KERN__GEMM_R2, KERN__GEMM_PF_PANEL)
@@ -1126,6 +1127,13 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32__avx512bf16, 8, KERN__GEMM_R8, KERN
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32__avx512bf16, 4, KERN__GEMM_R4, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PFD)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PFD)
+/* the Zen 5 class's bf16 small kernels for prepacked panels (as the f32
+ * _pp set: hints KERN__GEMM_PF_PANEL rows ahead into L2) */
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_12x32_pp__avx512bf16, 12, KERN__GEMM_R12, KERN__GEMM_PF_PANEL)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32_pp__avx512bf16, 8, KERN__GEMM_R8, KERN__GEMM_PF_PANEL)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32_pp__avx512bf16, 4, KERN__GEMM_R4, KERN__GEMM_PF_PANEL)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32_pp__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PF_PANEL)
+KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32_pp__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PF_PANEL)
 
 /* The store of the 32-wide tables (AVX-512 f32 and bf16, AMX): every
  * epilogue on unit-stride operands (a 32-wide tile row is two vectors,
@@ -1409,6 +1417,10 @@ typedef struct kern__gemm_fns {
     void (*tiles_on)(void);
     void (*tiles_off)(void);
     const struct kern__gemm_fns *alt;
+    /* the main kernel's twin for prepacked panels on the streaming path
+     * (M above the small-M kernels' rows; hints KERN__GEMM_PF_PANEL rows
+     * ahead, the same sums); NULL: ukr */
+    kern__gemm_ukr ukr_pb;
 } kern__gemm_fns;
 
 /* A panels' format: the AMX tables' own, else the table's. */
@@ -1427,14 +1439,14 @@ typedef struct kern__gemm_fns {
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
-    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL};
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL};
 #ifdef KERN_X86
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
     {{1, 32, kern__gemm_f32_1x32__avx2, NULL},
      {2, 32, kern__gemm_f32_2x32__avx2, NULL},
-     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL};
+     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (SFX _pf: the Xeon class's, prefetching B rows; PSFX _pp: its
  * small kernels for prepacked panels) */
@@ -1446,19 +1458,40 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
     KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pp);
-static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
-    "avx512bf16", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,
-    kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16, kern__gemm_store__avx512,
-    kern__gemm_pack__avx512, 4,
-    {{1, 32, kern__gemm_bf16_1x32__avx512bf16, NULL},
-     {2, 32, kern__gemm_bf16_2x32__avx512bf16, NULL},
-     {4, 32, kern__gemm_bf16_4x32__avx512bf16, NULL},
-     {8, 32, kern__gemm_bf16_8x32__avx512bf16, NULL}}, NULL, NULL, NULL};
+#define KERN__GEMM_FNS_AVX512BF16(NAME, PSFX, PB)                             \
+    {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,  \
+     kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16,  \
+     kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
+     {{1, 32, kern__gemm_bf16_1x32__avx512bf16, PB(kern__gemm_bf16_1x32##PSFX##__avx512bf16)}, \
+      {2, 32, kern__gemm_bf16_2x32__avx512bf16, PB(kern__gemm_bf16_2x32##PSFX##__avx512bf16)}, \
+      {4, 32, kern__gemm_bf16_4x32__avx512bf16, PB(kern__gemm_bf16_4x32##PSFX##__avx512bf16)}, \
+      {8, 32, kern__gemm_bf16_8x32__avx512bf16, PB(kern__gemm_bf16_8x32##PSFX##__avx512bf16)}}, \
+     NULL, NULL, NULL, PB(kern__gemm_bf16_12x32##PSFX##__avx512bf16)}
+#define KERN__GEMM_NOPB(f) NULL
+#define KERN__GEMM_PB(f) f
+static const kern__gemm_fns kern__gemm_fns_avx512bf16 =
+    KERN__GEMM_FNS_AVX512BF16("avx512bf16", , KERN__GEMM_NOPB);
+/* Zen 5: the generic blocking rows and big kernels, the small-M kernels
+ * with B hints (f32: _pf for a row-major B in place, _pp and bf16 _pp for
+ * prepacked panels). Measured on a Zen 5 EPYC (family 1Ah model 2), 1
+ * thread, M x 4096 x 4096 f32 prepacked, ms, generic -> these: see
+ * docs/uarch.md "Zen 5". */
+static const kern__gemm_fns kern__gemm_fns_avx512_zen5 = {
+    "avx512_zen5", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512], KERN__GEMM_FMT_F32,
+    kern__gemm_f32_12x32__avx512, kern__gemm_f32_12x32_ua__avx512,
+    kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,
+    {{1, 32, kern__gemm_f32_1x32_pf__avx512, kern__gemm_f32_1x32_pp__avx512},
+     {2, 32, kern__gemm_f32_2x32_pf__avx512, kern__gemm_f32_2x32_pp__avx512},
+     {4, 32, kern__gemm_f32_4x32_pf__avx512, kern__gemm_f32_4x32_pp__avx512},
+     {8, 32, kern__gemm_f32_8x32_pf__avx512, kern__gemm_f32_8x32_pp__avx512}},
+    NULL, NULL, NULL, kern__gemm_f32_12x32_pp__avx512};
+static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
+    KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp, KERN__GEMM_PB);
 #endif
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
@@ -1466,7 +1499,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16 = {
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
      kern__gemm_store__avx512,                                                \
      kern__gemm_pack__amx, 0, {{0, 0, NULL, NULL}}, kern__gemm_tiles_on__amx,        \
-     kern__gemm_tiles_off__amx, ALT}
+     kern__gemm_tiles_off__amx, ALT, NULL}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
 static const kern__gemm_fns kern__gemm_fns_amx_xeon =
     KERN__GEMM_FNS_AMX("amx_xeon", &kern__gemm_fns_avx512_xeon);
@@ -1474,7 +1507,7 @@ static const kern__gemm_fns kern__gemm_fns_amx_xeon =
 #ifdef KERN_NEON
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
-    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL};
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -1496,10 +1529,12 @@ static const kern__gemm_fns *kern__gemm_fns_for(kern_isa isa, kern_uarch uarch,
         /* fall through */
     case KERN_ISA_AVX512_BF16:
         if (in_dt == KERN_BF16 && uarch != KERN_UARCH_XEON_AVX512)
-            return &kern__gemm_fns_avx512bf16;
+            return uarch == KERN_UARCH_ZEN5 ? &kern__gemm_fns_avx512bf16_zen5
+                                            : &kern__gemm_fns_avx512bf16;
         /* fall through */
     case KERN_ISA_AVX512_VNNI:
     case KERN_ISA_AVX512:
+        if (uarch == KERN_UARCH_ZEN5) return &kern__gemm_fns_avx512_zen5;
         return uarch == KERN_UARCH_XEON_AVX512 ? &kern__gemm_fns_avx512_xeon
                                                : &kern__gemm_fns_avx512;
     case KERN_ISA_AVX2_VNNI:
@@ -1929,7 +1964,7 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
     r.mr = ks->cfg->mr;
     r.nr = ks->cfg->nr;
     r.ukr = ks->ukr;
-    r.ukr_pb = NULL;
+    r.ukr_pb = ks->ukr_pb;
     return r;
 }
 

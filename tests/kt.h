@@ -387,7 +387,7 @@ static KT__UNUSED int kt__nmse(const char *file, int line, const char *what, con
 /* A cached context with `threads` threads, ISA cap `isa` and tuning class
  * `uarch` (destroyed at exit). NULL if the ISA is not available. The class
  * of the plain helpers is KERN_UARCH_AUTO unless the environment variable
- * KT_UARCH names one ("generic", "zen4", "xeon_avx512"): `make test-uarch`
+ * KT_UARCH names one ("generic", "zen4", "xeon_avx512", "zen5"): `make test-uarch`
  * runs the class-sensitive tests once per class that way, so every class's
  * tables are checked on whatever machine runs the tests. */
 #define KT_MAX_CTX 48

@@ -1069,6 +1069,33 @@ KT_TEST(default_context) {
     kern_ctx_destroy(NULL);
 }
 
+/* Tuning classes: every name parses back to its class, an unknown name
+ * is KERN_UARCH_COUNT, and the detected class follows the rule written in
+ * kern_base.h (vendor, family and the measured zmm/ymm ratio). */
+KT_TEST(uarch_names_and_detection) {
+    const kern_cpu_info_t *ci = kern_cpu_info();
+    int u, want = KERN_UARCH_GENERIC;
+    for (u = 0; u < KERN_UARCH_COUNT; u++) {
+        const char *nm = kern_uarch_name((kern_uarch)u);
+        kt_context("%s", nm);
+        KT_CHECK(strcmp(nm, "invalid") != 0);
+        KT_CHECK(kern_uarch_from_name(nm) == (kern_uarch)u);
+    }
+    KT_CHECK(!strcmp(kern_uarch_name(KERN_UARCH_ZEN5), "zen5"));
+    KT_CHECK(!strcmp(kern_uarch_name(KERN_UARCH_COUNT), "invalid"));
+    KT_CHECK(kern_uarch_from_name("zen6") == KERN_UARCH_COUNT);
+    KT_CHECK(kern_uarch_from_name(NULL) == KERN_UARCH_COUNT);
+    if (kern_cpu_features() & KERN_CPU_AVX512F) {
+        int amd = !strcmp(ci->vendor, "AuthenticAMD"), intel = !strcmp(ci->vendor, "GenuineIntel");
+        int two = ci->zmm_ymm_ratio > 0.0 && ci->zmm_ymm_ratio < 1.5;
+        if (amd && ci->family == 0x19) want = KERN_UARCH_ZEN4;
+        else if (amd && ci->family == 0x1a && two) want = KERN_UARCH_ZEN5;
+        else if (intel && two) want = KERN_UARCH_XEON_AVX512;
+    }
+    kt_context("%s family 0x%x ratio %.2f", ci->vendor, ci->family, ci->zmm_ymm_ratio);
+    KT_CHECK(ci->uarch == (kern_uarch)want, "detected %s", kern_uarch_name(ci->uarch));
+}
+
 KT_TEST(ctx_create_errors_and_flags) {
     kern_ctx *c = (kern_ctx *)(uintptr_t)0x1234, *keep = c;
     kern_ctx_params p;

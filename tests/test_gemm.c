@@ -1018,10 +1018,15 @@ KT_TEST(dispatch_tables) {
                 for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
                     /* the class as kern_ctx_uarch resolves it at this level */
                     kern_uarch eff = kern__uarch_effective((kern_uarch)u, all[i]);
-                    const char *f32 = eff == KERN_UARCH_XEON_AVX512 ? want[w].f32_xeon : want[w].f32;
+                    /* the Zen 5 class: its own f32 and bf16 tables at the
+                     * AVX-512 levels (the level's table name + "_zen5") */
+                    const int z5 = eff == KERN_UARCH_ZEN5;
+                    const char *f32 = eff == KERN_UARCH_XEON_AVX512 ? want[w].f32_xeon
+                                      : z5 && !strcmp(want[w].f32, "avx512") ? "avx512_zen5"
+                                                                               : want[w].f32;
                     const char *bf16 = want[w].isa == KERN_ISA_AVX512_BF16 &&
                                                eff != KERN_UARCH_XEON_AVX512
-                                           ? want[w].bf16
+                                           ? (z5 ? "avx512bf16_zen5" : want[w].bf16)
                                            : f32;
                     if (want[w].isa == KERN_ISA_AMX) {
                         bf16 = want[w].bf16;
@@ -1029,6 +1034,7 @@ KT_TEST(dispatch_tables) {
                         if (eff == KERN_UARCH_XEON_AVX512) bf16 = "amx_xeon";
 #else
                         if (eff == KERN_UARCH_XEON_AVX512) bf16 = f32;
+                        if (z5) bf16 = "avx512bf16_zen5";
 #endif
                     }
                     kt_context("%s %s", kern_isa_name(all[i]), kern_uarch_name((kern_uarch)u));
