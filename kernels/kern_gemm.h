@@ -1116,6 +1116,43 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pf__avx512, 8, KERN__GEMM_R8, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
+/* M = 1 against a row-major f32 B read in place (kern__gemm_fns.row1):
+ * t[c] = sum over k of a[k] b[k][c] for c < n, each output one fma chain
+ * in k order from 0 (the small kernels' sums: the same bits), the rows of
+ * B read one after another, so the whole task is one forward stream (a
+ * 1x32 kernel reads 8 rows' 128-byte pieces in turn: 8 interleaved
+ * streams). t (n <= KERN__GEMM_SMALL_GRP * 32 floats) stays in L1; the
+ * hint 32 KiB ahead into L1. */
+KERN_TARGET_AVX512 static void kern__gemm_f32_row1__avx512(int64_t K, const float *a, const char *bp,
+                                                          int64_t ldb, float *t, int64_t n) {
+    const float *b = (const float *)bp;
+    const int64_t n64 = n & ~(int64_t)63, n16 = n & ~(int64_t)15;
+    const __mmask16 mt = kern__tailmask__avx512((int)(n - n16));
+    int64_t k, c;
+    memset(t, 0, sizeof(float) * (size_t)n);
+    for (k = 0; k < K; k++) {
+        const __m512 av = _mm512_set1_ps(a[k]);
+        const float *r = b + k * ldb;
+        for (c = 0; c < n64; c += 64) {
+            _mm_prefetch((const char *)(r + c) + 32768, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + c) + 32768 + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + c) + 32768 + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + c) + 32768 + 192, _MM_HINT_T0);
+            _mm512_storeu_ps(t + c, _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c), _mm512_loadu_ps(t + c)));
+            _mm512_storeu_ps(t + c + 16,
+                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 16), _mm512_loadu_ps(t + c + 16)));
+            _mm512_storeu_ps(t + c + 32,
+                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 32), _mm512_loadu_ps(t + c + 32)));
+            _mm512_storeu_ps(t + c + 48,
+                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 48), _mm512_loadu_ps(t + c + 48)));
+        }
+        for (; c < n16; c += 16)
+            _mm512_storeu_ps(t + c, _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c), _mm512_loadu_ps(t + c)));
+        if (c < n)
+            _mm512_mask_storeu_ps(t + c, mt, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mt, r + c),
+                                                             _mm512_maskz_loadu_ps(mt, t + c)));
+    }
+}
 /* the same for prepacked panels (kern__gemm_small.ukr_pb) */
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_12x32_pp__avx512, 12, KERN__GEMM_R12, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pp__avx512, 8, KERN__GEMM_R8, KERN__GEMM_PF_PANEL)
@@ -1421,6 +1458,10 @@ typedef struct kern__gemm_fns {
      * (M above the small-M kernels' rows; hints KERN__GEMM_PF_PANEL rows
      * ahead, the same sums); NULL: ukr */
     kern__gemm_ukr ukr_pb;
+    /* M = 1 against a row-major f32 B in place, the rows streamed one
+     * after another (t = the n outputs of the task); NULL: the small-M
+     * kernels */
+    void (*row1)(int64_t K, const float *a, const char *b, int64_t ldb, float *t, int64_t n);
 } kern__gemm_fns;
 
 /* A panels' format: the AMX tables' own, else the table's. */
@@ -1439,14 +1480,14 @@ typedef struct kern__gemm_fns {
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
-    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL};
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL};
 #ifdef KERN_X86
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
     {{1, 32, kern__gemm_f32_1x32__avx2, NULL},
      {2, 32, kern__gemm_f32_2x32__avx2, NULL},
-     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL};
+     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (SFX _pf: the Xeon class's, prefetching B rows; PSFX _pp: its
  * small kernels for prepacked panels) */
@@ -1458,7 +1499,7 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , );
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
@@ -1471,7 +1512,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
       {2, 32, kern__gemm_bf16_2x32__avx512bf16, PB(kern__gemm_bf16_2x32##PSFX##__avx512bf16)}, \
       {4, 32, kern__gemm_bf16_4x32__avx512bf16, PB(kern__gemm_bf16_4x32##PSFX##__avx512bf16)}, \
       {8, 32, kern__gemm_bf16_8x32__avx512bf16, PB(kern__gemm_bf16_8x32##PSFX##__avx512bf16)}}, \
-     NULL, NULL, NULL, PB(kern__gemm_bf16_12x32##PSFX##__avx512bf16)}
+     NULL, NULL, NULL, PB(kern__gemm_bf16_12x32##PSFX##__avx512bf16), NULL}
 #define KERN__GEMM_NOPB(f) NULL
 #define KERN__GEMM_PB(f) f
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 =
@@ -1489,7 +1530,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512_zen5 = {
      {2, 32, kern__gemm_f32_2x32_pf__avx512, kern__gemm_f32_2x32_pp__avx512},
      {4, 32, kern__gemm_f32_4x32_pf__avx512, kern__gemm_f32_4x32_pp__avx512},
      {8, 32, kern__gemm_f32_8x32_pf__avx512, kern__gemm_f32_8x32_pp__avx512}},
-    NULL, NULL, NULL, kern__gemm_f32_12x32_pp__avx512};
+    NULL, NULL, NULL, kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512};
 static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
     KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp, KERN__GEMM_PB);
 #endif
@@ -1499,7 +1540,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
      kern__gemm_store__avx512,                                                \
      kern__gemm_pack__amx, 0, {{0, 0, NULL, NULL}}, kern__gemm_tiles_on__amx,        \
-     kern__gemm_tiles_off__amx, ALT, NULL}
+     kern__gemm_tiles_off__amx, ALT, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
 static const kern__gemm_fns kern__gemm_fns_amx_xeon =
     KERN__GEMM_FNS_AMX("amx_xeon", &kern__gemm_fns_avx512_xeon);
@@ -1507,7 +1548,7 @@ static const kern__gemm_fns kern__gemm_fns_amx_xeon =
 #ifdef KERN_NEON
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
-    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL};
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -1797,6 +1838,7 @@ typedef struct kern__gemm_sjob {
     float *tiles;        /* M x (32 grp) accumulator tile per thread */
     int per_thread;      /* tiles indexed by thread (phase-parallel mode) */
     int bform;           /* how the kernels read B (kern__gemm_bform) */
+    int row1;            /* M = 1, f32 B row-major in place: ks->row1 */
     int64_t grp;         /* 32-column groups per task */
     int64_t kst;
 } kern__gemm_sjob;
@@ -1831,6 +1873,12 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
     float *tile = s->tiles + (s->per_thread ? (int64_t)thread * KERN__GEMM_STREAM_TILE : 0);
     const char *bg[KERN__GEMM_SMALL_GRP]; /* each group's B and row stride */
     int64_t lg[KERN__GEMM_SMALL_GRP];
+    if (s->row1) { /* M = 1, row-major f32 B in place: one forward stream */
+        j->ks->row1(s->kst, (const float *)(const void *)s->apack, j->b + col0 * j->es, j->b_rs, tile,
+                    ncol);
+        j->ks->store(&j->fin, 0, col0, tile, ldt, 1, (int)ncol);
+        return;
+    }
     for (g = 0; g < ng; g++) bg[g] = kern__gemm_sgroup(s, g0 + g, &lg[g]);
     if (s->kst == 0) memset(tile, 0, sizeof(float) * (size_t)(s->npan * sk->mr * ldt));
     for (k0 = 0; k0 < s->kst; k0 += skc) {
@@ -2128,9 +2176,12 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
      * bf16 2.05 -> 1.42; 2 threads (8 KiB runs) 2.42 -> 2.00, 1.45 ->
      * 1.05; M >= 8 level. The groups change the order of the calls, never
      * the k order of any output's sum. */
+    s.row1 = j->ks->row1 && j->M == 1 && !j->pb && !s.bform && j->in_dt == KERN_F32 &&
+             j->ks->fmt == KERN__GEMM_FMT_F32 && j->b_cs == 1;
     {
         int64_t ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW), T = ctx ? kern_ctx_threads(ctx) : 1;
-        int64_t lim = T == 1 ? ngr : ngr / (2 * T);
+        /* the row kernel: one task a thread (the longest runs a row) */
+        int64_t lim = T == 1 ? ngr : s.row1 ? kern__gemm_cdiv(ngr, T) : ngr / (2 * T);
         s.grp = KERN__GEMM_STREAM_TILE / (s.npan * s.sk.mr * KERN__GEMM_PW);
         if (s.grp > KERN__GEMM_SMALL_GRP) s.grp = KERN__GEMM_SMALL_GRP;
         /* prepacked panels: each group is one contiguous stream already;

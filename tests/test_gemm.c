@@ -594,10 +594,12 @@ KT_TEST(packed_b_cross_isa) {
 KT_TEST(threads_identical) {
     KT_FOR_EACH_ISA(isa, ctx1, 1) {
         kern_ctx *ctx2 = kt_ctx(2, isa);
+        /* the last: M = 1 over more columns than one streaming task takes
+         * (the row kernel where the class has one, split by threads) */
         static const int64_t sh[][3] = {{200, 300, 700}, {7, 500, 900}, {64, 64, 64}, {130, 33, 1200},
-                                        {530, 100, 1100}};
+                                        {530, 100, 1100}, {1, 4133, 150}};
         int s, v;
-        for (s = 0; s < 5; s++)
+        for (s = 0; s < 6; s++)
             for (v = 0; v < 3; v++) {
                 gcase g = gc_default(sh[s][0], sh[s][1], sh[s][2]);
                 float *r1 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
