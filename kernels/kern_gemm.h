@@ -1123,31 +1123,21 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
  * 1x32 kernel reads 8 rows' 128-byte pieces in turn: 8 interleaved
  * streams). t (n <= KERN__GEMM_SMALL_GRP * 32 floats) stays in L1; the
  * hint 32 KiB ahead into L1. */
+#define KERN__GEMM_ROW1_PF 32768 /* bytes ahead */
 KERN_TARGET_AVX512 static void kern__gemm_f32_row1__avx512(int64_t K, const float *a, const char *bp,
                                                           int64_t ldb, float *t, int64_t n) {
     const float *b = (const float *)bp;
-    const int64_t n64 = n & ~(int64_t)63, n16 = n & ~(int64_t)15;
+    const int64_t n16 = n & ~(int64_t)15;
     const __mmask16 mt = kern__tailmask__avx512((int)(n - n16));
     int64_t k, c;
     memset(t, 0, sizeof(float) * (size_t)n);
     for (k = 0; k < K; k++) {
         const __m512 av = _mm512_set1_ps(a[k]);
         const float *r = b + k * ldb;
-        for (c = 0; c < n64; c += 64) {
-            _mm_prefetch((const char *)(r + c) + 32768, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + c) + 32768 + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + c) + 32768 + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + c) + 32768 + 192, _MM_HINT_T0);
+        for (c = 0; c < n16; c += 16) { /* one line a vector: its hint */
+            _mm_prefetch((const char *)(r + c) + KERN__GEMM_ROW1_PF, _MM_HINT_T0);
             _mm512_storeu_ps(t + c, _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c), _mm512_loadu_ps(t + c)));
-            _mm512_storeu_ps(t + c + 16,
-                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 16), _mm512_loadu_ps(t + c + 16)));
-            _mm512_storeu_ps(t + c + 32,
-                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 32), _mm512_loadu_ps(t + c + 32)));
-            _mm512_storeu_ps(t + c + 48,
-                             _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c + 48), _mm512_loadu_ps(t + c + 48)));
         }
-        for (; c < n16; c += 16)
-            _mm512_storeu_ps(t + c, _mm512_fmadd_ps(av, _mm512_loadu_ps(r + c), _mm512_loadu_ps(t + c)));
         if (c < n)
             _mm512_mask_storeu_ps(t + c, mt, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mt, r + c),
                                                              _mm512_maskz_loadu_ps(mt, t + c)));
@@ -1489,50 +1479,44 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
      {2, 32, kern__gemm_f32_2x32__avx2, NULL},
      {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
- * kernels (SFX _pf: the Xeon class's, prefetching B rows; PSFX _pp: its
- * small kernels for prepacked panels) */
-#define KERN__GEMM_FNS_AVX512(NAME, CFG, SFX, PSFX)                           \
+ * kernels (MSFX the main kernel's, SFX the small ones': _pf prefetching B
+ * rows; PSFX _pp: small kernels for prepacked panels; UKR_PB and ROW1 the
+ * members of those names, or NULL) */
+#define KERN__GEMM_FNS_AVX512(NAME, CFG, MSFX, SFX, PSFX, UKR_PB, ROW1)       \
     {NAME, &kern__gemm_cfgs[CFG], KERN__GEMM_FMT_F32,                         \
-     kern__gemm_f32_12x32##SFX##__avx512, kern__gemm_f32_12x32_ua__avx512,    \
+     kern__gemm_f32_12x32##MSFX##__avx512, kern__gemm_f32_12x32_ua__avx512,   \
      kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
      {{1, 32, kern__gemm_f32_1x32##SFX##__avx512, kern__gemm_f32_1x32##PSFX##__avx512}, \
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL, NULL, NULL}
+     NULL, NULL, NULL, UKR_PB, ROW1}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
-    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , );
+    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , , , NULL, NULL);
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
-    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pp);
-#define KERN__GEMM_FNS_AVX512BF16(NAME, PSFX, PB)                             \
+    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pf, _pp, NULL, NULL);
+/* Zen 5: the generic blocking rows and main kernel, the small-M kernels
+ * with B hints (_pf for a row-major B in place, _pp for prepacked panels),
+ * the main kernel's _pp twin and the M = 1 row kernel (docs/uarch.md,
+ * "GEMM on the Zen 5 class") */
+static const kern__gemm_fns kern__gemm_fns_avx512_zen5 =
+    KERN__GEMM_FNS_AVX512("avx512_zen5", KERN__GEMM_CFG_AVX512, , _pf, _pp,
+                          kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512);
+/* the bf16 (vdpbf16ps) set; PSFX _pp: the prepacked-panel twins of the
+ * small kernels and of the main one (the generic table: none, PSFX empty
+ * names the kernels themselves) */
+#define KERN__GEMM_FNS_AVX512BF16(NAME, PSFX)                                 \
     {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,  \
      kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16,  \
      kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
-     {{1, 32, kern__gemm_bf16_1x32__avx512bf16, PB(kern__gemm_bf16_1x32##PSFX##__avx512bf16)}, \
-      {2, 32, kern__gemm_bf16_2x32__avx512bf16, PB(kern__gemm_bf16_2x32##PSFX##__avx512bf16)}, \
-      {4, 32, kern__gemm_bf16_4x32__avx512bf16, PB(kern__gemm_bf16_4x32##PSFX##__avx512bf16)}, \
-      {8, 32, kern__gemm_bf16_8x32__avx512bf16, PB(kern__gemm_bf16_8x32##PSFX##__avx512bf16)}}, \
-     NULL, NULL, NULL, PB(kern__gemm_bf16_12x32##PSFX##__avx512bf16), NULL}
-#define KERN__GEMM_NOPB(f) NULL
-#define KERN__GEMM_PB(f) f
-static const kern__gemm_fns kern__gemm_fns_avx512bf16 =
-    KERN__GEMM_FNS_AVX512BF16("avx512bf16", , KERN__GEMM_NOPB);
-/* Zen 5: the generic blocking rows and big kernels, the small-M kernels
- * with B hints (f32: _pf for a row-major B in place, _pp and bf16 _pp for
- * prepacked panels). Measured on a Zen 5 EPYC (family 1Ah model 2), 1
- * thread, M x 4096 x 4096 f32 prepacked, ms, generic -> these: see
- * docs/uarch.md "Zen 5". */
-static const kern__gemm_fns kern__gemm_fns_avx512_zen5 = {
-    "avx512_zen5", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512], KERN__GEMM_FMT_F32,
-    kern__gemm_f32_12x32__avx512, kern__gemm_f32_12x32_ua__avx512,
-    kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,
-    {{1, 32, kern__gemm_f32_1x32_pf__avx512, kern__gemm_f32_1x32_pp__avx512},
-     {2, 32, kern__gemm_f32_2x32_pf__avx512, kern__gemm_f32_2x32_pp__avx512},
-     {4, 32, kern__gemm_f32_4x32_pf__avx512, kern__gemm_f32_4x32_pp__avx512},
-     {8, 32, kern__gemm_f32_8x32_pf__avx512, kern__gemm_f32_8x32_pp__avx512}},
-    NULL, NULL, NULL, kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512};
+     {{1, 32, kern__gemm_bf16_1x32__avx512bf16, kern__gemm_bf16_1x32##PSFX##__avx512bf16}, \
+      {2, 32, kern__gemm_bf16_2x32__avx512bf16, kern__gemm_bf16_2x32##PSFX##__avx512bf16}, \
+      {4, 32, kern__gemm_bf16_4x32__avx512bf16, kern__gemm_bf16_4x32##PSFX##__avx512bf16}, \
+      {8, 32, kern__gemm_bf16_8x32__avx512bf16, kern__gemm_bf16_8x32##PSFX##__avx512bf16}}, \
+     NULL, NULL, NULL, kern__gemm_bf16_12x32##PSFX##__avx512bf16, NULL}
+static const kern__gemm_fns kern__gemm_fns_avx512bf16 = KERN__GEMM_FNS_AVX512BF16("avx512bf16", );
 static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
-    KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp, KERN__GEMM_PB);
+    KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp);
 #endif
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
@@ -2161,8 +2145,12 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
     s.npan = kern__gemm_cdiv(j->M, s.sk.mr);
     s.apack = scratch;
     s.edge = NULL;
+    /* the row kernel reads the whole row-major B in place, the last
+     * columns too (an unpacked B on this path is f32 with unit column
+     * stride: kern__gemm_stream_lim) */
+    s.row1 = j->ks->row1 && j->M == 1 && !j->pb && !s.bform;
     abytes = kern__gemm_al64((size_t)(s.npan * s.sk.mr * s.kst * 4));
-    if (!j->pb && j->N % KERN__GEMM_PW) {
+    if (!j->pb && !s.row1 && j->N % KERN__GEMM_PW) {
         s.edge = (const float *)(const void *)(scratch + abytes);
         abytes += kern__gemm_al64((size_t)(s.kst * KERN__GEMM_PW * 4));
     }
@@ -2176,8 +2164,6 @@ static void kern__gemm_item_stream(kern__gemm_job *j, char *scratch, kern_ctx *c
      * bf16 2.05 -> 1.42; 2 threads (8 KiB runs) 2.42 -> 2.00, 1.45 ->
      * 1.05; M >= 8 level. The groups change the order of the calls, never
      * the k order of any output's sum. */
-    s.row1 = j->ks->row1 && j->M == 1 && !j->pb && !s.bform && j->in_dt == KERN_F32 &&
-             j->ks->fmt == KERN__GEMM_FMT_F32 && j->b_cs == 1;
     {
         int64_t ngr = kern__gemm_cdiv(j->N, KERN__GEMM_PW), T = ctx ? kern_ctx_threads(ctx) : 1;
         /* the row kernel: one task a thread (the longest runs a row) */

@@ -994,22 +994,22 @@ KT_TEST(activation_accuracy) {
 KT_TEST(dispatch_tables) {
     static const struct {
         kern_isa isa;
-        const char *f32, *bf16, *f32_xeon;
+        const char *f32, *bf16, *f32_xeon, *f32_zen5, *bf16_zen5;
     } want[] = {
-        {KERN_ISA_SCALAR, "scalar", "scalar", "scalar"},
-        {KERN_ISA_AVX2, "avx2", "avx2", "avx2"},
-        {KERN_ISA_AVX2_VNNI, "avx2", "avx2", "avx2"},
-        {KERN_ISA_AVX512, "avx512", "avx512", "avx512_xeon"},
-        {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512_xeon"},
-        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512_xeon"},
+        {KERN_ISA_SCALAR, "scalar", "scalar", "scalar", "scalar", "scalar"},
+        {KERN_ISA_AVX2, "avx2", "avx2", "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX2_VNNI, "avx2", "avx2", "avx2", "avx2", "avx2"},
+        {KERN_ISA_AVX512, "avx512", "avx512", "avx512_xeon", "avx512_zen5", "avx512_zen5"},
+        {KERN_ISA_AVX512_VNNI, "avx512", "avx512", "avx512_xeon", "avx512_zen5", "avx512_zen5"},
+        {KERN_ISA_AVX512_BF16, "avx512", "avx512bf16", "avx512_xeon", "avx512_zen5", "avx512bf16_zen5"},
 #ifdef KERN__HAVE_AMX
-        {KERN_ISA_AMX, "avx512", "amx", "avx512_xeon"},
+        {KERN_ISA_AMX, "avx512", "amx", "avx512_xeon", "avx512_zen5", "amx"},
 #else
-        {KERN_ISA_AMX, "avx512", "avx512bf16", "avx512_xeon"},
+        {KERN_ISA_AMX, "avx512", "avx512bf16", "avx512_xeon", "avx512_zen5", "avx512bf16_zen5"},
 #endif
-        {KERN_ISA_NEON, "neon", "neon", "neon"},
-        {KERN_ISA_NEON_DOT, "neon", "neon", "neon"},
-        {KERN_ISA_NEON_BF16, "neon", "neon", "neon"},
+        {KERN_ISA_NEON, "neon", "neon", "neon", "neon", "neon"},
+        {KERN_ISA_NEON_DOT, "neon", "neon", "neon", "neon", "neon"},
+        {KERN_ISA_NEON_BF16, "neon", "neon", "neon", "neon", "neon"},
     };
     kern_isa all[KERN_ISA_COUNT];
     int n = kern_isa_list(all, KERN_ISA_COUNT, 0), i, u;
@@ -1020,23 +1020,21 @@ KT_TEST(dispatch_tables) {
                 for (u = KERN_UARCH_GENERIC; u < KERN_UARCH_COUNT; u++) {
                     /* the class as kern_ctx_uarch resolves it at this level */
                     kern_uarch eff = kern__uarch_effective((kern_uarch)u, all[i]);
-                    /* the Zen 5 class: its own f32 and bf16 tables at the
-                     * AVX-512 levels (the level's table name + "_zen5") */
                     const int z5 = eff == KERN_UARCH_ZEN5;
                     const char *f32 = eff == KERN_UARCH_XEON_AVX512 ? want[w].f32_xeon
-                                      : z5 && !strcmp(want[w].f32, "avx512") ? "avx512_zen5"
-                                                                               : want[w].f32;
-                    const char *bf16 = want[w].isa == KERN_ISA_AVX512_BF16 &&
+                                      : z5                          ? want[w].f32_zen5
+                                                                    : want[w].f32;
+                    const char *bf16 = z5 ? want[w].bf16_zen5
+                                       : want[w].isa == KERN_ISA_AVX512_BF16 &&
                                                eff != KERN_UARCH_XEON_AVX512
-                                           ? (z5 ? "avx512bf16_zen5" : want[w].bf16)
+                                           ? want[w].bf16
                                            : f32;
-                    if (want[w].isa == KERN_ISA_AMX) {
+                    if (want[w].isa == KERN_ISA_AMX && !z5) {
                         bf16 = want[w].bf16;
 #ifdef KERN__HAVE_AMX
                         if (eff == KERN_UARCH_XEON_AVX512) bf16 = "amx_xeon";
 #else
                         if (eff == KERN_UARCH_XEON_AVX512) bf16 = f32;
-                        if (z5) bf16 = "avx512bf16_zen5";
 #endif
                     }
                     kt_context("%s %s", kern_isa_name(all[i]), kern_uarch_name((kern_uarch)u));
