@@ -622,6 +622,31 @@ KT_TEST(threads_identical) {
     }
 }
 
+/* A prepacked B wider than the tables' column pass (nc 2048) on the
+ * general path (M above every table's streaming bound): one pass spans
+ * every column; against the reference, and the same bits at 1 and 2
+ * threads. */
+KT_TEST(packed_b_wide) {
+    KT_FOR_EACH_ISA(isa, ctx1, 1) {
+        kern_ctx *ctx2 = kt_ctx(2, isa);
+        int v;
+        for (v = 0; v < 2; v++) {
+            gcase g = gc_default(520, 2080, v ? 24 : 16);
+            float *r1 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
+            float *r2 = (float *)malloc(sizeof(float) * (size_t)(g.M * g.N));
+            g.in_dt = v ? KERN_BF16 : KERN_F32;
+            g.packed = 1;
+            g.use_bias = 1;
+            kt_context("isa=%s v=%d", kern_isa_name(isa), v);
+            run_case(ctx1, &g, r1);
+            run_case(ctx2, &g, r2);
+            kt_assert_bytes_equal("1 vs 2 threads", r1, r2, sizeof(float) * (size_t)(g.M * g.N));
+            free(r1);
+            free(r2);
+        }
+    }
+}
+
 /* Batched: a [2,3,M,K] x b [3,K,N] (broadcast over dim 0), b [1,K,N]
  * (size-1 broadcast), many small items (batch-parallel mode), a packed B
  * for every batch, and a batched residual. */
