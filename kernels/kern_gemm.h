@@ -1161,6 +1161,52 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_8x32_pp__avx512bf16, 8, KERN__GEMM_R8, K
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_4x32_pp__avx512bf16, 4, KERN__GEMM_R4, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_2x32_pp__avx512bf16, 2, KERN__GEMM_R2, KERN__GEMM_PF_PANEL)
 KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32_pp__avx512bf16, 1, KERN__GEMM_R1, KERN__GEMM_PF_PANEL)
+/* The small-M kernels against a bf16 B read in place by rows (the
+ * streaming path's B form 1 on the pair tables, K even): each k pair step
+ * loads rows 2q and 2q + 1 (32 bf16 each; ldb in bf16 elements) and
+ * interleaves them into the pair format's two vectors (columns 0-15 and
+ * 16-31) with vpermt2w, the words the packer writes; then the packed
+ * kernels' vdpbf16ps chains in their k order, so the same bits as against
+ * the packed B. A task takes a short k piece of each of its column groups
+ * in turn (kern__gemm_small_task), so the next bytes each row needs are a
+ * few groups to the right in the same rows: the hint goes there, into L1.
+ * Zen 5, 1 thread, bf16 M x 4096 x 4096 with B as given, min of 3
+ * alternated runs, ms, hint 2 / 4 / 8 / 16 groups ahead: M 1 1.37 / 1.19
+ * / 1.07 / 1.10, M 4 1.53 / 1.48 / 1.62 / 1.47, M 8 1.67 / 1.73 / 1.73 /
+ * 1.68, M 16 2.59 / 2.76 / 2.89 / 2.94; 8 and 16 rows ahead in the own
+ * group: M 1 1.71-1.75, M 16 3.60-3.70; no hint: M 1 1.59, M 16 4.42. */
+/* elements ahead in the same two rows: 8, 4 and 2 column groups for
+ * MR <= 2, 4 and 8 (fewer rows, shorter steps, further ahead) */
+#define KERN__GEMM_BR_PF(MR) ((MR) >= 8 ? 64 : (MR) >= 4 ? 128 : 256)
+#define KERN__GEMM_Z_BR_KERNEL2(NAME, MR, ROWS)                                   \
+    KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
+                                            const void *bp, int64_t ldb,      \
+                                            float *t, int64_t ldt, int acc) { \
+        const uint32_t *a = (const uint32_t *)ap;                             \
+        const uint16_t *b = (const uint16_t *)bp;                             \
+        const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, \
+                                             41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, \
+                                             34, 2, 33, 1, 32, 0);            \
+        const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));     \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL2)                                              \
+        ROWS(KERN__GEMM_Z_INIT2)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512i r0 = _mm512_loadu_si512(b), r1 = _mm512_loadu_si512(b + ldb); \
+            __m512i b0 = _mm512_permutex2var_epi16(r0, ilo, r1);              \
+            __m512i b1 = _mm512_permutex2var_epi16(r0, ihi, r1);              \
+            _mm_prefetch((const char *)(b + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
+            _mm_prefetch((const char *)(b + ldb + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
+            ROWS(KERN__GEMM_Z_BF_STEP2)                                       \
+            a += MR;                                                          \
+            b += 2 * ldb;                                                     \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE2)                                              \
+    }
+KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_1x32__avx512bf16, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_2x32__avx512bf16, 2, KERN__GEMM_R2)
+KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_4x32__avx512bf16, 4, KERN__GEMM_R4)
+KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_8x32__avx512bf16, 8, KERN__GEMM_R8)
 
 /* The store of the 32-wide tables (AVX-512 f32 and bf16, AMX): every
  * epilogue on unit-stride operands (a 32-wide tile row is two vectors,
@@ -1452,6 +1498,9 @@ typedef struct kern__gemm_fns {
      * after another (t = the n outputs of the task); NULL: the small-M
      * kernels */
     void (*row1)(int64_t K, const float *a, const char *b, int64_t ldb, float *t, int64_t n);
+    /* the small-M kernels (the rows of small) against a bf16 B read in
+     * place by rows (kern__gemm_bform 1); NULL: none, such a B is packed */
+    const kern__gemm_small *brows;
 } kern__gemm_fns;
 
 /* A panels' format: the AMX tables' own, else the table's. */
@@ -1470,14 +1519,25 @@ typedef struct kern__gemm_fns {
 
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
-    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL};
+    NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 #ifdef KERN_X86
+/* the bf16 row kernels: AVX2 widens to f32 ("h"), the pair tables
+ * interleave pairs for vdpbf16ps */
+static const kern__gemm_small kern__gemm_brows_avx2[3] = {{1, 32, kern__gemm_h_1x32__avx2, NULL},
+                                                          {2, 32, kern__gemm_h_2x32__avx2, NULL},
+                                                          {4, 16, kern__gemm_h_4x16__avx2, NULL}};
+static const kern__gemm_small kern__gemm_brows_avx512bf16[4] = {
+    {1, 32, kern__gemm_br_1x32__avx512bf16, NULL},
+    {2, 32, kern__gemm_br_2x32__avx512bf16, NULL},
+    {4, 32, kern__gemm_br_4x32__avx512bf16, NULL},
+    {8, 32, kern__gemm_br_8x32__avx512bf16, NULL}};
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
     {{1, 32, kern__gemm_f32_1x32__avx2, NULL},
      {2, 32, kern__gemm_f32_2x32__avx2, NULL},
-     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL};
+     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL, kern__gemm_brows_avx2};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (MSFX the main kernel's, SFX the small ones': _pf prefetching B
  * rows; PSFX _pp: small kernels for prepacked panels; UKR_PB and ROW1 the
@@ -1490,7 +1550,7 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL, UKR_PB, ROW1}
+     NULL, NULL, NULL, UKR_PB, ROW1, NULL}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , , , NULL, NULL);
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
@@ -1513,7 +1573,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512_zen5 =
       {2, 32, kern__gemm_bf16_2x32__avx512bf16, kern__gemm_bf16_2x32##PSFX##__avx512bf16}, \
       {4, 32, kern__gemm_bf16_4x32__avx512bf16, kern__gemm_bf16_4x32##PSFX##__avx512bf16}, \
       {8, 32, kern__gemm_bf16_8x32__avx512bf16, kern__gemm_bf16_8x32##PSFX##__avx512bf16}}, \
-     NULL, NULL, NULL, kern__gemm_bf16_12x32##PSFX##__avx512bf16, NULL}
+     NULL, NULL, NULL, kern__gemm_bf16_12x32##PSFX##__avx512bf16, NULL, kern__gemm_brows_avx512bf16}
 static const kern__gemm_fns kern__gemm_fns_avx512bf16 = KERN__GEMM_FNS_AVX512BF16("avx512bf16", );
 static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
     KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp);
@@ -1524,7 +1584,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
      kern__gemm_store__avx512,                                                \
      kern__gemm_pack__amx, 0, {{0, 0, NULL, NULL}}, kern__gemm_tiles_on__amx,        \
-     kern__gemm_tiles_off__amx, ALT, NULL, NULL}
+     kern__gemm_tiles_off__amx, ALT, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
 static const kern__gemm_fns kern__gemm_fns_amx_xeon =
     KERN__GEMM_FNS_AMX("amx_xeon", &kern__gemm_fns_avx512_xeon);
@@ -1532,7 +1592,8 @@ static const kern__gemm_fns kern__gemm_fns_amx_xeon =
 #ifdef KERN_NEON
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
-    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL};
+    NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -1891,7 +1952,10 @@ static void kern__gemm_small_task(void *arg, int64_t task, int thread) {
              * slower panels-innermost: docs/gemm.md, "Row panels innermost") */
             {
                 const char *ap = s->apack + (k0 * s->npan + k1) * sk->mr * 4;
+                /* kb: the row of B (form 1), the k pair (form 2) or the
+                 * k step of this piece; a pair table's step is two rows */
                 int64_t kb = (k0 + k1) >> (s->bform == 2), pst = kk * sk->mr * 4, q, q1;
+                if (s->bform == 1 && j->ks->fmt == KERN__GEMM_FMT_PAIR) kb *= 2;
                 int inner = s->npan > 1 && !s->bform, acc = k0 + k1 > 0;
                 for (p = 0; p < (inner ? 1 : s->npan); p++)
                     for (g = 0; g < ng; g++)
@@ -1943,24 +2007,28 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
  * "h" and "p" kernels). */
 static int kern__gemm_bform(const kern__gemm_job *j) {
     if (j->pb) return j->pb->fmt == j->ks->fmt ? 0 : 2;
-    return j->in_dt == KERN_BF16 && j->ks->fmt == KERN__GEMM_FMT_F32 ? 1 : 0;
+    if (j->in_dt != KERN_BF16) return 0;
+    /* a pair table's row kernels read both rows of every pair: K even */
+    return j->ks->fmt == KERN__GEMM_FMT_F32 || (j->ks->fmt == KERN__GEMM_FMT_PAIR && j->K % 2 == 0 &&
+                                                j->ks->brows)
+               ? 1
+               : 0;
 }
 
 /* The small-M kernels of table ks for B form bform (n_small of them), or
- * NULL: forms 1 and 2 have kernels on AVX2 only. (These, the AVX2 unpair
- * in kern__gemm_pack_task and the prepacked groups per task are keyed on
- * the AVX2 table / row by pointer; members of kern__gemm_fns would carry
- * them better once a second level has such kernels.) */
+ * NULL: form 1 the table's row kernels (ks->brows), form 2 has kernels on
+ * AVX2 only. (Those, the AVX2 unpair in kern__gemm_pack_task and the
+ * prepacked groups per task are keyed on the AVX2 table / row by pointer;
+ * members of kern__gemm_fns would carry them better once a second level
+ * has such kernels.) */
 static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int bform) {
 #ifdef KERN_X86
-    static const kern__gemm_small h[3] = {{1, 32, kern__gemm_h_1x32__avx2, NULL},
-                                          {2, 32, kern__gemm_h_2x32__avx2, NULL},
-                                          {4, 16, kern__gemm_h_4x16__avx2, NULL}};
     static const kern__gemm_small pr[3] = {{1, 32, kern__gemm_p_1x32__avx2, NULL},
                                            {2, 32, kern__gemm_p_2x32__avx2, NULL},
                                            {4, 16, kern__gemm_p_4x16__avx2, NULL}};
-    if (ks == &kern__gemm_fns_avx2 && bform) return bform == 1 ? h : pr;
+    if (ks == &kern__gemm_fns_avx2 && bform == 2) return pr;
 #endif
+    if (bform == 1) return ks->brows;
     return bform ? NULL : ks->small;
 }
 

@@ -500,52 +500,67 @@ KT_TEST(small_m_rows_match) {
  * within tolerance. N with a partial last column group, K odd (the pair
  * panels' last word half empty) and across k chunks, a padded row stride. */
 KT_TEST(bf16_small_m_streaming) {
-    const int64_t N = 75, K = 601, LDB = 80;
-    uint16_t *A = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(16 * K), "A");
-    uint16_t *B = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(K * LDB), "B");
-    float *Af = (float *)kt_alloc(sizeof(float) * (size_t)(16 * K), "Af");
-    float *Bf = (float *)kt_alloc(sizeof(float) * (size_t)(K * N), "Bf");
+    /* K odd: the pair tables pack such a B; K even: they read its rows in
+     * place (kern__gemm_br_*), the same bits as against the packed B */
+    static const int64_t Ks[2] = {601, 600};
+    const int64_t N = 75, LDB = 80, KM = 601;
+    uint16_t *A = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(16 * KM), "A");
+    uint16_t *B = (uint16_t *)kt_alloc(sizeof(uint16_t) * (size_t)(KM * LDB), "B");
+    float *Af = (float *)kt_alloc(sizeof(float) * (size_t)(16 * KM), "Af");
+    float *Bf = (float *)kt_alloc(sizeof(float) * (size_t)(KM * N), "Bf");
     float *C0 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C0");
     float *C1 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C1");
+    float *C2 = (float *)kt_alloc(sizeof(float) * (size_t)(16 * N), "C2");
     kt_rng r = kt_rng_make(78);
     int64_t i, k, n;
-    kt_fill_normal(&r, A, KERN_BF16, 16 * K, 1.0);
-    kt_fill_normal(&r, B, KERN_BF16, K * LDB, 0.1);
-    for (i = 0; i < 16 * K; i++) Af[i] = kern_bf16_to_f32(A[i]);
-    for (k = 0; k < K; k++)
-        for (n = 0; n < N; n++) Bf[k * N + n] = kern_bf16_to_f32(B[k * LDB + n]);
-    KT_FOR_EACH_ISA(isa, ctx, 2) {
-        kern_tensor tb = kern_tensor_2d(B, KERN_BF16, K, N), tbf = kern_tensor_2d(Bf, KERN_F32, K, N);
-        kern_gemm_packed_b *pb = NULL;
-        int lay;
-        int exact = isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI;
-        tb.stride[0] = LDB;
-        KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, NULL));
-        for (lay = 0; lay < 2; lay++) {
+    int ki;
+    kt_fill_normal(&r, A, KERN_BF16, 16 * KM, 1.0);
+    kt_fill_normal(&r, B, KERN_BF16, KM * LDB, 0.1);
+    for (ki = 0; ki < 2; ki++) {
+        const int64_t K = Ks[ki];
+        for (i = 0; i < 16; i++)
+            for (k = 0; k < K; k++) Af[i * K + k] = kern_bf16_to_f32(A[i * K + k]);
+        for (k = 0; k < K; k++)
+            for (n = 0; n < N; n++) Bf[k * N + n] = kern_bf16_to_f32(B[k * LDB + n]);
+        KT_FOR_EACH_ISA(isa, ctx, 2) {
+            kern_tensor tb = kern_tensor_2d(B, KERN_BF16, K, N), tbf = kern_tensor_2d(Bf, KERN_F32, K, N);
+            kern_gemm_packed_b *pb = NULL;
             int64_t m;
+            int exact = isa == KERN_ISA_AVX2 || isa == KERN_ISA_AVX2_VNNI;
+            tb.stride[0] = LDB;
+            KT_OK(kern_gemm_pack_b(ctx, &tb, &pb, NULL));
             for (m = 1; m <= 16; m++) {
-                kern_tensor ta = kern_tensor_2d(A, KERN_BF16, m, K), taf = kern_tensor_2d(Af, KERN_F32, m, K);
-                kern_tensor tc0 = kern_tensor_2d(C0, KERN_F32, m, N), tc1 = kern_tensor_2d(C1, KERN_F32, m, N);
-                kern_gemm_params p;
-                memset(&p, 0, sizeof p);
-                kt_context("isa=%s %s M=%lld", kern_isa_name(isa), lay ? "prepacked" : "rows",
-                           (long long)m);
-                KT_OK(kern_gemm(ctx, &taf, &tbf, &tc0, &p));
-                p.packed_b = lay ? pb : NULL;
-                KT_OK(kern_gemm(ctx, &ta, lay ? NULL : &tb, &tc1, &p));
-                if (exact) {
-                    KT_CHECK(!memcmp(C0, C1, sizeof(float) * (size_t)(m * N)), "bits differ from f32");
-                } else {
-                    double *w = (double *)malloc(sizeof(double) * (size_t)(m * N));
-                    for (i = 0; i < m * N; i++) w[i] = C0[i];
-                    kt_assert_close("bf16 vs f32", C1, KERN_F32, w, m * N, gemm_tol(KERN_F32, K));
-                    free(w);
+                int lay;
+                for (lay = 0; lay < 2; lay++) {
+                    kern_tensor ta = kern_tensor_2d(A, KERN_BF16, m, K), taf = kern_tensor_2d(Af, KERN_F32, m, K);
+                    kern_tensor tc0 = kern_tensor_2d(C0, KERN_F32, m, N);
+                    kern_tensor tc1 = kern_tensor_2d(lay ? C2 : C1, KERN_F32, m, N);
+                    kern_gemm_params p;
+                    memset(&p, 0, sizeof p);
+                    kt_context("isa=%s K=%lld %s M=%lld", kern_isa_name(isa), (long long)K,
+                               lay ? "prepacked" : "rows", (long long)m);
+                    KT_OK(kern_gemm(ctx, &taf, &tbf, &tc0, &p));
+                    p.packed_b = lay ? pb : NULL;
+                    KT_OK(kern_gemm(ctx, &ta, lay ? NULL : &tb, &tc1, &p));
+                    if (exact) {
+                        KT_CHECK(!memcmp(C0, lay ? C2 : C1, sizeof(float) * (size_t)(m * N)),
+                                 "bits differ from f32");
+                    } else {
+                        double *w = (double *)malloc(sizeof(double) * (size_t)(m * N));
+                        for (i = 0; i < m * N; i++) w[i] = C0[i];
+                        kt_assert_close("bf16 vs f32", lay ? C2 : C1, KERN_F32, w, m * N,
+                                        gemm_tol(KERN_F32, K));
+                        free(w);
+                    }
                 }
+                if (K % 2 == 0 && kern__gemm_fns_for(kern_ctx_isa(ctx), kern_ctx_uarch(ctx), KERN_BF16)->fmt ==
+                                      KERN__GEMM_FMT_PAIR)
+                    KT_CHECK(!memcmp(C1, C2, sizeof(float) * (size_t)(m * N)), "rows and prepacked differ");
             }
+            kern_gemm_packed_b_free(ctx, pb);
         }
-        kern_gemm_packed_b_free(ctx, pb);
     }
-    kt_free(A); kt_free(B); kt_free(Af); kt_free(Bf); kt_free(C0); kt_free(C1);
+    kt_free(A); kt_free(B); kt_free(Af); kt_free(Bf); kt_free(C0); kt_free(C1); kt_free(C2);
 }
 
 /* A weight packed by one ISA level is usable by every other. */
