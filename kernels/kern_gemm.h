@@ -1207,6 +1207,36 @@ KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_1x32__avx512bf16, 1, KERN__GEMM_R1)
 KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_2x32__avx512bf16, 2, KERN__GEMM_R2)
 KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_4x32__avx512bf16, 4, KERN__GEMM_R4)
 KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_8x32__avx512bf16, 8, KERN__GEMM_R8)
+/* The f32 tables' twins (bf16 inputs on the Xeon class, and AVX-512
+ * without BF16): a bf16 B's rows read in place, 32 columns widened to two
+ * f32 vectors by a zero-extend and a shift (exact), then the f32 kernels'
+ * FMA chains on f32-packed A: the same bits as the f32 kernels against
+ * the converted B. One row a k step; the hint as above. */
+#define KERN__GEMM_Z_H_KERNEL2(NAME, MR, ROWS)                                    \
+    KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
+                                        const void *bp, int64_t ldb,          \
+                                        float *t, int64_t ldt, int acc) {     \
+        const float *a = (const float *)ap;                                   \
+        const uint16_t *b = (const uint16_t *)bp;                             \
+        int64_t s;                                                            \
+        ROWS(KERN__GEMM_Z_DECL2)                                              \
+        ROWS(KERN__GEMM_Z_INIT2)                                              \
+        for (s = 0; s < ks; s++) {                                            \
+            __m512 b0 = _mm512_castsi512_ps(_mm512_slli_epi32(                \
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)b)), 16)); \
+            __m512 b1 = _mm512_castsi512_ps(_mm512_slli_epi32(                \
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + 16))), 16)); \
+            _mm_prefetch((const char *)(b + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
+            ROWS(KERN__GEMM_Z_F32_STEP2)                                      \
+            a += MR;                                                          \
+            b += ldb;                                                         \
+        }                                                                     \
+        ROWS(KERN__GEMM_Z_SAVE2)                                              \
+    }
+KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_1x32__avx512, 1, KERN__GEMM_R1)
+KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_2x32__avx512, 2, KERN__GEMM_R2)
+KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_4x32__avx512, 4, KERN__GEMM_R4)
+KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_8x32__avx512, 8, KERN__GEMM_R8)
 
 /* The store of the 32-wide tables (AVX-512 f32 and bf16, AMX): every
  * epilogue on unit-stride operands (a 32-wide tile row is two vectors,
@@ -1522,8 +1552,8 @@ static const kern__gemm_fns kern__gemm_fns_scalar = {
     NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL,
     NULL};
 #ifdef KERN_X86
-/* the bf16 row kernels: AVX2 widens to f32 ("h"), the pair tables
- * interleave pairs for vdpbf16ps */
+/* the bf16 row kernels: the f32 tables widen to f32 ("h"), the pair
+ * tables interleave pairs for vdpbf16ps */
 static const kern__gemm_small kern__gemm_brows_avx2[3] = {{1, 32, kern__gemm_h_1x32__avx2, NULL},
                                                           {2, 32, kern__gemm_h_2x32__avx2, NULL},
                                                           {4, 16, kern__gemm_h_4x16__avx2, NULL}};
@@ -1532,6 +1562,10 @@ static const kern__gemm_small kern__gemm_brows_avx512bf16[4] = {
     {2, 32, kern__gemm_br_2x32__avx512bf16, NULL},
     {4, 32, kern__gemm_br_4x32__avx512bf16, NULL},
     {8, 32, kern__gemm_br_8x32__avx512bf16, NULL}};
+static const kern__gemm_small kern__gemm_brows_avx512[4] = {{1, 32, kern__gemm_h_1x32__avx512, NULL},
+                                                            {2, 32, kern__gemm_h_2x32__avx512, NULL},
+                                                            {4, 32, kern__gemm_h_4x32__avx512, NULL},
+                                                            {8, 32, kern__gemm_h_8x32__avx512, NULL}};
 static const kern__gemm_fns kern__gemm_fns_avx2 = {
     "avx2", &kern__gemm_cfgs[KERN__GEMM_CFG_AVX2], KERN__GEMM_FMT_F32, kern__gemm_f32_6x16__avx2,
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
@@ -1550,7 +1584,7 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL, UKR_PB, ROW1, NULL}
+     NULL, NULL, NULL, UKR_PB, ROW1, kern__gemm_brows_avx512}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
     KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , , , NULL, NULL);
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
