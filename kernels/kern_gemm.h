@@ -974,8 +974,9 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
         c##i##_1 = _mm512_dpbf16_ps(c##i##_1, (__m512bh)ai, (__m512bh)b1);    \
     }
 
-/* Software prefetch of B rows PF k steps ahead (0: none; a compile-time
- * constant of each kernel). The Xeon class's f32 kernels prefetch 16 rows
+/* Software prefetch of B rows PF k steps ahead (0: none; negative: -PF
+ * elements ahead in the same row; a compile-time constant of each
+ * kernel). The Xeon class's f32 kernels prefetch 16 rows
  * ahead: a row-major B read in place at small M (4 KiB runs of rows 16
  * KiB apart) is otherwise fetched by demand misses alone there, M = 16 x
  * 4096 x 4096 at 1 thread 13.3 ms, with 16 rows ahead 6.9 ms (32: 7.7);
@@ -984,7 +985,10 @@ KERN_TARGET_AVX512 static void kern__gemm_pack__avx512(void *dst, int W, const c
 #define KERN__GEMM_PFD 0
 #endif
 #define KERN__GEMM_PFB(b, ldb, PF)                                            \
-    if (PF > 0 && PF < KERN__GEMM_PF_FAR) {                                   \
+    if (PF < 0) { /* -PF elements ahead in the same row */                   \
+        _mm_prefetch((const char *)(b - (PF)), _MM_HINT_T0);                  \
+        _mm_prefetch((const char *)(b - (PF)) + 64, _MM_HINT_T0);             \
+    } else if (PF > 0 && PF < KERN__GEMM_PF_FAR) {                            \
         _mm_prefetch((const char *)(b + (PF) * ldb), _MM_HINT_T0);            \
         _mm_prefetch((const char *)(b + (PF) * ldb) + 64, _MM_HINT_T0);       \
     } else if (PF > 0) {                                                      \
@@ -1116,6 +1120,20 @@ KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pf__avx512, 8, KERN__GEMM_R8, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pf__avx512, 4, KERN__GEMM_R4, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pf__avx512, 2, KERN__GEMM_R2, 16)
 KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pf__avx512, 1, KERN__GEMM_R1, 16)
+/* the Zen 5 class's set for a row-major B in place: the hint along the
+ * row, as the bf16 row kernels' (kern__gemm_br_*): a task takes a short
+ * k piece of each of its column groups in turn, so the next lines a row
+ * needs are a few groups to the right, 128, 256 and 512 bytes ahead for
+ * 8, 4 and <= 2 rows. Zen 5, 1 thread, f32 M x 4096 x 4096 B as given,
+ * min of 3 alternated runs, ms, 16 rows ahead in the own group (the _pf
+ * set) -> this: M 4 4.51 -> 3.18, M 8 4.73 -> 3.27, M 16 6.06 -> 4.23 (2
+ * threads 2.03 -> 1.62, 2.38 -> 1.64, 3.09 -> 2.16); one group ahead at
+ * every row count was level, half a group 1.0-1.5x slower at M 8 and 16.
+ * (M = 1 on this class takes the row kernel.) */
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_8x32_pr__avx512, 8, KERN__GEMM_R8, -32)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_4x32_pr__avx512, 4, KERN__GEMM_R4, -64)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_2x32_pr__avx512, 2, KERN__GEMM_R2, -128)
+KERN__GEMM_Z_F32_KERNEL2(kern__gemm_f32_1x32_pr__avx512, 1, KERN__GEMM_R1, -128)
 /* M = 1 against a row-major f32 B read in place (kern__gemm_fns.row1):
  * t[c] = sum over k of a[k] b[k][c] for c < n, each output one fma chain
  * in k order from 0 (the small kernels' sums: the same bits), the rows of
@@ -1590,11 +1608,11 @@ static const kern__gemm_fns kern__gemm_fns_avx512 =
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
     KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pf, _pp, NULL, NULL);
 /* Zen 5: the generic blocking rows and main kernel, the small-M kernels
- * with B hints (_pf for a row-major B in place, _pp for prepacked panels),
+ * with B hints (_pr for a row-major B in place, _pp for prepacked panels),
  * the main kernel's _pp twin and the M = 1 row kernel (docs/uarch.md,
  * "GEMM on the Zen 5 class") */
 static const kern__gemm_fns kern__gemm_fns_avx512_zen5 =
-    KERN__GEMM_FNS_AVX512("avx512_zen5", KERN__GEMM_CFG_AVX512, , _pf, _pp,
+    KERN__GEMM_FNS_AVX512("avx512_zen5", KERN__GEMM_CFG_AVX512, , _pr, _pp,
                           kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512);
 /* the bf16 (vdpbf16ps) set; PSFX _pp: the prepacked-panel twins of the
  * small kernels and of the main one (the generic table: none, PSFX empty
