@@ -1196,65 +1196,64 @@ KERN__GEMM_Z_BF_KERNEL2(kern__gemm_bf16_1x32_pp__avx512bf16, 1, KERN__GEMM_R1, K
 /* elements ahead in the same two rows: 8, 4 and 2 column groups for
  * MR <= 2, 4 and 8 (fewer rows, shorter steps, further ahead) */
 #define KERN__GEMM_BR_PF(MR) ((MR) >= 8 ? 64 : (MR) >= 4 ? 128 : 256)
-#define KERN__GEMM_Z_BR_KERNEL2(NAME, MR, ROWS)                                   \
-    KERN_TARGET_AVX512BF16 static void NAME(int64_t ks, const void *ap,       \
-                                            const void *bp, int64_t ldb,      \
-                                            float *t, int64_t ldt, int acc) { \
-        const uint32_t *a = (const uint32_t *)ap;                             \
+/* A kernel over bf16 rows in place: LOAD sets b0 and b1 from the rows at
+ * b (RPS rows a k step, ldb apart), STEP the row's FMA chains (AT: the
+ * packed A's element type). */
+#define KERN__GEMM_Z_RB_KERNEL2(NAME, MR, ROWS, TARGET, AT, LOAD, STEP, RPS)       \
+    TARGET static void NAME(int64_t ks, const void *ap, const void *bp, int64_t ldb, \
+                            float *t, int64_t ldt, int acc) {                 \
+        const AT *a = (const AT *)ap;                                         \
         const uint16_t *b = (const uint16_t *)bp;                             \
-        const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, \
-                                             41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, \
-                                             34, 2, 33, 1, 32, 0);            \
-        const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));     \
         int64_t s;                                                            \
         ROWS(KERN__GEMM_Z_DECL2)                                              \
         ROWS(KERN__GEMM_Z_INIT2)                                              \
         for (s = 0; s < ks; s++) {                                            \
-            __m512i r0 = _mm512_loadu_si512(b), r1 = _mm512_loadu_si512(b + ldb); \
-            __m512i b0 = _mm512_permutex2var_epi16(r0, ilo, r1);              \
-            __m512i b1 = _mm512_permutex2var_epi16(r0, ihi, r1);              \
+            LOAD                                                              \
             _mm_prefetch((const char *)(b + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
-            _mm_prefetch((const char *)(b + ldb + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
-            ROWS(KERN__GEMM_Z_BF_STEP2)                                       \
+            if (RPS == 2)                                                     \
+                _mm_prefetch((const char *)(b + ldb + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
+            ROWS(STEP)                                                        \
             a += MR;                                                          \
-            b += 2 * ldb;                                                     \
+            b += RPS * ldb;                                                   \
         }                                                                     \
         ROWS(KERN__GEMM_Z_SAVE2)                                              \
     }
-KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_1x32__avx512bf16, 1, KERN__GEMM_R1)
-KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_2x32__avx512bf16, 2, KERN__GEMM_R2)
-KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_4x32__avx512bf16, 4, KERN__GEMM_R4)
-KERN__GEMM_Z_BR_KERNEL2(kern__gemm_br_8x32__avx512bf16, 8, KERN__GEMM_R8)
+/* rows 2q and 2q + 1 as the pair format's words (the packer's vpermt2w) */
+#define KERN__GEMM_Z_BR_LOAD                                                  \
+    __m512i b0, b1;                                                           \
+    {                                                                         \
+        const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, \
+                                             40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, \
+                                             1, 32, 0);                       \
+        __m512i r0 = _mm512_loadu_si512(b), r1 = _mm512_loadu_si512(b + ldb); \
+        b0 = _mm512_permutex2var_epi16(r0, ilo, r1);                          \
+        b1 = _mm512_permutex2var_epi16(r0, _mm512_add_epi16(ilo, _mm512_set1_epi16(16)), r1); \
+    }
+#define KERN__GEMM_Z_BR_KERNEL2(NAME, MR, ROWS)                                   \
+    KERN__GEMM_Z_RB_KERNEL2(NAME, MR, ROWS, KERN_TARGET_AVX512BF16, uint32_t, KERN__GEMM_Z_BR_LOAD, \
+                            KERN__GEMM_Z_BF_STEP2, 2)
+/* the 1, 2, 4, 8 and 12-row kernels of one such family */
+#define KERN__GEMM_Z_RB_SET(KERNEL, PFX, SFX)                                 \
+    KERNEL(PFX##_1x32##SFX, 1, KERN__GEMM_R1)                                 \
+    KERNEL(PFX##_2x32##SFX, 2, KERN__GEMM_R2)                                 \
+    KERNEL(PFX##_4x32##SFX, 4, KERN__GEMM_R4)                                 \
+    KERNEL(PFX##_8x32##SFX, 8, KERN__GEMM_R8)                                 \
+    KERNEL(PFX##_12x32##SFX, 12, KERN__GEMM_R12)
+KERN__GEMM_Z_RB_SET(KERN__GEMM_Z_BR_KERNEL2, kern__gemm_br, __avx512bf16)
 /* The f32 tables' twins (bf16 inputs on the Xeon class, and AVX-512
  * without BF16): a bf16 B's rows read in place, 32 columns widened to two
  * f32 vectors by a zero-extend and a shift (exact), then the f32 kernels'
  * FMA chains on f32-packed A: the same bits as the f32 kernels against
  * the converted B. One row a k step; the hint as above. */
+#define KERN__GEMM_Z_H_LOAD                                                   \
+    __m512 b0 = _mm512_castsi512_ps(_mm512_slli_epi32(                        \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)b)), 16)); \
+    __m512 b1 = _mm512_castsi512_ps(_mm512_slli_epi32(                        \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + 16))), 16));
 #define KERN__GEMM_Z_H_KERNEL2(NAME, MR, ROWS)                                    \
-    KERN_TARGET_AVX512 static void NAME(int64_t ks, const void *ap,           \
-                                        const void *bp, int64_t ldb,          \
-                                        float *t, int64_t ldt, int acc) {     \
-        const float *a = (const float *)ap;                                   \
-        const uint16_t *b = (const uint16_t *)bp;                             \
-        int64_t s;                                                            \
-        ROWS(KERN__GEMM_Z_DECL2)                                              \
-        ROWS(KERN__GEMM_Z_INIT2)                                              \
-        for (s = 0; s < ks; s++) {                                            \
-            __m512 b0 = _mm512_castsi512_ps(_mm512_slli_epi32(                \
-                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)b)), 16)); \
-            __m512 b1 = _mm512_castsi512_ps(_mm512_slli_epi32(                \
-                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + 16))), 16)); \
-            _mm_prefetch((const char *)(b + KERN__GEMM_BR_PF(MR)), _MM_HINT_T0); \
-            ROWS(KERN__GEMM_Z_F32_STEP2)                                      \
-            a += MR;                                                          \
-            b += ldb;                                                         \
-        }                                                                     \
-        ROWS(KERN__GEMM_Z_SAVE2)                                              \
-    }
-KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_1x32__avx512, 1, KERN__GEMM_R1)
-KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_2x32__avx512, 2, KERN__GEMM_R2)
-KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_4x32__avx512, 4, KERN__GEMM_R4)
-KERN__GEMM_Z_H_KERNEL2(kern__gemm_h_8x32__avx512, 8, KERN__GEMM_R8)
+    KERN__GEMM_Z_RB_KERNEL2(NAME, MR, ROWS, KERN_TARGET_AVX512, float, KERN__GEMM_Z_H_LOAD,  \
+                            KERN__GEMM_Z_F32_STEP2, 1)
+KERN__GEMM_Z_RB_SET(KERN__GEMM_Z_H_KERNEL2, kern__gemm_h, __avx512)
 
 /* The store of the 32-wide tables (AVX-512 f32 and bf16, AMX): every
  * epilogue on unit-stride operands (a 32-wide tile row is two vectors,
@@ -1549,6 +1548,9 @@ typedef struct kern__gemm_fns {
     /* the small-M kernels (the rows of small) against a bf16 B read in
      * place by rows (kern__gemm_bform 1); NULL: none, such a B is packed */
     const kern__gemm_small *brows;
+    /* the main kernel's twin for such a B (M above the small kernels, up
+     * to cfg->stream_m); NULL: those rows stream up to KERN__GEMM_SMALL_M */
+    kern__gemm_ukr brows_main;
 } kern__gemm_fns;
 
 /* A panels' format: the AMX tables' own, else the table's. */
@@ -1568,7 +1570,7 @@ typedef struct kern__gemm_fns {
 static const kern__gemm_fns kern__gemm_fns_scalar = {
     "scalar", &kern__gemm_cfgs[KERN__GEMM_CFG_SCALAR], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__ref,
     NULL, kern__s_epi_tile, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL,
-    NULL};
+    NULL, NULL};
 #ifdef KERN_X86
 /* the bf16 row kernels: the f32 tables widen to f32 ("h"), the pair
  * tables interleave pairs for vdpbf16ps */
@@ -1589,12 +1591,12 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
     NULL, kern__v_epi_tile__avx2, kern__gemm_pack__avx2, 3,
     {{1, 32, kern__gemm_f32_1x32__avx2, NULL},
      {2, 32, kern__gemm_f32_2x32__avx2, NULL},
-     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL, kern__gemm_brows_avx2};
+     {4, 16, kern__gemm_f32_4x16__avx2, NULL}}, NULL, NULL, NULL, NULL, NULL, kern__gemm_brows_avx2, NULL};
 /* the AVX-512 f32 kernel set; per class: the blocking row, and the
  * kernels (MSFX the main kernel's, SFX the small ones': _pf prefetching B
  * rows; PSFX _pp: small kernels for prepacked panels; UKR_PB and ROW1 the
  * members of those names, or NULL) */
-#define KERN__GEMM_FNS_AVX512(NAME, CFG, MSFX, SFX, PSFX, UKR_PB, ROW1)       \
+#define KERN__GEMM_FNS_AVX512(NAME, CFG, MSFX, SFX, PSFX, UKR_PB, ROW1, BROWS_MAIN) \
     {NAME, &kern__gemm_cfgs[CFG], KERN__GEMM_FMT_F32,                         \
      kern__gemm_f32_12x32##MSFX##__avx512, kern__gemm_f32_12x32_ua__avx512,   \
      kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
@@ -1602,22 +1604,23 @@ static const kern__gemm_fns kern__gemm_fns_avx2 = {
       {2, 32, kern__gemm_f32_2x32##SFX##__avx512, kern__gemm_f32_2x32##PSFX##__avx512}, \
       {4, 32, kern__gemm_f32_4x32##SFX##__avx512, kern__gemm_f32_4x32##PSFX##__avx512}, \
       {8, 32, kern__gemm_f32_8x32##SFX##__avx512, kern__gemm_f32_8x32##PSFX##__avx512}}, \
-     NULL, NULL, NULL, UKR_PB, ROW1, kern__gemm_brows_avx512}
+     NULL, NULL, NULL, UKR_PB, ROW1, kern__gemm_brows_avx512, BROWS_MAIN}
 static const kern__gemm_fns kern__gemm_fns_avx512 =
-    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , , , NULL, NULL);
+    KERN__GEMM_FNS_AVX512("avx512", KERN__GEMM_CFG_AVX512, , , , NULL, NULL, NULL);
 static const kern__gemm_fns kern__gemm_fns_avx512_xeon =
-    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pf, _pp, NULL, NULL);
+    KERN__GEMM_FNS_AVX512("avx512_xeon", KERN__GEMM_CFG_AVX512_XEON, _pf, _pf, _pp, NULL, NULL, NULL);
 /* Zen 5: the generic blocking rows and main kernel, the small-M kernels
  * with B hints (_pr for a row-major B in place, _pp for prepacked panels),
  * the main kernel's _pp twin and the M = 1 row kernel (docs/uarch.md,
  * "GEMM on the Zen 5 class") */
 static const kern__gemm_fns kern__gemm_fns_avx512_zen5 =
     KERN__GEMM_FNS_AVX512("avx512_zen5", KERN__GEMM_CFG_AVX512, , _pr, _pp,
-                          kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512);
+                          kern__gemm_f32_12x32_pp__avx512, kern__gemm_f32_row1__avx512,
+                          kern__gemm_h_12x32__avx512);
 /* the bf16 (vdpbf16ps) set; PSFX _pp: the prepacked-panel twins of the
  * small kernels and of the main one (the generic table: none, PSFX empty
  * names the kernels themselves) */
-#define KERN__GEMM_FNS_AVX512BF16(NAME, PSFX)                                 \
+#define KERN__GEMM_FNS_AVX512BF16(NAME, PSFX, BROWS_MAIN)                     \
     {NAME, &kern__gemm_cfgs[KERN__GEMM_CFG_AVX512BF16], KERN__GEMM_FMT_PAIR,  \
      kern__gemm_bf16_12x32__avx512bf16, kern__gemm_bf16_12x32_ua__avx512bf16,  \
      kern__gemm_store__avx512, kern__gemm_pack__avx512, 4,                    \
@@ -1625,10 +1628,11 @@ static const kern__gemm_fns kern__gemm_fns_avx512_zen5 =
       {2, 32, kern__gemm_bf16_2x32__avx512bf16, kern__gemm_bf16_2x32##PSFX##__avx512bf16}, \
       {4, 32, kern__gemm_bf16_4x32__avx512bf16, kern__gemm_bf16_4x32##PSFX##__avx512bf16}, \
       {8, 32, kern__gemm_bf16_8x32__avx512bf16, kern__gemm_bf16_8x32##PSFX##__avx512bf16}}, \
-     NULL, NULL, NULL, kern__gemm_bf16_12x32##PSFX##__avx512bf16, NULL, kern__gemm_brows_avx512bf16}
-static const kern__gemm_fns kern__gemm_fns_avx512bf16 = KERN__GEMM_FNS_AVX512BF16("avx512bf16", );
+     NULL, NULL, NULL, kern__gemm_bf16_12x32##PSFX##__avx512bf16, NULL, kern__gemm_brows_avx512bf16, \
+     BROWS_MAIN}
+static const kern__gemm_fns kern__gemm_fns_avx512bf16 = KERN__GEMM_FNS_AVX512BF16("avx512bf16", , NULL);
 static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
-    KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp);
+    KERN__GEMM_FNS_AVX512BF16("avx512bf16_zen5", _pp, kern__gemm_br_12x32__avx512bf16);
 #endif
 #ifdef KERN__HAVE_AMX
 #define KERN__GEMM_FNS_AMX(NAME, ALT)                                         \
@@ -1636,7 +1640,7 @@ static const kern__gemm_fns kern__gemm_fns_avx512bf16_zen5 =
      kern__gemm_bf16_32x32__amx, kern__gemm_bf16_32x32_ua__amx,               \
      kern__gemm_store__avx512,                                                \
      kern__gemm_pack__amx, 0, {{0, 0, NULL, NULL}}, kern__gemm_tiles_on__amx,        \
-     kern__gemm_tiles_off__amx, ALT, NULL, NULL, NULL}
+     kern__gemm_tiles_off__amx, ALT, NULL, NULL, NULL, NULL}
 static const kern__gemm_fns kern__gemm_fns_amx = KERN__GEMM_FNS_AMX("amx", &kern__gemm_fns_avx512bf16);
 static const kern__gemm_fns kern__gemm_fns_amx_xeon =
     KERN__GEMM_FNS_AMX("amx_xeon", &kern__gemm_fns_avx512_xeon);
@@ -1645,7 +1649,7 @@ static const kern__gemm_fns kern__gemm_fns_amx_xeon =
 static const kern__gemm_fns kern__gemm_fns_neon = {
     "neon", &kern__gemm_cfgs[KERN__GEMM_CFG_NEON], KERN__GEMM_FMT_F32, kern__gemm_f32_4x16__neon,
     NULL, kern__v_epi_tile__neon, kern__gemm_pack__ref, 0, {{0, 0, NULL, NULL}}, NULL, NULL, NULL, NULL, NULL,
-    NULL};
+    NULL, NULL};
 #endif
 
 /* The table of level isa and class uarch (kern_ctx_uarch) for inputs of
@@ -2084,6 +2088,18 @@ static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int b
     return bform ? NULL : ks->small;
 }
 
+/* A bf16 B's rows in place with the main kernel's twin (brows_main): up
+ * to this M, and while the packed A is at most this many bytes. Zen 5,
+ * bf16 M x N x K with B as given, 1 / 2 threads, ms, packed B (general
+ * path) -> rows in place: 24 x 4096^2 5.40 / 3.87 -> 2.98 / 1.36, 64 x
+ * 4096^2 (A 512 KiB) 7.71 / 5.82 -> 7.88 / 4.13, 128 x 768 x 3072 (768
+ * KiB) 1.52 / 1.07 -> 1.23 / 0.86, 256 x 3072 x 768 2.71 / 1.79 -> 2.75 /
+ * 1.49; past the bounds: 128 x 4096^2 (1 MiB) 11.6 / 7.83 -> 13.7 / 7.08,
+ * 512 x 4096^2 36.4 / 21.4 -> 55.9 / 30.3, 500 x 1000 x 512 1.07 / 0.65
+ * -> 1.18 / 0.69. */
+#define KERN__GEMM_BROWS_M 256
+#define KERN__GEMM_BROWS_ABYTES (768 * 1024)
+
 /* The largest M the streaming path takes for this job (0: none): up to
  * cfg->stream_m for B in the table's format, up to KERN__GEMM_SMALL_M
  * for the bf16 forms (above it only the main kernel, which reads f32
@@ -2091,6 +2107,13 @@ static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int b
 static int64_t kern__gemm_stream_lim(const kern__gemm_job *j) {
     int bf = kern__gemm_bform(j);
     if (!j->pb && j->b_cs != 1) return 0;
+    if (bf == 1 && j->ks->brows && j->ks->brows_main) {
+        /* rows in place above the small kernels while the packed A (read
+         * again by every task) stays in L2 */
+        int64_t lim = KERN__GEMM_BROWS_ABYTES / (kern__gemm_ksteps(j->ks->fmt, j->K > 0 ? j->K : 1) * 4);
+        lim = lim < KERN__GEMM_BROWS_M ? lim : KERN__GEMM_BROWS_M;
+        return lim > KERN__GEMM_SMALL_M ? lim : KERN__GEMM_SMALL_M;
+    }
     if (bf) return kern__gemm_bsmall(j->ks, bf) && j->ks->n_small ? KERN__GEMM_SMALL_M : 0;
     return j->pb || (j->in_dt == KERN_F32 && j->ks->fmt == KERN__GEMM_FMT_F32) ? j->ks->cfg->stream_m : 0;
 }
@@ -2117,6 +2140,10 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
     r.nr = ks->cfg->nr;
     r.ukr = ks->ukr;
     r.ukr_pb = ks->ukr_pb;
+    if (tab && tab == ks->brows && ks->brows_main) { /* bf16 rows in place */
+        r.ukr = ks->brows_main;
+        r.ukr_pb = NULL;
+    }
     return r;
 }
 
