@@ -2064,11 +2064,9 @@ static void kern__gemm_small_pack_task(void *arg, int64_t task, int thread) {
 static int kern__gemm_bform(const kern__gemm_job *j) {
     if (j->pb) return j->pb->fmt == j->ks->fmt ? 0 : 2;
     if (j->in_dt != KERN_BF16) return 0;
-    /* a pair table's row kernels read both rows of every pair: K even */
-    return j->ks->fmt == KERN__GEMM_FMT_F32 || (j->ks->fmt == KERN__GEMM_FMT_PAIR && j->K % 2 == 0 &&
-                                                j->ks->brows)
-               ? 1
-               : 0;
+    /* a pair table's row kernels read both rows of every pair: K even
+     * (a table without row kernels packs such a B: kern__gemm_stream_lim) */
+    return j->ks->fmt == KERN__GEMM_FMT_F32 || j->K % 2 == 0;
 }
 
 /* The small-M kernels of table ks for B form bform (n_small of them), or
@@ -2107,7 +2105,7 @@ static const kern__gemm_small *kern__gemm_bsmall(const kern__gemm_fns *ks, int b
 static int64_t kern__gemm_stream_lim(const kern__gemm_job *j) {
     int bf = kern__gemm_bform(j);
     if (!j->pb && j->b_cs != 1) return 0;
-    if (bf == 1 && j->ks->brows && j->ks->brows_main) {
+    if (bf == 1 && j->ks->brows_main) {
         /* rows in place above the small kernels while the packed A (read
          * again by every task) stays in L2 */
         int64_t lim = KERN__GEMM_BROWS_ABYTES / (kern__gemm_ksteps(j->ks->fmt, j->K > 0 ? j->K : 1) * 4);
@@ -2124,7 +2122,8 @@ static int kern__gemm_small_ok(const kern__gemm_job *j) {
 
 static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
     const kern__gemm_fns *ks = j->ks;
-    const kern__gemm_small *tab = kern__gemm_bsmall(ks, kern__gemm_bform(j));
+    int bf = kern__gemm_bform(j);
+    const kern__gemm_small *tab = kern__gemm_bsmall(ks, bf);
     kern__gemm_small r;
     int64_t M = j->M;
     int i;
@@ -2140,7 +2139,7 @@ static kern__gemm_small kern__gemm_small_pick(const kern__gemm_job *j) {
     r.nr = ks->cfg->nr;
     r.ukr = ks->ukr;
     r.ukr_pb = ks->ukr_pb;
-    if (tab && tab == ks->brows && ks->brows_main) { /* bf16 rows in place */
+    if (bf == 1 && ks->brows_main) { /* bf16 rows in place */
         r.ukr = ks->brows_main;
         r.ukr_pb = NULL;
     }
